@@ -1,0 +1,2 @@
+//! `gsmrun`: the Gossamer job launcher, as a library so that tests can check a launch plan's argv
+//! without spawning anything. `main.rs` only parses arguments, calls [`run`] and maps the error.

@@ -1,0 +1,1 @@
+//! Gossamer runtime (`gossamer`). Empty until the runtime-core issue lands.
