@@ -1,0 +1,1 @@
+//! Test-bed helpers for the integration tests in `tests/tests/`.
