@@ -1,0 +1,5 @@
+//! The wire: how request and response batches travel between a client worker and a trustee
+//! worker (DESIGN §6). This module owns the byte-level transport structures that every fabric
+//! shares; it does not encode records, choose destinations or move bytes between hosts.
+
+pub mod ring;
