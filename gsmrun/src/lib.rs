@@ -1,6 +1,439 @@
 //! `gsmrun`: the Gossamer job launcher, as a library so that tests can check a launch plan's argv
-//! without spawning anything. `main.rs` only parses arguments, calls the library and maps the error
+//! without spawning anything. `main.rs` only parses arguments, calls [`run`] and maps the error
 //! to an exit code.
+//!
+//! The path of a launch: [`cli`] (what the user asked) → [`hosts`] (where the job may run) →
+//! [`placement`] (which rank runs where) → [`launch`] (the launcher's exact command line) →
+//! [`supervise`] (run it, forward output, share fate), with [`wrapper`] on every rank and the
+//! variables of [`env`] between them.
 
+pub mod cli;
+pub mod env;
 pub mod hosts;
+pub mod launch;
 pub mod placement;
+pub mod supervise;
+pub mod wrapper;
+
+use cli::{Cli, Export};
+use hosts::{Host, HostSource, HostsError};
+use launch::{Backend, JobSpec, LaunchError, Plan};
+use placement::{Placement, PlacementError};
+use std::io::Write as _;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, ToSocketAddrs, UdpSocket};
+use std::path::PathBuf;
+
+/// Why `gsmrun` could not run the job.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A bad hostfile, host list or scheduler environment.
+    #[error(transparent)]
+    Hosts(#[from] HostsError),
+    /// The ranks do not fit the hosts.
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
+    /// Options that do not go together or a bad value.
+    #[error("{0}")]
+    Usage(String),
+    /// The hostfile cannot be read.
+    #[error("cannot read hostfile {path}: {source}")]
+    ReadHostfile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The launcher could not be found or started.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+}
+
+impl Error {
+    /// gsmrun's exit status for this error: 2 for bad input, 127 for a missing launcher, else 1.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Hosts(_)
+            | Error::Placement(_)
+            | Error::Usage(_)
+            | Error::ReadHostfile { .. } => 2,
+            Error::Launch(LaunchError::NotFound { .. }) => 127,
+            Error::Launch(_) => 1,
+        }
+    }
+}
+
+/// This machine's hostname.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is writable for its whole length and gethostname writes at most that much.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "localhost".to_string();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// CPUs this process may run on (its affinity mask), at least 1.
+pub fn usable_cpus() -> u32 {
+    // SAFETY: cpu_set_t is plain data; zeroed is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable cpu_set_t of the size we pass.
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    if rc == 0 {
+        // SAFETY: `set` was filled in by sched_getaffinity.
+        (unsafe { libc::CPU_COUNT(&set) } as u32).max(1)
+    } else {
+        std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1)
+    }
+}
+
+/// Is `name` this machine (loopback, our hostname, or an address of ours)?
+pub fn is_local_host(name: &str) -> bool {
+    let me = hostname();
+    if name == "localhost" || name == me || me.split('.').next() == Some(name) {
+        return true;
+    }
+    let Ok(addrs) = (name, 0u16).to_socket_addrs() else {
+        return false;
+    };
+    addrs
+        .into_iter()
+        .any(|a| a.ip().is_loopback() || UdpSocket::bind(SocketAddr::new(a.ip(), 0)).is_ok())
+}
+
+/// The hosts the job may use and where they came from: --hostfile, else -H, else a Slurm or PBS
+/// allocation, else this machine with one slot per usable CPU.
+pub fn resolve_hosts(
+    cli: &Cli,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Vec<Host>, HostSource), Error> {
+    if cli.hostfile.is_some() && cli.host.is_some() {
+        return Err(Error::Usage(
+            "--hostfile and -H/--host both given; use one of them".to_string(),
+        ));
+    }
+    if let Some(path) = &cli.hostfile {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::ReadHostfile {
+            path: path.clone(),
+            source,
+        })?;
+        return Ok((
+            hosts::parse_hostfile(path, &text)?,
+            HostSource::Hostfile(path.clone()),
+        ));
+    }
+    if let Some(h) = &cli.host {
+        return Ok((hosts::parse_host_option(h)?, HostSource::HostOption));
+    }
+    if let Some(found) = hosts::from_environment(var) {
+        return Ok(found?);
+    }
+    let local = Host {
+        name: "localhost".into(),
+        user: None,
+        slots: usable_cpus(),
+        max_slots: None,
+    };
+    Ok((vec![local], HostSource::Localhost))
+}
+
+/// Address for the control listener: loopback when every used host is this machine, else the
+/// local address that routes to the first remote host.
+pub fn control_ip(placement: &Placement) -> IpAddr {
+    let used: Vec<&Host> = (0..placement.hosts.len())
+        .filter(|&h| placement.ranks_on(h).next().is_some())
+        .map(|h| &placement.hosts[h])
+        .collect();
+    for h in used {
+        if is_local_host(&h.name) {
+            continue;
+        }
+        let Some(addr) = (h.name.as_str(), 9u16)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+        else {
+            continue;
+        };
+        let bind: SocketAddr = if addr.is_ipv4() {
+            "0.0.0.0:0".parse().unwrap()
+        } else {
+            "[::]:0".parse().unwrap()
+        };
+        if let Ok(sock) = UdpSocket::bind(bind) {
+            if sock.connect(addr).is_ok() {
+                if let Ok(local) = sock.local_addr() {
+                    return local.ip();
+                }
+            }
+        }
+    }
+    IpAddr::V4(Ipv4Addr::LOCALHOST)
+}
+
+/// A fresh job id and control key.
+fn job_id_and_key() -> (String, String) {
+    let mut bytes = [0u8; 24];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read as _;
+        let _ = f.read_exact(&mut bytes);
+    }
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    (
+        format!("gsm-{}-{}", std::process::id(), hex(&bytes[..4])),
+        hex(&bytes[4..]),
+    )
+}
+
+/// Human-readable placement table.
+pub fn placement_table(p: &Placement, source: &HostSource) -> String {
+    let from = match source {
+        HostSource::Hostfile(path) => format!("hostfile {}", path.display()),
+        HostSource::HostOption => "-H".to_string(),
+        HostSource::Slurm { job_id } => format!("Slurm job {job_id}"),
+        HostSource::Pbs(path) => format!("PBS node file {}", path.display()),
+        HostSource::Localhost => "this machine".to_string(),
+    };
+    let mut s = format!(
+        "placement: {} ranks on {} hosts (from {from})\n",
+        p.rank_host.len(),
+        {
+            (0..p.hosts.len())
+                .filter(|&h| p.ranks_on(h).next().is_some())
+                .count()
+        }
+    );
+    s.push_str("  rank  host\n");
+    for (r, &h) in p.rank_host.iter().enumerate() {
+        s.push_str(&format!("  {r:<5} {}\n", p.hosts[h].name));
+    }
+    s
+}
+
+/// Everything decided before launching: printed by --dry-run/-v, run otherwise.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub placement: Placement,
+    pub source: HostSource,
+    pub spec: JobSpec,
+    pub plan: Plan,
+    /// Job-wide variables (values), without the control address and key.
+    pub job_env: Vec<(String, String)>,
+    /// Open MPI settings and root permission added to the launcher's environment.
+    pub mpi_env: Vec<(String, String)>,
+    pub job_id: String,
+    pub tmpdir: PathBuf,
+}
+
+/// Resolve hosts, place ranks, choose the backend and build the plan. Spawns only
+/// `mpirun --version` (unless GSM_MPI_FLAVOUR is set).
+pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepared, Error> {
+    for e in &cli.export {
+        Export::parse(e).map_err(Error::Usage)?;
+    }
+    if cli.threads_per_rank == Some(0) {
+        return Err(Error::Usage(
+            "-t 0: a rank needs at least one worker thread".into(),
+        ));
+    }
+    if let Some(t) = cli.timeout {
+        if !(t > 0.0 && t.is_finite()) {
+            return Err(Error::Usage(format!(
+                "--timeout {t}: give a positive number of seconds"
+            )));
+        }
+    }
+    let (hosts, source) = resolve_hosts(cli, var)?;
+    let placement = placement::place(&hosts, cli.np, cli.map_by.into(), cli.oversubscribe)?;
+    let explicit = cli.hostfile.is_some() || cli.host.is_some();
+    let in_slurm = var("SLURM_JOB_ID").is_some();
+    let forced = var(env::input::MPI_FLAVOUR);
+    let backend = launch::choose_backend(
+        cli.launcher,
+        in_slurm,
+        explicit,
+        forced.as_deref(),
+        &launch::detect::detect,
+    )?;
+    let (job_id, _) = job_id_and_key();
+    let tmpdir = std::env::temp_dir().join(format!("gsmrun.{job_id}"));
+
+    let mut job_env = vec![
+        (env::job::JOB_ID.to_string(), job_id.clone()),
+        (
+            env::job::SIZE.to_string(),
+            placement.rank_host.len().to_string(),
+        ),
+    ];
+    if let Some(t) = cli.threads_per_rank {
+        job_env.push((env::job::THREADS.to_string(), t.to_string()));
+    }
+    job_env.push((
+        env::job::FABRIC.to_string(),
+        cli.fabric.as_str().to_string(),
+    ));
+    if backend != Backend::Srun {
+        let names: Vec<&str> = placement.hosts.iter().map(|h| h.name.as_str()).collect();
+        let idx: Vec<String> = placement.rank_host.iter().map(|h| h.to_string()).collect();
+        job_env.push((env::job::HOSTS.to_string(), names.join(",")));
+        job_env.push((env::job::RANK_HOSTS.to_string(), idx.join(",")));
+    }
+    let mut job_vars: Vec<String> = job_env.iter().map(|(k, _)| k.clone()).collect();
+    job_vars.push(env::job::CONTROL.to_string());
+    job_vars.push(env::job::CONTROL_KEY.to_string());
+    if var(env::input::LOG).is_some() {
+        job_vars.push(env::input::LOG.to_string());
+    }
+
+    let mut mpi_env = Vec::new();
+    if backend.uses_open_mpi_settings() {
+        for (k, v) in env::OPEN_MPI_DEFAULTS {
+            if var(k).is_none() {
+                mpi_env.push((k.to_string(), v.to_string()));
+            }
+        }
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            for (k, v) in env::OPEN_MPI_ROOT {
+                mpi_env.push((k.to_string(), v.to_string()));
+            }
+        }
+    }
+
+    let wrapper = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "gsmrun".to_string());
+    let spec = JobSpec {
+        placement: placement.clone(),
+        map_by: cli.map_by.into(),
+        oversubscribe: cli.oversubscribe,
+        exports: cli
+            .export
+            .iter()
+            .filter_map(|e| Export::parse(e).ok())
+            .collect(),
+        launch_agent: cli.launch_agent.clone(),
+        wrapper,
+        keep_aslr: cli.keep_aslr,
+        program: cli.program.clone(),
+        args: cli.args.clone(),
+        hostfile_path: tmpdir.join("hostfile"),
+        job_vars,
+    };
+    let plan = launch::build_plan(&backend, &spec);
+    Ok(Prepared {
+        placement,
+        source,
+        spec,
+        plan,
+        job_env,
+        mpi_env,
+        job_id,
+        tmpdir,
+    })
+}
+
+/// What `--dry-run` and `-v` print: the placement, the generated hostfile, the command, and the
+/// environment added for the launcher.
+pub fn describe(p: &Prepared) -> String {
+    let mut s = placement_table(&p.placement, &p.source);
+    if let Some(h) = &p.plan.hostfile {
+        s.push_str(&format!("hostfile {}:\n", h.path.display()));
+        for line in h.contents.lines() {
+            s.push_str(&format!("  {line}\n"));
+        }
+    }
+    s.push_str(&format!(
+        "command:\n  {}\n",
+        launch::command_line(&p.plan.argv)
+    ));
+    s.push_str("environment:\n");
+    for (k, v) in p.job_env.iter().chain(&p.plan.env).chain(&p.mpi_env) {
+        s.push_str(&format!("  {k}={}\n", launch::shell_quote(v)));
+    }
+    s.push_str(&format!(
+        "  {}=<address gsmrun listens on>\n  {}=<random per job>\n",
+        env::job::CONTROL,
+        env::job::CONTROL_KEY
+    ));
+    s
+}
+
+/// Removes the job's private directory when dropped.
+struct TmpDir(PathBuf);
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Run `gsmrun` with these options; returns its exit status.
+pub fn run(cli: &Cli) -> Result<i32, Error> {
+    let var = |k: &str| std::env::var(k).ok();
+    let prepared = prepare(cli, &var)?;
+    if cli.dry_run {
+        print!("{}", describe(&prepared));
+        let _ = std::io::stdout().flush();
+        return Ok(0);
+    }
+    if cli.verbose {
+        eprint!("{}", describe(&prepared));
+    }
+    if prepared
+        .mpi_env
+        .iter()
+        .any(|(k, _)| k == "OMPI_ALLOW_RUN_AS_ROOT")
+    {
+        eprintln!(
+            "gsmrun: warning: running as root; allowing Open MPI to run as root \
+             (OMPI_ALLOW_RUN_AS_ROOT=1)"
+        );
+    }
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |source| LaunchError::Io { what, source }
+    };
+    let _guard = TmpDir(prepared.tmpdir.clone());
+    if let Some(h) = &prepared.plan.hostfile {
+        use std::os::unix::fs::DirBuilderExt as _;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&prepared.tmpdir)
+            .map_err(io(&format!("cannot create {}", prepared.tmpdir.display())))?;
+        std::fs::write(&h.path, &h.contents)
+            .map_err(io(&format!("cannot write {}", h.path.display())))?;
+    }
+    let ip = control_ip(&prepared.placement);
+    let listener = TcpListener::bind(SocketAddr::new(ip, 0))
+        .map_err(io(&format!("cannot listen on {ip} for the ranks' reports")))?;
+    let addr = listener
+        .local_addr()
+        .map_err(io("cannot read the control address"))?;
+    let (_, key) = job_id_and_key();
+    let mut env: Vec<(String, String)> = prepared.job_env.clone();
+    env.push((env::job::CONTROL.to_string(), addr.to_string()));
+    env.push((env::job::CONTROL_KEY.to_string(), key.clone()));
+    env.extend(prepared.plan.env.iter().cloned());
+    env.extend(prepared.mpi_env.iter().cloned());
+    tracing::debug!(%addr, argv = ?prepared.plan.argv, "launching");
+    let opts = supervise::Options {
+        np: prepared.placement.rank_host.len(),
+        key,
+        tag_output: cli.tag_output,
+        timeout: cli.timeout,
+    };
+    Ok(supervise::run(&prepared.plan, &env, listener, &opts)?)
+}
+
+/// Turn on `tracing` output on stderr when `GSM_LOG` is set.
+pub fn init_logging() {
+    if let Ok(filter) = std::env::var(env::input::LOG) {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+}

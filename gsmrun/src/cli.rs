@@ -1,0 +1,472 @@
+//! Command line: the options `gsmrun` accepts, including the single-dash spellings `mpirun` users
+//! type (`-np 4`, `-hostfile h`, `-machinefile h`), and their translation into [`Cli`].
+//!
+//! clap does not parse multi-letter single-dash options, so [`normalize_args`] first rewrites the
+//! arguments *before the program path* (`-np` → `--np`, `-hostfile` → `--hostfile`, …) and puts a
+//! `--` in front of the program, so that everything from the program path on belongs to the program
+//! and is never looked at. This module does not read hostfiles or decide placement; it only says
+//! what the user asked for.
+
+use crate::placement::MapBy;
+use clap::{Parser, ValueEnum};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// Examples and exit statuses, shown at the end of `--help`.
+const AFTER_HELP: &str = "\
+Examples:
+  gsmrun ./app                                one rank per CPU of this machine
+  gsmrun -np 4 -hostfile hosts ./app arg1     4 ranks on the hosts listed in `hosts`
+  gsmrun -np 4 --oversubscribe ./app          more ranks than slots on this machine
+  gsmrun -H node1:2,node2:2 --map-by node ./app
+  gsmrun -np 8 -x OMP_NUM_THREADS=1 -x PATH -t 4 ./app
+  salloc -N 2 -n 8 gsmrun ./app               inside Slurm: no hostfile needed, runs srun
+  gsmrun --dry-run -np 2 -hostfile hosts ./app    show placement and command, start nothing
+
+Hosts: --hostfile/-H win; otherwise a Slurm allocation (SLURM_JOB_ID) or PBS_NODEFILE is used;
+otherwise this machine, with one slot per CPU this process may use. Hostfiles may use Open MPI's
+grammar (`node1 slots=4`), MPICH's (`node1:4`) or Slurm hostlists (`node[01-04] slots=2`).
+
+Every rank starts with address-space randomisation off (unless --keep-aslr) through a small
+wrapper (this same binary) that also reports its exit to gsmrun: when any rank exits non-zero or is
+killed by a signal, gsmrun prints one line naming the rank and host, ends every other rank, and
+exits with that status. Rank output is forwarded line by line; --tag-output prefixes each line
+with `[1,RANK]<stdout>:` or `[1,RANK]<stderr>:` as Open MPI does.
+
+Exit status:
+  0          every rank exited 0
+  N          the first rank that failed exited with status N
+  128+S      the first rank that failed was killed by signal S (139 for SIGSEGV)
+  124        the job exceeded --timeout
+  130, 143   gsmrun was interrupted by SIGINT (Ctrl-C) or SIGTERM
+  127        the MPI launcher (mpirun, mpiexec, srun) is not installed
+  2          bad input: options, hostfile, host list, or placement
+  1          any other failure of gsmrun or of the launcher itself
+
+Logs: GSM_LOG=debug gsmrun … prints gsmrun's debug log on stderr.";
+
+/// Which MPI fabric the runtime should use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum Fabric {
+    /// Shared memory within a host, TCP (or verbs when built with RDMA) between hosts.
+    #[default]
+    Auto,
+    /// Shared memory only (every rank on one host).
+    Shm,
+    /// TCP between every pair of ranks.
+    Tcp,
+    /// RDMA verbs (needs the `rdma` build and an RDMA device).
+    Verbs,
+}
+
+impl Fabric {
+    /// The value passed in `GSM_FABRIC`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fabric::Auto => "auto",
+            Fabric::Shm => "shm",
+            Fabric::Tcp => "tcp",
+            Fabric::Verbs => "verbs",
+        }
+    }
+}
+
+/// Which program starts the ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum LauncherChoice {
+    /// `srun` inside a Slurm allocation without --hostfile/-H, else `mpirun`, else `mpiexec`.
+    #[default]
+    Auto,
+    /// `mpirun` (Open MPI, or MPICH's Hydra under that name).
+    Mpirun,
+    /// `mpiexec` (MPICH/Hydra, or Open MPI under that name).
+    Mpiexec,
+    /// Slurm's `srun --mpi=pmix`.
+    Srun,
+}
+
+/// How ranks are spread over hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum MapByArg {
+    /// Fill each host's slots before moving to the next host.
+    #[default]
+    Slot,
+    /// One rank per host in turn (round robin).
+    Node,
+}
+
+impl From<MapByArg> for MapBy {
+    fn from(m: MapByArg) -> MapBy {
+        match m {
+            MapByArg::Slot => MapBy::Slot,
+            MapByArg::Node => MapBy::Node,
+        }
+    }
+}
+
+/// The options of `gsmrun`, as the user gave them.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "gsmrun",
+    version,
+    about = "Start a Gossamer job: N copies of a program on the hosts of a hostfile, a host list, \
+             a Slurm allocation or this machine",
+    override_usage = "gsmrun [OPTIONS] PROGRAM [ARGS]...",
+    after_help = AFTER_HELP
+)]
+pub struct Cli {
+    /// Number of ranks (default: one per slot). Also `-np N`.
+    #[arg(short = 'n', long = "np", value_name = "N")]
+    pub np: Option<u32>,
+
+    /// Hostfile (Open MPI, MPICH or Slurm-hostlist grammar). Also `-hostfile`, `-machinefile`.
+    #[arg(long = "hostfile", visible_alias = "machinefile", value_name = "FILE")]
+    pub hostfile: Option<PathBuf>,
+
+    /// Hosts with optional slot counts, e.g. `a:2,b` or `node[1-4]:2`.
+    #[arg(short = 'H', long = "host", value_name = "HOSTS")]
+    pub host: Option<String>,
+
+    /// Fill hosts slot by slot, or go round the hosts one rank at a time.
+    #[arg(long = "map-by", value_enum, default_value_t = MapByArg::Slot, value_name = "HOW")]
+    pub map_by: MapByArg,
+
+    /// Allow more ranks on a host than its slots (never more than its max_slots).
+    #[arg(long)]
+    pub oversubscribe: bool,
+
+    /// Export VAR (its current value) or set VAR=value in every rank. Repeatable.
+    #[arg(short = 'x', value_name = "VAR[=VALUE]")]
+    pub export: Vec<String>,
+
+    /// Prefix each output line with `[1,RANK]<stdout>:` / `[1,RANK]<stderr>:`.
+    #[arg(long = "tag-output")]
+    pub tag_output: bool,
+
+    /// End the job (exit 124) if it runs longer than SECONDS.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+
+    /// Worker threads per rank, passed to the runtime as GSM_THREADS.
+    #[arg(short = 't', long = "threads-per-rank", value_name = "N")]
+    pub threads_per_rank: Option<u32>,
+
+    /// Fabric between ranks, passed to the runtime as GSM_FABRIC.
+    #[arg(long, value_enum, default_value_t = Fabric::Auto, value_name = "FABRIC")]
+    pub fabric: Fabric,
+
+    /// Program that starts the ranks.
+    #[arg(long, value_enum, default_value_t = LauncherChoice::Auto, value_name = "LAUNCHER")]
+    pub launcher: LauncherChoice,
+
+    /// Remote shell the MPI launcher uses to reach other hosts (instead of ssh), e.g. `ssh -p 2222`.
+    #[arg(long = "launch-agent", value_name = "CMD")]
+    pub launch_agent: Option<String>,
+
+    /// Leave address-space randomisation on in the ranks.
+    #[arg(long = "keep-aslr")]
+    pub keep_aslr: bool,
+
+    /// Print the placement and the exact command, start nothing.
+    #[arg(long = "dry-run")]
+    pub dry_run: bool,
+
+    /// Print the placement and the command before running.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+
+    /// The program to run on every rank.
+    #[arg(value_name = "PROGRAM", required = true)]
+    pub program: String,
+
+    /// Arguments passed to the program unchanged.
+    #[arg(
+        value_name = "ARGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub args: Vec<String>,
+}
+
+/// Options taking a value, in the spelling clap understands after [`normalize_args`]. Used to find
+/// where the program path starts.
+const WITH_VALUE: &[&str] = &[
+    "-n",
+    "--np",
+    "--hostfile",
+    "--machinefile",
+    "-H",
+    "--host",
+    "--map-by",
+    "-x",
+    "--timeout",
+    "-t",
+    "--threads-per-rank",
+    "--fabric",
+    "--launcher",
+    "--launch-agent",
+];
+
+/// Long options that `mpirun` users also write with one dash.
+const SINGLE_DASH_LONG: &[(&str, &str)] = &[
+    ("-np", "--np"),
+    ("-hostfile", "--hostfile"),
+    ("-machinefile", "--machinefile"),
+    ("-host", "--host"),
+    ("-map-by", "--map-by"),
+    ("-oversubscribe", "--oversubscribe"),
+    ("-tag-output", "--tag-output"),
+    ("-timeout", "--timeout"),
+    ("-threads-per-rank", "--threads-per-rank"),
+    ("-fabric", "--fabric"),
+    ("-launcher", "--launcher"),
+    ("-launch-agent", "--launch-agent"),
+    ("-keep-aslr", "--keep-aslr"),
+    ("-dry-run", "--dry-run"),
+    ("-verbose", "--verbose"),
+    ("-version", "--version"),
+    ("-help", "--help"),
+];
+
+/// Rewrite mpirun-style arguments into ones clap parses: single-dash long options get two dashes
+/// (also in `-np=4` form), and a `--` is put before the program path, after which nothing is
+/// changed. `args[0]` (the binary name) is kept as is.
+pub fn normalize_args(args: Vec<OsString>) -> Vec<OsString> {
+    let mut out = Vec::with_capacity(args.len() + 1);
+    let mut it = args.into_iter();
+    if let Some(arg0) = it.next() {
+        out.push(arg0);
+    }
+    while let Some(arg) = it.next() {
+        let Some(text) = arg.to_str().map(str::to_owned) else {
+            // Not UTF-8: cannot be one of our options, so it is the program.
+            out.push("--".into());
+            out.push(arg);
+            out.extend(it);
+            return out;
+        };
+        if text == "--" {
+            out.push(arg);
+            out.extend(it);
+            return out;
+        }
+        if !text.starts_with('-') || text == "-" {
+            out.push("--".into());
+            out.push(arg);
+            out.extend(it);
+            return out;
+        }
+        let (name, inline_value) = match text.split_once('=') {
+            Some((n, v)) => (n.to_string(), Some(v.to_string())),
+            None => (text.clone(), None),
+        };
+        let name = SINGLE_DASH_LONG
+            .iter()
+            .find(|(single, _)| *single == name)
+            .map(|(_, double)| double.to_string())
+            .unwrap_or(name);
+        match &inline_value {
+            Some(v) => out.push(format!("{name}={v}").into()),
+            None => out.push(name.clone().into()),
+        }
+        if inline_value.is_none() && WITH_VALUE.contains(&name.as_str()) {
+            if let Some(value) = it.next() {
+                out.push(value);
+            }
+        }
+    }
+    out
+}
+
+/// Parse the command line (including `argv[0]`) into [`Cli`], accepting mpirun spellings.
+pub fn parse_from(args: Vec<OsString>) -> Result<Cli, clap::Error> {
+    Cli::try_parse_from(normalize_args(args))
+}
+
+/// One `-x` item: a variable to pass on, with its value if the user gave one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Export {
+    /// Variable name.
+    pub name: String,
+    /// `Some` for `-x VAR=value`, `None` for `-x VAR` (its value in gsmrun's environment).
+    pub value: Option<String>,
+}
+
+impl Export {
+    /// Parse `VAR` or `VAR=value`, refusing names that are not shell variable names.
+    pub fn parse(text: &str) -> Result<Export, String> {
+        let (name, value) = match text.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (text, None),
+        };
+        let valid = !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(format!(
+                "-x {text}: `{name}` is not a variable name; write -x NAME or -x NAME=value"
+            ));
+        }
+        Ok(Export {
+            name: name.to_string(),
+            value,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn norm(args: &[&str]) -> Vec<String> {
+        normalize_args(args.iter().map(OsString::from).collect())
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn mpirun_spellings_are_rewritten_before_the_program_only() {
+        assert_eq!(
+            norm(&[
+                "gsmrun",
+                "-np",
+                "4",
+                "-hostfile",
+                "h",
+                "./app",
+                "-np",
+                "7",
+                "-x"
+            ]),
+            [
+                "gsmrun",
+                "--np",
+                "4",
+                "--hostfile",
+                "h",
+                "--",
+                "./app",
+                "-np",
+                "7",
+                "-x"
+            ]
+        );
+        assert_eq!(
+            norm(&[
+                "gsmrun",
+                "-machinefile=h",
+                "-x",
+                "A=1",
+                "-oversubscribe",
+                "app"
+            ]),
+            [
+                "gsmrun",
+                "--machinefile=h",
+                "-x",
+                "A=1",
+                "--oversubscribe",
+                "--",
+                "app"
+            ]
+        );
+        // A value that looks like a program path stays the option's value.
+        assert_eq!(
+            norm(&["gsmrun", "--launch-agent", "/bin/rsh", "app"]),
+            ["gsmrun", "--launch-agent", "/bin/rsh", "--", "app"]
+        );
+        assert_eq!(
+            norm(&["gsmrun", "--", "app", "--"]),
+            ["gsmrun", "--", "app", "--"]
+        );
+    }
+
+    #[test]
+    fn parses_every_option() {
+        let cli = parse_from(
+            [
+                "gsmrun",
+                "-np",
+                "3",
+                "-H",
+                "a:2,b",
+                "--map-by",
+                "node",
+                "--oversubscribe",
+                "-x",
+                "A",
+                "-x",
+                "B=2",
+                "--tag-output",
+                "--timeout",
+                "5",
+                "-t",
+                "4",
+                "--fabric",
+                "tcp",
+                "--launcher",
+                "mpiexec",
+                "--launch-agent",
+                "ssh -p 2",
+                "--keep-aslr",
+                "--dry-run",
+                "-v",
+                "./app",
+                "-v",
+                "--np",
+                "9",
+            ]
+            .iter()
+            .map(OsString::from)
+            .collect(),
+        )
+        .unwrap();
+        assert_eq!(cli.np, Some(3));
+        assert_eq!(cli.host.as_deref(), Some("a:2,b"));
+        assert_eq!(cli.map_by, MapByArg::Node);
+        assert!(cli.oversubscribe && cli.tag_output && cli.keep_aslr && cli.dry_run && cli.verbose);
+        assert_eq!(cli.export, ["A", "B=2"]);
+        assert_eq!(cli.timeout, Some(5.0));
+        assert_eq!(cli.threads_per_rank, Some(4));
+        assert_eq!(cli.fabric, Fabric::Tcp);
+        assert_eq!(cli.launcher, LauncherChoice::Mpiexec);
+        assert_eq!(cli.launch_agent.as_deref(), Some("ssh -p 2"));
+        assert_eq!(cli.program, "./app");
+        assert_eq!(cli.args, ["-v", "--np", "9"]);
+    }
+
+    #[test]
+    fn short_n_and_machinefile_alias() {
+        let cli = parse_from(
+            ["gsmrun", "-n", "2", "--machinefile", "m", "app"]
+                .iter()
+                .map(OsString::from)
+                .collect(),
+        )
+        .unwrap();
+        assert_eq!(cli.np, Some(2));
+        assert_eq!(cli.hostfile, Some(PathBuf::from("m")));
+    }
+
+    #[test]
+    fn export_parsing() {
+        assert_eq!(
+            Export::parse("A_1").unwrap(),
+            Export {
+                name: "A_1".into(),
+                value: None
+            }
+        );
+        assert_eq!(
+            Export::parse("A=b=c").unwrap(),
+            Export {
+                name: "A".into(),
+                value: Some("b=c".into())
+            }
+        );
+        assert!(Export::parse("1A").is_err());
+        assert!(Export::parse("=x").is_err());
+        assert!(Export::parse("A-B").is_err());
+    }
+}

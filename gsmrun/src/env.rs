@@ -1,0 +1,124 @@
+//! The environment variables of a Gossamer job, in one place: those `gsmrun` passes to every rank
+//! (`GSM_*`), those the rank wrapper adds for its own rank, the MPI settings `gsmrun` supplies unless
+//! the user set them, and the few variables `gsmrun` itself reads.
+//!
+//! This module only names and documents the variables and computes their values; who sets them is
+//! [`crate::launch`] (job-wide values, given to the launcher's environment and exported with
+//! `-x`/`-genv`) and [`crate::wrapper`] (per-rank values, set just before the program starts).
+//! The README's table of variables is written from the docs below.
+
+/// Variables `gsmrun` passes to every rank (job-wide values).
+pub mod job {
+    /// `GSM_JOB_ID`: a name unique to this job (`gsm-<pid of gsmrun>-<hex>`). The runtime uses it
+    /// to name shared-memory segments so that `gsmrun` can remove them after a crash.
+    /// Always set.
+    pub const JOB_ID: &str = "GSM_JOB_ID";
+    /// `GSM_THREADS`: worker threads per rank, from `-t/--threads-per-rank`. Not set when `-t` is
+    /// not given; the runtime then chooses.
+    pub const THREADS: &str = "GSM_THREADS";
+    /// `GSM_FABRIC`: `auto`, `shm`, `tcp` or `verbs`, from `--fabric`. Default `auto`.
+    pub const FABRIC: &str = "GSM_FABRIC";
+    /// `GSM_CONTROL`: `address:port` where `gsmrun` listens for the rank wrappers' reports
+    /// (`127.0.0.1:…` when every host is this machine, else the local address that routes to the
+    /// first remote host). For the wrapper only; the wrapper removes it from the program's
+    /// environment.
+    pub const CONTROL: &str = "GSM_CONTROL";
+    /// `GSM_CONTROL_KEY`: a random secret the wrapper presents on the control connection; a
+    /// connection without it is dropped. Never on a command line. Removed before the program runs.
+    pub const CONTROL_KEY: &str = "GSM_CONTROL_KEY";
+    /// `GSM_HOSTS`: the placement's hosts, comma-separated, as written in the hostfile (index
+    /// order of `GSM_RANK_HOSTS`). Unset under `srun`, where Slurm places the ranks.
+    pub const HOSTS: &str = "GSM_HOSTS";
+    /// `GSM_RANK_HOSTS`: for each rank in order, the index into `GSM_HOSTS` of its host,
+    /// comma-separated (`0,0,1,1`). Unset under `srun`.
+    pub const RANK_HOSTS: &str = "GSM_RANK_HOSTS";
+    /// `GSM_SIZE`: number of ranks in the job.
+    pub const SIZE: &str = "GSM_SIZE";
+}
+
+/// Variables the rank wrapper sets for its own rank, just before starting the program.
+pub mod rank {
+    /// `GSM_RANK`: this rank's number, read from the launcher (`OMPI_COMM_WORLD_RANK`,
+    /// `PMIX_RANK`, `PMI_RANK` or `SLURM_PROCID`, first one set).
+    pub const RANK: &str = "GSM_RANK";
+    /// `GSM_HOST_ADDR`: this rank's host as the placement names it (a hostfile name or address);
+    /// the TCP fabric binds to it. Under `srun`, this machine's hostname.
+    pub const HOST_ADDR: &str = "GSM_HOST_ADDR";
+    /// `GSM_LOCAL_RANK`: index of this rank among the ranks on its host (0-based), for pinning.
+    pub const LOCAL_RANK: &str = "GSM_LOCAL_RANK";
+    /// `GSM_LOCAL_SIZE`: number of ranks on this rank's host.
+    pub const LOCAL_SIZE: &str = "GSM_LOCAL_SIZE";
+}
+
+/// Variables `gsmrun` reads itself.
+pub mod input {
+    /// `GSM_LOG`: `tracing` filter for gsmrun's and the wrapper's logs on stderr (`debug`,
+    /// `gsmrun=trace`, …). Off when unset. Passed on to the ranks unchanged.
+    pub const LOG: &str = "GSM_LOG";
+    /// `GSM_MPI_FLAVOUR`: `openmpi` or `hydra` skips asking `mpirun --version` which MPI is
+    /// installed (for `--dry-run` on a machine without that MPI, and for tests).
+    pub const MPI_FLAVOUR: &str = "GSM_MPI_FLAVOUR";
+}
+
+/// Open MPI settings `gsmrun` adds to the launcher's environment unless the user already set the
+/// variable. MPI only bootstraps a Gossamer job, so there is no point probing every network
+/// stack at start-up.
+///
+/// Measured on the 2-core test VM (Open MPI 4.1.4, 2-rank `gsm-hello`, hyperfine, see the launch
+/// module's report): `OMPI_MCA_pml=ob1` takes start-up from ~0.30 s to ~0.10 s; restricting the
+/// BTLs as well (`OMPI_MCA_btl=self,vader,tcp`) made no measurable further difference and would
+/// stop a user's own MPI traffic from using other BTLs, so it is not set.
+pub const OPEN_MPI_DEFAULTS: &[(&str, &str)] = &[("OMPI_MCA_pml", "ob1")];
+
+/// Variables that let Open MPI run as root. `gsmrun` sets them (with a warning) when run as root.
+pub const OPEN_MPI_ROOT: &[(&str, &str)] = &[
+    ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+    ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+];
+
+/// Every variable of [`job`] that may be exported to the ranks, in the order they are exported.
+pub const JOB_VARS: &[&str] = &[
+    job::JOB_ID,
+    job::SIZE,
+    job::THREADS,
+    job::FABRIC,
+    job::CONTROL,
+    job::CONTROL_KEY,
+    job::HOSTS,
+    job::RANK_HOSTS,
+    input::LOG,
+];
+
+/// Parse `GSM_RANK_HOSTS` and `GSM_HOSTS` back: the host of `rank`, its index among the ranks on
+/// that host, and how many ranks that host has.
+pub fn rank_location(hosts: &str, rank_hosts: &str, rank: usize) -> Option<(String, usize, usize)> {
+    let hosts: Vec<&str> = hosts.split(',').collect();
+    let idx: Vec<usize> = rank_hosts
+        .split(',')
+        .map(|s| s.parse().ok())
+        .collect::<Option<_>>()?;
+    let mine = *idx.get(rank)?;
+    let host = hosts.get(mine)?.to_string();
+    let local_rank = idx[..rank].iter().filter(|&&h| h == mine).count();
+    let local_size = idx.iter().filter(|&&h| h == mine).count();
+    Some((host, local_rank, local_size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_location_counts_ranks_on_the_same_host() {
+        assert_eq!(
+            rank_location("a,b", "0,1,0,1,0", 4),
+            Some(("a".into(), 2, 3))
+        );
+        assert_eq!(
+            rank_location("a,b", "0,1,0,1,0", 3),
+            Some(("b".into(), 1, 2))
+        );
+        assert_eq!(rank_location("a", "0", 1), None);
+        assert_eq!(rank_location("a", "0,x", 0), None);
+    }
+}

@@ -1,0 +1,654 @@
+//! Supervision: run the launcher, collect the rank wrappers' reports over the control connection,
+//! forward rank output, and end the job on the first failure, on SIGINT/SIGTERM, or at `--timeout`.
+//!
+//! Protocol (one TCP connection per rank, see [`wire`]): the wrapper sends `HELLO` (key, rank,
+//! host), then `STDOUT`/`STDERR` chunks of its program's output, then one `EXIT` report once the
+//! program has ended and its output is drained. `gsmrun` may send `KILL`; the wrapper then ends its
+//! program (SIGTERM, SIGKILL after a grace period) and answers `ENDED`. On the first failure
+//! `gsmrun` prints one line, sends `KILL` to every wrapper, waits (at most 1.5 s) for every `ENDED`,
+//! then terminates the launcher's process group (SIGTERM, SIGKILL 0.5 s later) and exits with the
+//! failure's status. Launcher output is forwarded until the job starts ending, then dropped, so
+//! the launcher's own reports about ranks we ended do not drown the one line that matters.
+//! Output of ranks comes through the wrappers, so it is never lost to a killed launcher.
+//!
+//! This module does not build command lines ([`crate::launch`]) nor start programs on ranks
+//! ([`crate::wrapper`]).
+
+use crate::launch::Plan;
+use std::collections::{HashMap, HashSet};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+/// Framing of the control connection: one tag byte, a 4-byte little-endian length, the payload.
+pub mod wire {
+    use std::io::{self, Read, Write};
+
+    /// wrapper → gsmrun: `key \0 rank \0 host` (rank empty when unknown).
+    pub const HELLO: u8 = b'H';
+    /// wrapper → gsmrun: bytes the program wrote to stdout.
+    pub const STDOUT: u8 = b'O';
+    /// wrapper → gsmrun: bytes the program wrote to stderr.
+    pub const STDERR: u8 = b'E';
+    /// wrapper → gsmrun: how the program ended, as [`super::Outcome::encode`].
+    pub const EXIT: u8 = b'X';
+    /// wrapper → gsmrun: the program is gone after a `KILL`.
+    pub const ENDED: u8 = b'D';
+    /// gsmrun → wrapper: end the program now.
+    pub const KILL: u8 = b'K';
+    /// Largest payload accepted.
+    pub const MAX_PAYLOAD: usize = 1 << 20;
+
+    /// Write one frame.
+    pub fn write_frame(w: &mut impl Write, tag: u8, payload: &[u8]) -> io::Result<()> {
+        let mut buf = Vec::with_capacity(5 + payload.len());
+        buf.push(tag);
+        buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        buf.extend_from_slice(payload);
+        w.write_all(&buf)?;
+        w.flush()
+    }
+
+    /// Read one frame; `None` at a clean end of stream.
+    pub fn read_frame(r: &mut impl Read) -> io::Result<Option<(u8, Vec<u8>)>> {
+        let mut head = [0u8; 5];
+        match r.read_exact(&mut head[..1]) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        r.read_exact(&mut head[1..])?;
+        let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        if len > MAX_PAYLOAD {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "control frame too large",
+            ));
+        }
+        let mut payload = vec![0u8; len];
+        r.read_exact(&mut payload)?;
+        Ok(Some((head[0], payload)))
+    }
+}
+
+/// How a rank's program ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exited with this status.
+    Exited(i32),
+    /// Killed by this signal.
+    Signaled(i32),
+    /// Could not be started (the message says why).
+    NoStart(String),
+}
+
+impl Outcome {
+    /// Text form on the wire.
+    pub fn encode(&self) -> String {
+        match self {
+            Outcome::Exited(c) => format!("exit {c}"),
+            Outcome::Signaled(s) => format!("signal {s}"),
+            Outcome::NoStart(m) => format!("nostart {m}"),
+        }
+    }
+
+    /// Parse [`Outcome::encode`]'s form.
+    pub fn decode(text: &str) -> Option<Outcome> {
+        let (kind, rest) = text.split_once(' ')?;
+        match kind {
+            "exit" => rest.parse().ok().map(Outcome::Exited),
+            "signal" => rest.parse().ok().map(Outcome::Signaled),
+            "nostart" => Some(Outcome::NoStart(rest.to_string())),
+            _ => None,
+        }
+    }
+
+    /// The exit status gsmrun reports for it.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Outcome::Exited(c) => *c,
+            Outcome::Signaled(s) => 128 + s,
+            Outcome::NoStart(_) => 127,
+        }
+    }
+
+    /// Is this a failure that ends the job?
+    pub fn failed(&self) -> bool {
+        *self != Outcome::Exited(0)
+    }
+
+    /// The one line printed for a failing rank.
+    pub fn failure_line(&self, rank: &str, host: &str) -> String {
+        let what = match self {
+            Outcome::Exited(c) => format!("exited with status {c}"),
+            Outcome::Signaled(s) => format!("was killed by signal {s} ({})", signal_name(*s)),
+            Outcome::NoStart(m) => format!("could not start its program: {m}"),
+        };
+        format!("gsmrun: rank {rank} on host {host} {what}; ending the job")
+    }
+}
+
+/// Name of a signal number (`SIGSEGV`), or `SIG?` when unknown.
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGSYS => "SIGSYS",
+        _ => "SIG?",
+    }
+}
+
+/// How to supervise the job.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Ranks expected to report.
+    pub np: usize,
+    /// The key wrappers must present.
+    pub key: String,
+    /// Prefix lines with `[1,RANK]<stdout>:`.
+    pub tag_output: bool,
+    /// `--timeout`.
+    pub timeout: Option<f64>,
+}
+
+enum Event {
+    Accepted {
+        conn: usize,
+        writer: TcpStream,
+    },
+    Hello {
+        conn: usize,
+        rank: String,
+        host: String,
+    },
+    Report {
+        conn: usize,
+        outcome: Outcome,
+    },
+    Ended {
+        conn: usize,
+    },
+    Closed {
+        conn: usize,
+    },
+    LauncherExited(io::Result<ExitStatus>),
+    Signal(i32),
+}
+
+#[derive(Default)]
+struct Conn {
+    writer: Option<TcpStream>,
+    rank: Option<String>,
+    host: String,
+    ended: bool,
+    closed: bool,
+}
+
+/// Grace between ending the job and SIGKILL of the launcher's process group.
+const ENDED_WAIT: Duration = Duration::from_millis(1500);
+const LAUNCHER_TERM_WAIT: Duration = Duration::from_millis(500);
+/// How long after the launcher exits we wait for reports still in flight.
+const LATE_REPORT_WAIT: Duration = Duration::from_millis(1000);
+
+/// Start the launcher of `plan` with `env` added and supervise the job; returns gsmrun's exit status.
+pub fn run(
+    plan: &Plan,
+    env: &[(String, String)],
+    listener: TcpListener,
+    opts: &Options,
+) -> Result<i32, crate::launch::LaunchError> {
+    let (tx, rx) = mpsc::channel::<Event>();
+    let quiet = Arc::new(AtomicBool::new(false));
+
+    // Signals first, so a Ctrl-C during start-up is not lost.
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ])
+    .map_err(|source| crate::launch::LaunchError::Io {
+        what: "cannot install signal handlers".into(),
+        source,
+    })?;
+    {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for s in signals.forever() {
+                if tx.send(Event::Signal(s)).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    spawn_acceptor(listener, tx.clone(), opts.key.clone(), opts.tag_output);
+
+    let mut cmd = Command::new(&plan.argv[0]);
+    cmd.args(&plan.argv[1..])
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    cmd.process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // A launcher in its own process group must not read a terminal (it would be stopped).
+    // SAFETY: isatty only inspects file descriptor 0.
+    if unsafe { libc::isatty(0) } == 1 {
+        cmd.stdin(Stdio::null());
+    }
+    use std::os::unix::process::CommandExt as _;
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| crate::launch::LaunchError::from_spawn(&plan.argv[0], e))?;
+    let launcher_pid = child.id() as i32;
+    tracing::debug!(launcher_pid, "launcher started");
+    let out_fwd = forward_launcher(child.stdout.take(), false, quiet.clone());
+    let err_fwd = forward_launcher(child.stderr.take(), true, quiet.clone());
+    {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(Event::LauncherExited(child.wait()));
+        });
+    }
+    drop(tx);
+
+    let launcher_name = plan.argv[0].clone();
+    let start = Instant::now();
+    let timeout_at = opts
+        .timeout
+        .map(|t| start + Duration::from_secs_f64(t.max(0.0)));
+    let mut conns: HashMap<usize, Conn> = HashMap::new();
+    let mut ok_ranks: HashSet<String> = HashSet::new();
+    let mut ending: Option<(i32, Instant)> = None;
+    let mut launcher_termed: Option<Instant> = None;
+    let mut launcher_status: Option<(ExitStatus, Instant)> = None;
+
+    let begin_ending = |conns: &mut HashMap<usize, Conn>, quiet: &AtomicBool| {
+        quiet.store(true, Ordering::SeqCst);
+        for c in conns.values_mut() {
+            if let Some(w) = c.writer.as_mut() {
+                let _ = wire::write_frame(w, wire::KILL, b"");
+            }
+        }
+    };
+
+    loop {
+        let now = Instant::now();
+        let mut wake = now + Duration::from_millis(100);
+        if let Some((code, since)) = ending {
+            let all_ended = conns.values().all(|c| c.ended || c.closed);
+            if launcher_termed.is_none() && (all_ended || now >= since + ENDED_WAIT) {
+                tracing::debug!(all_ended, "terminating the launcher");
+                // SAFETY: kill(2) with a pid we started and have not reaped yet (or ESRCH).
+                unsafe { libc::kill(launcher_pid, libc::SIGTERM) };
+                launcher_termed = Some(now);
+            }
+            let term_expired = launcher_termed.is_some_and(|t| now >= t + LAUNCHER_TERM_WAIT);
+            if launcher_status.is_some() || term_expired {
+                // SAFETY: kill(2) on the launcher's own process group (it was started with
+                // process_group(0), so its pgid is its pid); ESRCH if already empty.
+                unsafe { libc::kill(-launcher_pid, libc::SIGKILL) };
+                return Ok(code);
+            }
+        } else {
+            if let Some(t) = timeout_at {
+                if now >= t {
+                    eprintln!(
+                        "gsmrun: job exceeded --timeout {} s; ending the job",
+                        fmt_secs(opts.timeout.unwrap_or(0.0))
+                    );
+                    begin_ending(&mut conns, &quiet);
+                    ending = Some((124, now));
+                    continue;
+                }
+                wake = wake.min(t);
+            }
+            if let Some((status, at)) = launcher_status {
+                let all_closed = conns.values().all(|c| c.closed);
+                if ok_ranks.len() >= opts.np && all_closed {
+                    join_bounded(out_fwd, err_fwd);
+                    if !status.success() {
+                        eprintln!(
+                            "gsmrun: every rank exited 0 but {launcher_name} exited with {}",
+                            describe(status)
+                        );
+                        return Ok(status_code(status).max(1));
+                    }
+                    return Ok(0);
+                }
+                if now >= at + LATE_REPORT_WAIT {
+                    join_bounded(out_fwd, err_fwd);
+                    let missing = opts.np.saturating_sub(ok_ranks.len());
+                    eprintln!(
+                        "gsmrun: {launcher_name} exited with {} before {missing} of {} ranks \
+                         reported; see its messages above (is gsmrun at the same path on every \
+                         host?)",
+                        describe(status),
+                        opts.np
+                    );
+                    let code = status_code(status);
+                    return Ok(if code == 0 { 1 } else { code });
+                }
+            }
+        }
+        let wait = wake.saturating_duration_since(Instant::now());
+        let event = match rx.recv_timeout(wait) {
+            Ok(e) => e,
+            Err(mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(wait);
+                continue;
+            }
+        };
+        match event {
+            Event::Accepted { conn, writer } => {
+                conns.entry(conn).or_default().writer = Some(writer);
+            }
+            Event::Hello { conn, rank, host } => {
+                let c = conns.entry(conn).or_default();
+                tracing::debug!(conn, %rank, %host, "rank connected");
+                c.rank = Some(rank);
+                c.host = host;
+                if ending.is_some() {
+                    if let Some(w) = c.writer.as_mut() {
+                        let _ = wire::write_frame(w, wire::KILL, b"");
+                    }
+                }
+            }
+            Event::Report { conn, outcome } => {
+                let c = conns.entry(conn).or_default();
+                let rank = c.rank.clone().unwrap_or_else(|| "?".into());
+                tracing::debug!(%rank, ?outcome, "rank reported");
+                if ending.is_some() {
+                    continue;
+                }
+                if outcome.failed() {
+                    eprintln!("{}", outcome.failure_line(&rank, &c.host));
+                    ending = Some((outcome.exit_code(), Instant::now()));
+                    begin_ending(&mut conns, &quiet);
+                } else {
+                    ok_ranks.insert(rank);
+                }
+            }
+            Event::Ended { conn } => conns.entry(conn).or_default().ended = true,
+            Event::Closed { conn } => {
+                let c = conns.entry(conn).or_default();
+                c.closed = true;
+                c.writer = None;
+            }
+            Event::LauncherExited(status) => {
+                let status = status.unwrap_or_else(|_| {
+                    use std::os::unix::process::ExitStatusExt as _;
+                    ExitStatus::from_raw(1 << 8)
+                });
+                tracing::debug!(?status, "launcher exited");
+                launcher_status = Some((status, Instant::now()));
+            }
+            Event::Signal(sig) => {
+                if ending.is_some() {
+                    // A second signal: stop waiting.
+                    // SAFETY: as above, the launcher's own process group.
+                    unsafe { libc::kill(-launcher_pid, libc::SIGKILL) };
+                    return Ok(128 + sig);
+                }
+                eprintln!("gsmrun: received {}; ending the job", signal_name(sig));
+                ending = Some((128 + sig, Instant::now()));
+                begin_ending(&mut conns, &quiet);
+            }
+        }
+    }
+}
+
+fn fmt_secs(s: f64) -> String {
+    if s.fract() == 0.0 {
+        format!("{}", s as u64)
+    } else {
+        format!("{s}")
+    }
+}
+
+fn status_code(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt as _;
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("status {c}"),
+        (_, Some(s)) => format!("signal {s} ({})", signal_name(s)),
+        _ => "an unknown status".into(),
+    }
+}
+
+fn join_bounded(a: Option<mpsc::Receiver<()>>, b: Option<mpsc::Receiver<()>>) {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    for r in [a, b].into_iter().flatten() {
+        let _ = r.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+    }
+}
+
+/// Copy the launcher's stdout or stderr to ours, line by line, until `quiet` is set.
+fn forward_launcher(
+    pipe: Option<impl Read + Send + 'static>,
+    is_err: bool,
+    quiet: Arc<AtomicBool>,
+) -> Option<mpsc::Receiver<()>> {
+    let pipe = pipe?;
+    let (done_tx, done_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(pipe);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if quiet.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    if is_err {
+                        let _ = io::stderr().lock().write_all(&line);
+                    } else {
+                        let _ = io::stdout().lock().write_all(&line);
+                    }
+                }
+            }
+        }
+        let _ = done_tx.send(());
+    });
+    Some(done_rx)
+}
+
+fn spawn_acceptor(listener: TcpListener, tx: mpsc::Sender<Event>, key: String, tag: bool) {
+    std::thread::spawn(move || {
+        for (conn, stream) in listener.incoming().enumerate() {
+            let Ok(stream) = stream else { continue };
+            let _ = stream.set_nodelay(true);
+            let Ok(writer) = stream.try_clone() else {
+                continue;
+            };
+            if tx.send(Event::Accepted { conn, writer }).is_err() {
+                break;
+            }
+            let tx = tx.clone();
+            let key = key.clone();
+            std::thread::spawn(move || serve(conn, stream, &tx, &key, tag));
+        }
+    });
+}
+
+/// Per-stream line buffer: output is written a whole line at a time so ranks do not interleave
+/// inside a line.
+struct LineOut {
+    buf: Vec<u8>,
+    prefix: Vec<u8>,
+    is_err: bool,
+}
+
+impl LineOut {
+    fn push(&mut self, data: &[u8]) {
+        self.buf.extend_from_slice(data);
+        if let Some(pos) = self.buf.iter().rposition(|&b| b == b'\n') {
+            let rest = self.buf.split_off(pos + 1);
+            let lines = std::mem::replace(&mut self.buf, rest);
+            self.emit(&lines);
+        } else if self.buf.len() > 64 * 1024 {
+            let lines = std::mem::take(&mut self.buf);
+            self.emit(&lines);
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.buf.is_empty() {
+            let mut rest = std::mem::take(&mut self.buf);
+            rest.push(b'\n');
+            self.emit(&rest);
+        }
+    }
+
+    fn emit(&self, lines: &[u8]) {
+        let mut out = Vec::with_capacity(lines.len() + 16);
+        if self.prefix.is_empty() {
+            out.extend_from_slice(lines);
+        } else {
+            for line in lines.split_inclusive(|&b| b == b'\n') {
+                out.extend_from_slice(&self.prefix);
+                out.extend_from_slice(line);
+            }
+        }
+        if self.is_err {
+            let _ = io::stderr().lock().write_all(&out);
+        } else {
+            let mut o = io::stdout().lock();
+            let _ = o.write_all(&out);
+            let _ = o.flush();
+        }
+    }
+}
+
+fn serve(conn: usize, mut stream: TcpStream, tx: &mpsc::Sender<Event>, key: &str, tag: bool) {
+    let closed = |tx: &mpsc::Sender<Event>| {
+        let _ = tx.send(Event::Closed { conn });
+    };
+    let hello = match wire::read_frame(&mut stream) {
+        Ok(Some((wire::HELLO, p))) => p,
+        _ => return closed(tx),
+    };
+    let text = String::from_utf8_lossy(&hello).into_owned();
+    let mut parts = text.split('\0');
+    if parts.next() != Some(key) {
+        tracing::warn!(conn, "control connection without the job key; dropped");
+        return closed(tx);
+    }
+    let rank = parts.next().unwrap_or("").to_string();
+    let host = parts.next().unwrap_or("?").to_string();
+    let _ = tx.send(Event::Hello {
+        conn,
+        rank: rank.clone(),
+        host,
+    });
+    let prefix = |s: &str| {
+        if tag {
+            format!("[1,{rank}]<{s}>:").into_bytes()
+        } else {
+            Vec::new()
+        }
+    };
+    let mut out = LineOut {
+        buf: Vec::new(),
+        prefix: prefix("stdout"),
+        is_err: false,
+    };
+    let mut err = LineOut {
+        buf: Vec::new(),
+        prefix: prefix("stderr"),
+        is_err: true,
+    };
+    loop {
+        match wire::read_frame(&mut stream) {
+            Ok(Some((wire::STDOUT, p))) => out.push(&p),
+            Ok(Some((wire::STDERR, p))) => err.push(&p),
+            Ok(Some((wire::EXIT, p))) => {
+                out.flush();
+                err.flush();
+                match Outcome::decode(&String::from_utf8_lossy(&p)) {
+                    Some(outcome) => {
+                        let _ = tx.send(Event::Report { conn, outcome });
+                    }
+                    None => tracing::warn!(conn, "bad exit report"),
+                }
+            }
+            Ok(Some((wire::ENDED, _))) => {
+                let _ = tx.send(Event::Ended { conn });
+            }
+            Ok(Some((tag, _))) => tracing::warn!(conn, tag, "unknown control frame"),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    out.flush();
+    err.flush();
+    closed(tx);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcome_round_trip_and_lines() {
+        for o in [
+            Outcome::Exited(3),
+            Outcome::Signaled(11),
+            Outcome::NoStart("no such file".into()),
+        ] {
+            assert_eq!(Outcome::decode(&o.encode()), Some(o));
+        }
+        assert_eq!(
+            Outcome::Exited(3).failure_line("1", "vm"),
+            "gsmrun: rank 1 on host vm exited with status 3; ending the job"
+        );
+        assert_eq!(
+            Outcome::Signaled(11).failure_line("0", "vm"),
+            "gsmrun: rank 0 on host vm was killed by signal 11 (SIGSEGV); ending the job"
+        );
+        assert_eq!(Outcome::Signaled(11).exit_code(), 139);
+        assert!(!Outcome::Exited(0).failed());
+    }
+
+    #[test]
+    fn frames_round_trip() {
+        let mut buf = Vec::new();
+        wire::write_frame(&mut buf, wire::STDOUT, b"hi\n").unwrap();
+        wire::write_frame(&mut buf, wire::KILL, b"").unwrap();
+        let mut r = &buf[..];
+        assert_eq!(
+            wire::read_frame(&mut r).unwrap(),
+            Some((wire::STDOUT, b"hi\n".to_vec()))
+        );
+        assert_eq!(
+            wire::read_frame(&mut r).unwrap(),
+            Some((wire::KILL, vec![]))
+        );
+        assert_eq!(wire::read_frame(&mut r).unwrap(), None);
+        let bad = [b'O', 0xff, 0xff, 0xff, 0xff];
+        assert!(wire::read_frame(&mut &bad[..]).is_err());
+    }
+}

@@ -1,0 +1,295 @@
+//! The rank wrapper: `gsmrun --rank-wrapper [--keep-aslr] -- PROGRAM ARGS…`, the process the
+//! launcher starts on every rank (hidden from `--help`).
+//!
+//! It turns address-space randomisation off (`personality(ADDR_NO_RANDOMIZE)`, other personality
+//! flags kept) unless `--keep-aslr`, connects to `gsmrun` at `GSM_CONTROL`, starts the program as
+//! its child with the per-rank `GSM_*` variables, forwards the program's stdout/stderr over the
+//! control connection, and reports how the program ended. It ends the program (SIGTERM, then
+//! SIGKILL after a grace period) when `gsmrun` says `KILL`, when the control connection disappears
+//! (so no rank outlives `gsmrun`), or when the wrapper itself gets SIGTERM/SIGINT/SIGHUP.
+//!
+//! After a failure report the wrapper stays alive until `gsmrun` answers, so that the MPI launcher
+//! does not start its own (slower, noisier) teardown; `gsmrun` then ends the launcher. Without
+//! `GSM_CONTROL` (run by hand), the wrapper only sets the personality and `exec`s the program.
+
+use crate::env;
+use crate::supervise::{Outcome, wire};
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+/// Time between SIGTERM and SIGKILL of the program.
+const GRACE: Duration = Duration::from_millis(1000);
+/// Longest wait for gsmrun's answer after a failure report.
+const ANSWER_WAIT: Duration = Duration::from_secs(30);
+
+fn fail(msg: &str) -> i32 {
+    eprintln!("gsmrun --rank-wrapper: {msg}");
+    1
+}
+
+/// Turn off address-space randomisation for this process and its future children.
+fn disable_aslr() -> std::io::Result<()> {
+    // SAFETY: personality(0xffffffff) only queries the current persona.
+    let current = unsafe { libc::personality(0xffff_ffff) };
+    if current == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let wanted = (current as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong;
+    // SAFETY: setting a persona flag for this process has no memory-safety effect.
+    if unsafe { libc::personality(wanted) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// This rank's number, from whichever launcher started us.
+fn rank_from_env() -> Option<String> {
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMIX_RANK",
+        "PMI_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
+}
+
+/// Run the wrapper with the arguments after `--rank-wrapper`; returns the wrapper's exit status.
+pub fn main(args: Vec<OsString>) -> i32 {
+    let mut keep_aslr = false;
+    let mut it = args.into_iter();
+    let mut program = None;
+    for a in it.by_ref() {
+        match a.to_str() {
+            Some("--keep-aslr") => keep_aslr = true,
+            Some("--") => {
+                program = it.next();
+                break;
+            }
+            _ => return fail(&format!("unexpected argument {a:?}")),
+        }
+    }
+    let Some(program) = program else {
+        return fail("no program after `--`");
+    };
+    let prog_args: Vec<OsString> = it.collect();
+
+    if !keep_aslr {
+        if let Err(e) = disable_aslr() {
+            return fail(&format!("cannot turn off address-space randomisation: {e}"));
+        }
+    }
+    let mut cmd = Command::new(&program);
+    cmd.args(&prog_args);
+
+    let Ok(control) = std::env::var(env::job::CONTROL) else {
+        let e = cmd.exec();
+        return fail(&format!("cannot run {program:?}: {e}"));
+    };
+    let key = std::env::var(env::job::CONTROL_KEY).unwrap_or_default();
+    let rank = rank_from_env();
+    let host = crate::hostname();
+
+    let stream = match control
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| std::io::Error::other("not an address"))
+        .and_then(|addr| TcpStream::connect_timeout(&addr, Duration::from_secs(10)))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            return fail(&format!(
+                "cannot reach gsmrun at {control}: {e}; the program was not started"
+            ));
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    let Ok(mut reader) = stream.try_clone() else {
+        return fail("cannot clone the control socket");
+    };
+    let writer = Arc::new(Mutex::new(stream));
+    let send = |tag: u8, payload: &[u8]| {
+        let mut w = writer.lock().unwrap_or_else(|p| p.into_inner());
+        wire::write_frame(&mut *w, tag, payload)
+    };
+    let rank_text = rank.clone().unwrap_or_default();
+    let hello = format!("{key}\0{rank_text}\0{host}");
+    if let Err(e) = send(wire::HELLO, hello.as_bytes()) {
+        return fail(&format!("cannot talk to gsmrun at {control}: {e}"));
+    }
+
+    // Per-rank variables.
+    cmd.env_remove(env::job::CONTROL)
+        .env_remove(env::job::CONTROL_KEY);
+    if let Some(r) = &rank {
+        cmd.env(env::rank::RANK, r);
+        let located = match (
+            std::env::var(env::job::HOSTS),
+            std::env::var(env::job::RANK_HOSTS),
+            r.parse::<usize>(),
+        ) {
+            (Ok(h), Ok(rh), Ok(r)) => env::rank_location(&h, &rh, r),
+            _ => None,
+        };
+        match located {
+            Some((addr, local_rank, local_size)) => {
+                cmd.env(env::rank::HOST_ADDR, addr)
+                    .env(env::rank::LOCAL_RANK, local_rank.to_string())
+                    .env(env::rank::LOCAL_SIZE, local_size.to_string());
+            }
+            None => {
+                cmd.env(env::rank::HOST_ADDR, &host);
+                if let (Ok(l), Ok(n)) = (
+                    std::env::var("SLURM_LOCALID"),
+                    std::env::var("SLURM_NTASKS_PER_NODE"),
+                ) {
+                    cmd.env(env::rank::LOCAL_RANK, l)
+                        .env(env::rank::LOCAL_SIZE, n);
+                }
+            }
+        }
+    }
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+
+    // Control messages and signals both end the program; `told` says gsmrun has answered.
+    let told = Arc::new(AtomicBool::new(false));
+    let child_pid = Arc::new(AtomicI32::new(0));
+    let child_done = Arc::new(AtomicBool::new(false));
+    let (answer_tx, answer_rx) = mpsc::channel::<()>();
+    let end_program = {
+        let child_pid = child_pid.clone();
+        let child_done = child_done.clone();
+        move || {
+            let pid = child_pid.load(Ordering::SeqCst);
+            if pid <= 0 || child_done.load(Ordering::SeqCst) {
+                return;
+            }
+            // SAFETY: kill(2) on our own child, not yet reaped (child_done is false).
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            let (pid, done) = (pid, child_done.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(GRACE);
+                if !done.load(Ordering::SeqCst) {
+                    // SAFETY: as above; the child has not been reaped.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            });
+        }
+    };
+    {
+        let told = told.clone();
+        let end_program = end_program.clone();
+        std::thread::spawn(move || {
+            // Any KILL, end of stream or error means: end the program.
+            let _ = wire::read_frame(&mut reader);
+            told.store(true, Ordering::SeqCst);
+            end_program();
+            let _ = answer_tx.send(());
+            // Keep reading so a later EOF is noticed by nobody; nothing else to do.
+            let mut sink = [0u8; 64];
+            while matches!(reader.read(&mut sink), Ok(n) if n > 0) {}
+        });
+    }
+    if let Ok(mut signals) = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ]) {
+        let end_program = end_program.clone();
+        std::thread::spawn(move || {
+            for _ in signals.forever() {
+                end_program();
+            }
+        });
+    }
+
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = send(
+                wire::EXIT,
+                Outcome::NoStart(format!("{program:?}: {e}"))
+                    .encode()
+                    .as_bytes(),
+            );
+            let _ = answer_rx.recv_timeout(ANSWER_WAIT);
+            let _ = send(wire::ENDED, b"");
+            return 127;
+        }
+    };
+    child_pid.store(child.id() as i32, Ordering::SeqCst);
+    if told.load(Ordering::SeqCst) {
+        end_program();
+    }
+    let pump = |pipe: Option<Box<dyn Read + Send>>, tag: u8| {
+        let writer = writer.clone();
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if let Some(mut pipe) = pipe {
+                let mut buf = vec![0u8; 32 * 1024];
+                while let Ok(n) = pipe.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    let mut w = writer.lock().unwrap_or_else(|p| p.into_inner());
+                    if wire::write_frame(&mut *w, tag, &buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            }
+            let _ = done_tx.send(());
+        });
+        done_rx
+    };
+    let out_done = pump(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        wire::STDOUT,
+    );
+    let err_done = pump(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        wire::STDERR,
+    );
+    let status = child.wait();
+    child_done.store(true, Ordering::SeqCst);
+    // Output still in the pipes belongs before the report; a grandchild holding them open must
+    // not keep us here forever.
+    let _ = out_done.recv_timeout(Duration::from_secs(2));
+    let _ = err_done.recv_timeout(Duration::from_secs(2));
+    let outcome = match status {
+        Ok(s) => match (s.code(), s.signal()) {
+            (Some(c), _) => Outcome::Exited(c),
+            (_, Some(sig)) => Outcome::Signaled(sig),
+            _ => Outcome::Exited(1),
+        },
+        Err(e) => Outcome::NoStart(format!("waiting for the program failed: {e}")),
+    };
+    let code = outcome.exit_code();
+    let _ = send(wire::EXIT, outcome.encode().as_bytes());
+    if told.load(Ordering::SeqCst) {
+        // gsmrun ended us; it owns the job's status.
+        let _ = send(wire::ENDED, b"");
+        let _ = writer.lock().map(|w| w.shutdown(std::net::Shutdown::Write));
+        return 0;
+    }
+    if !outcome.failed() {
+        return 0;
+    }
+    // A failure: wait for gsmrun's answer (KILL or its end) before exiting.
+    let _ = answer_rx.recv_timeout(ANSWER_WAIT);
+    let _ = send(wire::ENDED, b"");
+    let _ = std::io::stderr().flush();
+    code
+}
