@@ -6,7 +6,8 @@
 //! program has ended and its output is drained. `gsmrun` may send `KILL`; the wrapper then ends its
 //! program (SIGTERM, SIGKILL after a grace period) and answers `ENDED`. On the first failure
 //! `gsmrun` prints one line, sends `KILL` to every wrapper, waits (at most 1.5 s) for every `ENDED`,
-//! then terminates the launcher's process group (SIGTERM, SIGKILL 0.5 s later) and exits with the
+//! then terminates the launcher (SIGTERM, and SIGKILL of its process group 0.2 s later, removing
+//! the session directory a killed Open MPI leaves behind) and exits with the
 //! failure's status. Launcher output is forwarded until the job starts ending, then dropped, so
 //! the launcher's own reports about ranks we ended do not drown the one line that matters.
 //! Output of ranks comes through the wrappers, so it is never lost to a killed launcher.
@@ -204,7 +205,7 @@ struct Conn {
 
 /// Grace between ending the job and SIGKILL of the launcher's process group.
 const ENDED_WAIT: Duration = Duration::from_millis(1500);
-const LAUNCHER_TERM_WAIT: Duration = Duration::from_millis(500);
+const LAUNCHER_TERM_WAIT: Duration = Duration::from_millis(200);
 /// How long after the launcher exits we wait for reports still in flight.
 const LATE_REPORT_WAIT: Duration = Duration::from_millis(1000);
 
@@ -303,6 +304,7 @@ pub fn run(
                 // SAFETY: kill(2) on the launcher's own process group (it was started with
                 // process_group(0), so its pgid is its pid); ESRCH if already empty.
                 unsafe { libc::kill(-launcher_pid, libc::SIGKILL) };
+                remove_open_mpi_session_dir(launcher_pid);
                 return Ok(code);
             }
         } else {
@@ -412,6 +414,19 @@ pub fn run(
             }
         }
     }
+}
+
+/// A SIGKILLed Open MPI `mpirun` leaves its session directory
+/// (`$TMPDIR/ompi.<host>.<uid>/pid.<pid>`, Open MPI 4's layout) behind; remove it.
+fn remove_open_mpi_session_dir(launcher_pid: i32) {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let dir = std::env::temp_dir()
+        .join(format!("ompi.{}.{uid}", crate::hostname()))
+        .join(format!("pid.{launcher_pid}"));
+    // Give the dying launcher a moment to release it.
+    std::thread::sleep(Duration::from_millis(20));
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 fn fmt_secs(s: f64) -> String {

@@ -156,7 +156,10 @@ pub fn main(args: Vec<OsString>) -> i32 {
             }
         }
     }
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    // The program leads its own process group so that ending it also ends what it started.
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
 
     // Control messages and signals both end the program; `told` says gsmrun has answered.
     let told = Arc::new(AtomicBool::new(false));
@@ -171,14 +174,15 @@ pub fn main(args: Vec<OsString>) -> i32 {
             if pid <= 0 || child_done.load(Ordering::SeqCst) {
                 return;
             }
-            // SAFETY: kill(2) on our own child, not yet reaped (child_done is false).
-            unsafe { libc::kill(pid, libc::SIGTERM) };
+            // SAFETY: kill(2) on our own child's process group (the child leads it and has not
+            // been reaped: child_done is false), so its own children end too.
+            unsafe { libc::kill(-pid, libc::SIGTERM) };
             let (pid, done) = (pid, child_done.clone());
             std::thread::spawn(move || {
                 std::thread::sleep(GRACE);
                 if !done.load(Ordering::SeqCst) {
                     // SAFETY: as above; the child has not been reaped.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    unsafe { libc::kill(-pid, libc::SIGKILL) };
                 }
             });
         }

@@ -1,0 +1,253 @@
+//! Tests of the `gsmrun` binary that need no MPI: the exact dry-run command lines for Open MPI and
+//! Hydra (flavour forced with GSM_MPI_FLAVOUR), the exit status of bad input, and the rank
+//! wrapper on its own (personality, control protocol, no orphans).
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gsmrun");
+
+fn gsmrun(args: &[&str], flavour: &str) -> std::process::Output {
+    Command::new(BIN)
+        .args(args)
+        .env("GSM_MPI_FLAVOUR", flavour)
+        .env_remove("SLURM_JOB_ID")
+        .env_remove("PBS_NODEFILE")
+        .output()
+        .expect("run gsmrun")
+}
+
+/// The `command:` line of a dry run, with the generated hostfile's directory replaced by `TMP`.
+fn dry_command(out: &std::process::Output) -> String {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .skip_while(|l| *l != "command:")
+        .nth(1)
+        .unwrap_or_else(|| {
+            panic!(
+                "no command in dry run output:\n{text}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+        .trim()
+        .to_string();
+    let tmp = std::env::temp_dir().display().to_string();
+    let mut words: Vec<String> = line.split(' ').map(str::to_string).collect();
+    for w in &mut words {
+        if w.starts_with(&format!("{tmp}/gsmrun.gsm-")) && w.ends_with("/hostfile") {
+            *w = "TMP/hostfile".to_string();
+        }
+    }
+    words.join(" ")
+}
+
+#[test]
+fn dry_run_open_mpi_exact_command() {
+    let out = gsmrun(
+        &[
+            "-np",
+            "3",
+            "-H",
+            "a:2,b:2",
+            "-x",
+            "A=1",
+            "--dry-run",
+            "/bin/app",
+            "-np",
+            "9",
+        ],
+        "openmpi",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        dry_command(&out),
+        format!(
+            "mpirun --hostfile TMP/hostfile -np 3 --map-by slot --bind-to none -x GSM_JOB_ID \
+             -x GSM_SIZE -x GSM_FABRIC -x GSM_HOSTS -x GSM_RANK_HOSTS -x GSM_CONTROL \
+             -x GSM_CONTROL_KEY -x A=1 {BIN} --rank-wrapper -- /bin/app -np 9"
+        )
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("  a slots=2\n  b slots=1\n"), "{text}");
+    assert!(text.contains("  0     a\n  1     a\n  2     b\n"), "{text}");
+}
+
+#[test]
+fn dry_run_hydra_exact_command_by_node() {
+    let out = gsmrun(
+        &[
+            "-n",
+            "3",
+            "-H",
+            "a:2,b:2",
+            "--map-by",
+            "node",
+            "--keep-aslr",
+            "--launch-agent",
+            "/x/rsh",
+            "-t",
+            "2",
+            "--dry-run",
+            "app",
+        ],
+        "hydra",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        dry_command(&out),
+        format!(
+            "mpirun -f TMP/hostfile -n 3 -rr -launcher-exec /x/rsh -genvlist \
+             GSM_JOB_ID,GSM_SIZE,GSM_THREADS,GSM_FABRIC,GSM_HOSTS,GSM_RANK_HOSTS,GSM_CONTROL,GSM_CONTROL_KEY \
+             {BIN} --rank-wrapper --keep-aslr -- app"
+        )
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("  a:2\n  b:1\n"));
+}
+
+#[test]
+fn bad_input_exits_2() {
+    for args in [
+        &["--map-by", "diagonal", "app"][..],
+        &["-x", "1BAD", "app"],
+        &["--timeout", "-1", "app"],
+        &["-np", "3", "-H", "a:1", "app"],
+        &["--hostfile", "/nonexistent/hosts", "app"],
+    ] {
+        let out = gsmrun(args, "openmpi");
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = gsmrun(&["-np", "3", "-H", "a:1", "app"], "openmpi");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--oversubscribe"));
+}
+
+#[test]
+fn help_hides_the_wrapper_and_shows_examples() {
+    let out = gsmrun(&["--help"], "openmpi");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(!text.contains("rank-wrapper"));
+    assert!(text.contains("Examples:") && text.contains("-hostfile"));
+}
+
+fn personality_of(args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .args(args)
+        .env_remove("GSM_CONTROL")
+        .output()
+        .expect("run wrapper");
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn wrapper_turns_aslr_off_unless_asked() {
+    let off = personality_of(&["--rank-wrapper", "--", "cat", "/proc/self/personality"]);
+    let on = personality_of(&[
+        "--rank-wrapper",
+        "--keep-aslr",
+        "--",
+        "cat",
+        "/proc/self/personality",
+    ]);
+    let off = u32::from_str_radix(&off, 16).unwrap();
+    let on = u32::from_str_radix(&on, 16).unwrap();
+    assert_eq!(off & 0x0040000, 0x0040000);
+    assert_eq!(on & 0x0040000, 0);
+}
+
+fn read_frame(r: &mut impl Read) -> Option<(u8, Vec<u8>)> {
+    let mut head = [0u8; 5];
+    r.read_exact(&mut head).ok()?;
+    let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+    let mut p = vec![0u8; len];
+    r.read_exact(&mut p).ok()?;
+    Some((head[0], p))
+}
+
+fn start_wrapper(listener: &TcpListener, script: &str) -> std::process::Child {
+    Command::new(BIN)
+        .args(["--rank-wrapper", "--", "sh", "-c", script])
+        .env("GSM_CONTROL", listener.local_addr().unwrap().to_string())
+        .env("GSM_CONTROL_KEY", "k")
+        .env("OMPI_COMM_WORLD_RANK", "1")
+        .env("GSM_HOSTS", "a,b")
+        .env("GSM_RANK_HOSTS", "0,1")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start wrapper")
+}
+
+#[test]
+fn wrapper_reports_output_and_failure_then_waits_for_the_answer() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut w = start_wrapper(
+        &listener,
+        "echo $GSM_RANK $GSM_HOST_ADDR $GSM_CONTROL_KEY.; exit 3",
+    );
+    let (mut s, _) = listener.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let (tag, hello) = read_frame(&mut s).unwrap();
+    assert_eq!(tag, b'H');
+    assert!(hello.starts_with(b"k\x001\x00"));
+    assert_eq!(read_frame(&mut s).unwrap(), (b'O', b"1 b .\n".to_vec()));
+    assert_eq!(read_frame(&mut s).unwrap(), (b'X', b"exit 3".to_vec()));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        w.try_wait().unwrap().is_none(),
+        "wrapper must wait for gsmrun's answer"
+    );
+    s.write_all(&[b'K', 0, 0, 0, 0]).unwrap();
+    assert_eq!(read_frame(&mut s).unwrap().0, b'D');
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = w.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "wrapper did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(3));
+}
+
+#[test]
+fn wrapper_kills_its_program_when_gsmrun_disappears() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut w = start_wrapper(&listener, "echo $$; exec sleep 30");
+    let (mut s, _) = listener.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(read_frame(&mut s).unwrap().0, b'H');
+    let (tag, pid) = read_frame(&mut s).unwrap();
+    assert_eq!(tag, b'O');
+    let pid: i32 = String::from_utf8_lossy(&pid).trim().parse().unwrap();
+    let start = Instant::now();
+    drop(s);
+    let deadline = start + Duration::from_secs(5);
+    loop {
+        if w.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "wrapper did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(start.elapsed() < Duration::from_secs(2));
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "program {pid} survived"
+    );
+}
