@@ -137,7 +137,13 @@ pub fn choose_backend(
         LauncherChoice::Mpiexec => mpi("mpiexec"),
         LauncherChoice::Auto if in_slurm && !explicit_hosts => Ok(Backend::Srun),
         LauncherChoice::Auto => match mpi("mpirun") {
-            Err(LaunchError::NotFound { .. }) => mpi("mpiexec"),
+            Err(LaunchError::NotFound { .. }) => match mpi("mpiexec") {
+                Err(LaunchError::NotFound { hint, .. }) => Err(LaunchError::NotFound {
+                    program: "mpirun` or `mpiexec".to_string(),
+                    hint,
+                }),
+                other => other,
+            },
             other => other,
         },
     }
