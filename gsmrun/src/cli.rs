@@ -39,7 +39,8 @@ Exit status:
   128+S      the first rank that failed was killed by signal S (139 for SIGSEGV)
   124        the job exceeded --timeout
   130, 143   gsmrun was interrupted by SIGINT (Ctrl-C) or SIGTERM
-  127        the MPI launcher (mpirun, mpiexec, srun) is not installed
+  127        the MPI launcher (mpirun, mpiexec, srun) is not installed, or a rank's
+             program could not be started (not found, not executable)
   2          bad input: options, hostfile, host list, or placement
   1          any other failure of gsmrun or of the launcher itself
 
