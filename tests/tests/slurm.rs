@@ -1,0 +1,116 @@
+//! A single-node Slurm started by the test bed: `salloc -n 2 gsmrun gsm-hello` and an `sbatch`
+//! script both run two ranks with no hostfile. The first test checks the bed itself with plain
+//! `mpirun` inside `salloc`.
+
+use gsm_tests::bins::{gsm_hello, gsmrun};
+use gsm_tests::job::{assert_exit, assert_ranks};
+use gsm_tests::process::{PidGuard, run};
+use gsm_tests::slurm::Slurm;
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[track_caller]
+fn assert_on_node(found: &[gsm_tests::hello::Hello], slurm: &Slurm, what: &str) {
+    for hello in found {
+        assert_eq!(hello.host, slurm.node, "{what}: rank {} ran on an unexpected host", hello.rank);
+    }
+}
+
+#[test]
+fn testbed_salloc_runs_plain_mpirun() {
+    let slurm = Slurm::shared();
+    let guard = PidGuard::new();
+    let mut cmd = slurm.command("salloc");
+    cmd.args(["-n", "2", "mpirun"])
+        .arg(gsm_hello())
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    let done = run(&mut cmd, LIMIT);
+    assert_exit(&done, 0, "salloc -n 2 mpirun gsm-hello");
+    let found = assert_ranks(&done, 2, &guard, "salloc -n 2 mpirun gsm-hello");
+    assert_on_node(&found, &slurm, "salloc -n 2 mpirun gsm-hello");
+}
+
+#[test]
+fn salloc_runs_gsmrun_without_a_hostfile() {
+    let slurm = Slurm::shared();
+    let guard = PidGuard::new();
+    let mut cmd = slurm.command("salloc");
+    cmd.args(["-n", "2"]).arg(gsmrun()).arg(gsm_hello());
+    cmd.env_remove("OMPI_ALLOW_RUN_AS_ROOT").env_remove("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM");
+    let done = run(&mut cmd, LIMIT);
+    assert_exit(&done, 0, "salloc -n 2 gsmrun gsm-hello");
+    let found = assert_ranks(&done, 2, &guard, "salloc -n 2 gsmrun gsm-hello");
+    assert_on_node(&found, &slurm, "salloc -n 2 gsmrun gsm-hello");
+}
+
+/// Submits a `-n 2` batch script whose last line is `exec LAUNCHER gsm-hello`, waits for it with
+/// a bounded poll of `scontrol show job`, and checks the two ranks in the job's output.
+fn sbatch_two_ranks(slurm: &Slurm, name: &str, launcher: &str) {
+    let guard = PidGuard::new();
+    let out = slurm.dir().join(format!("{name}.out"));
+    let script = slurm.dir().join(format!("{name}.sh"));
+    let what = format!("sbatch (-n 2) of a script running `{launcher} gsm-hello`");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n#SBATCH -n 2\n#SBATCH -o {out}\n#SBATCH -e {out}\nexec {launcher} {hello}\n",
+            out = out.display(),
+            hello = gsm_hello().display(),
+        ),
+    )
+    .expect("writing the batch script");
+    let mut submit = slurm.command("sbatch");
+    submit.arg("--parsable").arg(&script);
+    let submitted = run(&mut submit, Duration::from_secs(20));
+    assert_exit(&submitted, 0, "sbatch --parsable (submitting the job)");
+    let job = submitted.stdout.trim().split(';').next().unwrap_or_default().to_string();
+    // Bounded poll of `scontrol show job` (no accounting here, so no sacct): JobState and
+    // ExitCode=CODE:SIGNAL once the job has ended.
+    let deadline = Instant::now() + LIMIT;
+    let record = loop {
+        let mut show = slurm.command("scontrol");
+        show.args(["-o", "show", "job", &job]);
+        let shown = run(&mut show, Duration::from_secs(10));
+        let ended = ["COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"]
+            .iter()
+            .any(|state| shown.stdout.contains(&format!("JobState={state} ")));
+        if ended {
+            break shown.stdout;
+        }
+        if Instant::now() >= deadline {
+            let mut cancel = slurm.command("scancel");
+            cancel.arg(&job);
+            let _ = run(&mut cancel, Duration::from_secs(10));
+            panic!("{what}: job {job} did not end within {LIMIT:?}; last record: {}", shown.stdout);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let job_output = std::fs::read_to_string(&out).unwrap_or_else(|err| format!("(no job output: {err})"));
+    let exit = record.split_whitespace().find_map(|field| field.strip_prefix("ExitCode=")).unwrap_or("?");
+    assert!(
+        record.contains("JobState=COMPLETED ") && exit == "0:0",
+        "{what}: job {job} ended with ExitCode={exit}\n--- job record ---\n{record}\n--- job output ({}) ---\n{job_output}",
+        out.display()
+    );
+    let done = gsm_tests::process::Finished { stdout: job_output, ..submitted };
+    let found = assert_ranks(&done, 2, &guard, &what);
+    assert_on_node(&found, slurm, &what);
+}
+
+#[test]
+fn testbed_sbatch_runs_plain_mpirun() {
+    let slurm = Slurm::shared();
+    sbatch_two_ranks(&slurm, "sbatch-mpirun", "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun");
+}
+
+#[test]
+fn sbatch_script_runs_gsmrun_without_a_hostfile() {
+    let slurm = Slurm::shared();
+    let launcher = format!(
+        "env -u OMPI_ALLOW_RUN_AS_ROOT -u OMPI_ALLOW_RUN_AS_ROOT_CONFIRM {}",
+        gsmrun().display()
+    );
+    sbatch_two_ranks(&slurm, "sbatch-gsmrun", &launcher);
+}
