@@ -51,11 +51,17 @@ pub fn gsm_hello() -> PathBuf {
 /// # Panics
 /// If the script is missing or not executable.
 pub fn testbed_script(name: &str) -> PathBuf {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed").join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testbed")
+        .join(name);
     let executable = std::fs::metadata(&path)
         .map(|meta| std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o111 != 0)
         .unwrap_or(false);
-    assert!(executable, "test-bed script {} is missing or not executable", path.display());
+    assert!(
+        executable,
+        "test-bed script {} is missing or not executable",
+        path.display()
+    );
     path
 }
 

@@ -8,7 +8,9 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum TestbedError {
     /// A system program the test bed needs is not installed.
-    #[error("`{tool}` is not installed ({why}); run `make test`, which installs slurm-wlm, munge and the other test dependencies")]
+    #[error(
+        "`{tool}` is not installed ({why}); run `make test`, which installs slurm-wlm, munge and the other test dependencies"
+    )]
     MissingTool {
         /// The program looked for.
         tool: String,
@@ -46,7 +48,8 @@ pub enum TestbedError {
 
 /// Runs a short set-up command (bounded to 20 s) and returns its stdout, or the error.
 pub(crate) fn command(program: &str, args: &[&str]) -> Result<String, TestbedError> {
-    let mut cmd = std::process::Command::new(crate::bins::which(program).unwrap_or_else(|| program.into()));
+    let mut cmd =
+        std::process::Command::new(crate::bins::which(program).unwrap_or_else(|| program.into()));
     cmd.args(args);
     let done = crate::process::run(&mut cmd, Duration::from_secs(20));
     if done.status.success() {
@@ -69,6 +72,9 @@ pub(crate) fn require(tool: &str, why: &str) -> Result<(), TestbedError> {
     if crate::bins::on_path(tool) {
         Ok(())
     } else {
-        Err(TestbedError::MissingTool { tool: tool.into(), why: why.into() })
+        Err(TestbedError::MissingTool {
+            tool: tool.into(),
+            why: why.into(),
+        })
     }
 }

@@ -63,7 +63,9 @@ pub fn check_ranks(hellos: &[Hello], size: u32) -> Result<(), String> {
     for rank in 0..size {
         let count = hellos.iter().filter(|hello| hello.rank == rank).count();
         if count != 1 {
-            problems.push(format!("rank {rank} said hello {count} times (expected once)"));
+            problems.push(format!(
+                "rank {rank} said hello {count} times (expected once)"
+            ));
         }
     }
     for hello in hellos {
@@ -71,10 +73,17 @@ pub fn check_ranks(hellos: &[Hello], size: u32) -> Result<(), String> {
             problems.push(format!("unexpected rank {} (job of {size})", hello.rank));
         }
         if hello.size != size {
-            problems.push(format!("rank {} saw a job of {} ranks, not {size}", hello.rank, hello.size));
+            problems.push(format!(
+                "rank {} saw a job of {} ranks, not {size}",
+                hello.rank, hello.size
+            ));
         }
     }
-    if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
 }
 
 #[cfg(test)]
@@ -86,21 +95,36 @@ mod tests {
         let out = "hello from rank 1 of 4 on h1 (pid 77)\n[1,0]<stdout>:hello from rank 0 of 4 on my host (pid 5)\nnoise\n";
         let got = hellos(out);
         assert_eq!(got.len(), 2);
-        assert_eq!(got[0], Hello { rank: 1, size: 4, host: "h1".into(), pid: 77 });
+        assert_eq!(
+            got[0],
+            Hello {
+                rank: 1,
+                size: 4,
+                host: "h1".into(),
+                pid: 77
+            }
+        );
         assert_eq!(got[1].host, "my host");
         assert_eq!(got[1].pid, 5);
     }
 
     #[test]
     fn parses_personality() {
-        let map = personalities("rank 0 personality 00040000\n[1,1]<stdout>:rank 1 personality 00000000\n");
+        let map = personalities(
+            "rank 0 personality 00040000\n[1,1]<stdout>:rank 1 personality 00000000\n",
+        );
         assert_eq!(map.get(&0), Some(&ADDR_NO_RANDOMIZE));
         assert_eq!(map.get(&1), Some(&0));
     }
 
     #[test]
     fn rank_check_catches_duplicates_and_gaps() {
-        let h = |rank, size| Hello { rank, size, host: "x".into(), pid: 1 };
+        let h = |rank, size| Hello {
+            rank,
+            size,
+            host: "x".into(),
+            pid: 1,
+        };
         assert!(check_ranks(&[h(0, 2), h(1, 2)], 2).is_ok());
         assert!(check_ranks(&[h(0, 2), h(0, 2)], 2).is_err());
         assert!(check_ranks(&[h(0, 2), h(1, 3)], 2).is_err());

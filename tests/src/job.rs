@@ -15,7 +15,9 @@ where
     S: AsRef<std::ffi::OsStr>,
 {
     let mut cmd = Command::new(crate::bins::gsmrun());
-    cmd.args(args).env_remove("OMPI_ALLOW_RUN_AS_ROOT").env_remove("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM");
+    cmd.args(args)
+        .env_remove("OMPI_ALLOW_RUN_AS_ROOT")
+        .env_remove("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM");
     cmd
 }
 

@@ -60,7 +60,10 @@ fn link_base(id: RunId) -> String {
 /// Removes namespaces and interfaces left by test processes that are gone.
 pub fn remove_leftovers() {
     if let Ok(list) = command("ip", &["netns", "list"]) {
-        for name in list.lines().filter_map(|line| line.split_whitespace().next()) {
+        for name in list
+            .lines()
+            .filter_map(|line| line.split_whitespace().next())
+        {
             let Some(rest) = name.strip_prefix(PREFIX).and_then(|r| r.strip_prefix('-')) else {
                 continue;
             };
@@ -75,11 +78,21 @@ pub fn remove_leftovers() {
     if let Ok(links) = command("ip", &["-o", "link", "show"]) {
         for line in links.lines() {
             // `7: gsmt1a2bx0b: <…>` or `8: gsmt1a2bx01@if2: <…>`
-            let Some(name) = line.split(": ").nth(1).map(|n| n.split('@').next().unwrap_or(n)) else {
+            let Some(name) = line
+                .split(": ")
+                .nth(1)
+                .map(|n| n.split('@').next().unwrap_or(n))
+            else {
                 continue;
             };
-            let Some(rest) = name.strip_prefix(PREFIX) else { continue };
-            let Some(pid) = rest.split('x').next().and_then(|p| u32::from_str_radix(p, 16).ok()) else {
+            let Some(rest) = name.strip_prefix(PREFIX) else {
+                continue;
+            };
+            let Some(pid) = rest
+                .split('x')
+                .next()
+                .and_then(|p| u32::from_str_radix(p, 16).ok())
+            else {
                 continue;
             };
             if owner_gone(pid) {
@@ -91,7 +104,10 @@ pub fn remove_leftovers() {
 
 fn delete_netns(name: &str) {
     if let Ok(pids) = command("ip", &["netns", "pids", name]) {
-        for pid in pids.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+        for pid in pids
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
             // SAFETY: kill(2) has no memory-safety preconditions; these processes live in a
             // namespace this test bed created and is deleting.
             unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -142,17 +158,42 @@ impl TwoHosts {
         let bridge = bed.bridge.clone();
         command("ip", &["link", "add", &bridge, "type", "bridge"])?;
         bed.created_bridge = true;
-        command("ip", &["addr", "add", &format!("10.77.{subnet}.1/24"), "dev", &bridge])?;
+        command(
+            "ip",
+            &[
+                "addr",
+                "add",
+                &format!("10.77.{subnet}.1/24"),
+                "dev",
+                &bridge,
+            ],
+        )?;
         command("ip", &["link", "set", &bridge, "up"])?;
         for (i, host) in bed.hosts.clone().iter().enumerate() {
             let ns = &host.netns;
             let veth = format!("{base}{}", i + 1);
             command("ip", &["netns", "add", ns])?;
             bed.created_netns.push(ns.clone());
-            command("ip", &["link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", ns])?;
+            command(
+                "ip",
+                &[
+                    "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", ns,
+                ],
+            )?;
             command("ip", &["link", "set", &veth, "master", &bridge])?;
             command("ip", &["link", "set", &veth, "up"])?;
-            command("ip", &["-n", ns, "addr", "add", &format!("{}/24", host.addr), "dev", "eth0"])?;
+            command(
+                "ip",
+                &[
+                    "-n",
+                    ns,
+                    "addr",
+                    "add",
+                    &format!("{}/24", host.addr),
+                    "dev",
+                    "eth0",
+                ],
+            )?;
             command("ip", &["-n", ns, "link", "set", "eth0", "up"])?;
             command("ip", &["-n", ns, "link", "set", "lo", "up"])?;
         }
@@ -187,7 +228,10 @@ impl TwoHosts {
 
     /// A hostfile naming both hosts by address, `slots` each.
     pub fn hostfile(&self, slots: u32) -> String {
-        self.hosts.iter().map(|host| format!("{} slots={slots}\n", host.addr)).collect()
+        self.hosts
+            .iter()
+            .map(|host| format!("{} slots={slots}\n", host.addr))
+            .collect()
     }
 
     /// The launch agent (`ssh` stand-in) that enters these namespaces.

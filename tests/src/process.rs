@@ -67,7 +67,11 @@ impl Finished {
             "command: {}\nended: {:?}{} after {:.3} s\n--- stdout ---\n{}--- stderr ---\n{}---",
             self.command,
             self.status,
-            if self.timed_out { " (KILLED at the test's time limit)" } else { "" },
+            if self.timed_out {
+                " (KILLED at the test's time limit)"
+            } else {
+                ""
+            },
             self.elapsed.as_secs_f64(),
             self.stdout,
             self.stderr,
@@ -108,7 +112,10 @@ fn collect(stream: impl Read + Send + 'static, start: Instant, into: Lines) -> J
                         buf.pop();
                     }
                     let text = String::from_utf8_lossy(&buf).into_owned();
-                    into.lock().unwrap().push(Line { at: start.elapsed(), text });
+                    into.lock().unwrap().push(Line {
+                        at: start.elapsed(),
+                        text,
+                    });
                 }
             }
         }
@@ -116,7 +123,12 @@ fn collect(stream: impl Read + Send + 'static, start: Instant, into: Lines) -> J
 }
 
 fn join_lines(lines: &Lines) -> String {
-    lines.lock().unwrap().iter().map(|line| format!("{}\n", line.text)).collect()
+    lines
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|line| format!("{}\n", line.text))
+        .collect()
 }
 
 /// Starts `command` in a new process group, stdin closed, stdout and stderr collected.
@@ -125,17 +137,37 @@ fn join_lines(lines: &Lines) -> String {
 /// If the program cannot be started.
 pub fn spawn(command: &mut Command) -> Running {
     let description = describe(command);
-    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
     let start = Instant::now();
-    let mut child =
-        command.spawn().unwrap_or_else(|err| panic!("cannot start `{description}`: {err}"));
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|err| panic!("cannot start `{description}`: {err}"));
     let stdout: Lines = Arc::default();
     let stderr: Lines = Arc::default();
     let readers = vec![
-        collect(child.stdout.take().expect("stdout is piped"), start, stdout.clone()),
-        collect(child.stderr.take().expect("stderr is piped"), start, stderr.clone()),
+        collect(
+            child.stdout.take().expect("stdout is piped"),
+            start,
+            stdout.clone(),
+        ),
+        collect(
+            child.stderr.take().expect("stderr is piped"),
+            start,
+            stderr.clone(),
+        ),
     ];
-    Running { command: description, child: Some(child), start, stdout, stderr, readers }
+    Running {
+        command: description,
+        child: Some(child),
+        start,
+        stdout,
+        stderr,
+        readers,
+    }
 }
 
 /// Runs `command` to the end, killing its process group if it takes longer than `limit`.
@@ -174,7 +206,10 @@ impl Running {
             if ready(&self.stdout.lock().unwrap()) {
                 return true;
             }
-            let exited = self.child.as_mut().is_none_or(|child| matches!(child.try_wait(), Ok(Some(_))));
+            let exited = self
+                .child
+                .as_mut()
+                .is_none_or(|child| matches!(child.try_wait(), Ok(Some(_))));
             if exited {
                 std::thread::sleep(Duration::from_millis(50));
                 return ready(&self.stdout.lock().unwrap());
@@ -192,7 +227,10 @@ impl Running {
     /// Waits for the command to end, killing its process group if `limit` passes first.
     pub fn wait(mut self, limit: Duration) -> Finished {
         let deadline = self.start + limit;
-        let mut child = self.child.take().expect("a Running owns its child until waited");
+        let mut child = self
+            .child
+            .take()
+            .expect("a Running owns its child until waited");
         let mut timed_out = false;
         let status = loop {
             match child.try_wait() {

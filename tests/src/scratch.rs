@@ -24,7 +24,10 @@ impl RunId {
     /// A fresh identity for this process.
     pub fn next() -> Self {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
-        Self { pid: std::process::id(), n: COUNTER.fetch_add(1, Ordering::Relaxed) }
+        Self {
+            pid: std::process::id(),
+            n: COUNTER.fetch_add(1, Ordering::Relaxed),
+        }
     }
 }
 
@@ -69,7 +72,8 @@ impl Scratch {
     /// Writes `contents` to `name` inside the directory and returns its path.
     pub fn write(&self, name: &str, contents: &str) -> PathBuf {
         let path = self.join(name);
-        std::fs::write(&path, contents).unwrap_or_else(|err| panic!("writing {}: {err}", path.display()));
+        std::fs::write(&path, contents)
+            .unwrap_or_else(|err| panic!("writing {}: {err}", path.display()));
         path
     }
 }

@@ -36,12 +36,18 @@ fn hostname() -> Result<String, TestbedError> {
 }
 
 fn free_port() -> Result<u16, TestbedError> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")
-        .map_err(|source| TestbedError::Io { what: "finding a free port".into(), source })?;
+    let listener =
+        std::net::TcpListener::bind("127.0.0.1:0").map_err(|source| TestbedError::Io {
+            what: "finding a free port".into(),
+            source,
+        })?;
     listener
         .local_addr()
         .map(|addr| addr.port())
-        .map_err(|source| TestbedError::Io { what: "finding a free port".into(), source })
+        .map_err(|source| TestbedError::Io {
+            what: "finding a free port".into(),
+            source,
+        })
 }
 
 /// Stops the daemons of Slurm test beds whose test process is gone.
@@ -49,7 +55,10 @@ pub fn remove_leftovers() {
     for dir in leftovers("slurm") {
         let pids = std::fs::read_to_string(dir.join(DAEMON_PIDS)).unwrap_or_default();
         let marker = dir.to_string_lossy().into_owned();
-        for pid in pids.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+        for pid in pids
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
             // Only a process whose command line names that directory is one of its daemons.
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             if String::from_utf8_lossy(&cmdline).contains(&marker) {
@@ -65,7 +74,17 @@ pub fn remove_leftovers() {
 impl Slurm {
     /// Starts munged, slurmctld and slurmd, and waits until the node is idle.
     pub fn start() -> Result<Self, TestbedError> {
-        for tool in ["munged", "slurmctld", "slurmd", "sinfo", "salloc", "sbatch", "squeue", "scancel", "scontrol"] {
+        for tool in [
+            "munged",
+            "slurmctld",
+            "slurmd",
+            "sinfo",
+            "salloc",
+            "sbatch",
+            "squeue",
+            "scancel",
+            "scontrol",
+        ] {
             require(tool, "the Slurm tests run a single-node cluster")?;
         }
         remove_leftovers();
@@ -73,11 +92,18 @@ impl Slurm {
         let dir = Scratch::new("slurm", id);
         let d = dir.path().to_path_buf();
         for sub in ["munge", "state", "spool", "log", "tmp"] {
-            std::fs::create_dir_all(d.join(sub))
-                .map_err(|source| TestbedError::Io { what: format!("creating {sub}/"), source })?;
+            std::fs::create_dir_all(d.join(sub)).map_err(|source| TestbedError::Io {
+                what: format!("creating {sub}/"),
+                source,
+            })?;
         }
         let node = hostname()?;
-        let mut bed = Self { conf: d.join("slurm.conf"), dir, node, daemons: Vec::new() };
+        let mut bed = Self {
+            conf: d.join("slurm.conf"),
+            dir,
+            node,
+            daemons: Vec::new(),
+        };
 
         // munge: a private key (mode 0400) and socket.
         let key = d.join("munge/munge.key");
@@ -86,10 +112,18 @@ impl Slurm {
             std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)?;
             Ok::<_, std::io::Error>(bytes)
         });
-        let key_bytes = key_bytes.map_err(|source| TestbedError::Io { what: "making a munge key".into(), source })?;
+        let key_bytes = key_bytes.map_err(|source| TestbedError::Io {
+            what: "making a munge key".into(),
+            source,
+        })?;
         std::fs::write(&key, key_bytes)
-            .and_then(|()| std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o400)))
-            .map_err(|source| TestbedError::Io { what: "writing the munge key".into(), source })?;
+            .and_then(|()| {
+                std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o400))
+            })
+            .map_err(|source| TestbedError::Io {
+                what: "writing the munge key".into(),
+                source,
+            })?;
         let socket = d.join("munge/munge.sock");
         let m = |name: &str| format!("{}", d.join("munge").join(name).display());
         bed.daemon(
@@ -104,7 +138,9 @@ impl Slurm {
                 format!("--seed-file={}", m("munged.seed")),
             ]),
         )?;
-        bed.wait_until("munged's socket exists", Duration::from_secs(10), || socket.exists())?;
+        bed.wait_until("munged's socket exists", Duration::from_secs(10), || {
+            socket.exists()
+        })?;
 
         let (ctld_port, slurmd_port) = (free_port()?, free_port()?);
         let srun_base = 40000 + (id.pid % 200) * 100;
@@ -135,8 +171,10 @@ impl Slurm {
             srun_end = srun_base + 99,
             d = d.display(),
         );
-        std::fs::write(&bed.conf, conf)
-            .map_err(|source| TestbedError::Io { what: "writing slurm.conf".into(), source })?;
+        std::fs::write(&bed.conf, conf).map_err(|source| TestbedError::Io {
+            what: "writing slurm.conf".into(),
+            source,
+        })?;
         let conf_path = bed.conf.display().to_string();
         bed.daemon(
             "slurmctld",
@@ -145,15 +183,20 @@ impl Slurm {
         )?;
         bed.daemon(
             "slurmd",
-            Command::new(crate::bins::which("slurmd").expect("checked above")).args(["-D", "-f", &conf_path]),
+            Command::new(crate::bins::which("slurmd").expect("checked above"))
+                .args(["-D", "-f", &conf_path]),
         )?;
         let sinfo = bed.clone_command("sinfo");
-        bed.wait_until("the node shows `idle` in sinfo", Duration::from_secs(40), || {
-            let mut cmd = Command::new(&sinfo);
-            cmd.args(["-h", "-o", "%t"]).env("SLURM_CONF", &conf_path);
-            let done = crate::process::run(&mut cmd, Duration::from_secs(5));
-            done.status.success() && done.stdout.trim() == "idle"
-        })?;
+        bed.wait_until(
+            "the node shows `idle` in sinfo",
+            Duration::from_secs(40),
+            || {
+                let mut cmd = Command::new(&sinfo);
+                cmd.args(["-h", "-o", "%t"]).env("SLURM_CONF", &conf_path);
+                let done = crate::process::run(&mut cmd, Duration::from_secs(5));
+                done.status.success() && done.stdout.trim() == "idle"
+            },
+        )?;
         Ok(bed)
     }
 
@@ -176,24 +219,41 @@ impl Slurm {
 
     fn daemon(&mut self, name: &str, cmd: &mut Command) -> Result<(), TestbedError> {
         let log = self.dir.join(&format!("log/{name}.stdout"));
-        let out = std::fs::File::create(&log)
-            .map_err(|source| TestbedError::Io { what: format!("creating {}", log.display()), source })?;
-        let err = out
-            .try_clone()
-            .map_err(|source| TestbedError::Io { what: "duplicating a log file".into(), source })?;
+        let out = std::fs::File::create(&log).map_err(|source| TestbedError::Io {
+            what: format!("creating {}", log.display()),
+            source,
+        })?;
+        let err = out.try_clone().map_err(|source| TestbedError::Io {
+            what: "duplicating a log file".into(),
+            source,
+        })?;
         let child = cmd
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
             .spawn()
-            .map_err(|source| TestbedError::Io { what: format!("starting {name}"), source })?;
+            .map_err(|source| TestbedError::Io {
+                what: format!("starting {name}"),
+                source,
+            })?;
         self.daemons.push((name.to_string(), child));
-        let pids: String = self.daemons.iter().map(|(_, c)| format!("{}\n", c.id())).collect();
-        std::fs::write(self.dir.join(DAEMON_PIDS), pids)
-            .map_err(|source| TestbedError::Io { what: "recording daemon pids".into(), source })
+        let pids: String = self
+            .daemons
+            .iter()
+            .map(|(_, c)| format!("{}\n", c.id()))
+            .collect();
+        std::fs::write(self.dir.join(DAEMON_PIDS), pids).map_err(|source| TestbedError::Io {
+            what: "recording daemon pids".into(),
+            source,
+        })
     }
 
-    fn wait_until(&mut self, what: &str, limit: Duration, ready: impl Fn() -> bool) -> Result<(), TestbedError> {
+    fn wait_until(
+        &mut self,
+        what: &str,
+        limit: Duration,
+        ready: impl Fn() -> bool,
+    ) -> Result<(), TestbedError> {
         let deadline = Instant::now() + limit;
         loop {
             if ready() {

@@ -17,7 +17,10 @@ fn assert_no_rank_left(guard: &PidGuard, stdout: &str, what: &str, report: &str)
         guard.watch(hello.pid, "gsm-hello");
     }
     let left = guard.survivors(Duration::from_millis(500));
-    assert!(left.is_empty(), "{what}: gsm-hello processes {left:?} still running after gsmrun exited\n{report}");
+    assert!(
+        left.is_empty(),
+        "{what}: gsm-hello processes {left:?} still running after gsmrun exited\n{report}"
+    );
 }
 
 #[test]
@@ -29,11 +32,26 @@ fn a_rank_exiting_3_ends_the_job_fast_with_status_3() {
     cmd.arg(testbed_script("by-rank"))
         .args(["1"])
         .arg(gsm_hello())
-        .args(["--fail-rank", "1", "--exit-code", "3", "--", "--sleep", "30"]);
+        .args([
+            "--fail-rank",
+            "1",
+            "--exit-code",
+            "3",
+            "--",
+            "--sleep",
+            "30",
+        ]);
     let done = run(&mut cmd, LIMIT);
     assert_exit(&done, 3, "a rank exiting 3");
-    let failed_at = done.stdout_lines.iter().find(|l| l.text.contains("hello from rank 1 ")).map(|l| l.at);
-    eprintln!("rank 1 said hello at {failed_at:?}; gsmrun exited at {:?}", done.elapsed);
+    let failed_at = done
+        .stdout_lines
+        .iter()
+        .find(|l| l.text.contains("hello from rank 1 "))
+        .map(|l| l.at);
+    eprintln!(
+        "rank 1 said hello at {failed_at:?}; gsmrun exited at {:?}",
+        done.elapsed
+    );
     assert!(
         done.elapsed < Duration::from_secs(3),
         "the job took {:?} to end after rank 1 failed (rank 0 sleeps 30 s; expected < 3 s in all, < 2 s after the failure)\n{}",
@@ -63,7 +81,11 @@ fn a_segfaulting_rank_ends_the_job_with_139() {
     cmd.arg(gsm_hello()).args(["--segfault-rank", "1"]);
     let done = run(&mut cmd, LIMIT);
     assert_exit(&done, 139, "a rank dying of SIGSEGV");
-    assert!(done.stderr.contains("rank 1"), "stderr does not name rank 1\n{}", done.report());
+    assert!(
+        done.stderr.contains("rank 1"),
+        "stderr does not name rank 1\n{}",
+        done.report()
+    );
     assert_no_rank_left(&guard, &done.stdout, "a segfault", &done.report());
 }
 
@@ -74,16 +96,33 @@ fn sigint_to_gsmrun_ends_every_rank_with_130() {
     cmd.arg(gsm_hello()).args(["--sleep", "30"]);
     let mut job = spawn(&mut cmd);
     let started = job.wait_for_stdout(Duration::from_secs(30), |lines| {
-        lines.iter().filter(|l| l.text.contains("hello from rank")).count() >= 2
+        lines
+            .iter()
+            .filter(|l| l.text.contains("hello from rank"))
+            .count()
+            >= 2
     });
-    for hello in hellos(&job.stdout_lines().iter().map(|l| format!("{}\n", l.text)).collect::<String>()) {
+    for hello in hellos(
+        &job.stdout_lines()
+            .iter()
+            .map(|l| format!("{}\n", l.text))
+            .collect::<String>(),
+    ) {
         guard.watch(hello.pid, "gsm-hello");
     }
     job.signal(libc::SIGINT);
     let done = job.wait(Duration::from_secs(15));
-    assert!(started, "both ranks did not say hello before the SIGINT\n{}", done.report());
+    assert!(
+        started,
+        "both ranks did not say hello before the SIGINT\n{}",
+        done.report()
+    );
     assert_exit(&done, 130, "SIGINT to gsmrun");
-    assert!(done.elapsed < Duration::from_secs(10), "SIGINT took too long to end the job\n{}", done.report());
+    assert!(
+        done.elapsed < Duration::from_secs(10),
+        "SIGINT took too long to end the job\n{}",
+        done.report()
+    );
     assert_no_rank_left(&guard, &done.stdout, "SIGINT to gsmrun", &done.report());
 }
 
@@ -93,26 +132,50 @@ fn timeout_ends_the_job_and_names_the_timeout() {
     let mut cmd = gsmrun(["-np", "2", "--timeout", "1"]);
     cmd.arg(gsm_hello()).args(["--sleep", "30"]);
     let done = run(&mut cmd, LIMIT);
-    assert!(!done.timed_out && done.elapsed < Duration::from_secs(5), "--timeout 1 did not end the job promptly\n{}", done.report());
-    assert!(!done.status.success(), "a job ended by --timeout reported success\n{}", done.report());
-    assert!(done.stderr.to_lowercase().contains("timeout"), "stderr does not name the timeout\n{}", done.report());
+    assert!(
+        !done.timed_out && done.elapsed < Duration::from_secs(5),
+        "--timeout 1 did not end the job promptly\n{}",
+        done.report()
+    );
+    assert!(
+        !done.status.success(),
+        "a job ended by --timeout reported success\n{}",
+        done.report()
+    );
+    assert!(
+        done.stderr.to_lowercase().contains("timeout"),
+        "stderr does not name the timeout\n{}",
+        done.report()
+    );
     assert_no_rank_left(&guard, &done.stdout, "--timeout", &done.report());
 }
 
 #[test]
 fn a_bad_hostfile_exits_2_naming_file_line_and_column() {
     let scratch = Scratch::new("badhosts", RunId::next());
-    let hostfile = scratch.write("hosts", "# two hosts\nnodea slots=2\nnodeb slots=2 slots=3\n");
+    let hostfile = scratch.write(
+        "hosts",
+        "# two hosts\nnodea slots=2\nnodeb slots=2 slots=3\n",
+    );
     let mut cmd = gsmrun(["-np", "2", "-hostfile"]);
     cmd.arg(&hostfile).arg(gsm_hello());
     let done = run(&mut cmd, Duration::from_secs(20));
     assert_exit(&done, 2, "a hostfile with a duplicated slots");
     let prefix = format!("{}:3:", hostfile.display());
-    let column_follows = done.stderr.match_indices(&prefix).any(|(at, _)| {
-        done.stderr[at + prefix.len()..].starts_with(|c: char| c.is_ascii_digit())
-    });
-    assert!(column_follows, "stderr lacks `{prefix}COLUMN`\n{}", done.report());
-    assert!(!done.stdout.contains("hello from rank"), "ranks started despite the bad hostfile\n{}", done.report());
+    let column_follows = done
+        .stderr
+        .match_indices(&prefix)
+        .any(|(at, _)| done.stderr[at + prefix.len()..].starts_with(|c: char| c.is_ascii_digit()));
+    assert!(
+        column_follows,
+        "stderr lacks `{prefix}COLUMN`\n{}",
+        done.report()
+    );
+    assert!(
+        !done.stdout.contains("hello from rank"),
+        "ranks started despite the bad hostfile\n{}",
+        done.report()
+    );
 }
 
 #[test]
@@ -123,6 +186,14 @@ fn more_ranks_than_slots_without_oversubscribe_exits_2() {
     cmd.arg(&hostfile).arg(gsm_hello());
     let done = run(&mut cmd, Duration::from_secs(20));
     assert_exit(&done, 2, "2 ranks on 1 slot without --oversubscribe");
-    assert!(done.stderr.contains("--oversubscribe"), "stderr does not say to add --oversubscribe\n{}", done.report());
-    assert!(!done.stdout.contains("hello from rank"), "ranks started despite too few slots\n{}", done.report());
+    assert!(
+        done.stderr.contains("--oversubscribe"),
+        "stderr does not say to add --oversubscribe\n{}",
+        done.report()
+    );
+    assert!(
+        !done.stdout.contains("hello from rank"),
+        "ranks started despite too few slots\n{}",
+        done.report()
+    );
 }

@@ -42,11 +42,19 @@ fn personality_job(extra: &[&str]) -> (std::collections::BTreeMap<u32, u32>, Str
     let mut cmd = gsmrun(["-np", "2"]);
     cmd.args(extra).arg(gsm_hello()).arg("--print-personality");
     let done = run(&mut cmd, LIMIT);
-    let what = format!("gsmrun -np 2 {} gsm-hello --print-personality", extra.join(" "));
+    let what = format!(
+        "gsmrun -np 2 {} gsm-hello --print-personality",
+        extra.join(" ")
+    );
     assert_exit(&done, 0, &what);
     assert_ranks(&done, 2, &guard, &what);
     let words = personalities(&done.stdout);
-    assert_eq!(words.len(), 2, "{what}: expected a personality line from each rank\n{}", done.report());
+    assert_eq!(
+        words.len(),
+        2,
+        "{what}: expected a personality line from each rank\n{}",
+        done.report()
+    );
     (words, done.report())
 }
 
@@ -76,16 +84,39 @@ fn keep_aslr_leaves_randomisation_on() {
 fn dry_run_prints_the_placement_and_command_and_starts_nothing() {
     let scratch = Scratch::new("dryrun", RunId::next());
     // Host names that do not resolve: anything that tried to reach them would fail.
-    let hostfile = scratch.write("hosts", "dryhosta.invalid slots=2\ndryhostb.invalid slots=2\n");
+    let hostfile = scratch.write(
+        "hosts",
+        "dryhosta.invalid slots=2\ndryhostb.invalid slots=2\n",
+    );
     let mut cmd = gsmrun(["--dry-run", "-np", "4", "-hostfile"]);
     cmd.arg(&hostfile).arg(gsm_hello()).arg("--sleep").arg("30");
     let done = run(&mut cmd, Duration::from_secs(20));
     assert_exit(&done, 0, "gsmrun --dry-run");
-    assert!(done.elapsed < Duration::from_secs(5), "--dry-run took {:?}\n{}", done.elapsed, done.report());
-    assert!(!done.stdout.contains("hello from rank"), "--dry-run started ranks\n{}", done.report());
+    assert!(
+        done.elapsed < Duration::from_secs(5),
+        "--dry-run took {:?}\n{}",
+        done.elapsed,
+        done.report()
+    );
+    assert!(
+        !done.stdout.contains("hello from rank"),
+        "--dry-run started ranks\n{}",
+        done.report()
+    );
     let printed = format!("{}{}", done.stdout, done.stderr);
-    for needle in ["dryhosta.invalid", "dryhostb.invalid", "-np", "4", &gsm_hello().display().to_string(), "--sleep"] {
-        assert!(printed.contains(needle), "--dry-run output lacks `{needle}`\n{}", done.report());
+    for needle in [
+        "dryhosta.invalid",
+        "dryhostb.invalid",
+        "-np",
+        "4",
+        &gsm_hello().display().to_string(),
+        "--sleep",
+    ] {
+        assert!(
+            printed.contains(needle),
+            "--dry-run output lacks `{needle}`\n{}",
+            done.report()
+        );
     }
     assert!(
         printed.contains("mpirun") || printed.contains("mpiexec"),

@@ -13,7 +13,11 @@ const LIMIT: Duration = Duration::from_secs(60);
 #[track_caller]
 fn assert_on_node(found: &[gsm_tests::hello::Hello], slurm: &Slurm, what: &str) {
     for hello in found {
-        assert_eq!(hello.host, slurm.node, "{what}: rank {} ran on an unexpected host", hello.rank);
+        assert_eq!(
+            hello.host, slurm.node,
+            "{what}: rank {} ran on an unexpected host",
+            hello.rank
+        );
     }
 }
 
@@ -38,7 +42,8 @@ fn salloc_runs_gsmrun_without_a_hostfile() {
     let guard = PidGuard::new();
     let mut cmd = slurm.command("salloc");
     cmd.args(["-n", "2"]).arg(gsmrun()).arg(gsm_hello());
-    cmd.env_remove("OMPI_ALLOW_RUN_AS_ROOT").env_remove("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM");
+    cmd.env_remove("OMPI_ALLOW_RUN_AS_ROOT")
+        .env_remove("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM");
     let done = run(&mut cmd, LIMIT);
     assert_exit(&done, 0, "salloc -n 2 gsmrun gsm-hello");
     let found = assert_ranks(&done, 2, &guard, "salloc -n 2 gsmrun gsm-hello");
@@ -65,7 +70,13 @@ fn sbatch_two_ranks(slurm: &Slurm, name: &str, launcher: &str) {
     submit.arg("--parsable").arg(&script);
     let submitted = run(&mut submit, Duration::from_secs(20));
     assert_exit(&submitted, 0, "sbatch --parsable (submitting the job)");
-    let job = submitted.stdout.trim().split(';').next().unwrap_or_default().to_string();
+    let job = submitted
+        .stdout
+        .trim()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .to_string();
     // Bounded poll of `scontrol show job` (no accounting here, so no sacct): JobState and
     // ExitCode=CODE:SIGNAL once the job has ended.
     let deadline = Instant::now() + LIMIT;
@@ -73,9 +84,16 @@ fn sbatch_two_ranks(slurm: &Slurm, name: &str, launcher: &str) {
         let mut show = slurm.command("scontrol");
         show.args(["-o", "show", "job", &job]);
         let shown = run(&mut show, Duration::from_secs(10));
-        let ended = ["COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"]
-            .iter()
-            .any(|state| shown.stdout.contains(&format!("JobState={state} ")));
+        let ended = [
+            "COMPLETED",
+            "FAILED",
+            "CANCELLED",
+            "TIMEOUT",
+            "NODE_FAIL",
+            "OUT_OF_MEMORY",
+        ]
+        .iter()
+        .any(|state| shown.stdout.contains(&format!("JobState={state} ")));
         if ended {
             break shown.stdout;
         }
@@ -83,18 +101,28 @@ fn sbatch_two_ranks(slurm: &Slurm, name: &str, launcher: &str) {
             let mut cancel = slurm.command("scancel");
             cancel.arg(&job);
             let _ = run(&mut cancel, Duration::from_secs(10));
-            panic!("{what}: job {job} did not end within {LIMIT:?}; last record: {}", shown.stdout);
+            panic!(
+                "{what}: job {job} did not end within {LIMIT:?}; last record: {}",
+                shown.stdout
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    let job_output = std::fs::read_to_string(&out).unwrap_or_else(|err| format!("(no job output: {err})"));
-    let exit = record.split_whitespace().find_map(|field| field.strip_prefix("ExitCode=")).unwrap_or("?");
+    let job_output =
+        std::fs::read_to_string(&out).unwrap_or_else(|err| format!("(no job output: {err})"));
+    let exit = record
+        .split_whitespace()
+        .find_map(|field| field.strip_prefix("ExitCode="))
+        .unwrap_or("?");
     assert!(
         record.contains("JobState=COMPLETED ") && exit == "0:0",
         "{what}: job {job} ended with ExitCode={exit}\n--- job record ---\n{record}\n--- job output ({}) ---\n{job_output}",
         out.display()
     );
-    let done = gsm_tests::process::Finished { stdout: job_output, ..submitted };
+    let done = gsm_tests::process::Finished {
+        stdout: job_output,
+        ..submitted
+    };
     let found = assert_ranks(&done, 2, &guard, &what);
     assert_on_node(&found, slurm, &what);
 }
@@ -102,7 +130,11 @@ fn sbatch_two_ranks(slurm: &Slurm, name: &str, launcher: &str) {
 #[test]
 fn testbed_sbatch_runs_plain_mpirun() {
     let slurm = Slurm::shared();
-    sbatch_two_ranks(&slurm, "sbatch-mpirun", "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun");
+    sbatch_two_ranks(
+        &slurm,
+        "sbatch-mpirun",
+        "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun",
+    );
 }
 
 #[test]

@@ -26,14 +26,28 @@ fn testbed_plain_mpirun_reaches_both_namespaces_through_the_agent() {
     let hostfile = scratch.write("hosts", &bed.hostfile(2));
     let guard = PidGuard::new();
     let mut cmd = mpirun(["-np", "4", "--hostfile"]);
-    cmd.arg(&hostfile).arg("--mca").arg("plm_rsh_agent").arg(TwoHosts::agent()).arg(gsm_hello());
+    cmd.arg(&hostfile)
+        .arg("--mca")
+        .arg("plm_rsh_agent")
+        .arg(TwoHosts::agent())
+        .arg(gsm_hello());
     cmd.envs(bed.mpi_env());
     let done = run(&mut cmd, LIMIT);
     assert_exit(&done, 0, "plain mpirun across the two namespaces");
     let found = assert_ranks(&done, 4, &guard, "plain mpirun across the two namespaces");
     let (h1, h2) = (&bed.hosts[0].hostname, &bed.hosts[1].hostname);
-    let expected = vec![(0, h1.clone()), (1, h1.clone()), (2, h2.clone()), (3, h2.clone())];
-    assert_eq!(placement(&found), expected, "Open MPI's by-slot placement\n{}", done.report());
+    let expected = vec![
+        (0, h1.clone()),
+        (1, h1.clone()),
+        (2, h2.clone()),
+        (3, h2.clone()),
+    ];
+    assert_eq!(
+        placement(&found),
+        expected,
+        "Open MPI's by-slot placement\n{}",
+        done.report()
+    );
 }
 
 fn two_host_job(map_by: &str, expected_hosts: [usize; 4]) {
@@ -42,15 +56,29 @@ fn two_host_job(map_by: &str, expected_hosts: [usize; 4]) {
     let hostfile = scratch.write("hosts", &bed.hostfile(2));
     let guard = PidGuard::new();
     let mut cmd = gsmrun(["-np", "4", "-hostfile"]);
-    cmd.arg(&hostfile).args(["--map-by", map_by, "--launch-agent"]).arg(TwoHosts::agent()).arg(gsm_hello());
+    cmd.arg(&hostfile)
+        .args(["--map-by", map_by, "--launch-agent"])
+        .arg(TwoHosts::agent())
+        .arg(gsm_hello());
     cmd.envs(bed.mpi_env());
     let done = run(&mut cmd, LIMIT);
     let what = format!("gsmrun -np 4 --map-by {map_by} over two namespaces");
     assert_exit(&done, 0, &what);
     let found = assert_ranks(&done, 4, &guard, &what);
-    let expected: Vec<(u32, String)> =
-        (0..4).map(|rank| (rank, bed.hosts[expected_hosts[rank as usize]].hostname.clone())).collect();
-    assert_eq!(placement(&found), expected, "{what}: ranks are not where the placement says\n{}", done.report());
+    let expected: Vec<(u32, String)> = (0..4)
+        .map(|rank| {
+            (
+                rank,
+                bed.hosts[expected_hosts[rank as usize]].hostname.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        placement(&found),
+        expected,
+        "{what}: ranks are not where the placement says\n{}",
+        done.report()
+    );
 }
 
 #[test]
