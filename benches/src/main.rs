@@ -1,1 +1,126 @@
-fn main() {}
+//! `gsm-bench`: Gossamer's figures beside their peers', measured in the same run.
+//!
+//! Thin: parses the command line and hands over to a subcommand module; every subcommand prints
+//! the shared table (and JSON with `--json FILE`, see `report.rs`).
+
+mod launch;
+mod local;
+mod peers;
+mod report;
+mod stats;
+
+#[cfg(feature = "gossamer")]
+mod gsm;
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gsm-bench",
+    version,
+    about = "Gossamer benchmarks beside their peers, same run, medians"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Args)]
+struct Common {
+    /// Timed repetitions per figure; each figure is their median (at least 5).
+    #[arg(long, default_value_t = stats::MIN_RUNS)]
+    runs: usize,
+    /// Also write the rows as a JSON array to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// `gsmrun -np 2 gsm-hello` against `mpirun -np 2 gsm-hello`: start-up and failure-to-exit time.
+    Launch {
+        #[command(flatten)]
+        common: Common,
+        /// The gsmrun to measure [default: next to gsm-bench].
+        #[arg(long)]
+        gsmrun: Option<PathBuf>,
+        /// The gsm-hello both launchers start [default: next to gsm-bench].
+        #[arg(long)]
+        hello: Option<PathBuf>,
+        /// The peer launcher.
+        #[arg(long, default_value = "mpirun")]
+        mpirun: PathBuf,
+    },
+    /// Delegation within one process (2 workers) against Mutex, parking_lot, atomics, channels,
+    /// dashmap and the cache-line round trip.
+    Local {
+        #[command(flatten)]
+        common: Common,
+        /// Operations per throughput repetition, over both threads (latency cases use ops/10).
+        #[arg(long, default_value_t = 2_000_000)]
+        ops: u64,
+        /// Seed of the map workload's keys.
+        #[arg(long, default_value_t = 0x5EED)]
+        seed: u64,
+    },
+}
+
+fn check_runs(runs: usize) -> anyhow::Result<()> {
+    if runs < stats::MIN_RUNS {
+        anyhow::bail!(
+            "--runs {runs} is too few: every figure is a median of at least {} runs",
+            stats::MIN_RUNS
+        );
+    }
+    Ok(())
+}
+
+/// The machine's load average, printed beside the table: this 2-core machine is shared, and a
+/// load well above 2 means the threads of a case did not always run at the same time.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_string())
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let load_before = loadavg();
+    let result = (|| -> anyhow::Result<()> {
+        match cli.command {
+            Cmd::Launch {
+                common,
+                gsmrun,
+                hello,
+                mpirun,
+            } => {
+                check_runs(common.runs)?;
+                let opts = launch::Options {
+                    runs: common.runs,
+                    gsmrun: gsmrun.unwrap_or_else(|| launch::sibling("gsmrun")),
+                    hello: hello.unwrap_or_else(|| launch::sibling("gsm-hello")),
+                    mpirun,
+                };
+                report::emit(&launch::run(&opts)?, common.json.as_deref())
+            }
+            Cmd::Local { common, ops, seed } => {
+                check_runs(common.runs)?;
+                if ops < 1000 {
+                    anyhow::bail!("--ops {ops} is too few to time; use at least 1000");
+                }
+                let opts = local::Options {
+                    runs: common.runs,
+                    ops,
+                    seed,
+                };
+                report::emit(&local::run(&opts)?, common.json.as_deref())
+            }
+        }
+    })();
+    println!("(load average before: {load_before}; after: {})", loadavg());
+    if let Err(e) = result {
+        eprintln!("gsm-bench: {e:#}");
+        std::process::exit(1);
+    }
+}

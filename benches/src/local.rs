@@ -1,0 +1,159 @@
+//! `gsm-bench local`: Gossamer's delegation within one process against shared-memory peers, on
+//! two workers / two threads, each figure the median of `--runs` repetitions.
+//!
+//! Cases (issue 3): a contended `u64` counter (`apply_then`; blocking `apply` with 1 and with 64
+//! fibers per worker) against `std::sync::Mutex`, `parking_lot::Mutex`, `AtomicU64::fetch_add` and
+//! a crossbeam-channel server thread; the thesis's shared `HashMap<u64, u64>` (50 % inserts, 50 %
+//! lookups, keys uniform in `0..1<<16`, seeded, prefilled with the even keys) against
+//! `Mutex<HashMap>` and `dashmap`; and the latency of one blocking `apply` to the other worker
+//! against the cache-line round trip of two threads ping-ponging an `AtomicU64`.
+//!
+//! Every repetition measures every figure once, in the same order, so slow phases of this shared
+//! machine spread over all figures instead of landing on one. The Gossamer side is compiled only
+//! with the `gossamer` feature (see `gsm.rs`); without it the cases show the peers alone.
+
+use crate::peers;
+use crate::report::{Case, Figure};
+use crate::stats::summarize;
+use std::collections::BTreeMap;
+
+/// Options of `gsm-bench local`.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Repetitions per figure.
+    pub runs: usize,
+    /// Operations per throughput repetition, over both threads; latency cases use `ops / 10`.
+    pub ops: u64,
+    /// Seed of the map workload.
+    pub seed: u64,
+}
+
+/// What one repetition measured: figure name → value.
+type Sample = Vec<(&'static str, f64)>;
+
+/// Names of the figures, shared between the measuring and the reporting side.
+pub mod names {
+    pub const STD_MUTEX: &str = "std::sync::Mutex";
+    pub const PARKING_LOT: &str = "parking_lot::Mutex";
+    pub const FETCH_ADD: &str = "AtomicU64::fetch_add";
+    pub const CHANNEL: &str = "crossbeam-channel server (32 in flight)";
+    pub const MAP_MUTEX: &str = "Mutex<HashMap>";
+    pub const MAP_DASHMAP: &str = "dashmap::DashMap";
+    pub const PINGPONG: &str = "cache-line round trip (AtomicU64 ping-pong)";
+    pub const GSM_APPLY_THEN: &str = "gsm counter apply_then";
+    pub const GSM_APPLY_1: &str = "gsm counter apply 1 fiber/worker";
+    pub const GSM_APPLY_64: &str = "gsm counter apply 64 fibers/worker";
+    pub const GSM_MAP_ONE: &str = "gsm map one trust";
+    pub const GSM_MAP_SHARDED: &str = "gsm map sharded";
+    pub const GSM_LATENCY: &str = "gsm apply latency";
+}
+
+fn peers_once(opts: &Options, run: usize) -> Sample {
+    let seed = opts.seed.wrapping_add(run as u64);
+    vec![
+        (names::STD_MUTEX, peers::counter_std_mutex(opts.ops)),
+        (names::PARKING_LOT, peers::counter_parking_lot(opts.ops)),
+        (names::FETCH_ADD, peers::counter_fetch_add(opts.ops)),
+        (names::CHANNEL, peers::counter_channel_server(opts.ops)),
+        (names::MAP_MUTEX, peers::map_mutex(opts.ops, seed)),
+        (names::MAP_DASHMAP, peers::map_dashmap(opts.ops, seed)),
+        (names::PINGPONG, peers::pingpong((opts.ops / 10).max(1))),
+    ]
+}
+
+#[cfg(feature = "gossamer")]
+fn gsm_once(opts: &Options, run: usize) -> anyhow::Result<Sample> {
+    crate::gsm::measure_once(opts.ops, opts.seed.wrapping_add(run as u64))
+}
+
+#[cfg(not(feature = "gossamer"))]
+fn gsm_once(_opts: &Options, _run: usize) -> anyhow::Result<Sample> {
+    Ok(Vec::new())
+}
+
+/// Runs every repetition and returns the cases, ready for [`crate::report::emit`].
+pub fn run(opts: &Options) -> anyhow::Result<Vec<Case>> {
+    let mut samples: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
+    for run in 0..opts.runs {
+        eprint!("\rgsm-bench local: run {}/{}", run + 1, opts.runs);
+        for (name, value) in gsm_once(opts, run)?
+            .into_iter()
+            .chain(peers_once(opts, run))
+        {
+            samples.entry(name).or_default().push(value);
+        }
+    }
+    eprintln!();
+    if !cfg!(feature = "gossamer") {
+        eprintln!(
+            "gsm-bench local: built without the `gossamer` feature, so only the peers were measured \
+             (rebuild with `cargo build --release -p gsm-bench --features gossamer`)"
+        );
+    }
+    let fig = |name: &str| Figure {
+        name: name.to_string(),
+        summary: samples.get(name).and_then(|s| summarize(s)),
+    };
+    let gsm = |name: &str| samples.get(name).and_then(|s| summarize(s));
+    let counter_peers = || {
+        [
+            names::STD_MUTEX,
+            names::PARKING_LOT,
+            names::FETCH_ADD,
+            names::CHANNEL,
+        ]
+        .map(fig)
+        .to_vec()
+    };
+    let case = |case: &str, unit: &str, higher: bool, gsm_name: &str, peers: Vec<Figure>| Case {
+        case: case.to_string(),
+        unit: unit.to_string(),
+        higher_is_better: higher,
+        gsm: gsm(gsm_name),
+        peers,
+    };
+    Ok(vec![
+        case(
+            "counter: apply_then (async)",
+            "Mops/s",
+            true,
+            names::GSM_APPLY_THEN,
+            counter_peers(),
+        ),
+        case(
+            "counter: apply, 1 fiber/worker",
+            "Mops/s",
+            true,
+            names::GSM_APPLY_1,
+            counter_peers(),
+        ),
+        case(
+            "counter: apply, 64 fibers/worker",
+            "Mops/s",
+            true,
+            names::GSM_APPLY_64,
+            counter_peers(),
+        ),
+        case(
+            "map 50/50: one trust (on worker 0)",
+            "Mops/s",
+            true,
+            names::GSM_MAP_ONE,
+            vec![fig(names::MAP_MUTEX), fig(names::MAP_DASHMAP)],
+        ),
+        case(
+            "map 50/50: sharded by key over 2 workers",
+            "Mops/s",
+            true,
+            names::GSM_MAP_SHARDED,
+            vec![fig(names::MAP_DASHMAP), fig(names::MAP_MUTEX)],
+        ),
+        case(
+            "latency: blocking apply to the other worker",
+            "ns",
+            false,
+            names::GSM_LATENCY,
+            vec![fig(names::PINGPONG)],
+        ),
+    ])
+}
