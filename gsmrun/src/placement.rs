@@ -24,7 +24,11 @@ pub struct Placement {
 impl Placement {
     /// Ranks placed on host `h`, in rank order.
     pub fn ranks_on(&self, h: usize) -> impl Iterator<Item = usize> + '_ {
-        self.rank_host.iter().enumerate().filter(move |&(_, &x)| x == h).map(|(r, _)| r)
+        self.rank_host
+            .iter()
+            .enumerate()
+            .filter(move |&(_, &x)| x == h)
+            .map(|(r, _)| r)
     }
 }
 
@@ -44,12 +48,204 @@ pub enum PlacementError {
     ZeroRanks,
 }
 
+/// Place the ranks (see the module doc).
+///
+/// - By slot: host 0 gets its `slots` ranks, then host 1, …; when oversubscribing, further passes
+///   give each host up to `slots` more ranks, in host order, until all ranks are placed.
+/// - By node: one rank per host in turn, skipping hosts whose slots are full; when
+///   oversubscribing, the turns continue over every host.
+/// - Without `--oversubscribe` no host gets more than `slots`; with it, no host gets more than
+///   `max_slots` (unlimited when absent), so [`PlacementError::ExceedsMaxSlots`] when all hosts
+///   have a `max_slots` and their total is too small.
 pub fn place(
     hosts: &[Host],
     np: Option<u32>,
     map_by: MapBy,
     oversubscribe: bool,
 ) -> Result<Placement, PlacementError> {
-    let _ = (hosts, np, map_by, oversubscribe);
-    Err(PlacementError::NoHosts)
+    if hosts.is_empty() {
+        return Err(PlacementError::NoHosts);
+    }
+    let slots_total: u64 = hosts.iter().map(|h| u64::from(h.slots)).sum();
+    let np = match np {
+        Some(0) => return Err(PlacementError::ZeroRanks),
+        Some(n) => n,
+        None => u32::try_from(slots_total).unwrap_or(u32::MAX),
+    };
+    if np == 0 {
+        return Err(PlacementError::ZeroRanks);
+    }
+    let clamp = |x: u64| u32::try_from(x).unwrap_or(u32::MAX);
+    if u64::from(np) > slots_total && !oversubscribe {
+        return Err(PlacementError::NotEnoughSlots {
+            np,
+            slots: clamp(slots_total),
+        });
+    }
+    // Hard cap per host: max_slots (the parser refuses max_slots < slots; a host built by hand
+    // that way is capped at max_slots).
+    let hard: Vec<u64> = hosts
+        .iter()
+        .map(|h| h.max_slots.map_or(u64::MAX, u64::from))
+        .collect();
+    let max_total = hard.iter().fold(0u64, |a, &b| a.saturating_add(b));
+    let soft: Vec<u64> = hosts
+        .iter()
+        .zip(&hard)
+        .map(|(h, &cap)| u64::from(h.slots).min(cap))
+        .collect();
+    if u64::from(np) > max_total {
+        return Err(PlacementError::ExceedsMaxSlots {
+            np,
+            max: clamp(max_total),
+        });
+    }
+    if !oversubscribe && u64::from(np) > soft.iter().sum::<u64>() {
+        return Err(PlacementError::ExceedsMaxSlots {
+            np,
+            max: clamp(soft.iter().sum()),
+        });
+    }
+    let mut count = vec![0u64; hosts.len()];
+    let mut rank_host = Vec::with_capacity(np as usize);
+    let want = np as usize;
+    match map_by {
+        MapBy::Slot => {
+            // Pass p gives each host up to soft[h] more ranks, capped by hard[h].
+            while rank_host.len() < want {
+                let before = rank_host.len();
+                for h in 0..hosts.len() {
+                    let mut give = u64::from(hosts[h].slots).max(1);
+                    while give > 0 && count[h] < hard[h] && rank_host.len() < want {
+                        rank_host.push(h);
+                        count[h] += 1;
+                        give -= 1;
+                    }
+                }
+                if rank_host.len() == before {
+                    break;
+                }
+            }
+        }
+        MapBy::Node => {
+            let mut limit = soft.clone();
+            while rank_host.len() < want {
+                let before = rank_host.len();
+                for h in 0..hosts.len() {
+                    if rank_host.len() < want && count[h] < limit[h] {
+                        rank_host.push(h);
+                        count[h] += 1;
+                    }
+                }
+                if rank_host.len() == before {
+                    if limit == hard {
+                        break;
+                    }
+                    limit.clone_from(&hard);
+                }
+            }
+        }
+    }
+    if rank_host.len() < want {
+        // Unreachable given the totals checked above; reported rather than panicking.
+        return Err(PlacementError::ExceedsMaxSlots {
+            np,
+            max: clamp(max_total),
+        });
+    }
+    Ok(Placement {
+        hosts: hosts.to_vec(),
+        rank_host,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(name: &str, slots: u32, max: Option<u32>) -> Host {
+        Host {
+            name: name.into(),
+            user: None,
+            slots,
+            max_slots: max,
+        }
+    }
+
+    #[test]
+    fn by_slot_fills_each_host_in_order() {
+        let hosts = [h("a", 2, None), h("b", 2, None)];
+        let p = place(&hosts, Some(3), MapBy::Slot, false).unwrap();
+        assert_eq!(p.rank_host, vec![0, 0, 1]);
+        assert_eq!(p.ranks_on(0).collect::<Vec<_>>(), vec![0, 1]);
+    }
+
+    #[test]
+    fn by_node_round_robins() {
+        let hosts = [h("a", 2, None), h("b", 1, None), h("c", 2, None)];
+        let p = place(&hosts, None, MapBy::Node, false).unwrap();
+        assert_eq!(p.rank_host, vec![0, 1, 2, 0, 2]);
+    }
+
+    #[test]
+    fn np_none_is_one_rank_per_slot() {
+        let hosts = [h("a", 3, None), h("b", 1, None)];
+        let p = place(&hosts, None, MapBy::Slot, false).unwrap();
+        assert_eq!(p.rank_host, vec![0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn too_many_ranks_without_oversubscribe() {
+        let hosts = [h("a", 2, None), h("b", 1, None)];
+        assert_eq!(
+            place(&hosts, Some(4), MapBy::Slot, false),
+            Err(PlacementError::NotEnoughSlots { np: 4, slots: 3 })
+        );
+        assert_eq!(
+            place(&hosts, Some(0), MapBy::Slot, false),
+            Err(PlacementError::ZeroRanks)
+        );
+        assert_eq!(
+            place(&[], Some(1), MapBy::Slot, true),
+            Err(PlacementError::NoHosts)
+        );
+    }
+
+    #[test]
+    fn oversubscribe_by_slot_wraps_around() {
+        let hosts = [h("a", 2, None), h("b", 1, None)];
+        let p = place(&hosts, Some(7), MapBy::Slot, true).unwrap();
+        assert_eq!(p.rank_host, vec![0, 0, 1, 0, 0, 1, 0]);
+    }
+
+    #[test]
+    fn oversubscribe_by_node_continues_round_robin() {
+        let hosts = [h("a", 1, None), h("b", 2, None)];
+        let p = place(&hosts, Some(5), MapBy::Node, true).unwrap();
+        assert_eq!(p.rank_host, vec![0, 1, 1, 0, 1]);
+    }
+
+    #[test]
+    fn max_slots_is_never_exceeded() {
+        let hosts = [h("a", 1, Some(2)), h("b", 1, Some(1))];
+        let p = place(&hosts, Some(3), MapBy::Slot, true).unwrap();
+        assert_eq!(p.rank_host, vec![0, 1, 0]);
+        let p = place(&hosts, Some(3), MapBy::Node, true).unwrap();
+        assert_eq!(p.rank_host, vec![0, 1, 0]);
+        assert_eq!(
+            place(&hosts, Some(4), MapBy::Slot, true),
+            Err(PlacementError::ExceedsMaxSlots { np: 4, max: 3 })
+        );
+        // One unlimited host takes the rest.
+        let hosts = [h("a", 1, Some(1)), h("b", 1, None)];
+        let p = place(&hosts, Some(4), MapBy::Node, true).unwrap();
+        assert_eq!(p.rank_host, vec![0, 1, 1, 1]);
+    }
+
+    #[test]
+    fn huge_slot_counts_do_not_overflow() {
+        let hosts = [h("a", u32::MAX, None), h("b", u32::MAX, None)];
+        let p = place(&hosts, Some(3), MapBy::Node, false).unwrap();
+        assert_eq!(p.rank_host, vec![0, 1, 0]);
+    }
 }

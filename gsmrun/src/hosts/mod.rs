@@ -9,6 +9,17 @@
 //! - Every error is a [`HostsError`] whose `Display` is the full user-facing report (file:line:column,
 //!   the line, a caret, and what to do). Exit status 2 is the caller's business.
 
+mod hostlist;
+mod parse;
+pub mod pbs;
+mod report;
+pub mod slurm;
+#[cfg(test)]
+mod tests;
+
+pub use hostlist::{MAX_EXPANSION, MAX_NAME_LEN};
+pub use parse::{MAX_KEYS, MAX_TOTAL_NAMES, SLOTS_KEYS, USER_KEYS};
+
 use std::path::Path;
 
 /// One host and its slots, after merging every line that names it.
@@ -46,22 +57,46 @@ pub struct HostsError {
 }
 
 /// Parse a hostfile's text; `path` is used only in messages.
+///
+/// Accepted, line by line (see `hostfiles/README.md` and `grammar.pest`):
+/// `[user@]host[:N] [slots=N] [max_slots=M] [user=NAME]` where `host` is a name, an IPv4 or IPv6
+/// address, or a Slurm hostlist pattern (`node[01-04,07]`), several comma-separated items sharing
+/// the keys; comments `#`, `//`, `/* … */` (a block comment counts as a space, as in C); blank
+/// lines, CRLF and a UTF-8 BOM. Decisions where Open MPI, Hydra and Slurm are silent or differ:
+/// - default slots are 1 per line; `max_slots` alone sets slots to it (as Open MPI does);
+/// - Hydra's `host:N` is a slot count; a third `:` field is refused (Hydra ignores it silently);
+///   a name with two or more `:` is an IPv6 address;
+/// - `^host` exclusions, relative nodes and Open MPI's topology keys (`cores=` …) are refused;
+/// - keys are case-sensitive, as in Open MPI.
+///
+/// Hosts named on several lines are merged in order of first appearance (see the merge rule on
+/// `Merger::add` in `parse.rs`: slots add up, `max_slots` add up unless a line is unlimited).
 pub fn parse_hostfile(path: &Path, text: &str) -> Result<Vec<Host>, HostsError> {
-    let _ = (path, text);
-    Err(HostsError { report: "hostfile parsing is not written yet".into(), line: None, column: None })
+    let label = path.display().to_string();
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    parse::hostfile(report::Source {
+        label: &label,
+        text,
+    })
 }
 
-/// Parse the value of `-H/--host`.
+/// Parse the value of `-H/--host`: comma-separated `[user@]host[:N]` items, where `host` may be a
+/// Slurm hostlist pattern whose own commas (inside `[...]`) do not split items. Each item has
+/// `N` slots (default 1); repeated hosts add up.
 pub fn parse_host_option(text: &str) -> Result<Vec<Host>, HostsError> {
-    let _ = text;
-    Err(HostsError { report: "-H parsing is not written yet".into(), line: None, column: None })
+    parse::host_option(report::Source {
+        label: "-H/--host",
+        text,
+    })
 }
 
 /// Hosts of the scheduler allocation we are inside, if any (Slurm first, then PBS), read through
-/// `var` so tests can pass a fake environment.
+/// `var` so tests can pass a fake environment. See [`slurm`] and [`pbs`] for the variables read.
 pub fn from_environment(
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Option<Result<(Vec<Host>, HostSource), HostsError>> {
-    let _ = var;
-    None
+    if let Some(found) = slurm::from_environment(var) {
+        return Some(found);
+    }
+    pbs::from_environment(var)
 }
