@@ -74,6 +74,22 @@ fn a_rank_exiting_3_ends_the_job_fast_with_status_3() {
     assert_no_rank_left(&guard, &done.stdout, "a rank exiting 3", &done.report());
 }
 
+/// Checks the test program, not `gsmrun`: run alone (an MPI singleton), `--segfault-rank 0` must
+/// die of SIGSEGV, or the segfault test below cannot tell anything about `gsmrun`.
+#[test]
+fn testbed_gsm_hello_segfault_switch_dies_of_sigsegv() {
+    let mut cmd = std::process::Command::new(gsm_hello());
+    cmd.args(["--segfault-rank", "0"])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    let done = run(&mut cmd, Duration::from_secs(20));
+    assert_exit(
+        &done,
+        139,
+        "gsm-hello --segfault-rank 0 run alone (a bug in gsm-hello, not gsmrun)",
+    );
+}
+
 #[test]
 fn a_segfaulting_rank_ends_the_job_with_139() {
     let guard = PidGuard::new();
@@ -87,6 +103,35 @@ fn a_segfaulting_rank_ends_the_job_with_139() {
         done.report()
     );
     assert_no_rank_left(&guard, &done.stdout, "a segfault", &done.report());
+}
+
+/// The same through a rank that is a shell killing itself with SIGSEGV while the other sleeps,
+/// so `gsmrun`'s handling of a signal death is checked whatever `gsm-hello`'s switch does.
+#[test]
+fn a_rank_killed_by_sigsegv_ends_the_job_fast_with_139() {
+    let mut cmd = gsmrun(["-np", "2"]);
+    cmd.arg(testbed_script("by-rank")).args([
+        "1",
+        "/bin/sh",
+        "-c",
+        "kill -SEGV $$",
+        "--",
+        "-c",
+        "sleep 30",
+    ]);
+    let done = run(&mut cmd, LIMIT);
+    assert_exit(&done, 139, "a rank (a shell) killed by SIGSEGV");
+    assert!(
+        done.elapsed < Duration::from_secs(5),
+        "the job took {:?} to end\n{}",
+        done.elapsed,
+        done.report()
+    );
+    assert!(
+        done.stderr.contains("rank 1") && done.stderr.contains("signal"),
+        "stderr does not name rank 1 and the signal\n{}",
+        done.report()
+    );
 }
 
 #[test]
