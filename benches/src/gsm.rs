@@ -1,23 +1,31 @@
 //! The Gossamer side of `gsm-bench local`: the same workloads as `peers.rs`, done by delegating
 //! closures to trustees on a 2-worker `gossamer` runtime.
 //!
-//! One call of [`measure_once`] starts a runtime, measures every Gossamer figure once and shuts it
-//! down. Each figure times, on the main fiber (worker 0), from spawning the client fibers to
+//! One call of [`measure_once`] starts a runtime, measures every Gossamer figure once and stops
+//! it. Each figure is timed on the main fiber (worker 0), from spawning the client fibers to
 //! joining the last one. Where the data lives:
-//! - counter: one `Trust<u64>` entrusted on worker 0; clients on both workers, so half the
-//!   requests run inline (same worker) and half cross to worker 0 through the request slots;
-//! - map, one trust: one `HashMap<u64, u64>` entrusted on worker 0 (the fair peer of one
-//!   `Mutex<HashMap>`), requests with `apply_then`;
-//! - map, sharded: one map per worker, a key goes to the map on worker `key % 2` (the peer closest
-//!   in spirit is `dashmap`, itself sharded);
+//! - counter: one `Trust<u64>` entrusted on worker 0; one client fiber (or 64) on each worker, so
+//!   half the requests run inline on the trustee and half cross from worker 1 through the
+//!   request slots;
+//! - map, one trust: one `HashMap<u64, u64>` on worker 0 (the fair peer of one `Mutex<HashMap>`);
+//! - map, sharded: one map per worker, key `k` lives on worker `k % 2` (the peer closest in spirit
+//!   is `dashmap`, itself sharded);
 //! - latency: one fiber on worker 1 doing blocking `apply`s one after another to a trust on
-//!   worker 0, so each one is a full round trip; nanoseconds per apply.
+//!   worker 0, so each is a full round trip; nanoseconds per apply.
 //!
-//! This module does not compare anything; `local.rs` pairs these figures with the peers'.
+//! Both map cases and the `apply_then` counter keep every request in flight that the runtime
+//! accepts (no window of ours); completions are counted by the callbacks on the client's worker.
+//!
+//! `spawn_on` ships only `NoRef` closures, and a `Trust` is not `Copy`, so client fibers find
+//! their trust in a per-worker stash (a thread-local of the worker thread), filled beforehand by a
+//! delegated `apply_with` that moves a clone of the trust to that worker. This module does not
+//! compare anything; `local.rs` pairs these figures with the peers'.
 
 use crate::local::names;
 use crate::peers::{KEY_RANGE, SplitMix, THREADS, map_op};
-use gossamer::{Config, Trust, entrust, entrust_on, spawn_on, yield_now};
+use gossamer::{Config, Trust, WorkerId, entrust, entrust_on, spawn_on, yield_now};
+use std::any::Any;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -25,8 +33,43 @@ use std::time::Instant;
 /// Fibers per worker in the "64 fibers" case.
 const FIBERS: usize = 64;
 
-/// Completion counters for `apply_then` callbacks, one cache line per worker. Callbacks must not
-/// capture references (`NoRef`), so they find their counter through this static by worker index.
+type Map = HashMap<u64, u64>;
+
+thread_local! {
+    /// The trust(s) client fibers of the current case use on this worker.
+    static STASH: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
+}
+
+/// Puts `value` (trusts, moved by `apply_with`) in `worker`'s stash.
+fn stash_on<V: gossamer::Wire>(worker: usize, value: V) {
+    let here = entrust_on(WorkerId::new(worker), || ());
+    here.apply_with(value, |_: &mut (), v: V| {
+        STASH.with(|s| *s.borrow_mut() = Some(Box::new(v)));
+    });
+}
+
+/// Empties every worker's stash, dropping the trusts it held.
+fn clear_stashes() {
+    for w in 0..THREADS {
+        let here = entrust_on(WorkerId::new(w), || ());
+        here.apply(|_: &mut ()| {
+            STASH.with(|s| s.borrow_mut().take());
+        });
+    }
+}
+
+/// A clone of what this worker's stash holds.
+fn stashed<V: Clone + 'static>() -> V {
+    STASH.with(|s| {
+        s.borrow()
+            .as_ref()
+            .and_then(|b| b.downcast_ref::<V>())
+            .cloned()
+            .expect("gsm-bench: the worker's stash does not hold this case's trust")
+    })
+}
+
+/// Completion counters of `apply_then` callbacks, one cache line per worker.
 #[repr(align(128))]
 struct Padded(AtomicU64);
 static DONE: [Padded; THREADS] = [const { Padded(AtomicU64::new(0)) }; THREADS];
@@ -37,65 +80,73 @@ fn reset_done() {
     }
 }
 
-/// Yields until this worker's callbacks have all run.
-fn wait_done(worker: usize, expected: u64) {
-    while DONE[worker].0.load(Ordering::Acquire) < expected {
+/// Yields until `expected` callbacks have run on worker `w`.
+fn wait_done(w: usize, expected: u64) {
+    while DONE[w].0.load(Ordering::Acquire) < expected {
         yield_now();
     }
+}
+
+fn done(w: usize) {
+    DONE[w].0.fetch_add(1, Ordering::Release);
 }
 
 fn mops(ops: u64, seconds: f64) -> f64 {
     ops as f64 / seconds / 1e6
 }
 
-/// Runs `body(worker)` on one fiber per worker (`fibers` per worker when > 1, each with its
-/// index) and returns the seconds until all have been joined.
+/// Runs `body(worker)` on `fibers` fibers per worker and returns the seconds until all have been
+/// joined.
 fn timed<F>(fibers: usize, body: F) -> f64
 where
-    F: Fn(usize, usize) + Clone + Send + 'static,
+    F: Fn(usize) + Copy + Send + 'static,
 {
     let start = Instant::now();
     let handles: Vec<_> = (0..THREADS)
-        .flat_map(|w| (0..fibers).map(move |f| (w, f)))
-        .map(|(w, f)| {
-            let body = body.clone();
-            spawn_on(w, move || body(w, f))
-        })
+        .flat_map(|w| (0..fibers).map(move |_| w))
+        .map(|w| spawn_on(WorkerId::new(w), move || body(w)))
         .collect();
     for h in handles {
-        h.join().expect("a benchmark fiber failed");
+        h.join();
     }
     start.elapsed().as_secs_f64()
 }
 
+fn share<V: gossamer::Wire + Clone>(value: &V) {
+    for w in 0..THREADS {
+        stash_on(w, value.clone());
+    }
+}
+
 fn counter_apply_then(ops: u64) -> f64 {
-    let counter: Trust<u64> = entrust(0u64);
+    let counter: Trust<u64> = entrust(0);
+    share(&counter);
     let per = ops / THREADS as u64;
     reset_done();
-    let t = counter.clone();
-    let secs = timed(1, move |w, _| {
+    let secs = timed(1, move |w| {
+        let t: Trust<u64> = stashed();
         for _ in 0..per {
             t.apply_then(
                 |c: &mut u64| {
                     *c += 1;
                     *c
                 },
-                move |_u: u64| {
-                    DONE[w].0.fetch_add(1, Ordering::Release);
-                },
+                move |_: u64| done(w),
             );
         }
         wait_done(w, per);
     });
+    clear_stashes();
     assert_eq!(counter.apply(|c: &mut u64| *c), per * THREADS as u64);
     mops(per * THREADS as u64, secs)
 }
 
 fn counter_apply(ops: u64, fibers: usize) -> f64 {
-    let counter: Trust<u64> = entrust(0u64);
+    let counter: Trust<u64> = entrust(0);
+    share(&counter);
     let per = ops / (THREADS * fibers) as u64;
-    let t = counter.clone();
-    let secs = timed(fibers, move |_, _| {
+    let secs = timed(fibers, move |_| {
+        let t: Trust<u64> = stashed();
         for _ in 0..per {
             std::hint::black_box(t.apply(|c: &mut u64| {
                 *c += 1;
@@ -103,12 +154,13 @@ fn counter_apply(ops: u64, fibers: usize) -> f64 {
             }));
         }
     });
+    clear_stashes();
     let total = per * (THREADS * fibers) as u64;
     assert_eq!(counter.apply(|c: &mut u64| *c), total);
     mops(total, secs)
 }
 
-fn prefilled_map(shard: Option<u64>) -> HashMap<u64, u64> {
+fn prefilled_map(shard: Option<u64>) -> Map {
     let mut map = HashMap::with_capacity(KEY_RANGE as usize);
     for k in (0..KEY_RANGE).step_by(2) {
         if shard.is_none_or(|s| k % THREADS as u64 == s) {
@@ -118,60 +170,65 @@ fn prefilled_map(shard: Option<u64>) -> HashMap<u64, u64> {
     map
 }
 
-/// The map workload through `apply_then` on `shards` (one trust, or one per worker).
-fn map_delegated(ops: u64, seed: u64, shards: Vec<Trust<HashMap<u64, u64>>>) -> f64 {
+/// The map workload through `apply_then` to `shards` (one trust, or one per worker).
+fn map_delegated(ops: u64, seed: u64, shards: Vec<Trust<Map>>) -> f64 {
+    share(&shards);
     let per = ops / THREADS as u64;
     reset_done();
-    let secs = timed(1, move |w, _| {
+    let secs = timed(1, move |w| {
+        let shards: Vec<Trust<Map>> = stashed();
         let mut rng = SplitMix::new(seed, w as u64);
         for n in 0..per {
             let (key, insert) = map_op(&mut rng);
             let shard = &shards[(key % shards.len() as u64) as usize];
-            let done = move |_found: bool| {
-                DONE[w].0.fetch_add(1, Ordering::Release);
-            };
             if insert {
                 shard.apply_then(
-                    move |m: &mut HashMap<u64, u64>| {
+                    move |m: &mut Map| {
                         m.insert(key, n);
                         true
                     },
-                    done,
+                    move |_: bool| done(w),
                 );
             } else {
-                shard.apply_then(move |m: &mut HashMap<u64, u64>| m.contains_key(&key), done);
+                shard.apply_then(
+                    move |m: &mut Map| m.contains_key(&key),
+                    move |_: bool| done(w),
+                );
             }
         }
         wait_done(w, per);
     });
+    clear_stashes();
     mops(per * THREADS as u64, secs)
 }
 
 fn latency(trips: u64) -> f64 {
-    let cell: Trust<u64> = entrust(0u64);
-    let start = Instant::now();
-    let h = spawn_on(1, move || {
+    let cell: Trust<u64> = entrust(0);
+    stash_on(1, cell.clone());
+    let nanos = spawn_on(WorkerId::new(1), move || {
+        let t: Trust<u64> = stashed();
         let start = Instant::now();
         for _ in 0..trips {
-            std::hint::black_box(cell.apply(|c: &mut u64| {
+            std::hint::black_box(t.apply(|c: &mut u64| {
                 *c += 1;
                 *c
             }));
         }
-        start.elapsed()
-    });
-    let inner = h.join().expect("the latency fiber failed");
-    debug_assert!(inner <= start.elapsed());
-    inner.as_nanos() as f64 / trips as f64
+        start.elapsed().as_nanos() as u64
+    })
+    .join();
+    clear_stashes();
+    assert_eq!(cell.apply(|c: &mut u64| *c), trips);
+    nanos as f64 / trips as f64
 }
 
 /// Measures every Gossamer figure once on a fresh 2-worker runtime.
 pub fn measure_once(ops: u64, seed: u64) -> anyhow::Result<Vec<(&'static str, f64)>> {
     let config = Config::default().workers(THREADS);
-    let figures = gossamer::run(config, move || {
+    gossamer::run(config, move || {
         let one = vec![entrust(prefilled_map(None))];
-        let sharded: Vec<_> = (0..THREADS)
-            .map(|w| entrust_on(w, move || prefilled_map(Some(w as u64))))
+        let sharded: Vec<Trust<Map>> = (0..THREADS)
+            .map(|w| entrust_on(WorkerId::new(w), move || prefilled_map(Some(w as u64))))
             .collect();
         vec![
             (names::GSM_APPLY_THEN, counter_apply_then(ops)),
@@ -185,6 +242,5 @@ pub fn measure_once(ops: u64, seed: u64) -> anyhow::Result<Vec<(&'static str, f6
             (names::GSM_LATENCY, latency((ops / 10).max(1))),
         ]
     })
-    .map_err(|e| anyhow::anyhow!("the gossamer runtime failed: {e}"))?;
-    Ok(figures)
+    .map_err(|e| anyhow::anyhow!("the gossamer runtime failed: {e}"))
 }

@@ -152,7 +152,8 @@ fn describe(opts: &Options, which: Launcher, hello_args: &[&str]) -> String {
         Launcher::Gsmrun => format!("{} -np 2", opts.gsmrun.display()),
         Launcher::Mpirun => format!("{} --oversubscribe -np 2", opts.mpirun.display()),
     };
-    format!("`{prog} {} {}`", opts.hello.display(), hello_args.join(" "))
+    let line = format!("{prog} {} {}", opts.hello.display(), hello_args.join(" "));
+    format!("`{}`", line.trim_end())
 }
 
 fn startup_once(opts: &Options, which: Launcher) -> anyhow::Result<f64> {

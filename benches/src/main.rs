@@ -118,9 +118,9 @@ fn main() {
             }
         }
     })();
-    println!("(load average before: {load_before}; after: {})", loadavg());
     if let Err(e) = result {
         eprintln!("gsm-bench: {e:#}");
         std::process::exit(1);
     }
+    println!("(load average before: {load_before}; after: {})", loadavg());
 }
