@@ -22,12 +22,13 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args { exit_code: 1, ..Args::default() };
+    let mut args = Args {
+        exit_code: 1,
+        ..Args::default()
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        let mut value = |name: &str| {
-            it.next().ok_or_else(|| format!("{name} needs a value"))
-        };
+        let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
         match flag.as_str() {
             "--fail-rank" => args.fail_rank = Some(parse(&value("--fail-rank")?, "--fail-rank")?),
             "--exit-code" => args.exit_code = parse(&value("--exit-code")?, "--exit-code")?,
@@ -50,7 +51,8 @@ fn parse_args() -> Result<Args, String> {
 }
 
 fn parse<T: std::str::FromStr>(text: &str, flag: &str) -> Result<T, String> {
-    text.parse().map_err(|_| format!("{flag}: `{text}` is not a valid number"))
+    text.parse()
+        .map_err(|_| format!("{flag}: `{text}` is not a valid number"))
 }
 
 fn hostname() -> String {
@@ -79,7 +81,11 @@ fn main() {
     };
     let world = universe.world();
     let (rank, size) = (world.rank(), world.size());
-    println!("hello from rank {rank} of {size} on {} (pid {})", hostname(), std::process::id());
+    println!(
+        "hello from rank {rank} of {size} on {} (pid {})",
+        hostname(),
+        std::process::id()
+    );
     if args.print_personality {
         let personality = std::fs::read_to_string("/proc/self/personality").unwrap_or_default();
         println!("rank {rank} personality {}", personality.trim());
@@ -88,9 +94,16 @@ fn main() {
         std::thread::sleep(Duration::from_secs_f64(seconds.max(0.0)));
     }
     if args.segfault_rank == Some(rank) {
-        // SAFETY: none; this deliberately dies of SIGSEGV, which is the point of the switch. We
-        // raise the signal rather than dereference a bad pointer so the behaviour is defined.
-        unsafe { libc::raise(libc::SIGSEGV) };
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        // SAFETY: restoring the default disposition and raising a signal touch no Rust-managed
+        // memory. Open MPI installs its own SIGSEGV handler, which returns from a raised signal,
+        // so the default action is put back first; raising (rather than dereferencing a bad
+        // pointer) keeps the behaviour defined.
+        unsafe {
+            libc::signal(libc::SIGSEGV, libc::SIG_DFL);
+            libc::raise(libc::SIGSEGV);
+        }
     }
     if args.fail_rank == Some(rank) {
         use std::io::Write;
