@@ -1,1 +1,128 @@
-//! Gossamer runtime (`gossamer`). Empty until the runtime-core issue lands.
+//! Gossamer runtime (`gossamer`): worker threads that run fibers, and *trusts*, through which any
+//! fiber delegates closures to the worker (the *trustee*) that owns a value (a *property*).
+//!
+//! ```
+//! use gossamer::{entrust, spawn, Config};
+//!
+//! let total = gossamer::run(Config::default().workers(2), || {
+//!     let counter = gossamer::entrust_on(gossamer::WorkerId::new(1), || 0u64);
+//!     let fibers: Vec<_> = (0..4)
+//!         .map(|_| {
+//!             let c = counter.clone();
+//!             spawn(move || {
+//!                 for _ in 0..100 {
+//!                     c.apply(|n| *n += 1);
+//!                 }
+//!             })
+//!         })
+//!         .collect();
+//!     for f in fibers {
+//!         f.join();
+//!     }
+//!     let local = entrust(String::from("owned here"));
+//!     let len = local.apply_with(String::from("!"), |s, tail| {
+//!         s.push_str(&tail);
+//!         s.len()
+//!     });
+//!     assert_eq!(len, 11);
+//!     counter.apply(|n| *n)
+//! })
+//! .unwrap();
+//! assert_eq!(total, 400);
+//! ```
+//!
+//! # Model
+//!
+//! [`run`] starts `Config::workers` threads; each runs a fiber scheduler and a poller. Your main
+//! runs as a fiber on worker 0 ([`spmd`] runs a body on every worker). [`entrust`] places a value
+//! on the current worker and returns a [`Trust`]; [`Trust::apply`] runs a closure on that value
+//! on its trustee and suspends only the calling fiber until the answer is back;
+//! [`Trust::apply_then`] returns at once and runs a callback on the calling worker later.
+//! On the trustee itself the closure runs inline; to another worker it travels as bytes through
+//! a request ring (one per ordered pair of workers), batched with other requests to the same
+//! trustee, and the answer comes back batched in a response ring.
+//!
+//! Closures that travel capture only plain data ([`NoRef`]: `Copy + Send + 'static`); owned
+//! data goes as the argument of [`Trust::apply_with`] and results are [`Wire`] values.
+//!
+//! ```compile_fail
+//! // A borrowed capture cannot travel.
+//! gossamer::run(gossamer::Config::default(), || {
+//!     let t = gossamer::entrust(0u64);
+//!     let x = 5u64;
+//!     let r = &x;
+//!     t.apply(|p| *p += *r);
+//! });
+//! ```
+//! ```compile_fail
+//! // Nor can an owned `String` ...
+//! gossamer::run(gossamer::Config::default(), || {
+//!     let t = gossamer::entrust(0usize);
+//!     let s = String::from("x");
+//!     t.apply(move |p| *p += s.len());
+//! });
+//! ```
+//! ```compile_fail
+//! // ... a `Vec<T>` ...
+//! gossamer::run(gossamer::Config::default(), || {
+//!     let t = gossamer::entrust(0u32);
+//!     let v = vec![1u32, 2];
+//!     t.apply(move |p| *p += v[0]);
+//! });
+//! ```
+//! ```compile_fail
+//! // ... or a `Box<T>`: pass them with `apply_with` instead.
+//! gossamer::run(gossamer::Config::default(), || {
+//!     let t = gossamer::entrust(0u32);
+//!     let b = Box::new(3u32);
+//!     t.apply(move |p| *p += *b);
+//! });
+//! ```
+//! ```
+//! // Plain `Copy` captures are fine.
+//! gossamer::run(gossamer::Config::default().workers(1), || {
+//!     let t = gossamer::entrust(0u32);
+//!     let k = 3u32;
+//!     t.apply(move |p| *p += k);
+//!     assert_eq!(t.apply(|p| *p), 3);
+//! }).unwrap();
+//! ```
+//!
+//! # Rules for code in fibers
+//!
+//! - **No thread-blocking calls** (`std::sync::Mutex::lock` under contention, blocking I/O,
+//!   `thread::sleep`, channel `recv`): they stop the whole worker, its other fibers and every
+//!   request it serves. Use delegation (`apply`) or `join` to wait; they suspend only the fiber.
+//! - **No thread-locals across a yield**: every blocking gossamer call may let other fibers of the
+//!   worker run in between, and they share the thread's locals.
+//! - **Yield in long loops** ([`yield_now`]) so that the worker keeps serving its trustees.
+//! - **Delegated closures and `apply_then` callbacks must not block** (no `apply`, `join`,
+//!   `yield_now` inside them): they run in the trustee's poller; such a call panics at once.
+//!   `apply_then`, `entrust`, `Trust::clone` and dropping trusts work there.
+//! - A fiber stack is `Config::stack_size` bytes (default 256 KiB) with a guard page below it: an
+//!   overflow crashes the process with SIGSEGV instead of corrupting memory.
+//!
+//! # Memory
+//!
+//! Each worker holds `2 × W × slots_per_ring × slot_size` bytes of rings (W = workers in the
+//! job): with the defaults (16 slots × 4 KiB) that is 256 KiB per worker for W = 2, 2 MiB for
+//! W = 16 and 128 MiB for W = 1024 (64 ranks × 16 workers).
+
+mod config;
+mod error;
+mod fiber;
+mod noref;
+mod property;
+mod runtime;
+mod spawn;
+mod trust;
+pub mod wire;
+mod worker;
+
+pub use config::{available_cpus, Config};
+pub use error::{DelegationError, Error};
+pub use noref::{NoRef, Wire};
+pub use runtime::{run, spmd};
+pub use spawn::{current_worker, live_properties_here, spawn, spawn_on, worker_count, yield_now, JoinHandle, Worker, WorkerId};
+pub use trust::{entrust, entrust_on, Trust};
+pub use worker::BLOCKING_IN_DELEGATED;

@@ -3,3 +3,6 @@
 //! shares; it does not encode records, choose destinations or move bytes between hosts.
 
 pub mod ring;
+
+pub(crate) mod codeptr;
+pub(crate) mod record;

@@ -1,0 +1,63 @@
+//! The runtime's error types: [`Error`] for starting, running and joining, and
+//! [`DelegationError`] for one delegated request. It does not decide policy (who panics and who
+//! returns an error); the callers in `trust.rs` and `spawn.rs` do.
+
+/// An error of the runtime as a whole, or of a joined fiber.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration cannot be used.
+    #[error("invalid gossamer configuration: {0}")]
+    Config(String),
+    /// An environment variable read by `Config::from_env` has a value that cannot be parsed.
+    #[error("environment variable {name}={value:?} is invalid: {reason}")]
+    Env {
+        /// Variable name.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is expected.
+        reason: &'static str,
+    },
+    /// A worker thread or a fiber stack could not be created.
+    #[error("could not start the gossamer runtime: {0}")]
+    Start(String),
+    /// The user's code panicked on a worker (the main fiber, an SPMD body, or a callback).
+    #[error("panic on worker {worker}: {message}")]
+    Panicked {
+        /// The worker on which the panic happened.
+        worker: usize,
+        /// The panic message.
+        message: String,
+    },
+    /// A joined fiber panicked.
+    #[error("the joined fiber panicked: {0}")]
+    FiberPanicked(String),
+    /// A delegation failed.
+    #[error(transparent)]
+    Delegation(#[from] DelegationError),
+    /// The runtime stopped before the awaited result arrived.
+    #[error("the gossamer runtime stopped before the result arrived")]
+    Stopped,
+}
+
+/// Why one delegated request did not produce a result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DelegationError {
+    /// The delegated closure panicked; the property is poisoned from now on.
+    #[error("the delegated closure panicked on its trustee: {0}")]
+    Panicked(String),
+    /// An earlier delegated closure panicked on this property.
+    #[error("the property is poisoned: an earlier delegated closure panicked while holding it")]
+    Poisoned,
+    /// The trust names a property that does not exist (any more) on its trustee, or has another type.
+    #[error("the trust names a property that does not exist on its trustee (stale or foreign name)")]
+    DeadProperty,
+    /// A blocking operation was attempted inside a delegated closure.
+    #[error("{}", crate::worker::BLOCKING_IN_DELEGATED)]
+    BlockingInDelegatedContext,
+    /// The runtime stopped before the answer arrived.
+    #[error("the gossamer runtime stopped before the answer arrived")]
+    Stopped,
+}

@@ -1,0 +1,29 @@
+//! Marker traits for what may travel in a delegation: [`NoRef`] for closures whose captured bytes
+//! are copied as they are, and [`Wire`] for owned values (arguments and results).
+//!
+//! This module only states the bounds; it does not encode anything. Inside one process a `Wire`
+//! value is *moved by bytes* (its bytes are copied into a record and the original is forgotten, so
+//! heap data it owns changes hands without a copy); it is serialised with `postcard` only when it
+//! crosses a process (the multi-rank fabrics of the next layer).
+
+/// A closure (or any value) whose bytes can be copied to another worker and used there.
+///
+/// On stable Rust "captures only plain data" is approximated by `Copy + Send + 'static`: a closure
+/// is `Copy` exactly when all its captures are, which excludes `String`, `Vec`, `Box` and `&mut`,
+/// and `'static` excludes borrows of locals.
+#[diagnostic::on_unimplemented(
+    message = "the closure passed to gossamer cannot travel to another worker: it captures data that is not plain (`Copy + Send + 'static`)",
+    label = "this closure captures a reference or an owned heap value (String, Vec, Box, ...)",
+    note = "captured bytes are copied as they are to the trustee; capture only plain `Copy` data, and pass owned data as the argument of `Trust::apply_with` (or as the result)"
+)]
+pub trait NoRef: Copy + Send + 'static {}
+
+impl<T: Copy + Send + 'static> NoRef for T {}
+
+/// A value that can be the argument or the result of a delegation.
+///
+/// Within one process such values are moved by bytes and never serialised; across processes they
+/// are serialised with `postcard`.
+pub trait Wire: serde::Serialize + serde::de::DeserializeOwned + Send + 'static {}
+
+impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Wire for T {}

@@ -1,0 +1,247 @@
+//! Fibers as the user sees them: `spawn`, `spawn_on`, `JoinHandle`, `yield_now`, and the worker
+//! identity functions.
+//!
+//! A local `spawn` takes any `'static` closure and shares its result with the `JoinHandle`
+//! through an `Rc` (a fiber never leaves its worker, so the handle is `!Send`: join it on the
+//! worker that spawned it). `spawn_on` to another worker ships the closure like a delegated one
+//! (`NoRef` captures, a trampoline that starts the fiber there) and the result comes back as a
+//! response record (`R: Wire`, moved by bytes within a process). A panic in the fiber is caught
+//! and handed to the joiner: `join` re-raises it (with the original message), `try_join`
+//! returns it as [`Error::FiberPanicked`].
+
+use std::cell::{Cell, RefCell};
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
+
+use crate::error::{DelegationError, Error};
+use crate::noref::{NoRef, Wire};
+use crate::wire::codeptr;
+use crate::wire::record::Request;
+use crate::worker::{bytes_of, core_or_panic, decode, panic_message, Data, Trampoline, WorkerCore};
+
+/// The index of a worker in the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct WorkerId(u32);
+
+impl WorkerId {
+    /// Worker number `i`.
+    pub fn new(i: usize) -> Self {
+        WorkerId(i as u32)
+    }
+    /// Its number.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl From<usize> for WorkerId {
+    fn from(i: usize) -> Self {
+        WorkerId::new(i)
+    }
+}
+
+impl std::fmt::Display for WorkerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "worker {}", self.0)
+    }
+}
+
+/// What an SPMD body learns about where it runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Worker {
+    pub(crate) id: usize,
+    pub(crate) count: usize,
+}
+
+impl Worker {
+    /// This worker's index.
+    pub fn id(&self) -> usize {
+        self.id
+    }
+    /// The number of workers.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+    /// This worker as a [`WorkerId`].
+    pub fn worker_id(&self) -> WorkerId {
+        WorkerId::new(self.id)
+    }
+}
+
+struct JoinCell<R> {
+    result: RefCell<Option<Result<R, String>>>,
+    waiter: Cell<Option<u32>>,
+}
+
+impl<R> JoinCell<R> {
+    fn set(&self, r: Result<R, String>) {
+        *self.result.borrow_mut() = Some(r);
+        if let (Some(f), Some(core)) = (self.waiter.take(), crate::worker::core()) {
+            core.wake_fiber(f);
+        }
+    }
+}
+
+/// The result of a spawned fiber, to be joined on the worker that spawned it.
+pub struct JoinHandle<R> {
+    cell: Rc<JoinCell<R>>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl<R> std::fmt::Debug for JoinHandle<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JoinHandle").field("done", &self.cell.result.borrow().is_some()).finish()
+    }
+}
+
+impl<R> JoinHandle<R> {
+    /// Whether the fiber has finished.
+    pub fn is_finished(&self) -> bool {
+        self.cell.result.borrow().is_some()
+    }
+
+    /// Waits (suspending this fiber) for the result.
+    ///
+    /// # Panics
+    /// If the fiber panicked (re-raising its message), or where blocking is impossible.
+    pub fn join(self) -> R {
+        match self.try_join() {
+            Ok(r) => r,
+            Err(Error::FiberPanicked(m)) => panic!("{m}"),
+            Err(e) => panic!("gossamer: JoinHandle::join failed: {e}"),
+        }
+    }
+
+    /// Waits for the result; a panic in the fiber comes back as [`Error::FiberPanicked`].
+    ///
+    /// # Panics
+    /// Where blocking is impossible (outside a fiber, inside a delegated closure or a callback).
+    pub fn try_join(self) -> Result<R, Error> {
+        if self.cell.result.borrow().is_none() {
+            let core = core_or_panic("JoinHandle::join");
+            core.assert_can_block();
+            let cell = self.cell.clone();
+            core.wait_until(|| {
+                let done = cell.result.borrow().is_some();
+                if !done {
+                    cell.waiter.set(core.current_fiber());
+                }
+                done
+            });
+        }
+        match self.cell.result.borrow_mut().take() {
+            Some(Ok(r)) => Ok(r),
+            Some(Err(m)) => Err(Error::FiberPanicked(m)),
+            None => Err(Error::Stopped),
+        }
+    }
+}
+
+/// Starts `f` as a fiber on the current worker.
+///
+/// # Panics
+/// Outside a gossamer worker.
+pub fn spawn<R: 'static>(f: impl FnOnce() -> R + 'static) -> JoinHandle<R> {
+    let core = core_or_panic("spawn");
+    let cell = Rc::new(JoinCell { result: RefCell::new(None), waiter: Cell::new(None) });
+    let c2 = cell.clone();
+    core.spawn_fiber(move || {
+        let r = catch_unwind(AssertUnwindSafe(f));
+        match r {
+            Ok(v) => c2.set(Ok(v)),
+            Err(p) => {
+                if !(p.is::<String>() || p.is::<&str>()) {
+                    // Possibly the coroutine library's forced unwind: let it pass.
+                    std::panic::resume_unwind(p);
+                }
+                c2.set(Err(panic_message(&*p)));
+            }
+        }
+    });
+    JoinHandle { cell, _not_send: PhantomData }
+}
+
+/// Starts `f` as a fiber on `worker` (this one included).
+///
+/// # Panics
+/// Outside a gossamer worker, or if `worker` does not exist.
+pub fn spawn_on<F, R>(worker: WorkerId, f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + NoRef,
+    R: Wire,
+{
+    let core = core_or_panic("spawn_on");
+    let w = worker.index();
+    assert!(w < core.count, "gossamer: spawn_on: worker {w} does not exist (this runtime has {} workers)", core.count);
+    if w == core.id {
+        return spawn(f);
+    }
+    let cell: Rc<JoinCell<R>> = Rc::new(JoinCell { result: RefCell::new(None), waiter: Cell::new(None) });
+    let mut data: Data = [MaybeUninit::uninit(); 4];
+    data[0] = MaybeUninit::new(Rc::into_raw(cell.clone()) as usize as u64);
+    let req = core.add_pending(fill_join::<R>, data);
+    core.send_request(w, Some(codeptr::offset_of(tramp_spawn::<F, R> as Trampoline as usize)), 0, 0, req, bytes_of(&f), None);
+    JoinHandle { cell, _not_send: PhantomData }
+}
+
+/// # Safety
+/// `data[0]` must be an `Rc<JoinCell<R>>` raw pointer from `spawn_on::<_, R>`.
+unsafe fn fill_join<R>(data: &mut Data, st: u8, body: &[u8]) {
+    // SAFETY: per the contract; reclaimed once (the entry completes once).
+    let cell = unsafe { Rc::from_raw(data[0].assume_init() as usize as *const JoinCell<R>) };
+    // SAFETY: the response to this request carries a moved `R` when OK.
+    let r = unsafe { decode::<R>(st, body) };
+    cell.set(r.map_err(|e| match e {
+        DelegationError::Panicked(m) => m,
+        e => e.to_string(),
+    }));
+}
+
+/// # Safety
+/// `rec` must be a record encoded by `spawn_on::<F, R>`.
+unsafe fn tramp_spawn<F: FnOnce() -> R + Copy + 'static, R: Send + 'static>(core: &WorkerCore, client: usize, rec: &Request<'_>) {
+    // SAFETY: the client copied exactly one `F` into the captured bytes.
+    let f: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
+    let req = rec.req;
+    core.spawn_fiber(move || {
+        let r = catch_unwind(AssertUnwindSafe(f));
+        let r = match r {
+            Ok(v) => Ok(v),
+            Err(p) => {
+                if !(p.is::<String>() || p.is::<&str>()) {
+                    std::panic::resume_unwind(p);
+                }
+                Err(DelegationError::Panicked(panic_message(&*p)))
+            }
+        };
+        if let Some(core) = crate::worker::core() {
+            core.respond::<R>(client, req, r);
+        }
+    });
+}
+
+/// Lets other fibers of this worker run.
+///
+/// # Panics
+/// Inside a delegated closure or a callback (where no fiber may be suspended).
+pub fn yield_now() {
+    let core = core_or_panic("yield_now");
+    core.yield_fiber();
+}
+
+/// The worker the caller runs on.
+pub fn current_worker() -> WorkerId {
+    WorkerId::new(core_or_panic("current_worker").id)
+}
+
+/// The number of workers.
+pub fn worker_count() -> usize {
+    core_or_panic("worker_count").count
+}
+
+/// Properties currently alive on this worker's table (a diagnostic for tests and leak checks).
+pub fn live_properties_here() -> usize {
+    core_or_panic("live_properties_here").live_properties()
+}

@@ -1,0 +1,323 @@
+//! `Trust<T>`: the handle through which any worker delegates closures to the property's trustee,
+//! and `entrust`/`entrust_on`, which create properties.
+//!
+//! **Paths.** On the trustee itself a closure runs inline, at once (a delegated closure: no
+//! blocking inside). Elsewhere the closure's bytes are copied into a request record for the
+//! trustee together with the code offset of a *trampoline*, an `unsafe fn` monomorphised per
+//! (T, F, U[, A]) that reads `F` back (`read_unaligned`), looks the property up by name and type,
+//! runs `F` under `catch_unwind` and moves `U` into the response. Inside a delegated closure or a
+//! callback, requests to the worker's own properties go through its loopback queue instead of
+//! running inline (they would alias the property being used); they run at the next poll.
+//!
+//! **Results.** `apply` suspends the fiber until the answer arrives; the answer is written
+//! straight into the waiting fiber's stack. `apply_then` returns at once; its callback is kept in
+//! the worker's pending table (inline when it is at most 32 bytes, boxed otherwise) and runs on
+//! this worker when the answer arrives. A failed `apply_then` (panic, poison, dead property) has
+//! no value to hand to its callback: it panics on the client's worker, which ends the runtime
+//! with an error (use [`Trust::try_apply_then`] to see the error instead).
+//!
+//! **Reference counting** is the trust-id set of `property.rs`: `entrust` puts the first id in,
+//! `clone` toggles a fresh id and `drop` toggles the handle's id, as asynchronous control records
+//! (to the worker's own loopback queue when the trustee is local, so that a property is never
+//! freed under a running closure). Requests from one worker to one trustee are served in the
+//! order they were issued (one FIFO ring per ordered pair), so a handle's own requests always
+//! precede its drop.
+//!
+//! **`entrust_on(worker, make)`** ships a `NoRef` closure that builds the value on the trustee, so
+//! it works unchanged across processes; it blocks the calling fiber until the trustee has
+//! answered with the new property's name.
+
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+
+use crate::error::DelegationError;
+use crate::noref::{NoRef, Wire};
+use crate::spawn::WorkerId;
+use crate::wire::codeptr;
+use crate::wire::record::Request;
+use crate::worker::{bytes_of, core_or_panic, decode, Data, Trampoline, WorkerCore};
+
+/// A handle to a property held by a trustee worker. Cloning and dropping it updates the
+/// trustee's reference count asynchronously; the property is dropped on its trustee when the last
+/// handle is gone.
+pub struct Trust<T: Send + 'static> {
+    trustee: u32,
+    idx: u32,
+    gn: u32,
+    id: u64,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Send + 'static> std::fmt::Debug for Trust<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trust").field("trustee", &self.trustee).field("idx", &self.idx).field("generation", &self.gn).finish()
+    }
+}
+
+/// Places `value` as a property on the current worker and returns the first trust to it.
+///
+/// # Panics
+/// Outside a gossamer worker.
+pub fn entrust<T: Send + 'static>(value: T) -> Trust<T> {
+    let core = core_or_panic("entrust");
+    let id = core.new_trust_id();
+    let (idx, gn) = core.props.borrow_mut().insert(Box::new(value), id);
+    Trust { trustee: core.id as u32, idx, gn, id, _t: PhantomData }
+}
+
+/// Builds a property on `worker` by running `make` there, and returns the first trust to it.
+/// Blocks the calling fiber until the trustee answers (inline when `worker` is this worker).
+///
+/// # Panics
+/// Outside a fiber or inside a delegated closure (when `worker` is another worker), if `worker`
+/// does not exist, or if `make` panics.
+pub fn entrust_on<T, F>(worker: WorkerId, make: F) -> Trust<T>
+where
+    F: FnOnce() -> T + NoRef,
+    T: Send + 'static,
+{
+    let core = core_or_panic("entrust_on");
+    let w = worker.index();
+    assert!(w < core.count, "gossamer: entrust_on: worker {w} does not exist (this runtime has {} workers)", core.count);
+    if w == core.id {
+        return entrust(make());
+    }
+    let id = core.new_trust_id();
+    let r: Result<(u32, u32), DelegationError> = block_on(core, w, tramp_entrust::<T, F> as Trampoline, 0, 0, bytes_of(&make), Some(bytes_of(&id)));
+    match r {
+        Ok((idx, gn)) => Trust { trustee: w as u32, idx, gn, id, _t: PhantomData },
+        Err(e) => panic!("gossamer: entrust_on({w}) failed: {e}"),
+    }
+}
+
+/// # Safety
+/// `rec` must be a record encoded by `entrust_on::<T, F>`.
+unsafe fn tramp_entrust<T: Send + 'static, F: FnOnce() -> T + Copy>(core: &WorkerCore, client: usize, rec: &Request<'_>) {
+    // SAFETY: the client copied exactly one `F` (Copy, no drop obligations) into the captured bytes.
+    let make: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
+    let id = rec.arg().try_into().map(u64::from_le_bytes).unwrap_or(0);
+    let r = core.run_plain(make).map(|v| core.props.borrow_mut().insert(Box::new(v), id));
+    core.respond(client, rec.req, r);
+}
+
+/// Stages a request to `dest` and suspends the fiber until its answer arrives.
+pub(crate) fn block_on<U>(core: &WorkerCore, dest: usize, tramp: Trampoline, idx: u32, gn: u32, cap: &[u8], arg: Option<&[u8]>) -> Result<U, DelegationError> {
+    if !core.can_block() {
+        return Err(DelegationError::BlockingInDelegatedContext);
+    }
+    let fiber = core.current_fiber().unwrap_or(0);
+    let mut out: (bool, MaybeUninit<Result<U, DelegationError>>) = (false, MaybeUninit::uninit());
+    let mut data: Data = [MaybeUninit::uninit(); 4];
+    data[0] = MaybeUninit::new(u64::from(fiber));
+    data[1] = MaybeUninit::new(&mut out as *mut _ as usize as u64);
+    let req = core.add_pending(fill_fiber::<U>, data);
+    core.send_request(dest, Some(codeptr::offset_of(tramp as usize)), idx, gn, req, cap, arg);
+    let done = &out.0 as *const bool;
+    // SAFETY: `done` points into `out` on this fiber's stack, alive for this whole function;
+    // the completer writes it on this same thread while the fiber is suspended.
+    core.wait_until(|| unsafe { std::ptr::read_volatile(done) });
+    // SAFETY: `done` is set only after the completer wrote the result.
+    unsafe { out.1.assume_init_read() }
+}
+
+/// # Safety
+/// `data` must come from `block_on::<U>` of a fiber that is still waiting.
+unsafe fn fill_fiber<U>(data: &mut Data, st: u8, body: &[u8]) {
+    // SAFETY: `block_on` stored the fiber id and a pointer to its `(bool, MaybeUninit<..>)`.
+    let (fiber, out) = unsafe {
+        (data[0].assume_init() as u32, &mut *(data[1].assume_init() as usize as *mut (bool, MaybeUninit<Result<U, DelegationError>>)))
+    };
+    // SAFETY: `st`/`body` are the response to this request, so an OK body holds a moved `U`.
+    out.1 = MaybeUninit::new(unsafe { decode::<U>(st, body) });
+    out.0 = true;
+    if let Some(core) = crate::worker::core() {
+        core.wake_fiber(fiber);
+    }
+}
+
+/// # Safety
+/// `data` must come from `push_callback::<U, G>`.
+unsafe fn fill_callback<U, G: FnOnce(Result<U, DelegationError>)>(data: &mut Data, st: u8, body: &[u8]) {
+    let g: G = if inline_fits::<G>() {
+        // SAFETY: `push_callback` wrote a `G` into `data` (it fits) and it is read once.
+        unsafe { std::ptr::read(data.as_ptr().cast::<G>()) }
+    } else {
+        // SAFETY: `push_callback` stored a `Box<G>` raw pointer; reclaimed once.
+        unsafe { *Box::from_raw(data[0].assume_init() as usize as *mut G) }
+    };
+    // SAFETY: the response to this request.
+    g(unsafe { decode::<U>(st, body) })
+}
+
+const fn inline_fits<G>() -> bool {
+    std::mem::size_of::<G>() <= std::mem::size_of::<Data>() && std::mem::align_of::<G>() <= std::mem::align_of::<Data>()
+}
+
+fn push_callback<U, G: FnOnce(Result<U, DelegationError>) + 'static>(core: &WorkerCore, g: G) -> u32 {
+    let mut data: Data = [MaybeUninit::uninit(); 4];
+    if inline_fits::<G>() {
+        // SAFETY: `G` fits in `data` in size and alignment (checked above).
+        unsafe { std::ptr::write(data.as_mut_ptr().cast::<G>(), g) };
+    } else {
+        data[0] = MaybeUninit::new(Box::into_raw(Box::new(g)) as usize as u64);
+    }
+    core.add_pending(fill_callback::<U, G>, data)
+}
+
+/// # Safety
+/// `rec` must be a record encoded by `apply*::<T, U, F>` (captured bytes = one `F`).
+unsafe fn tramp_apply<T: Send + 'static, U: Send + 'static, F: FnOnce(&mut T) -> U + Copy>(core: &WorkerCore, client: usize, rec: &Request<'_>) {
+    // SAFETY: the client copied exactly one `F` into the captured bytes.
+    let f: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
+    let r = core.run_delegated::<T, U>(rec.idx, rec.gn, f);
+    core.respond(client, rec.req, r);
+}
+
+/// # Safety
+/// `rec` must be a record encoded by `apply_with::<T, A, U, F>` (captured bytes = one `F`,
+/// argument bytes = one moved `A`).
+unsafe fn tramp_apply_with<T: Send + 'static, A, U: Send + 'static, F: FnOnce(&mut T, A) -> U + Copy>(core: &WorkerCore, client: usize, rec: &Request<'_>) {
+    // SAFETY: the client copied exactly one `F` into the captured bytes and moved one `A` into
+    // the argument bytes; we take ownership of it here (it is dropped if the closure never runs).
+    let (f, a): (F, A) = unsafe { (std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()), std::ptr::read_unaligned(rec.arg().as_ptr().cast::<A>())) };
+    let r = core.run_delegated::<T, U>(rec.idx, rec.gn, move |t| f(t, a));
+    core.respond(client, rec.req, r);
+}
+
+impl<T: Send + 'static> Trust<T> {
+    /// The worker that holds the property.
+    pub fn trustee(&self) -> WorkerId {
+        WorkerId::new(self.trustee as usize)
+    }
+
+    #[inline]
+    fn local(&self, core: &WorkerCore) -> bool {
+        self.trustee as usize == core.id && !core.must_defer()
+    }
+
+    /// Runs `f` on the property and returns its result; suspends the calling fiber (not the
+    /// worker) until the trustee has run it.
+    ///
+    /// # Panics
+    /// If the closure panicked (with its message), if the property is poisoned or dead, or when
+    /// called where blocking is impossible (inside a delegated closure or a callback). Use
+    /// [`try_apply`](Self::try_apply) to get these as errors.
+    pub fn apply<U: Wire>(&self, f: impl FnOnce(&mut T) -> U + NoRef) -> U {
+        match self.try_apply(f) {
+            Ok(u) => u,
+            Err(DelegationError::BlockingInDelegatedContext) => panic!("{}", crate::worker::BLOCKING_IN_DELEGATED),
+            Err(e) => panic!("gossamer: Trust::apply failed: {e}"),
+        }
+    }
+
+    /// Like [`apply`](Self::apply), but returns failures as errors.
+    pub fn try_apply<U: Wire, F: FnOnce(&mut T) -> U + NoRef>(&self, f: F) -> Result<U, DelegationError> {
+        let core = core_or_panic("Trust::apply");
+        if core.delegated_or_callback() > 0 {
+            return Err(DelegationError::BlockingInDelegatedContext);
+        }
+        if core.current_fiber().is_none() {
+            panic!("gossamer: Trust::apply was called outside a fiber; spawn a fiber or use apply_then");
+        }
+        if self.local(core) {
+            return core.run_delegated::<T, U>(self.idx, self.gn, f);
+        }
+        block_on(core, self.trustee as usize, tramp_apply::<T, U, F> as Trampoline, self.idx, self.gn, bytes_of(&f), None)
+    }
+
+    /// Runs `f(property, arg)` on the trustee; `arg` is moved there (by bytes within a process).
+    ///
+    /// # Panics
+    /// As [`apply`](Self::apply).
+    pub fn apply_with<A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + NoRef>(&self, arg: A, f: F) -> U {
+        match self.try_apply_with(arg, f) {
+            Ok(u) => u,
+            Err(DelegationError::BlockingInDelegatedContext) => panic!("{}", crate::worker::BLOCKING_IN_DELEGATED),
+            Err(e) => panic!("gossamer: Trust::apply_with failed: {e}"),
+        }
+    }
+
+    /// Like [`apply_with`](Self::apply_with), but returns failures as errors.
+    pub fn try_apply_with<A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + NoRef>(&self, arg: A, f: F) -> Result<U, DelegationError> {
+        let core = core_or_panic("Trust::apply_with");
+        if core.delegated_or_callback() > 0 {
+            return Err(DelegationError::BlockingInDelegatedContext);
+        }
+        if core.current_fiber().is_none() {
+            panic!("gossamer: Trust::apply_with was called outside a fiber; spawn a fiber or use apply_then");
+        }
+        if self.local(core) {
+            return core.run_delegated::<T, U>(self.idx, self.gn, move |t| f(t, arg));
+        }
+        let arg = std::mem::ManuallyDrop::new(arg);
+        block_on(core, self.trustee as usize, tramp_apply_with::<T, A, U, F> as Trampoline, self.idx, self.gn, bytes_of(&f), Some(bytes_of(&*arg)))
+    }
+
+    /// Runs `f` on the property without waiting; `then` runs on this worker with the result when
+    /// it is back (at once when the property is on this worker and no closure is running here).
+    ///
+    /// # Panics
+    /// On the client's worker, when the answer comes back as a failure (panic, poison, dead
+    /// property): this ends the runtime with an error. Use
+    /// [`try_apply_then`](Self::try_apply_then) to handle failures.
+    #[inline]
+    pub fn apply_then<U: Wire, F: FnOnce(&mut T) -> U + NoRef>(&self, f: F, then: impl FnOnce(U) + 'static) {
+        self.try_apply_then(f, move |r: Result<U, DelegationError>| match r {
+            Ok(u) => then(u),
+            Err(e) => panic!("gossamer: Trust::apply_then failed: {e}"),
+        })
+    }
+
+    /// Like [`apply_then`](Self::apply_then), but hands the callback a `Result`.
+    #[inline]
+    pub fn try_apply_then<U: Wire, F: FnOnce(&mut T) -> U + NoRef>(&self, f: F, then: impl FnOnce(Result<U, DelegationError>) + 'static) {
+        let core = core_or_panic("Trust::apply_then");
+        if self.local(core) {
+            let r = core.run_delegated::<T, U>(self.idx, self.gn, f);
+            then(r);
+            return;
+        }
+        let req = push_callback(core, then);
+        core.send_request(self.trustee as usize, Some(codeptr::offset_of(tramp_apply::<T, U, F> as Trampoline as usize)), self.idx, self.gn, req, bytes_of(&f), None);
+    }
+
+    fn toggle(&self, core: &WorkerCore, id: u64) {
+        core.send_request(self.trustee as usize, None, self.idx, self.gn, 0, &id.to_le_bytes(), None);
+    }
+}
+
+impl<T: Send + 'static> Clone for Trust<T> {
+    fn clone(&self) -> Self {
+        let core = core_or_panic("Trust::clone");
+        let id = core.new_trust_id();
+        self.toggle(core, id);
+        Trust { trustee: self.trustee, idx: self.idx, gn: self.gn, id, _t: PhantomData }
+    }
+}
+
+impl<T: Send + 'static> Drop for Trust<T> {
+    fn drop(&mut self) {
+        // Outside a worker, or while the runtime stops, the property goes down with its trustee's
+        // table; there is nobody left to tell.
+        if let Some(core) = crate::worker::core() {
+            if !core.stopping() {
+                self.toggle(core, self.id);
+            }
+        }
+    }
+}
+
+impl<T: Send + 'static> serde::Serialize for Trust<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // Serialising hands this handle's id to the receiver: the caller must then forget the
+        // handle (as moving a `Wire` value does).
+        (self.trustee, self.idx, self.gn, self.id).serialize(s)
+    }
+}
+
+impl<'de, T: Send + 'static> serde::Deserialize<'de> for Trust<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (trustee, idx, gn, id) = <(u32, u32, u32, u64)>::deserialize(d)?;
+        Ok(Trust { trustee, idx, gn, id, _t: PhantomData })
+    }
+}

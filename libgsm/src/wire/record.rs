@@ -1,0 +1,454 @@
+//! Batch encoding: how request and response records are laid out in one slot, and the
+//! per-destination staging queue that fills batches and hands them to a ring.
+//!
+//! A **request batch** is `[u32 table_pos][u16 ntab][u16 0]`, then the records, then the code
+//! table (`ntab` little-endian `u64` code offsets, see `codeptr`). A request record is
+//! `[u8 fn][u8 flags][u16 cap_len][u32 req][u32 idx][u32 gn]` (16 bytes), then
+//! `[u32 arg_len]` if `flags & ARG`, then the captured bytes and the argument bytes. `fn` indexes
+//! the batch's table; `fn == CONTROL` marks a trust-id toggle (the 8 captured bytes are the id).
+//! A **response batch** is `[u32 0][u16 0][u16 0]` then records `[u32 req][u32 len << 8 | status]`
+//! followed by `len` body bytes.
+//!
+//! With `flags & LARGE` (requests) or `status & LARGE_STATUS` (responses), a record that would not
+//! fit in one slot carries instead a `u64` pointer and a `u64` length of a heap `Box<[u8]>`
+//! holding the body; its ownership moves with the record and the receiver frees it. That is the
+//! in-process large-message path; across processes the fabric's large-message path replaces it
+//! (issue 4). Nothing is truncated.
+//!
+//! This module does not know what a record means; `worker.rs` and `trust.rs` do. It does not
+//! touch ring internals either: a sealed batch is copied into a reserved slot and published.
+
+use std::collections::VecDeque;
+
+use crate::wire::ring::Producer;
+
+pub(crate) const HEADER: usize = 8;
+pub(crate) const REQ_HEADER: usize = 16;
+pub(crate) const RESP_HEADER: usize = 8;
+pub(crate) const ARG: u8 = 1;
+pub(crate) const LARGE: u8 = 2;
+pub(crate) const CONTROL: u8 = 0xFF;
+pub(crate) const MAX_TABLE: usize = 255;
+pub(crate) const LARGE_STATUS: u8 = 0x80;
+
+/// Where sealed batches go: a ring to another worker, or the worker's own loopback queue (requests
+/// a worker sends to itself from contexts where running them inline is not allowed).
+#[derive(Debug)]
+pub(crate) enum Sink {
+    Ring(Producer),
+    Loopback,
+}
+
+/// Staging for one destination: the batch being filled, sealed batches waiting for ring space,
+/// and spare buffers.
+#[derive(Debug)]
+pub(crate) struct OutQueue {
+    buf: Vec<u8>,
+    table: Vec<u64>,
+    last: (usize, u8),
+    cap: usize,
+    pub(crate) queued: VecDeque<Vec<u8>>,
+    pool: Vec<Vec<u8>>,
+    pub(crate) sink: Sink,
+}
+
+fn put_u32(b: &mut Vec<u8>, v: u32) {
+    b.extend_from_slice(&v.to_le_bytes());
+}
+
+impl OutQueue {
+    pub(crate) fn new(cap: usize, sink: Sink) -> Self {
+        let mut buf = Vec::with_capacity(cap);
+        buf.resize(HEADER, 0);
+        OutQueue { buf, table: Vec::new(), last: (0, 0), cap, queued: VecDeque::new(), pool: Vec::new(), sink }
+    }
+
+    /// Whether anything is staged or waiting.
+    #[inline]
+    pub(crate) fn is_dirty(&self) -> bool {
+        self.buf.len() > HEADER || !self.queued.is_empty()
+    }
+
+    /// Sealed batches waiting for ring space (back-pressure signal).
+    #[inline]
+    pub(crate) fn backlog(&self) -> usize {
+        self.queued.len()
+    }
+
+    #[inline]
+    fn room(&self, extra_table: usize) -> usize {
+        self.cap.saturating_sub(self.buf.len() + (self.table.len() + extra_table) * 8)
+    }
+
+    /// Closes the batch being filled (appends its table) and queues it.
+    pub(crate) fn seal(&mut self) {
+        if self.buf.len() <= HEADER {
+            return;
+        }
+        let pos = self.buf.len() as u32;
+        let ntab = self.table.len() as u16;
+        for off in &self.table {
+            self.buf.extend_from_slice(&off.to_le_bytes());
+        }
+        self.buf[0..4].copy_from_slice(&pos.to_le_bytes());
+        self.buf[4..6].copy_from_slice(&ntab.to_le_bytes());
+        self.table.clear();
+        self.last = (0, 0);
+        let mut next = self.pool.pop().unwrap_or_else(|| Vec::with_capacity(self.cap));
+        next.clear();
+        next.resize(HEADER, 0);
+        let full = std::mem::replace(&mut self.buf, next);
+        self.queued.push_back(full);
+    }
+
+    /// Copies queued batches into free ring slots. Returns how many were published. For the
+    /// loopback sink nothing moves: the owner pops `queued` itself.
+    pub(crate) fn flush(&mut self) -> usize {
+        self.seal();
+        let Sink::Ring(prod) = &mut self.sink else { return 0 };
+        let mut n = 0;
+        while let Some(front) = self.queued.front() {
+            let Some(mut w) = prod.try_reserve() else { break };
+            let dst = w.buf();
+            debug_assert!(front.len() <= dst.len());
+            dst[..front.len()].copy_from_slice(front);
+            w.publish(front.len() as u32);
+            n += 1;
+            if let Some(b) = self.queued.pop_front() {
+                if self.pool.len() < 8 {
+                    self.pool.push(b);
+                }
+            }
+        }
+        n
+    }
+
+    pub(crate) fn recycle(&mut self, b: Vec<u8>) {
+        if self.pool.len() < 8 {
+            self.pool.push(b);
+        }
+    }
+
+    #[inline]
+    fn fn_index(&mut self, code: u64) -> Option<u8> {
+        if self.last.0 == code as usize && !self.table.is_empty() {
+            return Some(self.last.1);
+        }
+        if let Some(i) = self.table.iter().position(|&c| c == code) {
+            self.last = (code as usize, i as u8);
+            return Some(i as u8);
+        }
+        None
+    }
+
+    /// Appends a request record. `cap`/`arg` bytes are copied (the caller then forgets the
+    /// originals: their ownership moved into the record). `code` is `None` for control records.
+    pub(crate) fn push_request(&mut self, code: Option<u64>, idx: u32, gn: u32, req: u32, cap: &[u8], arg: Option<&[u8]>) {
+        let body = cap.len() + arg.map_or(0, |a| a.len());
+        let head = REQ_HEADER + if arg.is_some() { 4 } else { 0 };
+        let large = head + 16 + 8 + HEADER > self.cap || head + body + 8 + HEADER > self.cap || cap.len() > u16::MAX as usize;
+        let need = head + if large { 16 } else { body };
+        let mut fidx = match code {
+            None => Some(CONTROL),
+            Some(c) => self.fn_index(c),
+        };
+        let new_entry = usize::from(fidx.is_none());
+        if self.room(new_entry) < need || (new_entry == 1 && self.table.len() >= MAX_TABLE) {
+            self.seal();
+            fidx = code.map_or(Some(CONTROL), |c| self.fn_index(c));
+        }
+        let fidx = match fidx {
+            Some(i) => i,
+            None => {
+                let c = code.unwrap_or_default();
+                self.table.push(c);
+                let i = (self.table.len() - 1) as u8;
+                self.last = (c as usize, i);
+                i
+            }
+        };
+        let mut flags = if arg.is_some() { ARG } else { 0 };
+        if large {
+            flags |= LARGE;
+        }
+        let b = &mut self.buf;
+        b.push(fidx);
+        b.push(flags);
+        b.extend_from_slice(&(cap.len() as u16).to_le_bytes());
+        put_u32(b, req);
+        put_u32(b, idx);
+        put_u32(b, gn);
+        if let Some(a) = arg {
+            put_u32(b, a.len() as u32);
+        }
+        if large {
+            let mut v = Vec::with_capacity(body);
+            v.extend_from_slice(cap);
+            if let Some(a) = arg {
+                v.extend_from_slice(a);
+            }
+            let boxed: Box<[u8]> = v.into_boxed_slice();
+            let len = boxed.len() as u64;
+            let ptr = Box::into_raw(boxed) as *mut u8 as usize as u64;
+            b.extend_from_slice(&ptr.to_le_bytes());
+            b.extend_from_slice(&len.to_le_bytes());
+        } else {
+            b.extend_from_slice(cap);
+            if let Some(a) = arg {
+                b.extend_from_slice(a);
+            }
+        }
+    }
+
+    /// Appends a response record with `status` and `body` (copied; ownership of moved values
+    /// passes with the bytes).
+    pub(crate) fn push_response(&mut self, req: u32, status: u8, body: &[u8]) {
+        let large = RESP_HEADER + body.len() + HEADER > self.cap || body.len() >= 1 << 24;
+        let need = RESP_HEADER + if large { 16 } else { body.len() };
+        if self.room(0) < need {
+            self.seal();
+        }
+        let b = &mut self.buf;
+        put_u32(b, req);
+        if large {
+            put_u32(b, (16 << 8) | u32::from(status | LARGE_STATUS));
+            let boxed: Box<[u8]> = body.into();
+            let len = boxed.len() as u64;
+            let ptr = Box::into_raw(boxed) as *mut u8 as usize as u64;
+            b.extend_from_slice(&ptr.to_le_bytes());
+            b.extend_from_slice(&len.to_le_bytes());
+        } else {
+            put_u32(b, ((body.len() as u32) << 8) | u32::from(status));
+            b.extend_from_slice(body);
+        }
+    }
+}
+
+/// A body that is either in the slot or in a large-message box now owned by the reader.
+#[derive(Debug)]
+pub(crate) enum Body<'a> {
+    Inline(&'a [u8]),
+    Large(Box<[u8]>),
+}
+
+impl Body<'_> {
+    #[inline]
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            Body::Inline(b) => b,
+            Body::Large(b) => b,
+        }
+    }
+}
+
+/// # Safety
+/// `ptr`/`len` must come from `Box::into_raw` of a `Box<[u8]>` written by `OutQueue` and not
+/// yet reclaimed; each large record is reclaimed exactly once.
+unsafe fn take_large(ptr: u64, len: u64) -> Box<[u8]> {
+    let slice = std::ptr::slice_from_raw_parts_mut(ptr as usize as *mut u8, len as usize);
+    // SAFETY: per the contract, this is the raw pointer of a live `Box<[u8]>` of this length.
+    unsafe { Box::from_raw(slice) }
+}
+
+/// One decoded request record.
+#[derive(Debug)]
+pub(crate) struct Request<'a> {
+    pub fidx: u8,
+    pub req: u32,
+    pub idx: u32,
+    pub gn: u32,
+    pub cap_len: usize,
+    pub body: Body<'a>,
+}
+
+impl Request<'_> {
+    #[inline]
+    pub(crate) fn cap(&self) -> &[u8] {
+        &self.body.bytes()[..self.cap_len]
+    }
+    #[inline]
+    pub(crate) fn arg(&self) -> &[u8] {
+        &self.body.bytes()[self.cap_len..]
+    }
+}
+
+#[inline]
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+#[inline]
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// Reads a request batch. Iteration stops at the first malformed record.
+#[derive(Debug)]
+pub(crate) struct RequestReader<'a> {
+    b: &'a [u8],
+    pos: usize,
+    end: usize,
+    /// The batch's code table.
+    pub table: &'a [u8],
+}
+
+impl<'a> RequestReader<'a> {
+    /// # Safety
+    /// The batch must have been written by `OutQueue::push_request` of this process (large-record
+    /// pointers inside it are reclaimed by `next`), and be read at most once.
+    pub(crate) unsafe fn new(b: &'a [u8]) -> Option<Self> {
+        let end = u32_at(b, 0)? as usize;
+        let ntab = u16::from_le_bytes(b.get(4..6)?.try_into().ok()?) as usize;
+        let table = b.get(end..end + ntab * 8)?;
+        (end >= HEADER).then_some(RequestReader { b, pos: HEADER, end, table })
+    }
+
+    /// The code offset of table entry `i`.
+    pub(crate) fn code(&self, i: u8) -> Option<u64> {
+        u64_at(self.table, i as usize * 8)
+    }
+}
+
+impl<'a> Iterator for RequestReader<'a> {
+    type Item = Request<'a>;
+    fn next(&mut self) -> Option<Request<'a>> {
+        if self.pos >= self.end {
+            return None;
+        }
+        let b = &self.b[..self.end];
+        let p = self.pos;
+        let h = b.get(p..p + REQ_HEADER)?;
+        let (fidx, flags) = (h[0], h[1]);
+        let cap_len = u16::from_le_bytes([h[2], h[3]]) as usize;
+        let req = u32_at(h, 4)?;
+        let idx = u32_at(h, 8)?;
+        let gn = u32_at(h, 12)?;
+        let mut q = p + REQ_HEADER;
+        let mut arg_len = 0;
+        if flags & ARG != 0 {
+            arg_len = u32_at(b, q)? as usize;
+            q += 4;
+        }
+        let body = if flags & LARGE != 0 {
+            let ptr = u64_at(b, q)?;
+            let len = u64_at(b, q + 8)?;
+            q += 16;
+            if len as usize != cap_len + arg_len {
+                self.pos = self.end;
+                return None;
+            }
+            // SAFETY: per `new`'s contract this large record was written by our encoder and is
+            // read exactly once.
+            Body::Large(unsafe { take_large(ptr, len) })
+        } else {
+            let s = b.get(q..q + cap_len + arg_len)?;
+            q += cap_len + arg_len;
+            Body::Inline(s)
+        };
+        self.pos = q;
+        Some(Request { fidx, req, idx, gn, cap_len, body })
+    }
+}
+
+/// Reads a response batch: `(req, status, body)`.
+#[derive(Debug)]
+pub(crate) struct ResponseReader<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> ResponseReader<'a> {
+    /// # Safety
+    /// As for [`RequestReader::new`], for response batches.
+    pub(crate) unsafe fn new(b: &'a [u8]) -> Option<Self> {
+        let end = u32_at(b, 0)? as usize;
+        (end >= HEADER && end <= b.len()).then_some(ResponseReader { b: &b[..end], pos: HEADER })
+    }
+}
+
+impl<'a> Iterator for ResponseReader<'a> {
+    type Item = (u32, u8, Body<'a>);
+    fn next(&mut self) -> Option<Self::Item> {
+        let p = self.pos;
+        let req = u32_at(self.b, p)?;
+        let w = u32_at(self.b, p + 4)?;
+        let (len, status) = ((w >> 8) as usize, (w & 0xFF) as u8);
+        let body = self.b.get(p + 8..p + 8 + len)?;
+        self.pos = p + 8 + len;
+        if status & LARGE_STATUS != 0 {
+            let ptr = u64_at(body, 0)?;
+            let n = u64_at(body, 8)?;
+            // SAFETY: written by our encoder as a large response, read once (contract of `new`).
+            Some((req, status & !LARGE_STATUS, Body::Large(unsafe { take_large(ptr, n) })))
+        } else {
+            Some((req, status, Body::Inline(body)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sealed(q: &mut OutQueue) -> Vec<u8> {
+        q.seal();
+        q.queued.pop_front().expect("a sealed batch")
+    }
+
+    #[test]
+    fn requests_round_trip_with_table_and_large_records() {
+        let mut q = OutQueue::new(256, Sink::Loopback);
+        q.push_request(Some(0x100), 1, 2, 3, &[9; 8], None);
+        q.push_request(Some(0x200), 4, 5, 6, &[], Some(&[7; 3]));
+        q.push_request(Some(0x100), 7, 8, 9, &[1], None);
+        q.push_request(None, 1, 1, 0, &42u64.to_le_bytes(), None);
+        let big = vec![0xAB; 1000];
+        q.push_request(Some(0x100), 1, 1, 10, &[5; 4], Some(&big));
+        let b1 = sealed(&mut q);
+        // SAFETY: written by our encoder, read once.
+        let r = unsafe { RequestReader::new(&b1) }.unwrap();
+        assert_eq!(r.code(0), Some(0x100));
+        assert_eq!(r.code(1), Some(0x200));
+        let v: Vec<_> = r.map(|r| (r.fidx, r.req, r.idx, r.gn, r.cap().to_vec(), r.arg().to_vec())).collect();
+        assert_eq!(v[0], (0, 3, 1, 2, vec![9; 8], vec![]));
+        assert_eq!(v[1], (1, 6, 4, 5, vec![], vec![7; 3]));
+        assert_eq!(v[2], (0, 9, 7, 8, vec![1], vec![]));
+        assert_eq!(v[3].0, CONTROL);
+        assert_eq!(v[4].4, vec![5; 4]);
+        assert_eq!(v[4].5, big);
+        assert_eq!(v.len(), 5);
+    }
+
+    #[test]
+    fn batches_split_when_full_and_nothing_is_lost() {
+        let mut q = OutQueue::new(256, Sink::Loopback);
+        for i in 0..100u32 {
+            q.push_request(Some(0x100 + u64::from(i % 3) * 8), i, 0, i, &i.to_le_bytes(), None);
+        }
+        q.seal();
+        let mut seen = Vec::new();
+        while let Some(b) = q.queued.pop_front() {
+            assert!(b.len() <= 256);
+            // SAFETY: written by our encoder, read once.
+            let r = unsafe { RequestReader::new(&b) }.unwrap();
+            let codes: Vec<u64> = (0..3).filter_map(|i| r.code(i)).collect();
+            for rec in r {
+                assert_eq!(codes[rec.fidx as usize], 0x100 + u64::from(rec.req % 3) * 8);
+                seen.push(u32::from_le_bytes(rec.cap().try_into().unwrap()));
+            }
+        }
+        assert_eq!(seen, (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn responses_round_trip_including_large() {
+        let mut q = OutQueue::new(256, Sink::Loopback);
+        q.push_response(1, 0, &[1, 2, 3]);
+        q.push_response(2, 3, b"boom");
+        let big = vec![0x5A; 10_000];
+        q.push_response(3, 0, &big);
+        let b = sealed(&mut q);
+        // SAFETY: written by our encoder, read once.
+        let v: Vec<_> = unsafe { ResponseReader::new(&b) }.unwrap().map(|(r, s, b)| (r, s, b.bytes().to_vec())).collect();
+        assert_eq!(v, vec![(1, 0, vec![1, 2, 3]), (2, 3, b"boom".to_vec()), (3, 0, big)]);
+    }
+}

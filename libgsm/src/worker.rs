@@ -1,0 +1,717 @@
+//! A worker: one OS thread running a fiber scheduler and a poller, and holding its trustee-side
+//! property table, its outgoing batch queues and its pending-request table.
+//!
+//! **Loop.** Run up to `POLL_EVERY` ready fibers, then poll: serve incoming request batches (one
+//! ring per client plus the loopback queue), complete incoming responses (one ring per trustee
+//! plus loopback), flush outgoing batches. Outgoing records are thus batched per destination and
+//! flushed when every fiber waits (the ready queue ran dry), when a batch fills its slot (flushed
+//! at once), or after at most `POLL_EVERY` fiber switches.
+//!
+//! **Contexts.** Code runs on a worker in one of three contexts: a *fiber* (may block: apply, join,
+//! yield), a *delegated closure* (a closure run against a property, inline or served; may not
+//! block, since blocking would have to suspend the poller or alias the property), or a *callback*
+//! (an `apply_then` callback, run by the poller; may not block either, it is not a fiber). A
+//! blocking call in the wrong context panics at once with [`BLOCKING_IN_DELEGATED`].
+//!
+//! **Idle backoff and wake-up.** An idle worker spins, then yields its thread, then parks. Before
+//! parking it stores `sleeping = true`, issues a SeqCst fence and re-checks its rings; a producer
+//! publishes its slot (release), issues a SeqCst fence and then reads `sleeping`. This is the
+//! Dekker pattern: at least one side sees the other's store, so either the consumer sees the data
+//! or the producer sees the flag and unparks it (`Thread::unpark` keeps a token, so an unpark
+//! just before the park is not lost). The park also has a timeout as a safety net.
+//!
+//! This module does not know the user-facing types; `trust.rs` and `spawn.rs` build on it.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::mem::MaybeUninit;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::Thread;
+use std::time::Duration;
+
+use crate::error::{DelegationError, Error};
+use crate::fiber::{self, Co, StackPool};
+use crate::property::PropertyTable;
+use crate::wire::codeptr;
+use crate::wire::record::{Body, OutQueue, Request, RequestReader, ResponseReader, Sink, CONTROL};
+use crate::wire::ring::{Consumer, Producer};
+
+/// The message of a blocking call made where blocking is impossible.
+pub const BLOCKING_IN_DELEGATED: &str = "gossamer: blocking call (apply/try_apply/apply_with/join/yield_now/entrust_on) inside a delegated closure or an apply_then callback: a trustee runs delegated closures in its poller and cannot suspend there (it would stall every request it serves, or alias the property). Use apply_then (or spawn a fiber) instead";
+
+/// Fiber resumes between two polls.
+const POLL_EVERY: usize = 32;
+
+/// Status codes of response records.
+pub(crate) mod status {
+    pub const OK: u8 = 0;
+    pub const PANICKED: u8 = 1;
+    pub const POISONED: u8 = 2;
+    pub const DEAD: u8 = 3;
+    pub const BLOCKING: u8 = 4;
+    pub const STOPPED: u8 = 5;
+}
+
+/// State shared by all workers of the process.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub count: usize,
+    pub stop: AtomicBool,
+    pub sleeping: Vec<AtomicBool>,
+    pub threads: Vec<OnceLock<Thread>>,
+    pub failure: Mutex<Option<Error>>,
+    pub roots_left: AtomicUsize,
+}
+
+impl Shared {
+    pub(crate) fn new(count: usize, roots: usize) -> Self {
+        Shared {
+            count,
+            stop: AtomicBool::new(false),
+            sleeping: (0..count).map(|_| AtomicBool::new(false)).collect(),
+            threads: (0..count).map(|_| OnceLock::new()).collect(),
+            failure: Mutex::new(None),
+            roots_left: AtomicUsize::new(roots),
+        }
+    }
+
+    /// Asks every worker to stop and wakes them.
+    pub(crate) fn stop_all(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads.iter().filter_map(|t| t.get()) {
+            t.unpark();
+        }
+    }
+
+    /// Records the first failure and stops the runtime.
+    pub(crate) fn fail(&self, e: Error) {
+        if let Ok(mut f) = self.failure.lock() {
+            f.get_or_insert(e);
+        }
+        self.stop_all();
+    }
+
+    #[inline]
+    fn wake(&self, w: usize) {
+        fence(Ordering::SeqCst);
+        if self.sleeping[w].load(Ordering::Relaxed) {
+            if let Some(t) = self.threads[w].get() {
+                t.unpark();
+            }
+        }
+    }
+}
+
+/// Inline storage of a pending entry.
+pub(crate) type Data = [MaybeUninit<u64>; 4];
+/// Completes a pending entry with `(status, body)`.
+pub(crate) type Completer = unsafe fn(&mut Data, u8, &[u8]);
+/// The shape of every trampoline (see `trust.rs` and `spawn.rs`).
+pub(crate) type Trampoline = unsafe fn(&WorkerCore, usize, &Request<'_>);
+
+#[derive(Debug)]
+struct PendingSlot {
+    complete: Option<Completer>,
+    data: Data,
+}
+
+/// The ring ends one worker holds.
+#[derive(Debug)]
+pub(crate) struct Ends {
+    pub req_out: Vec<Option<Producer>>,
+    pub req_in: Vec<Option<Consumer>>,
+    pub resp_out: Vec<Option<Producer>>,
+    pub resp_in: Vec<Option<Consumer>>,
+}
+
+/// Everything one worker owns. Reached through a thread-local pointer; all mutation goes through
+/// `Cell`/`RefCell`, and no `RefCell` borrow is held while user code runs, except the incoming
+/// ring being served (user code cannot reach it).
+pub(crate) struct WorkerCore {
+    pub id: usize,
+    pub count: usize,
+    pub shared: Arc<Shared>,
+    fibers: RefCell<Vec<Option<Co>>>,
+    free_fibers: RefCell<Vec<u32>>,
+    ready: RefCell<VecDeque<u32>>,
+    current: Cell<Option<u32>>,
+    stacks: RefCell<StackPool>,
+    delegated: Cell<u32>,
+    callback: Cell<u32>,
+    out_req: Vec<RefCell<OutQueue>>,
+    out_resp: Vec<RefCell<OutQueue>>,
+    req_in: Vec<RefCell<Option<Consumer>>>,
+    resp_in: Vec<RefCell<Option<Consumer>>>,
+    pending: RefCell<Vec<PendingSlot>>,
+    free_pending: RefCell<Vec<u32>>,
+    pub props: RefCell<PropertyTable>,
+    next_id: Cell<u64>,
+    backlog_limit: usize,
+}
+
+impl std::fmt::Debug for WorkerCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerCore").field("id", &self.id).field("count", &self.count).finish_non_exhaustive()
+    }
+}
+
+thread_local! {
+    static CORE: Cell<*const WorkerCore> = const { Cell::new(std::ptr::null()) };
+}
+
+/// The current worker's core, if this thread is a worker.
+///
+/// The reference is valid for the rest of the worker thread's run: the core is installed before
+/// any user code runs and removed only after every fiber and property has been dropped. Callers
+/// must not keep it beyond the current call.
+#[inline]
+pub(crate) fn core() -> Option<&'static WorkerCore> {
+    let p = CORE.with(|c| c.get());
+    // SAFETY: see above; `p` is either null or points to the live core of this thread.
+    unsafe { p.as_ref() }
+}
+
+/// The current worker's core, or a panic explaining that a runtime is needed.
+#[inline]
+pub(crate) fn core_or_panic(what: &str) -> &'static WorkerCore {
+    match core() {
+        Some(c) => c,
+        None => panic!(
+            "gossamer: {what} was called outside a gossamer worker; run this code inside gossamer::run or gossamer::spmd"
+        ),
+    }
+}
+
+/// A panic payload as text.
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic with a non-string payload".to_string()
+    }
+}
+
+impl WorkerCore {
+    pub(crate) fn new(id: usize, shared: Arc<Shared>, ends: Ends, slot_cap: usize, stack: usize, slots: usize) -> Self {
+        let count = shared.count;
+        let mk = |v: Vec<Option<Producer>>| -> Vec<RefCell<OutQueue>> {
+            v.into_iter()
+                .map(|p| RefCell::new(OutQueue::new(slot_cap, p.map_or(Sink::Loopback, Sink::Ring))))
+                .collect()
+        };
+        WorkerCore {
+            id,
+            count,
+            shared,
+            fibers: RefCell::new(Vec::new()),
+            free_fibers: RefCell::new(Vec::new()),
+            ready: RefCell::new(VecDeque::new()),
+            current: Cell::new(None),
+            stacks: RefCell::new(StackPool::new(stack)),
+            delegated: Cell::new(0),
+            callback: Cell::new(0),
+            out_req: mk(ends.req_out),
+            out_resp: mk(ends.resp_out),
+            req_in: ends.req_in.into_iter().map(RefCell::new).collect(),
+            resp_in: ends.resp_in.into_iter().map(RefCell::new).collect(),
+            pending: RefCell::new(Vec::new()),
+            free_pending: RefCell::new(Vec::new()),
+            props: RefCell::new(PropertyTable::default()),
+            next_id: Cell::new(((id as u64) << 40) | 1),
+            backlog_limit: slots.max(2),
+        }
+    }
+
+    /// Installs `self` as this thread's core for the duration of `f`.
+    pub(crate) fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
+        CORE.with(|c| c.set(self));
+        let r = f();
+        CORE.with(|c| c.set(std::ptr::null()));
+        r
+    }
+
+    /// A fresh trust id, unique in the job (worker id in the high bits).
+    #[inline]
+    pub(crate) fn new_trust_id(&self) -> u64 {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        id
+    }
+
+    #[inline]
+    pub(crate) fn stopping(&self) -> bool {
+        self.shared.stop.load(Ordering::Relaxed)
+    }
+
+    // ----- contexts -----
+
+    /// Whether the caller may suspend: on a fiber, not inside a delegated closure or callback.
+    #[inline]
+    pub(crate) fn can_block(&self) -> bool {
+        self.current.get().is_some() && self.delegated.get() == 0 && self.callback.get() == 0
+    }
+
+    /// Whether requests to self must be deferred to the loopback queue (a property closure or
+    /// callback is running on this worker).
+    #[inline]
+    pub(crate) fn must_defer(&self) -> bool {
+        self.delegated.get() != 0
+    }
+
+    /// How deep the worker is in delegated closures and callbacks (0 = neither).
+    #[inline]
+    pub(crate) fn delegated_or_callback(&self) -> u32 {
+        self.delegated.get() + self.callback.get()
+    }
+
+    /// Panics with [`BLOCKING_IN_DELEGATED`] unless the caller may block.
+    #[inline]
+    pub(crate) fn assert_can_block(&self) {
+        if !self.can_block() {
+            if self.current.get().is_none() && self.delegated.get() == 0 && self.callback.get() == 0 {
+                panic!("gossamer: a blocking call was made outside a fiber; run it in a fiber (gossamer::spawn)");
+            }
+            panic!("{}", BLOCKING_IN_DELEGATED);
+        }
+    }
+
+    /// Runs `f` on property `(idx, gn)` of type `T` as a delegated closure: no blocking inside,
+    /// panics caught and turned into poison.
+    #[inline]
+    pub(crate) fn run_delegated<T: 'static, U>(&self, idx: u32, gn: u32, f: impl FnOnce(&mut T) -> U) -> Result<U, DelegationError> {
+        let p = self.props.borrow_mut().get::<T>(idx, gn)?;
+        self.delegated.set(self.delegated.get() + 1);
+        // SAFETY: `p` points to the live boxed property (table lookup just succeeded). It is not
+        // freed while `f` runs: frees happen only in `toggle`, which runs from the poller's serve
+        // loop or loopback, never nested inside a delegated closure (requests to self are
+        // deferred while `delegated > 0`), and no other `&mut T` exists since only this thread
+        // touches it and delegated closures do not nest on one property (nested requests to
+        // this worker are deferred).
+        let r = catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *p })));
+        self.delegated.set(self.delegated.get() - 1);
+        r.map_err(|e| {
+            self.props.borrow_mut().poison(idx, gn);
+            panic_to_error(&*e)
+        })
+    }
+
+    /// Runs `f` as a delegated closure that has no property (e.g. `entrust_on`'s maker).
+    pub(crate) fn run_plain<U>(&self, f: impl FnOnce() -> U) -> Result<U, DelegationError> {
+        self.delegated.set(self.delegated.get() + 1);
+        let r = catch_unwind(AssertUnwindSafe(f));
+        self.delegated.set(self.delegated.get() - 1);
+        r.map_err(|e| panic_to_error(&*e))
+    }
+
+    // ----- fibers -----
+
+    /// Starts a fiber and makes it ready.
+    pub(crate) fn spawn_fiber(&self, f: impl FnOnce() + 'static) {
+        let co = match self.stacks.borrow_mut().fiber(f) {
+            Ok(c) => c,
+            Err(e) => panic!("gossamer: cannot allocate a fiber stack ({e}); lower GSM_STACK_SIZE or spawn fewer fibers"),
+        };
+        let id = {
+            let mut fibers = self.fibers.borrow_mut();
+            match self.free_fibers.borrow_mut().pop() {
+                Some(i) => {
+                    fibers[i as usize] = Some(co);
+                    i
+                }
+                None => {
+                    fibers.push(Some(co));
+                    (fibers.len() - 1) as u32
+                }
+            }
+        };
+        self.ready.borrow_mut().push_back(id);
+    }
+
+    /// The running fiber's id.
+    #[inline]
+    pub(crate) fn current_fiber(&self) -> Option<u32> {
+        self.current.get()
+    }
+
+    /// Makes fiber `id` ready.
+    #[inline]
+    pub(crate) fn wake_fiber(&self, id: u32) {
+        self.ready.borrow_mut().push_back(id);
+    }
+
+    /// Yields the running fiber (it stays ready).
+    pub(crate) fn yield_fiber(&self) {
+        self.assert_can_block();
+        if let Some(id) = self.current.get() {
+            self.wake_fiber(id);
+            fiber::suspend();
+        }
+    }
+
+    /// Suspends the running fiber until `done()` holds (someone must wake it).
+    pub(crate) fn wait_until(&self, done: impl Fn() -> bool) {
+        self.assert_can_block();
+        while !done() {
+            fiber::suspend();
+            if !done() && self.stopping() {
+                // Let the worker loop exit; the fiber will be dropped (unwound).
+                fiber::suspend();
+            }
+        }
+    }
+
+    fn run_ready(&self, max: usize) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(id) = self.ready.borrow_mut().pop_front() else { break };
+            let Some(mut co) = self.fibers.borrow_mut().get_mut(id as usize).and_then(|s| s.take()) else { continue };
+            self.current.set(Some(id));
+            let r = co.resume(());
+            self.current.set(None);
+            fiber::clear_current();
+            n += 1;
+            if r.as_return().is_some() {
+                self.stacks.borrow_mut().recycle(co);
+                self.free_fibers.borrow_mut().push(id);
+            } else {
+                self.fibers.borrow_mut()[id as usize] = Some(co);
+            }
+        }
+        n
+    }
+
+    // ----- pending requests -----
+
+    /// Registers a pending request; returns its id.
+    #[inline]
+    pub(crate) fn add_pending(&self, complete: Completer, data: Data) -> u32 {
+        let mut p = self.pending.borrow_mut();
+        match self.free_pending.borrow_mut().pop() {
+            Some(i) => {
+                p[i as usize] = PendingSlot { complete: Some(complete), data };
+                i
+            }
+            None => {
+                p.push(PendingSlot { complete: Some(complete), data });
+                (p.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Completes pending request `req` (runs its completer as a callback).
+    #[inline]
+    pub(crate) fn complete(&self, req: u32, st: u8, body: &[u8]) {
+        let slot = {
+            let mut p = self.pending.borrow_mut();
+            let Some(s) = p.get_mut(req as usize) else { return };
+            let Some(c) = s.complete.take() else { return };
+            self.free_pending.borrow_mut().push(req);
+            (c, s.data)
+        };
+        let (c, mut data) = slot;
+        self.callback.set(self.callback.get() + 1);
+        // SAFETY: `c` and `data` were registered together by `add_pending`, and the entry is
+        // completed once (its completer was taken). `st`/`body` are the response to it.
+        let r = catch_unwind(AssertUnwindSafe(|| unsafe { c(&mut data, st, body) }));
+        self.callback.set(self.callback.get() - 1);
+        if let Err(e) = r {
+            std::panic::resume_unwind(e);
+        }
+    }
+
+    // ----- sending -----
+
+    /// Stages a request record to `dest` (the loopback queue when `dest` is this worker).
+    #[inline]
+    pub(crate) fn send_request(&self, dest: usize, code: Option<u64>, idx: u32, gn: u32, req: u32, cap: &[u8], arg: Option<&[u8]>) {
+        let backlog = {
+            let mut q = self.out_req[dest].borrow_mut();
+            q.push_request(code, idx, gn, req, cap, arg);
+            if q.backlog() > 0 && dest != self.id {
+                if q.flush() > 0 {
+                    self.shared.wake(dest);
+                }
+                q.backlog()
+            } else {
+                0
+            }
+        };
+        if backlog > self.backlog_limit && self.can_block() {
+            // Back-pressure: let the poller drain rings before queueing more.
+            while self.out_req[dest].borrow().backlog() > self.backlog_limit && !self.stopping() {
+                self.poll();
+                self.yield_fiber();
+            }
+        }
+    }
+
+    /// Stages a response record to `client`.
+    #[inline]
+    pub(crate) fn respond_raw(&self, client: usize, req: u32, st: u8, body: &[u8]) {
+        self.out_resp[client].borrow_mut().push_response(req, st, body);
+    }
+
+    /// Stages the response carrying `r` to `client` (moving `U` by bytes).
+    #[inline]
+    pub(crate) fn respond<U>(&self, client: usize, req: u32, r: Result<U, DelegationError>) {
+        match r {
+            Ok(u) => {
+                let u = std::mem::ManuallyDrop::new(u);
+                // SAFETY: reading the bytes of a live `U`; ownership moves to the record (the
+                // original is never dropped: ManuallyDrop).
+                let bytes = unsafe { std::slice::from_raw_parts((&*u as *const U).cast::<u8>(), std::mem::size_of::<U>()) };
+                self.respond_raw(client, req, status::OK, bytes);
+            }
+            Err(e) => {
+                let (st, msg) = error_to_status(&e);
+                self.respond_raw(client, req, st, msg.as_bytes());
+            }
+        }
+    }
+
+    // ----- polling -----
+
+    /// Serves, completes and flushes once. Returns whether anything happened.
+    pub(crate) fn poll(&self) -> bool {
+        let mut work = false;
+        let budget = self.backlog_limit;
+        for c in 0..self.count {
+            if c == self.id {
+                for _ in 0..budget {
+                    let batch = {
+                        let mut q = self.out_req[c].borrow_mut();
+                        q.seal();
+                        q.queued.pop_front()
+                    };
+                    let Some(b) = batch else { break };
+                    work = true;
+                    self.serve_batch(c, &b);
+                    self.out_req[c].borrow_mut().recycle(b);
+                }
+            } else {
+                let mut cons = self.req_in[c].borrow_mut();
+                let Some(cons) = cons.as_mut() else { continue };
+                for _ in 0..budget {
+                    let Some(slot) = cons.poll() else { break };
+                    work = true;
+                    self.serve_batch(c, slot.bytes());
+                    slot.release();
+                }
+            }
+        }
+        for t in 0..self.count {
+            if t == self.id {
+                for _ in 0..budget {
+                    let batch = {
+                        let mut q = self.out_resp[t].borrow_mut();
+                        q.seal();
+                        q.queued.pop_front()
+                    };
+                    let Some(b) = batch else { break };
+                    work = true;
+                    self.complete_batch(&b);
+                    self.out_resp[t].borrow_mut().recycle(b);
+                }
+            } else {
+                let mut cons = self.resp_in[t].borrow_mut();
+                let Some(cons) = cons.as_mut() else { continue };
+                for _ in 0..budget {
+                    let Some(slot) = cons.poll() else { break };
+                    work = true;
+                    self.complete_batch(slot.bytes());
+                    slot.release();
+                }
+            }
+        }
+        self.flush_all();
+        work
+    }
+
+    fn flush_all(&self) {
+        for d in 0..self.count {
+            if d == self.id {
+                continue;
+            }
+            let mut n = 0;
+            {
+                let mut q = self.out_req[d].borrow_mut();
+                if q.is_dirty() {
+                    n += q.flush();
+                }
+            }
+            {
+                let mut q = self.out_resp[d].borrow_mut();
+                if q.is_dirty() {
+                    n += q.flush();
+                }
+            }
+            if n > 0 {
+                self.shared.wake(d);
+            }
+        }
+    }
+
+    fn serve_batch(&self, client: usize, bytes: &[u8]) {
+        // SAFETY: batches in our rings and loopback queue are written only by `OutQueue` in this
+        // process, and each is served exactly once (the slot is released / the buffer recycled
+        // right after).
+        let Some(reader) = (unsafe { RequestReader::new(bytes) }) else { return };
+        let mut fns = [0usize; 256];
+        let ntab = reader.table.len() / 8;
+        for (i, f) in fns.iter_mut().enumerate().take(ntab) {
+            *f = reader.code(i as u8).and_then(codeptr::address_of).unwrap_or(0);
+        }
+        for rec in reader {
+            if rec.fidx == CONTROL {
+                let id = rec.cap().try_into().map(u64::from_le_bytes).unwrap_or(0);
+                self.toggle(rec.idx, rec.gn, id);
+                continue;
+            }
+            let f = fns[rec.fidx as usize];
+            if f == 0 {
+                self.respond_raw(client, rec.req, status::PANICKED, b"gossamer: the request names code outside this binary's text; it was refused");
+                continue;
+            }
+            // SAFETY: `f` lies in this binary's text and was encoded by `send_request` from a
+            // function pointer of type `Trampoline` (every code offset we encode is one).
+            let tramp: Trampoline = unsafe { std::mem::transmute::<usize, Trampoline>(f) };
+            // SAFETY: the record was written for this trampoline by its monomorphic sender.
+            unsafe { tramp(self, client, &rec) };
+        }
+    }
+
+    fn complete_batch(&self, bytes: &[u8]) {
+        // SAFETY: as in `serve_batch`, for response batches.
+        let Some(reader) = (unsafe { ResponseReader::new(bytes) }) else { return };
+        for (req, st, body) in reader {
+            self.complete(req, st, body.bytes());
+            drop::<Body<'_>>(body);
+        }
+    }
+
+    /// Toggles a trust id on a local property and drops it if that emptied its set.
+    pub(crate) fn toggle(&self, idx: u32, gn: u32, id: u64) {
+        let dead = self.props.borrow_mut().toggle(idx, gn, id);
+        if let Some(v) = dead {
+            self.delegated.set(self.delegated.get() + 1);
+            let r = catch_unwind(AssertUnwindSafe(move || drop(v)));
+            self.delegated.set(self.delegated.get() - 1);
+            if let Err(e) = r {
+                std::panic::resume_unwind(e);
+            }
+        }
+    }
+
+    fn has_incoming(&self) -> bool {
+        !self.ready.borrow().is_empty()
+            || self.req_in.iter().any(|c| c.borrow().as_ref().is_some_and(|c| c.has_data()))
+            || self.resp_in.iter().any(|c| c.borrow().as_ref().is_some_and(|c| c.has_data()))
+            || self.out_req[self.id].borrow().is_dirty()
+            || self.out_resp[self.id].borrow().is_dirty()
+    }
+
+    fn has_backlog(&self) -> bool {
+        self.out_req.iter().chain(self.out_resp.iter()).any(|q| q.borrow().backlog() > 0)
+    }
+
+    /// The scheduler loop; returns when the runtime stops.
+    pub(crate) fn run_loop(&self) {
+        let mut idle = 0u32;
+        while !self.stopping() {
+            let ran = self.run_ready(POLL_EVERY);
+            let polled = self.poll();
+            if ran > 0 || polled {
+                idle = 0;
+                continue;
+            }
+            idle += 1;
+            if idle < 64 {
+                std::hint::spin_loop();
+            } else if idle < 96 {
+                std::thread::yield_now();
+            } else {
+                self.shared.sleeping[self.id].store(true, Ordering::SeqCst);
+                fence(Ordering::SeqCst);
+                if !self.has_incoming() && !self.stopping() {
+                    let t = if self.has_backlog() { Duration::from_micros(50) } else { Duration::from_millis(20) };
+                    std::thread::park_timeout(t);
+                }
+                self.shared.sleeping[self.id].store(false, Ordering::Relaxed);
+                idle = 60;
+            }
+        }
+    }
+
+    /// Drops every fiber and property (at shutdown, while the core is still installed).
+    pub(crate) fn teardown(&self) {
+        let fibers = std::mem::take(&mut *self.fibers.borrow_mut());
+        for co in fibers.into_iter().flatten() {
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(co)));
+        }
+        let vals = self.props.borrow_mut().drain();
+        for v in vals {
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(v)));
+        }
+    }
+
+    /// Live properties on this worker.
+    pub(crate) fn live_properties(&self) -> usize {
+        self.props.borrow().live()
+    }
+}
+
+/// Maps a caught panic payload to the delegation error it stands for.
+pub(crate) fn panic_to_error(p: &(dyn std::any::Any + Send)) -> DelegationError {
+    let m = panic_message(p);
+    if m == BLOCKING_IN_DELEGATED {
+        DelegationError::BlockingInDelegatedContext
+    } else {
+        DelegationError::Panicked(m)
+    }
+}
+
+fn error_to_status(e: &DelegationError) -> (u8, String) {
+    match e {
+        DelegationError::Panicked(m) => (status::PANICKED, m.clone()),
+        DelegationError::Poisoned => (status::POISONED, String::new()),
+        DelegationError::DeadProperty => (status::DEAD, String::new()),
+        DelegationError::BlockingInDelegatedContext => (status::BLOCKING, String::new()),
+        DelegationError::Stopped => (status::STOPPED, String::new()),
+    }
+}
+
+/// Decodes a response into the result it carries.
+///
+/// # Safety
+/// If `st == OK`, `body` must hold the bytes of a `U` moved by [`WorkerCore::respond`], not yet
+/// taken by anyone else.
+#[inline]
+pub(crate) unsafe fn decode<U>(st: u8, body: &[u8]) -> Result<U, DelegationError> {
+    match st {
+        status::OK => {
+            debug_assert_eq!(body.len(), std::mem::size_of::<U>());
+            if body.len() != std::mem::size_of::<U>() {
+                return Err(DelegationError::Panicked("gossamer: response of the wrong size".into()));
+            }
+            // SAFETY: per the contract, these are the bytes of a moved `U`.
+            Ok(unsafe { std::ptr::read_unaligned(body.as_ptr().cast::<U>()) })
+        }
+        status::PANICKED => Err(DelegationError::Panicked(String::from_utf8_lossy(body).into_owned())),
+        status::POISONED => Err(DelegationError::Poisoned),
+        status::DEAD => Err(DelegationError::DeadProperty),
+        status::BLOCKING => Err(DelegationError::BlockingInDelegatedContext),
+        _ => Err(DelegationError::Stopped),
+    }
+}
+
+/// Bytes of a value, for moving it into a record.
+#[inline]
+pub(crate) fn bytes_of<V>(v: &V) -> &[u8] {
+    // SAFETY: any initialised value can be viewed as `size_of::<V>()` bytes for copying; padding
+    // bytes are copied but never interpreted other than as part of a `V` at the other end.
+    unsafe { std::slice::from_raw_parts((v as *const V).cast::<u8>(), std::mem::size_of::<V>()) }
+}

@@ -1,0 +1,210 @@
+//! End-to-end behaviour of one process: run/spmd, spawn/join, local and remote apply,
+//! apply_then, apply_with, errors, poisoning, blocking in delegated context.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use gossamer::{entrust, entrust_on, spawn, spawn_on, yield_now, Config, DelegationError, WorkerId};
+
+fn cfg(n: usize) -> Config {
+    Config::default().workers(n).stack_size(64 * 1024)
+}
+
+#[test]
+fn run_returns_main_result() {
+    assert_eq!(gossamer::run(cfg(2), || 40 + 2).unwrap(), 42);
+}
+
+#[test]
+fn spmd_results_by_worker() {
+    let v = gossamer::spmd(cfg(3), |w| (w.id(), w.count(), gossamer::current_worker().index())).unwrap();
+    assert_eq!(v, vec![(0, 3, 0), (1, 3, 1), (2, 3, 2)]);
+}
+
+#[test]
+fn remote_apply_and_apply_with_and_then() {
+    let r = gossamer::run(cfg(2), || {
+        let t = entrust_on(WorkerId::new(1), || 0u64);
+        assert_eq!(t.trustee(), WorkerId::new(1));
+        for i in 0..1000u64 {
+            assert_eq!(t.apply(move |n| {
+                *n += 1;
+                *n
+            }), i + 1);
+        }
+        let got = Rc::new(Cell::new(0u64));
+        for _ in 0..1000 {
+            let g = got.clone();
+            t.apply_then(|n| {
+                *n += 1;
+                *n
+            }, move |v| g.set(g.get().max(v)));
+        }
+        let s = t.apply_with(vec![1u64, 2, 3], |n, v| {
+            *n += v.iter().sum::<u64>();
+            format!("{n}")
+        });
+        assert_eq!(s, "2006");
+        assert_eq!(got.get(), 2000, "callbacks of earlier apply_then ran before the later apply's answer");
+        let worker = t.apply(|_| gossamer::current_worker());
+        worker.index()
+    })
+    .unwrap();
+    assert_eq!(r, 1);
+}
+
+#[test]
+fn requests_from_one_fiber_run_in_order() {
+    gossamer::run(cfg(2), || {
+        let t = entrust_on(WorkerId::new(1), Vec::<u32>::new);
+        for i in 0..5000u32 {
+            t.apply_then(move |v| v.push(i), |_| {});
+        }
+        let v = t.apply(|v| v.clone());
+        assert_eq!(v, (0..5000).collect::<Vec<_>>());
+    })
+    .unwrap();
+}
+
+#[test]
+fn spawn_join_and_spawn_on() {
+    gossamer::run(cfg(3), || {
+        let hs: Vec<_> = (0..50).map(|i| spawn(move || {
+            yield_now();
+            i * 2
+        })).collect();
+        let s: i32 = hs.into_iter().map(|h| h.join()).sum();
+        assert_eq!(s, 2450);
+        let remote: Vec<_> = (0..30usize).map(|i| spawn_on(WorkerId::new(i % 3), move || (i, gossamer::current_worker().index()))).collect();
+        for (i, h) in remote.into_iter().enumerate() {
+            assert_eq!(h.join(), (i, i % 3));
+        }
+        let bad = spawn_on(WorkerId::new(1), || -> u8 { panic!("fiber says no") });
+        match bad.try_join() {
+            Err(gossamer::Error::FiberPanicked(m)) => assert!(m.contains("fiber says no"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    })
+    .unwrap();
+}
+
+#[test]
+fn panics_poison_and_errors_reach_the_caller() {
+    gossamer::run(cfg(2), || {
+        for w in 0..2 {
+            let t = entrust_on(WorkerId::new(w), || 1u32);
+            let e = t.try_apply(|_| -> u32 { panic!("boom {}", 7) }).unwrap_err();
+            assert_eq!(e, DelegationError::Panicked("boom 7".into()));
+            assert_eq!(t.try_apply(|n| *n).unwrap_err(), DelegationError::Poisoned);
+            let h = spawn(move || {
+                let t2 = t;
+                t2.apply(|n| *n)
+            });
+            let e = h.try_join().unwrap_err();
+            assert!(e.to_string().contains("poisoned"), "{e}");
+        }
+    })
+    .unwrap();
+}
+
+#[test]
+fn blocking_inside_a_delegated_closure_fails_at_once() {
+    gossamer::run(cfg(2), || {
+        for w in 0..2 {
+            let inner = entrust_on(WorkerId::new(w), || 5u32);
+            let outer = entrust_on(WorkerId::new(w), || 0u32);
+            let e = outer
+                .try_apply_with(inner.clone(), |_, inner| inner.apply(|n| *n))
+                .unwrap_err();
+            match e {
+                DelegationError::BlockingInDelegatedContext => {}
+                DelegationError::Panicked(m) => assert!(m.contains("apply_then"), "{m}"),
+                other => panic!("{other:?}"),
+            }
+        }
+    })
+    .unwrap();
+}
+
+#[test]
+fn apply_then_clone_and_drop_work_inside_delegated_closures() {
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    struct Counted(u64);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            DROPS.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    gossamer::run(cfg(2), || {
+        let a = entrust_on(WorkerId::new(1), || Counted(1));
+        let b = entrust_on(WorkerId::new(0), || Counted(2));
+        // On worker 1, clone b, send an apply_then to it, and drop the clone.
+        a.apply_with(b.clone(), |x, b| {
+            let b2 = b.clone();
+            b2.apply_then(|c| c.0 += 10, |_| {});
+            drop(b);
+            x.0 += 1;
+        });
+        // Same on the trustee itself (worker 0 owns b).
+        b.apply_with(b.clone(), |x, me| {
+            me.apply_then(|c| c.0 += 100, |_| {});
+            x.0 += 1000;
+        });
+        assert_eq!(b.apply(|c| c.0), 1112);
+        drop(a);
+        drop(b);
+        for _ in 0..100_000 {
+            if DROPS.load(Ordering::SeqCst) == 2 {
+                break;
+            }
+            yield_now();
+        }
+        assert_eq!(DROPS.load(Ordering::SeqCst), 2);
+    })
+    .unwrap();
+}
+
+#[test]
+fn main_panic_is_an_error() {
+    let e = gossamer::run(cfg(2), || -> u8 { panic!("main failed") }).unwrap_err();
+    assert!(e.to_string().contains("main failed"), "{e}");
+}
+
+#[test]
+fn large_arguments_and_results_are_not_truncated() {
+    gossamer::run(cfg(2).slot_size(256), || {
+        let t = entrust_on(WorkerId::new(1), || 0usize);
+        #[derive(Clone, Copy)]
+        struct Big([u64; 64]);
+        let big = Big(std::array::from_fn(|i| i as u64));
+        let s = t.apply(move |_| big.0.iter().sum::<u64>());
+        assert_eq!(s, (0..64).sum());
+        let v: Vec<u8> = (0..1_000_000).map(|i| (i % 251) as u8).collect();
+        let back = t.apply_with(v.clone(), |n, v| {
+            *n = v.len();
+            v
+        });
+        assert_eq!(back, v);
+        let arr = t.apply(|_| (([7u32; 32], [7u32; 32]), ([7u32; 32], [7u32; 32])));
+        assert!([arr.0 .0, arr.0 .1, arr.1 .0, arr.1 .1].iter().flatten().all(|&x| x == 7));
+    })
+    .unwrap();
+}
+
+#[test]
+fn eight_workers_on_two_cores_finish_quickly() {
+    let start = std::time::Instant::now();
+    let v = gossamer::spmd(cfg(8), |w| {
+        let mine = entrust(0u64);
+        let mut sum = 0;
+        for k in 0..200 {
+            let t = entrust_on(WorkerId::new((w.id() + k) % w.count()), || 1u64);
+            sum += t.apply(|n| *n);
+        }
+        sum + mine.apply(|n| *n)
+    })
+    .unwrap();
+    assert_eq!(v, vec![200; 8]);
+    assert!(start.elapsed().as_secs() < 10, "took {:?}", start.elapsed());
+}
