@@ -111,6 +111,7 @@ use region::{Ordering, PayloadMut, PayloadRef, Region};
 /// producer's spatial prefetcher does not pair it with a header line.
 const CONTROL_BYTES: usize = 128;
 /// Offset of the consumer's release counter inside the control block.
+#[cfg(not(loom))] // the loom model keeps the word in a field
 const RELEASED_OFFSET: usize = 0;
 /// Bytes of one slot header: a full cache line, of which the first 8 hold the header word.
 const HEADER_BYTES: usize = 64;
@@ -229,16 +230,19 @@ impl RingLayout {
     }
 
     /// Distance from one slot's payload to the next.
+    #[cfg(not(loom))] // offsets of the real region; the loom model has fields
     const fn stride(&self) -> usize {
         self.slot_size as usize + HEADER_BYTES
     }
 
     /// Offset of `slot`'s payload from the region's start.
+    #[cfg(not(loom))] // offsets of the real region; the loom model has fields
     const fn payload_offset(&self, slot: usize) -> usize {
         CONTROL_BYTES + slot * self.stride()
     }
 
     /// Offset of `slot`'s header word from the region's start.
+    #[cfg(not(loom))] // offsets of the real region; the loom model has fields
     const fn header_offset(&self, slot: usize) -> usize {
         self.payload_offset(slot) + self.slot_size as usize
     }

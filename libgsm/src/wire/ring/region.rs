@@ -241,7 +241,7 @@ mod imp {
         pub fn as_mut_slice(&mut self) -> &mut [u8] {
             // SAFETY: loom tracks this pointer's access for as long as `self` lives and panics
             // on any access that is not ordered after or before it.
-            unsafe { &mut **self.0.deref() }
+            unsafe { self.0.deref() }
         }
     }
 
