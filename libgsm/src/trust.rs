@@ -35,7 +35,7 @@ use crate::noref::{NoRef, Wire};
 use crate::spawn::WorkerId;
 use crate::wire::codeptr;
 use crate::wire::record::Request;
-use crate::worker::{bytes_of, core_or_panic, decode, Data, Trampoline, WorkerCore};
+use crate::worker::{Data, Trampoline, WorkerCore, bytes_of, core_or_panic, decode};
 
 /// A handle to a property held by a trustee worker. Cloning and dropping it updates the
 /// trustee's reference count asynchronously; the property is dropped on its trustee when the last
@@ -50,7 +50,11 @@ pub struct Trust<T: Send + 'static> {
 
 impl<T: Send + 'static> std::fmt::Debug for Trust<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Trust").field("trustee", &self.trustee).field("idx", &self.idx).field("generation", &self.gn).finish()
+        f.debug_struct("Trust")
+            .field("trustee", &self.trustee)
+            .field("idx", &self.idx)
+            .field("generation", &self.gn)
+            .finish()
     }
 }
 
@@ -62,7 +66,13 @@ pub fn entrust<T: Send + 'static>(value: T) -> Trust<T> {
     let core = core_or_panic("entrust");
     let id = core.new_trust_id();
     let (idx, gn) = core.props.borrow_mut().insert(Box::new(value), id);
-    Trust { trustee: core.id as u32, idx, gn, id, _t: PhantomData }
+    Trust {
+        trustee: core.id as u32,
+        idx,
+        gn,
+        id,
+        _t: PhantomData,
+    }
 }
 
 /// Builds a property on `worker` by running `make` there, and returns the first trust to it.
@@ -78,30 +88,62 @@ where
 {
     let core = core_or_panic("entrust_on");
     let w = worker.index();
-    assert!(w < core.count, "gossamer: entrust_on: worker {w} does not exist (this runtime has {} workers)", core.count);
+    assert!(
+        w < core.count,
+        "gossamer: entrust_on: worker {w} does not exist (this runtime has {} workers)",
+        core.count
+    );
     if w == core.id {
         return entrust(make());
     }
     let id = core.new_trust_id();
-    let r: Result<(u32, u32), DelegationError> = block_on(core, w, tramp_entrust::<T, F> as Trampoline, 0, 0, bytes_of(&make), Some(bytes_of(&id)));
+    let r: Result<(u32, u32), DelegationError> = block_on(
+        core,
+        w,
+        tramp_entrust::<T, F> as Trampoline,
+        0,
+        0,
+        bytes_of(&make),
+        Some(bytes_of(&id)),
+    );
     match r {
-        Ok((idx, gn)) => Trust { trustee: w as u32, idx, gn, id, _t: PhantomData },
+        Ok((idx, gn)) => Trust {
+            trustee: w as u32,
+            idx,
+            gn,
+            id,
+            _t: PhantomData,
+        },
         Err(e) => panic!("gossamer: entrust_on({w}) failed: {e}"),
     }
 }
 
 /// # Safety
 /// `rec` must be a record encoded by `entrust_on::<T, F>`.
-unsafe fn tramp_entrust<T: Send + 'static, F: FnOnce() -> T + Copy>(core: &WorkerCore, client: usize, rec: &Request<'_>) {
+unsafe fn tramp_entrust<T: Send + 'static, F: FnOnce() -> T + Copy>(
+    core: &WorkerCore,
+    client: usize,
+    rec: &Request<'_>,
+) {
     // SAFETY: the client copied exactly one `F` (Copy, no drop obligations) into the captured bytes.
     let make: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
     let id = rec.arg().try_into().map(u64::from_le_bytes).unwrap_or(0);
-    let r = core.run_plain(make).map(|v| core.props.borrow_mut().insert(Box::new(v), id));
+    let r = core
+        .run_plain(make)
+        .map(|v| core.props.borrow_mut().insert(Box::new(v), id));
     core.respond(client, rec.req, r);
 }
 
 /// Stages a request to `dest` and suspends the fiber until its answer arrives.
-pub(crate) fn block_on<U>(core: &WorkerCore, dest: usize, tramp: Trampoline, idx: u32, gn: u32, cap: &[u8], arg: Option<&[u8]>) -> Result<U, DelegationError> {
+pub(crate) fn block_on<U>(
+    core: &WorkerCore,
+    dest: usize,
+    tramp: Trampoline,
+    idx: u32,
+    gn: u32,
+    cap: &[u8],
+    arg: Option<&[u8]>,
+) -> Result<U, DelegationError> {
     if !core.can_block() {
         return Err(DelegationError::BlockingInDelegatedContext);
     }
@@ -111,7 +153,15 @@ pub(crate) fn block_on<U>(core: &WorkerCore, dest: usize, tramp: Trampoline, idx
     data[0] = MaybeUninit::new(u64::from(fiber));
     data[1] = MaybeUninit::new(&mut out as *mut _ as usize as u64);
     let req = core.add_pending(fill_fiber::<U>, data);
-    core.send_request(dest, Some(codeptr::offset_of(tramp as usize)), idx, gn, req, cap, arg);
+    core.send_request(
+        dest,
+        Some(codeptr::offset_of(tramp as usize)),
+        idx,
+        gn,
+        req,
+        cap,
+        arg,
+    );
     let done = &out.0 as *const bool;
     // SAFETY: `done` points into `out` on this fiber's stack, alive for this whole function;
     // the completer writes it on this same thread while the fiber is suspended.
@@ -125,7 +175,11 @@ pub(crate) fn block_on<U>(core: &WorkerCore, dest: usize, tramp: Trampoline, idx
 unsafe fn fill_fiber<U>(data: &mut Data, st: u8, body: &[u8]) {
     // SAFETY: `block_on` stored the fiber id and a pointer to its `(bool, MaybeUninit<..>)`.
     let (fiber, out) = unsafe {
-        (data[0].assume_init() as u32, &mut *(data[1].assume_init() as usize as *mut (bool, MaybeUninit<Result<U, DelegationError>>)))
+        (
+            data[0].assume_init() as u32,
+            &mut *(data[1].assume_init() as usize
+                as *mut (bool, MaybeUninit<Result<U, DelegationError>>)),
+        )
     };
     // SAFETY: `st`/`body` are the response to this request, so an OK body holds a moved `U`.
     out.1 = MaybeUninit::new(unsafe { decode::<U>(st, body) });
@@ -137,7 +191,11 @@ unsafe fn fill_fiber<U>(data: &mut Data, st: u8, body: &[u8]) {
 
 /// # Safety
 /// `data` must come from `push_callback::<U, G>`.
-unsafe fn fill_callback<U, G: FnOnce(Result<U, DelegationError>)>(data: &mut Data, st: u8, body: &[u8]) {
+unsafe fn fill_callback<U, G: FnOnce(Result<U, DelegationError>)>(
+    data: &mut Data,
+    st: u8,
+    body: &[u8],
+) {
     let g: G = if inline_fits::<G>() {
         // SAFETY: `push_callback` wrote a `G` into `data` (it fits) and it is read once.
         unsafe { std::ptr::read(data.as_ptr().cast::<G>()) }
@@ -150,10 +208,14 @@ unsafe fn fill_callback<U, G: FnOnce(Result<U, DelegationError>)>(data: &mut Dat
 }
 
 const fn inline_fits<G>() -> bool {
-    std::mem::size_of::<G>() <= std::mem::size_of::<Data>() && std::mem::align_of::<G>() <= std::mem::align_of::<Data>()
+    std::mem::size_of::<G>() <= std::mem::size_of::<Data>()
+        && std::mem::align_of::<G>() <= std::mem::align_of::<Data>()
 }
 
-fn push_callback<U, G: FnOnce(Result<U, DelegationError>) + 'static>(core: &WorkerCore, g: G) -> u32 {
+fn push_callback<U, G: FnOnce(Result<U, DelegationError>) + 'static>(
+    core: &WorkerCore,
+    g: G,
+) -> u32 {
     let mut data: Data = [MaybeUninit::uninit(); 4];
     if inline_fits::<G>() {
         // SAFETY: `G` fits in `data` in size and alignment (checked above).
@@ -166,7 +228,11 @@ fn push_callback<U, G: FnOnce(Result<U, DelegationError>) + 'static>(core: &Work
 
 /// # Safety
 /// `rec` must be a record encoded by `apply*::<T, U, F>` (captured bytes = one `F`).
-unsafe fn tramp_apply<T: Send + 'static, U: Send + 'static, F: FnOnce(&mut T) -> U + Copy>(core: &WorkerCore, client: usize, rec: &Request<'_>) {
+unsafe fn tramp_apply<T: Send + 'static, U: Send + 'static, F: FnOnce(&mut T) -> U + Copy>(
+    core: &WorkerCore,
+    client: usize,
+    rec: &Request<'_>,
+) {
     // SAFETY: the client copied exactly one `F` into the captured bytes.
     let f: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
     let r = core.run_delegated::<T, U>(rec.idx, rec.gn, f);
@@ -176,10 +242,24 @@ unsafe fn tramp_apply<T: Send + 'static, U: Send + 'static, F: FnOnce(&mut T) ->
 /// # Safety
 /// `rec` must be a record encoded by `apply_with::<T, A, U, F>` (captured bytes = one `F`,
 /// argument bytes = one moved `A`).
-unsafe fn tramp_apply_with<T: Send + 'static, A, U: Send + 'static, F: FnOnce(&mut T, A) -> U + Copy>(core: &WorkerCore, client: usize, rec: &Request<'_>) {
+unsafe fn tramp_apply_with<
+    T: Send + 'static,
+    A,
+    U: Send + 'static,
+    F: FnOnce(&mut T, A) -> U + Copy,
+>(
+    core: &WorkerCore,
+    client: usize,
+    rec: &Request<'_>,
+) {
     // SAFETY: the client copied exactly one `F` into the captured bytes and moved one `A` into
     // the argument bytes; we take ownership of it here (it is dropped if the closure never runs).
-    let (f, a): (F, A) = unsafe { (std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()), std::ptr::read_unaligned(rec.arg().as_ptr().cast::<A>())) };
+    let (f, a): (F, A) = unsafe {
+        (
+            std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()),
+            std::ptr::read_unaligned(rec.arg().as_ptr().cast::<A>()),
+        )
+    };
     let r = core.run_delegated::<T, U>(rec.idx, rec.gn, move |t| f(t, a));
     core.respond(client, rec.req, r);
 }
@@ -190,9 +270,16 @@ impl<T: Send + 'static> Trust<T> {
         WorkerId::new(self.trustee as usize)
     }
 
+    /// Whether to run inline: on the trustee, outside any delegated closure. Requests deferred
+    /// to the loopback queue earlier are served first, so this worker's requests to itself keep
+    /// their issue order.
     #[inline]
     fn local(&self, core: &WorkerCore) -> bool {
-        self.trustee as usize == core.id && !core.must_defer()
+        let l = self.trustee as usize == core.id && !core.must_defer();
+        if l {
+            core.drain_loopback();
+        }
+        l
     }
 
     /// Runs `f` on the property and returns its result; suspends the calling fiber (not the
@@ -205,52 +292,87 @@ impl<T: Send + 'static> Trust<T> {
     pub fn apply<U: Wire>(&self, f: impl FnOnce(&mut T) -> U + NoRef) -> U {
         match self.try_apply(f) {
             Ok(u) => u,
-            Err(DelegationError::BlockingInDelegatedContext) => panic!("{}", crate::worker::BLOCKING_IN_DELEGATED),
+            Err(DelegationError::BlockingInDelegatedContext) => {
+                panic!("{}", crate::worker::BLOCKING_IN_DELEGATED)
+            }
             Err(e) => panic!("gossamer: Trust::apply failed: {e}"),
         }
     }
 
     /// Like [`apply`](Self::apply), but returns failures as errors.
-    pub fn try_apply<U: Wire, F: FnOnce(&mut T) -> U + NoRef>(&self, f: F) -> Result<U, DelegationError> {
+    pub fn try_apply<U: Wire, F: FnOnce(&mut T) -> U + NoRef>(
+        &self,
+        f: F,
+    ) -> Result<U, DelegationError> {
         let core = core_or_panic("Trust::apply");
         if core.delegated_or_callback() > 0 {
             return Err(DelegationError::BlockingInDelegatedContext);
         }
         if core.current_fiber().is_none() {
-            panic!("gossamer: Trust::apply was called outside a fiber; spawn a fiber or use apply_then");
+            panic!(
+                "gossamer: Trust::apply was called outside a fiber; spawn a fiber or use apply_then"
+            );
         }
         if self.local(core) {
             return core.run_delegated::<T, U>(self.idx, self.gn, f);
         }
-        block_on(core, self.trustee as usize, tramp_apply::<T, U, F> as Trampoline, self.idx, self.gn, bytes_of(&f), None)
+        block_on(
+            core,
+            self.trustee as usize,
+            tramp_apply::<T, U, F> as Trampoline,
+            self.idx,
+            self.gn,
+            bytes_of(&f),
+            None,
+        )
     }
 
     /// Runs `f(property, arg)` on the trustee; `arg` is moved there (by bytes within a process).
     ///
     /// # Panics
     /// As [`apply`](Self::apply).
-    pub fn apply_with<A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + NoRef>(&self, arg: A, f: F) -> U {
+    pub fn apply_with<A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + NoRef>(
+        &self,
+        arg: A,
+        f: F,
+    ) -> U {
         match self.try_apply_with(arg, f) {
             Ok(u) => u,
-            Err(DelegationError::BlockingInDelegatedContext) => panic!("{}", crate::worker::BLOCKING_IN_DELEGATED),
+            Err(DelegationError::BlockingInDelegatedContext) => {
+                panic!("{}", crate::worker::BLOCKING_IN_DELEGATED)
+            }
             Err(e) => panic!("gossamer: Trust::apply_with failed: {e}"),
         }
     }
 
     /// Like [`apply_with`](Self::apply_with), but returns failures as errors.
-    pub fn try_apply_with<A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + NoRef>(&self, arg: A, f: F) -> Result<U, DelegationError> {
+    pub fn try_apply_with<A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + NoRef>(
+        &self,
+        arg: A,
+        f: F,
+    ) -> Result<U, DelegationError> {
         let core = core_or_panic("Trust::apply_with");
         if core.delegated_or_callback() > 0 {
             return Err(DelegationError::BlockingInDelegatedContext);
         }
         if core.current_fiber().is_none() {
-            panic!("gossamer: Trust::apply_with was called outside a fiber; spawn a fiber or use apply_then");
+            panic!(
+                "gossamer: Trust::apply_with was called outside a fiber; spawn a fiber or use apply_then"
+            );
         }
         if self.local(core) {
             return core.run_delegated::<T, U>(self.idx, self.gn, move |t| f(t, arg));
         }
         let arg = std::mem::ManuallyDrop::new(arg);
-        block_on(core, self.trustee as usize, tramp_apply_with::<T, A, U, F> as Trampoline, self.idx, self.gn, bytes_of(&f), Some(bytes_of(&*arg)))
+        block_on(
+            core,
+            self.trustee as usize,
+            tramp_apply_with::<T, A, U, F> as Trampoline,
+            self.idx,
+            self.gn,
+            bytes_of(&f),
+            Some(bytes_of(&*arg)),
+        )
     }
 
     /// Runs `f` on the property without waiting; `then` runs on this worker with the result when
@@ -261,7 +383,11 @@ impl<T: Send + 'static> Trust<T> {
     /// property): this ends the runtime with an error. Use
     /// [`try_apply_then`](Self::try_apply_then) to handle failures.
     #[inline]
-    pub fn apply_then<U: Wire, F: FnOnce(&mut T) -> U + NoRef>(&self, f: F, then: impl FnOnce(U) + 'static) {
+    pub fn apply_then<U: Wire, F: FnOnce(&mut T) -> U + NoRef>(
+        &self,
+        f: F,
+        then: impl FnOnce(U) + 'static,
+    ) {
         self.try_apply_then(f, move |r: Result<U, DelegationError>| match r {
             Ok(u) => then(u),
             Err(e) => panic!("gossamer: Trust::apply_then failed: {e}"),
@@ -270,7 +396,11 @@ impl<T: Send + 'static> Trust<T> {
 
     /// Like [`apply_then`](Self::apply_then), but hands the callback a `Result`.
     #[inline]
-    pub fn try_apply_then<U: Wire, F: FnOnce(&mut T) -> U + NoRef>(&self, f: F, then: impl FnOnce(Result<U, DelegationError>) + 'static) {
+    pub fn try_apply_then<U: Wire, F: FnOnce(&mut T) -> U + NoRef>(
+        &self,
+        f: F,
+        then: impl FnOnce(Result<U, DelegationError>) + 'static,
+    ) {
         let core = core_or_panic("Trust::apply_then");
         if self.local(core) {
             let r = core.run_delegated::<T, U>(self.idx, self.gn, f);
@@ -278,11 +408,29 @@ impl<T: Send + 'static> Trust<T> {
             return;
         }
         let req = push_callback(core, then);
-        core.send_request(self.trustee as usize, Some(codeptr::offset_of(tramp_apply::<T, U, F> as Trampoline as usize)), self.idx, self.gn, req, bytes_of(&f), None);
+        core.send_request(
+            self.trustee as usize,
+            Some(codeptr::offset_of(
+                tramp_apply::<T, U, F> as Trampoline as usize,
+            )),
+            self.idx,
+            self.gn,
+            req,
+            bytes_of(&f),
+            None,
+        );
     }
 
     fn toggle(&self, core: &WorkerCore, id: u64) {
-        core.send_request(self.trustee as usize, None, self.idx, self.gn, 0, &id.to_le_bytes(), None);
+        core.send_request(
+            self.trustee as usize,
+            None,
+            self.idx,
+            self.gn,
+            0,
+            &id.to_le_bytes(),
+            None,
+        );
     }
 }
 
@@ -291,7 +439,13 @@ impl<T: Send + 'static> Clone for Trust<T> {
         let core = core_or_panic("Trust::clone");
         let id = core.new_trust_id();
         self.toggle(core, id);
-        Trust { trustee: self.trustee, idx: self.idx, gn: self.gn, id, _t: PhantomData }
+        Trust {
+            trustee: self.trustee,
+            idx: self.idx,
+            gn: self.gn,
+            id,
+            _t: PhantomData,
+        }
     }
 }
 
@@ -318,6 +472,12 @@ impl<T: Send + 'static> serde::Serialize for Trust<T> {
 impl<'de, T: Send + 'static> serde::Deserialize<'de> for Trust<T> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let (trustee, idx, gn, id) = <(u32, u32, u32, u64)>::deserialize(d)?;
-        Ok(Trust { trustee, idx, gn, id, _t: PhantomData })
+        Ok(Trust {
+            trustee,
+            idx,
+            gn,
+            id,
+            _t: PhantomData,
+        })
     }
 }

@@ -25,8 +25,8 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::mem::MaybeUninit;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::Duration;
@@ -35,7 +35,7 @@ use crate::error::{DelegationError, Error};
 use crate::fiber::{self, Co, StackPool};
 use crate::property::PropertyTable;
 use crate::wire::codeptr;
-use crate::wire::record::{Body, OutQueue, Request, RequestReader, ResponseReader, Sink, CONTROL};
+use crate::wire::record::{Body, CONTROL, OutQueue, Request, RequestReader, ResponseReader, Sink};
 use crate::wire::ring::{Consumer, Producer};
 
 /// The message of a blocking call made where blocking is impossible.
@@ -153,7 +153,10 @@ pub(crate) struct WorkerCore {
 
 impl std::fmt::Debug for WorkerCore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WorkerCore").field("id", &self.id).field("count", &self.count).finish_non_exhaustive()
+        f.debug_struct("WorkerCore")
+            .field("id", &self.id)
+            .field("count", &self.count)
+            .finish_non_exhaustive()
     }
 }
 
@@ -196,11 +199,23 @@ pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 }
 
 impl WorkerCore {
-    pub(crate) fn new(id: usize, shared: Arc<Shared>, ends: Ends, slot_cap: usize, stack: usize, slots: usize) -> Self {
+    pub(crate) fn new(
+        id: usize,
+        shared: Arc<Shared>,
+        ends: Ends,
+        slot_cap: usize,
+        stack: usize,
+        slots: usize,
+    ) -> Self {
         let count = shared.count;
         let mk = |v: Vec<Option<Producer>>| -> Vec<RefCell<OutQueue>> {
             v.into_iter()
-                .map(|p| RefCell::new(OutQueue::new(slot_cap, p.map_or(Sink::Loopback, Sink::Ring))))
+                .map(|p| {
+                    RefCell::new(OutQueue::new(
+                        slot_cap,
+                        p.map_or(Sink::Loopback, Sink::Ring),
+                    ))
+                })
                 .collect()
         };
         WorkerCore {
@@ -272,8 +287,11 @@ impl WorkerCore {
     #[inline]
     pub(crate) fn assert_can_block(&self) {
         if !self.can_block() {
-            if self.current.get().is_none() && self.delegated.get() == 0 && self.callback.get() == 0 {
-                panic!("gossamer: a blocking call was made outside a fiber; run it in a fiber (gossamer::spawn)");
+            if self.current.get().is_none() && self.delegated.get() == 0 && self.callback.get() == 0
+            {
+                panic!(
+                    "gossamer: a blocking call was made outside a fiber; run it in a fiber (gossamer::spawn)"
+                );
             }
             panic!("{}", BLOCKING_IN_DELEGATED);
         }
@@ -282,7 +300,12 @@ impl WorkerCore {
     /// Runs `f` on property `(idx, gn)` of type `T` as a delegated closure: no blocking inside,
     /// panics caught and turned into poison.
     #[inline]
-    pub(crate) fn run_delegated<T: 'static, U>(&self, idx: u32, gn: u32, f: impl FnOnce(&mut T) -> U) -> Result<U, DelegationError> {
+    pub(crate) fn run_delegated<T: 'static, U>(
+        &self,
+        idx: u32,
+        gn: u32,
+        f: impl FnOnce(&mut T) -> U,
+    ) -> Result<U, DelegationError> {
         let p = self.props.borrow_mut().get::<T>(idx, gn)?;
         self.delegated.set(self.delegated.get() + 1);
         // SAFETY: `p` points to the live boxed property (table lookup just succeeded). It is not
@@ -313,7 +336,9 @@ impl WorkerCore {
     pub(crate) fn spawn_fiber(&self, f: impl FnOnce() + 'static) {
         let co = match self.stacks.borrow_mut().fiber(f) {
             Ok(c) => c,
-            Err(e) => panic!("gossamer: cannot allocate a fiber stack ({e}); lower GSM_STACK_SIZE or spawn fewer fibers"),
+            Err(e) => panic!(
+                "gossamer: cannot allocate a fiber stack ({e}); lower GSM_STACK_SIZE or spawn fewer fibers"
+            ),
         };
         let id = {
             let mut fibers = self.fibers.borrow_mut();
@@ -367,8 +392,17 @@ impl WorkerCore {
     fn run_ready(&self, max: usize) -> usize {
         let mut n = 0;
         while n < max {
-            let Some(id) = self.ready.borrow_mut().pop_front() else { break };
-            let Some(mut co) = self.fibers.borrow_mut().get_mut(id as usize).and_then(|s| s.take()) else { continue };
+            let Some(id) = self.ready.borrow_mut().pop_front() else {
+                break;
+            };
+            let Some(mut co) = self
+                .fibers
+                .borrow_mut()
+                .get_mut(id as usize)
+                .and_then(|s| s.take())
+            else {
+                continue;
+            };
             self.current.set(Some(id));
             let r = co.resume(());
             self.current.set(None);
@@ -392,11 +426,17 @@ impl WorkerCore {
         let mut p = self.pending.borrow_mut();
         match self.free_pending.borrow_mut().pop() {
             Some(i) => {
-                p[i as usize] = PendingSlot { complete: Some(complete), data };
+                p[i as usize] = PendingSlot {
+                    complete: Some(complete),
+                    data,
+                };
                 i
             }
             None => {
-                p.push(PendingSlot { complete: Some(complete), data });
+                p.push(PendingSlot {
+                    complete: Some(complete),
+                    data,
+                });
                 (p.len() - 1) as u32
             }
         }
@@ -407,7 +447,9 @@ impl WorkerCore {
     pub(crate) fn complete(&self, req: u32, st: u8, body: &[u8]) {
         let slot = {
             let mut p = self.pending.borrow_mut();
-            let Some(s) = p.get_mut(req as usize) else { return };
+            let Some(s) = p.get_mut(req as usize) else {
+                return;
+            };
             let Some(c) = s.complete.take() else { return };
             self.free_pending.borrow_mut().push(req);
             (c, s.data)
@@ -427,7 +469,16 @@ impl WorkerCore {
 
     /// Stages a request record to `dest` (the loopback queue when `dest` is this worker).
     #[inline]
-    pub(crate) fn send_request(&self, dest: usize, code: Option<u64>, idx: u32, gn: u32, req: u32, cap: &[u8], arg: Option<&[u8]>) {
+    pub(crate) fn send_request(
+        &self,
+        dest: usize,
+        code: Option<u64>,
+        idx: u32,
+        gn: u32,
+        req: u32,
+        cap: &[u8],
+        arg: Option<&[u8]>,
+    ) {
         let backlog = {
             let mut q = self.out_req[dest].borrow_mut();
             q.push_request(code, idx, gn, req, cap, arg);
@@ -452,7 +503,9 @@ impl WorkerCore {
     /// Stages a response record to `client`.
     #[inline]
     pub(crate) fn respond_raw(&self, client: usize, req: u32, st: u8, body: &[u8]) {
-        self.out_resp[client].borrow_mut().push_response(req, st, body);
+        self.out_resp[client]
+            .borrow_mut()
+            .push_response(req, st, body);
     }
 
     /// Stages the response carrying `r` to `client` (moving `U` by bytes).
@@ -463,7 +516,12 @@ impl WorkerCore {
                 let u = std::mem::ManuallyDrop::new(u);
                 // SAFETY: reading the bytes of a live `U`; ownership moves to the record (the
                 // original is never dropped: ManuallyDrop).
-                let bytes = unsafe { std::slice::from_raw_parts((&*u as *const U).cast::<u8>(), std::mem::size_of::<U>()) };
+                let bytes = unsafe {
+                    std::slice::from_raw_parts(
+                        (&*u as *const U).cast::<u8>(),
+                        std::mem::size_of::<U>(),
+                    )
+                };
                 self.respond_raw(client, req, status::OK, bytes);
             }
             Err(e) => {
@@ -531,6 +589,34 @@ impl WorkerCore {
         work
     }
 
+    /// Serves every request waiting in the loopback queue (and the responses they produce).
+    pub(crate) fn drain_loopback(&self) {
+        let me = self.id;
+        for _ in 0..1024 {
+            if !self.out_req[me].borrow().is_dirty() && !self.out_resp[me].borrow().is_dirty() {
+                return;
+            }
+            let batch = {
+                let mut q = self.out_req[me].borrow_mut();
+                q.seal();
+                q.queued.pop_front()
+            };
+            if let Some(b) = batch {
+                self.serve_batch(me, &b);
+                self.out_req[me].borrow_mut().recycle(b);
+            }
+            let batch = {
+                let mut q = self.out_resp[me].borrow_mut();
+                q.seal();
+                q.queued.pop_front()
+            };
+            if let Some(b) = batch {
+                self.complete_batch(&b);
+                self.out_resp[me].borrow_mut().recycle(b);
+            }
+        }
+    }
+
     fn flush_all(&self) {
         for d in 0..self.count {
             if d == self.id {
@@ -559,11 +645,16 @@ impl WorkerCore {
         // SAFETY: batches in our rings and loopback queue are written only by `OutQueue` in this
         // process, and each is served exactly once (the slot is released / the buffer recycled
         // right after).
-        let Some(reader) = (unsafe { RequestReader::new(bytes) }) else { return };
+        let Some(reader) = (unsafe { RequestReader::new(bytes) }) else {
+            return;
+        };
         let mut fns = [0usize; 256];
         let ntab = reader.table.len() / 8;
         for (i, f) in fns.iter_mut().enumerate().take(ntab) {
-            *f = reader.code(i as u8).and_then(codeptr::address_of).unwrap_or(0);
+            *f = reader
+                .code(i as u8)
+                .and_then(codeptr::address_of)
+                .unwrap_or(0);
         }
         for rec in reader {
             if rec.fidx == CONTROL {
@@ -573,7 +664,12 @@ impl WorkerCore {
             }
             let f = fns[rec.fidx as usize];
             if f == 0 {
-                self.respond_raw(client, rec.req, status::PANICKED, b"gossamer: the request names code outside this binary's text; it was refused");
+                self.respond_raw(
+                    client,
+                    rec.req,
+                    status::PANICKED,
+                    b"gossamer: the request names code outside this binary's text; it was refused",
+                );
                 continue;
             }
             // SAFETY: `f` lies in this binary's text and was encoded by `send_request` from a
@@ -586,7 +682,9 @@ impl WorkerCore {
 
     fn complete_batch(&self, bytes: &[u8]) {
         // SAFETY: as in `serve_batch`, for response batches.
-        let Some(reader) = (unsafe { ResponseReader::new(bytes) }) else { return };
+        let Some(reader) = (unsafe { ResponseReader::new(bytes) }) else {
+            return;
+        };
         for (req, st, body) in reader {
             self.complete(req, st, body.bytes());
             drop::<Body<'_>>(body);
@@ -608,14 +706,23 @@ impl WorkerCore {
 
     fn has_incoming(&self) -> bool {
         !self.ready.borrow().is_empty()
-            || self.req_in.iter().any(|c| c.borrow().as_ref().is_some_and(|c| c.has_data()))
-            || self.resp_in.iter().any(|c| c.borrow().as_ref().is_some_and(|c| c.has_data()))
+            || self
+                .req_in
+                .iter()
+                .any(|c| c.borrow().as_ref().is_some_and(|c| c.has_data()))
+            || self
+                .resp_in
+                .iter()
+                .any(|c| c.borrow().as_ref().is_some_and(|c| c.has_data()))
             || self.out_req[self.id].borrow().is_dirty()
             || self.out_resp[self.id].borrow().is_dirty()
     }
 
     fn has_backlog(&self) -> bool {
-        self.out_req.iter().chain(self.out_resp.iter()).any(|q| q.borrow().backlog() > 0)
+        self.out_req
+            .iter()
+            .chain(self.out_resp.iter())
+            .any(|q| q.borrow().backlog() > 0)
     }
 
     /// The scheduler loop; returns when the runtime stops.
@@ -637,7 +744,11 @@ impl WorkerCore {
                 self.shared.sleeping[self.id].store(true, Ordering::SeqCst);
                 fence(Ordering::SeqCst);
                 if !self.has_incoming() && !self.stopping() {
-                    let t = if self.has_backlog() { Duration::from_micros(50) } else { Duration::from_millis(20) };
+                    let t = if self.has_backlog() {
+                        Duration::from_micros(50)
+                    } else {
+                        Duration::from_millis(20)
+                    };
                     std::thread::park_timeout(t);
                 }
                 self.shared.sleeping[self.id].store(false, Ordering::Relaxed);
@@ -695,12 +806,16 @@ pub(crate) unsafe fn decode<U>(st: u8, body: &[u8]) -> Result<U, DelegationError
         status::OK => {
             debug_assert_eq!(body.len(), std::mem::size_of::<U>());
             if body.len() != std::mem::size_of::<U>() {
-                return Err(DelegationError::Panicked("gossamer: response of the wrong size".into()));
+                return Err(DelegationError::Panicked(
+                    "gossamer: response of the wrong size".into(),
+                ));
             }
             // SAFETY: per the contract, these are the bytes of a moved `U`.
             Ok(unsafe { std::ptr::read_unaligned(body.as_ptr().cast::<U>()) })
         }
-        status::PANICKED => Err(DelegationError::Panicked(String::from_utf8_lossy(body).into_owned())),
+        status::PANICKED => Err(DelegationError::Panicked(
+            String::from_utf8_lossy(body).into_owned(),
+        )),
         status::POISONED => Err(DelegationError::Poisoned),
         status::DEAD => Err(DelegationError::DeadProperty),
         status::BLOCKING => Err(DelegationError::BlockingInDelegatedContext),

@@ -1,0 +1,260 @@
+//! Reference counting by trust-id sets: the thesis's race (a clone's "add" processed after the
+//! clone's "remove") and a seeded stress test of many fibers, trusts, clones, drops and applies.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+
+use gossamer::{Config, Trust, WorkerId, entrust_on, spawn, yield_now};
+use rand::{Rng, SeedableRng};
+
+fn wait_for(what: &str, cond: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed().as_secs() < 20,
+            "timed out waiting for {what}"
+        );
+        yield_now();
+    }
+}
+
+#[test]
+fn clone_add_processed_after_the_clones_drop_keeps_the_property() {
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    struct P(u64);
+    impl Drop for P {
+        fn drop(&mut self) {
+            DROPS.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    // Tiny rings (2 slots of 256 bytes) so that worker 1's requests to worker 2 back up.
+    gossamer::run(
+        Config::default()
+            .workers(3)
+            .slot_size(256)
+            .slots_per_ring(2),
+        || {
+            // Trustee: worker 2. Worker 1 holds a trust; it clones it, and the clone's "add" (a
+            // toggle record 1 → 2) is queued behind a slow request and a thousand others that fill
+            // the 1 → 2 ring, so it stays in worker 1's backlog. The clone itself travels back to
+            // worker 0 in a response (another ring) and is dropped there: its "remove" (0 → 2) is
+            // served first, since worker 2 serves client 0 before client 1 in every poll and the add
+            // is not even in its ring yet.
+            let t = entrust_on(WorkerId::new(2), || P(7));
+            let holder = entrust_on(WorkerId::new(1), || None::<Trust<P>>);
+            holder.apply_with(t.clone(), |h, t| *h = Some(t));
+            drop(t);
+            let spinner = entrust_on(WorkerId::new(2), || 0u64);
+            let clone = holder.apply_with(spinner, |h, spinner| {
+                spinner.apply_then(
+                    |n| {
+                        let until =
+                            std::time::Instant::now() + std::time::Duration::from_millis(300);
+                        while std::time::Instant::now() < until {
+                            *n += 1;
+                        }
+                    },
+                    |_| {},
+                );
+                for _ in 0..1000 {
+                    spinner.apply_then(|n| *n += 1, |_| {});
+                }
+                h.as_ref().map(|t| t.clone())
+            });
+            let clone = clone.expect("holder had the trust");
+            drop(clone); // the remove travels 0 → 2 while the add is still queued on 1 → 2
+            let spin_until = std::time::Instant::now() + std::time::Duration::from_millis(50);
+            while std::time::Instant::now() < spin_until {
+                yield_now();
+            }
+            assert_eq!(
+                DROPS.load(Ordering::SeqCst),
+                0,
+                "freed while the holder still has a trust"
+            );
+            let again = holder.apply(|h| h.as_ref().map(|_| ()));
+            assert!(again.is_some());
+            // The property is still alive and usable through the holder's trust.
+            let _ = holder.apply_then(
+                |h| {
+                    h.as_ref()
+                        .map(|t| t.apply_then(|p| p.0 += 1, |_| {}))
+                        .is_some()
+                },
+                |_| {},
+            );
+            wait_for("nothing", || true);
+            assert_eq!(DROPS.load(Ordering::SeqCst), 0);
+            // Last trust goes: freed exactly once.
+            holder.apply(|h| drop(h.take()));
+            wait_for("the property to be freed", || {
+                DROPS.load(Ordering::SeqCst) == 1
+            });
+            for _ in 0..1000 {
+                yield_now();
+            }
+            assert_eq!(DROPS.load(Ordering::SeqCst), 1);
+        },
+    )
+    .unwrap();
+}
+
+static LIVE: AtomicI64 = AtomicI64::new(0);
+
+struct Prop {
+    value: u64,
+}
+impl Prop {
+    fn new(v: u64) -> Self {
+        LIVE.fetch_add(1, Ordering::SeqCst);
+        Prop { value: v }
+    }
+}
+impl Drop for Prop {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn seeded_stress_of_trusts_clones_drops_and_applies() {
+    let seed: u64 = std::env::var("GSM_STRESS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        });
+    eprintln!("stress seed: {seed} (rerun with GSM_STRESS_SEED={seed})");
+    let workers = 4;
+    let r = gossamer::spmd(
+        Config::default().workers(workers).stack_size(64 * 1024),
+        move |w| {
+            let me = w.id();
+            let fibers: Vec<_> = (0..16u64)
+                .map(|f| {
+                    spawn(move || {
+                        let mut rng =
+                            rand::rngs::StdRng::seed_from_u64(seed ^ ((me as u64) << 32) ^ f);
+                        // Each trust with the value we expect (we are the only writer of our own).
+                        let mut mine: Vec<(Trust<Prop>, u64)> = Vec::new();
+                        let pending = Rc::new(Cell::new(0u32));
+                        let failures = Rc::new(Cell::new(0u32));
+                        for _ in 0..300 {
+                            match rng.gen_range(0..10) {
+                                0 | 1 => {
+                                    let v = rng.gen_range(0..1000u64);
+                                    let at =
+                                        WorkerId::new(rng.gen_range(0..gossamer::worker_count()));
+                                    mine.push((entrust_on(at, move || Prop::new(v)), v));
+                                }
+                                2 if !mine.is_empty() => {
+                                    let i = rng.gen_range(0..mine.len());
+                                    let (t, v) = (mine[i].0.clone(), mine[i].1);
+                                    // Hand the clone to a random worker, which drops it there.
+                                    let dest =
+                                        WorkerId::new(rng.gen_range(0..gossamer::worker_count()));
+                                    let dropper = entrust_on(dest, || 0u8);
+                                    let seen = dropper.apply_with(t, |_, t| {
+                                        t.try_apply(|p| p.value).unwrap_or(u64::MAX)
+                                    });
+                                    // A blocking apply inside a delegated closure is refused.
+                                    assert_eq!(seen, u64::MAX);
+                                    let _ = v;
+                                }
+                                3 if !mine.is_empty() => {
+                                    let i = rng.gen_range(0..mine.len());
+                                    drop(mine.swap_remove(i));
+                                }
+                                4..=5 if !mine.is_empty() => {
+                                    let i = rng.gen_range(0..mine.len());
+                                    let add = rng.gen_range(1..10u64);
+                                    let got = mine[i].0.apply(move |p| {
+                                        p.value += add;
+                                        p.value
+                                    });
+                                    mine[i].1 += add;
+                                    assert_eq!(got, mine[i].1, "apply result (seed {seed})");
+                                }
+                                6..=7 if !mine.is_empty() => {
+                                    let i = rng.gen_range(0..mine.len());
+                                    let add = rng.gen_range(1..10u64);
+                                    mine[i].1 += add;
+                                    let expect = mine[i].1;
+                                    let (p2, f2) = (pending.clone(), failures.clone());
+                                    p2.set(p2.get() + 1);
+                                    mine[i].0.apply_then(
+                                        move |p| {
+                                            p.value += add;
+                                            p.value
+                                        },
+                                        move |got| {
+                                            if got != expect {
+                                                f2.set(f2.get() + 1);
+                                            }
+                                            p2.set(p2.get() - 1);
+                                        },
+                                    );
+                                }
+                                8 if !mine.is_empty() => {
+                                    let i = rng.gen_range(0..mine.len());
+                                    let extra: Vec<u64> = (0..rng.gen_range(0..50)).collect();
+                                    let sum: u64 = extra.iter().sum();
+                                    let got = mine[i].0.apply_with(extra, |p, extra| {
+                                        p.value += extra.iter().sum::<u64>();
+                                        p.value
+                                    });
+                                    mine[i].1 += sum;
+                                    assert_eq!(got, mine[i].1, "apply_with result (seed {seed})");
+                                }
+                                _ => yield_now(),
+                            }
+                        }
+                        wait_for("apply_then callbacks", || pending.get() == 0);
+                        assert_eq!(failures.get(), 0, "apply_then results (seed {seed})");
+                        for (t, v) in &mine {
+                            assert_eq!(t.apply(|p| p.value), *v, "final values (seed {seed})");
+                        }
+                    })
+                })
+                .collect();
+            for f in fibers {
+                f.join();
+            }
+        },
+    );
+    r.unwrap();
+    assert_eq!(LIVE.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn every_property_is_freed_once_before_the_runtime_stops() {
+    static LIVE2: AtomicI64 = AtomicI64::new(0);
+    struct Q;
+    impl Drop for Q {
+        fn drop(&mut self) {
+            LIVE2.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    gossamer::spmd(Config::default().workers(3), |w| {
+        let mut ts = Vec::new();
+        for i in 0..300 {
+            let t = entrust_on(WorkerId::new(i % w.count()), || {
+                LIVE2.fetch_add(1, Ordering::SeqCst);
+                Q
+            });
+            ts.push(t.clone());
+            ts.push(t);
+        }
+        drop(ts);
+        wait_for("all properties freed", || {
+            gossamer::live_properties_here() == 0
+        });
+    })
+    .unwrap();
+    // The counter may be checked only after every worker's own table emptied.
+    assert_eq!(LIVE2.load(Ordering::SeqCst), 0);
+}
