@@ -30,20 +30,30 @@ pub struct Config {
 
 /// CPUs this process may run on (its affinity mask), at least 1.
 pub fn available_cpus() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { workers: available_cpus(), stack_size: 256 * 1024, slot_size: 4096, slots_per_ring: 16, pin: false }
+        Config {
+            workers: available_cpus(),
+            stack_size: 256 * 1024,
+            slot_size: 4096,
+            slots_per_ring: 16,
+            pin: false,
+        }
     }
 }
 
 fn env_usize(name: &'static str) -> Result<Option<usize>, Error> {
     match std::env::var(name) {
-        Ok(v) => parse_size(&v)
-            .map(Some)
-            .ok_or(Error::Env { name, value: v, reason: "expected a positive integer, optionally with a K/M/G suffix" }),
+        Ok(v) => parse_size(&v).map(Some).ok_or(Error::Env {
+            name,
+            value: v,
+            reason: "expected a positive integer, optionally with a K/M/G suffix",
+        }),
         Err(_) => Ok(None),
     }
 }
@@ -56,7 +66,10 @@ fn parse_size(v: &str) -> Option<usize> {
         'g' | 'G' => (&v[..v.len() - 1], 1 << 30),
         _ => (v, 1),
     };
-    num.parse::<usize>().ok().filter(|n| *n > 0)?.checked_mul(mult)
+    num.parse::<usize>()
+        .ok()
+        .filter(|n| *n > 0)?
+        .checked_mul(mult)
 }
 
 impl Config {
@@ -77,7 +90,13 @@ impl Config {
             c.pin = match v.trim().to_ascii_lowercase().as_str() {
                 "1" | "true" | "on" | "yes" => true,
                 "0" | "false" | "off" | "no" | "" => false,
-                _ => return Err(Error::Env { name: "GSM_PIN", value: v, reason: "expected 1/true/on or 0/false/off" }),
+                _ => {
+                    return Err(Error::Env {
+                        name: "GSM_PIN",
+                        value: v,
+                        reason: "expected 1/true/on or 0/false/off",
+                    });
+                }
             };
         }
         Ok(c)
@@ -113,16 +132,28 @@ impl Config {
     }
     pub(crate) fn validate(&self) -> Result<(), Error> {
         if self.workers == 0 || self.workers > 4096 {
-            return Err(Error::Config(format!("workers = {} (expected 1..=4096)", self.workers)));
+            return Err(Error::Config(format!(
+                "workers = {} (expected 1..=4096)",
+                self.workers
+            )));
         }
         if self.slot_size < 256 {
-            return Err(Error::Config(format!("slot_size = {} bytes (expected at least 256)", self.slot_size)));
+            return Err(Error::Config(format!(
+                "slot_size = {} bytes (expected at least 256)",
+                self.slot_size
+            )));
         }
         if self.slots_per_ring < 2 {
-            return Err(Error::Config(format!("slots_per_ring = {} (expected at least 2)", self.slots_per_ring)));
+            return Err(Error::Config(format!(
+                "slots_per_ring = {} (expected at least 2)",
+                self.slots_per_ring
+            )));
         }
         if self.stack_size < 16 * 1024 {
-            return Err(Error::Config(format!("stack_size = {} bytes (expected at least 16 KiB)", self.stack_size)));
+            return Err(Error::Config(format!(
+                "stack_size = {} bytes (expected at least 16 KiB)",
+                self.stack_size
+            )));
         }
         Ok(())
     }
@@ -143,6 +174,9 @@ mod tests {
     fn memory_formula_matches_docs() {
         let c = Config::default().workers(16);
         assert_eq!(c.slot_memory_per_worker(), 2 << 20);
-        assert_eq!(Config::default().workers(2).slot_memory_per_worker(), 256 << 10);
+        assert_eq!(
+            Config::default().workers(2).slot_memory_per_worker(),
+            256 << 10
+        );
     }
 }

@@ -52,7 +52,9 @@ pub enum DelegationError {
     #[error("the property is poisoned: an earlier delegated closure panicked while holding it")]
     Poisoned,
     /// The trust names a property that does not exist (any more) on its trustee, or has another type.
-    #[error("the trust names a property that does not exist on its trustee (stale or foreign name)")]
+    #[error(
+        "the trust names a property that does not exist on its trustee (stale or foreign name)"
+    )]
     DeadProperty,
     /// A blocking operation was attempted inside a delegated closure.
     #[error("{}", crate::worker::BLOCKING_IN_DELEGATED)]

@@ -28,7 +28,10 @@ pub(crate) struct StackPool {
 
 impl std::fmt::Debug for StackPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StackPool").field("size", &self.size).field("pooled", &self.stacks.len()).finish()
+        f.debug_struct("StackPool")
+            .field("size", &self.size)
+            .field("pooled", &self.stacks.len())
+            .finish()
     }
 }
 
@@ -36,7 +39,10 @@ const POOL_MAX: usize = 256;
 
 impl StackPool {
     pub(crate) fn new(size: usize) -> Self {
-        StackPool { size, stacks: Vec::new() }
+        StackPool {
+            size,
+            stacks: Vec::new(),
+        }
     }
 
     /// Starts a coroutine running `f` on a pooled (or new) stack.
@@ -45,10 +51,13 @@ impl StackPool {
             Some(s) => s,
             None => DefaultStack::new(self.size)?,
         };
-        Ok(Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
-            YIELDER.with(|c| c.set(y));
-            f();
-        }))
+        Ok(Coroutine::with_stack(
+            stack,
+            move |y: &Yielder<(), ()>, ()| {
+                YIELDER.with(|c| c.set(y));
+                f();
+            },
+        ))
     }
 
     /// Takes the stack back from a finished coroutine.

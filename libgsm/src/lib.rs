@@ -119,10 +119,13 @@ mod trust;
 pub mod wire;
 mod worker;
 
-pub use config::{available_cpus, Config};
+pub use config::{Config, available_cpus};
 pub use error::{DelegationError, Error};
 pub use noref::{NoRef, Wire};
 pub use runtime::{run, spmd};
-pub use spawn::{current_worker, live_properties_here, spawn, spawn_on, worker_count, yield_now, JoinHandle, Worker, WorkerId};
-pub use trust::{entrust, entrust_on, Trust};
+pub use spawn::{
+    JoinHandle, Worker, WorkerId, current_worker, live_properties_here, spawn, spawn_on,
+    worker_count, yield_now,
+};
+pub use trust::{Trust, entrust, entrust_on};
 pub use worker::BLOCKING_IN_DELEGATED;

@@ -47,13 +47,20 @@ impl PropertyTable {
             s.poisoned = false;
             (i, s.gn)
         } else {
-            self.slots.push(Slot { gn: 1, value: Some(value), ids: vec![id], poisoned: false });
+            self.slots.push(Slot {
+                gn: 1,
+                value: Some(value),
+                ids: vec![id],
+                poisoned: false,
+            });
             ((self.slots.len() - 1) as u32, 1)
         }
     }
 
     fn slot(&mut self, idx: u32, gn: u32) -> Option<&mut Slot> {
-        self.slots.get_mut(idx as usize).filter(|s| s.gn == gn && s.value.is_some())
+        self.slots
+            .get_mut(idx as usize)
+            .filter(|s| s.gn == gn && s.value.is_some())
     }
 
     /// A pointer to the live `T` named `(idx, gn)`. The pointee lives in its own box, so it
@@ -65,7 +72,9 @@ impl PropertyTable {
             return Err(DelegationError::Poisoned);
         }
         let v = s.value.as_mut().ok_or(DelegationError::DeadProperty)?;
-        v.downcast_mut::<T>().map(|t| t as *mut T).ok_or(DelegationError::DeadProperty)
+        v.downcast_mut::<T>()
+            .map(|t| t as *mut T)
+            .ok_or(DelegationError::DeadProperty)
     }
 
     /// Marks a property poisoned (a delegated closure panicked while holding it).
@@ -104,7 +113,10 @@ impl PropertyTable {
     /// Takes every value out (at shutdown), so they can be dropped outside the table's borrow.
     pub(crate) fn drain(&mut self) -> Vec<Value> {
         self.live = 0;
-        self.slots.iter_mut().filter_map(|s| s.value.take()).collect()
+        self.slots
+            .iter_mut()
+            .filter_map(|s| s.value.take())
+            .collect()
     }
 }
 
@@ -117,15 +129,30 @@ mod tests {
         let mut t = PropertyTable::default();
         let (i, g) = t.insert(Box::new(5u64), 1);
         assert!(t.get::<u64>(i, g).is_ok());
-        assert_eq!(t.get::<u32>(i, g).unwrap_err(), DelegationError::DeadProperty);
-        assert_eq!(t.get::<u64>(i + 7, g).unwrap_err(), DelegationError::DeadProperty);
+        assert_eq!(
+            t.get::<u32>(i, g).unwrap_err(),
+            DelegationError::DeadProperty
+        );
+        assert_eq!(
+            t.get::<u64>(i + 7, g).unwrap_err(),
+            DelegationError::DeadProperty
+        );
         assert!(t.toggle(i, g, 1).is_some());
-        assert_eq!(t.get::<u64>(i, g).unwrap_err(), DelegationError::DeadProperty);
+        assert_eq!(
+            t.get::<u64>(i, g).unwrap_err(),
+            DelegationError::DeadProperty
+        );
         let (i2, g2) = t.insert(Box::new(6u64), 2);
         assert_eq!(i2, i);
         assert_ne!(g2, g);
-        assert_eq!(t.get::<u64>(i, g).unwrap_err(), DelegationError::DeadProperty);
-        assert!(t.toggle(i, g, 2).is_none(), "a stale toggle must not touch the new property");
+        assert_eq!(
+            t.get::<u64>(i, g).unwrap_err(),
+            DelegationError::DeadProperty
+        );
+        assert!(
+            t.toggle(i, g, 2).is_none(),
+            "a stale toggle must not touch the new property"
+        );
         assert_eq!(t.live(), 1);
     }
 

@@ -10,7 +10,7 @@
 //! Pinning (`Config::pin`): worker i is pinned to the i-th CPU of the process's affinity mask;
 //! it is skipped when there are more workers than allowed CPUs.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::spawn::Worker;
 use crate::wire::ring::{RingLayout, RingMemory};
-use crate::worker::{panic_message, Ends, Shared, WorkerCore};
+use crate::worker::{Ends, Shared, WorkerCore, panic_message};
 
 type Root = Box<dyn FnOnce() + Send>;
 
@@ -29,7 +29,9 @@ fn allowed_cpus() -> Vec<usize> {
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
             return Vec::new();
         }
-        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
     }
 }
 
@@ -46,8 +48,12 @@ fn pin_to(cpu: usize) {
 fn start(config: &Config, roots: Vec<Option<Root>>) -> Result<(), Error> {
     config.validate()?;
     let n = config.workers;
-    let layout = RingLayout::new(config.slots_per_ring as u32, config.slot_size as u32)
-        .map_err(|e| Error::Config(format!("{e} (slots_per_ring must be a power of two, slot_size a multiple of 64)")))?;
+    let layout =
+        RingLayout::new(config.slots_per_ring as u32, config.slot_size as u32).map_err(|e| {
+            Error::Config(format!(
+                "{e} (slots_per_ring must be a power of two, slot_size a multiple of 64)"
+            ))
+        })?;
     let mut ends: Vec<Ends> = (0..n)
         .map(|_| Ends {
             req_out: (0..n).map(|_| None).collect(),
@@ -95,7 +101,10 @@ fn start(config: &Config, roots: Vec<Option<Root>>) -> Result<(), Error> {
                                 if !(p.is::<String>() || p.is::<&str>()) {
                                     std::panic::resume_unwind(p);
                                 }
-                                sh.fail(Error::Panicked { worker: id, message: panic_message(&*p) });
+                                sh.fail(Error::Panicked {
+                                    worker: id,
+                                    message: panic_message(&*p),
+                                });
                             }
                             if sh.roots_left.fetch_sub(1, Ordering::AcqRel) == 1 {
                                 sh.stop_all();
@@ -104,7 +113,10 @@ fn start(config: &Config, roots: Vec<Option<Root>>) -> Result<(), Error> {
                     }
                     let r = catch_unwind(AssertUnwindSafe(|| core.run_loop()));
                     if let Err(p) = r {
-                        shared2.fail(Error::Panicked { worker: id, message: panic_message(&*p) });
+                        shared2.fail(Error::Panicked {
+                            worker: id,
+                            message: panic_message(&*p),
+                        });
                     }
                     core.teardown();
                 });
@@ -120,7 +132,10 @@ fn start(config: &Config, roots: Vec<Option<Root>>) -> Result<(), Error> {
     }
     for h in handles {
         if h.join().is_err() {
-            shared.fail(Error::Panicked { worker: usize::MAX, message: "a worker thread died during teardown".into() });
+            shared.fail(Error::Panicked {
+                worker: usize::MAX,
+                message: "a worker thread died during teardown".into(),
+            });
         }
     }
     match shared.failure.lock().ok().and_then(|mut f| f.take()) {
@@ -131,7 +146,10 @@ fn start(config: &Config, roots: Vec<Option<Root>>) -> Result<(), Error> {
 
 /// Runs `main` as a fiber on worker 0 while every worker serves; returns its result when it
 /// returns (the runtime then stops).
-pub fn run<R: Send + 'static>(config: Config, main: impl FnOnce() -> R + Send + 'static) -> Result<R, Error> {
+pub fn run<R: Send + 'static>(
+    config: Config,
+    main: impl FnOnce() -> R + Send + 'static,
+) -> Result<R, Error> {
     let out: Arc<Mutex<Option<R>>> = Arc::new(Mutex::new(None));
     let o2 = out.clone();
     let mut roots: Vec<Option<Root>> = (0..config.workers).map(|_| None).collect();
@@ -149,7 +167,10 @@ pub fn run<R: Send + 'static>(config: Config, main: impl FnOnce() -> R + Send + 
 }
 
 /// Runs `body` as a fiber on every worker; returns the results by worker id when all are done.
-pub fn spmd<R: Send + 'static>(config: Config, body: impl Fn(&Worker) -> R + Send + Sync + 'static) -> Result<Vec<R>, Error> {
+pub fn spmd<R: Send + 'static>(
+    config: Config,
+    body: impl Fn(&Worker) -> R + Send + Sync + 'static,
+) -> Result<Vec<R>, Error> {
     let n = config.workers;
     let out: Arc<Mutex<Vec<Option<R>>>> = Arc::new(Mutex::new((0..n).map(|_| None).collect()));
     let body = Arc::new(body);
@@ -165,6 +186,11 @@ pub fn spmd<R: Send + 'static>(config: Config, body: impl Fn(&Worker) -> R + Sen
         })
         .collect();
     start(&config, roots)?;
-    let v: Vec<Option<R>> = out.lock().map(|mut o| std::mem::take(&mut *o)).unwrap_or_default();
-    v.into_iter().collect::<Option<Vec<R>>>().ok_or(Error::Stopped)
+    let v: Vec<Option<R>> = out
+        .lock()
+        .map(|mut o| std::mem::take(&mut *o))
+        .unwrap_or_default();
+    v.into_iter()
+        .collect::<Option<Vec<R>>>()
+        .ok_or(Error::Stopped)
 }

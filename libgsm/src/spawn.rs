@@ -12,17 +12,19 @@
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::rc::Rc;
 
 use crate::error::{DelegationError, Error};
 use crate::noref::{NoRef, Wire};
 use crate::wire::codeptr;
 use crate::wire::record::Request;
-use crate::worker::{bytes_of, core_or_panic, decode, panic_message, Data, Trampoline, WorkerCore};
+use crate::worker::{Data, Trampoline, WorkerCore, bytes_of, core_or_panic, decode, panic_message};
 
 /// The index of a worker in the job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct WorkerId(u32);
 
 impl WorkerId {
@@ -92,7 +94,9 @@ pub struct JoinHandle<R> {
 
 impl<R> std::fmt::Debug for JoinHandle<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JoinHandle").field("done", &self.cell.result.borrow().is_some()).finish()
+        f.debug_struct("JoinHandle")
+            .field("done", &self.cell.result.borrow().is_some())
+            .finish()
     }
 }
 
@@ -145,7 +149,10 @@ impl<R> JoinHandle<R> {
 /// Outside a gossamer worker.
 pub fn spawn<R: 'static>(f: impl FnOnce() -> R + 'static) -> JoinHandle<R> {
     let core = core_or_panic("spawn");
-    let cell = Rc::new(JoinCell { result: RefCell::new(None), waiter: Cell::new(None) });
+    let cell = Rc::new(JoinCell {
+        result: RefCell::new(None),
+        waiter: Cell::new(None),
+    });
     let c2 = cell.clone();
     core.spawn_fiber(move || {
         let r = catch_unwind(AssertUnwindSafe(f));
@@ -160,7 +167,10 @@ pub fn spawn<R: 'static>(f: impl FnOnce() -> R + 'static) -> JoinHandle<R> {
             }
         }
     });
-    JoinHandle { cell, _not_send: PhantomData }
+    JoinHandle {
+        cell,
+        _not_send: PhantomData,
+    }
 }
 
 /// Starts `f` as a fiber on `worker` (this one included).
@@ -174,16 +184,36 @@ where
 {
     let core = core_or_panic("spawn_on");
     let w = worker.index();
-    assert!(w < core.count, "gossamer: spawn_on: worker {w} does not exist (this runtime has {} workers)", core.count);
+    assert!(
+        w < core.count,
+        "gossamer: spawn_on: worker {w} does not exist (this runtime has {} workers)",
+        core.count
+    );
     if w == core.id {
         return spawn(f);
     }
-    let cell: Rc<JoinCell<R>> = Rc::new(JoinCell { result: RefCell::new(None), waiter: Cell::new(None) });
+    let cell: Rc<JoinCell<R>> = Rc::new(JoinCell {
+        result: RefCell::new(None),
+        waiter: Cell::new(None),
+    });
     let mut data: Data = [MaybeUninit::uninit(); 4];
     data[0] = MaybeUninit::new(Rc::into_raw(cell.clone()) as usize as u64);
     let req = core.add_pending(fill_join::<R>, data);
-    core.send_request(w, Some(codeptr::offset_of(tramp_spawn::<F, R> as Trampoline as usize)), 0, 0, req, bytes_of(&f), None);
-    JoinHandle { cell, _not_send: PhantomData }
+    core.send_request(
+        w,
+        Some(codeptr::offset_of(
+            tramp_spawn::<F, R> as Trampoline as usize,
+        )),
+        0,
+        0,
+        req,
+        bytes_of(&f),
+        None,
+    );
+    JoinHandle {
+        cell,
+        _not_send: PhantomData,
+    }
 }
 
 /// # Safety
@@ -201,7 +231,11 @@ unsafe fn fill_join<R>(data: &mut Data, st: u8, body: &[u8]) {
 
 /// # Safety
 /// `rec` must be a record encoded by `spawn_on::<F, R>`.
-unsafe fn tramp_spawn<F: FnOnce() -> R + Copy + 'static, R: Send + 'static>(core: &WorkerCore, client: usize, rec: &Request<'_>) {
+unsafe fn tramp_spawn<F: FnOnce() -> R + Copy + 'static, R: Send + 'static>(
+    core: &WorkerCore,
+    client: usize,
+    rec: &Request<'_>,
+) {
     // SAFETY: the client copied exactly one `F` into the captured bytes.
     let f: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
     let req = rec.req;

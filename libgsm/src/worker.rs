@@ -469,6 +469,7 @@ impl WorkerCore {
 
     /// Stages a request record to `dest` (the loopback queue when `dest` is this worker).
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn send_request(
         &self,
         dest: usize,

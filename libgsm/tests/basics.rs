@@ -5,7 +5,9 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use gossamer::{entrust, entrust_on, spawn, spawn_on, yield_now, Config, DelegationError, WorkerId};
+use gossamer::{
+    Config, DelegationError, WorkerId, entrust, entrust_on, spawn, spawn_on, yield_now,
+};
 
 fn cfg(n: usize) -> Config {
     Config::default().workers(n).stack_size(64 * 1024)
@@ -18,7 +20,10 @@ fn run_returns_main_result() {
 
 #[test]
 fn spmd_results_by_worker() {
-    let v = gossamer::spmd(cfg(3), |w| (w.id(), w.count(), gossamer::current_worker().index())).unwrap();
+    let v = gossamer::spmd(cfg(3), |w| {
+        (w.id(), w.count(), gossamer::current_worker().index())
+    })
+    .unwrap();
     assert_eq!(v, vec![(0, 3, 0), (1, 3, 1), (2, 3, 2)]);
 }
 
@@ -28,25 +33,35 @@ fn remote_apply_and_apply_with_and_then() {
         let t = entrust_on(WorkerId::new(1), || 0u64);
         assert_eq!(t.trustee(), WorkerId::new(1));
         for i in 0..1000u64 {
-            assert_eq!(t.apply(move |n| {
-                *n += 1;
-                *n
-            }), i + 1);
+            assert_eq!(
+                t.apply(move |n| {
+                    *n += 1;
+                    *n
+                }),
+                i + 1
+            );
         }
         let got = Rc::new(Cell::new(0u64));
         for _ in 0..1000 {
             let g = got.clone();
-            t.apply_then(|n| {
-                *n += 1;
-                *n
-            }, move |v| g.set(g.get().max(v)));
+            t.apply_then(
+                |n| {
+                    *n += 1;
+                    *n
+                },
+                move |v| g.set(g.get().max(v)),
+            );
         }
         let s = t.apply_with(vec![1u64, 2, 3], |n, v| {
             *n += v.iter().sum::<u64>();
             format!("{n}")
         });
         assert_eq!(s, "2006");
-        assert_eq!(got.get(), 2000, "callbacks of earlier apply_then ran before the later apply's answer");
+        assert_eq!(
+            got.get(),
+            2000,
+            "callbacks of earlier apply_then ran before the later apply's answer"
+        );
         let worker = t.apply(|_| gossamer::current_worker());
         worker.index()
     })
@@ -70,13 +85,23 @@ fn requests_from_one_fiber_run_in_order() {
 #[test]
 fn spawn_join_and_spawn_on() {
     gossamer::run(cfg(3), || {
-        let hs: Vec<_> = (0..50).map(|i| spawn(move || {
-            yield_now();
-            i * 2
-        })).collect();
+        let hs: Vec<_> = (0..50)
+            .map(|i| {
+                spawn(move || {
+                    yield_now();
+                    i * 2
+                })
+            })
+            .collect();
         let s: i32 = hs.into_iter().map(|h| h.join()).sum();
         assert_eq!(s, 2450);
-        let remote: Vec<_> = (0..30usize).map(|i| spawn_on(WorkerId::new(i % 3), move || (i, gossamer::current_worker().index()))).collect();
+        let remote: Vec<_> = (0..30usize)
+            .map(|i| {
+                spawn_on(WorkerId::new(i % 3), move || {
+                    (i, gossamer::current_worker().index())
+                })
+            })
+            .collect();
         for (i, h) in remote.into_iter().enumerate() {
             assert_eq!(h.join(), (i, i % 3));
         }
@@ -94,7 +119,9 @@ fn panics_poison_and_errors_reach_the_caller() {
     gossamer::run(cfg(2), || {
         for w in 0..2 {
             let t = entrust_on(WorkerId::new(w), || 1u32);
-            let e = t.try_apply(|_| -> u32 { panic!("boom {}", 7) }).unwrap_err();
+            let e = t
+                .try_apply(|_| -> u32 { panic!("boom {}", 7) })
+                .unwrap_err();
             assert_eq!(e, DelegationError::Panicked("boom 7".into()));
             assert_eq!(t.try_apply(|n| *n).unwrap_err(), DelegationError::Poisoned);
             let h = spawn(move || {
@@ -187,7 +214,12 @@ fn large_arguments_and_results_are_not_truncated() {
         });
         assert_eq!(back, v);
         let arr = t.apply(|_| (([7u32; 32], [7u32; 32]), ([7u32; 32], [7u32; 32])));
-        assert!([arr.0 .0, arr.0 .1, arr.1 .0, arr.1 .1].iter().flatten().all(|&x| x == 7));
+        assert!(
+            [arr.0.0, arr.0.1, arr.1.0, arr.1.1]
+                .iter()
+                .flatten()
+                .all(|&x| x == 7)
+        );
     })
     .unwrap();
 }

@@ -76,7 +76,7 @@ fn clone_add_processed_after_the_clones_drop_keeps_the_property() {
             let again = holder.apply(|h| h.as_ref().map(|_| ()));
             assert!(again.is_some());
             // The property is still alive and usable through the holder's trust.
-            let _ = holder.apply_then(
+            holder.apply_then(
                 |h| {
                     h.as_ref()
                         .map(|t| t.apply_then(|p| p.0 += 1, |_| {}))

@@ -34,7 +34,11 @@ fn text() -> Text {
         unsafe {
             libc::dl_iterate_phdr(Some(cb), (&mut found as *mut (usize, usize)).cast());
         }
-        unsafe extern "C" fn cb(info: *mut libc::dl_phdr_info, _size: libc::size_t, data: *mut libc::c_void) -> libc::c_int {
+        unsafe extern "C" fn cb(
+            info: *mut libc::dl_phdr_info,
+            _size: libc::size_t,
+            data: *mut libc::c_void,
+        ) -> libc::c_int {
             // SAFETY: the loader passes a valid `dl_phdr_info` and `data` is our `(usize, usize)`.
             let (info, out) = unsafe { (&*info, &mut *(data as *mut (usize, usize))) };
             let base = base_anchor as *const () as usize;
@@ -52,7 +56,11 @@ fn text() -> Text {
             }
             0
         }
-        let (lo, hi) = if found.1 == usize::MAX { (base, base) } else { found };
+        let (lo, hi) = if found.1 == usize::MAX {
+            (base, base)
+        } else {
+            found
+        };
         Text { base, lo, hi }
     })
 }

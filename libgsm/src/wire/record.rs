@@ -60,7 +60,15 @@ impl OutQueue {
     pub(crate) fn new(cap: usize, sink: Sink) -> Self {
         let mut buf = Vec::with_capacity(cap);
         buf.resize(HEADER, 0);
-        OutQueue { buf, table: Vec::new(), last: (0, 0), cap, queued: VecDeque::new(), pool: Vec::new(), sink }
+        OutQueue {
+            buf,
+            table: Vec::new(),
+            last: (0, 0),
+            cap,
+            queued: VecDeque::new(),
+            pool: Vec::new(),
+            sink,
+        }
     }
 
     /// Whether anything is staged or waiting.
@@ -77,7 +85,8 @@ impl OutQueue {
 
     #[inline]
     fn room(&self, extra_table: usize) -> usize {
-        self.cap.saturating_sub(self.buf.len() + (self.table.len() + extra_table) * 8)
+        self.cap
+            .saturating_sub(self.buf.len() + (self.table.len() + extra_table) * 8)
     }
 
     /// Closes the batch being filled (appends its table) and queues it.
@@ -94,7 +103,10 @@ impl OutQueue {
         self.buf[4..6].copy_from_slice(&ntab.to_le_bytes());
         self.table.clear();
         self.last = (0, 0);
-        let mut next = self.pool.pop().unwrap_or_else(|| Vec::with_capacity(self.cap));
+        let mut next = self
+            .pool
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(self.cap));
         next.clear();
         next.resize(HEADER, 0);
         let full = std::mem::replace(&mut self.buf, next);
@@ -105,10 +117,14 @@ impl OutQueue {
     /// loopback sink nothing moves: the owner pops `queued` itself.
     pub(crate) fn flush(&mut self) -> usize {
         self.seal();
-        let Sink::Ring(prod) = &mut self.sink else { return 0 };
+        let Sink::Ring(prod) = &mut self.sink else {
+            return 0;
+        };
         let mut n = 0;
         while let Some(front) = self.queued.front() {
-            let Some(mut w) = prod.try_reserve() else { break };
+            let Some(mut w) = prod.try_reserve() else {
+                break;
+            };
             let dst = w.buf();
             debug_assert!(front.len() <= dst.len());
             dst[..front.len()].copy_from_slice(front);
@@ -143,10 +159,20 @@ impl OutQueue {
 
     /// Appends a request record. `cap`/`arg` bytes are copied (the caller then forgets the
     /// originals: their ownership moved into the record). `code` is `None` for control records.
-    pub(crate) fn push_request(&mut self, code: Option<u64>, idx: u32, gn: u32, req: u32, cap: &[u8], arg: Option<&[u8]>) {
+    pub(crate) fn push_request(
+        &mut self,
+        code: Option<u64>,
+        idx: u32,
+        gn: u32,
+        req: u32,
+        cap: &[u8],
+        arg: Option<&[u8]>,
+    ) {
         let body = cap.len() + arg.map_or(0, |a| a.len());
         let head = REQ_HEADER + if arg.is_some() { 4 } else { 0 };
-        let large = head + 16 + 8 + HEADER > self.cap || head + body + 8 + HEADER > self.cap || cap.len() > u16::MAX as usize;
+        let large = head + 16 + 8 + HEADER > self.cap
+            || head + body + 8 + HEADER > self.cap
+            || cap.len() > u16::MAX as usize;
         let need = head + if large { 16 } else { body };
         let mut fidx = match code {
             None => Some(CONTROL),
@@ -299,7 +325,12 @@ impl<'a> RequestReader<'a> {
         let end = u32_at(b, 0)? as usize;
         let ntab = u16::from_le_bytes(b.get(4..6)?.try_into().ok()?) as usize;
         let table = b.get(end..end + ntab * 8)?;
-        (end >= HEADER).then_some(RequestReader { b, pos: HEADER, end, table })
+        (end >= HEADER).then_some(RequestReader {
+            b,
+            pos: HEADER,
+            end,
+            table,
+        })
     }
 
     /// The code offset of table entry `i`.
@@ -345,7 +376,14 @@ impl<'a> Iterator for RequestReader<'a> {
             Body::Inline(s)
         };
         self.pos = q;
-        Some(Request { fidx, req, idx, gn, cap_len, body })
+        Some(Request {
+            fidx,
+            req,
+            idx,
+            gn,
+            cap_len,
+            body,
+        })
     }
 }
 
@@ -361,7 +399,10 @@ impl<'a> ResponseReader<'a> {
     /// As for [`RequestReader::new`], for response batches.
     pub(crate) unsafe fn new(b: &'a [u8]) -> Option<Self> {
         let end = u32_at(b, 0)? as usize;
-        (end >= HEADER && end <= b.len()).then_some(ResponseReader { b: &b[..end], pos: HEADER })
+        (end >= HEADER && end <= b.len()).then_some(ResponseReader {
+            b: &b[..end],
+            pos: HEADER,
+        })
     }
 }
 
@@ -378,7 +419,11 @@ impl<'a> Iterator for ResponseReader<'a> {
             let ptr = u64_at(body, 0)?;
             let n = u64_at(body, 8)?;
             // SAFETY: written by our encoder as a large response, read once (contract of `new`).
-            Some((req, status & !LARGE_STATUS, Body::Large(unsafe { take_large(ptr, n) })))
+            Some((
+                req,
+                status & !LARGE_STATUS,
+                Body::Large(unsafe { take_large(ptr, n) }),
+            ))
         } else {
             Some((req, status, Body::Inline(body)))
         }
@@ -408,7 +453,18 @@ mod tests {
         let r = unsafe { RequestReader::new(&b1) }.unwrap();
         assert_eq!(r.code(0), Some(0x100));
         assert_eq!(r.code(1), Some(0x200));
-        let v: Vec<_> = r.map(|r| (r.fidx, r.req, r.idx, r.gn, r.cap().to_vec(), r.arg().to_vec())).collect();
+        let v: Vec<_> = r
+            .map(|r| {
+                (
+                    r.fidx,
+                    r.req,
+                    r.idx,
+                    r.gn,
+                    r.cap().to_vec(),
+                    r.arg().to_vec(),
+                )
+            })
+            .collect();
         assert_eq!(v[0], (0, 3, 1, 2, vec![9; 8], vec![]));
         assert_eq!(v[1], (1, 6, 4, 5, vec![], vec![7; 3]));
         assert_eq!(v[2], (0, 9, 7, 8, vec![1], vec![]));
@@ -422,7 +478,14 @@ mod tests {
     fn batches_split_when_full_and_nothing_is_lost() {
         let mut q = OutQueue::new(256, Sink::Loopback);
         for i in 0..100u32 {
-            q.push_request(Some(0x100 + u64::from(i % 3) * 8), i, 0, i, &i.to_le_bytes(), None);
+            q.push_request(
+                Some(0x100 + u64::from(i % 3) * 8),
+                i,
+                0,
+                i,
+                &i.to_le_bytes(),
+                None,
+            );
         }
         q.seal();
         let mut seen = Vec::new();
@@ -448,7 +511,13 @@ mod tests {
         q.push_response(3, 0, &big);
         let b = sealed(&mut q);
         // SAFETY: written by our encoder, read once.
-        let v: Vec<_> = unsafe { ResponseReader::new(&b) }.unwrap().map(|(r, s, b)| (r, s, b.bytes().to_vec())).collect();
-        assert_eq!(v, vec![(1, 0, vec![1, 2, 3]), (2, 3, b"boom".to_vec()), (3, 0, big)]);
+        let v: Vec<_> = unsafe { ResponseReader::new(&b) }
+            .unwrap()
+            .map(|(r, s, b)| (r, s, b.bytes().to_vec()))
+            .collect();
+        assert_eq!(
+            v,
+            vec![(1, 0, vec![1, 2, 3]), (2, 3, b"boom".to_vec()), (3, 0, big)]
+        );
     }
 }
