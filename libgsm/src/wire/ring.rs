@@ -94,11 +94,6 @@
 //!     cargo test -p gossamer --release --lib wire::ring::loom_model
 //! ```
 
-// `cfg(loom)` is this module's model-checking switch. The crate inherits the workspace's lints,
-// and Cargo forbids adding a `[lints.rust]` check-cfg entry next to `lints.workspace = true`, so
-// the expected-cfg lint is silenced here, where the cfg is used, instead.
-#![allow(unexpected_cfgs)]
-
 mod region;
 
 use std::fmt;
