@@ -13,7 +13,7 @@ CARGO ?= cargo
 demo:
 	@scripts/install-deps
 	$(CARGO) build --release --workspace --bins
-	./target/release/gsmrun -np 2 ./target/release/gsm-hello
+	./target/release/gsmrun -np 2 --oversubscribe ./target/release/gsm-hello
 
 test:
 	@scripts/install-deps
