@@ -54,7 +54,7 @@
 //!     t.apply(|p| *p += *r);
 //! });
 //! ```
-//! ```compile_fail
+//! ```compile_fail,E0277
 //! // Nor can an owned `String` ...
 //! gossamer::run(gossamer::Config::default(), || {
 //!     let t = gossamer::entrust(0usize);
@@ -62,7 +62,7 @@
 //!     t.apply(move |p| *p += s.len());
 //! });
 //! ```
-//! ```compile_fail
+//! ```compile_fail,E0277
 //! // ... a `Vec<T>` ...
 //! gossamer::run(gossamer::Config::default(), || {
 //!     let t = gossamer::entrust(0u32);
@@ -70,7 +70,7 @@
 //!     t.apply(move |p| *p += v[0]);
 //! });
 //! ```
-//! ```compile_fail
+//! ```compile_fail,E0277
 //! // ... or a `Box<T>`: pass them with `apply_with` instead.
 //! gossamer::run(gossamer::Config::default(), || {
 //!     let t = gossamer::entrust(0u32);

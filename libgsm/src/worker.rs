@@ -494,8 +494,12 @@ impl WorkerCore {
         };
         if backlog > self.backlog_limit && self.can_block() {
             // Back-pressure: let the poller drain rings before queueing more.
+            // When nothing moves, give the thread away: on an oversubscribed machine the trustee
+            // may need this core to drain the ring.
             while self.out_req[dest].borrow().backlog() > self.backlog_limit && !self.stopping() {
-                self.poll();
+                if !self.poll() {
+                    std::thread::yield_now();
+                }
                 self.yield_fiber();
             }
         }
