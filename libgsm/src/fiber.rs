@@ -2,7 +2,8 @@
 //! suspend point every blocking operation goes through.
 //!
 //! Stacks are `corosensei::DefaultStack`s: an `mmap`ed region with a `PROT_NONE` guard page below
-//! the usable stack, so an overflow faults (SIGSEGV, reported by Rust's handler as a crash) instead
+//! the usable stack, so an overflow faults (the process dies of SIGSEGV; Rust's "stack overflow"
+//! message covers only thread stacks, so none is printed) instead
 //! of overwriting memory. Finished fibers give their stack back to the pool (up to a bound) so
 //! spawning does not `mmap` each time. A fiber never migrates between threads, which is what
 //! makes the thread-local "current yielder" below valid. Scheduling lives in `worker.rs`.

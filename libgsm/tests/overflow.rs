@@ -1,0 +1,43 @@
+//! A fiber that overflows its stack hits the guard page: the process dies of SIGSEGV (Rust's
+//! handler reports the overflow) instead of corrupting memory. Runs itself as a child process.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
+
+#[inline(never)]
+fn recurse(n: u64, buf: &mut [u8; 1024]) -> u64 {
+    let mut local = [0u8; 1024];
+    local[0] = buf[(n % 1024) as usize].wrapping_add(1);
+    if n == u64::MAX {
+        return 0;
+    }
+    recurse(n + 1, &mut local) + u64::from(std::hint::black_box(local[0]))
+}
+
+#[test]
+fn stack_overflow_in_a_fiber_hits_the_guard_page() {
+    if std::env::var_os("GSM_OVERFLOW_CHILD").is_some() {
+        let _ = gossamer::run(gossamer::Config::default().workers(1).stack_size(64 * 1024), || {
+            let mut b = [0u8; 1024];
+            recurse(0, &mut b)
+        });
+        unreachable!("the overflow must kill the process");
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(exe)
+        .args(["--exact", "stack_overflow_in_a_fiber_hits_the_guard_page", "--nocapture"])
+        .env("GSM_OVERFLOW_CHILD", "1")
+        .output()
+        .unwrap();
+    let sig = out.status.signal();
+    assert!(
+        sig == Some(libc_sigsegv()) || sig == Some(6),
+        "expected death by SIGSEGV (or abort after Rust's overflow report), got {:?}; stderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn libc_sigsegv() -> i32 {
+    11
+}
