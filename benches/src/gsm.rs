@@ -13,6 +13,7 @@
 //! - latency: one fiber on worker 1 doing blocking `apply`s one after another to a trust on
 //!   worker 0, so each is a full round trip; nanoseconds per apply.
 //!
+//! Every client loop yields every [`YIELD_EVERY`] operations, as the runtime asks of long loops.
 //! Both map cases and the `apply_then` counter keep every request in flight that the runtime
 //! accepts (no window of ours); completions are counted by the callbacks on the client's worker.
 //!
@@ -22,7 +23,7 @@
 //! compare anything; `local.rs` pairs these figures with the peers'.
 
 use crate::local::names;
-use crate::peers::{KEY_RANGE, SplitMix, THREADS, map_op};
+use crate::peers::{KEY_RANGE, Limit, SplitMix, THREADS, map_op};
 use gossamer::{Config, Trust, WorkerId, entrust, entrust_on, spawn_on, yield_now};
 use std::any::Any;
 use std::cell::RefCell;
@@ -32,6 +33,19 @@ use std::time::Instant;
 
 /// Fibers per worker in the "64 fibers" case.
 const FIBERS: usize = 64;
+
+/// Client loops yield every this many operations. Requests to a property on the caller's own
+/// worker run inline without polling, so a loop that never yields would keep its worker from
+/// serving the other worker's requests (the runtime's rule: "yield in long loops").
+const YIELD_EVERY: u64 = 64;
+
+/// Yields when `n` is a multiple of [`YIELD_EVERY`].
+#[inline]
+fn maybe_yield(n: u64) {
+    if n % YIELD_EVERY == YIELD_EVERY - 1 {
+        yield_now();
+    }
+}
 
 type Map = HashMap<u64, u64>;
 
@@ -95,21 +109,20 @@ fn mops(ops: u64, seconds: f64) -> f64 {
     ops as f64 / seconds / 1e6
 }
 
-/// Runs `body(worker)` on `fibers` fibers per worker and returns the seconds until all have been
-/// joined.
-fn timed<F>(fibers: usize, body: F) -> f64
+/// Runs `body(worker, deadline)` on `fibers` fibers per worker; returns the operations they
+/// report in total and the seconds until all have been joined.
+fn timed<F>(fibers: usize, limit: Limit, body: F) -> (u64, f64)
 where
-    F: Fn(usize) + Copy + Send + 'static,
+    F: Fn(usize, Instant) -> u64 + Copy + Send + 'static,
 {
     let start = Instant::now();
+    let deadline = start + limit.budget;
     let handles: Vec<_> = (0..THREADS)
         .flat_map(|w| (0..fibers).map(move |_| w))
-        .map(|w| spawn_on(WorkerId::new(w), move || body(w)))
+        .map(|w| spawn_on(WorkerId::new(w), move || body(w, deadline)))
         .collect();
-    for h in handles {
-        h.join();
-    }
-    start.elapsed().as_secs_f64()
+    let ops = handles.into_iter().map(|h| h.join()).sum();
+    (ops, start.elapsed().as_secs_f64())
 }
 
 fn share<V: gossamer::Wire + Clone>(value: &V) {
@@ -118,14 +131,19 @@ fn share<V: gossamer::Wire + Clone>(value: &V) {
     }
 }
 
-fn counter_apply_then(ops: u64) -> f64 {
+fn per_fiber(limit: Limit, fibers: usize) -> u64 {
+    (limit.max_ops / (THREADS * fibers) as u64).max(1)
+}
+
+fn counter_apply_then(limit: Limit) -> f64 {
     let counter: Trust<u64> = entrust(0);
     share(&counter);
-    let per = ops / THREADS as u64;
+    let per = per_fiber(limit, 1);
     reset_done();
-    let secs = timed(1, move |w| {
+    let (ops, secs) = timed(1, limit, move |w, deadline| {
         let t: Trust<u64> = stashed();
-        for _ in 0..per {
+        let issued = Limit::steps(per, deadline, |n| {
+            maybe_yield(n);
             t.apply_then(
                 |c: &mut u64| {
                     *c += 1;
@@ -133,31 +151,32 @@ fn counter_apply_then(ops: u64) -> f64 {
                 },
                 move |_: u64| done(w),
             );
-        }
-        wait_done(w, per);
+        });
+        wait_done(w, issued);
+        issued
     });
     clear_stashes();
-    assert_eq!(counter.apply(|c: &mut u64| *c), per * THREADS as u64);
-    mops(per * THREADS as u64, secs)
+    assert_eq!(counter.apply(|c: &mut u64| *c), ops);
+    mops(ops, secs)
 }
 
-fn counter_apply(ops: u64, fibers: usize) -> f64 {
+fn counter_apply(limit: Limit, fibers: usize) -> f64 {
     let counter: Trust<u64> = entrust(0);
     share(&counter);
-    let per = ops / (THREADS * fibers) as u64;
-    let secs = timed(fibers, move |_| {
+    let per = per_fiber(limit, fibers);
+    let (ops, secs) = timed(fibers, limit, move |_, deadline| {
         let t: Trust<u64> = stashed();
-        for _ in 0..per {
+        Limit::steps(per, deadline, |n| {
+            maybe_yield(n);
             std::hint::black_box(t.apply(|c: &mut u64| {
                 *c += 1;
                 *c
             }));
-        }
+        })
     });
     clear_stashes();
-    let total = per * (THREADS * fibers) as u64;
-    assert_eq!(counter.apply(|c: &mut u64| *c), total);
-    mops(total, secs)
+    assert_eq!(counter.apply(|c: &mut u64| *c), ops);
+    mops(ops, secs)
 }
 
 fn prefilled_map(shard: Option<u64>) -> Map {
@@ -171,14 +190,15 @@ fn prefilled_map(shard: Option<u64>) -> Map {
 }
 
 /// The map workload through `apply_then` to `shards` (one trust, or one per worker).
-fn map_delegated(ops: u64, seed: u64, shards: Vec<Trust<Map>>) -> f64 {
+fn map_delegated(limit: Limit, seed: u64, shards: Vec<Trust<Map>>) -> f64 {
     share(&shards);
-    let per = ops / THREADS as u64;
+    let per = per_fiber(limit, 1);
     reset_done();
-    let secs = timed(1, move |w| {
+    let (ops, secs) = timed(1, limit, move |w, deadline| {
         let shards: Vec<Trust<Map>> = stashed();
         let mut rng = SplitMix::new(seed, w as u64);
-        for n in 0..per {
+        let issued = Limit::steps(per, deadline, |n| {
+            maybe_yield(n);
             let (key, insert) = map_op(&mut rng);
             let shard = &shards[(key % shards.len() as u64) as usize];
             if insert {
@@ -195,26 +215,27 @@ fn map_delegated(ops: u64, seed: u64, shards: Vec<Trust<Map>>) -> f64 {
                     move |_: bool| done(w),
                 );
             }
-        }
-        wait_done(w, per);
+        });
+        wait_done(w, issued);
+        issued
     });
     clear_stashes();
-    mops(per * THREADS as u64, secs)
+    mops(ops, secs)
 }
 
-fn latency(trips: u64) -> f64 {
+fn latency(limit: Limit) -> f64 {
     let cell: Trust<u64> = entrust(0);
     stash_on(1, cell.clone());
-    let nanos = spawn_on(WorkerId::new(1), move || {
+    let (trips, nanos) = spawn_on(WorkerId::new(1), move || {
         let t: Trust<u64> = stashed();
         let start = Instant::now();
-        for _ in 0..trips {
+        let trips = Limit::steps(limit.max_ops, start + limit.budget, |_| {
             std::hint::black_box(t.apply(|c: &mut u64| {
                 *c += 1;
                 *c
             }));
-        }
-        start.elapsed().as_nanos() as u64
+        });
+        (trips, start.elapsed().as_nanos() as u64)
     })
     .join();
     clear_stashes();
@@ -223,7 +244,11 @@ fn latency(trips: u64) -> f64 {
 }
 
 /// Measures every Gossamer figure once on a fresh 2-worker runtime.
-pub fn measure_once(ops: u64, seed: u64) -> anyhow::Result<Vec<(&'static str, f64)>> {
+pub fn measure_once(
+    limit: Limit,
+    latency_limit: Limit,
+    seed: u64,
+) -> anyhow::Result<Vec<(&'static str, f64)>> {
     let config = Config::default().workers(THREADS);
     gossamer::run(config, move || {
         let one = vec![entrust(prefilled_map(None))];
@@ -231,15 +256,12 @@ pub fn measure_once(ops: u64, seed: u64) -> anyhow::Result<Vec<(&'static str, f6
             .map(|w| entrust_on(WorkerId::new(w), move || prefilled_map(Some(w as u64))))
             .collect();
         vec![
-            (names::GSM_APPLY_THEN, counter_apply_then(ops)),
-            (
-                names::GSM_APPLY_1,
-                counter_apply((ops / 10).max(THREADS as u64), 1),
-            ),
-            (names::GSM_APPLY_64, counter_apply(ops, FIBERS)),
-            (names::GSM_MAP_ONE, map_delegated(ops, seed, one)),
-            (names::GSM_MAP_SHARDED, map_delegated(ops, seed, sharded)),
-            (names::GSM_LATENCY, latency((ops / 10).max(1))),
+            (names::GSM_APPLY_THEN, counter_apply_then(limit)),
+            (names::GSM_APPLY_1, counter_apply(limit, 1)),
+            (names::GSM_APPLY_64, counter_apply(limit, FIBERS)),
+            (names::GSM_MAP_ONE, map_delegated(limit, seed, one)),
+            (names::GSM_MAP_SHARDED, map_delegated(limit, seed, sharded)),
+            (names::GSM_LATENCY, latency(latency_limit)),
         ]
     })
     .map_err(|e| anyhow::anyhow!("the gossamer runtime failed: {e}"))

@@ -16,14 +16,20 @@ use crate::peers;
 use crate::report::{Case, Figure};
 use crate::stats::summarize;
 use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::peers::Limit;
 
 /// Options of `gsm-bench local`.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Repetitions per figure.
     pub runs: usize,
-    /// Operations per throughput repetition, over both threads; latency cases use `ops / 10`.
+    /// At most this many operations per throughput repetition, over both threads; latency cases
+    /// do at most `ops / 10` round trips.
     pub ops: u64,
+    /// Each repetition of each figure stops issuing work after this long.
+    pub budget: Duration,
     /// Seed of the map workload.
     pub seed: u64,
 }
@@ -48,22 +54,43 @@ pub mod names {
     pub const GSM_LATENCY: &str = "gsm apply latency";
 }
 
+impl Options {
+    fn limit(&self) -> Limit {
+        Limit {
+            max_ops: self.ops,
+            budget: self.budget,
+        }
+    }
+
+    fn latency_limit(&self) -> Limit {
+        Limit {
+            max_ops: (self.ops / 10).max(1),
+            budget: self.budget,
+        }
+    }
+}
+
 fn peers_once(opts: &Options, run: usize) -> Sample {
     let seed = opts.seed.wrapping_add(run as u64);
+    let limit = opts.limit();
     vec![
-        (names::STD_MUTEX, peers::counter_std_mutex(opts.ops)),
-        (names::PARKING_LOT, peers::counter_parking_lot(opts.ops)),
-        (names::FETCH_ADD, peers::counter_fetch_add(opts.ops)),
-        (names::CHANNEL, peers::counter_channel_server(opts.ops)),
-        (names::MAP_MUTEX, peers::map_mutex(opts.ops, seed)),
-        (names::MAP_DASHMAP, peers::map_dashmap(opts.ops, seed)),
-        (names::PINGPONG, peers::pingpong((opts.ops / 10).max(1))),
+        (names::STD_MUTEX, peers::counter_std_mutex(limit)),
+        (names::PARKING_LOT, peers::counter_parking_lot(limit)),
+        (names::FETCH_ADD, peers::counter_fetch_add(limit)),
+        (names::CHANNEL, peers::counter_channel_server(limit)),
+        (names::MAP_MUTEX, peers::map_mutex(limit, seed)),
+        (names::MAP_DASHMAP, peers::map_dashmap(limit, seed)),
+        (names::PINGPONG, peers::pingpong(opts.latency_limit())),
     ]
 }
 
 #[cfg(feature = "gossamer")]
 fn gsm_once(opts: &Options, run: usize) -> anyhow::Result<Sample> {
-    crate::gsm::measure_once(opts.ops, opts.seed.wrapping_add(run as u64))
+    crate::gsm::measure_once(
+        opts.limit(),
+        opts.latency_limit(),
+        opts.seed.wrapping_add(run as u64),
+    )
 }
 
 #[cfg(not(feature = "gossamer"))]
@@ -87,7 +114,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Vec<Case>> {
     if !cfg!(feature = "gossamer") {
         eprintln!(
             "gsm-bench local: built without the `gossamer` feature, so only the peers were measured \
-             (rebuild with `cargo build --release -p gsm-bench --features gossamer`)"
+             (it is a default feature; this binary was built with --no-default-features)"
         );
     }
     let fig = |name: &str| Figure {

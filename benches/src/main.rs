@@ -57,9 +57,14 @@ enum Cmd {
     Local {
         #[command(flatten)]
         common: Common,
-        /// Operations per throughput repetition, over both threads (latency cases use ops/10).
+        /// At most this many operations per throughput repetition, over both threads (latency
+        /// cases: ops/10 round trips).
         #[arg(long, default_value_t = 2_000_000)]
         ops: u64,
+        /// Each repetition of each figure stops after this many milliseconds, whichever of
+        /// --ops and this comes first; rates use the operations actually done.
+        #[arg(long, default_value_t = 250)]
+        budget_ms: u64,
         /// Seed of the map workload's keys.
         #[arg(long, default_value_t = 0x5EED)]
         seed: u64,
@@ -104,7 +109,12 @@ fn main() {
                 };
                 report::emit(&launch::run(&opts)?, common.json.as_deref())
             }
-            Cmd::Local { common, ops, seed } => {
+            Cmd::Local {
+                common,
+                ops,
+                budget_ms,
+                seed,
+            } => {
                 check_runs(common.runs)?;
                 if ops < 1000 {
                     anyhow::bail!("--ops {ops} is too few to time; use at least 1000");
@@ -112,6 +122,7 @@ fn main() {
                 let opts = local::Options {
                     runs: common.runs,
                     ops,
+                    budget: std::time::Duration::from_millis(budget_ms.max(1)),
                     seed,
                 };
                 report::emit(&local::run(&opts)?, common.json.as_deref())

@@ -8,9 +8,9 @@
 use crossbeam_channel::{Receiver, Sender};
 use dashmap::DashMap;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Threads every peer runs on (the Gossamer side uses as many workers).
 pub const THREADS: usize = 2;
@@ -47,29 +47,63 @@ pub fn map_op(rng: &mut SplitMix) -> (u64, bool) {
     (bits % KEY_RANGE, bits >> 63 == 1)
 }
 
-/// Runs `body(thread_index)` on [`THREADS`] threads started together and returns the seconds from
-/// the common start to the last one's end.
-fn timed_threads<F>(body: F) -> f64
+/// How long one repetition of one figure may run: at most `max_ops` operations over all threads,
+/// and no longer than `budget` once timing has started. The budget keeps a repetition short when
+/// the shared machine is loaded (then threads take turns instead of running together, and a slow
+/// case would otherwise take minutes); rates are computed from the operations actually done.
+#[derive(Debug, Clone, Copy)]
+pub struct Limit {
+    pub max_ops: u64,
+    pub budget: Duration,
+}
+
+impl Limit {
+    /// Runs `step(n)` for n = 0, 1, … until `max` steps are done or `deadline` has passed (the
+    /// clock is read every 256 steps); returns how many steps ran.
+    #[inline]
+    pub fn steps(max: u64, deadline: Instant, mut step: impl FnMut(u64)) -> u64 {
+        let mut n = 0;
+        while n < max {
+            let end = (n + 256).min(max);
+            while n < end {
+                step(n);
+                n += 1;
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+        }
+        n
+    }
+}
+
+/// Runs `body(thread_index, deadline)` on [`THREADS`] threads started together; returns the
+/// operations they report in total and the seconds from the common start to the last one's end.
+fn timed_threads<F>(limit: Limit, body: F) -> (u64, f64)
 where
-    F: Fn(usize) + Sync,
+    F: Fn(usize, Instant) -> u64 + Sync,
 {
     let barrier = Barrier::new(THREADS + 1);
+    let start_cell = std::sync::OnceLock::new();
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..THREADS)
             .map(|i| {
-                let (barrier, body) = (&barrier, &body);
+                let (barrier, body, start_cell) = (&barrier, &body, &start_cell);
                 scope.spawn(move || {
                     barrier.wait();
-                    body(i);
+                    let start: &Instant = start_cell.wait();
+                    body(i, *start + limit.budget)
                 })
             })
             .collect();
         barrier.wait();
         let start = Instant::now();
-        for h in handles {
-            h.join().expect("a benchmark thread panicked");
-        }
-        start.elapsed().as_secs_f64()
+        let _ = start_cell.set(start);
+        let ops = handles
+            .into_iter()
+            .map(|h| h.join().expect("a benchmark thread panicked"))
+            .sum();
+        (ops, start.elapsed().as_secs_f64())
     })
 }
 
@@ -77,49 +111,48 @@ fn mops(ops: u64, seconds: f64) -> f64 {
     ops as f64 / seconds / 1e6
 }
 
-/// Counter behind `std::sync::Mutex`: `ops` increments in total, in Mops/s.
-pub fn counter_std_mutex(ops: u64) -> f64 {
+fn per_thread(limit: Limit) -> u64 {
+    (limit.max_ops / THREADS as u64).max(1)
+}
+
+/// Counter behind `std::sync::Mutex`, in Mops/s.
+pub fn counter_std_mutex(limit: Limit) -> f64 {
     let counter = Mutex::new(0u64);
-    let per = ops / THREADS as u64;
-    let secs = timed_threads(|_| {
-        for _ in 0..per {
-            *counter.lock().expect("poisoned") += 1;
-        }
+    let (ops, secs) = timed_threads(limit, |_, deadline| {
+        Limit::steps(per_thread(limit), deadline, |_| {
+            *counter.lock().expect("poisoned") += 1
+        })
     });
-    assert_eq!(*counter.lock().expect("poisoned"), per * THREADS as u64);
-    mops(per * THREADS as u64, secs)
+    assert_eq!(*counter.lock().expect("poisoned"), ops);
+    mops(ops, secs)
 }
 
 /// Counter behind `parking_lot::Mutex`, in Mops/s.
-pub fn counter_parking_lot(ops: u64) -> f64 {
+pub fn counter_parking_lot(limit: Limit) -> f64 {
     let counter = parking_lot::Mutex::new(0u64);
-    let per = ops / THREADS as u64;
-    let secs = timed_threads(|_| {
-        for _ in 0..per {
-            *counter.lock() += 1;
-        }
+    let (ops, secs) = timed_threads(limit, |_, deadline| {
+        Limit::steps(per_thread(limit), deadline, |_| *counter.lock() += 1)
     });
-    assert_eq!(*counter.lock(), per * THREADS as u64);
-    mops(per * THREADS as u64, secs)
+    assert_eq!(*counter.lock(), ops);
+    mops(ops, secs)
 }
 
 /// Counter as one `AtomicU64` incremented with `fetch_add`, in Mops/s.
-pub fn counter_fetch_add(ops: u64) -> f64 {
+pub fn counter_fetch_add(limit: Limit) -> f64 {
     let counter = AtomicU64::new(0);
-    let per = ops / THREADS as u64;
-    let secs = timed_threads(|_| {
-        for _ in 0..per {
+    let (ops, secs) = timed_threads(limit, |_, deadline| {
+        Limit::steps(per_thread(limit), deadline, |_| {
             std::hint::black_box(counter.fetch_add(1, Ordering::AcqRel));
-        }
+        })
     });
-    assert_eq!(counter.load(Ordering::Acquire), per * THREADS as u64);
-    mops(per * THREADS as u64, secs)
+    assert_eq!(counter.load(Ordering::Acquire), ops);
+    mops(ops, secs)
 }
 
 /// Counter owned by a server thread that serves increments sent over a crossbeam channel and
 /// replies with the new value; one client thread keeps [`IN_FLIGHT`] requests outstanding. Two
 /// threads in all (server + client), like the other peers. In Mops/s.
-pub fn counter_channel_server(ops: u64) -> f64 {
+pub fn counter_channel_server(limit: Limit) -> f64 {
     let (req_tx, req_rx): (Sender<()>, Receiver<()>) = crossbeam_channel::bounded(IN_FLIGHT);
     let (rep_tx, rep_rx): (Sender<u64>, Receiver<u64>) = crossbeam_channel::bounded(IN_FLIGHT);
     let barrier = Barrier::new(2);
@@ -137,72 +170,79 @@ pub fn counter_channel_server(ops: u64) -> f64 {
         });
         barrier.wait();
         let start = Instant::now();
-        let window = (IN_FLIGHT as u64).min(ops);
+        let deadline = start + limit.budget;
+        let max = limit.max_ops.max(1);
+        let window = (IN_FLIGHT as u64).min(max);
         for _ in 0..window {
             req_tx.send(()).expect("server gone");
         }
         let mut sent = window;
+        let mut received = 0;
         let mut last = 0;
-        for _ in 0..ops {
+        let mut stopped = false;
+        while received < sent {
             last = rep_rx.recv().expect("server gone");
-            if sent < ops {
+            received += 1;
+            // Past the budget (checked every 256 replies): stop issuing, drain what is in flight.
+            stopped = stopped || (received % 256 == 0 && Instant::now() >= deadline);
+            if !stopped && sent < max {
                 req_tx.send(()).expect("server gone");
                 sent += 1;
             }
         }
         let secs = start.elapsed().as_secs_f64();
         drop(req_tx);
-        assert_eq!(last, ops);
-        mops(ops, secs)
+        assert_eq!(last, received);
+        mops(received, secs)
     })
 }
 
 /// The shared-map workload on `Mutex<HashMap<u64, u64>>`, prefilled with every even key; in Mops/s.
-pub fn map_mutex(ops: u64, seed: u64) -> f64 {
+pub fn map_mutex(limit: Limit, seed: u64) -> f64 {
     let mut map = HashMap::with_capacity(KEY_RANGE as usize);
     for k in (0..KEY_RANGE).step_by(2) {
         map.insert(k, k);
     }
     let map = Mutex::new(map);
-    let per = ops / THREADS as u64;
-    let secs = timed_threads(|i| {
+    let (ops, secs) = timed_threads(limit, |i, deadline| {
         let mut rng = SplitMix::new(seed, i as u64);
         let mut found = 0u64;
-        for n in 0..per {
+        let n = Limit::steps(per_thread(limit), deadline, |n| {
             let (key, insert) = map_op(&mut rng);
             let mut m = map.lock().expect("poisoned");
             if insert {
                 m.insert(key, n);
-            } else if m.get(&key).is_some() {
+            } else if m.contains_key(&key) {
                 found += 1;
             }
-        }
+        });
         std::hint::black_box(found);
+        n
     });
-    mops(per * THREADS as u64, secs)
+    mops(ops, secs)
 }
 
 /// The shared-map workload on `DashMap<u64, u64>` (sharded, locks per shard); in Mops/s.
-pub fn map_dashmap(ops: u64, seed: u64) -> f64 {
+pub fn map_dashmap(limit: Limit, seed: u64) -> f64 {
     let map = DashMap::with_capacity(KEY_RANGE as usize);
     for k in (0..KEY_RANGE).step_by(2) {
         map.insert(k, k);
     }
-    let per = ops / THREADS as u64;
-    let secs = timed_threads(|i| {
+    let (ops, secs) = timed_threads(limit, |i, deadline| {
         let mut rng = SplitMix::new(seed, i as u64);
         let mut found = 0u64;
-        for n in 0..per {
+        let n = Limit::steps(per_thread(limit), deadline, |n| {
             let (key, insert) = map_op(&mut rng);
             if insert {
                 map.insert(key, n);
-            } else if map.get(&key).is_some() {
+            } else if map.contains_key(&key) {
                 found += 1;
             }
-        }
+        });
         std::hint::black_box(found);
+        n
     });
-    mops(per * THREADS as u64, secs)
+    mops(ops, secs)
 }
 
 /// Spins until `cond` holds, yielding the thread now and then so that a ping-pong partner that
@@ -219,30 +259,41 @@ fn spin_until(cond: impl Fn() -> bool) {
     }
 }
 
+/// Tells the ping-pong partner to stop.
+const STOP: u64 = u64::MAX;
+
 /// Cache-line round trip: two threads take turns writing one `AtomicU64` (one writes odd values,
-/// the other answers with the next even one). Returns nanoseconds per round trip, over `trips`.
-pub fn pingpong(trips: u64) -> f64 {
+/// the other answers with the next even one). At most `limit.max_ops` round trips. Returns
+/// nanoseconds per round trip.
+pub fn pingpong(limit: Limit) -> f64 {
     let line = AtomicU64::new(0);
-    let ready = AtomicBool::new(false);
     let barrier = Barrier::new(2);
     std::thread::scope(|scope| {
-        let (line, ready, barrier) = (&line, &ready, &barrier);
+        let (line, barrier) = (&line, &barrier);
         scope.spawn(move || {
             barrier.wait();
-            ready.store(true, Ordering::Release);
-            for t in 0..trips {
-                spin_until(|| line.load(Ordering::Acquire) == 2 * t + 1);
+            let mut t = 0u64;
+            loop {
+                spin_until(|| {
+                    let v = line.load(Ordering::Acquire);
+                    v == 2 * t + 1 || v == STOP
+                });
+                if line.load(Ordering::Acquire) == STOP {
+                    break;
+                }
                 line.store(2 * t + 2, Ordering::Release);
+                t += 1;
             }
         });
         barrier.wait();
-        spin_until(|| ready.load(Ordering::Acquire));
         let start = Instant::now();
-        for t in 0..trips {
+        let trips = Limit::steps(limit.max_ops.max(1), start + limit.budget, |t| {
             line.store(2 * t + 1, Ordering::Release);
             spin_until(|| line.load(Ordering::Acquire) == 2 * t + 2);
-        }
-        start.elapsed().as_nanos() as f64 / trips as f64
+        });
+        let nanos = start.elapsed().as_nanos() as f64;
+        line.store(STOP, Ordering::Release);
+        nanos / trips as f64
     })
 }
 
@@ -253,17 +304,24 @@ mod tests {
     #[test]
     fn every_peer_counts_every_increment_and_reports_a_positive_rate() {
         // The counter peers assert their final count themselves.
+        let limit = Limit {
+            max_ops: 10_000,
+            budget: Duration::from_secs(5),
+        };
         for rate in [
-            counter_std_mutex(10_000),
-            counter_parking_lot(10_000),
-            counter_fetch_add(10_000),
-            counter_channel_server(10_000),
-            map_mutex(10_000, 1),
-            map_dashmap(10_000, 1),
+            counter_std_mutex(limit),
+            counter_parking_lot(limit),
+            counter_fetch_add(limit),
+            counter_channel_server(limit),
+            map_mutex(limit, 1),
+            map_dashmap(limit, 1),
         ] {
             assert!(rate.is_finite() && rate > 0.0, "rate {rate}");
         }
-        let ns = pingpong(1_000);
+        let ns = pingpong(Limit {
+            max_ops: 1_000,
+            ..limit
+        });
         assert!(ns.is_finite() && ns > 0.0);
     }
 
