@@ -249,3 +249,39 @@ pub fn run(opts: &Options) -> anyhow::Result<Vec<Case>> {
         },
     ])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_gsmrun_is_a_clear_error_before_anything_starts() {
+        let opts = Options {
+            runs: 5,
+            gsmrun: PathBuf::from("/nonexistent/dir/gsmrun"),
+            hello: PathBuf::from("/nonexistent/dir/gsm-hello"),
+            mpirun: PathBuf::from("mpirun"),
+        };
+        let err = run(&opts).unwrap_err().to_string();
+        assert!(
+            err.contains("gsmrun not found at /nonexistent/dir/gsmrun"),
+            "{err}"
+        );
+        assert!(err.contains("--gsmrun"), "{err}");
+    }
+
+    #[test]
+    fn a_failing_launcher_is_reported_with_its_status() {
+        let opts = Options {
+            runs: 5,
+            gsmrun: PathBuf::from("/bin/false"),
+            hello: PathBuf::from("/bin/true"),
+            mpirun: PathBuf::from("/bin/true"),
+        };
+        let err = run(&opts).unwrap_err().to_string();
+        assert!(
+            err.contains("/bin/false -np 2") && err.contains("failed"),
+            "{err}"
+        );
+    }
+}

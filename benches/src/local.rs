@@ -9,8 +9,12 @@
 //! against the cache-line round trip of two threads ping-ponging an `AtomicU64`.
 //!
 //! Every repetition measures every figure once, in the same order, so slow phases of this shared
-//! machine spread over all figures instead of landing on one. The Gossamer side is compiled only
-//! with the `gossamer` feature (see `gsm.rs`); without it the cases show the peers alone.
+//! machine spread over all figures instead of landing on one. Each repetition of a figure stops at
+//! `--ops` operations or after `--budget-ms`, whichever comes first, and its rate counts the
+//! operations actually done. On a machine whose load is above its core count the two threads of a
+//! peer often do not run at the same time, so lock-based peers then look uncontended (and fast);
+//! the load average is printed beside the table for that reason. The Gossamer side is the default
+//! `gossamer` feature (see `gsm.rs`); built without it, the cases show the peers alone.
 
 use crate::peers;
 use crate::report::{Case, Figure};

@@ -325,6 +325,16 @@ mod tests {
     }
 
     #[test]
+    fn steps_stop_at_the_maximum_or_soon_after_the_deadline() {
+        let far = Instant::now() + Duration::from_secs(60);
+        let mut seen = Vec::new();
+        assert_eq!(Limit::steps(1000, far, |n| seen.push(n)), 1000);
+        assert_eq!(seen, (0..1000).collect::<Vec<_>>());
+        // A deadline already past: one batch of 256 runs, then the clock says stop.
+        assert_eq!(Limit::steps(u64::MAX, Instant::now(), |_| {}), 256);
+    }
+
+    #[test]
     fn map_ops_are_half_inserts_and_stay_in_range() {
         let mut rng = SplitMix::new(7, 0);
         let mut inserts = 0;
