@@ -484,7 +484,7 @@ impl WorkerCore {
             let mut q = self.out_req[dest].borrow_mut();
             q.push_request(code, idx, gn, req, cap, arg);
             if q.backlog() > 0 && dest != self.id {
-                if q.flush() > 0 {
+                if q.flush_sealed() > 0 {
                     self.shared.wake(dest);
                 }
                 q.backlog()

@@ -117,6 +117,12 @@ impl OutQueue {
     /// loopback sink nothing moves: the owner pops `queued` itself.
     pub(crate) fn flush(&mut self) -> usize {
         self.seal();
+        self.flush_sealed()
+    }
+
+    /// Copies already sealed batches into free ring slots, leaving the batch being filled alone
+    /// (so that it keeps filling). Returns how many were published.
+    pub(crate) fn flush_sealed(&mut self) -> usize {
         let Sink::Ring(prod) = &mut self.sink else {
             return 0;
         };
