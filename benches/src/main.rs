@@ -2,6 +2,18 @@
 //!
 //! Thin: parses the command line and hands over to a subcommand module; every subcommand prints
 //! the shared table (and JSON with `--json FILE`, see `report.rs`).
+//!
+//! ```text
+//! cargo build --release -p gsm-bench -p gsmrun -p gsm-hello
+//! target/release/gsm-bench local  [--runs N] [--ops M] [--budget-ms B] [--json FILE]
+//! target/release/gsm-bench launch [--runs N] [--gsmrun P] [--hello P] [--mpirun P] [--json FILE]
+//! ```
+//!
+//! `local` (`local.rs`, `peers.rs`, `gsm.rs`) compares delegation on 2 workers with locks,
+//! atomics, a channel server and dashmap on 2 threads; `launch` (`launch.rs`) compares `gsmrun`
+//! with plain `mpirun` on start-up time and on the time from a rank's failure to the launcher's
+//! exit. Every figure is a median over `--runs` (at least 5) repetitions, and each case's peers are
+//! measured in the same run as Gossamer's figure.
 
 mod launch;
 mod local;
