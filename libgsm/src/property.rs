@@ -13,7 +13,7 @@
 //! ever created has been dropped. The property is freed exactly when its set becomes empty. This
 //! module does not send anything; `trust.rs` does.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 
 use crate::error::DelegationError;
 
@@ -23,6 +23,9 @@ pub(crate) type Value = Box<dyn Any + Send>;
 struct Slot {
     gn: u32,
     value: Option<Value>,
+    /// The value's type tag and address, cached so the hot path needs no virtual call.
+    tag: Option<TypeId>,
+    ptr: *mut u8,
     ids: Vec<u64>,
     poisoned: bool,
 }
@@ -37,11 +40,15 @@ pub(crate) struct PropertyTable {
 
 impl PropertyTable {
     /// Places a value with its first trust id; returns its name.
-    pub(crate) fn insert(&mut self, value: Value, id: u64) -> (u32, u32) {
+    pub(crate) fn insert(&mut self, mut value: Value, id: u64) -> (u32, u32) {
         self.live += 1;
+        let tag = Some((*value).type_id());
+        let ptr = (&mut *value as *mut (dyn Any + Send)).cast::<u8>();
         if let Some(i) = self.free.pop() {
             let s = &mut self.slots[i as usize];
             s.value = Some(value);
+            s.tag = tag;
+            s.ptr = ptr;
             s.ids.clear();
             s.ids.push(id);
             s.poisoned = false;
@@ -50,6 +57,8 @@ impl PropertyTable {
             self.slots.push(Slot {
                 gn: 1,
                 value: Some(value),
+                tag,
+                ptr,
                 ids: vec![id],
                 poisoned: false,
             });
@@ -67,14 +76,17 @@ impl PropertyTable {
     /// stays put when the table grows; it is freed only by [`toggle`](Self::toggle).
     #[inline]
     pub(crate) fn get<T: 'static>(&mut self, idx: u32, gn: u32) -> Result<*mut T, DelegationError> {
-        let s = self.slot(idx, gn).ok_or(DelegationError::DeadProperty)?;
+        let s = self
+            .slots
+            .get(idx as usize)
+            .ok_or(DelegationError::DeadProperty)?;
+        if s.gn != gn || s.tag != Some(TypeId::of::<T>()) {
+            return Err(DelegationError::DeadProperty);
+        }
         if s.poisoned {
             return Err(DelegationError::Poisoned);
         }
-        let v = s.value.as_mut().ok_or(DelegationError::DeadProperty)?;
-        v.downcast_mut::<T>()
-            .map(|t| t as *mut T)
-            .ok_or(DelegationError::DeadProperty)
+        Ok(s.ptr.cast::<T>())
     }
 
     /// Marks a property poisoned (a delegated closure panicked while holding it).
@@ -100,6 +112,8 @@ impl PropertyTable {
         }
         s.gn = s.gn.wrapping_add(1).max(1);
         let v = s.value.take();
+        s.tag = None;
+        s.ptr = std::ptr::null_mut();
         self.free.push(idx);
         self.live -= 1;
         v
@@ -115,7 +129,11 @@ impl PropertyTable {
         self.live = 0;
         self.slots
             .iter_mut()
-            .filter_map(|s| s.value.take())
+            .filter_map(|s| {
+                s.tag = None;
+                s.ptr = std::ptr::null_mut();
+                s.value.take()
+            })
             .collect()
     }
 }

@@ -144,8 +144,7 @@ pub(crate) struct WorkerCore {
     out_resp: Vec<RefCell<OutQueue>>,
     req_in: Vec<RefCell<Option<Consumer>>>,
     resp_in: Vec<RefCell<Option<Consumer>>>,
-    pending: RefCell<Vec<PendingSlot>>,
-    free_pending: RefCell<Vec<u32>>,
+    pending: RefCell<(Vec<PendingSlot>, Vec<u32>)>,
     pub props: RefCell<PropertyTable>,
     next_id: Cell<u64>,
     backlog_limit: usize,
@@ -233,8 +232,7 @@ impl WorkerCore {
             out_resp: mk(ends.resp_out),
             req_in: ends.req_in.into_iter().map(RefCell::new).collect(),
             resp_in: ends.resp_in.into_iter().map(RefCell::new).collect(),
-            pending: RefCell::new(Vec::new()),
-            free_pending: RefCell::new(Vec::new()),
+            pending: RefCell::new((Vec::new(), Vec::new())),
             props: RefCell::new(PropertyTable::default()),
             next_id: Cell::new(((id as u64) << 40) | 1),
             backlog_limit: slots.max(2),
@@ -424,20 +422,21 @@ impl WorkerCore {
     #[inline]
     pub(crate) fn add_pending(&self, complete: Completer, data: Data) -> u32 {
         let mut p = self.pending.borrow_mut();
-        match self.free_pending.borrow_mut().pop() {
+        let (slots, free) = &mut *p;
+        match free.pop() {
             Some(i) => {
-                p[i as usize] = PendingSlot {
+                slots[i as usize] = PendingSlot {
                     complete: Some(complete),
                     data,
                 };
                 i
             }
             None => {
-                p.push(PendingSlot {
+                slots.push(PendingSlot {
                     complete: Some(complete),
                     data,
                 });
-                (p.len() - 1) as u32
+                (slots.len() - 1) as u32
             }
         }
     }
@@ -447,11 +446,12 @@ impl WorkerCore {
     pub(crate) fn complete(&self, req: u32, st: u8, body: &[u8]) {
         let slot = {
             let mut p = self.pending.borrow_mut();
-            let Some(s) = p.get_mut(req as usize) else {
+            let (slots, free) = &mut *p;
+            let Some(s) = slots.get_mut(req as usize) else {
                 return;
             };
             let Some(c) = s.complete.take() else { return };
-            self.free_pending.borrow_mut().push(req);
+            free.push(req);
             (c, s.data)
         };
         let (c, mut data) = slot;
@@ -595,7 +595,17 @@ impl WorkerCore {
     }
 
     /// Serves every request waiting in the loopback queue (and the responses they produce).
+    #[inline]
     pub(crate) fn drain_loopback(&self) {
+        let me = self.id;
+        if !self.out_req[me].borrow().is_dirty() && !self.out_resp[me].borrow().is_dirty() {
+            return;
+        }
+        self.drain_loopback_slow();
+    }
+
+    #[cold]
+    fn drain_loopback_slow(&self) {
         let me = self.id;
         for _ in 0..1024 {
             if !self.out_req[me].borrow().is_dirty() && !self.out_resp[me].borrow().is_dirty() {

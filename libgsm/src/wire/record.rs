@@ -204,12 +204,14 @@ impl OutQueue {
             flags |= LARGE;
         }
         let b = &mut self.buf;
-        b.push(fidx);
-        b.push(flags);
-        b.extend_from_slice(&(cap.len() as u16).to_le_bytes());
-        put_u32(b, req);
-        put_u32(b, idx);
-        put_u32(b, gn);
+        let mut h = [0u8; REQ_HEADER];
+        h[0] = fidx;
+        h[1] = flags;
+        h[2..4].copy_from_slice(&(cap.len() as u16).to_le_bytes());
+        h[4..8].copy_from_slice(&req.to_le_bytes());
+        h[8..12].copy_from_slice(&idx.to_le_bytes());
+        h[12..16].copy_from_slice(&gn.to_le_bytes());
+        b.extend_from_slice(&h);
         if let Some(a) = arg {
             put_u32(b, a.len() as u32);
         }
@@ -241,8 +243,8 @@ impl OutQueue {
             self.seal();
         }
         let b = &mut self.buf;
-        put_u32(b, req);
         if large {
+            put_u32(b, req);
             put_u32(b, (16 << 8) | u32::from(status | LARGE_STATUS));
             let boxed: Box<[u8]> = body.into();
             let len = boxed.len() as u64;
@@ -250,7 +252,11 @@ impl OutQueue {
             b.extend_from_slice(&ptr.to_le_bytes());
             b.extend_from_slice(&len.to_le_bytes());
         } else {
-            put_u32(b, ((body.len() as u32) << 8) | u32::from(status));
+            let mut h = [0u8; RESP_HEADER];
+            h[0..4].copy_from_slice(&req.to_le_bytes());
+            h[4..8]
+                .copy_from_slice(&(((body.len() as u32) << 8) | u32::from(status)).to_le_bytes());
+            b.extend_from_slice(&h);
             b.extend_from_slice(body);
         }
     }
