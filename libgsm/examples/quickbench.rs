@@ -5,27 +5,18 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Instant;
 
-use gossamer::{entrust_on, spawn, yield_now, Config, WorkerId};
+use gossamer::{Config, WorkerId, entrust_on, spawn, yield_now};
 
 fn main() {
-    let n: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(4_000_000);
+    let n: u64 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4_000_000);
     let cfg = Config::from_env().unwrap_or_default().workers(2);
-    // apply_then from both workers on a counter owned by worker 0.
-    let r = gossamer::spmd(cfg.clone(), move |w| {
-        let t = entrust_on(WorkerId::new(0), || 0u64);
-        // each worker made its own counter above; use worker 0's by sharing through a root below
-        drop(t);
-        w.id()
-    });
-    drop(r);
     let secs = gossamer::run(cfg.clone(), move || {
         let t = entrust_on(WorkerId::new(0), || 0u64);
         let done = Rc::new(Cell::new(0u64));
         let start = Instant::now();
-        // The remote side: a fiber on worker 1 issues apply_then.
-        let t1 = t.clone();
-        let remote = gossamer::spawn_on(WorkerId::new(1), move || 0u8);
-        remote.join();
         let h = {
             let d = done.clone();
             spawn(move || {
@@ -47,7 +38,10 @@ fn main() {
         el
     })
     .unwrap();
-    println!("apply_then local (worker 0 → own property): {:.1} M ops/s", n as f64 / secs / 1e6);
+    println!(
+        "apply_then local (worker 0 → own property): {:.1} M ops/s",
+        n as f64 / secs / 1e6
+    );
 
     let secs = gossamer::spmd(cfg.clone(), move |w| {
         // Worker 1 hammers worker 0's counter with apply_then; worker 0 serves and hammers too.
@@ -70,7 +64,10 @@ fn main() {
         start.elapsed().as_secs_f64()
     })
     .unwrap();
-    println!("apply_then remote (worker 1 → worker 0): {:.1} M ops/s", n as f64 / secs[1] / 1e6);
+    println!(
+        "apply_then remote (worker 1 → worker 0): {:.1} M ops/s",
+        n as f64 / secs[1] / 1e6
+    );
 
     let m = n / 8;
     let secs = gossamer::spmd(cfg, move |w| {
@@ -94,5 +91,8 @@ fn main() {
         start.elapsed().as_secs_f64()
     })
     .unwrap();
-    println!("apply blocking, 64 fibers (worker 1 → worker 0): {:.1} M ops/s", (m / 64 * 64) as f64 / secs[1] / 1e6);
+    println!(
+        "apply blocking, 64 fibers (worker 1 → worker 0): {:.1} M ops/s",
+        (m / 64 * 64) as f64 / secs[1] / 1e6
+    );
 }

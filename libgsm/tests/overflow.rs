@@ -17,15 +17,22 @@ fn recurse(n: u64, buf: &mut [u8; 1024]) -> u64 {
 #[test]
 fn stack_overflow_in_a_fiber_hits_the_guard_page() {
     if std::env::var_os("GSM_OVERFLOW_CHILD").is_some() {
-        let _ = gossamer::run(gossamer::Config::default().workers(1).stack_size(64 * 1024), || {
-            let mut b = [0u8; 1024];
-            recurse(0, &mut b)
-        });
+        let _ = gossamer::run(
+            gossamer::Config::default().workers(1).stack_size(64 * 1024),
+            || {
+                let mut b = [0u8; 1024];
+                recurse(0, &mut b)
+            },
+        );
         unreachable!("the overflow must kill the process");
     }
     let exe = std::env::current_exe().unwrap();
     let out = Command::new(exe)
-        .args(["--exact", "stack_overflow_in_a_fiber_hits_the_guard_page", "--nocapture"])
+        .args([
+            "--exact",
+            "stack_overflow_in_a_fiber_hits_the_guard_page",
+            "--nocapture",
+        ])
         .env("GSM_OVERFLOW_CHILD", "1")
         .output()
         .unwrap();
