@@ -17,6 +17,7 @@ fn main() {
         let t = entrust_on(WorkerId::new(0), || 0u64);
         let done = Rc::new(Cell::new(0u64));
         let start = Instant::now();
+        let t1 = t.clone();
         let h = {
             let d = done.clone();
             spawn(move || {
