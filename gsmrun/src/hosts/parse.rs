@@ -70,7 +70,8 @@ struct Merger<'s> {
     src: Source<'s>,
     hosts: Vec<Host>,
     index: HashMap<String, usize>,
-    first_line: Vec<usize>,
+    /// Byte offset of each host's first item (its line is computed only for a report).
+    first_at: Vec<usize>,
     total: u64,
 }
 
@@ -80,7 +81,7 @@ impl<'s> Merger<'s> {
             src,
             hosts: Vec::new(),
             index: HashMap::new(),
-            first_line: Vec::new(),
+            first_at: Vec::new(),
             total: 0,
         }
     }
@@ -98,12 +99,11 @@ impl<'s> Merger<'s> {
                 "this is not a real cluster; check the ranges",
             ));
         }
-        let line = self.src.text[..item.at].matches('\n').count() + 1;
         for name in &item.names {
             match self.index.get(name) {
                 None => {
                     self.index.insert(name.clone(), self.hosts.len());
-                    self.first_line.push(line);
+                    self.first_at.push(item.at);
                     self.hosts.push(Host {
                         name: name.clone(),
                         user: item.user.clone(),
@@ -133,7 +133,7 @@ impl<'s> Merger<'s> {
                                 item.width,
                                 &format!(
                                     "host `{name}` has user `{b}` here but `{a}` on line {}",
-                                    self.first_line[h]
+                                    self.src.text[..self.first_at[h]].matches('\n').count() + 1
                                 ),
                                 "use one user per host",
                             ));
