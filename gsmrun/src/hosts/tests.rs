@@ -443,3 +443,27 @@ fn seeded_mutations_never_panic() {
         );
     }
 }
+
+#[test]
+fn mixed_example_merges_as_documented() {
+    let path = example_dir().join("mixed.hosts");
+    let text = std::fs::read_to_string(&path).expect("mixed.hosts");
+    let h = parse_hostfile(&path, &text).expect("mixed.hosts parses");
+    assert_eq!(
+        names_slots(&h),
+        ns(&[
+            ("login1", 1),
+            ("node01", 4),
+            ("node02", 2),
+            ("node03", 2),
+            ("node04", 2),
+            ("gpu1", 8),
+            ("gpu2", 8)
+        ])
+    );
+    // node01: `max-slots=4` on one line, none on the other (unlimited) → unlimited.
+    assert_eq!(h[1].max_slots, None);
+    assert_eq!(h[2].max_slots, Some(2));
+    assert_eq!(h[5].user.as_deref(), Some("bob"));
+    assert_eq!(h[5].max_slots, Some(8));
+}
