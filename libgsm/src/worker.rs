@@ -42,7 +42,7 @@ use crate::wire::ring::{Consumer, Producer};
 pub const BLOCKING_IN_DELEGATED: &str = "gossamer: blocking call (apply/try_apply/apply_with/join/yield_now/entrust_on) inside a delegated closure or an apply_then callback: a trustee runs delegated closures in its poller and cannot suspend there (it would stall every request it serves, or alias the property). Use apply_then (or spawn a fiber) instead";
 
 /// Fiber resumes between two polls.
-const POLL_EVERY: usize = 32;
+const POLL_EVERY: usize = 128;
 
 /// Status codes of response records.
 pub(crate) mod status {
