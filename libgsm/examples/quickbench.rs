@@ -96,4 +96,42 @@ fn main() {
         "apply blocking, 64 fibers (worker 1 → worker 0): {:.1} M ops/s",
         (m / 64 * 64) as f64 / secs[1] / 1e6
     );
+
+    // Peers measured in the same run (same machine load).
+    let threads = 2;
+    let per = n / 2;
+    let c = std::sync::Arc::new(parking_lot::Mutex::new(0u64));
+    let start = Instant::now();
+    let hs: Vec<_> = (0..threads)
+        .map(|_| {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                for _ in 0..per {
+                    *c.lock() += 1;
+                }
+            })
+        })
+        .collect();
+    hs.into_iter().for_each(|h| h.join().unwrap());
+    println!(
+        "peer parking_lot::Mutex, 2 threads: {:.1} M ops/s",
+        (per * 2) as f64 / start.elapsed().as_secs_f64() / 1e6
+    );
+    let a = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let start = Instant::now();
+    let hs: Vec<_> = (0..threads)
+        .map(|_| {
+            let a = a.clone();
+            std::thread::spawn(move || {
+                for _ in 0..per {
+                    a.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    hs.into_iter().for_each(|h| h.join().unwrap());
+    println!(
+        "peer AtomicU64::fetch_add, 2 threads: {:.1} M ops/s",
+        (per * 2) as f64 / start.elapsed().as_secs_f64() / 1e6
+    );
 }
