@@ -481,3 +481,64 @@ impl<'de, T: Send + 'static> serde::Deserialize<'de> for Trust<T> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Config;
+
+    fn forged<T: Send + 'static>(
+        trustee: usize,
+        idx: u32,
+        gn: u32,
+    ) -> std::mem::ManuallyDrop<Trust<T>> {
+        std::mem::ManuallyDrop::new(Trust {
+            trustee: trustee as u32,
+            idx,
+            gn,
+            id: 0,
+            _t: PhantomData,
+        })
+    }
+
+    #[test]
+    fn stale_foreign_and_mistyped_names_get_dead_property_locally_and_remotely() {
+        crate::run(Config::default().workers(2), || {
+            for w in 0..2 {
+                let real = entrust_on(WorkerId::new(w), || 5u64);
+                let (idx, gn) = (real.idx, real.gn);
+                // Foreign: an index the table never had.
+                let t = forged::<u64>(w, 1000, 1);
+                assert_eq!(
+                    t.try_apply(|n| *n).unwrap_err(),
+                    DelegationError::DeadProperty
+                );
+                // Mistyped: the right name read as another type.
+                let t = forged::<u32>(w, idx, gn);
+                assert_eq!(
+                    t.try_apply(|n| *n).unwrap_err(),
+                    DelegationError::DeadProperty
+                );
+                // Stale: the property is gone, its slot reused with a new generation.
+                drop(real);
+                for _ in 0..1000 {
+                    crate::yield_now();
+                }
+                let _other = entrust_on(WorkerId::new(w), || 6u64);
+                let t = forged::<u64>(w, idx, gn);
+                assert_eq!(
+                    t.try_apply(|n| *n).unwrap_err(),
+                    DelegationError::DeadProperty
+                );
+                // An owned argument sent to a dead property comes back as an error (and is dropped
+                // by the trampoline).
+                let t = forged::<u64>(w, idx, gn);
+                assert_eq!(
+                    t.try_apply_with(vec![1u8; 10], |_, v| v.len()).unwrap_err(),
+                    DelegationError::DeadProperty
+                );
+            }
+        })
+        .unwrap();
+    }
+}
