@@ -178,16 +178,36 @@ fn apply_then_clone_and_drop_work_inside_delegated_closures() {
             me.apply_then(|c| c.0 += 100, |_| {});
             x.0 += 1000;
         });
-        assert_eq!(b.apply(|c| c.0), 1112);
-        drop(a);
-        drop(b);
-        for _ in 0..100_000 {
-            if DROPS.load(Ordering::SeqCst) == 2 {
-                break;
-            }
+        // The +10 was issued by worker 1's closure (another issuer than this fiber), so it may
+        // land just after this fiber's next request; wait for it, bounded.
+        let start = std::time::Instant::now();
+        while b.apply(|c| c.0) != 1112 {
+            assert!(
+                start.elapsed().as_secs() < 10,
+                "value stuck at {}",
+                b.apply(|c| c.0)
+            );
             yield_now();
         }
-        assert_eq!(DROPS.load(Ordering::SeqCst), 2);
+        drop(a);
+        drop(b);
+        let start = std::time::Instant::now();
+        while DROPS.load(Ordering::SeqCst) != 2 {
+            assert!(
+                start.elapsed().as_secs() < 10,
+                "drops stuck at {}",
+                DROPS.load(Ordering::SeqCst)
+            );
+            yield_now();
+        }
+        for _ in 0..1000 {
+            yield_now();
+        }
+        assert_eq!(
+            DROPS.load(Ordering::SeqCst),
+            2,
+            "a property was dropped twice"
+        );
     })
     .unwrap();
 }

@@ -143,7 +143,7 @@ fn seeded_stress_of_trusts_clones_drops_and_applies() {
                         let mut mine: Vec<(Trust<Prop>, u64)> = Vec::new();
                         let pending = Rc::new(Cell::new(0u32));
                         let failures = Rc::new(Cell::new(0u32));
-                        for _ in 0..300 {
+                        for _ in 0..800 {
                             match rng.gen_range(0..10) {
                                 0 | 1 => {
                                     let v = rng.gen_range(0..1000u64);
