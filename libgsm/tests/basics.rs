@@ -260,3 +260,20 @@ fn eight_workers_on_two_cores_finish_quickly() {
     assert_eq!(v, vec![200; 8]);
     assert!(start.elapsed().as_secs() < 10, "took {:?}", start.elapsed());
 }
+
+#[test]
+fn pinned_workers_run_on_distinct_allowed_cpus() {
+    let cpus = gossamer::available_cpus();
+    let n = cpus.min(2);
+    let v = gossamer::spmd(cfg(n).pin(true), |_| {
+        // SAFETY: sched_getcpu has no preconditions.
+        unsafe { libc::sched_getcpu() }
+    })
+    .unwrap();
+    if n == 2 {
+        assert_ne!(v[0], v[1], "pinned workers share a CPU: {v:?}");
+    }
+    // More workers than CPUs: pinning is skipped, and the run still works.
+    let v = gossamer::spmd(cfg(cpus + 2).pin(true), |w| w.id()).unwrap();
+    assert_eq!(v, (0..cpus + 2).collect::<Vec<_>>());
+}
