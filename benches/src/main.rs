@@ -70,8 +70,10 @@ enum Cmd {
         #[command(flatten)]
         common: Common,
         /// At most this many operations per throughput repetition, over both threads (latency
-        /// cases: ops/10 round trips).
-        #[arg(long, default_value_t = 2_000_000)]
+        /// cases: ops/10 round trips). The default is high enough that --budget-ms decides: a
+        /// fixed small count lets the first thread finish before the second has woken, and the
+        /// figure then measures one uncontended thread.
+        #[arg(long, default_value_t = 1_000_000_000)]
         ops: u64,
         /// Each repetition of each figure stops after this many milliseconds, whichever of
         /// --ops and this comes first; rates use the operations actually done.
