@@ -18,8 +18,8 @@ use std::rc::Rc;
 use crate::error::{DelegationError, Error};
 use crate::noref::{NoRef, Wire};
 use crate::wire::codeptr;
-use crate::wire::record::Request;
-use crate::worker::{Data, Trampoline, WorkerCore, bytes_of, core_or_panic, decode, panic_message};
+use crate::wire::record::{Byte, Request, Src};
+use crate::worker::{Data, Trampoline, WorkerCore, core_or_panic, decode, panic_message};
 
 /// The index of a worker in the job.
 #[derive(
@@ -207,7 +207,7 @@ where
         0,
         0,
         req,
-        bytes_of(&f),
+        Src::of(&f),
         None,
     );
     JoinHandle {
@@ -218,7 +218,7 @@ where
 
 /// # Safety
 /// `data[0]` must be an `Rc<JoinCell<R>>` raw pointer from `spawn_on::<_, R>`.
-unsafe fn fill_join<R>(data: &mut Data, st: u8, body: &[u8]) {
+unsafe fn fill_join<R>(data: &mut Data, st: u8, body: &[Byte]) {
     // SAFETY: per the contract; reclaimed once (the entry completes once).
     let cell = unsafe { Rc::from_raw(data[0].assume_init() as usize as *const JoinCell<R>) };
     // SAFETY: the response to this request carries a moved `R` when OK.

@@ -34,8 +34,8 @@ use crate::error::DelegationError;
 use crate::noref::{NoRef, Wire};
 use crate::spawn::WorkerId;
 use crate::wire::codeptr;
-use crate::wire::record::Request;
-use crate::worker::{Data, Trampoline, WorkerCore, bytes_of, core_or_panic, decode};
+use crate::wire::record::{Byte, Request, Src};
+use crate::worker::{Data, Trampoline, WorkerCore, core_or_panic, decode};
 
 /// A handle to a property held by a trustee worker. Cloning and dropping it updates the
 /// trustee's reference count asynchronously; the property is dropped on its trustee when the last
@@ -103,8 +103,8 @@ where
         tramp_entrust::<T, F> as Trampoline,
         0,
         0,
-        bytes_of(&make),
-        Some(bytes_of(&id)),
+        Src::of(&make),
+        Some(Src::of(&id)),
     );
     match r {
         Ok((idx, gn)) => Trust {
@@ -127,7 +127,7 @@ unsafe fn tramp_entrust<T: Send + 'static, F: FnOnce() -> T + Copy>(
 ) {
     // SAFETY: the client copied exactly one `F` (Copy, no drop obligations) into the captured bytes.
     let make: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
-    let id = rec.arg().try_into().map(u64::from_le_bytes).unwrap_or(0);
+    let id = crate::worker::control_id(rec.arg());
     let r = core
         .run_plain(make)
         .map(|v| core.props.borrow_mut().insert(Box::new(v), id));
@@ -141,8 +141,8 @@ pub(crate) fn block_on<U>(
     tramp: Trampoline,
     idx: u32,
     gn: u32,
-    cap: &[u8],
-    arg: Option<&[u8]>,
+    cap: Src<'_>,
+    arg: Option<Src<'_>>,
 ) -> Result<U, DelegationError> {
     if !core.can_block() {
         return Err(DelegationError::BlockingInDelegatedContext);
@@ -172,7 +172,7 @@ pub(crate) fn block_on<U>(
 
 /// # Safety
 /// `data` must come from `block_on::<U>` of a fiber that is still waiting.
-unsafe fn fill_fiber<U>(data: &mut Data, st: u8, body: &[u8]) {
+unsafe fn fill_fiber<U>(data: &mut Data, st: u8, body: &[Byte]) {
     // SAFETY: `block_on` stored the fiber id and a pointer to its `(bool, MaybeUninit<..>)`.
     let (fiber, out) = unsafe {
         (
@@ -194,7 +194,7 @@ unsafe fn fill_fiber<U>(data: &mut Data, st: u8, body: &[u8]) {
 unsafe fn fill_callback<U, G: FnOnce(Result<U, DelegationError>)>(
     data: &mut Data,
     st: u8,
-    body: &[u8],
+    body: &[Byte],
 ) {
     let g: G = if inline_fits::<G>() {
         // SAFETY: `push_callback` wrote a `G` into `data` (it fits) and it is read once.
@@ -322,7 +322,7 @@ impl<T: Send + 'static> Trust<T> {
             tramp_apply::<T, U, F> as Trampoline,
             self.idx,
             self.gn,
-            bytes_of(&f),
+            Src::of(&f),
             None,
         )
     }
@@ -370,8 +370,8 @@ impl<T: Send + 'static> Trust<T> {
             tramp_apply_with::<T, A, U, F> as Trampoline,
             self.idx,
             self.gn,
-            bytes_of(&f),
-            Some(bytes_of(&*arg)),
+            Src::of(&f),
+            Some(Src::of(&*arg)),
         )
     }
 
@@ -416,7 +416,7 @@ impl<T: Send + 'static> Trust<T> {
             self.idx,
             self.gn,
             req,
-            bytes_of(&f),
+            Src::of(&f),
             None,
         );
     }
@@ -428,7 +428,7 @@ impl<T: Send + 'static> Trust<T> {
             self.idx,
             self.gn,
             0,
-            &id.to_le_bytes(),
+            Src::slice(&id.to_le_bytes()),
             None,
         );
     }

@@ -35,7 +35,9 @@ use crate::error::{DelegationError, Error};
 use crate::fiber::{self, Co, StackPool};
 use crate::property::PropertyTable;
 use crate::wire::codeptr;
-use crate::wire::record::{Body, CONTROL, OutQueue, Request, RequestReader, ResponseReader, Sink};
+use crate::wire::record::{
+    Body, Byte, CONTROL, OutQueue, Request, RequestReader, ResponseReader, Sink, Src,
+};
 use crate::wire::ring::{Consumer, Producer};
 
 /// The message of a blocking call made where blocking is impossible.
@@ -107,7 +109,7 @@ impl Shared {
 /// Inline storage of a pending entry.
 pub(crate) type Data = [MaybeUninit<u64>; 4];
 /// Completes a pending entry with `(status, body)`.
-pub(crate) type Completer = unsafe fn(&mut Data, u8, &[u8]);
+pub(crate) type Completer = unsafe fn(&mut Data, u8, &[Byte]);
 /// The shape of every trampoline (see `trust.rs` and `spawn.rs`).
 pub(crate) type Trampoline = unsafe fn(&WorkerCore, usize, &Request<'_>);
 
@@ -443,7 +445,7 @@ impl WorkerCore {
 
     /// Completes pending request `req` (runs its completer as a callback).
     #[inline]
-    pub(crate) fn complete(&self, req: u32, st: u8, body: &[u8]) {
+    pub(crate) fn complete(&self, req: u32, st: u8, body: &[Byte]) {
         let slot = {
             let mut p = self.pending.borrow_mut();
             let (slots, free) = &mut *p;
@@ -477,8 +479,8 @@ impl WorkerCore {
         idx: u32,
         gn: u32,
         req: u32,
-        cap: &[u8],
-        arg: Option<&[u8]>,
+        cap: Src<'_>,
+        arg: Option<Src<'_>>,
     ) {
         let backlog = {
             let mut q = self.out_req[dest].borrow_mut();
@@ -507,7 +509,7 @@ impl WorkerCore {
 
     /// Stages a response record to `client`.
     #[inline]
-    pub(crate) fn respond_raw(&self, client: usize, req: u32, st: u8, body: &[u8]) {
+    pub(crate) fn respond_raw(&self, client: usize, req: u32, st: u8, body: Src<'_>) {
         self.out_resp[client]
             .borrow_mut()
             .push_response(req, st, body);
@@ -518,20 +520,13 @@ impl WorkerCore {
     pub(crate) fn respond<U>(&self, client: usize, req: u32, r: Result<U, DelegationError>) {
         match r {
             Ok(u) => {
+                // Ownership moves to the record: the original is never dropped.
                 let u = std::mem::ManuallyDrop::new(u);
-                // SAFETY: reading the bytes of a live `U`; ownership moves to the record (the
-                // original is never dropped: ManuallyDrop).
-                let bytes = unsafe {
-                    std::slice::from_raw_parts(
-                        (&*u as *const U).cast::<u8>(),
-                        std::mem::size_of::<U>(),
-                    )
-                };
-                self.respond_raw(client, req, status::OK, bytes);
+                self.respond_raw(client, req, status::OK, Src::of(&*u));
             }
             Err(e) => {
                 let (st, msg) = error_to_status(&e);
-                self.respond_raw(client, req, st, msg.as_bytes());
+                self.respond_raw(client, req, st, Src::slice(msg.as_bytes()));
             }
         }
     }
@@ -561,7 +556,7 @@ impl WorkerCore {
                 for _ in 0..budget {
                     let Some(slot) = cons.poll() else { break };
                     work = true;
-                    self.serve_batch(c, slot.bytes());
+                    self.serve_batch(c, slot.bytes_uninit());
                     slot.release();
                 }
             }
@@ -585,7 +580,7 @@ impl WorkerCore {
                 for _ in 0..budget {
                     let Some(slot) = cons.poll() else { break };
                     work = true;
-                    self.complete_batch(slot.bytes());
+                    self.complete_batch(slot.bytes_uninit());
                     slot.release();
                 }
             }
@@ -656,7 +651,7 @@ impl WorkerCore {
         }
     }
 
-    fn serve_batch(&self, client: usize, bytes: &[u8]) {
+    fn serve_batch(&self, client: usize, bytes: &[Byte]) {
         // SAFETY: batches in our rings and loopback queue are written only by `OutQueue` in this
         // process, and each is served exactly once (the slot is released / the buffer recycled
         // right after).
@@ -673,7 +668,7 @@ impl WorkerCore {
         }
         for rec in reader {
             if rec.fidx == CONTROL {
-                let id = rec.cap().try_into().map(u64::from_le_bytes).unwrap_or(0);
+                let id = control_id(rec.cap());
                 self.toggle(rec.idx, rec.gn, id);
                 continue;
             }
@@ -683,7 +678,9 @@ impl WorkerCore {
                     client,
                     rec.req,
                     status::PANICKED,
-                    b"gossamer: the request names code outside this binary's text; it was refused",
+                    Src::slice(
+                        b"gossamer: the request names code outside this binary's text; it was refused",
+                    ),
                 );
                 continue;
             }
@@ -695,7 +692,7 @@ impl WorkerCore {
         }
     }
 
-    fn complete_batch(&self, bytes: &[u8]) {
+    fn complete_batch(&self, bytes: &[Byte]) {
         // SAFETY: as in `serve_batch`, for response batches.
         let Some(reader) = (unsafe { ResponseReader::new(bytes) }) else {
             return;
@@ -816,7 +813,7 @@ fn error_to_status(e: &DelegationError) -> (u8, String) {
 /// If `st == OK`, `body` must hold the bytes of a `U` moved by [`WorkerCore::respond`], not yet
 /// taken by anyone else.
 #[inline]
-pub(crate) unsafe fn decode<U>(st: u8, body: &[u8]) -> Result<U, DelegationError> {
+pub(crate) unsafe fn decode<U>(st: u8, body: &[Byte]) -> Result<U, DelegationError> {
     match st {
         status::OK => {
             debug_assert_eq!(body.len(), std::mem::size_of::<U>());
@@ -828,9 +825,8 @@ pub(crate) unsafe fn decode<U>(st: u8, body: &[u8]) -> Result<U, DelegationError
             // SAFETY: per the contract, these are the bytes of a moved `U`.
             Ok(unsafe { std::ptr::read_unaligned(body.as_ptr().cast::<U>()) })
         }
-        status::PANICKED => Err(DelegationError::Panicked(
-            String::from_utf8_lossy(body).into_owned(),
-        )),
+        // SAFETY: every non-OK body is the bytes of a `str` (`error_to_status`), initialised.
+        status::PANICKED => Err(DelegationError::Panicked(unsafe { message_of(body) })),
         status::POISONED => Err(DelegationError::Poisoned),
         status::DEAD => Err(DelegationError::DeadProperty),
         status::BLOCKING => Err(DelegationError::BlockingInDelegatedContext),
@@ -838,10 +834,21 @@ pub(crate) unsafe fn decode<U>(st: u8, body: &[u8]) -> Result<U, DelegationError
     }
 }
 
-/// Bytes of a value, for moving it into a record.
-#[inline]
-pub(crate) fn bytes_of<V>(v: &V) -> &[u8] {
-    // SAFETY: any initialised value can be viewed as `size_of::<V>()` bytes for copying; padding
-    // bytes are copied but never interpreted other than as part of a `V` at the other end.
-    unsafe { std::slice::from_raw_parts((v as *const V).cast::<u8>(), std::mem::size_of::<V>()) }
+/// The text of an error body.
+///
+/// # Safety
+/// Every byte of `body` must be initialised.
+unsafe fn message_of(body: &[Byte]) -> String {
+    // SAFETY: `MaybeUninit<u8>` has the layout of `u8` and the bytes are initialised (contract).
+    let b = unsafe { std::slice::from_raw_parts(body.as_ptr().cast::<u8>(), body.len()) };
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The trust id a control record carries (8 initialised bytes written by `Trust::toggle`).
+pub(crate) fn control_id(cap: &[Byte]) -> u64 {
+    if cap.len() != 8 {
+        return 0;
+    }
+    // SAFETY: 8 bytes, initialised: control records carry the `to_le_bytes` of a `u64`.
+    u64::from_le_bytes(unsafe { std::ptr::read_unaligned(cap.as_ptr().cast::<[u8; 8]>()) })
 }

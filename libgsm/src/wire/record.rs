@@ -15,12 +15,23 @@
 //! in-process large-message path; across processes the fabric's large-message path replaces it
 //! (issue 4). Nothing is truncated.
 //!
+//! Values moved by bytes (captures, arguments, results) may contain padding, i.e. uninitialised
+//! bytes. So record bytes are only ever copied untyped (`ptr::copy_nonoverlapping` from a
+//! [`Src`]) and viewed as `MaybeUninit<u8>` (staging buffers, ring slots, bodies); only the
+//! headers and tables, which the encoder writes as whole initialised words, are read as integers,
+//! and a moved value is read back with `read_unaligned` as its own type.
+//!
 //! This module does not know what a record means; `worker.rs` and `trust.rs` do. It does not
 //! touch ring internals either: a sealed batch is copied into a reserved slot and published.
 
 use std::collections::VecDeque;
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
 
 use crate::wire::ring::Producer;
+
+/// A byte that may be uninitialised (padding of a value moved by bytes).
+pub(crate) type Byte = MaybeUninit<u8>;
 
 pub(crate) const HEADER: usize = 8;
 pub(crate) const REQ_HEADER: usize = 16;
@@ -30,6 +41,75 @@ pub(crate) const LARGE: u8 = 2;
 pub(crate) const CONTROL: u8 = 0xFF;
 pub(crate) const MAX_TABLE: usize = 255;
 pub(crate) const LARGE_STATUS: u8 = 0x80;
+
+/// Bytes to copy into a record: the object representation of a value (padding included, which
+/// is why this is a pointer and a length and never a `&[u8]`), or a plain byte slice.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Src<'a> {
+    ptr: *const u8,
+    len: usize,
+    _borrow: PhantomData<&'a ()>,
+}
+
+impl<'a> Src<'a> {
+    /// The `size_of::<V>()` bytes of `v`, padding included.
+    #[inline]
+    pub(crate) fn of<V>(v: &'a V) -> Self {
+        Src {
+            ptr: (v as *const V).cast::<u8>(),
+            len: std::mem::size_of::<V>(),
+            _borrow: PhantomData,
+        }
+    }
+
+    /// The bytes of a slice.
+    #[inline]
+    pub(crate) fn slice(b: &'a [u8]) -> Self {
+        Src {
+            ptr: b.as_ptr(),
+            len: b.len(),
+            _borrow: PhantomData,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// Appends `s` to `b` with an untyped copy (uninitialised source bytes stay uninitialised).
+#[inline]
+fn put(b: &mut Vec<Byte>, s: Src<'_>) {
+    b.reserve(s.len);
+    // SAFETY: `s.ptr` is valid for `s.len` reads for `'a` (it came from a live reference or
+    // slice); the destination is the reserved spare capacity, which cannot overlap it (`b` is
+    // uniquely borrowed). `copy_nonoverlapping` is an untyped copy, so padding may be copied;
+    // `MaybeUninit<u8>` elements may hold any byte, so `set_len` exposes no invalid value.
+    unsafe {
+        std::ptr::copy_nonoverlapping(s.ptr, b.as_mut_ptr().add(b.len()).cast::<u8>(), s.len);
+        b.set_len(b.len() + s.len);
+    }
+}
+
+#[inline]
+fn put_bytes(b: &mut Vec<Byte>, v: &[u8]) {
+    put(b, Src::slice(v));
+}
+
+#[inline]
+fn set_bytes(b: &mut [Byte], at: usize, v: &[u8]) {
+    for (d, s) in b[at..at + v.len()].iter_mut().zip(v) {
+        *d = MaybeUninit::new(*s);
+    }
+}
+
+/// A staging buffer with its header room.
+fn fresh(cap: usize) -> Vec<Byte> {
+    let mut v = Vec::with_capacity(cap);
+    v.resize(HEADER, MaybeUninit::new(0));
+    v
+}
 
 /// Where sealed batches go: a ring to another worker, or the worker's own loopback queue (requests
 /// a worker sends to itself from contexts where running them inline is not allowed).
@@ -43,25 +123,19 @@ pub(crate) enum Sink {
 /// and spare buffers.
 #[derive(Debug)]
 pub(crate) struct OutQueue {
-    buf: Vec<u8>,
+    buf: Vec<Byte>,
     table: Vec<u64>,
     last: (usize, u8),
     cap: usize,
-    pub(crate) queued: VecDeque<Vec<u8>>,
-    pool: Vec<Vec<u8>>,
+    pub(crate) queued: VecDeque<Vec<Byte>>,
+    pool: Vec<Vec<Byte>>,
     pub(crate) sink: Sink,
-}
-
-fn put_u32(b: &mut Vec<u8>, v: u32) {
-    b.extend_from_slice(&v.to_le_bytes());
 }
 
 impl OutQueue {
     pub(crate) fn new(cap: usize, sink: Sink) -> Self {
-        let mut buf = Vec::with_capacity(cap);
-        buf.resize(HEADER, 0);
         OutQueue {
-            buf,
+            buf: fresh(cap),
             table: Vec::new(),
             last: (0, 0),
             cap,
@@ -97,18 +171,20 @@ impl OutQueue {
         let pos = self.buf.len() as u32;
         let ntab = self.table.len() as u16;
         for off in &self.table {
-            self.buf.extend_from_slice(&off.to_le_bytes());
+            put_bytes(&mut self.buf, &off.to_le_bytes());
         }
-        self.buf[0..4].copy_from_slice(&pos.to_le_bytes());
-        self.buf[4..6].copy_from_slice(&ntab.to_le_bytes());
+        set_bytes(&mut self.buf, 0, &pos.to_le_bytes());
+        set_bytes(&mut self.buf, 4, &ntab.to_le_bytes());
         self.table.clear();
         self.last = (0, 0);
-        let mut next = self
-            .pool
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(self.cap));
-        next.clear();
-        next.resize(HEADER, 0);
+        let next = match self.pool.pop() {
+            Some(mut v) => {
+                v.clear();
+                v.resize(HEADER, MaybeUninit::new(0));
+                v
+            }
+            None => fresh(self.cap),
+        };
         let full = std::mem::replace(&mut self.buf, next);
         self.queued.push_back(full);
     }
@@ -131,7 +207,10 @@ impl OutQueue {
             let Some(mut w) = prod.try_reserve() else {
                 break;
             };
-            let dst = w.buf();
+            // SAFETY: the runtime's rings are read only through `SlotReader::bytes_uninit` and
+            // written only through this method (the worker's `poll`/`has_incoming` and this
+            // function are their only users).
+            let dst = unsafe { w.buf_uninit() };
             debug_assert!(front.len() <= dst.len());
             dst[..front.len()].copy_from_slice(front);
             w.publish(front.len() as u32);
@@ -145,7 +224,7 @@ impl OutQueue {
         n
     }
 
-    pub(crate) fn recycle(&mut self, b: Vec<u8>) {
+    pub(crate) fn recycle(&mut self, b: Vec<Byte>) {
         if self.pool.len() < 8 {
             self.pool.push(b);
         }
@@ -171,8 +250,8 @@ impl OutQueue {
         idx: u32,
         gn: u32,
         req: u32,
-        cap: &[u8],
-        arg: Option<&[u8]>,
+        cap: Src<'_>,
+        arg: Option<Src<'_>>,
     ) {
         let body = cap.len() + arg.map_or(0, |a| a.len());
         let head = REQ_HEADER + if arg.is_some() { 4 } else { 0 };
@@ -211,32 +290,32 @@ impl OutQueue {
         h[4..8].copy_from_slice(&req.to_le_bytes());
         h[8..12].copy_from_slice(&idx.to_le_bytes());
         h[12..16].copy_from_slice(&gn.to_le_bytes());
-        b.extend_from_slice(&h);
+        put_bytes(b, &h);
         if let Some(a) = arg {
-            put_u32(b, a.len() as u32);
+            put_bytes(b, &(a.len() as u32).to_le_bytes());
         }
         if large {
             let mut v = Vec::with_capacity(body);
-            v.extend_from_slice(cap);
+            put(&mut v, cap);
             if let Some(a) = arg {
-                v.extend_from_slice(a);
+                put(&mut v, a);
             }
-            let boxed: Box<[u8]> = v.into_boxed_slice();
+            let boxed: Box<[Byte]> = v.into_boxed_slice();
             let len = boxed.len() as u64;
-            let ptr = Box::into_raw(boxed) as *mut u8 as usize as u64;
-            b.extend_from_slice(&ptr.to_le_bytes());
-            b.extend_from_slice(&len.to_le_bytes());
+            let ptr = Box::into_raw(boxed) as *mut Byte as usize as u64;
+            put_bytes(b, &ptr.to_le_bytes());
+            put_bytes(b, &len.to_le_bytes());
         } else {
-            b.extend_from_slice(cap);
+            put(b, cap);
             if let Some(a) = arg {
-                b.extend_from_slice(a);
+                put(b, a);
             }
         }
     }
 
     /// Appends a response record with `status` and `body` (copied; ownership of moved values
     /// passes with the bytes).
-    pub(crate) fn push_response(&mut self, req: u32, status: u8, body: &[u8]) {
+    pub(crate) fn push_response(&mut self, req: u32, status: u8, body: Src<'_>) {
         let large = RESP_HEADER + body.len() + HEADER > self.cap || body.len() >= 1 << 24;
         let need = RESP_HEADER + if large { 16 } else { body.len() };
         if self.room(0) < need {
@@ -244,34 +323,40 @@ impl OutQueue {
         }
         let b = &mut self.buf;
         if large {
-            put_u32(b, req);
-            put_u32(b, (16 << 8) | u32::from(status | LARGE_STATUS));
-            let boxed: Box<[u8]> = body.into();
+            put_bytes(b, &req.to_le_bytes());
+            put_bytes(
+                b,
+                &((16 << 8) | u32::from(status | LARGE_STATUS)).to_le_bytes(),
+            );
+            let mut v = Vec::with_capacity(body.len());
+            put(&mut v, body);
+            let boxed: Box<[Byte]> = v.into_boxed_slice();
             let len = boxed.len() as u64;
-            let ptr = Box::into_raw(boxed) as *mut u8 as usize as u64;
-            b.extend_from_slice(&ptr.to_le_bytes());
-            b.extend_from_slice(&len.to_le_bytes());
+            let ptr = Box::into_raw(boxed) as *mut Byte as usize as u64;
+            put_bytes(b, &ptr.to_le_bytes());
+            put_bytes(b, &len.to_le_bytes());
         } else {
             let mut h = [0u8; RESP_HEADER];
             h[0..4].copy_from_slice(&req.to_le_bytes());
             h[4..8]
                 .copy_from_slice(&(((body.len() as u32) << 8) | u32::from(status)).to_le_bytes());
-            b.extend_from_slice(&h);
-            b.extend_from_slice(body);
+            put_bytes(b, &h);
+            put(b, body);
         }
     }
 }
 
-/// A body that is either in the slot or in a large-message box now owned by the reader.
+/// A body that is either in the slot or in a large-message box now owned by the reader. Its
+/// bytes may include padding, so it is only ever viewed as `MaybeUninit<u8>`.
 #[derive(Debug)]
 pub(crate) enum Body<'a> {
-    Inline(&'a [u8]),
-    Large(Box<[u8]>),
+    Inline(&'a [Byte]),
+    Large(Box<[Byte]>),
 }
 
 impl Body<'_> {
     #[inline]
-    pub(crate) fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[Byte] {
         match self {
             Body::Inline(b) => b,
             Body::Large(b) => b,
@@ -280,11 +365,11 @@ impl Body<'_> {
 }
 
 /// # Safety
-/// `ptr`/`len` must come from `Box::into_raw` of a `Box<[u8]>` written by `OutQueue` and not
+/// `ptr`/`len` must come from `Box::into_raw` of a `Box<[Byte]>` written by `OutQueue` and not
 /// yet reclaimed; each large record is reclaimed exactly once.
-unsafe fn take_large(ptr: u64, len: u64) -> Box<[u8]> {
-    let slice = std::ptr::slice_from_raw_parts_mut(ptr as usize as *mut u8, len as usize);
-    // SAFETY: per the contract, this is the raw pointer of a live `Box<[u8]>` of this length.
+unsafe fn take_large(ptr: u64, len: u64) -> Box<[Byte]> {
+    let slice = std::ptr::slice_from_raw_parts_mut(ptr as usize as *mut Byte, len as usize);
+    // SAFETY: per the contract, this is the raw pointer of a live `Box<[Byte]>` of this length.
     unsafe { Box::from_raw(slice) }
 }
 
@@ -301,41 +386,64 @@ pub(crate) struct Request<'a> {
 
 impl Request<'_> {
     #[inline]
-    pub(crate) fn cap(&self) -> &[u8] {
+    pub(crate) fn cap(&self) -> &[Byte] {
         &self.body.bytes()[..self.cap_len]
     }
     #[inline]
-    pub(crate) fn arg(&self) -> &[u8] {
+    pub(crate) fn arg(&self) -> &[Byte] {
         &self.body.bytes()[self.cap_len..]
     }
 }
 
+/// Reads `N` initialised bytes at `at`.
+///
+/// # Safety
+/// The bytes `at..at + N` of `b`, if in range, must be initialised (header bytes written by our
+/// encoder always are).
 #[inline]
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+unsafe fn bytes_at<const N: usize>(b: &[Byte], at: usize) -> Option<[u8; N]> {
+    let s = b.get(at..at + N)?;
+    // SAFETY: `s` has exactly `N` elements, initialised per the contract; `[u8; N]` has
+    // alignment 1, so the unaligned read of `N` bytes is a plain copy.
+    Some(unsafe { std::ptr::read_unaligned(s.as_ptr().cast::<[u8; N]>()) })
 }
+
+/// # Safety
+/// As for [`bytes_at`].
 #[inline]
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+unsafe fn u32_at(b: &[Byte], at: usize) -> Option<u32> {
+    // SAFETY: forwarded contract.
+    unsafe { bytes_at::<4>(b, at) }.map(u32::from_le_bytes)
+}
+
+/// # Safety
+/// As for [`bytes_at`].
+#[inline]
+unsafe fn u64_at(b: &[Byte], at: usize) -> Option<u64> {
+    // SAFETY: forwarded contract.
+    unsafe { bytes_at::<8>(b, at) }.map(u64::from_le_bytes)
 }
 
 /// Reads a request batch. Iteration stops at the first malformed record.
 #[derive(Debug)]
 pub(crate) struct RequestReader<'a> {
-    b: &'a [u8],
+    b: &'a [Byte],
     pos: usize,
     end: usize,
     /// The batch's code table.
-    pub table: &'a [u8],
+    pub table: &'a [Byte],
 }
 
 impl<'a> RequestReader<'a> {
     /// # Safety
-    /// The batch must have been written by `OutQueue::push_request` of this process (large-record
-    /// pointers inside it are reclaimed by `next`), and be read at most once.
-    pub(crate) unsafe fn new(b: &'a [u8]) -> Option<Self> {
-        let end = u32_at(b, 0)? as usize;
-        let ntab = u16::from_le_bytes(b.get(4..6)?.try_into().ok()?) as usize;
+    /// The batch must have been written by `OutQueue::push_request` of this process (its header,
+    /// record headers and table are initialised bytes; large-record pointers inside it are
+    /// reclaimed by `next`), and be read at most once.
+    pub(crate) unsafe fn new(b: &'a [Byte]) -> Option<Self> {
+        // SAFETY: the batch header is initialised (contract).
+        let end = unsafe { u32_at(b, 0) }? as usize;
+        // SAFETY: as above.
+        let ntab = u16::from_le_bytes(unsafe { bytes_at::<2>(b, 4) }?) as usize;
         let table = b.get(end..end + ntab * 8)?;
         (end >= HEADER).then_some(RequestReader {
             b,
@@ -347,7 +455,8 @@ impl<'a> RequestReader<'a> {
 
     /// The code offset of table entry `i`.
     pub(crate) fn code(&self, i: u8) -> Option<u64> {
-        u64_at(self.table, i as usize * 8)
+        // SAFETY: the table is initialised (contract of `new`).
+        unsafe { u64_at(self.table, i as usize * 8) }
     }
 }
 
@@ -359,21 +468,24 @@ impl<'a> Iterator for RequestReader<'a> {
         }
         let b = &self.b[..self.end];
         let p = self.pos;
-        let h = b.get(p..p + REQ_HEADER)?;
+        // SAFETY: record headers, argument lengths and large-record words are initialised bytes
+        // written by our encoder (contract of `new`); `p` and `q` walk record boundaries.
+        let h: [u8; REQ_HEADER] = unsafe { bytes_at(b, p) }?;
         let (fidx, flags) = (h[0], h[1]);
         let cap_len = u16::from_le_bytes([h[2], h[3]]) as usize;
-        let req = u32_at(h, 4)?;
-        let idx = u32_at(h, 8)?;
-        let gn = u32_at(h, 12)?;
+        let req = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
+        let idx = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
+        let gn = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
         let mut q = p + REQ_HEADER;
         let mut arg_len = 0;
         if flags & ARG != 0 {
-            arg_len = u32_at(b, q)? as usize;
+            // SAFETY: as above.
+            arg_len = unsafe { u32_at(b, q) }? as usize;
             q += 4;
         }
         let body = if flags & LARGE != 0 {
-            let ptr = u64_at(b, q)?;
-            let len = u64_at(b, q + 8)?;
+            // SAFETY: as above.
+            let (ptr, len) = unsafe { (u64_at(b, q)?, u64_at(b, q + 8)?) };
             q += 16;
             if len as usize != cap_len + arg_len {
                 self.pos = self.end;
@@ -402,15 +514,16 @@ impl<'a> Iterator for RequestReader<'a> {
 /// Reads a response batch: `(req, status, body)`.
 #[derive(Debug)]
 pub(crate) struct ResponseReader<'a> {
-    b: &'a [u8],
+    b: &'a [Byte],
     pos: usize,
 }
 
 impl<'a> ResponseReader<'a> {
     /// # Safety
     /// As for [`RequestReader::new`], for response batches.
-    pub(crate) unsafe fn new(b: &'a [u8]) -> Option<Self> {
-        let end = u32_at(b, 0)? as usize;
+    pub(crate) unsafe fn new(b: &'a [Byte]) -> Option<Self> {
+        // SAFETY: the batch header is initialised (contract).
+        let end = unsafe { u32_at(b, 0) }? as usize;
         (end >= HEADER && end <= b.len()).then_some(ResponseReader {
             b: &b[..end],
             pos: HEADER,
@@ -422,14 +535,15 @@ impl<'a> Iterator for ResponseReader<'a> {
     type Item = (u32, u8, Body<'a>);
     fn next(&mut self) -> Option<Self::Item> {
         let p = self.pos;
-        let req = u32_at(self.b, p)?;
-        let w = u32_at(self.b, p + 4)?;
+        // SAFETY: record headers are initialised bytes written by our encoder (contract of
+        // `new`), and `p` walks record boundaries.
+        let (req, w) = unsafe { (u32_at(self.b, p)?, u32_at(self.b, p + 4)?) };
         let (len, status) = ((w >> 8) as usize, (w & 0xFF) as u8);
         let body = self.b.get(p + 8..p + 8 + len)?;
         self.pos = p + 8 + len;
         if status & LARGE_STATUS != 0 {
-            let ptr = u64_at(body, 0)?;
-            let n = u64_at(body, 8)?;
+            // SAFETY: a large response's body is the pointer and length words, initialised.
+            let (ptr, n) = unsafe { (u64_at(body, 0)?, u64_at(body, 8)?) };
             // SAFETY: written by our encoder as a large response, read once (contract of `new`).
             Some((
                 req,
@@ -446,7 +560,12 @@ impl<'a> Iterator for ResponseReader<'a> {
 mod tests {
     use super::*;
 
-    fn sealed(q: &mut OutQueue) -> Vec<u8> {
+    fn init(b: &[Byte]) -> Vec<u8> {
+        // SAFETY: these tests only encode initialised bytes.
+        b.iter().map(|x| unsafe { x.assume_init() }).collect()
+    }
+
+    fn sealed(q: &mut OutQueue) -> Vec<Byte> {
         q.seal();
         q.queued.pop_front().expect("a sealed batch")
     }
@@ -454,28 +573,33 @@ mod tests {
     #[test]
     fn requests_round_trip_with_table_and_large_records() {
         let mut q = OutQueue::new(256, Sink::Loopback);
-        q.push_request(Some(0x100), 1, 2, 3, &[9; 8], None);
-        q.push_request(Some(0x200), 4, 5, 6, &[], Some(&[7; 3]));
-        q.push_request(Some(0x100), 7, 8, 9, &[1], None);
-        q.push_request(None, 1, 1, 0, &42u64.to_le_bytes(), None);
+        q.push_request(Some(0x100), 1, 2, 3, Src::slice(&[9; 8]), None);
+        q.push_request(
+            Some(0x200),
+            4,
+            5,
+            6,
+            Src::slice(&[]),
+            Some(Src::slice(&[7; 3])),
+        );
+        q.push_request(Some(0x100), 7, 8, 9, Src::slice(&[1]), None);
+        q.push_request(None, 1, 1, 0, Src::slice(&42u64.to_le_bytes()), None);
         let big = vec![0xAB; 1000];
-        q.push_request(Some(0x100), 1, 1, 10, &[5; 4], Some(&big));
+        q.push_request(
+            Some(0x100),
+            1,
+            1,
+            10,
+            Src::slice(&[5; 4]),
+            Some(Src::slice(&big)),
+        );
         let b1 = sealed(&mut q);
         // SAFETY: written by our encoder, read once.
         let r = unsafe { RequestReader::new(&b1) }.unwrap();
         assert_eq!(r.code(0), Some(0x100));
         assert_eq!(r.code(1), Some(0x200));
         let v: Vec<_> = r
-            .map(|r| {
-                (
-                    r.fidx,
-                    r.req,
-                    r.idx,
-                    r.gn,
-                    r.cap().to_vec(),
-                    r.arg().to_vec(),
-                )
-            })
+            .map(|r| (r.fidx, r.req, r.idx, r.gn, init(r.cap()), init(r.arg())))
             .collect();
         assert_eq!(v[0], (0, 3, 1, 2, vec![9; 8], vec![]));
         assert_eq!(v[1], (1, 6, 4, 5, vec![], vec![7; 3]));
@@ -495,7 +619,7 @@ mod tests {
                 i,
                 0,
                 i,
-                &i.to_le_bytes(),
+                Src::slice(&i.to_le_bytes()),
                 None,
             );
         }
@@ -508,24 +632,47 @@ mod tests {
             let codes: Vec<u64> = (0..3).filter_map(|i| r.code(i)).collect();
             for rec in r {
                 assert_eq!(codes[rec.fidx as usize], 0x100 + u64::from(rec.req % 3) * 8);
-                seen.push(u32::from_le_bytes(rec.cap().try_into().unwrap()));
+                seen.push(u32::from_le_bytes(init(rec.cap()).try_into().unwrap()));
             }
         }
         assert_eq!(seen, (0..100).collect::<Vec<_>>());
     }
 
     #[test]
+    fn values_with_padding_move_by_bytes() {
+        // (u8, u64, u16) has padding bytes: they are copied untyped and the value is read back
+        // as its own type, never viewed as `u8`.
+        #[derive(Debug, Clone, Copy, PartialEq)]
+        struct Padded(u8, u64, u16);
+        let v = Padded(7, u64::MAX - 3, 513);
+        let big = [Padded(1, 2, 3); 64];
+        let mut q = OutQueue::new(256, Sink::Loopback);
+        q.push_request(Some(0x100), 1, 1, 1, Src::of(&v), Some(Src::of(&big)));
+        let b = sealed(&mut q);
+        // SAFETY: written by our encoder, read once.
+        let rec = unsafe { RequestReader::new(&b) }.unwrap().next().unwrap();
+        // SAFETY: the captured bytes are one `Padded`, the argument bytes one `[Padded; 64]`.
+        let (got, got_big) = unsafe {
+            (
+                std::ptr::read_unaligned(rec.cap().as_ptr().cast::<Padded>()),
+                std::ptr::read_unaligned(rec.arg().as_ptr().cast::<[Padded; 64]>()),
+            )
+        };
+        assert_eq!((got, got_big), (v, big));
+    }
+
+    #[test]
     fn responses_round_trip_including_large() {
         let mut q = OutQueue::new(256, Sink::Loopback);
-        q.push_response(1, 0, &[1, 2, 3]);
-        q.push_response(2, 3, b"boom");
+        q.push_response(1, 0, Src::slice(&[1, 2, 3]));
+        q.push_response(2, 3, Src::slice(b"boom"));
         let big = vec![0x5A; 10_000];
-        q.push_response(3, 0, &big);
+        q.push_response(3, 0, Src::slice(&big));
         let b = sealed(&mut q);
         // SAFETY: written by our encoder, read once.
         let v: Vec<_> = unsafe { ResponseReader::new(&b) }
             .unwrap()
-            .map(|(r, s, b)| (r, s, b.bytes().to_vec()))
+            .map(|(r, s, b)| (r, s, init(b.bytes())))
             .collect();
         assert_eq!(
             v,

@@ -483,9 +483,24 @@ impl fmt::Debug for SlotWriter<'_> {
 
 impl SlotWriter<'_> {
     /// The slot's payload area, `slot_size` bytes (contents left from earlier laps).
+    ///
+    /// This view assumes every byte of the ring is initialised; a ring written through
+    /// [`SlotWriter::buf_uninit`] must be used only through the `*_uninit` views.
     #[inline]
     pub fn buf(&mut self) -> &mut [u8] {
         self.payload.as_mut_slice()
+    }
+
+    /// The slot's payload area as possibly uninitialised bytes, for writers that copy values with
+    /// padding (moved by bytes) into the slot.
+    ///
+    /// # Safety
+    /// If any byte written through this view is uninitialised, the ring's consumer must read only
+    /// with [`SlotReader::bytes_uninit`] and its producer must write only with this method from
+    /// then on: [`SlotWriter::buf`] and [`SlotReader::bytes`] would view those bytes as `u8`.
+    #[inline]
+    pub unsafe fn buf_uninit(&mut self) -> &mut [std::mem::MaybeUninit<u8>] {
+        self.payload.as_mut_uninit()
     }
 
     /// Publishes the first `len` bytes of [`SlotWriter::buf`]: the header, carrying `len` and the
@@ -641,7 +656,7 @@ impl fmt::Debug for SlotReader<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SlotReader")
             .field("position", &self.consumer.head)
-            .field("len", &self.bytes().len())
+            .field("len", &self.bytes_uninit().len())
             .finish()
     }
 }
@@ -652,6 +667,16 @@ impl SlotReader<'_> {
     pub fn bytes(&self) -> &[u8] {
         match &self.payload {
             Some(p) => p.as_slice(),
+            None => &[],
+        }
+    }
+
+    /// Exactly the published bytes, as possibly uninitialised bytes (see
+    /// [`SlotWriter::buf_uninit`]).
+    #[inline]
+    pub fn bytes_uninit(&self) -> &[std::mem::MaybeUninit<u8>] {
+        match &self.payload {
+            Some(p) => p.as_uninit(),
             None => &[],
         }
     }

@@ -155,6 +155,17 @@ mod imp {
             // bytes while `self` lives; the borrow of `self` bounds the slice.
             unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
         }
+
+        pub fn as_mut_uninit(&mut self) -> &mut [std::mem::MaybeUninit<u8>] {
+            // SAFETY: as in `as_mut_slice`; `MaybeUninit<u8>` has the layout of `u8` and any
+            // byte, initialised or not, is a valid `MaybeUninit<u8>`.
+            unsafe {
+                std::slice::from_raw_parts_mut(
+                    self.ptr.cast::<std::mem::MaybeUninit<u8>>(),
+                    self.len,
+                )
+            }
+        }
     }
 
     /// The published bytes of a slot, readable by the consumer that obtained them.
@@ -168,6 +179,13 @@ mod imp {
             // SAFETY: `Region::payload`'s caller guarantees that nobody writes these `len` bytes
             // while `self` lives; the borrow of `self` bounds the slice.
             unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+        }
+
+        pub fn as_uninit(&self) -> &[std::mem::MaybeUninit<u8>] {
+            // SAFETY: as in `as_slice`; any byte is a valid `MaybeUninit<u8>`.
+            unsafe {
+                std::slice::from_raw_parts(self.ptr.cast::<std::mem::MaybeUninit<u8>>(), self.len)
+            }
         }
     }
 }
@@ -243,6 +261,17 @@ mod imp {
             // on any access that is not ordered after or before it.
             unsafe { self.0.deref() }
         }
+
+        pub fn as_mut_uninit(&mut self) -> &mut [std::mem::MaybeUninit<u8>] {
+            let s = self.as_mut_slice();
+            // SAFETY: the same bytes as `as_mut_slice`, viewed as `MaybeUninit<u8>` (same layout).
+            unsafe {
+                std::slice::from_raw_parts_mut(
+                    s.as_mut_ptr().cast::<std::mem::MaybeUninit<u8>>(),
+                    s.len(),
+                )
+            }
+        }
     }
 
     pub struct PayloadRef(ConstPtr<Box<[u8]>>, usize);
@@ -251,6 +280,14 @@ mod imp {
         pub fn as_slice(&self) -> &[u8] {
             // SAFETY: as in `PayloadMut::as_mut_slice`, loom checks the access.
             unsafe { &(**self.0.deref())[..self.1] }
+        }
+
+        pub fn as_uninit(&self) -> &[std::mem::MaybeUninit<u8>] {
+            let s = self.as_slice();
+            // SAFETY: the same bytes as `as_slice`, viewed as `MaybeUninit<u8>` (same layout).
+            unsafe {
+                std::slice::from_raw_parts(s.as_ptr().cast::<std::mem::MaybeUninit<u8>>(), s.len())
+            }
         }
     }
 }
