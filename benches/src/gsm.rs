@@ -111,7 +111,7 @@ fn mops(ops: u64, seconds: f64) -> f64 {
 
 /// Runs `body(worker, deadline)` on `fibers` fibers per worker; returns the operations they
 /// report in total and the seconds until all have been joined.
-fn timed<F>(fibers: usize, limit: Limit, body: F) -> (u64, f64)
+fn timed<F>(fibers: usize, limit: Limit, body: F) -> Timed
 where
     F: Fn(usize, Instant) -> u64 + Copy + Send + 'static,
 {
@@ -121,8 +121,40 @@ where
         .flat_map(|w| (0..fibers).map(move |_| w))
         .map(|w| spawn_on(WorkerId::new(w), move || body(w, deadline)))
         .collect();
-    let ops = handles.into_iter().map(|h| h.join()).sum();
-    (ops, start.elapsed().as_secs_f64())
+    let mut per_worker = [0u64; THREADS];
+    for (i, h) in handles.into_iter().enumerate() {
+        per_worker[i / fibers] += h.join();
+    }
+    Timed {
+        ops: per_worker.iter().sum(),
+        remote_ops: per_worker[1],
+        secs: start.elapsed().as_secs_f64(),
+    }
+}
+
+/// What [`timed`] measured: operations in all, those issued on worker 1 (whose requests to a
+/// trust on worker 0 all cross workers), and the seconds taken.
+#[derive(Debug, Clone, Copy)]
+struct Timed {
+    ops: u64,
+    remote_ops: u64,
+    secs: f64,
+}
+
+/// A counter figure: the rate over both workers, and worker 1's (remote) part of it.
+#[derive(Debug, Clone, Copy)]
+struct Rates {
+    total: f64,
+    remote: f64,
+}
+
+impl Timed {
+    fn rates(self) -> Rates {
+        Rates {
+            total: mops(self.ops, self.secs),
+            remote: mops(self.remote_ops, self.secs),
+        }
+    }
 }
 
 fn share<V: gossamer::Wire + Clone>(value: &V) {
@@ -135,12 +167,12 @@ fn per_fiber(limit: Limit, fibers: usize) -> u64 {
     (limit.max_ops / (THREADS * fibers) as u64).max(1)
 }
 
-fn counter_apply_then(limit: Limit) -> f64 {
+fn counter_apply_then(limit: Limit) -> Rates {
     let counter: Trust<u64> = entrust(0);
     share(&counter);
     let per = per_fiber(limit, 1);
     reset_done();
-    let (ops, secs) = timed(1, limit, move |w, deadline| {
+    let timing = timed(1, limit, move |w, deadline| {
         let t: Trust<u64> = stashed();
         let issued = Limit::steps(per, deadline, |n| {
             maybe_yield(n);
@@ -156,15 +188,15 @@ fn counter_apply_then(limit: Limit) -> f64 {
         issued
     });
     clear_stashes();
-    assert_eq!(counter.apply(|c: &mut u64| *c), ops);
-    mops(ops, secs)
+    assert_eq!(counter.apply(|c: &mut u64| *c), timing.ops);
+    timing.rates()
 }
 
-fn counter_apply(limit: Limit, fibers: usize) -> f64 {
+fn counter_apply(limit: Limit, fibers: usize) -> Rates {
     let counter: Trust<u64> = entrust(0);
     share(&counter);
     let per = per_fiber(limit, fibers);
-    let (ops, secs) = timed(fibers, limit, move |_, deadline| {
+    let timing = timed(fibers, limit, move |_, deadline| {
         let t: Trust<u64> = stashed();
         Limit::steps(per, deadline, |n| {
             maybe_yield(n);
@@ -175,8 +207,8 @@ fn counter_apply(limit: Limit, fibers: usize) -> f64 {
         })
     });
     clear_stashes();
-    assert_eq!(counter.apply(|c: &mut u64| *c), ops);
-    mops(ops, secs)
+    assert_eq!(counter.apply(|c: &mut u64| *c), timing.ops);
+    timing.rates()
 }
 
 fn prefilled_map(shard: Option<u64>) -> Map {
@@ -194,7 +226,7 @@ fn map_delegated(limit: Limit, seed: u64, shards: Vec<Trust<Map>>) -> f64 {
     share(&shards);
     let per = per_fiber(limit, 1);
     reset_done();
-    let (ops, secs) = timed(1, limit, move |w, deadline| {
+    let timing = timed(1, limit, move |w, deadline| {
         let shards: Vec<Trust<Map>> = stashed();
         let mut rng = SplitMix::new(seed, w as u64);
         let issued = Limit::steps(per, deadline, |n| {
@@ -220,7 +252,7 @@ fn map_delegated(limit: Limit, seed: u64, shards: Vec<Trust<Map>>) -> f64 {
         issued
     });
     clear_stashes();
-    mops(ops, secs)
+    timing.rates().total
 }
 
 fn latency(limit: Limit) -> f64 {
@@ -255,10 +287,16 @@ pub fn measure_once(
         let sharded: Vec<Trust<Map>> = (0..THREADS)
             .map(|w| entrust_on(WorkerId::new(w), move || prefilled_map(Some(w as u64))))
             .collect();
+        let then = counter_apply_then(limit);
+        let one_fiber = counter_apply(limit, 1);
+        let many_fibers = counter_apply(limit, FIBERS);
         vec![
-            (names::GSM_APPLY_THEN, counter_apply_then(limit)),
-            (names::GSM_APPLY_1, counter_apply(limit, 1)),
-            (names::GSM_APPLY_64, counter_apply(limit, FIBERS)),
+            (names::GSM_APPLY_THEN, then.total),
+            (names::GSM_APPLY_THEN_REMOTE, then.remote),
+            (names::GSM_APPLY_1, one_fiber.total),
+            (names::GSM_APPLY_1_REMOTE, one_fiber.remote),
+            (names::GSM_APPLY_64, many_fibers.total),
+            (names::GSM_APPLY_64_REMOTE, many_fibers.remote),
             (names::GSM_MAP_ONE, map_delegated(limit, seed, one)),
             (names::GSM_MAP_SHARDED, map_delegated(limit, seed, sharded)),
             (names::GSM_LATENCY, latency(latency_limit)),

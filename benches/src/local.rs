@@ -8,6 +8,10 @@
 //! `Mutex<HashMap>` and `dashmap`; and the latency of one blocking `apply` to the other worker
 //! against the cache-line round trip of two threads ping-ponging an `AtomicU64`.
 //!
+//! The counter lives on worker 0, so worker 0's applies run inline and only worker 1's cross
+//! workers; each counter case therefore also has a row with worker 1's part alone (no peer), the
+//! rate at which requests actually crossed.
+//!
 //! Every repetition measures every figure once, in the same order, so slow phases of this shared
 //! machine spread over all figures instead of landing on one. Each repetition of a figure stops at
 //! `--ops` operations or after `--budget-ms`, whichever comes first, and its rate counts the
@@ -53,6 +57,9 @@ pub mod names {
     pub const GSM_APPLY_THEN: &str = "gsm counter apply_then";
     pub const GSM_APPLY_1: &str = "gsm counter apply 1 fiber/worker";
     pub const GSM_APPLY_64: &str = "gsm counter apply 64 fibers/worker";
+    pub const GSM_APPLY_THEN_REMOTE: &str = "gsm counter apply_then, worker 1 only";
+    pub const GSM_APPLY_1_REMOTE: &str = "gsm counter apply 1 fiber/worker, worker 1 only";
+    pub const GSM_APPLY_64_REMOTE: &str = "gsm counter apply 64 fibers/worker, worker 1 only";
     pub const GSM_MAP_ONE: &str = "gsm map one trust";
     pub const GSM_MAP_SHARDED: &str = "gsm map sharded";
     pub const GSM_LATENCY: &str = "gsm apply latency";
@@ -152,6 +159,13 @@ pub fn run(opts: &Options) -> anyhow::Result<Vec<Case>> {
             counter_peers(),
         ),
         case(
+            "counter: apply_then (async): worker 1's share (all remote)",
+            "Mops/s",
+            true,
+            names::GSM_APPLY_THEN_REMOTE,
+            vec![],
+        ),
+        case(
             "counter: apply, 1 fiber/worker",
             "Mops/s",
             true,
@@ -159,11 +173,25 @@ pub fn run(opts: &Options) -> anyhow::Result<Vec<Case>> {
             counter_peers(),
         ),
         case(
+            "counter: apply, 1 fiber/worker: worker 1's share (all remote)",
+            "Mops/s",
+            true,
+            names::GSM_APPLY_1_REMOTE,
+            vec![],
+        ),
+        case(
             "counter: apply, 64 fibers/worker",
             "Mops/s",
             true,
             names::GSM_APPLY_64,
             counter_peers(),
+        ),
+        case(
+            "counter: apply, 64 fibers/worker: worker 1's share (all remote)",
+            "Mops/s",
+            true,
+            names::GSM_APPLY_64_REMOTE,
+            vec![],
         ),
         case(
             "map 50/50: one trust (on worker 0)",
