@@ -3,9 +3,15 @@
 //! fibers (`run`'s main on worker 0, or `spmd`'s body on every worker), and stops every worker
 //! when the roots are done or something failed.
 //!
-//! On stop, workers leave their loops without draining: fibers still suspended are dropped
-//! (unwound), in-flight requests are abandoned, and each worker drops the properties left in its
-//! table. Wait for what you need before your main returns.
+//! When the roots are done the workers *drain* (DESIGN §3): they keep serving requests,
+//! completing responses (so `apply_then` callbacks run), applying clone/drop toggles, flushing
+//! batches and running ready fibers until the whole job is quiet: every worker's outgoing batches
+//! flushed, every request issued answered, every ring empty (see `WorkerCore::try_finish`). Only
+//! then do they stop: fibers still suspended (e.g. on a `join` nobody will satisfy) are dropped
+//! (unwound), and each worker drops the properties left in its table, once. So `run`/`spmd`
+//! return only after all of that. A fiber that never stops running (or a remote `spawn_on` fiber
+//! that never finishes) keeps the job from being quiet, and so keeps `run` from returning.
+//! After a failure (a panic in a root or a callback) the workers stop at once, without draining.
 //!
 //! Pinning (`Config::pin`): worker i is pinned to the i-th CPU of the process's affinity mask;
 //! it is skipped when there are more workers than allowed CPUs.
@@ -107,7 +113,7 @@ fn start(config: &Config, roots: Vec<Option<Root>>) -> Result<(), Error> {
                                 });
                             }
                             if sh.roots_left.fetch_sub(1, Ordering::AcqRel) == 1 {
-                                sh.stop_all();
+                                sh.begin_drain();
                             }
                         });
                     }
@@ -144,8 +150,9 @@ fn start(config: &Config, roots: Vec<Option<Root>>) -> Result<(), Error> {
     }
 }
 
-/// Runs `main` as a fiber on worker 0 while every worker serves; returns its result when it
-/// returns (the runtime then stops).
+/// Runs `main` as a fiber on worker 0 while every worker serves; returns its result once it has
+/// returned and the job has drained (every request issued answered, every callback run, every
+/// clone/drop applied; see the module docs).
 pub fn run<R: Send + 'static>(
     config: Config,
     main: impl FnOnce() -> R + Send + 'static,
@@ -166,7 +173,8 @@ pub fn run<R: Send + 'static>(
     v.ok_or(Error::Stopped)
 }
 
-/// Runs `body` as a fiber on every worker; returns the results by worker id when all are done.
+/// Runs `body` as a fiber on every worker; returns the results by worker id when all are done
+/// and the job has drained, as [`run`] does.
 pub fn spmd<R: Send + 'static>(
     config: Config,
     body: impl Fn(&Worker) -> R + Send + Sync + 'static,

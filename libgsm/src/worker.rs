@@ -26,7 +26,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::mem::MaybeUninit;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::Duration;
@@ -65,6 +65,13 @@ pub(crate) struct Shared {
     pub threads: Vec<OnceLock<Thread>>,
     pub failure: Mutex<Option<Error>>,
     pub roots_left: AtomicUsize,
+    /// Set when the roots are done: workers keep serving until the job is quiet (see
+    /// [`WorkerCore::try_finish`]).
+    pub draining: AtomicBool,
+    /// Bumped by every worker after each loop turn that did work while draining.
+    pub activity: AtomicU64,
+    /// Per worker: the `activity` value it last saw while locally quiet (`u64::MAX`: never).
+    pub quiet: Vec<AtomicU64>,
 }
 
 impl Shared {
@@ -76,12 +83,24 @@ impl Shared {
             threads: (0..count).map(|_| OnceLock::new()).collect(),
             failure: Mutex::new(None),
             roots_left: AtomicUsize::new(roots),
+            draining: AtomicBool::new(false),
+            activity: AtomicU64::new(0),
+            quiet: (0..count).map(|_| AtomicU64::new(u64::MAX)).collect(),
         }
     }
 
     /// Asks every worker to stop and wakes them.
     pub(crate) fn stop_all(&self) {
         self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads.iter().filter_map(|t| t.get()) {
+            t.unpark();
+        }
+    }
+
+    /// The roots are done: workers drain in-flight work, then stop (the last to see the job
+    /// quiet calls [`Shared::stop_all`]).
+    pub(crate) fn begin_drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
         for t in self.threads.iter().filter_map(|t| t.get()) {
             t.unpark();
         }
@@ -147,6 +166,8 @@ pub(crate) struct WorkerCore {
     req_in: Vec<RefCell<Option<Consumer>>>,
     resp_in: Vec<RefCell<Option<Consumer>>>,
     pending: RefCell<(Vec<PendingSlot>, Vec<u32>)>,
+    /// Pending requests not yet answered.
+    outstanding: Cell<usize>,
     pub props: RefCell<PropertyTable>,
     next_id: Cell<u64>,
     backlog_limit: usize,
@@ -235,6 +256,7 @@ impl WorkerCore {
             req_in: ends.req_in.into_iter().map(RefCell::new).collect(),
             resp_in: ends.resp_in.into_iter().map(RefCell::new).collect(),
             pending: RefCell::new((Vec::new(), Vec::new())),
+            outstanding: Cell::new(0),
             props: RefCell::new(PropertyTable::default()),
             next_id: Cell::new(((id as u64) << 40) | 1),
             backlog_limit: slots.max(2),
@@ -423,6 +445,7 @@ impl WorkerCore {
     /// Registers a pending request; returns its id.
     #[inline]
     pub(crate) fn add_pending(&self, complete: Completer, data: Data) -> u32 {
+        self.outstanding.set(self.outstanding.get() + 1);
         let mut p = self.pending.borrow_mut();
         let (slots, free) = &mut *p;
         match free.pop() {
@@ -454,6 +477,7 @@ impl WorkerCore {
             };
             let Some(c) = s.complete.take() else { return };
             free.push(req);
+            self.outstanding.set(self.outstanding.get() - 1);
             (c, s.data)
         };
         let (c, mut data) = slot;
@@ -737,13 +761,68 @@ impl WorkerCore {
             .any(|q| q.borrow().backlog() > 0)
     }
 
-    /// The scheduler loop; returns when the runtime stops.
+    /// Whether this worker has nothing left to do: no ready fiber, no unanswered request of its
+    /// own, nothing staged or queued outgoing, nothing waiting in its rings or loopback queue.
+    fn locally_quiet(&self) -> bool {
+        self.outstanding.get() == 0
+            && !self.has_incoming()
+            && !self
+                .out_req
+                .iter()
+                .chain(self.out_resp.iter())
+                .any(|q| q.borrow().is_dirty())
+    }
+
+    /// While draining: reports this worker quiet and stops the runtime if every worker is.
+    ///
+    /// Termination argument: every worker bumps `activity` (SeqCst) after each loop turn that did
+    /// work, i.e. after it published what that work produced. A worker reads `a = activity` and
+    /// *then* checks that it is locally quiet; if so it records `quiet[w] = a`. If all workers
+    /// recorded the same `a` and `activity` still reads `a`, no worker did work since any of
+    /// those reads, and any batch published before the last bump is visible to the later quiet
+    /// checks (the bump is a release, the read an acquire). So every ring is empty, every
+    /// request answered and every toggle applied, and nothing can create new work: stop.
+    fn try_finish(&self) {
+        let sh = &self.shared;
+        let a = sh.activity.load(Ordering::SeqCst);
+        if !self.locally_quiet() {
+            return;
+        }
+        sh.quiet[self.id].store(a, Ordering::SeqCst);
+        let mut all = true;
+        for (w, q) in sh.quiet.iter().enumerate() {
+            if q.load(Ordering::SeqCst) != a {
+                all = false;
+                // Ask a worker whose report is stale to look again.
+                if let Some(t) = sh.threads[w].get() {
+                    t.unpark();
+                }
+            }
+        }
+        if all && sh.activity.load(Ordering::SeqCst) == a {
+            sh.stop_all();
+        }
+    }
+
+    /// The scheduler loop; returns when the runtime stops. After the roots are done it keeps
+    /// running (serving, completing, running fibers) until the whole job is quiet.
     pub(crate) fn run_loop(&self) {
         let mut idle = 0u32;
+        let mut drain_seen = false;
         while !self.stopping() {
             let ran = self.run_ready(POLL_EVERY);
             let polled = self.poll();
-            if ran > 0 || polled {
+            let worked = ran > 0 || polled;
+            if self.shared.draining.load(Ordering::Relaxed) {
+                if worked || !drain_seen {
+                    drain_seen = true;
+                    self.shared.activity.fetch_add(1, Ordering::SeqCst);
+                }
+                if !worked {
+                    self.try_finish();
+                }
+            }
+            if worked {
                 idle = 0;
                 continue;
             }

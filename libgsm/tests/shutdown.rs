@@ -1,0 +1,92 @@
+//! Shutdown drains (DESIGN §3): when the roots return, every request already issued is still
+//! served and answered, its callbacks run and its clone/drop toggles are applied, before `run`
+//! returns; leftover properties are dropped exactly once.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use gossamer::{Config, WorkerId, entrust_on};
+
+fn cfg(n: usize) -> Config {
+    Config::default().workers(n)
+}
+
+#[test]
+fn apply_then_issued_right_before_main_returns_all_complete() {
+    static CALLBACKS: AtomicU64 = AtomicU64::new(0);
+    static FINAL: AtomicU64 = AtomicU64::new(0);
+    struct Counter(u64);
+    impl Drop for Counter {
+        fn drop(&mut self) {
+            FINAL.store(self.0, Ordering::SeqCst);
+        }
+    }
+    const N: u64 = 100_000;
+    gossamer::run(cfg(2), || {
+        let t = entrust_on(WorkerId::new(1), || Counter(0));
+        for _ in 0..N {
+            t.apply_then(
+                |c| {
+                    c.0 += 1;
+                    c.0
+                },
+                |_| {
+                    CALLBACKS.fetch_add(1, Ordering::SeqCst);
+                },
+            );
+        }
+        // Return at once: nothing waits for the answers.
+    })
+    .unwrap();
+    assert_eq!(CALLBACKS.load(Ordering::SeqCst), N, "every callback ran");
+    assert_eq!(FINAL.load(Ordering::SeqCst), N, "every request was served");
+}
+
+#[test]
+fn a_property_whose_last_trust_goes_at_the_end_is_freed_once() {
+    static DROPS: AtomicU64 = AtomicU64::new(0);
+    static CALLBACK_RAN: AtomicU64 = AtomicU64::new(0);
+    struct P;
+    impl Drop for P {
+        fn drop(&mut self) {
+            DROPS.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    gossamer::run(cfg(2), || {
+        let t = entrust_on(WorkerId::new(1), || P);
+        let c = t.clone();
+        let last = t.clone();
+        drop(t);
+        // The last trust is dropped by a callback that runs only after main returned.
+        c.apply_then(
+            |_| 1u8,
+            move |_| {
+                drop(last);
+                CALLBACK_RAN.fetch_add(1, Ordering::SeqCst);
+            },
+        );
+        drop(c);
+    })
+    .unwrap();
+    assert_eq!(CALLBACK_RAN.load(Ordering::SeqCst), 1);
+    assert_eq!(DROPS.load(Ordering::SeqCst), 1, "freed exactly once");
+}
+
+#[test]
+fn spmd_drains_requests_between_all_workers() {
+    static DONE: AtomicU64 = AtomicU64::new(0);
+    const N: u64 = 20_000;
+    gossamer::spmd(cfg(3), |w| {
+        let next = WorkerId::new((w.id() + 1) % w.count());
+        let t = entrust_on(next, || 0u64);
+        for _ in 0..N {
+            t.apply_then(
+                |c| *c += 1,
+                |_| {
+                    DONE.fetch_add(1, Ordering::SeqCst);
+                },
+            );
+        }
+    })
+    .unwrap();
+    assert_eq!(DONE.load(Ordering::SeqCst), 3 * N);
+}
