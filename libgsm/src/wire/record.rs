@@ -41,6 +41,9 @@ pub(crate) const LARGE: u8 = 2;
 pub(crate) const CONTROL: u8 = 0xFF;
 pub(crate) const MAX_TABLE: usize = 255;
 pub(crate) const LARGE_STATUS: u8 = 0x80;
+/// Spare staging buffers kept per destination (enough for a full back-pressure backlog, so the
+/// hot path does not allocate).
+const POOL: usize = 64;
 
 /// Bytes to copy into a record: the object representation of a value (padding included, which
 /// is why this is a pointer and a length and never a `&[u8]`), or a plain byte slice.
@@ -216,7 +219,7 @@ impl OutQueue {
             w.publish(front.len() as u32);
             n += 1;
             if let Some(b) = self.queued.pop_front() {
-                if self.pool.len() < 8 {
+                if self.pool.len() < POOL {
                     self.pool.push(b);
                 }
             }
@@ -225,7 +228,7 @@ impl OutQueue {
     }
 
     pub(crate) fn recycle(&mut self, b: Vec<Byte>) {
-        if self.pool.len() < 8 {
+        if self.pool.len() < POOL {
             self.pool.push(b);
         }
     }
@@ -462,6 +465,7 @@ impl<'a> RequestReader<'a> {
 
 impl<'a> Iterator for RequestReader<'a> {
     type Item = Request<'a>;
+    #[inline(always)]
     fn next(&mut self) -> Option<Request<'a>> {
         if self.pos >= self.end {
             return None;
@@ -533,6 +537,7 @@ impl<'a> ResponseReader<'a> {
 
 impl<'a> Iterator for ResponseReader<'a> {
     type Item = (u32, u8, Body<'a>);
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         let p = self.pos;
         // SAFETY: record headers are initialised bytes written by our encoder (contract of
