@@ -277,6 +277,7 @@ impl<T: Send + 'static> Trust<T> {
     fn local(&self, core: &WorkerCore) -> bool {
         let l = self.trustee as usize == core.id && !core.must_defer();
         if l {
+            core.inline_ran();
             core.drain_loopback();
         }
         l

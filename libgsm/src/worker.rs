@@ -5,7 +5,9 @@
 //! ring per client plus the loopback queue), complete incoming responses (one ring per trustee
 //! plus loopback), flush outgoing batches. Outgoing records are thus batched per destination and
 //! flushed when every fiber waits (the ready queue ran dry), when a batch fills its slot (flushed
-//! at once), or after at most `POLL_EVERY` fiber switches.
+//! at once), or after at most `POLL_EVERY` fiber switches. A fiber that only applies to local properties
+//! (inline, never suspending) also polls every `INLINE_POLL` applies, so other workers' requests
+//! to this one are not starved by it.
 //!
 //! **Contexts.** Code runs on a worker in one of three contexts: a *fiber* (may block: apply, join,
 //! yield), a *delegated closure* (a closure run against a property, inline or served; may not
@@ -49,6 +51,8 @@ const POLL_EVERY: usize = 128;
 /// measured slower on this shared 2-core machine (the peer worker needs the core).
 const SPIN: u32 = 64;
 const YIELDS: u32 = 32;
+/// Inline (local) applies from a fiber between two polls.
+const INLINE_POLL: u32 = 64;
 
 /// Status codes of response records.
 pub(crate) mod status {
@@ -172,6 +176,8 @@ pub(crate) struct WorkerCore {
     pending: RefCell<(Vec<PendingSlot>, Vec<u32>)>,
     /// Pending requests not yet answered.
     outstanding: Cell<usize>,
+    /// Closures run inline since the last poll from a fiber (see [`WorkerCore::inline_ran`]).
+    inline_runs: Cell<u32>,
     pub props: RefCell<PropertyTable>,
     next_id: Cell<u64>,
     backlog_limit: usize,
@@ -261,6 +267,7 @@ impl WorkerCore {
             resp_in: ends.resp_in.into_iter().map(RefCell::new).collect(),
             pending: RefCell::new((Vec::new(), Vec::new())),
             outstanding: Cell::new(0),
+            inline_runs: Cell::new(0),
             props: RefCell::new(PropertyTable::default()),
             next_id: Cell::new(((id as u64) << 40) | 1),
             backlog_limit: slots.max(2),
@@ -563,6 +570,7 @@ impl WorkerCore {
 
     /// Serves, completes and flushes once. Returns whether anything happened.
     pub(crate) fn poll(&self) -> bool {
+        self.inline_runs.set(0);
         let mut work = false;
         let budget = self.backlog_limit;
         for c in 0..self.count {
@@ -615,6 +623,22 @@ impl WorkerCore {
         }
         self.flush_all();
         work
+    }
+
+    /// Counts a closure run inline on a local property from a fiber, and polls every
+    /// `INLINE_POLL` of them: a fiber that applies to local properties in a loop never suspends,
+    /// and without this the requests of other workers to this one would wait until it does.
+    #[inline]
+    pub(crate) fn inline_ran(&self) {
+        let n = self.inline_runs.get() + 1;
+        if n < INLINE_POLL {
+            self.inline_runs.set(n);
+        } else {
+            self.inline_runs.set(0);
+            if self.can_block() {
+                self.poll();
+            }
+        }
     }
 
     /// Serves every request waiting in the loopback queue (and the responses they produce).

@@ -1,0 +1,33 @@
+//! A fiber that applies to a local property in a loop (never suspending) must not starve the
+//! requests other workers send to its worker.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use gossamer::{Config, WorkerId, entrust, entrust_on};
+
+#[test]
+fn a_local_apply_loop_still_serves_other_workers() {
+    static REMOTE_DONE: AtomicBool = AtomicBool::new(false);
+    let served_during_loop = gossamer::spmd(Config::default().workers(2), |w| {
+        if w.id() == 1 {
+            let t = entrust_on(WorkerId::new(0), || 0u64);
+            t.apply(|c| *c += 1);
+            REMOTE_DONE.store(true, Ordering::SeqCst);
+            return true;
+        }
+        let mine = entrust(0u64);
+        // Bounded: without polling from the loop, worker 1's requests wait for its end.
+        for _ in 0..200_000_000u64 {
+            mine.apply(|c| *c += 1);
+            if REMOTE_DONE.load(Ordering::Relaxed) {
+                return true;
+            }
+        }
+        false
+    })
+    .unwrap();
+    assert!(
+        served_during_loop[0],
+        "worker 1's request was not served while worker 0 ran local applies"
+    );
+}
