@@ -247,6 +247,8 @@ impl OutQueue {
 
     /// Appends a request record. `cap`/`arg` bytes are copied (the caller then forgets the
     /// originals: their ownership moved into the record). `code` is `None` for control records.
+    /// Inlined so that the copies have the constant sizes of the caller's types.
+    #[inline]
     pub(crate) fn push_request(
         &mut self,
         code: Option<u64>,
@@ -318,6 +320,7 @@ impl OutQueue {
 
     /// Appends a response record with `status` and `body` (copied; ownership of moved values
     /// passes with the bytes).
+    #[inline]
     pub(crate) fn push_response(&mut self, req: u32, status: u8, body: Src<'_>) {
         let large = RESP_HEADER + body.len() + HEADER > self.cap || body.len() >= 1 << 24;
         let need = RESP_HEADER + if large { 16 } else { body.len() };
