@@ -149,9 +149,12 @@ pub(crate) fn block_on<U>(
     }
     let fiber = core.current_fiber().unwrap_or(0);
     let mut out: (bool, MaybeUninit<Result<U, DelegationError>>) = (false, MaybeUninit::uninit());
+    // Every later access to `out` goes through this one raw pointer (the completer's write and
+    // our reads), so no reference to `out` is invalidated by the completer's write.
+    let outp: *mut (bool, MaybeUninit<Result<U, DelegationError>>) = &mut out;
     let mut data: Data = [MaybeUninit::uninit(); 4];
     data[0] = MaybeUninit::new(u64::from(fiber));
-    data[1] = MaybeUninit::new(&mut out as *mut _ as usize as u64);
+    data[1] = MaybeUninit::new(outp as usize as u64);
     let req = core.add_pending(fill_fiber::<U>, data);
     core.send_request(
         dest,
@@ -162,12 +165,12 @@ pub(crate) fn block_on<U>(
         cap,
         arg,
     );
-    let done = &out.0 as *const bool;
-    // SAFETY: `done` points into `out` on this fiber's stack, alive for this whole function;
-    // the completer writes it on this same thread while the fiber is suspended.
-    core.wait_until(|| unsafe { std::ptr::read_volatile(done) });
-    // SAFETY: `done` is set only after the completer wrote the result.
-    unsafe { out.1.assume_init_read() }
+    // SAFETY: `outp` points to `out` on this fiber's stack, alive for this whole
+    // function; the completer writes through the same pointer, on this same thread, only while
+    // the fiber is suspended, and sets the flag only after it wrote the result.
+    core.wait_until(|| unsafe { std::ptr::read_volatile(&raw const (*outp).0) });
+    // SAFETY: see above; the result is initialised and read once.
+    unsafe { (*outp).1.assume_init_read() }
 }
 
 /// # Safety
