@@ -24,3 +24,9 @@ pub mod scratch;
 pub mod slurm;
 
 pub use error::TestbedError;
+
+/// The README's Rust examples, compiled and run by `cargo test --doc -p gsm-tests` so that the
+/// first program a user copies keeps working.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
