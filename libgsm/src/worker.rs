@@ -625,8 +625,8 @@ impl WorkerCore {
         work
     }
 
-    /// Counts a closure run inline on a local property from a fiber, and polls every
-    /// `INLINE_POLL` of them: a fiber that applies to local properties in a loop never suspends,
+    /// Counts a closure run inline on a local property from a fiber, and every `INLINE_POLL` of
+    /// them polls if a batch has arrived: a fiber that applies to local properties in a loop never suspends,
     /// and without this the requests of other workers to this one would wait until it does.
     #[inline]
     pub(crate) fn inline_ran(&self) {
@@ -635,7 +635,7 @@ impl WorkerCore {
             self.inline_runs.set(n);
         } else {
             self.inline_runs.set(0);
-            if self.can_block() {
+            if self.can_block() && self.incoming_waiting() {
                 self.poll();
             }
         }
@@ -766,6 +766,14 @@ impl WorkerCore {
                 std::panic::resume_unwind(e);
             }
         }
+    }
+
+    /// Whether a ring to this worker holds a published batch (one header load per ring).
+    fn incoming_waiting(&self) -> bool {
+        self.req_in
+            .iter()
+            .chain(self.resp_in.iter())
+            .any(|c| c.borrow().as_ref().is_some_and(|c| c.has_data()))
     }
 
     fn has_incoming(&self) -> bool {
