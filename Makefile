@@ -2,7 +2,7 @@
 #
 #   make demo   build in release and run a small job on localhost
 #   make test   build once in release and run every test (what CI runs, through .ci/run),
-#               then the loom model check of the slot ring, in its own target dir because
+#               check formatting and clippy, then the loom model check of the slot ring, in its own target dir because
 #               --cfg loom changes every crate's build
 
 SHELL := /bin/bash
@@ -19,4 +19,6 @@ test:
 	@scripts/install-deps
 	$(CARGO) build --release --workspace --all-targets
 	$(CARGO) test --release --workspace --no-fail-fast
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom $(CARGO) test --release -p gossamer --lib wire::ring::loom_model
