@@ -173,18 +173,23 @@ pub fn control_ip(placement: &Placement) -> IpAddr {
     IpAddr::V4(Ipv4Addr::LOCALHOST)
 }
 
-/// A fresh job id and control key.
-fn job_id_and_key() -> (String, String) {
-    let mut bytes = [0u8; 24];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        use std::io::Read as _;
-        let _ = f.read_exact(&mut bytes);
-    }
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-    (
-        format!("gsm-{}-{}", std::process::id(), hex(&bytes[..4])),
-        hex(&bytes[4..]),
-    )
+/// `n` random bytes from the kernel, as lowercase hex.
+fn random_hex(n: usize) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut bytes = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// A name unique to this job. Uniqueness is all it needs, so without randomness the clock does.
+fn new_job_id() -> String {
+    let tail = random_hex(4).unwrap_or_else(|_| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        format!("{nanos:08x}")
+    });
+    format!("gsm-{}-{tail}", std::process::id())
 }
 
 /// Human-readable placement table.
@@ -257,7 +262,7 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
         forced.as_deref(),
         &launch::detect::detect,
     )?;
-    let (job_id, _) = job_id_and_key();
+    let job_id = new_job_id();
     let tmpdir = std::env::temp_dir().join(format!("gsmrun.{job_id}"));
 
     let mut job_env = vec![
@@ -412,7 +417,8 @@ pub fn run(cli: &Cli) -> Result<i32, Error> {
     let addr = listener
         .local_addr()
         .map_err(io("cannot read the control address"))?;
-    let (_, key) = job_id_and_key();
+    // The control key authenticates the wrappers' reports, so it must be random: no fallback.
+    let key = random_hex(20).map_err(io("cannot read /dev/urandom for the job's control key"))?;
     let mut env: Vec<(String, String)> = prepared.job_env.clone();
     env.push((env::job::CONTROL.to_string(), addr.to_string()));
     env.push((env::job::CONTROL_KEY.to_string(), key.clone()));
