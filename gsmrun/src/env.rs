@@ -68,7 +68,14 @@ pub mod input {
 /// module's report): `OMPI_MCA_pml=ob1` takes start-up from ~0.30 s to ~0.10 s; restricting the
 /// BTLs as well (`OMPI_MCA_btl=self,vader,tcp`) made no measurable further difference and would
 /// stop a user's own MPI traffic from using other BTLs, so it is not set.
-pub const OPEN_MPI_DEFAULTS: &[(&str, &str)] = &[("OMPI_MCA_pml", "ob1")];
+///
+/// `OMPI_MCA_orte_keep_fqdn_hostnames=1`: Open MPI otherwise cuts a hostfile's `node01.cluster`
+/// down to `node01` before starting its daemon there (seen here: `ssh: Could not resolve hostname
+/// nohost` for `nohost.invalid`); a host is reached by exactly the name the hostfile gives.
+pub const OPEN_MPI_DEFAULTS: &[(&str, &str)] = &[
+    ("OMPI_MCA_pml", "ob1"),
+    ("OMPI_MCA_orte_keep_fqdn_hostnames", "1"),
+];
 
 /// Variables that let Open MPI run as root. `gsmrun` sets them (with a warning) when run as root.
 pub const OPEN_MPI_ROOT: &[(&str, &str)] = &[
