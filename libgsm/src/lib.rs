@@ -108,6 +108,7 @@
 //! job): with the defaults (16 slots × 4 KiB) that is 256 KiB per worker for W = 2, 2 MiB for
 //! W = 16 and 128 MiB for W = 1024 (64 ranks × 16 workers).
 
+pub mod bootstrap;
 mod config;
 mod error;
 mod fiber;

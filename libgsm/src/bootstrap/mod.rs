@@ -1,0 +1,417 @@
+//! Job bootstrap: who the ranks of this job are, whether they run the same build, and the job's
+//! secret key.
+//!
+//! [`Job::init`] initialises MPI, all-gathers one record per rank (hostname, [`BinaryId`], pid and
+//! the caller's opaque fabric endpoint bytes), has rank 0 draw a random 32-byte key from
+//! `/dev/urandom` and broadcasts it. If the ranks' binary identities differ, `init` fails on every
+//! rank with [`BootstrapError::BinaryMismatch`] (every rank sees every identity, so all agree).
+//! A program started without `gsmrun` or `mpirun` is a job of one rank (MPI singleton init).
+//!
+//! MPI is never on the data path: after `init`, the only MPI calls are [`Job::barrier`] and
+//! `MPI_Finalize` in [`Job::finalize`] (or when the [`Job`] is dropped). Data moves over the
+//! fabrics, which use the endpoints and key exchanged here. This module does not connect
+//! anything, and it is not yet called by [`run`](crate::run).
+//!
+//! Only this module names the `mpi` crate; each MPI call is a safe function in `mpi_calls`.
+
+mod identity;
+mod mpi_calls;
+
+pub use identity::{BinaryId, IdentityError};
+
+use std::fmt;
+use std::io::Read;
+
+/// The length of the job key in bytes.
+pub const KEY_LEN: usize = 32;
+
+/// The environment variable `gsmrun` sets to a name unique to the job.
+pub const JOB_ID_VAR: &str = "GSM_JOB_ID";
+
+/// Why a job could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BootstrapError {
+    /// MPI was initialised before (by an earlier `Job` or by other code).
+    #[error(
+        "MPI is already initialised in this process: a process can bootstrap one gossamer job, \
+         once; create a single `Job` and keep it for the whole program"
+    )]
+    AlreadyInitialised,
+    /// The executable could not be read to find its identity.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    /// The job key could not be drawn.
+    #[error("cannot draw the job key from /dev/urandom: {0}")]
+    Key(#[source] std::io::Error),
+    /// A buffer does not fit MPI's `int` counts.
+    #[error(
+        "{what} is {len} bytes, more than MPI can move in one call (2 GiB); use a shorter endpoint"
+    )]
+    TooLarge {
+        /// Which buffer.
+        what: &'static str,
+        /// Its length.
+        len: usize,
+    },
+    /// A rank's record could not be decoded (ranks built from different protocol versions).
+    #[error(
+        "the bootstrap record of rank {rank} is malformed ({detail}); \
+         every rank must run the same build of the program"
+    )]
+    Malformed {
+        /// The rank whose record is bad.
+        rank: u32,
+        /// What was wrong.
+        detail: &'static str,
+    },
+    /// The ranks run different builds of the program.
+    #[error("{0}")]
+    BinaryMismatch(Mismatch),
+}
+
+/// The ranks of a job whose builds differ from rank 0's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mismatch {
+    /// Rank 0's host and identity, the reference.
+    pub reference: (String, BinaryId),
+    /// Every rank whose identity differs from rank 0's: rank, host, identity.
+    pub differing: Vec<(u32, String, BinaryId)>,
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (host, id) = &self.reference;
+        write!(
+            f,
+            "the ranks of this job run different builds of the program: rank 0 on host {host} \
+             runs {id}, but"
+        )?;
+        for (i, (rank, host, id)) in self.differing.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ";" };
+            write!(f, "{sep} rank {rank} on host {host} runs {id}")?;
+        }
+        write!(
+            f,
+            ". Install the same build of the program on every host (the same path on each) and \
+             launch again"
+        )
+    }
+}
+
+/// What one rank told the others at start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerInfo {
+    /// Its rank.
+    pub rank: u32,
+    /// Its hostname (`gethostname`).
+    pub hostname: String,
+    /// Its process id on its host.
+    pub pid: u32,
+    /// The identity of the build it runs.
+    pub binary_id: BinaryId,
+    /// The opaque bytes it passed to [`Job::init`] (its fabric endpoints).
+    pub endpoint: Vec<u8>,
+}
+
+/// A bootstrapped job. Holds MPI initialised until [`finalize`](Self::finalize) or drop.
+///
+/// Use it from the thread that created it (MPI is initialised as `MPI_THREAD_FUNNELED`).
+pub struct Job {
+    mpi: Option<mpi_calls::Mpi>,
+    rank: u32,
+    size: u32,
+    key: [u8; KEY_LEN],
+    peers: Vec<PeerInfo>,
+    local: Vec<u32>,
+    job_id: String,
+}
+
+impl fmt::Debug for Job {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Job")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("job_id", &self.job_id)
+            .field("key", &"<secret>")
+            .field("peers", &self.peers)
+            .finish()
+    }
+}
+
+impl Job {
+    /// Initialises MPI and exchanges every rank's record; `endpoint` is this rank's opaque
+    /// fabric endpoint (any length, may be empty). Collective: every rank of the job must call it.
+    ///
+    /// # Errors
+    /// [`BootstrapError::BinaryMismatch`] on every rank if the ranks' builds differ; the other
+    /// variants if MPI was initialised before, the executable cannot be read, or the key cannot
+    /// be drawn. MPI is finalised before an error is returned once it was initialised.
+    pub fn init(endpoint: &[u8]) -> Result<Job, BootstrapError> {
+        // Everything that can fail locally is done before MPI_Init, so that one rank's local
+        // failure does not leave the others waiting in a collective.
+        let binary_id = BinaryId::current()?;
+        let hostname = hostname();
+        let pid = std::process::id();
+        let mine = encode_record(pid, &binary_id, &hostname, endpoint)?;
+
+        let mpi = mpi_calls::init()?;
+        let rank = mpi.rank();
+        let size = mpi.size();
+
+        let counts = mpi.all_gather_count(mine.len())?;
+        let all = mpi.all_gather_bytes(&mine, &counts)?;
+
+        // Rank 0 draws the key; if it cannot, it still takes part in the broadcast (with zeros)
+        // and then fails, and the others fail at the check below, so nobody hangs.
+        let mut key = [0u8; KEY_LEN];
+        let key_result = if rank == 0 {
+            draw_key(&mut key)
+        } else {
+            Ok(())
+        };
+        mpi.broadcast_from_root(&mut key)?;
+        key_result.map_err(BootstrapError::Key)?;
+        if key == [0u8; KEY_LEN] {
+            return Err(BootstrapError::Key(std::io::Error::other(
+                "rank 0 could not draw the key (see rank 0's error)",
+            )));
+        }
+
+        let peers = decode_records(&all, &counts)?;
+        check_same_build(&peers)?;
+
+        let local = peers
+            .iter()
+            .filter(|p| p.hostname == hostname)
+            .map(|p| p.rank)
+            .collect();
+        let job_id = match std::env::var(JOB_ID_VAR) {
+            Ok(id) if !id.is_empty() => id,
+            // Same on every rank: derived from the broadcast key's first bytes.
+            _ => {
+                let mut id = String::from("gsm-");
+                for b in &key[..6] {
+                    id.push_str(&format!("{b:02x}"));
+                }
+                id
+            }
+        };
+        Ok(Job {
+            mpi: Some(mpi),
+            rank,
+            size,
+            key,
+            peers,
+            local,
+            job_id,
+        })
+    }
+
+    /// This process's rank, `0..size()`.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// The number of ranks in the job.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// The job's secret key, the same on every rank (fabrics authenticate connections with it).
+    pub fn key(&self) -> &[u8; KEY_LEN] {
+        &self.key
+    }
+
+    /// Every rank's record, indexed by rank.
+    pub fn peers(&self) -> &[PeerInfo] {
+        &self.peers
+    }
+
+    /// Whether `rank` runs on this rank's host (same hostname). `false` for a rank out of range.
+    pub fn same_host(&self, rank: u32) -> bool {
+        self.peers
+            .get(rank as usize)
+            .is_some_and(|p| p.hostname == self.peers[self.rank as usize].hostname)
+    }
+
+    /// The ranks on this rank's host (including this one), in increasing order.
+    pub fn local_ranks(&self) -> &[u32] {
+        &self.local
+    }
+
+    /// The job's name: `GSM_JOB_ID` as `gsmrun` set it, or else `gsm-<hex>` derived from the key
+    /// (the same on every rank; unique per job with overwhelming probability).
+    pub fn job_id(&self) -> &str {
+        &self.job_id
+    }
+
+    /// Waits until every rank has called `barrier` (`MPI_Barrier`). Collective.
+    ///
+    /// # Errors
+    /// None in practice: MPI aborts the job if the barrier fails.
+    pub fn barrier(&self) -> Result<(), BootstrapError> {
+        match &self.mpi {
+            Some(mpi) => mpi.barrier(),
+            None => Ok(()),
+        }
+    }
+
+    /// Finalises MPI (`MPI_Finalize`). Collective. Dropping the `Job` does the same.
+    pub fn finalize(mut self) {
+        if let Some(mpi) = self.mpi.take() {
+            mpi.finalize();
+        }
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if let Some(mpi) = self.mpi.take() {
+            mpi.finalize();
+        }
+    }
+}
+
+/// A rank's record: pid (u32 LE), identity (see `BinaryId::encode`), hostname (u16 LE length +
+/// bytes), endpoint (all remaining bytes).
+fn encode_record(
+    pid: u32,
+    id: &BinaryId,
+    hostname: &str,
+    endpoint: &[u8],
+) -> Result<Vec<u8>, BootstrapError> {
+    let host = hostname.as_bytes();
+    let host_len = u16::try_from(host.len()).map_err(|_| BootstrapError::TooLarge {
+        what: "the hostname",
+        len: host.len(),
+    })?;
+    let mut out = Vec::with_capacity(32 + host.len() + endpoint.len());
+    out.extend_from_slice(&pid.to_le_bytes());
+    id.encode(&mut out);
+    out.extend_from_slice(&host_len.to_le_bytes());
+    out.extend_from_slice(host);
+    out.extend_from_slice(endpoint);
+    Ok(out)
+}
+
+fn decode_records(all: &[u8], counts: &[i32]) -> Result<Vec<PeerInfo>, BootstrapError> {
+    let mut peers = Vec::with_capacity(counts.len());
+    let mut at = 0usize;
+    for (rank, &count) in counts.iter().enumerate() {
+        let rank = rank as u32;
+        let bad = |detail| BootstrapError::Malformed { rank, detail };
+        let len = usize::try_from(count).map_err(|_| bad("negative length"))?;
+        let rec = all.get(at..at + len).ok_or(bad("truncated"))?;
+        at += len;
+        let pid = u32::from_le_bytes(
+            rec.get(..4)
+                .ok_or(bad("no pid"))?
+                .try_into()
+                .unwrap_or([0; 4]),
+        );
+        let (binary_id, used) = BinaryId::decode(&rec[4..]).ok_or(bad("bad binary identity"))?;
+        let rest = &rec[4 + used..];
+        let host_len = rest
+            .get(..2)
+            .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])))
+            .ok_or(bad("no hostname"))?;
+        let host = rest.get(2..2 + host_len).ok_or(bad("truncated hostname"))?;
+        peers.push(PeerInfo {
+            rank,
+            hostname: String::from_utf8_lossy(host).into_owned(),
+            pid,
+            binary_id,
+            endpoint: rest[2 + host_len..].to_vec(),
+        });
+    }
+    Ok(peers)
+}
+
+fn check_same_build(peers: &[PeerInfo]) -> Result<(), BootstrapError> {
+    let Some(first) = peers.first() else {
+        return Ok(());
+    };
+    let differing: Vec<_> = peers
+        .iter()
+        .filter(|p| p.binary_id != first.binary_id)
+        .map(|p| (p.rank, p.hostname.clone(), p.binary_id.clone()))
+        .collect();
+    if differing.is_empty() {
+        Ok(())
+    } else {
+        Err(BootstrapError::BinaryMismatch(Mismatch {
+            reference: (first.hostname.clone(), first.binary_id.clone()),
+            differing,
+        }))
+    }
+}
+
+fn draw_key(key: &mut [u8; KEY_LEN]) -> std::io::Result<()> {
+    std::fs::File::open("/dev/urandom")?.read_exact(key)
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is valid for writes of its whole length and gethostname writes at most
+    // `buf.len()` bytes; only the bytes before the first NUL are read afterwards.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return String::from("unknown-host");
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_of_different_lengths_decode() {
+        let a = encode_record(7, &BinaryId::FileHash(1), "alpha", b"").unwrap();
+        let b = encode_record(8, &BinaryId::BuildId(vec![9; 20]), "b", &[5; 300]).unwrap();
+        let counts = [a.len() as i32, b.len() as i32];
+        let all = [a, b].concat();
+        let peers = decode_records(&all, &counts).unwrap();
+        assert_eq!(peers[0].pid, 7);
+        assert_eq!(peers[0].hostname, "alpha");
+        assert!(peers[0].endpoint.is_empty());
+        assert_eq!(peers[1].rank, 1);
+        assert_eq!(peers[1].endpoint, vec![5; 300]);
+        assert!(matches!(
+            decode_records(&all[..all.len() - 1], &counts),
+            Err(BootstrapError::Malformed { rank: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn a_mismatch_names_hosts_ranks_and_identities() {
+        let peer = |rank, host: &str, id| PeerInfo {
+            rank,
+            hostname: host.into(),
+            pid: 1,
+            binary_id: id,
+            endpoint: Vec::new(),
+        };
+        let peers = [
+            peer(0, "n0", BinaryId::BuildId(vec![0xaa; 4])),
+            peer(1, "n0", BinaryId::BuildId(vec![0xaa; 4])),
+            peer(2, "n1", BinaryId::FileHash(0x1234)),
+        ];
+        let err = check_same_build(&peers).unwrap_err().to_string();
+        for part in [
+            "rank 0 on host n0",
+            "build-id aaaaaaaa",
+            "rank 2 on host n1",
+        ] {
+            assert!(err.contains(part), "{err}");
+        }
+        assert!(
+            err.contains("0000000000001234") && err.contains("same build"),
+            "{err}"
+        );
+        assert!(!err.contains("rank 1"), "{err}");
+        assert!(check_same_build(&peers[..2]).is_ok());
+    }
+}
