@@ -64,7 +64,12 @@ fn main() {
     let job = match Job::init(&endpoint(hint)) {
         Ok(job) => job,
         Err(err) => {
-            eprintln!("bootstrap_probe: rank {hint}: {err}");
+            // One write per line, so the ranks' lines do not interleave in the launcher's output.
+            let line = format!("bootstrap_probe: rank {hint}: {err}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
+            // A mismatch keeps MPI initialised until here, so the message is out before
+            // MPI_Finalize lets the launcher end the job.
+            drop(err);
             std::process::exit(3);
         }
     };

@@ -71,12 +71,26 @@ pub enum BootstrapError {
 }
 
 /// The ranks of a job whose builds differ from rank 0's.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// It keeps MPI initialised until it is dropped, and `MPI_Finalize` runs then: so a program can
+/// print the error before the launcher, seeing a rank finish, tears the job down (Open MPI's
+/// `MPI_Finalize` waits for every rank, and every rank gets this error). Drop it before exiting
+/// (returning it from `main` does).
 pub struct Mismatch {
     /// Rank 0's host and identity, the reference.
     pub reference: (String, BinaryId),
     /// Every rank whose identity differs from rank 0's: rank, host, identity.
     pub differing: Vec<(u32, String, BinaryId)>,
+    finalizer: Option<mpi_calls::Finalizer>,
+}
+
+impl fmt::Debug for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mismatch")
+            .field("reference", &self.reference)
+            .field("differing", &self.differing)
+            .finish_non_exhaustive()
+    }
 }
 
 impl fmt::Display for Mismatch {
@@ -146,7 +160,8 @@ impl Job {
     /// # Errors
     /// [`BootstrapError::BinaryMismatch`] on every rank if the ranks' builds differ; the other
     /// variants if MPI was initialised before, the executable cannot be read, or the key cannot
-    /// be drawn. MPI is finalised before an error is returned once it was initialised.
+    /// be drawn. Once MPI was initialised, an error finalises it before it is returned, except
+    /// `BinaryMismatch`, which finalises MPI when it is dropped (see [`Mismatch`]).
     pub fn init(endpoint: &[u8]) -> Result<Job, BootstrapError> {
         // Everything that can fail locally is done before MPI_Init, so that one rank's local
         // failure does not leave the others waiting in a collective.
@@ -179,7 +194,10 @@ impl Job {
         }
 
         let peers = decode_records(&all, &counts)?;
-        check_same_build(&peers)?;
+        if let Err(mut mismatch) = check_same_build(&peers) {
+            mismatch.finalizer = Some(mpi.into_finalizer());
+            return Err(BootstrapError::BinaryMismatch(mismatch));
+        }
 
         let local = peers
             .iter()
@@ -328,7 +346,7 @@ fn decode_records(all: &[u8], counts: &[i32]) -> Result<Vec<PeerInfo>, Bootstrap
     Ok(peers)
 }
 
-fn check_same_build(peers: &[PeerInfo]) -> Result<(), BootstrapError> {
+fn check_same_build(peers: &[PeerInfo]) -> Result<(), Mismatch> {
     let Some(first) = peers.first() else {
         return Ok(());
     };
@@ -340,10 +358,11 @@ fn check_same_build(peers: &[PeerInfo]) -> Result<(), BootstrapError> {
     if differing.is_empty() {
         Ok(())
     } else {
-        Err(BootstrapError::BinaryMismatch(Mismatch {
+        Err(Mismatch {
             reference: (first.hostname.clone(), first.binary_id.clone()),
             differing,
-        }))
+            finalizer: None,
+        })
     }
 }
 
@@ -366,6 +385,12 @@ fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_can_cross_threads() {
+        fn send_sync<T: Send + Sync + 'static>() {}
+        send_sync::<BootstrapError>();
+    }
 
     #[test]
     fn records_of_different_lengths_decode() {

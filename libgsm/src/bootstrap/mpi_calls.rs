@@ -87,9 +87,25 @@ impl Mpi {
 
     /// `MPI_Finalize` (through dropping the universe).
     pub(super) fn finalize(self) {
+        self.into_finalizer().finalize();
+    }
+
+    /// Gives up the communicator and keeps only what calls `MPI_Finalize` when dropped.
+    pub(super) fn into_finalizer(self) -> Finalizer {
         let Mpi { universe, world } = self;
         drop(world);
-        drop(universe);
+        Finalizer(universe)
+    }
+}
+
+/// Calls `MPI_Finalize` when dropped (or by [`finalize`](Self::finalize)); `Send` and `Sync`, so it
+/// can live in an error value.
+pub(super) struct Finalizer(Universe);
+
+impl Finalizer {
+    /// `MPI_Finalize` now.
+    pub(super) fn finalize(self) {
+        drop(self.0);
     }
 }
 
