@@ -45,8 +45,10 @@ use crate::wire::ring::{Consumer, Producer};
 /// The message of a blocking call made where blocking is impossible.
 pub const BLOCKING_IN_DELEGATED: &str = "gossamer: blocking call (apply/try_apply/apply_with/join/yield_now/entrust_on) inside a delegated closure or an apply_then callback: a trustee runs delegated closures in its poller and cannot suspend there (it would stall every request it serves, or alias the property). Use apply_then (or spawn a fiber) instead";
 
-/// Fiber resumes between two polls.
-const POLL_EVERY: usize = 128;
+/// Fiber resumes between two polls. Small enough that a client with many fibers publishes its
+/// first requests while its later fibers still run, so the trustee serves in parallel instead
+/// of waiting for one large batch (A/B against 128: 64-fiber apply median 9.5 -> 10.3 M/s).
+const POLL_EVERY: usize = 16;
 /// Idle loop turns spent spinning, then yielding the thread, before parking. Longer spinning
 /// measured slower on this shared 2-core machine (the peer worker needs the core).
 const SPIN: u32 = 64;
