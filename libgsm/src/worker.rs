@@ -53,8 +53,11 @@ const POLL_EVERY: usize = 16;
 /// measured slower on this shared 2-core machine (the peer worker needs the core).
 const SPIN: u32 = 64;
 const YIELDS: u32 = 32;
-/// Inline (local) applies from a fiber between two polls.
-const INLINE_POLL: u32 = 64;
+/// Inline (local) applies from a fiber between two looks at the incoming rings (one header load
+/// per ring). 16 rather than 64: a remote client waiting on this worker is answered sooner
+/// (gsm-bench, 1 fiber/worker: worker 1's share 1.4 -> 2.4 M/s) at no measured cost to the
+/// local rate.
+const INLINE_POLL: u32 = 16;
 
 /// Status codes of response records.
 pub(crate) mod status {
