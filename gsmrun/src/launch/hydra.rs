@@ -4,7 +4,7 @@
 //! for the launch agent. Hydra's hostfile has no user names; a `user@` is dropped with a warning
 //! (use the launch agent's own configuration for remote users).
 
-use super::{GeneratedHostfile, JobSpec, Plan};
+use super::{JobSpec, Plan};
 use crate::placement::MapBy;
 
 /// Hydra's hostfile for the placement: `host:N` with N the ranks placed there.
@@ -50,17 +50,14 @@ pub fn plan(program: &str, spec: &JobSpec) -> Plan {
         }
     }
     argv.extend(spec.rank_command());
-    Plan {
-        backend: super::Backend::Hydra {
+    Plan::with_hostfile(
+        super::Backend::Hydra {
             program: program.to_string(),
         },
         argv,
-        env: Vec::new(),
-        hostfile: Some(GeneratedHostfile {
-            path: spec.hostfile_path.clone(),
-            contents: hostfile(spec),
-        }),
-    }
+        spec,
+        hostfile(spec),
+    )
 }
 
 #[cfg(test)]

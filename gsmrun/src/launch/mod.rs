@@ -225,6 +225,27 @@ pub struct Plan {
     pub hostfile: Option<GeneratedHostfile>,
 }
 
+impl Plan {
+    /// The plan of an MPI launcher that reads a generated hostfile (`contents`) at the spec's
+    /// hostfile path; the job's variables travel on the command line, so `env` starts empty.
+    fn with_hostfile(
+        backend: Backend,
+        argv: Vec<String>,
+        spec: &JobSpec,
+        contents: String,
+    ) -> Plan {
+        Plan {
+            backend,
+            argv,
+            env: Vec::new(),
+            hostfile: Some(GeneratedHostfile {
+                path: spec.hostfile_path.clone(),
+                contents,
+            }),
+        }
+    }
+}
+
 /// Build the launch plan for `spec` with `backend`. Pure: spawns nothing, writes nothing.
 pub fn build_plan(backend: &Backend, spec: &JobSpec) -> Plan {
     match backend {

@@ -2,7 +2,7 @@
 //! `--bind-to none` (the runtime pins its own threads), `-x VAR` for every exported variable and
 //! `--mca plm_rsh_agent CMD` for the launch agent.
 
-use super::{GeneratedHostfile, JobSpec, Plan};
+use super::{JobSpec, Plan};
 use crate::placement::MapBy;
 
 /// Open MPI's hostfile for the placement: each used host with as many slots as ranks placed there.
@@ -52,17 +52,14 @@ pub fn plan(program: &str, spec: &JobSpec) -> Plan {
         argv.extend(["-x".to_string(), item]);
     }
     argv.extend(spec.rank_command());
-    Plan {
-        backend: super::Backend::OpenMpi {
+    Plan::with_hostfile(
+        super::Backend::OpenMpi {
             program: program.to_string(),
         },
         argv,
-        env: Vec::new(),
-        hostfile: Some(GeneratedHostfile {
-            path: spec.hostfile_path.clone(),
-            contents: hostfile(spec),
-        }),
-    }
+        spec,
+        hostfile(spec),
+    )
 }
 
 #[cfg(test)]
