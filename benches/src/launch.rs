@@ -208,12 +208,12 @@ pub fn run(opts: &Options) -> anyhow::Result<Vec<Case>> {
     let (mut gsm_start, mut mpi_start, mut gsm_fail, mut mpi_fail) =
         (vec![], vec![], vec![], vec![]);
     for i in 0..WARMUPS + opts.runs {
-        eprint!(
-            "\rgsm-bench launch: run {}/{} ({} warm-ups)",
+        crate::report::progress(format_args!(
+            "gsm-bench launch: run {}/{} ({} warm-ups)",
             i + 1,
             WARMUPS + opts.runs,
             WARMUPS
-        );
+        ));
         let g = startup_once(opts, Launcher::Gsmrun)?;
         let m = startup_once(opts, Launcher::Mpirun)?;
         let gf = failure_once(opts, Launcher::Gsmrun)?;
@@ -225,7 +225,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Vec<Case>> {
             mpi_fail.push(mf);
         }
     }
-    eprintln!();
+    crate::report::progress_done();
     let peer = |v: &[f64]| {
         vec![Figure {
             name: Launcher::Mpirun.label().to_string(),

@@ -113,7 +113,11 @@ fn gsm_once(_opts: &Options, _run: usize) -> anyhow::Result<Sample> {
 pub fn run(opts: &Options) -> anyhow::Result<Vec<Case>> {
     let mut samples: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
     for run in 0..opts.runs {
-        eprint!("\rgsm-bench local: run {}/{}", run + 1, opts.runs);
+        crate::report::progress(format_args!(
+            "gsm-bench local: run {}/{}",
+            run + 1,
+            opts.runs
+        ));
         for (name, value) in gsm_once(opts, run)?
             .into_iter()
             .chain(peers_once(opts, run))
@@ -121,7 +125,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Vec<Case>> {
             samples.entry(name).or_default().push(value);
         }
     }
-    eprintln!();
+    crate::report::progress_done();
     if !cfg!(feature = "gossamer") {
         eprintln!(
             "gsm-bench local: built without the `gossamer` feature, so only the peers were measured \

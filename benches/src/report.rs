@@ -261,3 +261,20 @@ mod tests {
         assert_eq!(rows[0].gsm, None);
     }
 }
+
+/// Shows `line` as a progress line (rewritten in place) when stderr is a terminal; prints nothing
+/// into logs and pipes.
+pub fn progress(line: std::fmt::Arguments<'_>) {
+    use std::io::IsTerminal as _;
+    if std::io::stderr().is_terminal() {
+        eprint!("\r{line}");
+    }
+}
+
+/// Ends the progress line started by [`progress`].
+pub fn progress_done() {
+    use std::io::IsTerminal as _;
+    if std::io::stderr().is_terminal() {
+        eprintln!();
+    }
+}
