@@ -173,6 +173,23 @@ pub fn emit(cases: &[Case], json: Option<&Path>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Shows `line` as a progress line (rewritten in place) when stderr is a terminal; prints nothing
+/// into logs and pipes.
+pub fn progress(line: std::fmt::Arguments<'_>) {
+    use std::io::IsTerminal as _;
+    if std::io::stderr().is_terminal() {
+        eprint!("\r{line}");
+    }
+}
+
+/// Ends the progress line started by [`progress`].
+pub fn progress_done() {
+    use std::io::IsTerminal as _;
+    if std::io::stderr().is_terminal() {
+        eprintln!();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,22 +276,5 @@ mod tests {
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].peer, None);
         assert_eq!(rows[0].gsm, None);
-    }
-}
-
-/// Shows `line` as a progress line (rewritten in place) when stderr is a terminal; prints nothing
-/// into logs and pipes.
-pub fn progress(line: std::fmt::Arguments<'_>) {
-    use std::io::IsTerminal as _;
-    if std::io::stderr().is_terminal() {
-        eprint!("\r{line}");
-    }
-}
-
-/// Ends the progress line started by [`progress`].
-pub fn progress_done() {
-    use std::io::IsTerminal as _;
-    if std::io::stderr().is_terminal() {
-        eprintln!();
     }
 }
