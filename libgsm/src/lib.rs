@@ -111,6 +111,7 @@
 pub mod bootstrap;
 mod config;
 mod error;
+pub mod fabric;
 mod fiber;
 mod noref;
 mod property;

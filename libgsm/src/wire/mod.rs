@@ -2,6 +2,7 @@
 //! worker (DESIGN §6). This module owns the byte-level transport structures that every fabric
 //! shares; it does not encode records, choose destinations or move bytes between hosts.
 
+pub mod doorbell;
 pub mod ring;
 
 pub(crate) mod codeptr;

@@ -254,6 +254,8 @@ pub struct RingMemory {
     layout: RingLayout,
     /// Which roles this handle has handed out (local bookkeeping, not part of the region).
     claimed: AtomicU8,
+    /// What keeps a borrowed region's memory mapped (a shared-memory segment), if anything.
+    _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl fmt::Debug for RingMemory {
@@ -279,6 +281,7 @@ impl RingMemory {
             region: Region::heap(layout),
             layout,
             claimed: AtomicU8::new(0),
+            _keep: None,
         }
     }
 
@@ -308,7 +311,29 @@ impl RingMemory {
             region: unsafe { Region::from_raw(ptr, layout) },
             layout,
             claimed: AtomicU8::new(0),
+            _keep: None,
         }
+    }
+
+    /// A ring in memory that `keep` keeps valid (a mapped segment): as [`RingMemory::from_raw`],
+    /// but the ring holds `keep` alive, so the mapping outlives every end made from it.
+    ///
+    /// # Safety
+    /// As [`RingMemory::from_raw`], with "for as long as the returned value lives" satisfied by
+    /// `keep`: the memory stays valid while `keep` is alive.
+    ///
+    /// # Panics
+    /// As [`RingMemory::from_raw`].
+    #[cfg(not(loom))]
+    pub unsafe fn in_mapping(
+        ptr: *mut u8,
+        layout: RingLayout,
+        keep: Arc<dyn std::any::Any + Send + Sync>,
+    ) -> Self {
+        // SAFETY: forwarded from this function's contract.
+        let mut m = unsafe { Self::from_raw(ptr, layout) };
+        m._keep = Some(keep);
+        m
     }
 
     /// The ring's geometry.

@@ -1,0 +1,458 @@
+//! Fabrics: how the slot rings between a worker of this rank and a worker of another rank are made
+//! and fed (DESIGN §6–§7).
+//!
+//! Every fabric hands the runtime the same thing, ring ends ([`Links`]): for each (local worker,
+//! remote worker, [`Lane`]) a [`Producer`] to publish batches into and a [`Consumer`] to poll, plus
+//! a [`Bell`] to ring after publishing to a remote worker. The runtime then treats a remote worker
+//! exactly as a local one: it fills slots and polls headers. Only what is behind the ends differs:
+//!
+//! - [`shm`]: ranks on one host. Each rank creates one shared-memory segment holding the rings its
+//!   workers *consume* from the workers of its shm peers, and its workers' doorbells; peers map it
+//!   and produce into it directly. No thread, no copy beyond the slot itself.
+//! - [`tcp`]: ranks on different hosts. The producer side is a ring in this process (a shadow ring)
+//!   drained by the fabric's I/O thread onto a connection; on the other side the I/O thread
+//!   applies each slot to the consumer's ring (payload, then header) as a producer would.
+//!   Back-pressure is the consumer's ring: when it is full, the receiver stops reading that
+//!   connection, TCP's window closes, the sender's shadow ring fills and the producer sees it full.
+//!
+//! **Static dispatch.** [`Fabric`] is a trait with associated functions and no trait objects; the
+//! runtime names each implementation ([`shm::Shm`], [`tcp::Tcp`]) in one `match` on
+//! [`FabricKind`], and nothing on the data path goes through the fabric at all (the data path is
+//! the rings).
+//!
+//! **Phases.** Setting up is collective and goes in steps separated by barriers that the caller
+//! provides (MPI at run time, a `std::sync::Barrier` in the conformance suite), the same number
+//! on every rank whichever fabrics it uses:
+//! 1. [`Fabric::prepare`], before the bootstrap exchange: whatever peers need to reach this rank
+//!    (a listening socket), and this rank's endpoint bytes for the exchange.
+//! 2. [`Fabric::create`], after the exchange: this rank's side of every link (a segment,
+//!    outgoing connections); it must not wait for a peer.
+//! 3. barrier; [`Fabric::attach`]: reach the peers' sides, return the [`Links`].
+//! 4. barrier; [`Fabric::sealed`]: every rank has attached; drop what only attaching needed
+//!    (shm unlinks its segment's name, so a crash later leaves nothing in `/dev/shm`).
+//! 5. At the end, when every rank has agreed the job is over, [`Fabric::closing`]: from now on
+//!    a peer closing its side is expected, not a failure.
+//!
+//! This module does not encode records and does not choose which fabric serves which peer beyond
+//! [`FabricChoice::pick`]; the runtime does.
+
+pub mod shm;
+pub mod tcp;
+
+#[cfg(test)]
+mod conformance;
+
+use std::sync::Arc;
+
+use crate::bootstrap::KEY_LEN;
+pub use crate::wire::doorbell::Doorbell;
+use crate::wire::ring::{Consumer, Producer, RingLayout};
+
+/// The fabrics this build has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FabricKind {
+    /// Shared memory, for ranks on the same host.
+    Shm,
+    /// TCP, for ranks on different hosts.
+    Tcp,
+}
+
+impl std::fmt::Display for FabricKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FabricKind::Shm => "shm",
+            FabricKind::Tcp => "tcp",
+        })
+    }
+}
+
+/// The user's choice of fabric (`GSM_FABRIC`, `gsmrun --fabric`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum FabricChoice {
+    /// `shm` between ranks on one host, `tcp` between hosts.
+    #[default]
+    Auto,
+    /// `shm` for every peer (every rank must be on one host).
+    Shm,
+    /// `tcp` for every peer, even on one host.
+    Tcp,
+}
+
+/// The environment variable that chooses the fabric.
+pub const FABRIC_VAR: &str = "GSM_FABRIC";
+
+impl FabricChoice {
+    /// Parses `auto`, `shm` or `tcp` (case-insensitive).
+    pub fn parse(s: &str) -> Result<Self, FabricError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(FabricChoice::Auto),
+            "shm" => Ok(FabricChoice::Shm),
+            "tcp" => Ok(FabricChoice::Tcp),
+            "verbs" | "rdma" => Err(FabricError::Choice {
+                value: s.to_string(),
+                reason: "this build has no RDMA fabric (build with --features rdma on a host with \
+                         an RDMA device); use auto, shm or tcp",
+            }),
+            _ => Err(FabricError::Choice {
+                value: s.to_string(),
+                reason: "expected auto, shm or tcp",
+            }),
+        }
+    }
+
+    /// `GSM_FABRIC`, or `Auto` when unset.
+    pub fn from_env() -> Result<Self, FabricError> {
+        match std::env::var(FABRIC_VAR) {
+            Ok(v) => Self::parse(&v),
+            Err(_) => Ok(FabricChoice::Auto),
+        }
+    }
+
+    /// The fabric that serves a peer on this host (`same_host`) or another.
+    pub fn pick(
+        self,
+        same_host: bool,
+        peer: u32,
+        peer_host: &str,
+    ) -> Result<FabricKind, FabricError> {
+        match (self, same_host) {
+            (FabricChoice::Auto, true) | (FabricChoice::Shm, true) => Ok(FabricKind::Shm),
+            (FabricChoice::Auto, false) | (FabricChoice::Tcp, _) => Ok(FabricKind::Tcp),
+            (FabricChoice::Shm, false) => Err(FabricError::ShmAcrossHosts {
+                peer,
+                host: peer_host.to_string(),
+            }),
+        }
+    }
+}
+
+/// What every fabric knows of the job.
+#[derive(Clone)]
+pub struct Topology {
+    /// This rank.
+    pub rank: u32,
+    /// Workers of each rank (index = rank). Global worker ids number them rank by rank.
+    pub workers: Vec<u32>,
+    /// Hostname of each rank (for messages).
+    pub hosts: Vec<String>,
+    /// The geometry of every ring (the same on every rank).
+    pub layout: RingLayout,
+    /// The job's name (segment names derive from it).
+    pub job_id: String,
+    /// The job's secret key (connections prove it).
+    pub key: [u8; KEY_LEN],
+}
+
+impl std::fmt::Debug for Topology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Topology")
+            .field("rank", &self.rank)
+            .field("workers", &self.workers)
+            .field("hosts", &self.hosts)
+            .field("layout", &self.layout)
+            .field("job_id", &self.job_id)
+            .field("key", &"<secret>")
+            .finish()
+    }
+}
+
+impl Topology {
+    /// Number of ranks.
+    pub fn ranks(&self) -> u32 {
+        self.workers.len() as u32
+    }
+    /// Global id of `rank`'s first worker.
+    pub fn first_worker(&self, rank: u32) -> u32 {
+        self.workers[..rank as usize].iter().sum()
+    }
+    /// Workers of this rank.
+    pub fn local_workers(&self) -> u32 {
+        self.workers[self.rank as usize]
+    }
+    /// Workers in the job.
+    pub fn total_workers(&self) -> u32 {
+        self.workers.iter().sum()
+    }
+    /// The rank of global worker `g`.
+    pub fn rank_of(&self, g: u32) -> u32 {
+        let mut base = 0;
+        for (r, &n) in self.workers.iter().enumerate() {
+            if g < base + n {
+                return r as u32;
+            }
+            base += n;
+        }
+        self.ranks()
+    }
+    /// Global ids of `rank`'s workers.
+    pub fn workers_of(&self, rank: u32) -> std::ops::Range<u32> {
+        let b = self.first_worker(rank);
+        b..b + self.workers[rank as usize]
+    }
+}
+
+/// A rank a fabric serves, with the endpoint bytes it published in the exchange.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// Its rank.
+    pub rank: u32,
+    /// What its [`Fabric::prepare`] returned.
+    pub endpoint: Vec<u8>,
+}
+
+/// Which traffic a ring carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lane {
+    /// Requests, from a client worker to a trustee worker.
+    Request,
+    /// Responses, from a trustee worker back to the client worker.
+    Response,
+}
+
+/// A ring this rank's worker `local` (index within the rank) publishes into, read by global
+/// worker `remote` of another rank.
+#[derive(Debug)]
+pub struct OutLink {
+    /// Index of the producing worker within this rank.
+    pub local: u32,
+    /// Global id of the consuming worker.
+    pub remote: u32,
+    /// What the ring carries.
+    pub lane: Lane,
+    /// The producing end.
+    pub producer: Producer,
+}
+
+/// A ring this rank's worker `local` polls, fed by global worker `remote` of another rank.
+#[derive(Debug)]
+pub struct InLink {
+    /// Index of the consuming worker within this rank.
+    pub local: u32,
+    /// Global id of the producing worker.
+    pub remote: u32,
+    /// What the ring carries.
+    pub lane: Lane,
+    /// The consuming end.
+    pub consumer: Consumer,
+}
+
+/// How to make a remote worker (or the fabric that feeds it) look at a ring just published to.
+#[derive(Clone)]
+pub enum Bell {
+    /// The remote worker's own doorbell, mapped here.
+    Door(Doorbell),
+    /// A function that passes the news on (e.g. wakes a fabric's I/O thread); must be cheap when
+    /// nobody sleeps.
+    Call(Arc<dyn Fn() + Send + Sync>),
+}
+
+impl std::fmt::Debug for Bell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Bell::Door(d) => f.debug_tuple("Door").field(d).finish(),
+            Bell::Call(_) => f.write_str("Call(..)"),
+        }
+    }
+}
+
+impl Bell {
+    /// Rings it (after the publication, which the ring's fence orders first).
+    #[inline]
+    pub fn ring(&self) {
+        match self {
+            Bell::Door(d) => d.ring(),
+            Bell::Call(f) => f(),
+        }
+    }
+}
+
+/// The ring ends a fabric made, for the runtime to place.
+#[derive(Debug, Default)]
+pub struct Links {
+    /// Rings this rank's workers publish into.
+    pub outgoing: Vec<OutLink>,
+    /// Rings this rank's workers poll.
+    pub incoming: Vec<InLink>,
+    /// For each remote worker this fabric reaches (global id), what to ring after publishing to
+    /// it.
+    pub bells: Vec<(u32, Bell)>,
+    /// This rank's workers' doorbells (index = local worker), when the fabric must own them (shm
+    /// puts them in its segment so that peers can ring them); the runtime then parks its workers
+    /// on these instead of heap doorbells.
+    pub local_bells: Option<Vec<Doorbell>>,
+}
+
+/// What the runtime gives a fabric to call back into it from the fabric's own threads.
+#[derive(Clone)]
+pub struct Hooks {
+    /// Wakes this rank's worker `local` after a slot was published into one of its rings.
+    pub wake: Arc<dyn Fn(u32) + Send + Sync>,
+    /// Reports a failure that must end the job (a peer vanished, a connection broke the
+    /// protocol). Called at most a few times; the runtime keeps the first.
+    pub fail: Arc<dyn Fn(FabricError) + Send + Sync>,
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hooks { .. }")
+    }
+}
+
+/// Where a fabric may listen and what it may accept, read from the environment by
+/// [`Settings::from_env`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// The address to bind listeners to: `GSM_TCP_BIND` if set (an address, `0.0.0.0` allowed
+    /// only there), else the address `GSM_HOST_ADDR` (this rank's host as the placement names it)
+    /// resolves to, else this machine's hostname's address, else loopback.
+    pub bind: Option<std::net::IpAddr>,
+    /// How long to wait for peers to connect and prove the key before giving up.
+    pub connect_timeout: std::time::Duration,
+}
+
+impl Settings {
+    /// Reads `GSM_TCP_BIND`, `GSM_HOST_ADDR` and `GSM_CONNECT_TIMEOUT` (seconds, default 30).
+    pub fn from_env() -> Result<Settings, FabricError> {
+        let timeout = match std::env::var("GSM_CONNECT_TIMEOUT") {
+            Ok(v) => v.trim().parse::<u64>().map_err(|_| FabricError::Choice {
+                value: v.clone(),
+                reason: "GSM_CONNECT_TIMEOUT must be a whole number of seconds",
+            })?,
+            Err(_) => 30,
+        };
+        let bind = if let Ok(v) = std::env::var("GSM_TCP_BIND") {
+            Some(v.trim().parse::<std::net::IpAddr>().map_err(|_| FabricError::Choice {
+                value: v.clone(),
+                reason: "GSM_TCP_BIND must be an IP address (0.0.0.0 to listen on every interface)",
+            })?)
+        } else if let Ok(h) = std::env::var("GSM_HOST_ADDR") {
+            Some(resolve(&h).ok_or_else(|| FabricError::Resolve { host: h.clone() })?)
+        } else {
+            None
+        };
+        Ok(Settings {
+            bind,
+            connect_timeout: std::time::Duration::from_secs(timeout),
+        })
+    }
+}
+
+/// The first IPv4 address (else any address) `host` resolves to.
+pub fn resolve(host: &str) -> Option<std::net::IpAddr> {
+    use std::net::ToSocketAddrs;
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        return Some(ip);
+    }
+    let addrs: Vec<_> = (host, 0).to_socket_addrs().ok()?.map(|a| a.ip()).collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| addrs.first())
+        .copied()
+}
+
+/// Why a fabric could not be set up, or why it ended the job.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FabricError {
+    /// `GSM_FABRIC` or another setting has a value that cannot be used.
+    #[error("invalid fabric setting {value:?}: {reason}")]
+    Choice {
+        /// The value given.
+        value: String,
+        /// What is expected.
+        reason: &'static str,
+    },
+    /// `GSM_FABRIC=shm` but a peer is on another host.
+    #[error(
+        "GSM_FABRIC=shm, but rank {peer} runs on another host ({host}); shared memory only reaches \
+         ranks on this host: use --fabric auto or tcp"
+    )]
+    ShmAcrossHosts {
+        /// The peer.
+        peer: u32,
+        /// Its host.
+        host: String,
+    },
+    /// `GSM_HOST_ADDR` does not resolve.
+    #[error(
+        "cannot resolve this rank's host address {host:?} (GSM_HOST_ADDR) to bind the TCP fabric; \
+         fix the hostfile or set GSM_TCP_BIND to an address of this host"
+    )]
+    Resolve {
+        /// The name.
+        host: String,
+    },
+    /// An operating-system call failed.
+    #[error("{fabric} fabric: {what}: {detail}")]
+    Os {
+        /// Which fabric.
+        fabric: FabricKind,
+        /// What was being done (names the segment, address or peer).
+        what: String,
+        /// The OS error.
+        detail: String,
+    },
+    /// A peer did not connect or attach in time.
+    #[error(
+        "{fabric} fabric: rank {peer} (host {host}) did not connect within {seconds} s; is it \
+         running, and can this host reach it? (GSM_CONNECT_TIMEOUT raises the limit)"
+    )]
+    Timeout {
+        /// Which fabric.
+        fabric: FabricKind,
+        /// The peer.
+        peer: u32,
+        /// Its host.
+        host: String,
+        /// The limit.
+        seconds: u64,
+    },
+    /// A peer went away while the job was running.
+    #[error("rank {peer} (host {host}) vanished while the job was running: {detail}")]
+    PeerLost {
+        /// The peer.
+        peer: u32,
+        /// Its host.
+        host: String,
+        /// How it was noticed.
+        detail: String,
+    },
+    /// A peer broke the protocol (corrupt ring or frame).
+    #[error("rank {peer} (host {host}) broke the {fabric} protocol: {detail}")]
+    Protocol {
+        /// Which fabric.
+        fabric: FabricKind,
+        /// The peer.
+        peer: u32,
+        /// Its host.
+        host: String,
+        /// What was wrong.
+        detail: String,
+    },
+}
+
+/// A way to build the rings between this rank and some peer ranks. See the module docs for the
+/// phases; every method is called on the thread that bootstraps the job.
+pub trait Fabric: Sized + Send + 'static {
+    /// Which fabric this is.
+    const KIND: FabricKind;
+
+    /// Before the bootstrap exchange: sets up what peers need to reach this rank and returns it
+    /// with this rank's endpoint bytes (empty if it needs none).
+    fn prepare(settings: &Settings) -> Result<(Self, Vec<u8>), FabricError>;
+
+    /// After the exchange: creates this rank's side of the links with `peers` (never this rank;
+    /// every rank passes the peers symmetric to this one's). Must not wait for any peer.
+    fn create(&mut self, topo: &Topology, peers: &[Peer], hooks: Hooks) -> Result<(), FabricError>;
+
+    /// After a barrier (every rank created its side): reaches the peers' sides and returns every
+    /// ring end between this rank's workers and the peers' workers, both lanes, both directions.
+    fn attach(&mut self) -> Result<Links, FabricError>;
+
+    /// After a second barrier (every rank attached).
+    fn sealed(&mut self);
+
+    /// Every rank agreed that the job is over: peers closing from now on is not a failure.
+    fn closing(&mut self);
+}
