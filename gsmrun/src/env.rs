@@ -12,6 +12,12 @@ pub mod job {
     /// `GSM_JOB_ID`: a name unique to this job (`gsm-<pid of gsmrun>-<hex>`). The runtime uses it
     /// to name shared-memory segments so that `gsmrun` can remove them after a crash.
     /// Always set.
+    ///
+    /// Segment contract: rank `r`'s `shm` segment is the file `/dev/shm/{GSM_JOB_ID}-r{r}` (the
+    /// runtime's `gossamer::fabric::shm::segment_name`, [`crate::segments::segment_name`] here).
+    /// The runtime unlinks it once every rank has attached; after the program exits the rank
+    /// wrapper removes its own rank's file, and after the job `gsmrun` removes every
+    /// `{GSM_JOB_ID}-r<digits>` file in the launching host's `/dev/shm`, nothing else.
     pub const JOB_ID: &str = "GSM_JOB_ID";
     /// `GSM_THREADS`: worker threads per rank, from `-t/--threads-per-rank`. Not set when `-t` is
     /// not given; the runtime then chooses.

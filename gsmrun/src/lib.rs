@@ -5,13 +5,15 @@
 //! The path of a launch: [`cli`] (what the user asked) → [`hosts`] (where the job may run) →
 //! [`placement`] (which rank runs where) → [`launch`] (the launcher's exact command line) →
 //! [`supervise`] (run it, forward output, share fate), with [`wrapper`] on every rank and the
-//! variables of [`env`] between them.
+//! variables of [`env`] between them; [`segments`] removes the shared memory a crashed job
+//! leaves.
 
 pub mod cli;
 pub mod env;
 pub mod hosts;
 pub mod launch;
 pub mod placement;
+pub mod segments;
 pub mod supervise;
 pub mod wrapper;
 
@@ -431,7 +433,14 @@ pub fn run(cli: &Cli) -> Result<i32, Error> {
         tag_output: cli.tag_output,
         timeout: cli.timeout,
     };
-    Ok(supervise::run(&prepared.plan, &env, listener, &opts)?)
+    let result = supervise::run(&prepared.plan, &env, listener, &opts);
+    // Whatever happened, no segment of this job stays in this host's /dev/shm (ranks on other
+    // hosts are cleaned by their wrappers).
+    let removed = segments::remove_job_segments(&prepared.job_id);
+    if removed > 0 {
+        tracing::debug!(removed, job_id = %prepared.job_id, "removed leftover segments");
+    }
+    Ok(result?)
 }
 
 /// Turn on `tracing` output on stderr when `GSM_LOG` is set.

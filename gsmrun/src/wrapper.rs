@@ -8,6 +8,9 @@
 //! SIGKILL after a grace period) when `gsmrun` says `KILL`, when the control connection disappears
 //! (so no rank outlives `gsmrun`), or when the wrapper itself gets SIGTERM/SIGINT/SIGHUP.
 //!
+//! After the program has exited, in whatever way, the wrapper removes its rank's shared-memory
+//! segment `/dev/shm/{GSM_JOB_ID}-r{rank}` if the program left it (see [`crate::segments`]).
+//!
 //! After a failure report the wrapper stays alive until `gsmrun` answers, so that the MPI launcher
 //! does not start its own (slower, noisier) teardown; `gsmrun` then ends the launcher. Without
 //! `GSM_CONTROL` (run by hand), the wrapper only sets the personality and `exec`s the program.
@@ -268,6 +271,14 @@ pub fn main(args: Vec<OsString>) -> i32 {
     );
     let status = child.wait();
     child_done.store(true, Ordering::SeqCst);
+    // However the program ended, its shared-memory segment must not outlive it (a rank that
+    // died before its runtime unlinked it leaves one; see `segments`).
+    if let (Ok(job), Some(r)) = (
+        std::env::var(env::job::JOB_ID),
+        rank.as_deref().and_then(|r| r.parse::<u32>().ok()),
+    ) {
+        crate::segments::remove_rank_segment(&job, r);
+    }
     // Output still in the pipes belongs before the report; a grandchild holding them open must
     // not keep us here forever.
     let _ = out_done.recv_timeout(Duration::from_secs(2));

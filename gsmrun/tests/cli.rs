@@ -251,3 +251,51 @@ fn wrapper_kills_its_program_when_gsmrun_disappears() {
         "program {pid} survived"
     );
 }
+
+#[test]
+fn wrapper_removes_its_rank_s_segment_after_the_program_is_killed() {
+    let job = format!("gsm-test-wrapper-{}", std::process::id());
+    let seg = |r: u32| std::path::PathBuf::from(format!("/dev/shm/{job}-r{r}"));
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    // The program (rank 1) leaves its own segment and, as if it were another rank's, rank 0's,
+    // then dies by SIGKILL.
+    let mut w = Command::new(BIN)
+        .args([
+            "--rank-wrapper",
+            "--",
+            "sh",
+            "-c",
+            "touch /dev/shm/$GSM_JOB_ID-r1 /dev/shm/$GSM_JOB_ID-r0 && kill -9 $$",
+        ])
+        .env("GSM_CONTROL", listener.local_addr().unwrap().to_string())
+        .env("GSM_CONTROL_KEY", "k")
+        .env("GSM_JOB_ID", &job)
+        .env("OMPI_COMM_WORLD_RANK", "1")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start wrapper");
+    let (mut s, _) = listener.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(read_frame(&mut s).unwrap().0, b'H');
+    let (tag, outcome) = read_frame(&mut s).unwrap();
+    assert_eq!(
+        (tag, String::from_utf8_lossy(&outcome).as_ref()),
+        (b'X', "signal 9")
+    );
+    // The report comes after the clean-up.
+    let (own, other) = (seg(1).exists(), seg(0).exists());
+    let _ = std::fs::remove_file(seg(0));
+    let _ = std::fs::remove_file(seg(1));
+    s.write_all(&[b'K', 0, 0, 0, 0]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while w.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "wrapper did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !own,
+        "the wrapper left its rank's segment {}",
+        seg(1).display()
+    );
+    assert!(other, "the wrapper removed another rank's segment");
+}

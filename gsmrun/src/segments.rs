@@ -1,0 +1,176 @@
+//! Removing the shared-memory segments a job leaves behind when a rank dies.
+//!
+//! The contract with the runtime's `shm` fabric: rank `r` of job `GSM_JOB_ID` names its segment
+//! `/dev/shm/{GSM_JOB_ID}-r{r}` and unlinks it itself once every rank has attached, so after a
+//! normal run nothing is left. A rank that dies during set-up (or is killed before the runtime
+//! gets there) leaves its segment; the rank wrapper removes its own rank's file after the program
+//! exits, and `gsmrun` removes every `{GSM_JOB_ID}-r*` file on the launching host after the job.
+//!
+//! This module only deletes files named exactly `{job_id}-r{digits}`; it never looks at anything
+//! else in `/dev/shm`, and it does not know what a segment contains.
+
+use std::path::Path;
+
+/// Where POSIX shared-memory segments appear on Linux.
+pub const SHM_DIR: &str = "/dev/shm";
+
+/// The file name of `rank`'s segment in job `job_id` (see the module docs).
+pub fn segment_name(job_id: &str, rank: u32) -> String {
+    format!("{job_id}-r{rank}")
+}
+
+/// Whether a job id can name segments at all: a non-empty file-name component. An empty or odd
+/// id matches nothing, so nothing is removed for it.
+fn usable(job_id: &str) -> bool {
+    !job_id.is_empty() && !job_id.contains('/') && !job_id.contains('\0') && job_id != "."
+}
+
+/// Whether `file_name` is a segment of job `job_id`: exactly `{job_id}-r` followed by a rank
+/// number (ASCII digits only). `gsm-1-ab-r0` is a segment of `gsm-1-ab`, `gsm-1-abc-r0` is not.
+pub fn is_job_segment(file_name: &str, job_id: &str) -> bool {
+    if !usable(job_id) {
+        return false;
+    }
+    let Some(rest) = file_name
+        .strip_prefix(job_id)
+        .and_then(|r| r.strip_prefix("-r"))
+    else {
+        return false;
+    };
+    !rest.is_empty() && rest.len() <= 10 && rest.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Removes `dir/name` if it is a regular file; a missing file is not an error. Returns whether a
+/// file was removed.
+fn remove_file(dir: &Path, name: &str) -> bool {
+    let path = dir.join(name);
+    match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.file_type().is_file() => {}
+        Ok(_) => {
+            tracing::debug!(path = %path.display(), "not a regular file; left alone");
+            return false;
+        }
+        Err(e) => {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::debug!(path = %path.display(), error = %e, "cannot inspect segment");
+            }
+            return false;
+        }
+    }
+    match std::fs::remove_file(&path) {
+        Ok(()) => {
+            tracing::debug!(path = %path.display(), "removed a segment left by the job");
+            true
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => {
+            tracing::debug!(path = %path.display(), error = %e, "cannot remove segment");
+            false
+        }
+    }
+}
+
+/// Removes rank `rank`'s segment of job `job_id` from `/dev/shm`, if it is still there (the
+/// rank wrapper calls this after its program has exited, whatever the way). Returns whether a
+/// file was removed.
+pub fn remove_rank_segment(job_id: &str, rank: u32) -> bool {
+    remove_rank_segment_in(Path::new(SHM_DIR), job_id, rank)
+}
+
+fn remove_rank_segment_in(dir: &Path, job_id: &str, rank: u32) -> bool {
+    usable(job_id) && remove_file(dir, &segment_name(job_id, rank))
+}
+
+/// Removes every segment of job `job_id` from `/dev/shm` on this host (gsmrun calls this after
+/// the job). Returns how many files were removed.
+pub fn remove_job_segments(job_id: &str) -> usize {
+    remove_job_segments_in(Path::new(SHM_DIR), job_id)
+}
+
+fn remove_job_segments_in(dir: &Path, job_id: &str) -> usize {
+    if !usable(job_id) {
+        return 0;
+    }
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::debug!(dir = %dir.display(), error = %e, "cannot list segments");
+            return 0;
+        }
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if is_job_segment(name, job_id) && remove_file(dir, name) {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_job_s_own_segments_match() {
+        let job = "gsm-12-ab";
+        for yes in ["gsm-12-ab-r0", "gsm-12-ab-r7", "gsm-12-ab-r1023"] {
+            assert!(is_job_segment(yes, job), "{yes}");
+        }
+        for no in [
+            "gsm-12-abc-r0",     // a job whose id has ours as a prefix
+            "gsm-12-ab-r",       // no rank
+            "gsm-12-ab-rx",      // not a rank
+            "gsm-12-ab-r0.lock", // something else
+            "gsm-12-ab-r-1",
+            "xgsm-12-ab-r0",
+            "gsm-12-ab",
+            "gsm-12-a-r0",
+            "gsm-12-ab-r99999999999",
+        ] {
+            assert!(!is_job_segment(no, job), "{no}");
+        }
+        // The shorter id does not match the longer id's segments, and vice versa.
+        assert!(!is_job_segment("gsm-1-ab1-r0", "gsm-1-ab"));
+        assert!(!is_job_segment("gsm-1-ab-r0", "gsm-1-ab1"));
+        // A job id that cannot name a segment matches nothing.
+        assert!(!is_job_segment("-r0", ""));
+        assert!(!is_job_segment("a/b-r0", "a/b"));
+    }
+
+    #[test]
+    fn segment_names_follow_the_runtime_s_contract() {
+        assert_eq!(segment_name("gsm-12-ab", 3), "gsm-12-ab-r3");
+        assert!(is_job_segment(&segment_name("gsm-12-ab", 3), "gsm-12-ab"));
+    }
+
+    #[test]
+    fn removal_takes_only_the_job_s_files() {
+        let dir = std::env::temp_dir().join(format!("gsmrun-segments-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let job = "gsm-5-ff";
+        let mine = ["gsm-5-ff-r0", "gsm-5-ff-r3"];
+        let others = ["gsm-5-ff0-r0", "gsm-5-f-r0", "gsm-5-ff-rank", "unrelated"];
+        for f in mine.iter().chain(&others) {
+            std::fs::write(dir.join(f), b"x").unwrap();
+        }
+        // A directory with a matching name is not a segment: left alone.
+        std::fs::create_dir(dir.join("gsm-5-ff-r9")).unwrap();
+
+        assert!(remove_rank_segment_in(&dir, job, 3));
+        assert!(!dir.join("gsm-5-ff-r3").exists());
+        assert!(!remove_rank_segment_in(&dir, job, 3), "already gone");
+        assert_eq!(remove_job_segments_in(&dir, job), 1);
+        assert!(!dir.join("gsm-5-ff-r0").exists());
+        for f in others {
+            assert!(dir.join(f).exists(), "{f} was removed");
+        }
+        assert!(dir.join("gsm-5-ff-r9").is_dir());
+        assert_eq!(remove_job_segments_in(&dir, ""), 0);
+        assert!(dir.join("unrelated").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
