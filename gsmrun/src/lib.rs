@@ -5,7 +5,7 @@
 //! The path of a launch: [`cli`] (what the user asked) → [`hosts`] (where the job may run) →
 //! [`placement`] (which rank runs where) → [`launch`] (the launcher's exact command line) →
 //! [`supervise`] (run it, forward output, share fate), with [`wrapper`] on every rank and the
-//! variables of [`env`] between them; [`segments`] removes the shared memory a crashed job
+//! variables of [`env`](mod@env) between them; [`segments`] removes the shared memory a crashed job
 //! leaves.
 
 pub mod cli;
