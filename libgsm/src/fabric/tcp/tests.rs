@@ -1,0 +1,338 @@
+//! Tests of the tcp fabric beyond the conformance suite: strangers are dropped without touching
+//! the job, a vanished peer is reported, the listener's address, the wire encodings, and an
+//! ignored throughput measurement.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::fabric::conformance::{Rank, job};
+
+fn layout(slots: u32, slot_size: u32) -> RingLayout {
+    RingLayout::new(slots, slot_size).unwrap()
+}
+
+/// Waits (bounded) until the server closes `s`; panics if it sends anything or stays open.
+fn expect_dropped(s: &mut TcpStream, within: Duration, what: &str) {
+    s.set_read_timeout(Some(within)).unwrap();
+    let mut b = [0u8; 64];
+    match s.read(&mut b) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Ok(n) => panic!("{what}: the listener sent {n} bytes instead of dropping it"),
+        Err(e) => panic!("{what}: not dropped within {within:?}: {e}"),
+    }
+}
+
+fn frame(dst: u32, lane: u32, payload: &[u8]) -> Vec<u8> {
+    let mut f = dst.to_le_bytes().to_vec();
+    f.extend_from_slice(&((lane << 31) | payload.len() as u32).to_le_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+fn no_data_anywhere(ranks: &[Rank<Tcp>]) {
+    for r in ranks {
+        for l in &r.links.incoming {
+            assert!(
+                !l.consumer.has_data(),
+                "rank {} worker {} has data from {} ({:?})",
+                r.topo.rank,
+                l.local,
+                l.remote,
+                l.lane
+            );
+        }
+        let f = r.failures.lock().unwrap();
+        assert!(f.is_empty(), "rank {} reported {f:?}", r.topo.rank);
+    }
+}
+
+/// Moves `n` messages from rank 0's first worker to rank 1's first worker and checks them.
+fn moves_data(ranks: &mut [Rank<Tcp>], n: u32) {
+    let (a, b) = ranks.split_at_mut(1);
+    let to = a[0].topo.first_worker(1);
+    let mut p = a[0].take_out(0, to, Lane::Request);
+    let mut c = b[0].take_in(0, 0, Lane::Request);
+    let bell = a[0].bell(to);
+    let start = Instant::now();
+    let mut sent = 0u32;
+    let mut got = 0u32;
+    while got < n {
+        if sent < n
+            && let Some(mut w) = p.try_reserve()
+        {
+            w.buf()[..4].copy_from_slice(&sent.to_le_bytes());
+            w.publish(4);
+            bell.ring();
+            sent += 1;
+        }
+        if let Some(r) = c.try_poll().unwrap() {
+            assert_eq!(r.bytes(), &got.to_le_bytes());
+            got += 1;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "stuck at {got}/{n}"
+        );
+    }
+}
+
+#[test]
+fn strangers_are_dropped_without_touching_the_job() {
+    let mut ranks = job::<Tcp>(&[1, 1], layout(8, 256));
+    let addr = ranks[1].fabric.local_addr();
+    let key = ranks[1].topo.key;
+
+    // Garbage.
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut x = 0x1234_5678_9abc_def0u64;
+    let garbage: Vec<u8> = (0..300)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    s.write_all(&garbage).unwrap();
+    expect_dropped(&mut s, Duration::from_secs(10), "garbage");
+
+    // A well-formed hello with the wrong key, then a well-formed frame.
+    let mut wrong = key;
+    wrong[5] ^= 1;
+    let hello = Hello {
+        key: wrong,
+        src_rank: 0,
+        src_local: 0,
+        dst_rank: 1,
+        layout: layout(8, 256),
+    };
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(&hello.encode()).unwrap();
+    let _ = s.write_all(&frame(1, 0, b"evil"));
+    expect_dropped(&mut s, Duration::from_secs(10), "wrong key");
+
+    // The right key, but a second connection from a worker that is already connected.
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(&Hello { key, ..hello }.encode()).unwrap();
+    let _ = s.write_all(&frame(1, 0, b"evil"));
+    expect_dropped(&mut s, Duration::from_secs(10), "duplicate");
+
+    // A connection that never says anything.
+    let mut s = TcpStream::connect(addr).unwrap();
+    expect_dropped(&mut s, HELLO_TIMEOUT + Duration::from_secs(5), "silent");
+
+    // Nothing reached a ring or the job, and the real links still work.
+    std::thread::sleep(Duration::from_millis(100));
+    no_data_anywhere(&ranks);
+    moves_data(&mut ranks, 1000);
+    no_data_anywhere(&ranks);
+}
+
+#[test]
+fn a_vanished_peer_is_reported_once() {
+    let mut ranks = job::<Tcp>(&[1, 2], layout(8, 256));
+    drop(ranks.pop());
+    let start = Instant::now();
+    while ranks[0].failures.lock().unwrap().is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "rank 0 did not notice that rank 1 vanished"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let f = ranks[0].failures.lock().unwrap().clone();
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(
+        matches!(&f[0], FabricError::PeerLost { peer: 1, host, .. } if host == "localhost"),
+        "{f:?}"
+    );
+}
+
+#[test]
+fn after_closing_a_peer_leaving_is_not_a_failure() {
+    let mut ranks = job::<Tcp>(&[2, 1], layout(8, 256));
+    moves_data(&mut ranks, 10);
+    for r in &mut ranks {
+        r.fabric.closing();
+    }
+    drop(ranks.pop());
+    std::thread::sleep(Duration::from_millis(500));
+    let f = ranks[0].failures.lock().unwrap().clone();
+    assert!(f.is_empty(), "{f:?}");
+}
+
+#[test]
+fn the_listener_never_binds_every_interface_by_default() {
+    let settings = Settings {
+        bind: None,
+        connect_timeout: Duration::from_secs(1),
+    };
+    let (t, endpoint) = Tcp::prepare(&settings).unwrap();
+    assert!(
+        !t.local_addr().ip().is_unspecified(),
+        "bound to {}",
+        t.local_addr()
+    );
+    assert_eq!(decode_endpoint(&endpoint).unwrap(), t.local_addr());
+
+    // Asked explicitly, it does, and advertises an address a peer can connect to.
+    let settings = Settings {
+        bind: Some(Ipv4Addr::UNSPECIFIED.into()),
+        connect_timeout: Duration::from_secs(1),
+    };
+    let (t, endpoint) = Tcp::prepare(&settings).unwrap();
+    assert!(t.local_addr().ip().is_unspecified());
+    let advertised = decode_endpoint(&endpoint).unwrap();
+    assert!(!advertised.ip().is_unspecified());
+    assert_eq!(advertised.port(), t.local_addr().port());
+}
+
+#[test]
+fn endpoints_round_trip_and_bad_ones_are_named() {
+    for a in ["127.0.0.1:4242", "[::1]:65535", "[fe80::1:2]:1"] {
+        let a: SocketAddr = a.parse().unwrap();
+        assert_eq!(decode_endpoint(&encode_endpoint(a)).unwrap(), a);
+    }
+    let e = decode_endpoint(&[]).unwrap_err();
+    assert!(e.contains("no tcp endpoint"), "{e}");
+    let e = decode_endpoint(&[4, 1, 2, 3]).unwrap_err();
+    assert!(e.contains("4 bytes instead of 7"), "{e}");
+    let e = decode_endpoint(&[9, 0, 0]).unwrap_err();
+    assert!(e.contains("unknown address family 9"), "{e}");
+    let e = decode_endpoint(&[4, 0, 0, 0, 0, 0, 80]).unwrap_err();
+    assert!(e.contains("cannot be connected to"), "{e}");
+}
+
+#[test]
+fn hellos_are_checked_field_by_field() {
+    let key = [7u8; KEY_LEN];
+    let workers = [2, 3, 1];
+    let is_peer = [true, false, true];
+    let x = Expect {
+        key: &key,
+        rank: 1,
+        workers: &workers,
+        is_peer: &is_peer,
+        layout: layout(8, 256),
+    };
+    let good = Hello {
+        key,
+        src_rank: 0,
+        src_local: 1,
+        dst_rank: 1,
+        layout: layout(8, 256),
+    };
+    assert_eq!(check_hello(&good.encode(), &x), Ok((0, 1)));
+    let refused = |h: [u8; HELLO_LEN], want: &str| {
+        let e = check_hello(&h, &x).unwrap_err();
+        assert!(e.contains(want), "{e:?} does not say {want:?}");
+    };
+    let mut b = good.encode();
+    b[0] = b'X';
+    refused(b, "magic");
+    let mut b = good.encode();
+    b[8] = 2;
+    refused(b, "version 2");
+    let mut b = good.encode();
+    b[43] ^= 0x80;
+    refused(b, "wrong job key");
+    refused(
+        Hello {
+            dst_rank: 2,
+            ..good
+        }
+        .encode(),
+        "meant for rank 2",
+    );
+    refused(
+        Hello {
+            src_rank: 1,
+            ..good
+        }
+        .encode(),
+        "rank 1 is not a tcp peer",
+    );
+    refused(
+        Hello {
+            src_rank: 9,
+            ..good
+        }
+        .encode(),
+        "rank 9 is not a tcp peer",
+    );
+    refused(
+        Hello {
+            src_local: 2,
+            ..good
+        }
+        .encode(),
+        "rank 0 has no worker 2",
+    );
+    refused(
+        Hello {
+            layout: layout(16, 256),
+            ..good
+        }
+        .encode(),
+        "16 slots of 256 bytes",
+    );
+}
+
+/// Slots per second through one link over loopback. Run with
+/// `cargo test -p gossamer --release --lib fabric::tcp::tests::throughput -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn throughput() {
+    for (slots, size, count) in [
+        (64u32, 4096u32, 400_000u64),
+        (64, 64, 4_000_000),
+        (256, 64, 4_000_000),
+    ] {
+        let mut ranks = job::<Tcp>(&[1, 1], layout(slots, size));
+        let (a, b) = ranks.split_at_mut(1);
+        let mut p = a[0].take_out(0, 1, Lane::Request);
+        let mut c = b[0].take_in(0, 0, Lane::Request);
+        let bell = a[0].bell(1);
+        let start = Instant::now();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let t = Instant::now();
+                for i in 0..count {
+                    loop {
+                        if let Some(mut w) = p.try_reserve() {
+                            w.buf()[..8].copy_from_slice(&i.to_le_bytes());
+                            w.publish(size);
+                            bell.ring();
+                            break;
+                        }
+                        assert!(t.elapsed() < Duration::from_secs(120));
+                        std::hint::spin_loop();
+                    }
+                }
+            });
+            let t = Instant::now();
+            let mut i = 0u64;
+            while i < count {
+                if let Some(r) = c.try_poll().unwrap() {
+                    assert_eq!(r.bytes().len(), size as usize);
+                    assert_eq!(r.bytes()[..8], i.to_le_bytes());
+                    i += 1;
+                } else {
+                    assert!(t.elapsed() < Duration::from_secs(120));
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "tcp loopback, {slots} slots of {size} B: {count} slots in {secs:.2} s = {:.0} slots/s, \
+             {:.0} MB/s",
+            count as f64 / secs,
+            count as f64 * f64::from(size) / secs / 1e6
+        );
+    }
+}
