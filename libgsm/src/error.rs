@@ -23,9 +23,11 @@ pub enum Error {
     #[error("could not start the gossamer runtime: {0}")]
     Start(String),
     /// The user's code panicked on a worker (the main fiber, an SPMD body, or a callback).
-    #[error("panic on worker {worker}: {message}")]
+    #[error("panic on rank {rank}, worker {worker}: {message}")]
     Panicked {
-        /// The worker on which the panic happened.
+        /// The rank on which the panic happened.
+        rank: u32,
+        /// The worker (global id) on which the panic happened.
         worker: usize,
         /// The panic message.
         message: String,
@@ -39,6 +41,36 @@ pub enum Error {
     /// The runtime stopped before the awaited result arrived.
     #[error("the gossamer runtime stopped before the result arrived")]
     Stopped,
+    /// The job could not be bootstrapped (MPI, binary identity, set-up exchange).
+    #[error("gossamer could not bootstrap the job: {0}")]
+    Bootstrap(String),
+    /// A fabric failed: set-up, a vanished peer, a broken connection.
+    #[error("gossamer: {0}")]
+    Fabric(#[from] crate::fabric::FabricError),
+    /// A peer rank sent bytes that break the wire protocol.
+    #[error(
+        "rank {rank} (host {host}) sent a batch that breaks the gossamer wire protocol: {detail}"
+    )]
+    Protocol {
+        /// The peer rank.
+        rank: u32,
+        /// Its host.
+        host: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A rank of the job vanished (its process ended) while the job was running.
+    #[error("rank {rank} (host {host}, pid {pid}) vanished while the job was running: {detail}")]
+    PeerLost {
+        /// The rank.
+        rank: u32,
+        /// Its host.
+        host: String,
+        /// Its process id.
+        pid: u32,
+        /// How it was noticed.
+        detail: String,
+    },
 }
 
 /// Why one delegated request did not produce a result.
@@ -62,4 +94,8 @@ pub enum DelegationError {
     /// The runtime stopped before the answer arrived.
     #[error("the gossamer runtime stopped before the answer arrived")]
     Stopped,
+    /// An argument or result could not be serialised or deserialised on its way to or from
+    /// another rank.
+    #[error("{0}")]
+    Wire(String),
 }

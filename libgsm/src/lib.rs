@@ -109,6 +109,7 @@
 //! W = 16 and 128 MiB for W = 1024 (64 ranks × 16 workers).
 
 pub mod bootstrap;
+mod cluster;
 mod config;
 mod error;
 pub mod fabric;
@@ -126,8 +127,8 @@ pub use error::{DelegationError, Error};
 pub use noref::{NoRef, Wire};
 pub use runtime::{run, spmd};
 pub use spawn::{
-    JoinHandle, Worker, WorkerId, current_worker, live_properties_here, spawn, spawn_on,
-    worker_count, yield_now,
+    JoinHandle, Worker, WorkerId, current_worker, live_properties_here, rank, rank_count, rank_of,
+    spawn, spawn_on, worker_count, workers_of_rank, yield_now,
 };
 pub use trust::{Trust, entrust, entrust_on};
 pub use worker::BLOCKING_IN_DELEGATED;

@@ -1,17 +1,24 @@
 //! Starting and stopping a runtime: builds the ring mesh (one request ring and one response ring
 //! per ordered pair of workers), starts the worker threads (optionally pinned), runs the root
-//! fibers (`run`'s main on worker 0, or `spmd`'s body on every worker), and stops every worker
-//! when the roots are done or something failed.
+//! fibers (`run`'s main on each rank's first worker, or `spmd`'s body on every worker), and stops
+//! every worker when the roots are done or something failed.
+//!
+//! **One rank or many.** A program started by a launcher (`gsmrun`, `mpirun`, `srun`: see
+//! [`crate::cluster`]) is one rank of a job: the first `run`/`spmd` bootstraps the job over MPI,
+//! each call connects the fabrics to the other ranks, and every worker of every rank is in one
+//! mesh (global worker ids number the workers rank by rank). A program started on its own is a
+//! job of one rank and never touches MPI, so `cargo run` and `cargo test` work as they are.
 //!
 //! When the roots are done the workers *drain* (DESIGN §3): they keep serving requests,
 //! completing responses (so `apply_then` callbacks run), applying clone/drop toggles, flushing
 //! batches and running ready fibers until the whole job is quiet: every worker's outgoing batches
-//! flushed, every request issued answered, every ring empty (see `WorkerCore::try_finish`). Only
-//! then do they stop: fibers still suspended (e.g. on a `join` nobody will satisfy) are dropped
-//! (unwound), and each worker drops the properties left in its table, once. So `run`/`spmd`
-//! return only after all of that. A fiber that never stops running (or a remote `spawn_on` fiber
-//! that never finishes) keeps the job from being quiet, and so keeps `run` from returning.
-//! After a failure (a panic in a root or a callback) the workers stop at once, without draining.
+//! flushed, every request issued answered, every ring empty (see `WorkerCore::try_finish`; across
+//! ranks, `cluster::terminate`). Only then do they stop: fibers still suspended (e.g. on a `join`
+//! nobody will satisfy) are dropped (unwound), and each worker drops the properties left in its
+//! table, once. So `run`/`spmd` return only after all of that. A fiber that never stops running
+//! (or a remote `spawn_on` fiber that never finishes) keeps the job from being quiet, and so keeps
+//! `run` from returning. After a failure (a panic in a root or a callback, a peer that vanished)
+//! the workers stop at once, without draining.
 //!
 //! Pinning (`Config::pin`): worker i is pinned to the i-th CPU of the process's affinity mask;
 //! it is skipped when there are more workers than allowed CPUs.
@@ -19,14 +26,16 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 use crate::config::Config;
 use crate::error::Error;
+use crate::fabric::Doorbell;
 use crate::spawn::Worker;
 use crate::wire::ring::{RingLayout, RingMemory};
-use crate::worker::{Ends, Shared, WorkerCore, panic_message};
+use crate::worker::{Ends, Place, Shared, WorkerCore, panic_message};
 
-type Root = Box<dyn FnOnce() + Send>;
+pub(crate) type Root = Box<dyn FnOnce() + Send>;
 
 fn allowed_cpus() -> Vec<usize> {
     // SAFETY: `set` is a plain bitmask; sched_getaffinity fills it for this process.
@@ -50,54 +59,68 @@ fn pin_to(cpu: usize) {
     }
 }
 
-/// Builds the rings and runs one root per worker (`None` = serve only).
-fn start(config: &Config, roots: Vec<Option<Root>>) -> Result<(), Error> {
-    config.validate()?;
-    let n = config.workers;
-    let layout =
-        RingLayout::new(config.slots_per_ring as u32, config.slot_size as u32).map_err(|e| {
-            Error::Config(format!(
-                "{e} (slots_per_ring must be a power of two, slot_size a multiple of 64)"
-            ))
-        })?;
-    let mut ends: Vec<Ends> = (0..n)
+/// The ring geometry of `config`.
+pub(crate) fn layout_of(config: &Config) -> Result<RingLayout, Error> {
+    RingLayout::new(config.slots_per_ring as u32, config.slot_size as u32).map_err(|e| {
+        Error::Config(format!(
+            "{e} (slots_per_ring must be a power of two, slot_size a multiple of 64)"
+        ))
+    })
+}
+
+/// Empty ring ends for this rank's workers, with heap rings between every two of them.
+pub(crate) fn local_mesh(place: &Place, layout: RingLayout) -> Vec<Ends> {
+    let w = place.total;
+    let mut ends: Vec<Ends> = (0..place.local)
         .map(|_| Ends {
-            req_out: (0..n).map(|_| None).collect(),
-            req_in: (0..n).map(|_| None).collect(),
-            resp_out: (0..n).map(|_| None).collect(),
-            resp_in: (0..n).map(|_| None).collect(),
+            req_out: (0..w).map(|_| None).collect(),
+            req_in: (0..w).map(|_| None).collect(),
+            resp_out: (0..w).map(|_| None).collect(),
+            resp_in: (0..w).map(|_| None).collect(),
         })
         .collect();
-    for c in 0..n {
-        for t in 0..n {
+    for c in 0..place.local {
+        for t in 0..place.local {
             if c == t {
                 continue;
             }
+            let (gc, gt) = (place.base + c, place.base + t);
             let (p, q) = Arc::new(RingMemory::new_heap(layout)).split();
-            ends[c].req_out[t] = Some(p);
-            ends[t].req_in[c] = Some(q);
+            ends[c].req_out[gt] = Some(p);
+            ends[t].req_in[gc] = Some(q);
             let (p, q) = Arc::new(RingMemory::new_heap(layout)).split();
-            ends[t].resp_out[c] = Some(p);
-            ends[c].resp_in[t] = Some(q);
+            ends[t].resp_out[gc] = Some(p);
+            ends[c].resp_in[gt] = Some(q);
         }
     }
-    let nroots = roots.iter().filter(|r| r.is_some()).count();
-    let shared = Arc::new(Shared::new(n, nroots));
+    ends
+}
+
+/// Starts one thread per local worker, each running its root (if any) as a fiber and then the
+/// scheduler loop until the runtime stops.
+pub(crate) fn spawn_workers(
+    config: &Config,
+    shared: &Arc<Shared>,
+    ends: Vec<Ends>,
+    roots: Vec<Option<Root>>,
+) -> Vec<JoinHandle<()>> {
+    let n = shared.place.local;
+    let rank = shared.place.rank;
     let cpus = allowed_cpus();
     let pin = config.pin && !cpus.is_empty() && n <= cpus.len();
     let mut handles = Vec::with_capacity(n);
-    for ((id, e), root) in ends.into_iter().enumerate().zip(roots) {
+    for ((local, e), root) in ends.into_iter().enumerate().zip(roots) {
         let shared2 = shared.clone();
+        let global = shared.place.base + local;
         let (slot, stack, slots) = (config.slot_size, config.stack_size, config.slots_per_ring);
-        let cpu = pin.then(|| cpus[id % cpus.len()]);
+        let cpu = pin.then(|| cpus[local % cpus.len()]);
         let h = std::thread::Builder::new()
-            .name(format!("gsm-worker-{id}"))
+            .name(format!("gsm-worker-{global}"))
             .spawn(move || {
                 if let Some(c) = cpu {
                     pin_to(c);
                 }
-                let _ = shared2.threads[id].set(std::thread::current());
-                let core = WorkerCore::new(id, shared2.clone(), e, slot, stack, slots);
+                let core = WorkerCore::new(local, shared2.clone(), e, slot, stack, slots);
                 core.enter(|| {
                     if let Some(root) = root {
                         let sh = shared2.clone();
@@ -108,7 +131,8 @@ fn start(config: &Config, roots: Vec<Option<Root>>) -> Result<(), Error> {
                                     std::panic::resume_unwind(p);
                                 }
                                 sh.fail(Error::Panicked {
-                                    worker: id,
+                                    rank,
+                                    worker: global,
                                     message: panic_message(&*p),
                                 });
                             }
@@ -120,14 +144,15 @@ fn start(config: &Config, roots: Vec<Option<Root>>) -> Result<(), Error> {
                     let r = catch_unwind(AssertUnwindSafe(|| core.run_loop()));
                     if let Err(p) = r {
                         shared2.fail(Error::Panicked {
-                            worker: id,
+                            rank,
+                            worker: global,
                             message: panic_message(&*p),
                         });
                     }
                     core.teardown();
                 });
             })
-            .map_err(|e| Error::Start(format!("worker thread {id}: {e}")));
+            .map_err(|e| Error::Start(format!("worker thread {global}: {e}")));
         match h {
             Ok(h) => handles.push(h),
             Err(e) => {
@@ -136,9 +161,15 @@ fn start(config: &Config, roots: Vec<Option<Root>>) -> Result<(), Error> {
             }
         }
     }
+    handles
+}
+
+/// Joins the worker threads and returns the runtime's first failure, if any.
+pub(crate) fn join_workers(shared: &Shared, handles: Vec<JoinHandle<()>>) -> Result<(), Error> {
     for h in handles {
         if h.join().is_err() {
             shared.fail(Error::Panicked {
+                rank: shared.place.rank,
                 worker: usize::MAX,
                 message: "a worker thread died during teardown".into(),
             });
@@ -150,31 +181,75 @@ fn start(config: &Config, roots: Vec<Option<Root>>) -> Result<(), Error> {
     }
 }
 
-/// Runs `main` as a fiber on worker 0 while every worker serves; returns its result once it has
-/// returned and the job has drained (every request issued answered, every callback run, every
-/// clone/drop applied; see the module docs).
+/// Builds the rings and runs the roots `make_roots` gives for this rank's place in the job
+/// (`None` = serve only).
+fn start(
+    config: &Config,
+    make_roots: impl FnOnce(&Place) -> Vec<Option<Root>>,
+) -> Result<(), Error> {
+    config.validate()?;
+    let layout = layout_of(config)?;
+    if crate::cluster::launched() {
+        return crate::cluster::start(config, layout, make_roots);
+    }
+    let place = Place::single(config.workers);
+    let roots = make_roots(&place);
+    start_single(config, place, layout, roots)
+}
+
+/// Runs a job of one rank.
+pub(crate) fn start_single(
+    config: &Config,
+    place: Place,
+    layout: RingLayout,
+    roots: Vec<Option<Root>>,
+) -> Result<(), Error> {
+    let n = place.local;
+    let ends = local_mesh(&place, layout);
+    let nroots = roots.iter().filter(|r| r.is_some()).count();
+    let doors = (0..n).map(|_| Doorbell::heap()).collect();
+    let bells = (0..place.total).map(|_| None).collect();
+    let shared = Arc::new(Shared::new(place, doors, bells, nroots, false));
+    if nroots == 0 {
+        shared.begin_drain();
+    }
+    let handles = spawn_workers(config, &shared, ends, roots);
+    join_workers(&shared, handles)
+}
+
+/// Runs `main` as a fiber on the first worker of this rank while every worker serves; returns
+/// its result once it has returned and the job has drained (every request issued answered,
+/// every callback run, every clone/drop applied; see the module docs).
+///
+/// Under a launcher with N ranks, `main` runs once on every rank (as an MPI program's `main`
+/// does), each rank's call returns its own result, and delegation reaches every worker of every
+/// rank; use [`rank`](crate::rank) to give ranks different roles. A multi-rank `run` is
+/// collective: every rank must call it, in the same order as its other `run`/`spmd` calls.
 pub fn run<R: Send + 'static>(
     config: Config,
     main: impl FnOnce() -> R + Send + 'static,
 ) -> Result<R, Error> {
     let out: Arc<Mutex<Option<R>>> = Arc::new(Mutex::new(None));
     let o2 = out.clone();
-    let mut roots: Vec<Option<Root>> = (0..config.workers).map(|_| None).collect();
-    if let Some(r) = roots.first_mut() {
-        *r = Some(Box::new(move || {
-            let v = main();
-            if let Ok(mut o) = o2.lock() {
-                *o = Some(v);
-            }
-        }));
-    }
-    start(&config, roots)?;
+    start(&config, move |place| {
+        let mut roots: Vec<Option<Root>> = (0..place.local).map(|_| None).collect();
+        if let Some(r) = roots.first_mut() {
+            *r = Some(Box::new(move || {
+                let v = main();
+                if let Ok(mut o) = o2.lock() {
+                    *o = Some(v);
+                }
+            }));
+        }
+        roots
+    })?;
     let v = out.lock().ok().and_then(|mut o| o.take());
     v.ok_or(Error::Stopped)
 }
 
-/// Runs `body` as a fiber on every worker; returns the results by worker id when all are done
-/// and the job has drained, as [`run`] does.
+/// Runs `body` as a fiber on every worker (of every rank, under a launcher); returns this rank's
+/// workers' results, in the order of their worker ids, when all are done and the job has
+/// drained, as [`run`] does.
 pub fn spmd<R: Send + 'static>(
     config: Config,
     body: impl Fn(&Worker) -> R + Send + Sync + 'static,
@@ -182,18 +257,25 @@ pub fn spmd<R: Send + 'static>(
     let n = config.workers;
     let out: Arc<Mutex<Vec<Option<R>>>> = Arc::new(Mutex::new((0..n).map(|_| None).collect()));
     let body = Arc::new(body);
-    let roots = (0..n)
-        .map(|id| {
-            let (b, o) = (body.clone(), out.clone());
-            Some(Box::new(move || {
-                let v = b(&Worker { id, count: n });
-                if let Ok(mut o) = o.lock() {
-                    o[id] = Some(v);
-                }
-            }) as Root)
-        })
-        .collect();
-    start(&config, roots)?;
+    let o2 = out.clone();
+    start(&config, move |place| {
+        (0..place.local)
+            .map(|local| {
+                let (b, o) = (body.clone(), o2.clone());
+                let w = Worker {
+                    id: place.base + local,
+                    count: place.total,
+                    rank: place.rank as usize,
+                };
+                Some(Box::new(move || {
+                    let v = b(&w);
+                    if let Ok(mut o) = o.lock() {
+                        o[local] = Some(v);
+                    }
+                }) as Root)
+            })
+            .collect()
+    })?;
     let v: Vec<Option<R>> = out
         .lock()
         .map(|mut o| std::mem::take(&mut *o))

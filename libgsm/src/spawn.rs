@@ -55,16 +55,21 @@ impl std::fmt::Display for WorkerId {
 pub struct Worker {
     pub(crate) id: usize,
     pub(crate) count: usize,
+    pub(crate) rank: usize,
 }
 
 impl Worker {
-    /// This worker's index.
+    /// This worker's index in the job (global: the workers of every rank, numbered rank by rank).
     pub fn id(&self) -> usize {
         self.id
     }
-    /// The number of workers.
+    /// The number of workers in the job (every rank's).
     pub fn count(&self) -> usize {
         self.count
+    }
+    /// The rank this worker belongs to.
+    pub fn rank(&self) -> usize {
+        self.rank
     }
     /// This worker as a [`WorkerId`].
     pub fn worker_id(&self) -> WorkerId {
@@ -209,6 +214,7 @@ where
         req,
         Src::of(&f),
         None,
+        false,
     );
     JoinHandle {
         cell,
@@ -218,7 +224,7 @@ where
 
 /// # Safety
 /// `data[0]` must be an `Rc<JoinCell<R>>` raw pointer from `spawn_on::<_, R>`.
-unsafe fn fill_join<R>(data: &mut Data, st: u8, body: &[Byte]) {
+unsafe fn fill_join<R: Wire>(data: &mut Data, st: u8, body: &[Byte]) {
     // SAFETY: per the contract; reclaimed once (the entry completes once).
     let cell = unsafe { Rc::from_raw(data[0].assume_init() as usize as *const JoinCell<R>) };
     // SAFETY: the response to this request carries a moved `R` when OK.
@@ -231,7 +237,7 @@ unsafe fn fill_join<R>(data: &mut Data, st: u8, body: &[Byte]) {
 
 /// # Safety
 /// `rec` must be a record encoded by `spawn_on::<F, R>`.
-unsafe fn tramp_spawn<F: FnOnce() -> R + Copy + 'static, R: Send + 'static>(
+unsafe fn tramp_spawn<F: FnOnce() -> R + Copy + 'static, R: Wire>(
     core: &WorkerCore,
     client: usize,
     rec: &Request<'_>,
@@ -270,9 +276,49 @@ pub fn current_worker() -> WorkerId {
     WorkerId::new(core_or_panic("current_worker").id)
 }
 
-/// The number of workers.
+/// The number of workers in the job (every rank's).
 pub fn worker_count() -> usize {
     core_or_panic("worker_count").count
+}
+
+/// This process's rank in the job (0 for a program started without a launcher).
+pub fn rank() -> usize {
+    core_or_panic("rank").shared.place.rank as usize
+}
+
+/// The number of ranks in the job.
+pub fn rank_count() -> usize {
+    core_or_panic("rank_count").shared.place.rank_workers.len()
+}
+
+/// The rank that worker `w` belongs to.
+///
+/// # Panics
+/// Outside a gossamer worker, or if `w` does not exist.
+pub fn rank_of(w: WorkerId) -> usize {
+    let core = core_or_panic("rank_of");
+    assert!(
+        w.index() < core.count,
+        "gossamer: rank_of: worker {} does not exist (this job has {} workers)",
+        w.index(),
+        core.count
+    );
+    core.shared.place.rank_of(w.index()) as usize
+}
+
+/// The workers of `rank`, as a range of global worker indices.
+///
+/// # Panics
+/// Outside a gossamer worker, or if `rank` does not exist.
+pub fn workers_of_rank(rank: usize) -> std::ops::Range<usize> {
+    let place = &core_or_panic("workers_of_rank").shared.place;
+    assert!(
+        rank < place.rank_workers.len(),
+        "gossamer: workers_of_rank: rank {rank} does not exist (this job has {} ranks)",
+        place.rank_workers.len()
+    );
+    let first = place.first_of(rank as u32);
+    first..first + place.rank_workers[rank] as usize
 }
 
 /// Properties currently alive on this worker's table (a diagnostic for tests and leak checks).

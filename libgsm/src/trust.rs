@@ -34,7 +34,7 @@ use crate::error::DelegationError;
 use crate::noref::{NoRef, Wire};
 use crate::spawn::WorkerId;
 use crate::wire::codeptr;
-use crate::wire::record::{Byte, Request, Src};
+use crate::wire::record::{Byte, Request, SER, Src};
 use crate::worker::{Data, Trampoline, WorkerCore, core_or_panic, decode};
 
 /// A handle to a property held by a trustee worker. Cloning and dropping it updates the
@@ -105,6 +105,7 @@ where
         0,
         Src::of(&make),
         Some(Src::of(&id)),
+        false,
     );
     match r {
         Ok((idx, gn)) => Trust {
@@ -134,8 +135,10 @@ unsafe fn tramp_entrust<T: Send + 'static, F: FnOnce() -> T + Copy>(
     core.respond(client, rec.req, r);
 }
 
-/// Stages a request to `dest` and suspends the fiber until its answer arrives.
-pub(crate) fn block_on<U>(
+/// Stages a request to `dest` and suspends the fiber until its answer arrives. `ser`: the
+/// argument bytes are a `postcard` encoding.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn block_on<U: Wire>(
     core: &WorkerCore,
     dest: usize,
     tramp: Trampoline,
@@ -143,6 +146,7 @@ pub(crate) fn block_on<U>(
     gn: u32,
     cap: Src<'_>,
     arg: Option<Src<'_>>,
+    ser: bool,
 ) -> Result<U, DelegationError> {
     if !core.can_block() {
         return Err(DelegationError::BlockingInDelegatedContext);
@@ -164,6 +168,7 @@ pub(crate) fn block_on<U>(
         req,
         cap,
         arg,
+        ser,
     );
     // SAFETY: `outp` points to `out` on this fiber's stack, alive for this whole
     // function; the completer writes through the same pointer, on this same thread, only while
@@ -175,7 +180,7 @@ pub(crate) fn block_on<U>(
 
 /// # Safety
 /// `data` must come from `block_on::<U>` of a fiber that is still waiting.
-unsafe fn fill_fiber<U>(data: &mut Data, st: u8, body: &[Byte]) {
+unsafe fn fill_fiber<U: Wire>(data: &mut Data, st: u8, body: &[Byte]) {
     // SAFETY: `block_on` stored the fiber id and a pointer to its `(bool, MaybeUninit<..>)`.
     let (fiber, out) = unsafe {
         (
@@ -194,7 +199,7 @@ unsafe fn fill_fiber<U>(data: &mut Data, st: u8, body: &[Byte]) {
 
 /// # Safety
 /// `data` must come from `push_callback::<U, G>`.
-unsafe fn fill_callback<U, G: FnOnce(Result<U, DelegationError>)>(
+unsafe fn fill_callback<U: Wire, G: FnOnce(Result<U, DelegationError>)>(
     data: &mut Data,
     st: u8,
     body: &[Byte],
@@ -215,7 +220,7 @@ const fn inline_fits<G>() -> bool {
         && std::mem::align_of::<G>() <= std::mem::align_of::<Data>()
 }
 
-fn push_callback<U, G: FnOnce(Result<U, DelegationError>) + 'static>(
+fn push_callback<U: Wire, G: FnOnce(Result<U, DelegationError>) + 'static>(
     core: &WorkerCore,
     g: G,
 ) -> u32 {
@@ -231,7 +236,7 @@ fn push_callback<U, G: FnOnce(Result<U, DelegationError>) + 'static>(
 
 /// # Safety
 /// `rec` must be a record encoded by `apply*::<T, U, F>` (captured bytes = one `F`).
-unsafe fn tramp_apply<T: Send + 'static, U: Send + 'static, F: FnOnce(&mut T) -> U + Copy>(
+unsafe fn tramp_apply<T: Send + 'static, U: Wire, F: FnOnce(&mut T) -> U + Copy>(
     core: &WorkerCore,
     client: usize,
     rec: &Request<'_>,
@@ -243,25 +248,39 @@ unsafe fn tramp_apply<T: Send + 'static, U: Send + 'static, F: FnOnce(&mut T) ->
 }
 
 /// # Safety
-/// `rec` must be a record encoded by `apply_with::<T, A, U, F>` (captured bytes = one `F`,
-/// argument bytes = one moved `A`).
+/// `rec` must be a record encoded by `apply_with::<T, A, U, F>`: captured bytes = one `F`;
+/// argument bytes = one moved `A`, or (flag `SER`, from another rank) its `postcard` encoding.
 unsafe fn tramp_apply_with<
     T: Send + 'static,
-    A,
-    U: Send + 'static,
+    A: Wire,
+    U: Wire,
     F: FnOnce(&mut T, A) -> U + Copy,
 >(
     core: &WorkerCore,
     client: usize,
     rec: &Request<'_>,
 ) {
-    // SAFETY: the client copied exactly one `F` into the captured bytes and moved one `A` into
-    // the argument bytes; we take ownership of it here (it is dropped if the closure never runs).
-    let (f, a): (F, A) = unsafe {
-        (
-            std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()),
-            std::ptr::read_unaligned(rec.arg().as_ptr().cast::<A>()),
-        )
+    // SAFETY: the client copied exactly one `F` into the captured bytes.
+    let f: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
+    let a: A = if rec.flags & SER != 0 {
+        let arg = rec.arg();
+        // SAFETY: a serialised argument is initialised bytes (a `postcard` encoding);
+        // `MaybeUninit<u8>` has the layout of `u8`.
+        let b = unsafe { std::slice::from_raw_parts(arg.as_ptr().cast::<u8>(), arg.len()) };
+        match postcard::from_bytes::<A>(b) {
+            Ok(a) => a,
+            Err(e) => {
+                let e = DelegationError::Wire(format!(
+                    "gossamer: the argument from another rank could not be decoded: {e}"
+                ));
+                core.respond::<U>(client, rec.req, Err(e));
+                return;
+            }
+        }
+    } else {
+        // SAFETY: the client moved one `A` into the argument bytes; we take ownership of it here
+        // (it is dropped if the closure never runs).
+        unsafe { std::ptr::read_unaligned(rec.arg().as_ptr().cast::<A>()) }
     };
     let r = core.run_delegated::<T, U>(rec.idx, rec.gn, move |t| f(t, a));
     core.respond(client, rec.req, r);
@@ -328,6 +347,7 @@ impl<T: Send + 'static> Trust<T> {
             self.gn,
             Src::of(&f),
             None,
+            false,
         )
     }
 
@@ -367,15 +387,37 @@ impl<T: Send + 'static> Trust<T> {
         if self.local(core) {
             return core.run_delegated::<T, U>(self.idx, self.gn, move |t| f(t, arg));
         }
+        let tramp = tramp_apply_with::<T, A, U, F> as Trampoline;
+        if core.is_remote(self.trustee as usize) {
+            // To another rank: the argument travels as its `postcard` encoding (trusts inside
+            // it travel as new handles, see `Serialize for Trust`), then is dropped here.
+            let bytes = postcard::to_allocvec(&arg).map_err(|e| {
+                DelegationError::Wire(format!(
+                    "gossamer: the argument could not be serialised: {e}"
+                ))
+            })?;
+            drop(arg);
+            return block_on(
+                core,
+                self.trustee as usize,
+                tramp,
+                self.idx,
+                self.gn,
+                Src::of(&f),
+                Some(Src::slice(&bytes)),
+                true,
+            );
+        }
         let arg = std::mem::ManuallyDrop::new(arg);
         block_on(
             core,
             self.trustee as usize,
-            tramp_apply_with::<T, A, U, F> as Trampoline,
+            tramp,
             self.idx,
             self.gn,
             Src::of(&f),
             Some(Src::of(&*arg)),
+            false,
         )
     }
 
@@ -422,6 +464,7 @@ impl<T: Send + 'static> Trust<T> {
             req,
             Src::of(&f),
             None,
+            false,
         );
     }
 
@@ -434,6 +477,7 @@ impl<T: Send + 'static> Trust<T> {
             0,
             Src::slice(&id.to_le_bytes()),
             None,
+            false,
         );
     }
 }
@@ -465,11 +509,25 @@ impl<T: Send + 'static> Drop for Trust<T> {
     }
 }
 
+/// Serialising a trust makes a *new* handle for the receiver: a fresh trust id, registered with
+/// the trustee (an asynchronous toggle, as `clone` sends), is what the bytes carry; the original
+/// handle stays valid and is dropped as usual. So a trust sent to another rank inside an
+/// `apply_with` argument (or a result) keeps the property alive until both the sender's handle
+/// and the receiver's are gone, and the property is freed exactly once, on its trustee. Should
+/// the receiver drop its handle before the trustee has seen the registration, the toggles still
+/// cancel out (the id-set race of thesis §3.2.6).
+///
+/// Deserialise the bytes exactly once: every deserialised handle drops its id once, and bytes that
+/// are never deserialised keep the property alive until the job ends.
+///
+/// # Panics
+/// Outside a gossamer worker (the registration is sent from the current worker).
 impl<T: Send + 'static> serde::Serialize for Trust<T> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        // Serialising hands this handle's id to the receiver: the caller must then forget the
-        // handle (as moving a `Wire` value does).
-        (self.trustee, self.idx, self.gn, self.id).serialize(s)
+        let core = core_or_panic("serialising a Trust");
+        let id = core.new_trust_id();
+        self.toggle(core, id);
+        (self.trustee, self.idx, self.gn, id).serialize(s)
     }
 }
 

@@ -28,17 +28,18 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::mem::MaybeUninit;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::thread::Thread;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::error::{DelegationError, Error};
+use crate::fabric::{Bell, Doorbell};
 use crate::fiber::{self, Co, StackPool};
 use crate::property::PropertyTable;
 use crate::wire::codeptr;
 use crate::wire::record::{
-    Body, Byte, CONTROL, OutQueue, Request, RequestReader, ResponseReader, Sink, Src,
+    Body, Byte, CONTROL, Large, OutQueue, Partial, Request, RequestReader, ResponseReader, SER,
+    SER_STATUS, Sink, Src, classify,
 };
 use crate::wire::ring::{Consumer, Producer};
 
@@ -67,15 +68,80 @@ pub(crate) mod status {
     pub const DEAD: u8 = 3;
     pub const BLOCKING: u8 = 4;
     pub const STOPPED: u8 = 5;
+    pub const WIRE: u8 = 6;
 }
 
-/// State shared by all workers of the process.
+/// Where this rank sits in the job (the same numbers on every worker of the rank).
+#[derive(Debug, Clone)]
+pub(crate) struct Place {
+    /// This rank.
+    pub rank: u32,
+    /// Workers of each rank.
+    pub rank_workers: Vec<u32>,
+    /// Hostname of each rank (for messages).
+    pub hosts: Vec<String>,
+    /// Global id of this rank's first worker.
+    pub base: usize,
+    /// Workers of this rank.
+    pub local: usize,
+    /// Workers in the job.
+    pub total: usize,
+}
+
+impl Place {
+    /// A job of one rank with `n` workers.
+    pub(crate) fn single(n: usize) -> Place {
+        Place {
+            rank: 0,
+            rank_workers: vec![n as u32],
+            hosts: vec![String::new()],
+            base: 0,
+            local: n,
+            total: n,
+        }
+    }
+
+    /// Whether global worker `g` belongs to this rank.
+    #[inline]
+    pub(crate) fn is_local(&self, g: usize) -> bool {
+        g >= self.base && g < self.base + self.local
+    }
+
+    /// The rank of global worker `g`.
+    pub(crate) fn rank_of(&self, g: usize) -> u32 {
+        let mut base = 0usize;
+        for (r, &n) in self.rank_workers.iter().enumerate() {
+            if g < base + n as usize {
+                return r as u32;
+            }
+            base += n as usize;
+        }
+        self.rank_workers.len() as u32
+    }
+
+    /// Global id of `rank`'s first worker.
+    pub(crate) fn first_of(&self, rank: u32) -> usize {
+        self.rank_workers[..rank as usize]
+            .iter()
+            .map(|&n| n as usize)
+            .sum()
+    }
+}
+
+/// A counter on its own cache line (one writer: its worker).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(crate) struct Counter(pub AtomicU64);
+
+/// State shared by all workers of this rank.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub count: usize,
+    pub place: Place,
     pub stop: AtomicBool,
-    pub sleeping: Vec<AtomicBool>,
-    pub threads: Vec<OnceLock<Thread>>,
+    /// This rank's workers' doorbells (index = local worker).
+    pub doors: Vec<Doorbell>,
+    /// By global worker id: what to ring after publishing to it (`None` for nobody to ring).
+    pub bells: Vec<Option<Bell>>,
     pub failure: Mutex<Option<Error>>,
     pub roots_left: AtomicUsize,
     /// Set when the roots are done: workers keep serving until the job is quiet (see
@@ -83,39 +149,61 @@ pub(crate) struct Shared {
     pub draining: AtomicBool,
     /// Bumped by every worker after each loop turn that did work while draining.
     pub activity: AtomicU64,
-    /// Per worker: the `activity` value it last saw while locally quiet (`u64::MAX`: never).
+    /// Per local worker: the `activity` value it last saw while locally quiet (`u64::MAX`: never).
     pub quiet: Vec<AtomicU64>,
+    /// Whether other ranks take part: then a quiet rank does not stop by itself; it reports
+    /// `rank_quiet` and the rank's main thread decides with the other ranks (`runtime.rs`).
+    pub multi: bool,
+    /// The `activity` value at which every worker of this rank was last seen quiet.
+    pub rank_quiet: AtomicU64,
+    /// Per local worker: slots it published to, and consumed from, rings of other ranks.
+    pub sent: Vec<Counter>,
+    pub received: Vec<Counter>,
 }
 
 impl Shared {
-    pub(crate) fn new(count: usize, roots: usize) -> Self {
+    pub(crate) fn new(
+        place: Place,
+        doors: Vec<Doorbell>,
+        mut bells: Vec<Option<Bell>>,
+        roots: usize,
+        multi: bool,
+    ) -> Self {
+        let n = place.local;
+        for (l, d) in doors.iter().enumerate() {
+            bells[place.base + l] = Some(Bell::Door(d.clone()));
+        }
         Shared {
-            count,
             stop: AtomicBool::new(false),
-            sleeping: (0..count).map(|_| AtomicBool::new(false)).collect(),
-            threads: (0..count).map(|_| OnceLock::new()).collect(),
+            doors,
+            bells,
             failure: Mutex::new(None),
             roots_left: AtomicUsize::new(roots),
             draining: AtomicBool::new(false),
             activity: AtomicU64::new(0),
-            quiet: (0..count).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            quiet: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            multi,
+            rank_quiet: AtomicU64::new(u64::MAX),
+            sent: (0..n).map(|_| Counter::default()).collect(),
+            received: (0..n).map(|_| Counter::default()).collect(),
+            place,
         }
     }
 
-    /// Asks every worker to stop and wakes them.
+    /// Asks every worker of this rank to stop and wakes them.
     pub(crate) fn stop_all(&self) {
         self.stop.store(true, Ordering::SeqCst);
-        for t in self.threads.iter().filter_map(|t| t.get()) {
-            t.unpark();
+        for d in &self.doors {
+            d.force();
         }
     }
 
     /// The roots are done: workers drain in-flight work, then stop (the last to see the job
-    /// quiet calls [`Shared::stop_all`]).
+    /// quiet calls [`Shared::stop_all`], or the main thread does once every rank is quiet).
     pub(crate) fn begin_drain(&self) {
         self.draining.store(true, Ordering::SeqCst);
-        for t in self.threads.iter().filter_map(|t| t.get()) {
-            t.unpark();
+        for d in &self.doors {
+            d.force();
         }
     }
 
@@ -127,14 +215,28 @@ impl Shared {
         self.stop_all();
     }
 
+    /// Whether a failure was recorded.
+    pub(crate) fn failed(&self) -> bool {
+        self.failure.lock().map(|f| f.is_some()).unwrap_or(true)
+    }
+
+    /// Wakes global worker `w` if it sleeps (after a publication to it).
     #[inline]
     fn wake(&self, w: usize) {
-        fence(Ordering::SeqCst);
-        if self.sleeping[w].load(Ordering::Relaxed) {
-            if let Some(t) = self.threads[w].get() {
-                t.unpark();
-            }
+        if let Some(b) = &self.bells[w] {
+            b.ring();
         }
+    }
+
+    /// Slots this rank published to other ranks' rings, and consumed from theirs.
+    pub(crate) fn traffic(&self) -> (u64, u64) {
+        let s = self.sent.iter().map(|c| c.0.load(Ordering::SeqCst)).sum();
+        let r = self
+            .received
+            .iter()
+            .map(|c| c.0.load(Ordering::SeqCst))
+            .sum();
+        (s, r)
     }
 }
 
@@ -163,8 +265,15 @@ pub(crate) struct Ends {
 /// Everything one worker owns. Reached through a thread-local pointer; all mutation goes through
 /// `Cell`/`RefCell`, and no `RefCell` borrow is held while user code runs, except the incoming
 /// ring being served (user code cannot reach it).
+///
+/// Vectors indexed by worker are indexed by *global* worker id (every worker of every rank); the
+/// rings to workers of other ranks come from the fabrics, the others from the heap.
 pub(crate) struct WorkerCore {
+    /// Global worker id.
     pub id: usize,
+    /// Index within this rank.
+    pub local: usize,
+    /// Workers in the job.
     pub count: usize,
     pub shared: Arc<Shared>,
     fibers: RefCell<Vec<Option<Co>>>,
@@ -178,11 +287,19 @@ pub(crate) struct WorkerCore {
     out_resp: Vec<RefCell<OutQueue>>,
     req_in: Vec<RefCell<Option<Consumer>>>,
     resp_in: Vec<RefCell<Option<Consumer>>>,
+    /// By global id: whether that worker is in another rank (its rings cross a process).
+    remote: Vec<bool>,
+    /// Large records being reassembled, per incoming remote ring.
+    partial_req: Vec<RefCell<Option<Partial>>>,
+    partial_resp: Vec<RefCell<Option<Partial>>>,
     pending: RefCell<(Vec<PendingSlot>, Vec<u32>)>,
     /// Pending requests not yet answered.
     outstanding: Cell<usize>,
     /// Closures run inline since the last poll from a fiber (see [`WorkerCore::inline_ran`]).
     inline_runs: Cell<u32>,
+    /// Slots published to / consumed from other ranks (mirrored into `Shared` after each poll).
+    sent: Cell<u64>,
+    received: Cell<u64>,
     pub props: RefCell<PropertyTable>,
     next_id: Cell<u64>,
     backlog_limit: usize,
@@ -237,28 +354,32 @@ pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 
 impl WorkerCore {
     pub(crate) fn new(
-        id: usize,
+        local: usize,
         shared: Arc<Shared>,
         ends: Ends,
         slot_cap: usize,
         stack: usize,
         slots: usize,
     ) -> Self {
-        let count = shared.count;
+        let place = &shared.place;
+        let (id, count) = (place.base + local, place.total);
+        let remote: Vec<bool> = (0..count).map(|g| !place.is_local(g)).collect();
         let mk = |v: Vec<Option<Producer>>| -> Vec<RefCell<OutQueue>> {
             v.into_iter()
-                .map(|p| {
+                .enumerate()
+                .map(|(g, p)| {
                     RefCell::new(OutQueue::new(
                         slot_cap,
                         p.map_or(Sink::Loopback, Sink::Ring),
+                        remote[g],
                     ))
                 })
                 .collect()
         };
         WorkerCore {
             id,
+            local,
             count,
-            shared,
             fibers: RefCell::new(Vec::new()),
             free_fibers: RefCell::new(Vec::new()),
             ready: RefCell::new(VecDeque::new()),
@@ -270,13 +391,25 @@ impl WorkerCore {
             out_resp: mk(ends.resp_out),
             req_in: ends.req_in.into_iter().map(RefCell::new).collect(),
             resp_in: ends.resp_in.into_iter().map(RefCell::new).collect(),
+            partial_req: (0..count).map(|_| RefCell::new(None)).collect(),
+            partial_resp: (0..count).map(|_| RefCell::new(None)).collect(),
+            remote,
             pending: RefCell::new((Vec::new(), Vec::new())),
             outstanding: Cell::new(0),
             inline_runs: Cell::new(0),
+            sent: Cell::new(0),
+            received: Cell::new(0),
             props: RefCell::new(PropertyTable::default()),
             next_id: Cell::new(((id as u64) << 40) | 1),
             backlog_limit: slots.max(2),
+            shared,
         }
+    }
+
+    /// Whether global worker `w` is in another rank.
+    #[inline]
+    pub(crate) fn is_remote(&self, w: usize) -> bool {
+        self.remote[w]
     }
 
     /// Installs `self` as this thread's core for the duration of `f`.
@@ -509,7 +642,19 @@ impl WorkerCore {
 
     // ----- sending -----
 
+    /// Counts `n` slots just published to `dest` and wakes it.
+    #[inline]
+    fn published(&self, dest: usize, n: usize) {
+        if n > 0 {
+            if self.remote[dest] {
+                self.sent.set(self.sent.get() + n as u64);
+            }
+            self.shared.wake(dest);
+        }
+    }
+
     /// Stages a request record to `dest` (the loopback queue when `dest` is this worker).
+    /// `ser`: the argument bytes are a `postcard` encoding (to another rank), not a moved value.
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn send_request(
@@ -521,14 +666,14 @@ impl WorkerCore {
         req: u32,
         cap: Src<'_>,
         arg: Option<Src<'_>>,
+        ser: bool,
     ) {
         let backlog = {
             let mut q = self.out_req[dest].borrow_mut();
-            q.push_request(code, idx, gn, req, cap, arg);
+            q.push_request(code, idx, gn, req, cap, arg, if ser { SER } else { 0 });
             if q.backlog() > 0 && dest != self.id {
-                if q.flush_sealed() > 0 {
-                    self.shared.wake(dest);
-                }
+                let n = q.flush_sealed();
+                self.published(dest, n);
                 q.backlog()
             } else {
                 0
@@ -555,10 +700,26 @@ impl WorkerCore {
             .push_response(req, st, body);
     }
 
-    /// Stages the response carrying `r` to `client` (moving `U` by bytes).
+    /// Stages the response carrying `r` to `client`: the bytes of `U` moved (same rank), or its
+    /// `postcard` encoding (another rank).
     #[inline]
-    pub(crate) fn respond<U>(&self, client: usize, req: u32, r: Result<U, DelegationError>) {
+    pub(crate) fn respond<U: serde::Serialize>(
+        &self,
+        client: usize,
+        req: u32,
+        r: Result<U, DelegationError>,
+    ) {
         match r {
+            Ok(u) if self.remote[client] => match postcard::to_allocvec(&u) {
+                Ok(bytes) => {
+                    drop(u);
+                    self.respond_raw(client, req, status::OK | SER_STATUS, Src::slice(&bytes));
+                }
+                Err(e) => {
+                    let msg = format!("gossamer: the result could not be serialised: {e}");
+                    self.respond_raw(client, req, status::PANICKED, Src::slice(msg.as_bytes()));
+                }
+            },
             Ok(u) => {
                 // Ownership moves to the record: the original is never dropped.
                 let u = std::mem::ManuallyDrop::new(u);
@@ -588,16 +749,29 @@ impl WorkerCore {
                     };
                     let Some(b) = batch else { break };
                     work = true;
-                    self.serve_batch(c, &b);
+                    self.serve_batch(c, &b, true);
                     self.out_req[c].borrow_mut().recycle(b);
                 }
             } else {
                 let mut cons = self.req_in[c].borrow_mut();
                 let Some(cons) = cons.as_mut() else { continue };
+                let remote = self.remote[c];
                 for _ in 0..budget {
-                    let Some(slot) = cons.poll() else { break };
+                    let slot = match cons.try_poll() {
+                        Ok(Some(slot)) => slot,
+                        Ok(None) => break,
+                        Err(e) => {
+                            self.ring_broken(c, &e.to_string());
+                            break;
+                        }
+                    };
                     work = true;
-                    self.serve_batch(c, slot.bytes_uninit());
+                    if remote {
+                        self.received.set(self.received.get() + 1);
+                        self.serve_remote(c, slot.bytes_uninit());
+                    } else {
+                        self.serve_batch(c, slot.bytes_uninit(), true);
+                    }
                     slot.release();
                 }
             }
@@ -612,22 +786,54 @@ impl WorkerCore {
                     };
                     let Some(b) = batch else { break };
                     work = true;
-                    self.complete_batch(&b);
+                    self.complete_batch(&b, true);
                     self.out_resp[t].borrow_mut().recycle(b);
                 }
             } else {
                 let mut cons = self.resp_in[t].borrow_mut();
                 let Some(cons) = cons.as_mut() else { continue };
+                let remote = self.remote[t];
                 for _ in 0..budget {
-                    let Some(slot) = cons.poll() else { break };
+                    let slot = match cons.try_poll() {
+                        Ok(Some(slot)) => slot,
+                        Ok(None) => break,
+                        Err(e) => {
+                            self.ring_broken(t, &e.to_string());
+                            break;
+                        }
+                    };
                     work = true;
-                    self.complete_batch(slot.bytes_uninit());
+                    if remote {
+                        self.received.set(self.received.get() + 1);
+                        self.complete_remote(t, slot.bytes_uninit());
+                    } else {
+                        self.complete_batch(slot.bytes_uninit(), true);
+                    }
                     slot.release();
                 }
             }
         }
         self.flush_all();
+        let me = self.local;
+        self.shared.sent[me]
+            .0
+            .store(self.sent.get(), Ordering::SeqCst);
+        self.shared.received[me]
+            .0
+            .store(self.received.get(), Ordering::SeqCst);
         work
+    }
+
+    /// A ring or record from worker `peer` broke the protocol: the job cannot go on safely.
+    #[cold]
+    fn ring_broken(&self, peer: usize, detail: &str) {
+        let place = &self.shared.place;
+        let rank = place.rank_of(peer);
+        self.shared.fail(Error::Protocol {
+            rank,
+            host: place.hosts.get(rank as usize).cloned().unwrap_or_default(),
+            detail: format!("worker {peer} -> worker {}: {detail}", self.id),
+        });
     }
 
     /// Counts a closure run inline on a local property from a fiber, and every `INLINE_POLL` of
@@ -669,7 +875,7 @@ impl WorkerCore {
                 q.queued.pop_front()
             };
             if let Some(b) = batch {
-                self.serve_batch(me, &b);
+                self.serve_batch(me, &b, true);
                 self.out_req[me].borrow_mut().recycle(b);
             }
             let batch = {
@@ -678,7 +884,7 @@ impl WorkerCore {
                 q.queued.pop_front()
             };
             if let Some(b) = batch {
-                self.complete_batch(&b);
+                self.complete_batch(&b, true);
                 self.out_resp[me].borrow_mut().recycle(b);
             }
         }
@@ -702,17 +908,18 @@ impl WorkerCore {
                     n += q.flush();
                 }
             }
-            if n > 0 {
-                self.shared.wake(d);
-            }
+            self.published(d, n);
         }
     }
 
-    fn serve_batch(&self, client: usize, bytes: &[Byte]) {
-        // SAFETY: batches in our rings and loopback queue are written only by `OutQueue` in this
-        // process, and each is served exactly once (the slot is released / the buffer recycled
-        // right after).
-        let Some(reader) = (unsafe { RequestReader::new(bytes) }) else {
+    /// Serves one request batch. `pointers`: the batch comes from this process, so its large
+    /// records may carry heap pointers (never true for a ring from another rank).
+    fn serve_batch(&self, client: usize, bytes: &[Byte], pointers: bool) {
+        // SAFETY: batches in our rings and loopback queue are written by an `OutQueue` of this
+        // build (this process, or a peer rank running the same binary, which the bootstrap
+        // checked), and each is served exactly once (the slot is released / the buffer recycled
+        // right after). Pointer-carrying large records are accepted only from this process.
+        let Some(reader) = (unsafe { RequestReader::new(bytes, pointers) }) else {
             return;
         };
         let mut fns = [0usize; 256];
@@ -724,39 +931,88 @@ impl WorkerCore {
                 .unwrap_or(0);
         }
         for rec in reader {
-            if rec.fidx == CONTROL {
-                let id = control_id(rec.cap());
-                self.toggle(rec.idx, rec.gn, id);
-                continue;
-            }
-            let f = fns[rec.fidx as usize];
-            if f == 0 {
-                self.respond_raw(
-                    client,
-                    rec.req,
-                    status::PANICKED,
-                    Src::slice(
-                        b"gossamer: the request names code outside this binary's text; it was refused",
-                    ),
-                );
-                continue;
-            }
-            // SAFETY: `f` lies in this binary's text and was encoded by `send_request` from a
-            // function pointer of type `Trampoline` (every code offset we encode is one).
-            let tramp: Trampoline = unsafe { std::mem::transmute::<usize, Trampoline>(f) };
-            // SAFETY: the record was written for this trampoline by its monomorphic sender.
-            unsafe { tramp(self, client, &rec) };
+            self.dispatch(client, fns[rec.fidx as usize], &rec);
         }
     }
 
-    fn complete_batch(&self, bytes: &[Byte]) {
+    /// Runs one request record whose trampoline is at address `f` (0: not in our text).
+    #[inline]
+    fn dispatch(&self, client: usize, f: usize, rec: &Request<'_>) {
+        if rec.fidx == CONTROL {
+            let id = control_id(rec.cap());
+            self.toggle(rec.idx, rec.gn, id);
+            return;
+        }
+        if f == 0 {
+            self.respond_raw(
+                client,
+                rec.req,
+                status::PANICKED,
+                Src::slice(
+                    b"gossamer: the request names code outside this binary's text; it was refused",
+                ),
+            );
+            return;
+        }
+        // SAFETY: `f` lies in this binary's text and was encoded by `send_request` from a
+        // function pointer of type `Trampoline` (every code offset we encode is one; a peer rank
+        // runs the same build, so its offsets name the same functions).
+        let tramp: Trampoline = unsafe { std::mem::transmute::<usize, Trampoline>(f) };
+        // SAFETY: the record was written for this trampoline by its monomorphic sender.
+        unsafe { tramp(self, client, rec) };
+    }
+
+    fn complete_batch(&self, bytes: &[Byte], pointers: bool) {
         // SAFETY: as in `serve_batch`, for response batches.
-        let Some(reader) = (unsafe { ResponseReader::new(bytes) }) else {
+        let Some(reader) = (unsafe { ResponseReader::new(bytes, pointers) }) else {
             return;
         };
         for (req, st, body) in reader {
             self.complete(req, st, body.bytes());
             drop::<Body<'_>>(body);
+        }
+    }
+
+    /// Serves one slot from another rank: a batch, or a piece of a large record.
+    fn serve_remote(&self, client: usize, bytes: &[Byte]) {
+        match classify(bytes) {
+            Large::Batch => self.serve_batch(client, bytes, false),
+            piece => {
+                let done = {
+                    let mut p = self.partial_req[client].borrow_mut();
+                    Partial::feed(&mut p, piece, true)
+                };
+                match done {
+                    Ok(None) => {}
+                    Ok(Some(done)) => {
+                        let f = codeptr::address_of(done.code).unwrap_or(0);
+                        let rec = done.into_request();
+                        self.dispatch(client, f, &rec);
+                    }
+                    Err(e) => self.ring_broken(client, e),
+                }
+            }
+        }
+    }
+
+    /// Completes one slot from another rank: a batch, or a piece of a large response.
+    fn complete_remote(&self, trustee: usize, bytes: &[Byte]) {
+        match classify(bytes) {
+            Large::Batch => self.complete_batch(bytes, false),
+            piece => {
+                let done = {
+                    let mut p = self.partial_resp[trustee].borrow_mut();
+                    Partial::feed(&mut p, piece, false)
+                };
+                match done {
+                    Ok(None) => {}
+                    Ok(Some(done)) => {
+                        let (req, st, body) = done.into_response();
+                        self.complete(req, st, &body);
+                    }
+                    Err(e) => self.ring_broken(trustee, e),
+                }
+            }
         }
     }
 
@@ -829,19 +1085,22 @@ impl WorkerCore {
         if !self.locally_quiet() {
             return;
         }
-        sh.quiet[self.id].store(a, Ordering::SeqCst);
+        sh.quiet[self.local].store(a, Ordering::SeqCst);
         let mut all = true;
         for (w, q) in sh.quiet.iter().enumerate() {
             if q.load(Ordering::SeqCst) != a {
                 all = false;
-                // Ask a worker whose report is stale to look again.
-                if let Some(t) = sh.threads[w].get() {
-                    t.unpark();
-                }
+                // Ask a worker whose report is stale to look again (if it sleeps).
+                sh.doors[w].ring();
             }
         }
         if all && sh.activity.load(Ordering::SeqCst) == a {
-            sh.stop_all();
+            if sh.multi {
+                // Other ranks may still send work: the main thread decides with them.
+                sh.rank_quiet.store(a, Ordering::SeqCst);
+            } else {
+                sh.stop_all();
+            }
         }
     }
 
@@ -873,17 +1132,12 @@ impl WorkerCore {
             } else if idle < SPIN + YIELDS {
                 std::thread::yield_now();
             } else {
-                self.shared.sleeping[self.id].store(true, Ordering::SeqCst);
-                fence(Ordering::SeqCst);
-                if !self.has_incoming() && !self.stopping() {
-                    let t = if self.has_backlog() {
-                        Duration::from_micros(50)
-                    } else {
-                        Duration::from_millis(20)
-                    };
-                    std::thread::park_timeout(t);
-                }
-                self.shared.sleeping[self.id].store(false, Ordering::Relaxed);
+                let t = if self.has_backlog() {
+                    Duration::from_micros(50)
+                } else {
+                    Duration::from_millis(20)
+                };
+                self.shared.doors[self.local].sleep(t, || !self.has_incoming() && !self.stopping());
                 idle = SPIN - 4;
             }
         }
@@ -924,6 +1178,7 @@ fn error_to_status(e: &DelegationError) -> (u8, String) {
         DelegationError::DeadProperty => (status::DEAD, String::new()),
         DelegationError::BlockingInDelegatedContext => (status::BLOCKING, String::new()),
         DelegationError::Stopped => (status::STOPPED, String::new()),
+        DelegationError::Wire(m) => (status::WIRE, m.clone()),
     }
 }
 
@@ -931,9 +1186,13 @@ fn error_to_status(e: &DelegationError) -> (u8, String) {
 ///
 /// # Safety
 /// If `st == OK`, `body` must hold the bytes of a `U` moved by [`WorkerCore::respond`], not yet
-/// taken by anyone else.
+/// taken by anyone else. If `st == OK | SER_STATUS`, `body` holds initialised bytes (a
+/// `postcard` encoding from another rank, decoded with every check `postcard` makes).
 #[inline]
-pub(crate) unsafe fn decode<U>(st: u8, body: &[Byte]) -> Result<U, DelegationError> {
+pub(crate) unsafe fn decode<U: serde::de::DeserializeOwned>(
+    st: u8,
+    body: &[Byte],
+) -> Result<U, DelegationError> {
     match st {
         status::OK => {
             debug_assert_eq!(body.len(), std::mem::size_of::<U>());
@@ -945,11 +1204,22 @@ pub(crate) unsafe fn decode<U>(st: u8, body: &[Byte]) -> Result<U, DelegationErr
             // SAFETY: per the contract, these are the bytes of a moved `U`.
             Ok(unsafe { std::ptr::read_unaligned(body.as_ptr().cast::<U>()) })
         }
+        st if st == status::OK | SER_STATUS => {
+            // SAFETY: initialised bytes (contract); `MaybeUninit<u8>` has the layout of `u8`.
+            let b = unsafe { std::slice::from_raw_parts(body.as_ptr().cast::<u8>(), body.len()) };
+            postcard::from_bytes::<U>(b).map_err(|e| {
+                DelegationError::Wire(format!(
+                    "the result from another rank could not be decoded: {e}"
+                ))
+            })
+        }
         // SAFETY: every non-OK body is the bytes of a `str` (`error_to_status`), initialised.
         status::PANICKED => Err(DelegationError::Panicked(unsafe { message_of(body) })),
         status::POISONED => Err(DelegationError::Poisoned),
         status::DEAD => Err(DelegationError::DeadProperty),
         status::BLOCKING => Err(DelegationError::BlockingInDelegatedContext),
+        // SAFETY: as for PANICKED.
+        status::WIRE => Err(DelegationError::Wire(unsafe { message_of(body) })),
         _ => Err(DelegationError::Stopped),
     }
 }

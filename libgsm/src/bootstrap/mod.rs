@@ -7,10 +7,13 @@
 //! rank with [`BootstrapError::BinaryMismatch`] (every rank sees every identity, so all agree).
 //! A program started without `gsmrun` or `mpirun` is a job of one rank (MPI singleton init).
 //!
-//! MPI is never on the data path: after `init`, the only MPI calls are [`Job::barrier`] and
-//! `MPI_Finalize` in [`Job::finalize`] (or when the [`Job`] is dropped). Data moves over the
-//! fabrics, which use the endpoints and key exchanged here. This module does not connect
-//! anything, and it is not yet called by [`run`](crate::run).
+//! MPI is never on the data path: after `init`, the only MPI calls are the runtime's set-up
+//! exchanges ([`Job::all_gather`], [`Job::all_true`] as a checked barrier), the few non-blocking
+//! sums of its termination detection ([`Job::start_sum`]), [`Job::barrier`], and `MPI_Finalize`
+//! in [`Job::finalize`] (or when the [`Job`] is dropped). Data moves over the fabrics, which use
+//! the endpoints and key exchanged here. A program that initialised MPI itself bootstraps with
+//! [`Job::join`] and keeps finalising to itself. This module does not connect
+//! anything; [`run`](crate::run) calls it when the program was started by a launcher.
 //!
 //! Only this module names the `mpi` crate; each MPI call is a safe function in `mpi_calls`.
 
@@ -38,6 +41,12 @@ pub enum BootstrapError {
          once; create a single `Job` and keep it for the whole program"
     )]
     AlreadyInitialised,
+    /// [`Job::join`] was called but the program has not initialised MPI.
+    #[error(
+        "Job::join needs MPI initialised by the program (mpi::initialize); use Job::init to let \
+         gossamer initialise it"
+    )]
+    NotInitialised,
     /// The executable could not be read to find its identity.
     #[error(transparent)]
     Identity(#[from] IdentityError),
@@ -165,17 +174,31 @@ impl Job {
     pub fn init(endpoint: &[u8]) -> Result<Job, BootstrapError> {
         // Everything that can fail locally is done before MPI_Init, so that one rank's local
         // failure does not leave the others waiting in a collective.
-        let binary_id = BinaryId::current()?;
-        let hostname = hostname();
-        let pid = std::process::id();
-        let mine = encode_record(pid, &binary_id, &hostname, endpoint)?;
-
+        let mine = own_record(endpoint)?;
         let mpi = mpi_calls::init()?;
+        Self::exchange(mpi, &mine)
+    }
+
+    /// Like [`init`](Self::init), but in a program that initialised MPI itself (for example to
+    /// measure MPI beside gossamer in one job): uses `MPI_COMM_WORLD` as it is and leaves
+    /// `MPI_Finalize` to the program. Collective.
+    ///
+    /// # Errors
+    /// [`BootstrapError::NotInitialised`] if MPI is not initialised (or already finalised); the
+    /// others as [`init`](Self::init).
+    pub fn join(endpoint: &[u8]) -> Result<Job, BootstrapError> {
+        let mine = own_record(endpoint)?;
+        let mpi = mpi_calls::join_existing().ok_or(BootstrapError::NotInitialised)?;
+        Self::exchange(mpi, &mine)
+    }
+
+    fn exchange(mpi: mpi_calls::Mpi, mine: &[u8]) -> Result<Job, BootstrapError> {
+        let hostname = hostname();
         let rank = mpi.rank();
         let size = mpi.size();
 
         let counts = mpi.all_gather_count(mine.len())?;
-        let all = mpi.all_gather_bytes(&mine, &counts)?;
+        let all = mpi.all_gather_bytes(mine, &counts)?;
 
         // Rank 0 draws the key; if it cannot, it still takes part in the broadcast (with zeros)
         // and then fails, and the others fail at the check below, so nobody hangs.
@@ -275,6 +298,51 @@ impl Job {
         }
     }
 
+    /// Every rank's `mine`, indexed by rank (`MPI_Allgather` of the lengths, then
+    /// `MPI_Allgatherv`). Collective.
+    pub fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, BootstrapError> {
+        let Some(mpi) = &self.mpi else {
+            return Ok(vec![mine.to_vec()]);
+        };
+        let counts = mpi.all_gather_count(mine.len())?;
+        let all = mpi.all_gather_bytes(mine, &counts)?;
+        let mut out = Vec::with_capacity(counts.len());
+        let mut at = 0usize;
+        for c in counts {
+            let n = usize::try_from(c).unwrap_or(0);
+            out.push(all.get(at..at + n).unwrap_or_default().to_vec());
+            at += n;
+        }
+        Ok(out)
+    }
+
+    /// Whether every rank passed `true` (`MPI_Allreduce` with `MPI_MIN`); also a barrier.
+    /// Collective.
+    pub fn all_true(&self, mine: bool) -> bool {
+        match &self.mpi {
+            Some(mpi) => mpi.all_true(mine),
+            None => mine,
+        }
+    }
+
+    /// Starts a non-blocking sum of `vals` over the ranks (`MPI_Iallreduce`); poll it with
+    /// [`Sum::test`]. Collective.
+    pub fn start_sum(&self, vals: &[u64]) -> Sum {
+        Sum(self
+            .mpi
+            .as_ref()
+            .map(|m| m.start_sum(vals))
+            .ok_or_else(|| vals.to_vec()))
+    }
+
+    /// Gives up MPI without finalising it: after a failure in which a peer may be gone,
+    /// `MPI_Finalize` could wait for it forever. The process should exit soon after.
+    pub fn abandon(&mut self) {
+        if let Some(mpi) = self.mpi.take() {
+            std::mem::forget(mpi);
+        }
+    }
+
     /// Finalises MPI (`MPI_Finalize`). Collective. Dropping the `Job` does the same.
     pub fn finalize(mut self) {
         if let Some(mpi) = self.mpi.take() {
@@ -289,6 +357,38 @@ impl Drop for Job {
             mpi.finalize();
         }
     }
+}
+
+/// A non-blocking sum over the ranks, started by [`Job::start_sum`].
+pub struct Sum(Result<mpi_calls::Wave, Vec<u64>>);
+
+impl fmt::Debug for Sum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Sum { .. }")
+    }
+}
+
+impl Sum {
+    /// The sums, once every rank has contributed (`None` until then).
+    pub fn test(&mut self) -> Option<Vec<u64>> {
+        match &mut self.0 {
+            Ok(w) => w.test(),
+            Err(v) => Some(v.clone()),
+        }
+    }
+
+    /// Gives up waiting (a peer vanished; the sum will never complete).
+    pub fn abandon(self) {
+        if let Ok(w) = self.0 {
+            w.abandon();
+        }
+    }
+}
+
+/// This process's bootstrap record (everything that can fail locally, before any MPI call).
+fn own_record(endpoint: &[u8]) -> Result<Vec<u8>, BootstrapError> {
+    let binary_id = BinaryId::current()?;
+    encode_record(std::process::id(), &binary_id, &hostname(), endpoint)
 }
 
 /// A rank's record: pid (u32 LE), identity (see `BinaryId::encode`), hostname (u16 LE length +

@@ -13,9 +13,10 @@ use mpi::environment::Universe;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 
-/// An initialised MPI library; dropping it calls `MPI_Finalize`.
+/// An initialised MPI library; dropping it calls `MPI_Finalize` when this process initialised
+/// it here (`universe` is `None` when the program initialised MPI itself and owns finalising).
 pub(super) struct Mpi {
-    universe: Universe,
+    universe: Option<Universe>,
     world: SimpleCommunicator,
 }
 
@@ -28,7 +29,54 @@ pub(super) fn init() -> Result<Mpi, BootstrapError> {
     let (universe, _provided) = mpi::initialize_with_threading(mpi::Threading::Funneled)
         .ok_or(BootstrapError::AlreadyInitialised)?;
     let world = universe.world();
-    Ok(Mpi { universe, world })
+    Ok(Mpi {
+        universe: Some(universe),
+        world,
+    })
+}
+
+/// Uses an MPI library the program initialised itself (it keeps the duty to finalise it).
+pub(super) fn join_existing() -> Option<Mpi> {
+    if !mpi::environment::is_initialized() || mpi::environment::is_finalized() {
+        return None;
+    }
+    Some(Mpi {
+        universe: None,
+        world: SimpleCommunicator::world(),
+    })
+}
+
+/// An `MPI_Iallreduce` (sum of `u64`s) in flight; its buffers are leaked on purpose (they are
+/// tiny), so that a reduction abandoned because a peer vanished never frees memory MPI may still
+/// write.
+pub(super) struct Wave {
+    request: Option<mpi::request::Request<'static, [u64], mpi::request::StaticScope>>,
+    out: *mut [u64],
+}
+
+impl Wave {
+    /// The sums, once every rank has contributed.
+    pub(super) fn test(&mut self) -> Option<Vec<u64>> {
+        let r = self.request.take()?;
+        match r.test() {
+            Ok(_) => {
+                // SAFETY: the request completed, so MPI no longer writes `out`, which was leaked
+                // (never freed) when the wave started.
+                Some(unsafe { (*self.out).to_vec() })
+            }
+            Err(r) => {
+                self.request = Some(r);
+                None
+            }
+        }
+    }
+
+    /// Gives up on the reduction (a peer vanished): it will never complete.
+    pub(super) fn abandon(mut self) {
+        if let Some(r) = self.request.take() {
+            std::mem::forget(r);
+        }
+    }
 }
 
 impl Mpi {
@@ -79,6 +127,35 @@ impl Mpi {
         Ok(())
     }
 
+    /// `MPI_Allreduce` with `MPI_MIN` of one flag per rank: whether every rank passed `true`.
+    pub(super) fn all_true(&self, mine: bool) -> bool {
+        let mine = u8::from(mine);
+        let mut all = 0u8;
+        self.world
+            .all_reduce_into(&mine, &mut all, mpi::collective::SystemOperation::min());
+        all == 1
+    }
+
+    /// Starts an `MPI_Iallreduce` summing `vals` over the ranks.
+    pub(super) fn start_sum(&self, vals: &[u64]) -> Wave {
+        let send: &'static [u64] = Box::leak(vals.to_vec().into_boxed_slice());
+        let out: *mut [u64] = Box::into_raw(vec![0u64; vals.len()].into_boxed_slice());
+        // SAFETY: `out` comes from `Box::into_raw` and is never freed, so it is valid for
+        // `'static`; this is the only reference made from it until the request completes, after
+        // which `Wave::test` reads through `out` itself.
+        let recv: &'static mut [u64] = unsafe { &mut *out };
+        let request = self.world.immediate_all_reduce_into(
+            mpi::request::StaticScope,
+            send,
+            recv,
+            mpi::collective::SystemOperation::sum(),
+        );
+        Wave {
+            request: Some(request),
+            out,
+        }
+    }
+
     /// `MPI_Barrier` on `MPI_COMM_WORLD`.
     pub(super) fn barrier(&self) -> Result<(), BootstrapError> {
         self.world.barrier();
@@ -98,9 +175,9 @@ impl Mpi {
     }
 }
 
-/// Calls `MPI_Finalize` when dropped (or by [`finalize`](Self::finalize)); `Send` and `Sync`, so it
-/// can live in an error value.
-pub(super) struct Finalizer(Universe);
+/// Calls `MPI_Finalize` when dropped (or by [`finalize`](Self::finalize)), if this process
+/// initialised MPI; `Send` and `Sync`, so it can live in an error value.
+pub(super) struct Finalizer(Option<Universe>);
 
 impl Finalizer {
     /// `MPI_Finalize` now.

@@ -9,11 +9,29 @@
 //! A **response batch** is `[u32 0][u16 0][u16 0]` then records `[u32 req][u32 len << 8 | status]`
 //! followed by `len` body bytes.
 //!
-//! With `flags & LARGE` (requests) or `status & LARGE_STATUS` (responses), a record that would not
-//! fit in one slot carries instead a `u64` pointer and a `u64` length of a heap `Box<[u8]>`
-//! holding the body; its ownership moves with the record and the receiver frees it. That is the
-//! in-process large-message path; across processes the fabric's large-message path replaces it
-//! (issue 4). Nothing is truncated.
+//! The batch header's last `u16` is the batch *kind*: 0 for a batch of records, or a piece of a
+//! large record (below).
+//!
+//! **Large records** (bigger than a slot) take one of two paths; nothing is truncated either way:
+//! - *Within a process*, with `flags & LARGE` (requests) or `status & LARGE_STATUS` (responses),
+//!   the record carries a `u64` pointer and a `u64` length of a heap `Box<[u8]>` holding the body;
+//!   its ownership moves with the record and the receiver frees it. Readers accept this form only
+//!   from batches of their own process (`pointers = true`).
+//! - *To another rank* (an `OutQueue` made with `remote = true`), the record is streamed through
+//!   the ring as consecutive slots: a *start* slot (kind [`KIND_REQ_START`] or
+//!   [`KIND_RESP_START`]) with the record's header, the body's total length and the first bytes,
+//!   then *more* slots (kind [`KIND_MORE`]) with the rest. A ring has one producer and is FIFO, so
+//!   the pieces arrive in order and back to back; the receiver reassembles them ([`Partial`]) and
+//!   only then runs the record. The slots are ordinary ring slots, so this works unchanged on every
+//!   fabric, and a full ring slows the sender down instead of growing memory on the receiver.
+//!
+//! Layouts: request start = `[u32 end][u16 1][u16 KIND_REQ_START]`, the 16-byte record header,
+//! `[u32 arg_len]` if `ARG`, `[u64 total]`, body bytes up to `end`, then the one-entry code table.
+//! Response start = `[u32 end][u16 0][u16 KIND_RESP_START][u32 req][u8 status][3 × 0][u64 total]`,
+//! body bytes up to `end`. More = `[u32 end][u16 0][u16 KIND_MORE]`, body bytes up to `end`.
+//!
+//! Arguments and results that cross a process are `postcard` encodings (request flag [`SER`],
+//! response status bit [`SER_STATUS`]); within a process they are moved by bytes.
 //!
 //! Values moved by bytes (captures, arguments, results) may contain padding, i.e. uninitialised
 //! bytes. So record bytes are only ever copied untyped (`ptr::copy_nonoverlapping` from a
@@ -38,6 +56,18 @@ pub(crate) const REQ_HEADER: usize = 16;
 pub(crate) const RESP_HEADER: usize = 8;
 pub(crate) const ARG: u8 = 1;
 pub(crate) const LARGE: u8 = 2;
+/// Request flag: the argument bytes are a `postcard` encoding.
+pub(crate) const SER: u8 = 4;
+/// Response status bit: the body is a `postcard` encoding.
+pub(crate) const SER_STATUS: u8 = 0x40;
+/// Batch kinds (the header's last `u16`).
+pub(crate) const KIND_BATCH: u16 = 0;
+pub(crate) const KIND_REQ_START: u16 = 1;
+pub(crate) const KIND_MORE: u16 = 2;
+pub(crate) const KIND_RESP_START: u16 = 3;
+/// The largest body a peer may announce for a streamed record (1 TiB): a bound so that a
+/// corrupt length is an error, not an attempt to allocate it.
+const MAX_STREAMED: u64 = 1 << 40;
 pub(crate) const CONTROL: u8 = 0xFF;
 pub(crate) const MAX_TABLE: usize = 255;
 pub(crate) const LARGE_STATUS: u8 = 0x80;
@@ -144,10 +174,12 @@ pub(crate) struct OutQueue {
     pub(crate) queued: VecDeque<Vec<Byte>>,
     pool: Vec<Vec<Byte>>,
     pub(crate) sink: Sink,
+    /// The destination is in another process: large records are streamed, never pointers.
+    remote: bool,
 }
 
 impl OutQueue {
-    pub(crate) fn new(cap: usize, sink: Sink) -> Self {
+    pub(crate) fn new(cap: usize, sink: Sink, remote: bool) -> Self {
         OutQueue {
             buf: fresh(cap),
             table: Vec::new(),
@@ -156,6 +188,51 @@ impl OutQueue {
             queued: VecDeque::new(),
             pool: Vec::new(),
             sink,
+            remote,
+        }
+    }
+
+    /// A cleared buffer with its header room, from the pool when possible.
+    fn spare(&mut self) -> Vec<Byte> {
+        match self.pool.pop() {
+            Some(mut v) => {
+                v.clear();
+                v.resize(HEADER, MaybeUninit::new(0));
+                v
+            }
+            None => fresh(self.cap),
+        }
+    }
+
+    /// Queues `body` as a streamed large record: `start` (a start slot's bytes after its 8-byte
+    /// header, without body) goes first with as much of the body as fits, then "more" slots.
+    /// `table` is the start slot's code table (empty for responses).
+    fn stream(&mut self, kind: u16, start: &[u8], body: &[Byte], table: Option<u64>) {
+        self.seal();
+        let tab = if table.is_some() { 8 } else { 0 };
+        let mut b = self.spare();
+        put_bytes(&mut b, start);
+        let room = self.cap.saturating_sub(b.len() + tab);
+        let first = room.min(body.len());
+        b.extend_from_slice(&body[..first]);
+        let end = b.len() as u32;
+        if let Some(code) = table {
+            put_bytes(&mut b, &code.to_le_bytes());
+        }
+        set_bytes(&mut b, 0, &end.to_le_bytes());
+        set_bytes(&mut b, 4, &u16::from(table.is_some()).to_le_bytes());
+        set_bytes(&mut b, 6, &kind.to_le_bytes());
+        self.queued.push_back(b);
+        let mut at = first;
+        while at < body.len() {
+            let mut b = self.spare();
+            let n = (self.cap - HEADER).min(body.len() - at);
+            b.extend_from_slice(&body[at..at + n]);
+            at += n;
+            let end = b.len() as u32;
+            set_bytes(&mut b, 0, &end.to_le_bytes());
+            set_bytes(&mut b, 6, &KIND_MORE.to_le_bytes());
+            self.queued.push_back(b);
         }
     }
 
@@ -260,6 +337,7 @@ impl OutQueue {
     /// originals: their ownership moved into the record). `code` is `None` for control records.
     /// Inlined so that the copies have the constant sizes of the caller's types.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn push_request(
         &mut self,
         code: Option<u64>,
@@ -268,12 +346,17 @@ impl OutQueue {
         req: u32,
         cap: Src<'_>,
         arg: Option<Src<'_>>,
+        extra_flags: u8,
     ) {
         let body = cap.len() + arg.map_or(0, |a| a.len());
         let head = REQ_HEADER + if arg.is_some() { 4 } else { 0 };
         let large = head + 16 + 8 + HEADER > self.cap
             || head + body + 8 + HEADER > self.cap
             || cap.len() > u16::MAX as usize;
+        if large && self.remote {
+            self.stream_request(code, idx, gn, req, cap, arg, extra_flags);
+            return;
+        }
         let need = head + if large { 16 } else { body };
         let mut fidx = match code {
             None => Some(CONTROL),
@@ -294,7 +377,7 @@ impl OutQueue {
                 i
             }
         };
-        let mut flags = if arg.is_some() { ARG } else { 0 };
+        let mut flags = extra_flags | if arg.is_some() { ARG } else { 0 };
         if large {
             flags |= LARGE;
         }
@@ -325,11 +408,57 @@ impl OutQueue {
         }
     }
 
+    /// Streams a request record too large for one slot to another rank (see the module docs).
+    #[cold]
+    #[allow(clippy::too_many_arguments)]
+    fn stream_request(
+        &mut self,
+        code: Option<u64>,
+        idx: u32,
+        gn: u32,
+        req: u32,
+        cap: Src<'_>,
+        arg: Option<Src<'_>>,
+        extra_flags: u8,
+    ) {
+        let mut flags = extra_flags | LARGE;
+        if arg.is_some() {
+            flags |= ARG;
+        }
+        let mut start = Vec::with_capacity(REQ_HEADER + 12);
+        start.push(if code.is_some() { 0 } else { CONTROL });
+        start.push(flags);
+        start.extend_from_slice(&(cap.len().min(u16::MAX as usize) as u16).to_le_bytes());
+        start.extend_from_slice(&req.to_le_bytes());
+        start.extend_from_slice(&idx.to_le_bytes());
+        start.extend_from_slice(&gn.to_le_bytes());
+        if let Some(a) = arg {
+            start.extend_from_slice(&(a.len() as u32).to_le_bytes());
+        }
+        let mut body = Vec::with_capacity(cap.len() + arg.map_or(0, |a| a.len()));
+        put(&mut body, cap);
+        if let Some(a) = arg {
+            put(&mut body, a);
+        }
+        start.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        self.stream(KIND_REQ_START, &start, &body, Some(code.unwrap_or(0)));
+    }
+
     /// Appends a response record with `status` and `body` (copied; ownership of moved values
     /// passes with the bytes).
     #[inline]
     pub(crate) fn push_response(&mut self, req: u32, status: u8, body: Src<'_>) {
         let large = RESP_HEADER + body.len() + HEADER > self.cap || body.len() >= 1 << 24;
+        if large && self.remote {
+            let mut start = Vec::with_capacity(16);
+            start.extend_from_slice(&req.to_le_bytes());
+            start.extend_from_slice(&[status, 0, 0, 0]);
+            start.extend_from_slice(&(body.len() as u64).to_le_bytes());
+            let mut b = Vec::with_capacity(body.len());
+            put(&mut b, body);
+            self.stream(KIND_RESP_START, &start, &b, None);
+            return;
+        }
         let need = RESP_HEADER + if large { 16 } else { body.len() };
         if self.room(0) < need {
             self.seal();
@@ -386,6 +515,7 @@ unsafe fn take_large(ptr: u64, len: u64) -> Box<[Byte]> {
 #[derive(Debug)]
 pub(crate) struct Request<'a> {
     pub fidx: u8,
+    pub flags: u8,
     pub req: u32,
     pub idx: u32,
     pub gn: u32,
@@ -439,25 +569,31 @@ pub(crate) struct RequestReader<'a> {
     b: &'a [Byte],
     pos: usize,
     end: usize,
+    pointers: bool,
     /// The batch's code table.
     pub table: &'a [Byte],
 }
 
 impl<'a> RequestReader<'a> {
     /// # Safety
-    /// The batch must have been written by `OutQueue::push_request` of this process (its header,
-    /// record headers and table are initialised bytes; large-record pointers inside it are
-    /// reclaimed by `next`), and be read at most once.
-    pub(crate) unsafe fn new(b: &'a [Byte]) -> Option<Self> {
+    /// The batch's header, record headers and table must be initialised bytes (true of every
+    /// batch an `OutQueue` wrote, in this process or, through a ring, in a peer). If `pointers`
+    /// is true the batch must have been written by `OutQueue::push_request` of *this* process
+    /// (large-record pointers inside it are reclaimed by `next`) and be read at most once; with
+    /// `pointers` false, pointer-carrying records end the iteration instead.
+    pub(crate) unsafe fn new(b: &'a [Byte], pointers: bool) -> Option<Self> {
         // SAFETY: the batch header is initialised (contract).
         let end = unsafe { u32_at(b, 0) }? as usize;
         // SAFETY: as above.
         let ntab = u16::from_le_bytes(unsafe { bytes_at::<2>(b, 4) }?) as usize;
+        // SAFETY: as above.
+        let kind = u16::from_le_bytes(unsafe { bytes_at::<2>(b, 6) }?);
         let table = b.get(end..end + ntab * 8)?;
-        (end >= HEADER).then_some(RequestReader {
+        (end >= HEADER && kind == KIND_BATCH).then_some(RequestReader {
             b,
             pos: HEADER,
             end,
+            pointers,
             table,
         })
     }
@@ -494,6 +630,10 @@ impl<'a> Iterator for RequestReader<'a> {
             q += 4;
         }
         let body = if flags & LARGE != 0 {
+            if !self.pointers {
+                self.pos = self.end;
+                return None;
+            }
             // SAFETY: as above.
             let (ptr, len) = unsafe { (u64_at(b, q)?, u64_at(b, q + 8)?) };
             q += 16;
@@ -512,6 +652,7 @@ impl<'a> Iterator for RequestReader<'a> {
         self.pos = q;
         Some(Request {
             fidx,
+            flags,
             req,
             idx,
             gn,
@@ -526,17 +667,21 @@ impl<'a> Iterator for RequestReader<'a> {
 pub(crate) struct ResponseReader<'a> {
     b: &'a [Byte],
     pos: usize,
+    pointers: bool,
 }
 
 impl<'a> ResponseReader<'a> {
     /// # Safety
     /// As for [`RequestReader::new`], for response batches.
-    pub(crate) unsafe fn new(b: &'a [Byte]) -> Option<Self> {
+    pub(crate) unsafe fn new(b: &'a [Byte], pointers: bool) -> Option<Self> {
         // SAFETY: the batch header is initialised (contract).
         let end = unsafe { u32_at(b, 0) }? as usize;
-        (end >= HEADER && end <= b.len()).then_some(ResponseReader {
+        // SAFETY: as above.
+        let kind = u16::from_le_bytes(unsafe { bytes_at::<2>(b, 6) }?);
+        (end >= HEADER && end <= b.len() && kind == KIND_BATCH).then_some(ResponseReader {
             b: &b[..end],
             pos: HEADER,
+            pointers,
         })
     }
 }
@@ -553,6 +698,10 @@ impl<'a> Iterator for ResponseReader<'a> {
         let body = self.b.get(p + 8..p + 8 + len)?;
         self.pos = p + 8 + len;
         if status & LARGE_STATUS != 0 {
+            if !self.pointers {
+                self.pos = self.b.len();
+                return None;
+            }
             // SAFETY: a large response's body is the pointer and length words, initialised.
             let (ptr, n) = unsafe { (u64_at(body, 0)?, u64_at(body, 8)?) };
             // SAFETY: written by our encoder as a large response, read once (contract of `new`).
@@ -564,6 +713,289 @@ impl<'a> Iterator for ResponseReader<'a> {
         } else {
             Some((req, status, Body::Inline(body)))
         }
+    }
+}
+
+/// What one slot from another rank holds.
+#[derive(Debug)]
+pub(crate) enum Large<'a> {
+    /// An ordinary batch of records.
+    Batch,
+    /// The first piece of a streamed request.
+    ReqStart {
+        code: u64,
+        fidx: u8,
+        flags: u8,
+        cap_len: usize,
+        req: u32,
+        idx: u32,
+        gn: u32,
+        total: u64,
+        chunk: &'a [Byte],
+    },
+    /// The first piece of a streamed response.
+    RespStart {
+        req: u32,
+        status: u8,
+        total: u64,
+        chunk: &'a [Byte],
+    },
+    /// A later piece.
+    More(&'a [Byte]),
+    /// Not a slot any sender of this build writes.
+    Bad(&'static str),
+}
+
+/// Sorts a slot from another rank by its kind and parses a start piece's header. Every length is
+/// checked against the slot; the body bytes are never interpreted here.
+pub(crate) fn classify(b: &[Byte]) -> Large<'_> {
+    // SAFETY (for every `*_at` below): slots from a peer are bytes another process wrote into
+    // shared memory or a socket delivered; all of them are initialised from this process's
+    // point of view, and every read is bounds-checked (`get`).
+    let Some(end) = (unsafe { u32_at(b, 0) }) else {
+        return Large::Bad("a slot shorter than its header");
+    };
+    let end = end as usize;
+    // SAFETY: as above.
+    let kind = match unsafe { bytes_at::<2>(b, 6) } {
+        Some(k) => u16::from_le_bytes(k),
+        None => return Large::Bad("a slot shorter than its header"),
+    };
+    if kind == KIND_BATCH {
+        return Large::Batch;
+    }
+    if end < HEADER || end > b.len() {
+        return Large::Bad("a piece whose end lies outside its slot");
+    }
+    match kind {
+        KIND_MORE => Large::More(&b[HEADER..end]),
+        KIND_REQ_START => {
+            // SAFETY: as above.
+            let Some(h) = (unsafe { bytes_at::<REQ_HEADER>(b, HEADER) }) else {
+                return Large::Bad("a truncated start piece");
+            };
+            let flags = h[1];
+            let mut q = HEADER + REQ_HEADER;
+            if flags & ARG != 0 {
+                q += 4;
+            }
+            // SAFETY: as above.
+            let (Some(total), Some(code)) = (unsafe { u64_at(b, q) }, unsafe { u64_at(b, end) })
+            else {
+                return Large::Bad("a truncated start piece");
+            };
+            q += 8;
+            if q > end {
+                return Large::Bad("a truncated start piece");
+            }
+            Large::ReqStart {
+                code,
+                fidx: h[0],
+                flags,
+                cap_len: u16::from_le_bytes([h[2], h[3]]) as usize,
+                req: u32::from_le_bytes([h[4], h[5], h[6], h[7]]),
+                idx: u32::from_le_bytes([h[8], h[9], h[10], h[11]]),
+                gn: u32::from_le_bytes([h[12], h[13], h[14], h[15]]),
+                total,
+                chunk: &b[q..end],
+            }
+        }
+        KIND_RESP_START => {
+            // SAFETY: as above.
+            let (Some(req), Some(st), Some(total)) = (
+                unsafe { u32_at(b, HEADER) },
+                unsafe { bytes_at::<1>(b, HEADER + 4) },
+                unsafe { u64_at(b, HEADER + 8) },
+            ) else {
+                return Large::Bad("a truncated start piece");
+            };
+            if HEADER + 16 > end {
+                return Large::Bad("a truncated start piece");
+            }
+            Large::RespStart {
+                req,
+                status: st[0],
+                total,
+                chunk: &b[HEADER + 16..end],
+            }
+        }
+        _ => Large::Bad("a slot of an unknown kind"),
+    }
+}
+
+/// A streamed record being reassembled from its pieces.
+#[derive(Debug)]
+pub(crate) struct Partial {
+    head: PartialHead,
+    buf: Vec<Byte>,
+    total: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum PartialHead {
+    Req {
+        code: u64,
+        fidx: u8,
+        flags: u8,
+        cap_len: usize,
+        req: u32,
+        idx: u32,
+        gn: u32,
+    },
+    Resp {
+        req: u32,
+        status: u8,
+    },
+}
+
+/// A reassembled record.
+#[derive(Debug)]
+pub(crate) struct Done {
+    /// The request's code offset (0 for responses).
+    pub code: u64,
+    head: PartialHead,
+    body: Box<[Byte]>,
+}
+
+impl Done {
+    /// The request it carries (call only for a request stream).
+    pub(crate) fn into_request(self) -> Request<'static> {
+        match self.head {
+            PartialHead::Req {
+                fidx,
+                flags,
+                cap_len,
+                req,
+                idx,
+                gn,
+                ..
+            } => Request {
+                fidx,
+                flags,
+                req,
+                idx,
+                gn,
+                cap_len,
+                body: Body::Large(self.body),
+            },
+            PartialHead::Resp { req, .. } => Request {
+                fidx: CONTROL,
+                flags: 0,
+                req,
+                idx: 0,
+                gn: 0,
+                cap_len: 0,
+                body: Body::Large(self.body),
+            },
+        }
+    }
+
+    /// `(req, status, body)` of the response it carries (call only for a response stream).
+    pub(crate) fn into_response(self) -> (u32, u8, Box<[Byte]>) {
+        match self.head {
+            PartialHead::Resp { req, status } => (req, status, self.body),
+            PartialHead::Req { req, .. } => (req, 0xFF, self.body),
+        }
+    }
+}
+
+impl Partial {
+    /// Feeds one piece to the reassembly state of one ring. Returns the record when its last
+    /// piece arrived, or what is wrong (a piece out of order, a body longer than announced, a
+    /// start of the wrong lane, an impossible length).
+    pub(crate) fn feed(
+        state: &mut Option<Partial>,
+        piece: Large<'_>,
+        request_lane: bool,
+    ) -> Result<Option<Done>, &'static str> {
+        let chunk = match piece {
+            Large::Batch => return Err("a batch in the middle of a streamed record"),
+            Large::Bad(e) => return Err(e),
+            Large::More(chunk) => {
+                if state.is_none() {
+                    return Err("a continuation piece without a start");
+                }
+                chunk
+            }
+            Large::ReqStart { .. } | Large::RespStart { .. } if state.is_some() => {
+                return Err("a new streamed record before the previous one ended");
+            }
+            Large::ReqStart {
+                code,
+                fidx,
+                flags,
+                cap_len,
+                req,
+                idx,
+                gn,
+                total,
+                chunk,
+            } => {
+                if !request_lane {
+                    return Err("a request piece on a response ring");
+                }
+                if (cap_len as u64) > total {
+                    return Err("captured bytes longer than the whole record");
+                }
+                let head = PartialHead::Req {
+                    code,
+                    fidx,
+                    flags,
+                    cap_len,
+                    req,
+                    idx,
+                    gn,
+                };
+                *state = Some(Partial::start(head, total)?);
+                chunk
+            }
+            Large::RespStart {
+                req,
+                status,
+                total,
+                chunk,
+            } => {
+                if request_lane {
+                    return Err("a response piece on a request ring");
+                }
+                *state = Some(Partial::start(PartialHead::Resp { req, status }, total)?);
+                chunk
+            }
+        };
+        let Some(p) = state.as_mut() else {
+            return Err("a continuation piece without a start");
+        };
+        if p.buf.len() + chunk.len() > p.total {
+            *state = None;
+            return Err("a streamed record longer than its announced length");
+        }
+        p.buf.extend_from_slice(chunk);
+        if p.buf.len() < p.total {
+            return Ok(None);
+        }
+        let Some(p) = state.take() else {
+            return Err("a continuation piece without a start");
+        };
+        let code = match p.head {
+            PartialHead::Req { code, .. } => code,
+            PartialHead::Resp { .. } => 0,
+        };
+        Ok(Some(Done {
+            code,
+            head: p.head,
+            body: p.buf.into_boxed_slice(),
+        }))
+    }
+
+    fn start(head: PartialHead, total: u64) -> Result<Partial, &'static str> {
+        if total > MAX_STREAMED {
+            return Err("a streamed record announced as larger than 1 TiB");
+        }
+        let total = total as usize;
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(total)
+            .map_err(|_| "not enough memory to receive a streamed record")?;
+        Ok(Partial { head, buf, total })
     }
 }
 
@@ -583,8 +1015,8 @@ mod tests {
 
     #[test]
     fn requests_round_trip_with_table_and_large_records() {
-        let mut q = OutQueue::new(256, Sink::Loopback);
-        q.push_request(Some(0x100), 1, 2, 3, Src::slice(&[9; 8]), None);
+        let mut q = OutQueue::new(256, Sink::Loopback, false);
+        q.push_request(Some(0x100), 1, 2, 3, Src::slice(&[9; 8]), None, 0);
         q.push_request(
             Some(0x200),
             4,
@@ -592,9 +1024,10 @@ mod tests {
             6,
             Src::slice(&[]),
             Some(Src::slice(&[7; 3])),
+            0,
         );
-        q.push_request(Some(0x100), 7, 8, 9, Src::slice(&[1]), None);
-        q.push_request(None, 1, 1, 0, Src::slice(&42u64.to_le_bytes()), None);
+        q.push_request(Some(0x100), 7, 8, 9, Src::slice(&[1]), None, 0);
+        q.push_request(None, 1, 1, 0, Src::slice(&42u64.to_le_bytes()), None, 0);
         let big = vec![0xAB; 1000];
         q.push_request(
             Some(0x100),
@@ -603,10 +1036,11 @@ mod tests {
             10,
             Src::slice(&[5; 4]),
             Some(Src::slice(&big)),
+            0,
         );
         let b1 = sealed(&mut q);
         // SAFETY: written by our encoder, read once.
-        let r = unsafe { RequestReader::new(&b1) }.unwrap();
+        let r = unsafe { RequestReader::new(&b1, true) }.unwrap();
         assert_eq!(r.code(0), Some(0x100));
         assert_eq!(r.code(1), Some(0x200));
         let v: Vec<_> = r
@@ -623,7 +1057,7 @@ mod tests {
 
     #[test]
     fn batches_split_when_full_and_nothing_is_lost() {
-        let mut q = OutQueue::new(256, Sink::Loopback);
+        let mut q = OutQueue::new(256, Sink::Loopback, false);
         for i in 0..100u32 {
             q.push_request(
                 Some(0x100 + u64::from(i % 3) * 8),
@@ -632,6 +1066,7 @@ mod tests {
                 i,
                 Src::slice(&i.to_le_bytes()),
                 None,
+                0,
             );
         }
         q.seal();
@@ -639,7 +1074,7 @@ mod tests {
         while let Some(b) = q.queued.pop_front() {
             assert!(b.len() <= 256);
             // SAFETY: written by our encoder, read once.
-            let r = unsafe { RequestReader::new(&b) }.unwrap();
+            let r = unsafe { RequestReader::new(&b, true) }.unwrap();
             let codes: Vec<u64> = (0..3).filter_map(|i| r.code(i)).collect();
             for rec in r {
                 assert_eq!(codes[rec.fidx as usize], 0x100 + u64::from(rec.req % 3) * 8);
@@ -657,11 +1092,14 @@ mod tests {
         struct Padded(u8, u64, u16);
         let v = Padded(7, u64::MAX - 3, 513);
         let big = [Padded(1, 2, 3); 64];
-        let mut q = OutQueue::new(256, Sink::Loopback);
-        q.push_request(Some(0x100), 1, 1, 1, Src::of(&v), Some(Src::of(&big)));
+        let mut q = OutQueue::new(256, Sink::Loopback, false);
+        q.push_request(Some(0x100), 1, 1, 1, Src::of(&v), Some(Src::of(&big)), 0);
         let b = sealed(&mut q);
         // SAFETY: written by our encoder, read once.
-        let rec = unsafe { RequestReader::new(&b) }.unwrap().next().unwrap();
+        let rec = unsafe { RequestReader::new(&b, true) }
+            .unwrap()
+            .next()
+            .unwrap();
         // SAFETY: the captured bytes are one `Padded`, the argument bytes one `[Padded; 64]`.
         let (got, got_big) = unsafe {
             (
@@ -674,14 +1112,14 @@ mod tests {
 
     #[test]
     fn responses_round_trip_including_large() {
-        let mut q = OutQueue::new(256, Sink::Loopback);
+        let mut q = OutQueue::new(256, Sink::Loopback, false);
         q.push_response(1, 0, Src::slice(&[1, 2, 3]));
         q.push_response(2, 3, Src::slice(b"boom"));
         let big = vec![0x5A; 10_000];
         q.push_response(3, 0, Src::slice(&big));
         let b = sealed(&mut q);
         // SAFETY: written by our encoder, read once.
-        let v: Vec<_> = unsafe { ResponseReader::new(&b) }
+        let v: Vec<_> = unsafe { ResponseReader::new(&b, true) }
             .unwrap()
             .map(|(r, s, b)| (r, s, init(b.bytes())))
             .collect();
@@ -689,5 +1127,78 @@ mod tests {
             v,
             vec![(1, 0, vec![1, 2, 3]), (2, 3, b"boom".to_vec()), (3, 0, big)]
         );
+    }
+
+    fn reassemble(q: &mut OutQueue, request_lane: bool) -> Done {
+        q.seal();
+        let mut state = None;
+        let mut done = None;
+        let mut slots = 0;
+        while let Some(b) = q.queued.pop_front() {
+            assert!(b.len() <= 256, "a piece larger than the slot");
+            slots += 1;
+            let r = Partial::feed(&mut state, classify(&b), request_lane).unwrap();
+            if let Some(d) = r {
+                assert!(done.is_none());
+                done = Some(d);
+            }
+        }
+        assert!(slots > 2, "a large record must take several slots");
+        done.expect("the record was reassembled")
+    }
+
+    #[test]
+    fn large_records_to_another_rank_stream_through_slots() {
+        let mut q = OutQueue::new(256, Sink::Loopback, true);
+        let big: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+        q.push_request(
+            Some(0x4321),
+            5,
+            6,
+            7,
+            Src::slice(&[1, 2, 3]),
+            Some(Src::slice(&big)),
+            SER,
+        );
+        let d = reassemble(&mut q, true);
+        assert_eq!(d.code, 0x4321);
+        let rec = d.into_request();
+        assert_eq!((rec.req, rec.idx, rec.gn, rec.flags & SER), (7, 5, 6, SER));
+        assert_eq!(init(rec.cap()), vec![1, 2, 3]);
+        assert_eq!(init(rec.arg()), big);
+
+        let mut q = OutQueue::new(256, Sink::Loopback, true);
+        q.push_response(9, SER_STATUS, Src::slice(&big));
+        let (req, st, body) = reassemble(&mut q, false).into_response();
+        assert_eq!((req, st), (9, SER_STATUS));
+        assert_eq!(init(&body), big);
+    }
+
+    #[test]
+    fn broken_streams_are_errors_not_crashes() {
+        let mut q = OutQueue::new(256, Sink::Loopback, true);
+        q.push_response(1, 0, Src::slice(&[7u8; 1000]));
+        q.seal();
+        let pieces: Vec<Vec<Byte>> = q.queued.drain(..).collect();
+        // A continuation without its start.
+        assert!(Partial::feed(&mut None, classify(&pieces[1]), false).is_err());
+        // A response piece on a request ring.
+        assert!(Partial::feed(&mut None, classify(&pieces[0]), true).is_err());
+        // A start piece whose announced length is absurd.
+        let mut bad = pieces[0].clone();
+        set_bytes(&mut bad, HEADER + 8, &u64::MAX.to_le_bytes());
+        assert!(Partial::feed(&mut None, classify(&bad), false).is_err());
+        // A piece that claims to end beyond its slot.
+        let mut bad = pieces[1].clone();
+        set_bytes(&mut bad, 0, &100_000u32.to_le_bytes());
+        assert!(matches!(classify(&bad), Large::Bad(_)));
+        // Pointer-carrying records are refused from other ranks.
+        let mut q = OutQueue::new(256, Sink::Loopback, false);
+        q.push_request(Some(1), 1, 1, 1, Src::slice(&[0; 1000]), None, 0);
+        let b = sealed(&mut q);
+        // SAFETY: written by our encoder; read with `pointers = false`, so the pointer is ignored.
+        assert_eq!(unsafe { RequestReader::new(&b, false) }.unwrap().count(), 0);
+        // SAFETY: written by our encoder in this process, read once: reclaims the box.
+        assert_eq!(unsafe { RequestReader::new(&b, true) }.unwrap().count(), 1);
     }
 }

@@ -1,0 +1,285 @@
+//! `cluster_check`: delegation across ranks, checked end to end, for the multi-process tests
+//! (`tests/tests/cluster.rs` in `gsm-tests`). Run it under `gsmrun -np N` (any N ≥ 1, any
+//! fabric); every rank runs the same checks against workers of every rank and compares every
+//! result with the value it must have.
+//!
+//! Checks (each prints `ok <name>` on the rank that ran it, or panics with what differed):
+//! - `entrust_on`: a counter on every worker of the job, incremented with `apply` from here;
+//! - `apply_then`: many asynchronous increments to every counter, every callback counted, final
+//!   values read back;
+//! - `fibers`: 64 fibers applying to remote counters at once;
+//! - `spawn_on`: a fiber on every worker returns its worker id, rank and a `String`;
+//! - `large`: 1 MiB and 64 MiB `apply_with` arguments whose bytes are checked on the trustee, and
+//!   a 1 MiB result checked here, byte for byte;
+//! - `trust_passing`: a trust sent inside an argument to a worker of another rank, cloned and
+//!   dropped there; the property is dropped exactly once, on its trustee, after the last handle;
+//! - `errors`: a remote closure that panics reaches the caller with its message and poisons the
+//!   property; a dead property is reported;
+//! - a second `run` in the same process (fabrics set up again).
+//!
+//! Options: `--panic-rank R` makes rank R panic in a delegated closure's callback once the job
+//! runs (for the failure tests); `--hang-rank R` makes rank R's main loop forever, applying to
+//! other ranks (so a test can kill it); `--quick` skips the 64 MiB argument.
+//!
+//! Output ends with `cluster_check: rank R of N passed C checks (W workers)` on every rank.
+
+use gossamer::{
+    Config, DelegationError, Trust, WorkerId, entrust, entrust_on, rank, rank_count, spawn,
+    spawn_on, worker_count,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Drops of `Tracked` values in this process.
+static DROPS: AtomicU64 = AtomicU64::new(0);
+
+/// A property whose drop is counted.
+struct Tracked(#[allow(dead_code, reason = "gives the property a size")] u64);
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        DROPS.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn arg(name: &str) -> Option<usize> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_left(7) as u8 ^ seed)
+        .collect()
+}
+
+fn checks(quick: bool) -> usize {
+    let me = rank();
+    let w = worker_count();
+    let mut passed = 0;
+    let ok = |name: &str, passed: &mut usize| {
+        println!("ok {name} (rank {me})");
+        *passed += 1;
+    };
+
+    // entrust_on + apply on every worker of the job.
+    let counters: Vec<Trust<u64>> = (0..w)
+        .map(|i| entrust_on(WorkerId::new(i), move || (me as u64) << 32))
+        .collect();
+    for (i, c) in counters.iter().enumerate() {
+        let v = c.apply(|n| {
+            *n += 1;
+            *n
+        });
+        assert_eq!(v, ((me as u64) << 32) + 1, "counter on worker {i}");
+        assert_eq!(c.trustee(), WorkerId::new(i));
+    }
+    ok("entrust_on", &mut passed);
+
+    // apply_then: asynchronous increments, each callback counted on this worker.
+    let done = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let per = 2000u64;
+    for c in &counters {
+        for _ in 0..per {
+            let d = done.clone();
+            c.apply_then(
+                |n| {
+                    *n += 1;
+                    *n
+                },
+                move |_| d.set(d.get() + 1),
+            );
+        }
+    }
+    for (i, c) in counters.iter().enumerate() {
+        let v = c.apply(|n| *n);
+        assert_eq!(v, ((me as u64) << 32) + 1 + per, "counter on worker {i}");
+    }
+    assert_eq!(done.get(), per * w as u64, "apply_then callbacks run");
+    ok("apply_then", &mut passed);
+
+    // 64 fibers applying at once.
+    let handles: Vec<_> = (0..64)
+        .map(|f| {
+            let c = counters[f % w].clone();
+            spawn(move || {
+                for _ in 0..100 {
+                    c.apply(|n| *n += 1);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join();
+    }
+    for (i, c) in counters.iter().enumerate() {
+        let fibers_here = (0..64).filter(|f| f % w == i).count() as u64;
+        assert_eq!(
+            c.apply(|n| *n),
+            ((me as u64) << 32) + 1 + per + fibers_here * 100,
+            "counter on worker {i} after 64 fibers"
+        );
+    }
+    ok("fibers", &mut passed);
+
+    // spawn_on every worker.
+    let joins: Vec<_> = (0..w)
+        .map(|i| {
+            spawn_on(WorkerId::new(i), move || {
+                (
+                    gossamer::current_worker().index(),
+                    rank(),
+                    format!("hello from worker {i}"),
+                )
+            })
+        })
+        .collect();
+    for (i, j) in joins.into_iter().enumerate() {
+        let (id, r, s) = j.join();
+        assert_eq!(id, i);
+        assert_eq!(r, gossamer::rank_of(WorkerId::new(i)));
+        assert_eq!(s, format!("hello from worker {i}"));
+    }
+    ok("spawn_on", &mut passed);
+
+    // Large arguments and results, to the last worker of the next rank.
+    let far = gossamer::workers_of_rank((me + 1) % rank_count()).end - 1;
+    let sink = entrust_on(WorkerId::new(far), || 0u64);
+    let sizes: &[usize] = if quick {
+        &[1 << 20]
+    } else {
+        &[1 << 20, 64 << 20]
+    };
+    for &len in sizes {
+        let seed = me as u8;
+        let data = pattern(len, seed);
+        let got = sink.apply_with(data, move |calls, data: Vec<u8>| {
+            *calls += 1;
+            (data.len(), data == pattern(len, seed))
+        });
+        assert_eq!(got, (len, true), "{len}-byte argument");
+    }
+    let big: Vec<u8> = sink.apply(|_| pattern(1 << 20, 0x5A));
+    assert!(big == pattern(1 << 20, 0x5A), "1 MiB result");
+    ok("large", &mut passed);
+
+    // Trust passing: a tracked property here, a handle sent to another rank's worker, which
+    // keeps a clone and drops the original; then we drop ours and ask it to drop its clone.
+    let home = gossamer::current_worker();
+    let before = spawn_on(home, || DROPS.load(Ordering::SeqCst)).join();
+    let tracked = entrust(Tracked(7));
+    let keeper: Trust<Vec<Trust<Tracked>>> = entrust_on(WorkerId::new(far), Vec::new);
+    keeper.apply_with(tracked.clone(), |kept, t: Trust<Tracked>| {
+        kept.push(t.clone());
+        drop(t);
+        kept.len()
+    });
+    drop(tracked);
+    let value = keeper.apply(|kept| kept.len());
+    assert_eq!(value, 1);
+    assert_eq!(
+        spawn_on(home, || DROPS.load(Ordering::SeqCst)).join(),
+        before,
+        "the property must live while another rank holds a handle"
+    );
+    keeper.apply(|kept| kept.clear());
+    let mut freed = false;
+    for _ in 0..10_000 {
+        if spawn_on(home, || DROPS.load(Ordering::SeqCst)).join() == before + 1 {
+            freed = true;
+            break;
+        }
+        gossamer::yield_now();
+    }
+    assert!(
+        freed,
+        "the property was not freed after the last handle went"
+    );
+    ok("trust_passing", &mut passed);
+
+    // Errors across ranks.
+    let fragile = entrust_on(WorkerId::new(far), || 1u32);
+    let e = fragile
+        .try_apply(|_| -> u32 { panic!("deliberate panic on a remote trustee") })
+        .unwrap_err();
+    match e {
+        DelegationError::Panicked(m) => assert!(m.contains("deliberate panic"), "{m}"),
+        other => panic!("expected a panic error, got {other}"),
+    }
+    assert_eq!(
+        fragile.try_apply(|n| *n).unwrap_err(),
+        DelegationError::Poisoned
+    );
+    ok("errors", &mut passed);
+
+    drop(counters);
+    passed
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let panic_rank = arg("--panic-rank");
+    let hang_rank = arg("--hang-rank");
+    let config = Config::from_env().expect("configuration").workers(2);
+    let r = gossamer::run(config.clone(), move || {
+        let me = rank();
+        if panic_rank == Some(me) {
+            let t = entrust_on(WorkerId::new(0), || 0u64);
+            t.apply_then(
+                |n| *n,
+                |_| panic!("deliberate panic in a callback on rank {}", rank()),
+            );
+            loop {
+                gossamer::yield_now();
+            }
+        }
+        if hang_rank == Some(me) {
+            let far = entrust_on(WorkerId::new(0), || 0u64);
+            loop {
+                far.apply(|n| *n += 1);
+            }
+        }
+        let n = checks(quick);
+        (n, worker_count())
+    });
+    let (n, w) = match r {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("cluster_check: {e}");
+            std::process::exit(1);
+        }
+    };
+    // A second run in the same process: the fabrics are set up again.
+    let again = gossamer::run(config, || {
+        let t = entrust_on(WorkerId::new(worker_count() - 1), || 40u64);
+        t.apply(|n| *n + 2)
+    });
+    match again {
+        Ok(42) => println!("ok second_run (rank {})", r_rank()),
+        Ok(v) => panic!("second run computed {v}"),
+        Err(e) => {
+            eprintln!("cluster_check: second run: {e}");
+            std::process::exit(1);
+        }
+    }
+    println!(
+        "cluster_check: rank {} of {} passed {} checks ({w} workers)",
+        r_rank(),
+        r_size(),
+        n + 1
+    );
+}
+
+fn r_rank() -> String {
+    std::env::var("GSM_RANK")
+        .or_else(|_| std::env::var("OMPI_COMM_WORLD_RANK"))
+        .unwrap_or_else(|_| "0".into())
+}
+
+fn r_size() -> String {
+    std::env::var("GSM_SIZE")
+        .or_else(|_| std::env::var("OMPI_COMM_WORLD_SIZE"))
+        .unwrap_or_else(|_| "1".into())
+}

@@ -1,0 +1,626 @@
+//! The parts of a runtime that span ranks: whether this process is one rank of a launched job, the
+//! process's bootstrapped [`Job`], connecting the fabrics for one `run`/`spmd`, deciding together
+//! when the job is over, and noticing a peer that vanished.
+//!
+//! **Launched or not.** The process is a rank of a job when a launcher said so in the
+//! environment (`GSM_SIZE` from `gsmrun`, `OMPI_COMM_WORLD_SIZE` from Open MPI, `PMI_SIZE` /
+//! `PMI_RANK` from Hydra, `PMIX_RANK` from PMIx/`srun`) or when the program initialised MPI
+//! itself. Otherwise it is a job of one rank and MPI is never touched.
+//!
+//! **The job** is bootstrapped once per process, by the first `run`/`spmd` ([`Job::init`], or
+//! [`Job::join`] when the program initialised MPI), and kept for later calls. When gossamer
+//! initialised MPI, `MPI_Finalize` runs at process exit (an `atexit` handler), after the last
+//! `run`, unless a run failed: then a peer may be gone and finalising could wait for it forever,
+//! so MPI is abandoned and the launcher tears the job down when this process exits. All MPI
+//! calls happen on the thread that made the first call (MPI is initialised `FUNNELED`); a
+//! multi-rank `run` from another thread is refused.
+//!
+//! **One run** (collective over the ranks): every rank publishes its workers, ring geometry and
+//! fabric endpoints (`MPI_Allgather`); each peer gets a fabric from [`FabricChoice::pick`]
+//! (`GSM_FABRIC`: auto = shm on the same host, tcp between hosts); the fabrics go through their
+//! phases (see [`crate::fabric`]) with `MPI_Allreduce` as a checked barrier in between, so a
+//! failure on one rank makes every rank return the error instead of waiting; the ring ends they
+//! return join this rank's heap rings in one mesh over global worker ids; the workers start.
+//!
+//! **Ending together.** A rank whose roots are done and whose workers are all quiet may still be
+//! sent work by another rank. So this thread runs *waves*: when the rank is quiet it contributes
+//! `(not quiet, slots sent to other ranks, slots received from them)` to a non-blocking sum
+//! (`MPI_Iallreduce`). The job is over when two consecutive waves find every rank quiet and the
+//! same totals with sent = received (the four-counter method of Mattern, 1987): every slot ever
+//! published has been consumed and nothing happened in between. While it waits, the thread
+//! watches the processes of this host's peers (`pidfd`) and the runtime's failure flag, so a
+//! vanished peer or a failure never leaves it waiting in MPI; peers on other hosts are watched
+//! by the tcp fabric (a closed connection). Then every rank stops its workers, tells its fabrics
+//! that closing is expected, passes one more barrier, and drops them.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use crate::bootstrap::{BootstrapError, Job};
+use crate::config::Config;
+use crate::error::Error;
+use crate::fabric::shm::Shm;
+use crate::fabric::tcp::Tcp;
+use crate::fabric::{
+    Bell, Doorbell, Fabric, FabricChoice, FabricError, FabricKind, Hooks, Lane, Links, Peer,
+    Settings, Topology,
+};
+use crate::runtime::{Root, join_workers, local_mesh, spawn_workers, start_single};
+use crate::wire::ring::RingLayout;
+use crate::worker::{Ends, Place, Shared};
+
+/// Whether this process is a rank of a launched job (see the module docs).
+pub(crate) fn launched() -> bool {
+    const VARS: [&str; 5] = [
+        "GSM_SIZE",
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMI_RANK",
+        "PMIX_RANK",
+    ];
+    VARS.iter().any(|v| std::env::var_os(v).is_some()) || mpi_initialised_by_program()
+}
+
+fn mpi_initialised_by_program() -> bool {
+    let ours = JOB.lock().map(|j| j.is_some()).unwrap_or(false);
+    !ours && mpi::environment::is_initialized() && !mpi::environment::is_finalized()
+}
+
+/// The process's job, usable only from the thread that bootstrapped it.
+struct ProcessJob {
+    job: Job,
+    thread: std::thread::ThreadId,
+    /// Whether gossamer initialised MPI (and so finalises it at exit).
+    owns_mpi: bool,
+    /// A run failed: do not finalise (a peer may be gone).
+    failed: bool,
+}
+
+// SAFETY: the job's MPI handles are only used from `thread` (checked in `with_job` before every
+// use); the mutex only moves the box between calls of that same thread and the exit handler,
+// which runs on the exiting thread after every `run` returned.
+unsafe impl Send for ProcessJob {}
+
+static JOB: Mutex<Option<ProcessJob>> = Mutex::new(None);
+
+extern "C" fn finalize_at_exit() {
+    let job = JOB.lock().ok().and_then(|mut j| j.take());
+    if let Some(mut pj) = job {
+        if pj.failed || !pj.owns_mpi {
+            pj.job.abandon();
+        } else {
+            pj.job.finalize();
+        }
+    }
+}
+
+/// Runs `f` with the process's job, bootstrapping it on first use.
+fn with_job<R>(f: impl FnOnce(&mut ProcessJob) -> Result<R, Error>) -> Result<R, Error> {
+    let mut guard = JOB
+        .lock()
+        .map_err(|_| Error::Bootstrap("the job state is poisoned by an earlier panic".into()))?;
+    if guard.is_none() {
+        let user_mpi = mpi::environment::is_initialized();
+        let job = if user_mpi {
+            Job::join(b"")
+        } else {
+            Job::init(b"")
+        };
+        let job = job.map_err(|e: BootstrapError| Error::Bootstrap(e.to_string()))?;
+        if !user_mpi {
+            // SAFETY: registers a plain `extern "C" fn()` with the C library; it runs at exit.
+            unsafe { libc::atexit(finalize_at_exit) };
+        }
+        *guard = Some(ProcessJob {
+            job,
+            thread: std::thread::current().id(),
+            owns_mpi: !user_mpi,
+            failed: false,
+        });
+    }
+    let Some(pj) = guard.as_mut() else {
+        return Err(Error::Stopped);
+    };
+    if pj.failed {
+        return Err(Error::Bootstrap(
+            "an earlier gossamer run of this job failed; the job cannot run again".into(),
+        ));
+    }
+    if pj.thread != std::thread::current().id() {
+        return Err(Error::Config(
+            "in a multi-rank job, gossamer::run/spmd must be called from the thread that called \
+             it first (MPI is initialised for one thread)"
+                .into(),
+        ));
+    }
+    f(pj)
+}
+
+/// Runs one collective `run`/`spmd` of a launched job.
+pub(crate) fn start(
+    config: &Config,
+    layout: RingLayout,
+    make_roots: impl FnOnce(&Place) -> Vec<Option<Root>>,
+) -> Result<(), Error> {
+    with_job(|pj| {
+        if pj.job.size() == 1 {
+            let mut place = Place::single(config.workers);
+            place.hosts = vec![pj.job.peers()[0].hostname.clone()];
+            let roots = make_roots(&place);
+            return start_single(config, place, layout, roots);
+        }
+        let r = start_multi(&pj.job, config, layout, make_roots);
+        if r.is_err() {
+            pj.failed = true;
+        }
+        r
+    })
+}
+
+/// Fails on every rank if any rank passes `Err` (a checked barrier).
+fn agree<T>(job: &Job, r: Result<T, Error>, step: &str) -> Result<T, Error> {
+    let ok = job.all_true(r.is_ok());
+    match r {
+        Ok(v) if ok => Ok(v),
+        Ok(_) => Err(Error::Start(format!(
+            "another rank failed while {step} (see its error)"
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
+/// What each rank publishes for one run.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Offer {
+    workers: u32,
+    slots: u32,
+    slot_size: u32,
+    tcp: Vec<u8>,
+    shm: Vec<u8>,
+}
+
+impl Offer {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [self.workers, self.slots, self.slot_size] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        for e in [&self.tcp, &self.shm] {
+            b.extend_from_slice(&(e.len() as u32).to_le_bytes());
+            b.extend_from_slice(e);
+        }
+        b
+    }
+
+    fn decode(b: &[u8]) -> Option<Offer> {
+        let u = |at: usize| -> Option<u32> {
+            Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+        };
+        let (workers, slots, slot_size) = (u(0)?, u(4)?, u(8)?);
+        let tl = u(12)? as usize;
+        let tcp = b.get(16..16 + tl)?.to_vec();
+        let sl = u(16 + tl)? as usize;
+        let shm = b.get(20 + tl..20 + tl + sl)?.to_vec();
+        Some(Offer {
+            workers,
+            slots,
+            slot_size,
+            tcp,
+            shm,
+        })
+    }
+}
+
+fn start_multi(
+    job: &Job,
+    config: &Config,
+    layout: RingLayout,
+    make_roots: impl FnOnce(&Place) -> Vec<Option<Root>>,
+) -> Result<(), Error> {
+    let me = job.rank();
+    let size = job.size();
+    let hosts: Vec<String> = job.peers().iter().map(|p| p.hostname.clone()).collect();
+
+    // Which fabric serves which peer, and what to prepare.
+    let kinds = agree(
+        job,
+        (|| -> Result<Vec<Option<FabricKind>>, Error> {
+            let choice = FabricChoice::from_env()?;
+            (0..size)
+                .map(|r| {
+                    if r == me {
+                        return Ok(None);
+                    }
+                    let k = choice.pick(job.same_host(r), r, &hosts[r as usize])?;
+                    Ok(Some(k))
+                })
+                .collect()
+        })(),
+        "choosing fabrics",
+    )?;
+    let needs = |k: FabricKind| kinds.contains(&Some(k));
+    let prepared = (|| -> Result<(Option<(Shm, Vec<u8>)>, Option<(Tcp, Vec<u8>)>), Error> {
+        let settings = Settings::from_env()?;
+        let shm = if needs(FabricKind::Shm) {
+            Some(Shm::prepare(&settings)?)
+        } else {
+            None
+        };
+        let tcp = if needs(FabricKind::Tcp) {
+            Some(Tcp::prepare(&settings)?)
+        } else {
+            None
+        };
+        Ok((shm, tcp))
+    })();
+    let (shm, tcp) = agree(job, prepared, "preparing the fabrics")?;
+    let offer = Offer {
+        workers: config.workers as u32,
+        slots: layout.slots,
+        slot_size: layout.slot_size,
+        tcp: tcp.as_ref().map(|t| t.1.clone()).unwrap_or_default(),
+        shm: shm.as_ref().map(|s| s.1.clone()).unwrap_or_default(),
+    };
+    let all = job
+        .all_gather(&offer.encode())
+        .map_err(|e| Error::Bootstrap(e.to_string()))?;
+    let offers: Vec<Offer> = all
+        .iter()
+        .enumerate()
+        .map(|(r, b)| {
+            Offer::decode(b)
+                .ok_or_else(|| Error::Bootstrap(format!("rank {r} sent a malformed set-up record")))
+        })
+        .collect::<Result<_, _>>()?;
+    for (r, o) in offers.iter().enumerate() {
+        if (o.slots, o.slot_size) != (layout.slots, layout.slot_size) {
+            return Err(Error::Config(format!(
+                "rank {r} (host {}) uses {} slots of {} bytes per ring, rank {me} uses {} of {}; \
+                 every rank must use the same slot geometry (GSM_SLOT_SIZE, Config::slot_size, \
+                 Config::slots_per_ring)",
+                hosts[r], o.slots, o.slot_size, layout.slots, layout.slot_size
+            )));
+        }
+        if o.workers == 0 {
+            return Err(Error::Config(format!("rank {r} has no workers")));
+        }
+    }
+    let topo = Topology {
+        rank: me,
+        workers: offers.iter().map(|o| o.workers).collect(),
+        hosts: hosts.clone(),
+        layout,
+        job_id: job.job_id().to_string(),
+        key: *job.key(),
+    };
+    let place = Place {
+        rank: me,
+        rank_workers: topo.workers.clone(),
+        hosts,
+        base: topo.first_worker(me) as usize,
+        local: topo.local_workers() as usize,
+        total: topo.total_workers() as usize,
+    };
+    let peers_of = |k: FabricKind, pick: fn(&Offer) -> &Vec<u8>| -> Vec<Peer> {
+        (0..size)
+            .filter(|&r| kinds[r as usize] == Some(k))
+            .map(|r| Peer {
+                rank: r,
+                endpoint: pick(&offers[r as usize]).clone(),
+            })
+            .collect()
+    };
+
+    // The fabrics call back into the runtime, which exists only after they attached.
+    let cell: Arc<OnceLock<Arc<Shared>>> = Arc::new(OnceLock::new());
+    let early: Arc<Mutex<Option<FabricError>>> = Arc::new(Mutex::new(None));
+    let hooks = {
+        let (c1, c2, e2) = (cell.clone(), cell.clone(), early.clone());
+        Hooks {
+            wake: Arc::new(move |l| {
+                if let Some(sh) = c1.get() {
+                    if let Some(d) = sh.doors.get(l as usize) {
+                        d.ring();
+                    }
+                }
+            }),
+            fail: Arc::new(move |e| match c2.get() {
+                Some(sh) => sh.fail(Error::Fabric(e)),
+                None => {
+                    if let Ok(mut x) = e2.lock() {
+                        x.get_or_insert(e);
+                    }
+                }
+            }),
+        }
+    };
+    let mut shm = shm.map(|s| s.0);
+    let mut tcp = tcp.map(|t| t.0);
+    let created = (|| -> Result<(), Error> {
+        if let Some(f) = &mut shm {
+            f.create(&topo, &peers_of(FabricKind::Shm, |o| &o.shm), hooks.clone())?;
+        }
+        if let Some(f) = &mut tcp {
+            f.create(&topo, &peers_of(FabricKind::Tcp, |o| &o.tcp), hooks.clone())?;
+        }
+        Ok(())
+    })();
+    agree(job, created, "creating the fabrics")?;
+    let attached = (|| -> Result<Vec<Links>, Error> {
+        let mut v = Vec::new();
+        if let Some(f) = &mut shm {
+            v.push(f.attach()?);
+        }
+        if let Some(f) = &mut tcp {
+            v.push(f.attach()?);
+        }
+        Ok(v)
+    })();
+    let links = agree(job, attached, "connecting the fabrics")?;
+    if let Some(f) = &mut shm {
+        f.sealed();
+    }
+    if let Some(f) = &mut tcp {
+        f.sealed();
+    }
+
+    // One mesh: heap rings within the rank, fabric rings to the others.
+    let mut ends = local_mesh(&place, layout);
+    let mut bells: Vec<Option<Bell>> = (0..place.total).map(|_| None).collect();
+    let mut doors: Option<Vec<Doorbell>> = None;
+    for l in links {
+        place_links(&place, &mut ends, &mut bells, l.outgoing, l.incoming);
+        for (g, b) in l.bells {
+            if let Some(slot) = bells.get_mut(g as usize) {
+                *slot = Some(b);
+            }
+        }
+        if let Some(d) = l.local_bells {
+            doors = Some(d);
+        }
+    }
+    let complete = check_mesh(&place, &ends);
+    agree(job, complete, "checking the ring mesh")?;
+    let doors = doors.unwrap_or_else(|| (0..place.local).map(|_| Doorbell::heap()).collect());
+
+    let roots = make_roots(&place);
+    let nroots = roots.iter().filter(|r| r.is_some()).count();
+    let shared = Arc::new(Shared::new(place, doors, bells, nroots, true));
+    let _ = cell.set(shared.clone());
+    if let Some(e) = early.lock().ok().and_then(|mut e| e.take()) {
+        shared.fail(Error::Fabric(e));
+    }
+    if nroots == 0 {
+        shared.begin_drain();
+    }
+    let handles = spawn_workers(config, &shared, ends, roots);
+    let ended = terminate(job, &shared);
+    if let Err(e) = &ended {
+        shared.fail(e.clone());
+    }
+    shared.stop_all();
+    let result = join_workers(&shared, handles);
+    if let Some(f) = &mut shm {
+        f.closing();
+    }
+    if let Some(f) = &mut tcp {
+        f.closing();
+    }
+    if result.is_ok() {
+        // Nobody drops its fabric (closing connections) before every rank expects it.
+        let _ = job.all_true(true);
+    }
+    drop(shm);
+    drop(tcp);
+    result
+}
+
+/// Puts a fabric's ring ends into the workers' vectors.
+fn place_links(
+    place: &Place,
+    ends: &mut [Ends],
+    _bells: &mut [Option<Bell>],
+    outgoing: Vec<crate::fabric::OutLink>,
+    incoming: Vec<crate::fabric::InLink>,
+) {
+    for o in outgoing {
+        let (l, g) = (o.local as usize, o.remote as usize);
+        if l >= place.local || g >= place.total {
+            continue;
+        }
+        match o.lane {
+            Lane::Request => ends[l].req_out[g] = Some(o.producer),
+            Lane::Response => ends[l].resp_out[g] = Some(o.producer),
+        }
+    }
+    for i in incoming {
+        let (l, g) = (i.local as usize, i.remote as usize);
+        if l >= place.local || g >= place.total {
+            continue;
+        }
+        match i.lane {
+            Lane::Request => ends[l].req_in[g] = Some(i.consumer),
+            Lane::Response => ends[l].resp_in[g] = Some(i.consumer),
+        }
+    }
+}
+
+/// Every local worker has all four ring ends to every other worker of the job.
+fn check_mesh(place: &Place, ends: &[Ends]) -> Result<(), Error> {
+    for (l, e) in ends.iter().enumerate() {
+        let me = place.base + l;
+        for g in (0..place.total).filter(|&g| g != me) {
+            let have = [
+                e.req_out[g].is_some(),
+                e.req_in[g].is_some(),
+                e.resp_out[g].is_some(),
+                e.resp_in[g].is_some(),
+            ];
+            if have.contains(&false) {
+                return Err(Error::Start(format!(
+                    "no ring between worker {me} (rank {}) and worker {g} (rank {}): the fabric \
+                     set-up is incomplete",
+                    place.rank,
+                    place.rank_of(g)
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// This rank's contribution to a wave, if it is quiet now (see the module docs).
+fn sample(sh: &Shared) -> Option<[u64; 3]> {
+    if sh.roots_left.load(Ordering::SeqCst) > 0 || !sh.draining.load(Ordering::SeqCst) {
+        return None;
+    }
+    let a = sh.rank_quiet.load(Ordering::SeqCst);
+    if a == u64::MAX || sh.activity.load(Ordering::SeqCst) != a {
+        return None;
+    }
+    let (s, r) = sh.traffic();
+    (sh.activity.load(Ordering::SeqCst) == a).then_some([0, s, r])
+}
+
+/// Waits until every rank agrees that the job is over, or something failed.
+fn terminate(job: &Job, sh: &Shared) -> Result<(), Error> {
+    let mut watch = PeerWatch::new(job);
+    let mut wave: Option<crate::bootstrap::Sum> = None;
+    let mut prev: Option<(u64, u64)> = None;
+    loop {
+        if sh.failed() {
+            if let Some(w) = wave.take() {
+                w.abandon();
+            }
+            return Ok(()); // the failure itself is returned by `join_workers`
+        }
+        if let Some(e) = watch.wait(Duration::from_millis(1)) {
+            if let Some(w) = wave.take() {
+                w.abandon();
+            }
+            return Err(e);
+        }
+        match &mut wave {
+            None => {
+                if let Some(v) = sample(sh) {
+                    wave = Some(job.start_sum(&v));
+                }
+            }
+            Some(w) => {
+                if let Some(v) = w.test() {
+                    wave = None;
+                    let quiet = v.first() == Some(&0);
+                    let (s, r) = (
+                        v.get(1).copied().unwrap_or(0),
+                        v.get(2).copied().unwrap_or(1),
+                    );
+                    if quiet && s == r {
+                        if prev == Some((s, r)) {
+                            return Ok(());
+                        }
+                        prev = Some((s, r));
+                    } else {
+                        prev = None;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Watches the processes of this host's peer ranks.
+struct PeerWatch {
+    /// (rank, host, pid, pidfd or -1)
+    peers: Vec<(u32, String, u32, i32)>,
+}
+
+impl PeerWatch {
+    fn new(job: &Job) -> PeerWatch {
+        let peers = job
+            .peers()
+            .iter()
+            .filter(|p| p.rank != job.rank() && job.same_host(p.rank))
+            .map(|p| {
+                // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+                let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, p.pid as libc::pid_t, 0) };
+                (p.rank, p.hostname.clone(), p.pid, fd as i32)
+            })
+            .collect();
+        PeerWatch { peers }
+    }
+
+    /// Waits up to `t` for a peer to end; returns the error naming it.
+    fn wait(&mut self, t: Duration) -> Option<Error> {
+        let mut fds: Vec<libc::pollfd> = self
+            .peers
+            .iter()
+            .filter(|p| p.3 >= 0)
+            .map(|p| libc::pollfd {
+                fd: p.3,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        if fds.is_empty() {
+            std::thread::sleep(t);
+        } else {
+            // SAFETY: `fds` is a valid array of `fds.len()` pollfd structures.
+            unsafe {
+                libc::poll(
+                    fds.as_mut_ptr(),
+                    fds.len() as libc::nfds_t,
+                    t.as_millis() as i32,
+                )
+            };
+        }
+        for (rank, host, pid, fd) in &self.peers {
+            let gone = if *fd >= 0 {
+                fds.iter().any(|p| p.fd == *fd && p.revents != 0)
+            } else {
+                // SAFETY: signal 0 only checks that the process exists.
+                let rc = unsafe { libc::kill(*pid as libc::pid_t, 0) };
+                rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+            };
+            if gone {
+                return Some(Error::PeerLost {
+                    rank: *rank,
+                    host: host.clone(),
+                    pid: *pid,
+                    detail: "its process ended before the job did".into(),
+                });
+            }
+        }
+        None
+    }
+}
+
+impl Drop for PeerWatch {
+    fn drop(&mut self) {
+        for p in &self.peers {
+            if p.3 >= 0 {
+                // SAFETY: a descriptor we opened and close once.
+                unsafe { libc::close(p.3) };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offers_round_trip_and_truncation_is_refused() {
+        let o = Offer {
+            workers: 3,
+            slots: 16,
+            slot_size: 4096,
+            tcp: vec![1, 2, 3],
+            shm: vec![],
+        };
+        let b = o.encode();
+        assert_eq!(Offer::decode(&b), Some(o));
+        assert_eq!(Offer::decode(&b[..b.len() - 1]), None);
+    }
+}
