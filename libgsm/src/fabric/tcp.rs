@@ -71,8 +71,10 @@
 //! # Failure
 //!
 //! An authenticated connection that reaches EOF or an error before [`Fabric::closing`] ends the
-//! job with [`FabricError::PeerLost`] (reported once per peer rank); after `closing`, EOFs are
-//! expected and just closed. Dropping a [`Tcp`] stops and joins the I/O thread (which never
+//! job with [`FabricError::PeerLost`] (reported once per peer rank), unless `closing` comes
+//! within [`LOSS_GRACE`] (at the end of a job, a fast rank may close before a slow one has called
+//! `closing`); after `closing`, EOFs are expected and just closed. A frame that breaks the
+//! protocol is reported at once. Dropping a [`Tcp`] stops and joins the I/O thread (which never
 //! blocks for longer than [`IDLE_WAIT`]) and closes every socket.
 //!
 //! # Cost
@@ -110,6 +112,10 @@ pub const SPIN: Duration = Duration::from_micros(50);
 pub const IDLE_WAIT: Duration = Duration::from_millis(100);
 /// The most bytes of frames a connection's write buffer collects before it is written.
 pub const WRITE_LIMIT: usize = 256 * 1024;
+/// How long after a peer's connection ends the I/O thread waits for [`Fabric::closing`] before
+/// it reports the peer lost: at the end of a job a fast rank may close its sockets before a slow
+/// one has called `closing`.
+pub const LOSS_GRACE: Duration = Duration::from_secs(1);
 /// At most this many accepted connections may wait for their hello at once; more are dropped.
 const MAX_HELLOS: usize = 1024;
 
@@ -640,6 +646,7 @@ impl Fabric for Tcp {
             shared: shared.clone(),
             hooks,
             listener,
+            acceptable: true,
             rank: topo.rank,
             workers: topo.workers.clone(),
             hosts: topo.hosts.clone(),
@@ -658,6 +665,7 @@ impl Fabric for Tcp {
             woke: vec![false; nlocal as usize],
             woke_list: Vec::new(),
             stalled: 0,
+            lost: Vec::new(),
         };
         let handle = std::thread::Builder::new()
             .name("gsm-tcp-io".into())
@@ -858,6 +866,8 @@ struct Io {
     shared: Arc<Shared>,
     hooks: Hooks,
     listener: TcpListener,
+    /// The listener signalled (edge-triggered) and has not yet returned EAGAIN.
+    acceptable: bool,
     rank: u32,
     workers: Vec<u32>,
     hosts: Vec<String>,
@@ -880,6 +890,8 @@ struct Io {
     woke_list: Vec<u32>,
     /// Connections whose delivery waits for a full ring (last pass).
     stalled: usize,
+    /// Peers whose connection ended before `closing`, with when to report them.
+    lost: Vec<(u32, String, Instant)>,
 }
 
 impl Io {
@@ -922,7 +934,7 @@ impl Io {
                 let (flags, token) = (ev.events, ev.u64);
                 match token {
                     TOKEN_EVENTFD => eventfd_drain(&self.shared.eventfd),
-                    TOKEN_LISTENER => {}
+                    TOKEN_LISTENER => self.acceptable = true,
                     i => {
                         if let Some(Some(c)) = self.conns.get_mut(i as usize) {
                             let hup = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
@@ -936,10 +948,13 @@ impl Io {
                     }
                 }
             }
-            progress |= self.accept();
+            if self.acceptable {
+                progress |= self.accept();
+            }
             progress |= self.collect_bells();
             progress |= self.pump();
             self.wake_locals();
+            self.report_losses();
             if progress {
                 idle_since = None;
             } else if idle_since.is_none() {
@@ -953,13 +968,41 @@ impl Io {
         if self.stalled > 0 {
             return 1;
         }
-        if self.hellos > 0 {
+        if self.hellos > 0 || !self.lost.is_empty() {
             return 50;
         }
         IDLE_WAIT.as_millis() as i32
     }
 
-    /// Accepts every waiting connection.
+    /// Reports the peers whose connection ended more than [`LOSS_GRACE`] ago, unless the job
+    /// has started closing since.
+    fn report_losses(&mut self) {
+        if self.lost.is_empty() {
+            return;
+        }
+        if self.closing() {
+            self.lost.clear();
+            return;
+        }
+        let now = Instant::now();
+        let mut i = 0;
+        while i < self.lost.len() {
+            if self.lost[i].2 > now {
+                i += 1;
+                continue;
+            }
+            let (r, detail, _) = self.lost.swap_remove(i);
+            let e = FabricError::PeerLost {
+                peer: r,
+                host: self.host(r),
+                detail,
+            };
+            self.report(r, e);
+        }
+    }
+
+    /// Accepts every waiting connection (only after the listener's event: on Linux, even a
+    /// failing `accept` allocates a socket).
     fn accept(&mut self) -> bool {
         let mut any = false;
         loop {
@@ -967,7 +1010,10 @@ impl Io {
                 Ok(x) => x,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 // WouldBlock, or a resource error that a later connection retries.
-                Err(_) => return any,
+                Err(_) => {
+                    self.acceptable = false;
+                    return any;
+                }
             };
             any = true;
             if self.hellos >= MAX_HELLOS {
@@ -1071,15 +1117,8 @@ impl Io {
                 }
                 Fate::Refuse(why) => refuse(c.addr, &why),
                 Fate::Lost(r, detail) => {
-                    if !self.closing() {
-                        self.report(
-                            r,
-                            FabricError::PeerLost {
-                                peer: r,
-                                host: self.host(r),
-                                detail,
-                            },
-                        );
+                    if !self.closing() && !self.lost.iter().any(|l| l.0 == r) {
+                        self.lost.push((r, detail, now + LOSS_GRACE));
                     }
                 }
                 Fate::Broke(r, detail) => {

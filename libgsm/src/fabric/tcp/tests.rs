@@ -4,6 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::*;
@@ -129,6 +130,109 @@ fn strangers_are_dropped_without_touching_the_job() {
     no_data_anywhere(&ranks);
     moves_data(&mut ranks, 1000);
     no_data_anywhere(&ranks);
+}
+
+/// Rank 1 of a two-rank job set up by hand; the test plays rank 0 over raw sockets.
+fn hand_made_rank_1(
+    layout: RingLayout,
+) -> (
+    Tcp,
+    std::net::TcpListener,
+    Arc<Mutex<Vec<FabricError>>>,
+    [u8; KEY_LEN],
+) {
+    let rank0 = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let settings = Settings {
+        bind: Some(Ipv4Addr::LOCALHOST.into()),
+        connect_timeout: Duration::from_secs(10),
+    };
+    let (mut t, _) = Tcp::prepare(&settings).unwrap();
+    let key = [0x5au8; KEY_LEN];
+    let topo = Topology {
+        rank: 1,
+        workers: vec![1, 1],
+        hosts: vec!["host-a".into(), "host-b".into()],
+        layout,
+        job_id: "tcp-hand".into(),
+        key,
+    };
+    let failures = Arc::new(Mutex::new(Vec::new()));
+    let f2 = failures.clone();
+    let hooks = Hooks {
+        wake: Arc::new(|_| {}),
+        fail: Arc::new(move |e| f2.lock().unwrap().push(e)),
+    };
+    let peer = Peer {
+        rank: 0,
+        endpoint: encode_endpoint(rank0.local_addr().unwrap()),
+    };
+    t.create(&topo, &[peer], hooks).unwrap();
+    (t, rank0, failures, key)
+}
+
+#[test]
+fn a_bad_frame_on_an_authenticated_connection_ends_the_job() {
+    let layout = layout(4, 64);
+    let (mut t, _rank0, failures, key) = hand_made_rank_1(layout);
+    let mut s = TcpStream::connect(t.local_addr()).unwrap();
+    let hello = Hello {
+        key,
+        src_rank: 0,
+        src_local: 0,
+        dst_rank: 1,
+        layout,
+    };
+    s.write_all(&hello.encode()).unwrap();
+    let mut links = t.attach().expect("the hand-made peer authenticated");
+    let i = links
+        .incoming
+        .iter()
+        .position(|l| l.remote == 0 && l.lane == Lane::Response)
+        .unwrap();
+    let mut c = links.incoming.swap_remove(i).consumer;
+    // A good frame (worker 1 is rank 1's only worker) arrives.
+    s.write_all(&frame(1, 1, b"fine")).unwrap();
+    let start = Instant::now();
+    loop {
+        if let Some(r) = c.try_poll().unwrap() {
+            assert_eq!(r.bytes(), b"fine");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the frame did not arrive"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // A frame longer than a slot is a protocol error, reported naming the peer.
+    s.write_all(&frame(1, 0, &[0u8; 65])).unwrap();
+    let start = Instant::now();
+    while failures.lock().unwrap().is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "no failure reported"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let f = failures.lock().unwrap().clone();
+    assert!(
+        matches!(&f[0], FabricError::Protocol { peer: 0, host, detail, .. }
+            if host == "host-a" && detail.contains("65 bytes")),
+        "{f:?}"
+    );
+    assert!(!c.has_data());
+    expect_dropped(&mut s, Duration::from_secs(5), "protocol breaker");
+}
+
+#[test]
+fn attach_names_a_peer_that_never_connects() {
+    let (mut t, _rank0, failures, _) = hand_made_rank_1(layout(4, 64));
+    t.connect_timeout = Duration::from_millis(300);
+    match t.attach() {
+        Err(FabricError::Timeout { peer: 0, host, .. }) => assert_eq!(host, "host-a"),
+        other => panic!("{other:?}"),
+    }
+    assert!(failures.lock().unwrap().is_empty());
 }
 
 #[test]
