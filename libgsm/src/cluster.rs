@@ -240,7 +240,8 @@ fn start_multi(
         "choosing fabrics",
     )?;
     let needs = |k: FabricKind| kinds.contains(&Some(k));
-    let prepared = (|| -> Result<(Option<(Shm, Vec<u8>)>, Option<(Tcp, Vec<u8>)>), Error> {
+    type Prepared = (Option<(Shm, Vec<u8>)>, Option<(Tcp, Vec<u8>)>);
+    let prepared = (|| -> Result<Prepared, Error> {
         let settings = Settings::from_env()?;
         let shm = if needs(FabricKind::Shm) {
             Some(Shm::prepare(&settings)?)

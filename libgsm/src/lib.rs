@@ -42,6 +42,20 @@
 //! a request ring (one per ordered pair of workers), batched with other requests to the same
 //! trustee, and the answer comes back batched in a response ring.
 //!
+//! # Many ranks
+//!
+//! Started by a launcher (`gsmrun -np N ./app`, or `mpirun`/`srun`), the program is one *rank*
+//! of a job. The first [`run`]/[`spmd`] bootstraps the job over MPI (every rank's host, binary
+//! identity and endpoints; a job key from rank 0; ranks running different builds refuse to start),
+//! connects the fabrics (`shm` between ranks of one host, `tcp` between hosts; `GSM_FABRIC`
+//! overrides), and then every worker of every rank is in one mesh: [`WorkerId`]s number the
+//! workers rank by rank ([`rank`], [`rank_count`], [`rank_of`], [`workers_of_rank`]), and every
+//! operation above works between ranks with the same types. [`run`]'s main runs once per rank;
+//! `run` returns on every rank when the whole job is quiet, and a failure anywhere (a panic, a
+//! vanished peer) ends the run with an error naming the rank. MPI is not on the data path;
+//! see the `cluster` and [`fabric`] modules for how set-up and termination work. Without a
+//! launcher, the program is a job of one rank and MPI is never initialised.
+//!
 //! Closures that travel capture only plain data ([`NoRef`]: `Copy + Send + 'static`); owned
 //! data goes as the argument of [`Trust::apply_with`] and results are [`Wire`] values.
 //!
@@ -104,9 +118,15 @@
 //!
 //! # Memory
 //!
-//! Each worker holds `2 × W × slots_per_ring × slot_size` bytes of rings (W = workers in the
-//! job): with the defaults (16 slots × 4 KiB) that is 256 KiB per worker for W = 2, 2 MiB for
-//! W = 16 and 128 MiB for W = 1024 (64 ranks × 16 workers).
+//! Every ordered pair of workers in the job has a request ring and a response ring of
+//! `128 + slots_per_ring × (slot_size + 64)` bytes (66 688 bytes with the defaults, 16 slots of
+//! 4 KiB). A worker consumes `2 × (W − 1)` rings, W being the workers in the job, so a rank of L
+//! workers holds about `2 × L × W` rings: on the heap for its own workers' pairs, in its shared
+//! segment for workers of `shm` peers, and on the heap for `tcp` peers (where the sender also
+//! keeps a same-sized shadow ring of each outgoing ring, doubling that share). With the defaults
+//! and 16 workers per rank: 2 ranks (W = 32) ≈ 68 MB per rank; 64 ranks (W = 1024) ≈ 2.2 GB per
+//! rank; 1024 ranks (W = 16 384) ≈ 35 GB per rank. Jobs that large need smaller rings
+//! (`GSM_SLOT_SIZE`, `Config::slots_per_ring`): memory scales linearly with both.
 
 pub mod bootstrap;
 mod cluster;

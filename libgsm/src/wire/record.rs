@@ -749,9 +749,9 @@ pub(crate) enum Large<'a> {
 /// Sorts a slot from another rank by its kind and parses a start piece's header. Every length is
 /// checked against the slot; the body bytes are never interpreted here.
 pub(crate) fn classify(b: &[Byte]) -> Large<'_> {
-    // SAFETY (for every `*_at` below): slots from a peer are bytes another process wrote into
-    // shared memory or a socket delivered; all of them are initialised from this process's
-    // point of view, and every read is bounds-checked (`get`).
+    // SAFETY: slots from a peer are bytes another process wrote into shared memory or a socket
+    // delivered; all of them are initialised from this process's point of view, and every read
+    // is bounds-checked (`get`). The same holds for every `*_at` read below.
     let Some(end) = (unsafe { u32_at(b, 0) }) else {
         return Large::Bad("a slot shorter than its header");
     };
