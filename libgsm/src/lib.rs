@@ -148,7 +148,7 @@ pub use noref::{NoRef, Wire};
 pub use runtime::{run, spmd};
 pub use spawn::{
     JoinHandle, Worker, WorkerId, current_worker, live_properties_here, rank, rank_count, rank_of,
-    spawn, spawn_on, worker_count, workers_of_rank, yield_now,
+    spawn, spawn_on, spawn_on_with, worker_count, workers_of_rank, yield_now,
 };
 pub use trust::{Trust, entrust, entrust_on};
 pub use worker::BLOCKING_IN_DELEGATED;

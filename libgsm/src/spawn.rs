@@ -262,6 +262,109 @@ unsafe fn tramp_spawn<F: FnOnce() -> R + Copy + 'static, R: Wire>(
     });
 }
 
+/// Starts `f(arg)` as a fiber on `worker` (this one included), moving `arg` there: how owned data
+/// (a `Vec`, a `String`, a [`Trust`](crate::Trust)) reaches a fiber on another worker or rank.
+/// Within a process `arg` moves by bytes; to another rank it is serialised (`postcard`).
+///
+/// # Panics
+/// Outside a gossamer worker, or if `worker` does not exist. If `arg` cannot be serialised
+/// for another rank, the fiber is not started and `join` reports the error.
+pub fn spawn_on_with<A, F, R>(worker: WorkerId, arg: A, f: F) -> JoinHandle<R>
+where
+    A: Wire,
+    F: FnOnce(A) -> R + NoRef,
+    R: Wire,
+{
+    let core = core_or_panic("spawn_on_with");
+    let w = worker.index();
+    assert!(
+        w < core.count,
+        "gossamer: spawn_on_with: worker {w} does not exist (this runtime has {} workers)",
+        core.count
+    );
+    if w == core.id {
+        return spawn(move || f(arg));
+    }
+    let cell: Rc<JoinCell<R>> = Rc::new(JoinCell {
+        result: RefCell::new(None),
+        waiter: Cell::new(None),
+    });
+    let encoded = match crate::trust::encode_arg(core, w, &arg) {
+        Ok(e) => e,
+        Err(e) => {
+            cell.set(Err(e.to_string()));
+            return JoinHandle {
+                cell,
+                _not_send: PhantomData,
+            };
+        }
+    };
+    let mut data: Data = [MaybeUninit::uninit(); 4];
+    data[0] = MaybeUninit::new(Rc::into_raw(cell.clone()) as usize as u64);
+    let req = core.add_pending(fill_join::<R>, data);
+    let code = Some(codeptr::offset_of(
+        tramp_spawn_with::<A, F, R> as Trampoline as usize,
+    ));
+    match encoded {
+        Some(bytes) => {
+            drop(arg);
+            core.send_request(
+                w,
+                code,
+                0,
+                0,
+                req,
+                Src::of(&f),
+                Some(Src::slice(&bytes)),
+                true,
+            );
+        }
+        None => {
+            let arg = std::mem::ManuallyDrop::new(arg);
+            core.send_request(w, code, 0, 0, req, Src::of(&f), Some(Src::of(&*arg)), false);
+        }
+    }
+    JoinHandle {
+        cell,
+        _not_send: PhantomData,
+    }
+}
+
+/// # Safety
+/// `rec` must be a record encoded by `spawn_on_with::<A, F, R>`.
+unsafe fn tramp_spawn_with<A: Wire, F: FnOnce(A) -> R + Copy + 'static, R: Wire>(
+    core: &WorkerCore,
+    client: usize,
+    rec: &Request<'_>,
+) {
+    // SAFETY: the client copied exactly one `F` into the captured bytes.
+    let f: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
+    // SAFETY: the argument bytes are one moved `A` or its encoding (as encoded above).
+    let a: A = match unsafe { crate::trust::take_arg::<A>(rec) } {
+        Ok(a) => a,
+        Err(e) => {
+            core.respond::<R>(client, rec.req, Err(e));
+            return;
+        }
+    };
+    let req = rec.req;
+    core.spawn_fiber(move || {
+        let r = catch_unwind(AssertUnwindSafe(move || f(a)));
+        let r = match r {
+            Ok(v) => Ok(v),
+            Err(p) => {
+                if !(p.is::<String>() || p.is::<&str>()) {
+                    std::panic::resume_unwind(p);
+                }
+                Err(DelegationError::Panicked(panic_message(&*p)))
+            }
+        };
+        if let Some(core) = crate::worker::core() {
+            core.respond::<R>(client, req, r);
+        }
+    });
+}
+
 /// Lets other fibers of this worker run.
 ///
 /// # Panics

@@ -247,6 +247,52 @@ unsafe fn tramp_apply<T: Send + 'static, U: Wire, F: FnOnce(&mut T) -> U + Copy>
     core.respond(client, rec.req, r);
 }
 
+/// Takes ownership of the argument a record carries: a moved `A` (same process) or the
+/// `postcard` encoding of one (flag `SER`, from another rank), decoded with every check
+/// `postcard` makes.
+///
+/// # Safety
+/// The record's argument bytes must be one moved `A` not yet taken (without `SER`), or
+/// initialised bytes (with `SER`).
+pub(crate) unsafe fn take_arg<A: Wire>(rec: &Request<'_>) -> Result<A, DelegationError> {
+    let arg = rec.arg();
+    if rec.flags & SER != 0 {
+        // SAFETY: a serialised argument is initialised bytes (contract); `MaybeUninit<u8>` has
+        // the layout of `u8`.
+        let b = unsafe { std::slice::from_raw_parts(arg.as_ptr().cast::<u8>(), arg.len()) };
+        postcard::from_bytes::<A>(b).map_err(|e| {
+            DelegationError::Wire(format!(
+                "gossamer: the argument from another rank could not be decoded: {e}"
+            ))
+        })
+    } else {
+        if arg.len() != std::mem::size_of::<A>() {
+            return Err(DelegationError::Wire(
+                "gossamer: an argument of the wrong size".into(),
+            ));
+        }
+        // SAFETY: the client moved one `A` into the argument bytes (contract); we take ownership.
+        Ok(unsafe { std::ptr::read_unaligned(arg.as_ptr().cast::<A>()) })
+    }
+}
+
+/// Encodes an argument for `dest`: `Ok(Some(bytes))` (its `postcard` encoding) when `dest` is in
+/// another rank, `Ok(None)` when it can be moved by bytes.
+pub(crate) fn encode_arg<A: Wire>(
+    core: &WorkerCore,
+    dest: usize,
+    arg: &A,
+) -> Result<Option<Vec<u8>>, DelegationError> {
+    if !core.is_remote(dest) {
+        return Ok(None);
+    }
+    postcard::to_allocvec(arg).map(Some).map_err(|e| {
+        DelegationError::Wire(format!(
+            "gossamer: the argument could not be serialised: {e}"
+        ))
+    })
+}
+
 /// # Safety
 /// `rec` must be a record encoded by `apply_with::<T, A, U, F>`: captured bytes = one `F`;
 /// argument bytes = one moved `A`, or (flag `SER`, from another rank) its `postcard` encoding.
@@ -262,25 +308,13 @@ unsafe fn tramp_apply_with<
 ) {
     // SAFETY: the client copied exactly one `F` into the captured bytes.
     let f: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
-    let a: A = if rec.flags & SER != 0 {
-        let arg = rec.arg();
-        // SAFETY: a serialised argument is initialised bytes (a `postcard` encoding);
-        // `MaybeUninit<u8>` has the layout of `u8`.
-        let b = unsafe { std::slice::from_raw_parts(arg.as_ptr().cast::<u8>(), arg.len()) };
-        match postcard::from_bytes::<A>(b) {
-            Ok(a) => a,
-            Err(e) => {
-                let e = DelegationError::Wire(format!(
-                    "gossamer: the argument from another rank could not be decoded: {e}"
-                ));
-                core.respond::<U>(client, rec.req, Err(e));
-                return;
-            }
+    // SAFETY: the argument bytes are one moved `A` or its encoding (this function's contract).
+    let a: A = match unsafe { take_arg::<A>(rec) } {
+        Ok(a) => a,
+        Err(e) => {
+            core.respond::<U>(client, rec.req, Err(e));
+            return;
         }
-    } else {
-        // SAFETY: the client moved one `A` into the argument bytes; we take ownership of it here
-        // (it is dropped if the closure never runs).
-        unsafe { std::ptr::read_unaligned(rec.arg().as_ptr().cast::<A>()) }
     };
     let r = core.run_delegated::<T, U>(rec.idx, rec.gn, move |t| f(t, a));
     core.respond(client, rec.req, r);
@@ -388,14 +422,9 @@ impl<T: Send + 'static> Trust<T> {
             return core.run_delegated::<T, U>(self.idx, self.gn, move |t| f(t, arg));
         }
         let tramp = tramp_apply_with::<T, A, U, F> as Trampoline;
-        if core.is_remote(self.trustee as usize) {
+        if let Some(bytes) = encode_arg(core, self.trustee as usize, &arg)? {
             // To another rank: the argument travels as its `postcard` encoding (trusts inside
             // it travel as new handles, see `Serialize for Trust`), then is dropped here.
-            let bytes = postcard::to_allocvec(&arg).map_err(|e| {
-                DelegationError::Wire(format!(
-                    "gossamer: the argument could not be serialised: {e}"
-                ))
-            })?;
             drop(arg);
             return block_on(
                 core,

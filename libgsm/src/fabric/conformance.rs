@@ -482,6 +482,113 @@ pub(super) fn bells_wake_sleepers<F: Fabric>() {
     }
 }
 
+/// Records as the runtime sends them: many small requests batched per slot, a 1 MiB request
+/// streamed through consecutive slots, and more small ones after it, all decoded in order on the
+/// other side with the checks a worker applies to slots from another rank.
+pub(super) fn records_batch_and_stream<F: Fabric>() {
+    use crate::wire::record::{Large, OutQueue, Partial, RequestReader, Sink, Src, classify};
+    let mut ranks = job::<F>(&[1, 1], layout(8, 1024));
+    let (a, b) = ranks.split_at_mut(1);
+    let p = a[0].take_out(0, 1, Lane::Request);
+    let mut c = b[0].take_in(0, 0, Lane::Request);
+    let bell = a[0].bell(1);
+    let big: Vec<u8> = (0..(1u32 << 20))
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let small = 3000u32;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut q = OutQueue::new(1024, Sink::Ring(p), true);
+            for i in 0..small {
+                q.push_request(Some(0x100), i, 1, i, Src::slice(&i.to_le_bytes()), None, 0);
+                if i == small / 2 {
+                    q.push_request(
+                        Some(0x200),
+                        7,
+                        7,
+                        u32::MAX,
+                        Src::slice(&[9; 5]),
+                        Some(Src::slice(&big)),
+                        0,
+                    );
+                }
+                if q.backlog() > 4 {
+                    q.flush_sealed();
+                    bell.ring();
+                }
+            }
+            let start = Instant::now();
+            loop {
+                q.flush();
+                bell.ring();
+                if !q.is_dirty() {
+                    break;
+                }
+                assert!(
+                    start.elapsed() < PATIENCE,
+                    "the sender could not drain its queue"
+                );
+                std::thread::yield_now();
+            }
+        });
+        s.spawn(|| {
+            let start = Instant::now();
+            let (mut next, mut got_big, mut slots) = (0u32, false, 0u32);
+            let mut partial = None;
+            while next < small || !got_big {
+                let slot = match c.try_poll() {
+                    Ok(Some(slot)) => slot,
+                    Ok(None) => {
+                        assert!(start.elapsed() < PATIENCE, "stuck at record {next}");
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    Err(e) => panic!("{e}"),
+                };
+                slots += 1;
+                let bytes = slot.bytes_uninit();
+                match classify(bytes) {
+                    Large::Batch => {
+                        // SAFETY: a batch from the peer's encoder, read without pointers.
+                        let r = unsafe { RequestReader::new(bytes, false) }.expect("a batch");
+                        for rec in r {
+                            assert_eq!(rec.req, next, "records out of order");
+                            // SAFETY: small records carry the 4 initialised bytes of `next`.
+                            let v = unsafe {
+                                std::ptr::read_unaligned(rec.cap().as_ptr().cast::<u32>())
+                            };
+                            assert_eq!(v, next);
+                            next += 1;
+                        }
+                    }
+                    piece => {
+                        if let Some(done) =
+                            Partial::feed(&mut partial, piece, true).expect("a valid piece")
+                        {
+                            assert_eq!(done.code, 0x200);
+                            assert_eq!(next, small / 2 + 1, "the large record kept its place");
+                            let rec = done.into_request();
+                            assert_eq!((rec.req, rec.idx, rec.cap_len), (u32::MAX, 7, 5));
+                            // SAFETY: the streamed body is initialised bytes.
+                            let arg: Vec<u8> = rec
+                                .arg()
+                                .iter()
+                                .map(|b| unsafe { b.assume_init() })
+                                .collect();
+                            assert!(arg == big, "the 1 MiB argument differs");
+                            got_big = true;
+                        }
+                    }
+                }
+            }
+            assert!(
+                slots as usize > (1 << 20) / 1024,
+                "only {slots} slots: the large record was not streamed"
+            );
+        });
+    });
+}
+
 macro_rules! conformance {
     ($name:ident, $fabric:ty) => {
         mod $name {
@@ -504,6 +611,10 @@ macro_rules! conformance {
             #[test]
             fn bells_wake_sleepers() {
                 super::bells_wake_sleepers::<$fabric>();
+            }
+            #[test]
+            fn records_batch_and_stream() {
+                super::records_batch_and_stream::<$fabric>();
             }
         }
     };
