@@ -7,12 +7,15 @@
 //! cargo build --release -p gsm-bench -p gsmrun -p gsm-hello
 //! target/release/gsm-bench local  [--runs N] [--ops M] [--budget-ms B] [--json FILE]
 //! target/release/gsm-bench launch [--runs N] [--gsmrun P] [--hello P] [--mpirun P] [--json FILE]
+//! target/release/gsmrun -np 2 target/release/gsm-bench remote [--runs N] [--json FILE]
+//! OMPI_MCA_btl=self,tcp target/release/gsmrun -np 2 --fabric tcp target/release/gsm-bench remote
 //! ```
 //!
 //! `local` (`local.rs`, `peers.rs`, `gsm.rs`) compares delegation on 2 workers with locks,
 //! atomics, a channel server and dashmap on 2 threads; `launch` (`launch.rs`) compares `gsmrun`
 //! with plain `mpirun` on start-up time and on the time from a rank's failure to the launcher's
-//! exit. Every figure is a median over `--runs` (at least 5) repetitions, and each case's peers are
+//! exit; `remote` (`remote.rs`, run under `gsmrun -np 2`) compares delegation between two ranks
+//! with MPI messages measured in the same job. Every figure is a median over `--runs` (at least 5) repetitions, and each case's peers are
 //! measured in the same run as Gossamer's figure.
 
 mod launch;
@@ -23,6 +26,8 @@ mod stats;
 
 #[cfg(feature = "gossamer")]
 mod gsm;
+#[cfg(feature = "gossamer")]
+mod remote;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -83,6 +88,23 @@ enum Cmd {
         #[arg(long, default_value_t = 0x5EED)]
         seed: u64,
     },
+    /// Delegation between 2 ranks against MPI messages, in the same job: run it as
+    /// `gsmrun -np 2 gsm-bench remote`, and for TCP as
+    /// `OMPI_MCA_btl=self,tcp gsmrun -np 2 --fabric tcp gsm-bench remote`. Only rank 0 prints.
+    Remote {
+        #[command(flatten)]
+        common: Common,
+        /// Timed milliseconds of each repetition of each figure (after a warm-up of a tenth).
+        #[arg(long, default_value_t = 300)]
+        budget_ms: u64,
+        /// Workers per rank (the first worker of each rank takes part, the others only serve)
+        /// [default: GSM_THREADS, else 1].
+        #[arg(long)]
+        workers: Option<usize>,
+        /// A smoke run for tests: 20 ms per figure and any --runs (even 1).
+        #[arg(long)]
+        quick: bool,
+    },
 }
 
 fn check_runs(runs: usize) -> anyhow::Result<()> {
@@ -103,10 +125,56 @@ fn loadavg() -> String {
         .unwrap_or_else(|_| "unknown".to_string())
 }
 
+#[cfg(feature = "gossamer")]
+fn remote(
+    common: Common,
+    budget_ms: u64,
+    workers: Option<usize>,
+    quick: bool,
+) -> anyhow::Result<bool> {
+    if !quick {
+        check_runs(common.runs)?;
+    }
+    let workers = match workers {
+        Some(w) => w,
+        None => match std::env::var("GSM_THREADS") {
+            Ok(v) => v.trim().parse().map_err(|_| {
+                anyhow::anyhow!("GSM_THREADS={v:?} is not a number of workers; use --workers N")
+            })?,
+            Err(_) => 1,
+        },
+    };
+    if workers == 0 || common.runs == 0 {
+        anyhow::bail!("--workers and --runs must be at least 1");
+    }
+    let opts = remote::Options {
+        runs: common.runs,
+        budget: std::time::Duration::from_millis(if quick { 20 } else { budget_ms.max(1) }),
+        workers,
+    };
+    match remote::run(&opts)? {
+        Some(report) => {
+            print!("{}", report.header);
+            report::emit(&report.cases, common.json.as_deref())?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+#[cfg(not(feature = "gossamer"))]
+fn remote(_: Common, _: u64, _: Option<usize>, _: bool) -> anyhow::Result<bool> {
+    anyhow::bail!(
+        "`remote` needs the `gossamer` feature (a default feature; this binary was built with \
+         --no-default-features)"
+    )
+}
+
 fn main() {
     let cli = Cli::parse();
     let load_before = loadavg();
-    let result = (|| -> anyhow::Result<()> {
+    // Whether this process printed a table (in `remote`, only rank 0 does).
+    let result = (|| -> anyhow::Result<bool> {
         match cli.command {
             Cmd::Launch {
                 common,
@@ -121,7 +189,8 @@ fn main() {
                     hello: hello.unwrap_or_else(|| launch::sibling("gsm-hello")),
                     mpirun,
                 };
-                report::emit(&launch::run(&opts)?, common.json.as_deref())
+                report::emit(&launch::run(&opts)?, common.json.as_deref())?;
+                Ok(true)
             }
             Cmd::Local {
                 common,
@@ -139,13 +208,23 @@ fn main() {
                     budget: std::time::Duration::from_millis(budget_ms.max(1)),
                     seed,
                 };
-                report::emit(&local::run(&opts)?, common.json.as_deref())
+                report::emit(&local::run(&opts)?, common.json.as_deref())?;
+                Ok(true)
             }
+            Cmd::Remote {
+                common,
+                budget_ms,
+                workers,
+                quick,
+            } => remote(common, budget_ms, workers, quick),
         }
     })();
-    if let Err(e) = result {
-        eprintln!("gsm-bench: {e:#}");
-        std::process::exit(1);
+    match result {
+        Ok(true) => println!("(load average before: {load_before}; after: {})", loadavg()),
+        Ok(false) => {}
+        Err(e) => {
+            eprintln!("gsm-bench: {e:#}");
+            std::process::exit(1);
+        }
     }
-    println!("(load average before: {load_before}; after: {})", loadavg());
 }
