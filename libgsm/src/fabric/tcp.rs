@@ -61,8 +61,9 @@
 //! it takes the remote workers whose bell rang (a bitmap), drains their shadow rings into write
 //! buffers (many slots per `send`), writes, reads, and delivers frames. With nothing to do it
 //! spins for [`SPIN`], then announces that it sleeps (a flag, SeqCst fence), re-checks the bitmap
-//! and only then waits in `epoll_wait` (1 ms when a delivery waits for a full ring, else
-//! [`IDLE_WAIT`]). The [`Bell`] for a remote worker sets its bit (after a SeqCst fence, skipping
+//! and only then waits in `epoll_wait` for at most [`IDLE_WAIT`]. A delivery waiting for a full
+//! ring is retried after a `sched_yield` (the consumer may need this core) for [`STALL_YIELD`],
+//! then every millisecond: a consumer freeing a slot rings nothing. The [`Bell`] for a remote worker sets its bit (after a SeqCst fence, skipping
 //! the write when already set) and, after a second fence, writes the eventfd only if the thread
 //! announced that it sleeps: no syscall while it is awake. The runtime must ring the bell after
 //! publishing to a remote worker, as for every fabric; a slot published without a bell is only
@@ -108,6 +109,9 @@ mod tests;
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the I/O thread spins with nothing to do before it sleeps.
 pub const SPIN: Duration = Duration::from_micros(50);
+/// How long the I/O thread keeps retrying (yielding the CPU in between) a delivery that waits
+/// for a full ring before it retries only every millisecond.
+pub const STALL_YIELD: Duration = Duration::from_millis(5);
 /// The longest the I/O thread sleeps without an event (it is woken by bells and sockets).
 pub const IDLE_WAIT: Duration = Duration::from_millis(100);
 /// The most bytes of frames a connection's write buffer collects before it is written.
@@ -713,7 +717,11 @@ impl Fabric for Tcp {
                 return Err(FabricError::Timeout {
                     fabric: FabricKind::Tcp,
                     peer: missing,
-                    host: self.hosts[missing as usize].clone(),
+                    host: self
+                        .hosts
+                        .get(missing as usize)
+                        .cloned()
+                        .unwrap_or_default(),
                     seconds: self.connect_timeout.as_secs(),
                 });
             }
@@ -915,12 +923,25 @@ impl Io {
     fn main_loop(&mut self) {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
         let mut idle_since: Option<Instant> = None;
+        let mut stalled_since: Option<Instant> = None;
         loop {
             if self.shared.stop.load(Ordering::Acquire) {
                 return;
             }
             let mut timeout = 0;
-            if idle_since.is_some_and(|t| t.elapsed() >= SPIN) {
+            let stalled_for = if self.stalled == 0 {
+                stalled_since = None;
+                Duration::ZERO
+            } else {
+                stalled_since.get_or_insert_with(Instant::now).elapsed()
+            };
+            if idle_since.is_some_and(|t| t.elapsed() >= SPIN)
+                && self.stalled > 0
+                && stalled_for < STALL_YIELD
+            {
+                // A ring is full and its consumer may need this core to drain it.
+                std::thread::yield_now();
+            } else if idle_since.is_some_and(|t| t.elapsed() >= SPIN) {
                 self.shared.sleeping.store(true, Ordering::Relaxed);
                 fence(Ordering::SeqCst);
                 if !self.shared.any_dirty() && !self.shared.stop.load(Ordering::Relaxed) {
