@@ -9,6 +9,8 @@
 //!   values read back;
 //! - `fibers`: 64 fibers applying to remote counters at once;
 //! - `spawn_on`: a fiber on every worker returns its worker id, rank and a `String`;
+//! - `messages`: a `Vec<u64>` sent with `gossamer::send` to a fiber on every worker, which
+//!   receives it with `gossamer::recv`;
 //! - `large`: 1 MiB and 64 MiB `apply_with` arguments whose bytes are checked on the trustee, and
 //!   a 1 MiB result checked here, byte for byte;
 //! - `trust_passing`: a trust sent inside an argument to a worker of another rank, cloned and
@@ -145,6 +147,26 @@ fn checks(quick: bool) -> usize {
         assert_eq!(s, format!("hello from worker {i}"));
     }
     ok("spawn_on", &mut passed);
+
+    // Tagged messages to a fiber on every worker.
+    let me_w = gossamer::current_worker();
+    let tag = 0xC0FF_EE00 + me as u64;
+    let receivers: Vec<_> = (0..w)
+        .map(|i| {
+            spawn_on(WorkerId::new(i), move || {
+                let v: Vec<u64> = gossamer::recv(me_w, tag);
+                v.iter().sum::<u64>()
+            })
+        })
+        .collect();
+    for i in 0..w {
+        let v: Vec<u64> = (0..1000u64).map(|x| x + i as u64).collect();
+        gossamer::send(WorkerId::new(i), tag, v);
+    }
+    for (i, j) in receivers.into_iter().enumerate() {
+        assert_eq!(j.join(), 499_500 + 1000 * i as u64, "message to worker {i}");
+    }
+    ok("messages", &mut passed);
 
     // Large arguments and results, to the last worker of the next rank.
     let far = gossamer::workers_of_rank((me + 1) % rank_count()).end - 1;

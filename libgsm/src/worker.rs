@@ -60,6 +60,9 @@ const YIELDS: u32 = 32;
 /// local rate.
 const INLINE_POLL: u32 = 16;
 
+/// The request id of a record that wants no response (a one-way message).
+pub(crate) const NO_REPLY: u32 = u32::MAX;
+
 /// Status codes of response records.
 pub(crate) mod status {
     pub const OK: u8 = 0;
@@ -301,6 +304,8 @@ pub(crate) struct WorkerCore {
     sent: Cell<u64>,
     received: Cell<u64>,
     pub props: RefCell<PropertyTable>,
+    /// Messages delivered to this worker and not yet received (`mail.rs`).
+    pub mail: RefCell<crate::mail::Mailbox>,
     next_id: Cell<u64>,
     backlog_limit: usize,
 }
@@ -400,6 +405,7 @@ impl WorkerCore {
             sent: Cell::new(0),
             received: Cell::new(0),
             props: RefCell::new(PropertyTable::default()),
+            mail: RefCell::new(crate::mail::Mailbox::default()),
             next_id: Cell::new(((id as u64) << 40) | 1),
             backlog_limit: slots.max(2),
             shared,
@@ -709,6 +715,12 @@ impl WorkerCore {
         req: u32,
         r: Result<U, DelegationError>,
     ) {
+        if req == NO_REPLY {
+            if let Err(e) = r {
+                self.shared.fail(Error::Delegation(e));
+            }
+            return;
+        }
         match r {
             Ok(u) if self.remote[client] => match postcard::to_allocvec(&u) {
                 Ok(bytes) => {

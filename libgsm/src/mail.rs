@@ -1,0 +1,279 @@
+//! Tagged one-way messages between workers: [`send`] a value to any worker of any rank under a
+//! tag, [`recv`] it there (suspending only the receiving fiber until it arrives). This is the
+//! point-to-point layer that collective operations (`gsm-collectives`) are built on.
+//!
+//! A message travels as a request record that wants no response, through the same rings and
+//! fabrics as delegation, so it is batched with other traffic to the same worker and costs one
+//! record. The record's trampoline, on the receiving worker, puts the value in that worker's
+//! mailbox under `(sender, tag)` and wakes a fiber waiting for it. Messages from one worker to
+//! another arrive in the order they were sent (one FIFO ring per ordered pair). Within a process
+//! the value moves by bytes; to another rank it is serialised (`postcard`), as `apply_with`
+//! arguments are.
+//!
+//! This module does not match messages by anything but `(sender, tag)`, does not buffer with a
+//! bound (a sender that outpaces its receiver grows the receiver's mailbox; the rings' back-pressure
+//! still bounds what is in flight), and does not know about teams or collectives.
+
+use std::any::Any;
+use std::collections::{HashMap, VecDeque};
+
+use crate::noref::Wire;
+use crate::spawn::WorkerId;
+use crate::trust::{encode_arg, take_arg};
+use crate::wire::codeptr;
+use crate::wire::record::{Request, Src};
+use crate::worker::{NO_REPLY, Trampoline, WorkerCore, core_or_panic};
+
+/// A fast hasher for `(u32, u64)` keys (no hashing of attacker-chosen data: keys are sender ids
+/// and tags chosen by this program).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7cc1_b727_220a_95);
+        }
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7cc1_b727_220a_95);
+    }
+}
+
+type Key = (u32, u64);
+type Build = std::hash::BuildHasherDefault<KeyHasher>;
+
+/// One worker's undelivered messages and the fibers waiting for them.
+#[derive(Default)]
+pub(crate) struct Mailbox {
+    queued: HashMap<Key, VecDeque<Box<dyn Any>>, Build>,
+    waiting: HashMap<Key, Vec<u32>, Build>,
+}
+
+impl std::fmt::Debug for Mailbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mailbox")
+            .field("keys", &self.queued.len())
+            .field("waiting", &self.waiting.len())
+            .finish()
+    }
+}
+
+impl Mailbox {
+    fn take(&mut self, key: Key) -> Option<Box<dyn Any>> {
+        let q = self.queued.get_mut(&key)?;
+        let v = q.pop_front();
+        if q.is_empty() {
+            self.queued.remove(&key);
+        }
+        v
+    }
+
+    /// Messages not yet received (a diagnostic).
+    pub(crate) fn pending(&self) -> usize {
+        self.queued.values().map(VecDeque::len).sum()
+    }
+}
+
+/// Puts `value` in this worker's mailbox under `(from, tag)` and wakes its waiter.
+fn deposit(core: &WorkerCore, from: u32, tag: u64, value: Box<dyn Any>) {
+    let waiter = {
+        let mut mb = core.mail.borrow_mut();
+        mb.queued.entry((from, tag)).or_default().push_back(value);
+        mb.waiting.remove(&(from, tag))
+    };
+    for f in waiter.into_iter().flatten() {
+        core.wake_fiber(f);
+    }
+}
+
+/// Sends `value` to worker `to` under `tag`; returns at once (the value is on its way).
+///
+/// Works from fibers, delegated closures and callbacks alike (it never blocks, except for the
+/// rings' back-pressure when called from a fiber).
+///
+/// # Panics
+/// Outside a gossamer worker, if `to` does not exist, or if `value` cannot be serialised for
+/// another rank.
+pub fn send<T: Wire>(to: WorkerId, tag: u64, value: T) {
+    let core = core_or_panic("gossamer::send");
+    let w = to.index();
+    assert!(
+        w < core.count,
+        "gossamer::send: worker {w} does not exist (this job has {} workers)",
+        core.count
+    );
+    let me = core.id as u32;
+    if w == core.id {
+        deposit(core, me, tag, Box::new(value));
+        return;
+    }
+    let code = Some(codeptr::offset_of(
+        tramp_deliver::<T> as Trampoline as usize,
+    ));
+    match encode_arg(core, w, &value) {
+        Ok(Some(bytes)) => {
+            drop(value);
+            core.send_request(
+                w,
+                code,
+                0,
+                0,
+                NO_REPLY,
+                Src::of(&tag),
+                Some(Src::slice(&bytes)),
+                true,
+            );
+        }
+        Ok(None) => {
+            let value = std::mem::ManuallyDrop::new(value);
+            core.send_request(
+                w,
+                code,
+                0,
+                0,
+                NO_REPLY,
+                Src::of(&tag),
+                Some(Src::of(&*value)),
+                false,
+            );
+        }
+        Err(e) => panic!("gossamer::send to worker {w}: {e}"),
+    }
+}
+
+/// # Safety
+/// `rec` must be a record encoded by `send::<T>` (captured bytes: the `u64` tag; argument: one
+/// moved `T` or its encoding).
+unsafe fn tramp_deliver<T: Wire>(core: &WorkerCore, client: usize, rec: &Request<'_>) {
+    let cap = rec.cap();
+    let tag = if cap.len() == 8 {
+        // SAFETY: 8 initialised bytes: `send` copied a `u64` there.
+        u64::from_le_bytes(unsafe { std::ptr::read_unaligned(cap.as_ptr().cast::<[u8; 8]>()) })
+    } else {
+        0
+    };
+    // SAFETY: forwarded from this function's contract.
+    match unsafe { take_arg::<T>(rec) } {
+        Ok(v) => deposit(core, client as u32, tag, Box::new(v)),
+        Err(e) => core.respond::<()>(client, NO_REPLY, Err(e)),
+    }
+}
+
+/// Takes the next message from worker `from` under `tag`, suspending this fiber until one
+/// arrives. Messages from one sender under one tag come in the order they were sent.
+///
+/// # Panics
+/// Outside a fiber (or inside a delegated closure or callback), if `from` does not exist, or if
+/// the message has another type than `T` (the sender and receiver disagree).
+pub fn recv<T: Wire>(from: WorkerId, tag: u64) -> T {
+    let core = core_or_panic("gossamer::recv");
+    core.assert_can_block();
+    let key = (from.index() as u32, tag);
+    assert!(
+        from.index() < core.count,
+        "gossamer::recv: worker {} does not exist (this job has {} workers)",
+        from.index(),
+        core.count
+    );
+    loop {
+        if let Some(v) = core.mail.borrow_mut().take(key) {
+            return downcast(v, from, tag);
+        }
+        let fiber = core.current_fiber().unwrap_or(0);
+        core.mail
+            .borrow_mut()
+            .waiting
+            .entry(key)
+            .or_default()
+            .push(fiber);
+        core.wait_until(|| core.mail.borrow().queued.contains_key(&key));
+    }
+}
+
+/// The next message from `from` under `tag` if one has arrived, without waiting.
+///
+/// # Panics
+/// Outside a gossamer worker, or if the message has another type than `T`.
+pub fn try_recv<T: Wire>(from: WorkerId, tag: u64) -> Option<T> {
+    let core = core_or_panic("gossamer::try_recv");
+    let v = core.mail.borrow_mut().take((from.index() as u32, tag))?;
+    Some(downcast(v, from, tag))
+}
+
+/// Messages that arrived at this worker and were not received yet.
+pub fn mail_pending() -> usize {
+    core_or_panic("gossamer::mail_pending")
+        .mail
+        .borrow()
+        .pending()
+}
+
+fn downcast<T: 'static>(v: Box<dyn Any>, from: WorkerId, tag: u64) -> T {
+    match v.downcast::<T>() {
+        Ok(b) => *b,
+        Err(_) => panic!(
+            "gossamer::recv: the message from worker {} under tag {tag:#x} is not a {}: sender and \
+             receiver must agree on the type",
+            from.index(),
+            std::any::type_name::<T>()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Config, WorkerId, spawn, spmd};
+
+    #[test]
+    fn messages_arrive_in_order_between_every_pair() {
+        let n = 3;
+        let r = spmd(Config::default().workers(n), move |w| {
+            let me = w.id();
+            for to in 0..n {
+                for i in 0..100u64 {
+                    super::send(
+                        WorkerId::new(to),
+                        7,
+                        (me, i, vec![i as u8; (i % 5) as usize]),
+                    );
+                }
+            }
+            let mut sum = 0;
+            for from in 0..n {
+                for i in 0..100u64 {
+                    let (f, j, v): (usize, u64, Vec<u8>) = super::recv(WorkerId::new(from), 7);
+                    assert_eq!((f, j, v.len()), (from, i, (i % 5) as usize));
+                    sum += j;
+                }
+            }
+            assert_eq!(super::mail_pending(), 0);
+            sum
+        })
+        .unwrap();
+        assert_eq!(r, vec![3 * 4950; 3]);
+    }
+
+    #[test]
+    fn a_waiting_fiber_does_not_block_its_worker() {
+        let r = crate::run(Config::default().workers(2), || {
+            let other = WorkerId::new(1);
+            let waiter = spawn(|| super::recv::<String>(WorkerId::new(1), 1));
+            // The waiter is suspended; this fiber keeps running and triggers the send.
+            let h = crate::spawn_on(other, || {
+                super::send(WorkerId::new(0), 1, String::from("late"));
+            });
+            h.join();
+            assert!(super::try_recv::<u8>(WorkerId::new(1), 99).is_none());
+            waiter.join()
+        })
+        .unwrap();
+        assert_eq!(r, "late");
+    }
+}
