@@ -1,0 +1,91 @@
+//! `gsm-bench remote` end to end: a 2-rank job through `gsmrun`, over the shm fabric and over tcp
+//! (with MPI restricted to TCP), in `--quick` mode; the JSON report must hold every case with
+//! both Gossamer's figure and MPI's, positive and finite, and only rank 0 may print the table.
+//!
+//! Needs `gsmrun` built in the same profile and target directory as this test:
+//! `cargo build --release -p gsmrun -p gsm-bench && cargo test --release -p gsm-bench`.
+
+use gsm_tests::job::{assert_exit, gsmrun};
+use gsm_tests::process::run;
+use gsm_tests::scratch::{RunId, Scratch};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(180);
+
+fn remote_job(fabric: Option<&str>, btl: Option<&str>) -> (Vec<serde_json::Value>, String) {
+    let scratch = Scratch::new("bench-remote", RunId::next());
+    let json = scratch.join("remote.json");
+    let mut cmd = gsmrun(["-np", "2", "--oversubscribe"]);
+    if let Some(f) = fabric {
+        cmd.args(["--fabric", f]);
+    }
+    match btl {
+        Some(b) => cmd.env("OMPI_MCA_btl", b),
+        None => cmd.env_remove("OMPI_MCA_btl"),
+    };
+    cmd.env_remove("GSM_FABRIC")
+        .arg(env!("CARGO_BIN_EXE_gsm-bench"))
+        .args(["remote", "--quick", "--runs", "1", "--json"])
+        .arg(&json);
+    let done = run(&mut cmd, LIMIT);
+    let what = format!("gsmrun -np 2 (fabric {fabric:?}, btl {btl:?}) gsm-bench remote --quick");
+    assert_exit(&done, 0, &what);
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| {
+        panic!(
+            "{what}: no JSON report at {}: {e}\n{}",
+            json.display(),
+            done.report()
+        )
+    });
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{what}: the report is not JSON: {e}\n{text}"));
+    assert_eq!(
+        done.stdout.matches("gsm-bench remote: 2 ranks").count(),
+        1,
+        "{what}: exactly one rank (rank 0) prints the report\n{}",
+        done.report()
+    );
+    (rows, done.report())
+}
+
+fn check_rows(rows: &[serde_json::Value], fabric: &str, btl: &str, report: &str) {
+    let cases: Vec<&str> = rows.iter().filter_map(|r| r["case"].as_str()).collect();
+    for wanted in ["round trip", "throughput: apply_then, 8-byte", "both ways"] {
+        assert!(
+            cases.iter().any(|c| c.contains(wanted)),
+            "no case about {wanted:?} in {cases:?}\n{report}"
+        );
+    }
+    for row in rows {
+        for key in ["gsm", "peer_value", "speedup"] {
+            let v = row[key].as_f64();
+            assert!(
+                v.is_some_and(|v| v.is_finite() && v > 0.0),
+                "{key} of {row} is not a positive number\n{report}"
+            );
+        }
+        let case = row["case"].as_str().unwrap_or_default();
+        let peer = row["peer"].as_str().unwrap_or_default();
+        assert!(case.contains(&format!("[gsm {fabric}]")), "{case}");
+        assert!(peer.contains(&format!("[MPI btl {btl}]")), "{peer}");
+        assert_eq!(
+            row["higher_is_better"].as_bool(),
+            Some(row["unit"] != "ns"),
+            "{row}"
+        );
+    }
+}
+
+#[test]
+fn remote_over_shm_reports_both_figures_of_every_case() {
+    let (rows, report) = remote_job(None, None);
+    assert_eq!(rows.len(), 3, "{report}");
+    check_rows(&rows, "shm", "default", &report);
+}
+
+#[test]
+fn remote_over_tcp_reports_both_figures_of_every_case() {
+    let (rows, report) = remote_job(Some("tcp"), Some("self,tcp"));
+    assert_eq!(rows.len(), 3, "{report}");
+    check_rows(&rows, "tcp", "self,tcp", &report);
+}
