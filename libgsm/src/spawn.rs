@@ -409,6 +409,21 @@ pub fn rank_of(w: WorkerId) -> usize {
     core.shared.place.rank_of(w.index()) as usize
 }
 
+/// The hostname of `rank`'s host, as the job's bootstrap learnt it (`gethostname`). Ranks with
+/// equal hostnames share a host (and the `shm` fabric).
+///
+/// # Panics
+/// Outside a gossamer worker, or if `rank` does not exist.
+pub fn host_of_rank(rank: usize) -> String {
+    let place = &core_or_panic("host_of_rank").shared.place;
+    assert!(
+        rank < place.hosts.len(),
+        "gossamer: host_of_rank: rank {rank} does not exist (this job has {} ranks)",
+        place.hosts.len()
+    );
+    place.hosts[rank].clone()
+}
+
 /// The workers of `rank`, as a range of global worker indices.
 ///
 /// # Panics

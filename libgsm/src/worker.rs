@@ -97,7 +97,7 @@ impl Place {
         Place {
             rank: 0,
             rank_workers: vec![n as u32],
-            hosts: vec![String::new()],
+            hosts: vec![crate::bootstrap::hostname()],
             base: 0,
             local: n,
             total: n,

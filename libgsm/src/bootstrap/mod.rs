@@ -470,7 +470,8 @@ fn draw_key(key: &mut [u8; KEY_LEN]) -> std::io::Result<()> {
     std::fs::File::open("/dev/urandom")?.read_exact(key)
 }
 
-fn hostname() -> String {
+/// This machine's hostname (`gethostname`), or `unknown-host`.
+pub(crate) fn hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: `buf` is valid for writes of its whole length and gethostname writes at most
     // `buf.len()` bytes; only the bytes before the first NUL are read afterwards.
