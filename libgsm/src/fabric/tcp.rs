@@ -924,6 +924,8 @@ impl Io {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
         let mut idle_since: Option<Instant> = None;
         let mut stalled_since: Option<Instant> = None;
+        let mut idle_passes = 0u32;
+        let mut spun = false;
         loop {
             if self.shared.stop.load(Ordering::Acquire) {
                 return;
@@ -935,20 +937,28 @@ impl Io {
             } else {
                 stalled_since.get_or_insert_with(Instant::now).elapsed()
             };
-            if idle_since.is_some_and(|t| t.elapsed() >= SPIN)
-                && self.stalled > 0
-                && stalled_for < STALL_YIELD
-            {
+            // Reading the clock every pass would cost as much as the pass itself.
+            if !spun && idle_passes % 16 == 15 {
+                spun = idle_since.is_some_and(|t| t.elapsed() >= SPIN);
+            }
+            if spun && self.stalled > 0 && stalled_for < STALL_YIELD {
                 // A ring is full and its consumer may need this core to drain it.
                 std::thread::yield_now();
-            } else if idle_since.is_some_and(|t| t.elapsed() >= SPIN) {
+            } else if spun {
                 self.shared.sleeping.store(true, Ordering::Relaxed);
                 fence(Ordering::SeqCst);
                 if !self.shared.any_dirty() && !self.shared.stop.load(Ordering::Relaxed) {
                     timeout = self.sleep_ms();
                 }
             }
-            let n = self.epoll.wait(&mut events, timeout);
+            // While spinning, look at the sockets every 8th pass only: epoll_wait is the most
+            // expensive part of an idle pass.
+            let n = if timeout > 0 || idle_passes % 8 == 0 {
+                self.epoll.wait(&mut events, timeout)
+            } else {
+                std::hint::spin_loop();
+                0
+            };
             self.shared.sleeping.store(false, Ordering::Relaxed);
             let mut progress = n > 0;
             for ev in &events[..n] {
@@ -978,8 +988,13 @@ impl Io {
             self.report_losses();
             if progress {
                 idle_since = None;
-            } else if idle_since.is_none() {
-                idle_since = Some(Instant::now());
+                idle_passes = 0;
+                spun = false;
+            } else {
+                idle_passes = idle_passes.wrapping_add(1);
+                if idle_since.is_none() {
+                    idle_since = Some(Instant::now());
+                }
             }
         }
     }
