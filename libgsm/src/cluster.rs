@@ -158,6 +158,15 @@ pub(crate) fn start(
     })
 }
 
+/// Whether large records may be read in one copy from a peer's memory (`GSM_SINGLE_COPY`, default
+/// on; `0`/`off` streams them through the rings instead).
+fn single_copy_wanted() -> bool {
+    !matches!(
+        std::env::var("GSM_SINGLE_COPY").as_deref().map(str::trim),
+        Ok("0" | "off" | "false" | "no")
+    )
+}
+
 /// Fails on every rank if any rank passes `Err` (a checked barrier).
 fn agree<T>(job: &Job, r: Result<T, Error>, step: &str) -> Result<T, Error> {
     let ok = job.all_true(r.is_ok());
@@ -178,6 +187,8 @@ struct Offer {
     slot_size: u32,
     tcp: Vec<u8>,
     shm: Vec<u8>,
+    /// Where peers on this host read to test single-copy reads (0: not offered).
+    probe: u64,
 }
 
 impl Offer {
@@ -190,6 +201,7 @@ impl Offer {
             b.extend_from_slice(&(e.len() as u32).to_le_bytes());
             b.extend_from_slice(e);
         }
+        b.extend_from_slice(&self.probe.to_le_bytes());
         b
     }
 
@@ -202,12 +214,18 @@ impl Offer {
         let tcp = b.get(16..16 + tl)?.to_vec();
         let sl = u(16 + tl)? as usize;
         let shm = b.get(20 + tl..20 + tl + sl)?.to_vec();
+        let at = 20 + tl + sl;
+        let probe = u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?);
+        if b.len() != at + 8 {
+            return None;
+        }
         Some(Offer {
             workers,
             slots,
             slot_size,
             tcp,
             shm,
+            probe,
         })
     }
 }
@@ -262,6 +280,11 @@ fn start_multi(
         slot_size: layout.slot_size,
         tcp: tcp.as_ref().map(|t| t.1.clone()).unwrap_or_default(),
         shm: shm.as_ref().map(|s| s.1.clone()).unwrap_or_default(),
+        probe: if needs(FabricKind::Shm) && single_copy_wanted() {
+            crate::wire::far::allow_peers()
+        } else {
+            0
+        },
     };
     let all = job
         .all_gather(&offer.encode())
@@ -287,6 +310,26 @@ fn start_multi(
             return Err(Error::Config(format!("rank {r} has no workers")));
         }
     }
+    // Single-copy reads between ranks of this host: who can read whom, then who may park for whom.
+    let pids: Vec<u32> = job.peers().iter().map(|p| p.pid).collect();
+    let can_read: Vec<u8> = (0..size)
+        .map(|r| {
+            let o = &offers[r as usize];
+            u8::from(
+                r != me
+                    && kinds[r as usize] == Some(FabricKind::Shm)
+                    && o.probe != 0
+                    && crate::wire::far::probe(pids[r as usize], o.probe),
+            )
+        })
+        .collect();
+    let readers = job
+        .all_gather(&can_read)
+        .map_err(|e| Error::Bootstrap(e.to_string()))?;
+    let far: Vec<bool> = readers
+        .iter()
+        .map(|bits| bits.get(me as usize) == Some(&1))
+        .collect();
     let topo = Topology {
         rank: me,
         workers: offers.iter().map(|o| o.workers).collect(),
@@ -302,6 +345,8 @@ fn start_multi(
         base: topo.first_worker(me) as usize,
         local: topo.local_workers() as usize,
         total: topo.total_workers() as usize,
+        pids,
+        far,
     };
     let peers_of = |k: FabricKind, pick: fn(&Offer) -> &Vec<u8>| -> Vec<Peer> {
         (0..size)
@@ -619,6 +664,7 @@ mod tests {
             slot_size: 4096,
             tcp: vec![1, 2, 3],
             shm: vec![],
+            probe: 0x1234,
         };
         let b = o.encode();
         assert_eq!(Offer::decode(&b), Some(o));

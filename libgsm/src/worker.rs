@@ -38,8 +38,8 @@ use crate::fiber::{self, Co, StackPool};
 use crate::property::PropertyTable;
 use crate::wire::codeptr;
 use crate::wire::record::{
-    Body, Byte, CONTROL, Large, OutQueue, Partial, Request, RequestReader, ResponseReader, SER,
-    SER_STATUS, Sink, Src, classify,
+    Body, Byte, CONTROL, Large, OutQueue, Partial, RELEASE, Request, RequestReader, ResponseReader,
+    SER, SER_STATUS, Sink, Src, classify,
 };
 use crate::wire::ring::{Consumer, Producer};
 
@@ -89,6 +89,11 @@ pub(crate) struct Place {
     pub local: usize,
     /// Workers in the job.
     pub total: usize,
+    /// Process id of each rank.
+    pub pids: Vec<u32>,
+    /// Per rank: whether it can read this process's memory (`process_vm_readv`), so that large
+    /// bodies for it are parked here instead of streamed through the rings.
+    pub far: Vec<bool>,
 }
 
 impl Place {
@@ -101,6 +106,8 @@ impl Place {
             base: 0,
             local: n,
             total: n,
+            pids: vec![std::process::id()],
+            far: vec![false],
         }
     }
 
@@ -381,6 +388,13 @@ impl WorkerCore {
                 })
                 .collect()
         };
+        let (out_req, out_resp) = (mk(ends.req_out), mk(ends.resp_out));
+        for g in (0..count).filter(|&g| remote[g]) {
+            if place.far.get(place.rank_of(g) as usize) == Some(&true) {
+                out_req[g].borrow_mut().allow_far();
+                out_resp[g].borrow_mut().allow_far();
+            }
+        }
         WorkerCore {
             id,
             local,
@@ -392,8 +406,8 @@ impl WorkerCore {
             stacks: RefCell::new(StackPool::new(stack)),
             delegated: Cell::new(0),
             callback: Cell::new(0),
-            out_req: mk(ends.req_out),
-            out_resp: mk(ends.resp_out),
+            out_req,
+            out_resp,
             req_in: ends.req_in.into_iter().map(RefCell::new).collect(),
             resp_in: ends.resp_in.into_iter().map(RefCell::new).collect(),
             partial_req: (0..count).map(|_| RefCell::new(None)).collect(),
@@ -798,7 +812,7 @@ impl WorkerCore {
                     };
                     let Some(b) = batch else { break };
                     work = true;
-                    self.complete_batch(&b, true);
+                    self.complete_batch(t, &b, true);
                     self.out_resp[t].borrow_mut().recycle(b);
                 }
             } else {
@@ -819,7 +833,7 @@ impl WorkerCore {
                         self.received.set(self.received.get() + 1);
                         self.complete_remote(t, slot.bytes_uninit());
                     } else {
-                        self.complete_batch(slot.bytes_uninit(), true);
+                        self.complete_batch(t, slot.bytes_uninit(), true);
                     }
                     slot.release();
                 }
@@ -896,7 +910,7 @@ impl WorkerCore {
                 q.queued.pop_front()
             };
             if let Some(b) = batch {
-                self.complete_batch(&b, true);
+                self.complete_batch(me, &b, true);
                 self.out_resp[me].borrow_mut().recycle(b);
             }
         }
@@ -950,6 +964,17 @@ impl WorkerCore {
     /// Runs one request record whose trampoline is at address `f` (0: not in our text).
     #[inline]
     fn dispatch(&self, client: usize, f: usize, rec: &Request<'_>) {
+        if let Body::Far { addr, len, token } = rec.body {
+            self.dispatch_far(client, f, rec, addr, len, token);
+            return;
+        }
+        if rec.fidx == RELEASE {
+            let token = control_id(rec.cap());
+            if !self.out_req[client].borrow_mut().release(token) {
+                self.out_resp[client].borrow_mut().release(token);
+            }
+            return;
+        }
         if rec.fidx == CONTROL {
             let id = control_id(rec.cap());
             self.toggle(rec.idx, rec.gn, id);
@@ -974,14 +999,74 @@ impl WorkerCore {
         unsafe { tramp(self, client, rec) };
     }
 
-    fn complete_batch(&self, bytes: &[Byte], pointers: bool) {
+    fn complete_batch(&self, from: usize, bytes: &[Byte], pointers: bool) {
         // SAFETY: as in `serve_batch`, for response batches.
         let Some(reader) = (unsafe { ResponseReader::new(bytes, pointers) }) else {
             return;
         };
         for (req, st, body) in reader {
+            if let Body::Far { addr, len, token } = body {
+                // Only ever on a ring from another rank (`pointers` is false there and the
+                // sender parks bodies only for ranks that can read it).
+                if let Some(b) = self.fetch_far(from, addr, len) {
+                    self.send_release(from, token);
+                    self.complete(req, st, &b);
+                }
+                continue;
+            }
             self.complete(req, st, body.bytes());
             drop::<Body<'_>>(body);
+        }
+    }
+
+    /// Runs a request whose body is parked in the client's memory: reads it in one copy, runs
+    /// it, and tells the client it may free the body.
+    #[cold]
+    fn dispatch_far(
+        &self,
+        client: usize,
+        f: usize,
+        rec: &Request<'_>,
+        addr: u64,
+        len: u64,
+        token: u64,
+    ) {
+        let Some(body) = self.fetch_far(client, addr, len) else {
+            return;
+        };
+        self.send_release(client, token);
+        let local = Request {
+            fidx: rec.fidx,
+            flags: rec.flags,
+            req: rec.req,
+            idx: rec.idx,
+            gn: rec.gn,
+            cap_len: rec.cap_len,
+            body: Body::Large(body),
+        };
+        self.dispatch(client, f, &local);
+    }
+
+    /// Tells worker `sender` that the body it parked under `token` has been read.
+    fn send_release(&self, sender: usize, token: u64) {
+        self.out_req[sender].borrow_mut().push_release(token);
+    }
+
+    /// Reads `len` bytes at `addr` in the process of worker `from`'s rank (`process_vm_readv`).
+    /// On failure the job fails with the reason (the record cannot be had any other way).
+    fn fetch_far(&self, from: usize, addr: u64, len: u64) -> Option<Box<[Byte]>> {
+        let place = &self.shared.place;
+        let rank = place.rank_of(from);
+        let pid = place.pids.get(rank as usize).copied().unwrap_or(0);
+        match crate::wire::far::read(pid, addr, len) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                self.ring_broken(
+                    from,
+                    &format!("cannot read a {len}-byte record from its process (pid {pid}): {e}"),
+                );
+                None
+            }
         }
     }
 
@@ -1010,7 +1095,7 @@ impl WorkerCore {
     /// Completes one slot from another rank: a batch, or a piece of a large response.
     fn complete_remote(&self, trustee: usize, bytes: &[Byte]) {
         match classify(bytes) {
-            Large::Batch => self.complete_batch(bytes, false),
+            Large::Batch => self.complete_batch(trustee, bytes, false),
             piece => {
                 let done = {
                     let mut p = self.partial_resp[trustee].borrow_mut();

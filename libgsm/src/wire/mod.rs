@@ -6,4 +6,5 @@ pub mod doorbell;
 pub mod ring;
 
 pub(crate) mod codeptr;
+pub(crate) mod far;
 pub(crate) mod record;

@@ -60,6 +60,12 @@ pub(crate) const LARGE: u8 = 2;
 pub(crate) const SER: u8 = 4;
 /// Response status bit: the body is a `postcard` encoding.
 pub(crate) const SER_STATUS: u8 = 0x40;
+/// Request flag / response status bit: the body stays in the sender's memory, to be read with
+/// one `process_vm_readv` (same host, see `Far`).
+pub(crate) const FAR: u8 = 8;
+pub(crate) const FAR_STATUS: u8 = 0x20;
+/// Function index of a record that tells a sender it may free a body it parked for `FAR`.
+pub(crate) const RELEASE: u8 = 0xFE;
 /// Batch kinds (the header's last `u16`).
 pub(crate) const KIND_BATCH: u16 = 0;
 pub(crate) const KIND_REQ_START: u16 = 1;
@@ -174,8 +180,15 @@ pub(crate) struct OutQueue {
     pub(crate) queued: VecDeque<Vec<Byte>>,
     pool: Vec<Vec<Byte>>,
     pub(crate) sink: Sink,
-    /// The destination is in another process: large records are streamed, never pointers.
+    /// The destination is in another process: large records are streamed (or parked, with
+    /// `far`), never pointers.
     remote: bool,
+    /// The destination can read this process's memory (`process_vm_readv`): large bodies are
+    /// parked here and read by the receiver in one copy.
+    far: bool,
+    /// Bodies parked for the destination to read, by token, until it releases them.
+    parked: std::collections::HashMap<u64, Box<[Byte]>>,
+    next_token: u64,
 }
 
 impl OutQueue {
@@ -189,7 +202,47 @@ impl OutQueue {
             pool: Vec::new(),
             sink,
             remote,
+            far: false,
+            parked: std::collections::HashMap::new(),
+            next_token: 1,
         }
+    }
+
+    /// Lets large bodies to this destination be read from this process's memory.
+    pub(crate) fn allow_far(&mut self) {
+        self.far = self.remote;
+    }
+
+    /// Frees a body the destination has read. Unknown tokens are ignored.
+    pub(crate) fn release(&mut self, token: u64) -> bool {
+        self.parked.remove(&token).is_some()
+    }
+
+    /// Parks `body` for the destination to read and appends its `[addr][len][token]`.
+    fn put_far(&mut self, body: Vec<Byte>) -> [u8; 24] {
+        let boxed = body.into_boxed_slice();
+        let (addr, len) = (boxed.as_ptr() as usize as u64, boxed.len() as u64);
+        let token = self.next_token;
+        self.next_token += 1;
+        self.parked.insert(token, boxed);
+        let mut w = [0u8; 24];
+        w[..8].copy_from_slice(&addr.to_le_bytes());
+        w[8..16].copy_from_slice(&len.to_le_bytes());
+        w[16..].copy_from_slice(&token.to_le_bytes());
+        w
+    }
+
+    /// Appends a release record for `token` (to the sender that parked it).
+    pub(crate) fn push_release(&mut self, token: u64) {
+        let need = REQ_HEADER + 8;
+        if self.room(0) < need {
+            self.seal();
+        }
+        let mut h = [0u8; REQ_HEADER];
+        h[0] = RELEASE;
+        h[2..4].copy_from_slice(&8u16.to_le_bytes());
+        put_bytes(&mut self.buf, &h);
+        put_bytes(&mut self.buf, &token.to_le_bytes());
     }
 
     /// A cleared buffer with its header room, from the pool when possible.
@@ -353,11 +406,16 @@ impl OutQueue {
         let large = head + 16 + 8 + HEADER > self.cap
             || head + body + 8 + HEADER > self.cap
             || cap.len() > u16::MAX as usize;
-        if large && self.remote {
+        if large && self.remote && !self.far {
             self.stream_request(code, idx, gn, req, cap, arg, extra_flags);
             return;
         }
-        let need = head + if large { 16 } else { body };
+        let need = head
+            + if large {
+                if self.remote { 24 } else { 16 }
+            } else {
+                body
+            };
         let mut fidx = match code {
             None => Some(CONTROL),
             Some(c) => self.fn_index(c),
@@ -380,6 +438,9 @@ impl OutQueue {
         let mut flags = extra_flags | if arg.is_some() { ARG } else { 0 };
         if large {
             flags |= LARGE;
+            if self.remote {
+                flags |= FAR;
+            }
         }
         let b = &mut self.buf;
         let mut h = [0u8; REQ_HEADER];
@@ -393,7 +454,15 @@ impl OutQueue {
         if let Some(a) = arg {
             put_bytes(b, &(a.len() as u32).to_le_bytes());
         }
-        if large {
+        if large && self.remote {
+            let mut v = Vec::with_capacity(body);
+            put(&mut v, cap);
+            if let Some(a) = arg {
+                put(&mut v, a);
+            }
+            let w = self.put_far(v);
+            put_bytes(&mut self.buf, &w);
+        } else if large {
             let mut v = Vec::with_capacity(body);
             put(&mut v, cap);
             if let Some(a) = arg {
@@ -449,6 +518,20 @@ impl OutQueue {
     #[inline]
     pub(crate) fn push_response(&mut self, req: u32, status: u8, body: Src<'_>) {
         let large = RESP_HEADER + body.len() + HEADER > self.cap || body.len() >= 1 << 24;
+        if large && self.remote && self.far {
+            if self.room(0) < RESP_HEADER + 24 {
+                self.seal();
+            }
+            let mut v = Vec::with_capacity(body.len());
+            put(&mut v, body);
+            let w = self.put_far(v);
+            let mut h = [0u8; RESP_HEADER];
+            h[0..4].copy_from_slice(&req.to_le_bytes());
+            h[4..8].copy_from_slice(&((24u32 << 8) | u32::from(status | FAR_STATUS)).to_le_bytes());
+            put_bytes(&mut self.buf, &h);
+            put_bytes(&mut self.buf, &w);
+            return;
+        }
         if large && self.remote {
             let mut start = Vec::with_capacity(16);
             start.extend_from_slice(&req.to_le_bytes());
@@ -490,6 +573,13 @@ impl OutQueue {
 pub(crate) enum Body<'a> {
     Inline(&'a [Byte]),
     Large(Box<[Byte]>),
+    /// A body parked in the sender's memory (`FAR`): `len` bytes at `addr` in the sender's
+    /// process, released with `token`. It must be fetched before use; until then it has no bytes.
+    Far {
+        addr: u64,
+        len: u64,
+        token: u64,
+    },
 }
 
 impl Body<'_> {
@@ -498,6 +588,7 @@ impl Body<'_> {
         match self {
             Body::Inline(b) => b,
             Body::Large(b) => b,
+            Body::Far { .. } => &[],
         }
     }
 }
@@ -629,7 +720,17 @@ impl<'a> Iterator for RequestReader<'a> {
             arg_len = unsafe { u32_at(b, q) }? as usize;
             q += 4;
         }
-        let body = if flags & LARGE != 0 {
+        let body = if flags & LARGE != 0 && flags & FAR != 0 {
+            // SAFETY: as above.
+            let (addr, len, token) =
+                unsafe { (u64_at(b, q)?, u64_at(b, q + 8)?, u64_at(b, q + 16)?) };
+            q += 24;
+            if len != (cap_len + arg_len) as u64 {
+                self.pos = self.end;
+                return None;
+            }
+            Body::Far { addr, len, token }
+        } else if flags & LARGE != 0 {
             if !self.pointers {
                 self.pos = self.end;
                 return None;
@@ -697,6 +798,20 @@ impl<'a> Iterator for ResponseReader<'a> {
         let (len, status) = ((w >> 8) as usize, (w & 0xFF) as u8);
         let body = self.b.get(p + 8..p + 8 + len)?;
         self.pos = p + 8 + len;
+        if status & FAR_STATUS != 0 {
+            // SAFETY: a far response's body is three initialised words.
+            let (addr, n, token) =
+                unsafe { (u64_at(body, 0)?, u64_at(body, 8)?, u64_at(body, 16)?) };
+            return Some((
+                req,
+                status & !FAR_STATUS,
+                Body::Far {
+                    addr,
+                    len: n,
+                    token,
+                },
+            ));
+        }
         if status & LARGE_STATUS != 0 {
             if !self.pointers {
                 self.pos = self.b.len();
