@@ -25,6 +25,12 @@
 //!   only then runs the record. The slots are ordinary ring slots, so this works unchanged on every
 //!   fabric, and a full ring slows the sender down instead of growing memory on the receiver.
 //!
+//! - *To another rank on this host that can read this process* (`OutQueue::allow_far`; tested at
+//!   set-up), the body is *parked* in the sender's memory and the record carries `[u64 addr]
+//!   [u64 len][u64 token]` with flag [`FAR`] (requests) or status bit [`FAR_STATUS`]
+//!   (responses); the receiver reads it with one `process_vm_readv` (`wire::far`) and sends back
+//!   a [`RELEASE`] record with the token, on which the sender frees it.
+//!
 //! Layouts: request start = `[u32 end][u16 1][u16 KIND_REQ_START]`, the 16-byte record header,
 //! `[u32 arg_len]` if `ARG`, `[u64 total]`, body bytes up to `end`, then the one-entry code table.
 //! Response start = `[u32 end][u16 0][u16 KIND_RESP_START][u32 req][u8 status][3 × 0][u64 total]`,
