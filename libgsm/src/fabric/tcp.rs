@@ -926,22 +926,24 @@ impl Io {
         let mut stalled_since: Option<Instant> = None;
         let mut idle_passes = 0u32;
         let mut spun = false;
+        let mut stall_yield = true;
         loop {
             if self.shared.stop.load(Ordering::Acquire) {
                 return;
             }
             let mut timeout = 0;
-            let stalled_for = if self.stalled == 0 {
-                stalled_since = None;
-                Duration::ZERO
-            } else {
-                stalled_since.get_or_insert_with(Instant::now).elapsed()
-            };
             // Reading the clock every pass would cost as much as the pass itself.
+            if self.stalled == 0 {
+                stalled_since = None;
+                stall_yield = true;
+            } else if idle_passes % 16 == 15 {
+                stall_yield =
+                    stalled_since.get_or_insert_with(Instant::now).elapsed() < STALL_YIELD;
+            }
             if !spun && idle_passes % 16 == 15 {
                 spun = idle_since.is_some_and(|t| t.elapsed() >= SPIN);
             }
-            if spun && self.stalled > 0 && stalled_for < STALL_YIELD {
+            if spun && self.stalled > 0 && stall_yield {
                 // A ring is full and its consumer may need this core to drain it.
                 std::thread::yield_now();
             } else if spun {
@@ -1124,7 +1126,8 @@ impl Io {
     fn pump(&mut self) -> bool {
         let mut progress = false;
         self.stalled = 0;
-        let now = Instant::now();
+        // Only hellos have deadlines; the clock is not read on the data path.
+        let now = (self.hellos > 0).then(Instant::now);
         for i in 0..self.conns.len() {
             let Some(mut c) = self.conns[i].take() else {
                 continue;
@@ -1133,7 +1136,7 @@ impl Io {
                 Role::Out(_) => self.pump_out(&mut c, &mut progress),
                 Role::In(_) => self.pump_in(&mut c, &mut progress),
                 Role::Hello { deadline, .. } => {
-                    if *deadline <= now {
+                    if now.is_some_and(|now| *deadline <= now) {
                         Fate::Refuse(format!(
                             "no complete hello within {} s",
                             HELLO_TIMEOUT.as_secs()
@@ -1154,7 +1157,7 @@ impl Io {
                 Fate::Refuse(why) => refuse(c.addr, &why),
                 Fate::Lost(r, detail) => {
                     if !self.closing() && !self.lost.iter().any(|l| l.0 == r) {
-                        self.lost.push((r, detail, now + LOSS_GRACE));
+                        self.lost.push((r, detail, Instant::now() + LOSS_GRACE));
                     }
                 }
                 Fate::Broke(r, detail) => {
@@ -1298,7 +1301,9 @@ impl Io {
             }
         }
         for _ in 0..4 {
-            if o.pending && o.wbuf.len() - o.wstart < WRITE_LIMIT {
+            // Refill only once half the buffer is out, so that moving the unsent rest to the
+            // front costs at most as much as the bytes sent.
+            if o.pending && o.wbuf.len() - o.wstart < WRITE_LIMIT / 2 {
                 if o.wstart > 0 {
                     o.wbuf.drain(..o.wstart);
                     o.wstart = 0;
