@@ -1,0 +1,3 @@
+//! Graph500 BFS and SSSP.
+pub mod kronecker;
+pub mod mrg;
