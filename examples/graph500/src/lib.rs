@@ -1,3 +1,20 @@
-//! Graph500 BFS and SSSP.
+//! Graph500 BFS and SSSP, output-compatible with the reference code.
+//!
+//! The benchmark's graph, roots, validation and results block, reproduced from the Graph500
+//! reference code (3.0) so that results compare across systems and existing scripts parse them:
+//! [`mrg`] (the splittable random stream), [`kronecker`] (the generator), [`roots`], [`csr`]
+//! (kernel 1), [`bfs`] (kernel 2), [`sssp`] (kernel 3), [`validate`] (the five rules and the edge
+//! count), [`report`] (the results block and JSON), and [`cli`] (arguments and the driver).
+//!
+//! The kernels here are sequential, for tests, validation and small runs; the distributed engines
+//! on Gossamer and the MPI baseline are not written yet.
+
+pub mod bfs;
+pub mod cli;
+pub mod csr;
 pub mod kronecker;
 pub mod mrg;
+pub mod report;
+pub mod roots;
+pub mod sssp;
+pub mod validate;

@@ -1,0 +1,237 @@
+//! The command line and the benchmark driver.
+//!
+//! `graph500 SCALE [EDGEFACTOR]` as the reference takes them, plus `--roots`, `--kernels`,
+//! `--no-validate`, `--engine` and `--json`. The driver runs the benchmark's sequence: generate
+//! the edge list (timed as `graph_generation`), build the graph (kernel 1, `construction_time`),
+//! choose the roots, then for each kernel one untimed warm-up search (validated, as the reference
+//! does) and the timed searches, each validated unless asked not to; then the results block.
+//!
+//! This module abstracts argument parsing and the order of the phases. Only the sequential engine
+//! exists so far; `gsm` and `mpi` are accepted by the parser and refused by [`run`] with
+//! [`RunError::EngineUnavailable`]. Progress goes to stderr, and only when it is a terminal.
+
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::{Parser, ValueEnum};
+
+use crate::bfs;
+use crate::csr::Csr;
+use crate::kronecker::{EdgeList, KroneckerGenerator, MAX_SCALE, Vertex};
+use crate::report::{KernelRuns, Results};
+use crate::roots::choose_roots;
+use crate::sssp;
+use crate::validate::{Claimed, ValidationFailure, validate};
+
+/// Graph500 BFS and SSSP: the reference's graph, roots, validation and results block.
+#[derive(Debug, Parser)]
+#[command(name = "graph500", version)]
+pub struct Args {
+    /// log2 of the number of vertices (1..=31).
+    #[arg(value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_SCALE)))]
+    pub scale: u32,
+    /// Edges per vertex.
+    #[arg(default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub edgefactor: u32,
+    /// Number of search roots.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1 << 16))]
+    pub roots: u32,
+    /// Kernels to run, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Kernel::Bfs, Kernel::Sssp])]
+    pub kernels: Vec<Kernel>,
+    /// Skip validating the searches (validation times are then reported as -1).
+    #[arg(long)]
+    pub no_validate: bool,
+    /// Which implementation runs the kernels.
+    #[arg(long, value_enum, default_value_t = Engine::Seq)]
+    pub engine: Engine,
+    /// Also write the results as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// A benchmark kernel after construction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Kernel {
+    /// Breadth-first search (kernel 2).
+    Bfs,
+    /// Single-source shortest paths (kernel 3).
+    Sssp,
+}
+
+/// The implementation that runs the kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Engine {
+    /// Sequential, on one core (reference-style kernels; for tests and small runs).
+    Seq,
+    /// Distributed on Gossamer (not available yet).
+    Gsm,
+    /// Bulk-synchronous MPI baseline (not available yet).
+    Mpi,
+}
+
+/// Why a run produced no results.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The engine is not built yet.
+    #[error(
+        "engine '{0}' is not available yet in this build of graph500 (only the sequential engine \
+         is); run with --engine seq"
+    )]
+    EngineUnavailable(&'static str),
+    /// The graph would not fit in memory on this machine's address space.
+    #[error("SCALE {scale} with edgefactor {edgefactor} has too many edges for this machine")]
+    TooLarge {
+        /// Requested SCALE.
+        scale: u32,
+        /// Requested edgefactor.
+        edgefactor: u32,
+    },
+    /// A search failed validation; the reference prints no results for such a run.
+    #[error("{kernel} from root {root} (search {index}): {failure}")]
+    Invalid {
+        /// "BFS" or "SSSP".
+        kernel: &'static str,
+        /// The root of the failed search.
+        root: Vertex,
+        /// Its index among the roots.
+        index: usize,
+        /// What was wrong.
+        failure: ValidationFailure,
+    },
+}
+
+/// Progress lines on stderr, only when stderr is a terminal.
+#[derive(Debug, Clone, Copy)]
+struct Progress(bool);
+
+impl Progress {
+    fn say(&self, msg: impl FnOnce() -> String) {
+        if self.0 {
+            eprintln!("{}", msg());
+        }
+    }
+}
+
+/// Runs the benchmark described by `args` and returns its results.
+pub fn run(args: &Args) -> Result<Results, RunError> {
+    match args.engine {
+        Engine::Seq => {}
+        Engine::Gsm => return Err(RunError::EngineUnavailable("gsm")),
+        Engine::Mpi => return Err(RunError::EngineUnavailable("mpi")),
+    }
+    let progress = Progress(std::io::stderr().is_terminal());
+    let scale = args.scale;
+    let n = 1usize
+        .checked_shl(scale)
+        .filter(|_| scale < usize::BITS)
+        .ok_or(RunError::TooLarge {
+            scale,
+            edgefactor: args.edgefactor,
+        })?;
+    let m = (args.edgefactor as u64)
+        .checked_shl(scale)
+        .filter(|&m| m.checked_mul(12).is_some_and(|b| b < isize::MAX as u64))
+        .ok_or(RunError::TooLarge {
+            scale,
+            edgefactor: args.edgefactor,
+        })?;
+    let want_bfs = args.kernels.contains(&Kernel::Bfs);
+    let want_sssp = args.kernels.contains(&Kernel::Sssp);
+    let validating = !args.no_validate;
+
+    let t = Instant::now();
+    let list = KroneckerGenerator::new(scale).range(0, m);
+    let graph_generation = t.elapsed().as_secs_f64();
+    progress.say(|| format!("graph_generation:               {graph_generation:.6} s"));
+
+    let t = Instant::now();
+    let graph = Csr::build(n, &[&list], want_sssp);
+    let construction_time = t.elapsed().as_secs_f64();
+    progress.say(|| format!("construction_time:              {construction_time:.6} s"));
+
+    let roots = choose_roots(scale, args.roots as usize, |v| graph.degree(v) > 0);
+    let lists = [&list];
+    let mut results = Results {
+        scale,
+        edgefactor: args.edgefactor,
+        nbfs: roots.len(),
+        graph_generation,
+        num_mpi_processes: 1,
+        construction_time,
+        bfs: None,
+        sssp: None,
+    };
+    if want_bfs {
+        let search = |root: Vertex| {
+            let parent = bfs::direction_optimizing(&graph, root);
+            (parent, None)
+        };
+        results.bfs = Some(run_kernel(
+            "BFS", &graph, &lists, &roots, validating, progress, search,
+        )?);
+    }
+    if want_sssp {
+        let search = |root: Vertex| {
+            let sp = sssp::dijkstra(&graph, root);
+            (sp.parent, Some(sp.dist))
+        };
+        results.sssp = Some(run_kernel(
+            "SSSP", &graph, &lists, &roots, validating, progress, search,
+        )?);
+    }
+    Ok(results)
+}
+
+/// One kernel over all roots: a warm-up, then timed searches, each validated if asked.
+fn run_kernel(
+    name: &'static str,
+    graph: &Csr,
+    lists: &[&EdgeList],
+    roots: &[Vertex],
+    validating: bool,
+    progress: Progress,
+    search: impl Fn(Vertex) -> (Vec<Vertex>, Option<Vec<f32>>),
+) -> Result<KernelRuns, RunError> {
+    let count = |parent: &[Vertex]| graph.component_edges(|v| parent[v as usize] != bfs::NO_PARENT);
+    let check = |index: usize, root: Vertex, parent: &[Vertex], dist: Option<&[f32]>, m: u64| {
+        let claimed = Claimed { root, parent, dist };
+        validate(&claimed, lists, m).map_err(|failure| RunError::Invalid {
+            kernel: name,
+            root,
+            index,
+            failure,
+        })
+    };
+    // Warm-up, untimed, as the reference does before its timed loop.
+    let (parent, dist) = search(roots[0]);
+    if validating {
+        check(0, roots[0], &parent, dist.as_deref(), count(&parent))?;
+    }
+    let mut runs = KernelRuns::default();
+    for (i, &root) in roots.iter().enumerate() {
+        progress.say(|| format!("Running {name} {i}"));
+        let t = Instant::now();
+        let (parent, dist) = search(root);
+        let time = t.elapsed().as_secs_f64();
+        let m = count(&parent);
+        progress.say(|| {
+            format!(
+                "Time for {name} {i} is {time:.6}; TEPS {:.6e}",
+                m as f64 / time
+            )
+        });
+        runs.times.push(time);
+        runs.edges.push(m as f64);
+        if validating {
+            let t = Instant::now();
+            check(i, root, &parent, dist.as_deref(), m)?;
+            runs.validate_times.push(t.elapsed().as_secs_f64());
+        } else {
+            runs.validate_times.push(-1.0);
+        }
+    }
+    Ok(runs)
+}
