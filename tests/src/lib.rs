@@ -15,6 +15,7 @@
 //! run `cargo build --release --workspace` (or `make test`) first.
 
 pub mod bins;
+pub mod cluster;
 pub mod error;
 pub mod hello;
 pub mod job;

@@ -1,0 +1,671 @@
+//! Delegation across ranks, end to end: `cluster_check` (an example of the `gossamer` crate that
+//! runs every kind of cross-rank delegation and checks every result) launched through `gsmrun`
+//! on one host with `shm` and `tcp`, on two simulated hosts (network namespaces) where `auto`
+//! must pick tcp between hosts and shm within one, and in the ways a job can fail: a panic on a
+//! worker, a rank killed with SIGKILL, strangers connecting to a rank's tcp listener.
+//!
+//! Every test reads the results (each rank's `ok <check>` line for every check the example's
+//! source runs, and its final `cluster_check: rank R of N passed C checks (W workers)`), not just
+//! exit codes; runs under a hard time limit (a hang fails the test); and checks afterwards that
+//! no process of the job and no `/dev/shm/{job}-r*` segment is left. The tests take a lock so
+//! that they run one at a time: jobs of up to 4 oversubscribed ranks on a 2-core machine would
+//! otherwise slow each other down past the "within a few seconds" bounds the failure tests assert.
+//!
+//! A killed rank is tested twice: through `gsmrun`, whose fate sharing ends the job at once (exit
+//! 137), and through plain `mpirun --enable-recovery`, which leaves the other ranks running so
+//! that the runtime itself must notice the loss (by watching the process on its host, by its tcp
+//! connections across hosts).
+//!
+//! `cargo test -p gsm-tests` does not build other packages' examples: run
+//! `cargo build --release --workspace --all-targets` (`make test` does) with the same
+//! `CARGO_TARGET_DIR` first.
+
+use gsm_tests::cluster::{
+    check_results, cluster_check, example_checks, frame, hello, job_prefix, leftovers, oks, ranks,
+    tcp_listeners,
+};
+use gsm_tests::job::{assert_exit, gsmrun, mpirun};
+use gsm_tests::netns::TwoHosts;
+use gsm_tests::process::{Finished, PidGuard, Running, alive_as, spawn};
+use gsm_tests::scratch::{RunId, Scratch};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The hard limit of one job; a healthy one takes 1–4 s here.
+const LIMIT: Duration = Duration::from_secs(40);
+/// Workers per rank (`cluster_check` asks for 2, and `-t 2` says the same).
+const WORKERS: u32 = 2;
+/// How long a failed job may take to end after the failure.
+const FAIL_FAST: Duration = Duration::from_secs(5);
+
+/// One job at a time (see the module docs).
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
+/// `gsmrun -np N -t 2 [--oversubscribe] [--fabric F] cluster_check [ARGS]`.
+fn job_command(np: u32, fabric: Option<&str>, args: &[&str]) -> Command {
+    let np_text = np.to_string();
+    let mut cmd = gsmrun(["-np", np_text.as_str(), "-t", "2"]);
+    if np > 2 {
+        cmd.arg("--oversubscribe");
+    }
+    if let Some(fabric) = fabric {
+        cmd.args(["--fabric", fabric]);
+    }
+    cmd.arg(cluster_check()).args(args);
+    cmd
+}
+
+/// Waits up to `limit` until `found` returns something, polling every few milliseconds.
+fn poll<T>(limit: Duration, mut found: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(t) = found() {
+            return Some(t);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(3));
+    }
+}
+
+/// Watches the job's rank processes while it runs, so the guard can kill them if the test fails.
+fn watch_ranks(job: &Running, np: u32, guard: &PidGuard) {
+    let prefix = job_prefix(job.pid() as u32);
+    let all = poll(Duration::from_secs(20), || {
+        let found = ranks(&prefix, "cluster_check");
+        (found.len() == np as usize).then_some(found)
+    });
+    for (_, rank_pid) in all.unwrap_or_default() {
+        guard.watch(rank_pid, "cluster_check");
+    }
+}
+
+/// Asserts that nothing of the job whose id starts with `prefix` is left: no process, no segment.
+#[track_caller]
+fn assert_nothing_left(prefix: &str, guard: &PidGuard, what: &str, done: &Finished) {
+    let (processes, segments) = leftovers(prefix, Duration::from_secs(3));
+    assert!(
+        processes.is_empty(),
+        "{what}: processes of the job still running after gsmrun exited: {processes:?}\n{}",
+        done.report()
+    );
+    assert!(
+        segments.is_empty(),
+        "{what}: segments of the job left in /dev/shm: {segments:?}\n{}",
+        done.report()
+    );
+    let survivors = guard.survivors(Duration::from_millis(200));
+    assert!(
+        survivors.is_empty(),
+        "{what}: ranks {survivors:?} survived\n{}",
+        done.report()
+    );
+}
+
+/// Runs a job that must pass on every rank, and checks its results and what it leaves.
+fn passing_job(np: u32, fabric: Option<&str>, quick: bool) -> Finished {
+    let _serial = serial();
+    let guard = PidGuard::new();
+    let args: &[&str] = if quick { &["--quick"] } else { &[] };
+    let what = format!(
+        "gsmrun -np {np} --fabric {} cluster_check{}",
+        fabric.unwrap_or("(default)"),
+        if quick { " --quick" } else { "" }
+    );
+    let job = spawn(&mut job_command(np, fabric, args));
+    let prefix = job_prefix(job.pid() as u32);
+    watch_ranks(&job, np, &guard);
+    let done = job.wait(LIMIT);
+    assert_exit(&done, 0, &what);
+    if let Err(problem) = check_results(&done.stdout, np, WORKERS, &example_checks()) {
+        panic!("{what}: {problem}\n{}", done.report());
+    }
+    assert_nothing_left(&prefix, &guard, &what, &done);
+    eprintln!("{what}: passed in {:.2} s", done.elapsed.as_secs_f64());
+    done
+}
+
+#[test]
+fn two_ranks_shm_full_checks() {
+    passing_job(2, None, false);
+}
+
+#[test]
+fn two_ranks_tcp_full_checks() {
+    passing_job(2, Some("tcp"), false);
+}
+
+#[test]
+fn four_ranks_oversubscribed_shm() {
+    passing_job(4, None, true);
+}
+
+#[test]
+fn four_ranks_oversubscribed_tcp() {
+    passing_job(4, Some("tcp"), true);
+}
+
+/// 2 hosts × 2 ranks: `auto` (the default) must connect ranks on different hosts (tcp) and on
+/// the same host (shm); `--fabric shm` must refuse, naming a rank on another host, which shows
+/// that the hosts really are apart and that the passing job could not have used shm between them.
+#[test]
+fn two_hosts_auto_uses_tcp_between_and_shm_within() {
+    let _serial = serial();
+    let bed = TwoHosts::shared();
+    let scratch = Scratch::new("cluster", RunId::next());
+    let hostfile = scratch.write("hosts", &bed.hostfile(2));
+    let command = |fabric: &str| {
+        let mut cmd = gsmrun(["-np", "4", "-t", "2", "--fabric", fabric, "-hostfile"]);
+        cmd.arg(&hostfile)
+            .arg("--launch-agent")
+            .arg(TwoHosts::agent())
+            .arg(cluster_check())
+            .arg("--quick");
+        cmd.envs(bed.mpi_env());
+        cmd
+    };
+
+    let guard = PidGuard::new();
+    let what = "gsmrun -np 4 over two namespaces, --fabric auto";
+    let job = spawn(&mut command("auto"));
+    let prefix = job_prefix(job.pid() as u32);
+    watch_ranks(&job, 4, &guard);
+    let done = job.wait(LIMIT);
+    assert_exit(&done, 0, what);
+    if let Err(problem) = check_results(&done.stdout, 4, WORKERS, &example_checks()) {
+        panic!("{what}: {problem}\n{}", done.report());
+    }
+    assert_nothing_left(&prefix, &guard, what, &done);
+    eprintln!("{what}: passed in {:.2} s", done.elapsed.as_secs_f64());
+
+    let what = "gsmrun -np 4 over two namespaces, --fabric shm";
+    let job = spawn(&mut command("shm"));
+    let prefix = job_prefix(job.pid() as u32);
+    let done = job.wait(LIMIT);
+    let report = done.report();
+    assert!(!done.timed_out, "{what}: must fail, not hang\n{report}");
+    assert_ne!(done.code(), Some(0), "{what}: must fail\n{report}");
+    assert!(
+        done.stderr.contains("GSM_FABRIC=shm, but rank ")
+            && done.stderr.contains("runs on another host"),
+        "{what}: the error must name a rank on another host\n{report}"
+    );
+    assert!(
+        !done.stdout.contains("ok entrust_on"),
+        "{what}: no check may run\n{report}"
+    );
+    assert_nothing_left(&prefix, &guard, what, &done);
+}
+
+/// A panic in a callback on rank 1 ends the job fast, naming rank, worker and the panic.
+#[test]
+fn a_panic_on_a_worker_ends_the_job_naming_rank_worker_and_message() {
+    let _serial = serial();
+    let guard = PidGuard::new();
+    let what = "gsmrun -np 2 cluster_check --panic-rank 1";
+    let job = spawn(&mut job_command(2, None, &["--panic-rank", "1", "--quick"]));
+    let prefix = job_prefix(job.pid() as u32);
+    watch_ranks(&job, 2, &guard);
+    let done = job.wait(LIMIT);
+    let report = done.report();
+    assert!(!done.timed_out, "{what}: must fail, not hang\n{report}");
+    assert_ne!(done.code(), Some(0), "{what}: must fail\n{report}");
+    assert!(
+        done.elapsed < Duration::from_secs(20),
+        "{what}: took {:?} to end\n{report}",
+        done.elapsed
+    );
+    let output = format!("{}{}", done.stdout, done.stderr);
+    let line = output
+        .lines()
+        .find(|l| l.contains("panic on rank 1, worker "))
+        .unwrap_or_else(|| panic!("{what}: no message names rank 1 and a worker\n{report}"));
+    assert!(
+        line.contains("deliberate panic in a callback on rank 1"),
+        "{what}: the message lacks the panic's text: {line}\n{report}"
+    );
+    // Rank 1's workers have global ids 2 and 3.
+    let worker: usize = line
+        .split("panic on rank 1, worker ")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|w| w.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{what}: no worker number in `{line}`\n{report}"));
+    assert!(
+        (2..4).contains(&worker),
+        "{what}: worker {worker} is not one of rank 1's (2, 3)\n{report}"
+    );
+    assert!(
+        done.stderr.contains("rank 1"),
+        "{what}: gsmrun does not name rank 1\n{report}"
+    );
+    assert_nothing_left(&prefix, &guard, what, &done);
+}
+
+/// A `--hang-rank V` job started and then hit: rank V killed with SIGKILL.
+struct Killed {
+    job: Running,
+    /// Rank → pid of the job's ranks.
+    pids: BTreeMap<u32, u32>,
+    /// When the kill was sent, measured like the job's output (from its spawn).
+    at: Duration,
+    /// The prefix of the job's id.
+    prefix: String,
+}
+
+/// Starts `cmd` (an `np`-rank `cluster_check --hang-rank VICTIM` job whose processes carry a job
+/// id starting with `prefix_of(pid of the spawned process)`), waits until rank 0 has passed 3
+/// checks, and kills rank `victim` with SIGKILL. The victim loops delegating to rank 0 forever
+/// and the others wait for the job to end after their checks, so without the kill the job never
+/// ends.
+fn start_then_kill(
+    cmd: &mut Command,
+    prefix_of: impl FnOnce(u32) -> String,
+    (np, victim): (usize, u32),
+    guard: &PidGuard,
+    what: &str,
+) -> Killed {
+    let mut job = spawn(cmd);
+    let prefix = prefix_of(job.pid() as u32);
+    let pids = poll(Duration::from_secs(30), || {
+        let found = ranks(&prefix, "cluster_check");
+        (found.len() == np).then_some(found)
+    });
+    for pid in pids.iter().flat_map(|r| r.values()) {
+        guard.watch(*pid, "cluster_check");
+    }
+    let Some(pids) = pids else {
+        let done = job.wait(Duration::ZERO);
+        panic!(
+            "{what}: the {np} rank processes never appeared\n{}",
+            done.report()
+        );
+    };
+    let started = job.wait_for_stdout(Duration::from_secs(30), |lines| {
+        let text: String = lines.iter().map(|l| format!("{}\n", l.text)).collect();
+        oks(&text).iter().filter(|(rank, _)| *rank == 0).count() >= 3
+    });
+    if !started {
+        let done = job.wait(Duration::ZERO);
+        panic!("{what}: rank 0 did not pass 3 checks\n{}", done.report());
+    }
+    // SAFETY: kill(2) has no memory-safety preconditions; the pid is a rank of our job, found by
+    // its environment a moment ago; it loops forever, so it cannot have exited and been reused.
+    unsafe { libc::kill(pids[&victim] as i32, libc::SIGKILL) };
+    let at = job.elapsed();
+    Killed {
+        job,
+        pids,
+        at,
+        prefix,
+    }
+}
+
+/// Through `gsmrun`: the job ends within a few seconds of the kill with 137 (gsmrun's fate
+/// sharing: 128 + SIGKILL), naming rank 1 and the signal, leaving nothing behind.
+fn killed_peer(fabric: Option<&str>) {
+    let _serial = serial();
+    let guard = PidGuard::new();
+    let what = format!(
+        "gsmrun -np 2 --fabric {} cluster_check --hang-rank 1, rank 1 SIGKILLed",
+        fabric.unwrap_or("(default)")
+    );
+    let mut cmd = job_command(2, fabric, &["--hang-rank", "1", "--quick"]);
+    let Killed {
+        job, at, prefix, ..
+    } = start_then_kill(&mut cmd, job_prefix, (2, 1), &guard, &what);
+    let done = job.wait(LIMIT);
+    let report = done.report();
+    assert!(!done.timed_out, "{what}: the job hung\n{report}");
+    let took = done.elapsed.saturating_sub(at);
+    assert!(
+        took < FAIL_FAST,
+        "{what}: the job took {took:?} to end after the kill (expected < {FAIL_FAST:?})\n{report}"
+    );
+    assert_exit(&done, 137, &what);
+    assert!(
+        done.stderr.contains("rank 1") && done.stderr.contains("signal 9"),
+        "{what}: stderr does not name rank 1 and signal 9\n{report}"
+    );
+    assert!(
+        !done.stdout.contains(" passed "),
+        "{what}: no rank may report success\n{report}"
+    );
+    assert_nothing_left(&prefix, &guard, &what, &done);
+    eprintln!("{what}: ended {:.2} s after the kill", took.as_secs_f64());
+}
+
+#[test]
+fn a_peer_killed_with_sigkill_ends_the_job_fast_shm() {
+    killed_peer(None);
+}
+
+#[test]
+fn a_peer_killed_with_sigkill_ends_the_job_fast_tcp() {
+    killed_peer(Some("tcp"));
+}
+
+/// Without `gsmrun`'s fate sharing (which ends the job before the runtime can notice): plain
+/// `mpirun --enable-recovery`, which keeps rank 0 running when rank 1 dies. Rank 0's runtime must
+/// notice by itself that rank 1 vanished, return an error naming it, and exit within a few
+/// seconds; no segment of the job may be left (nobody else removes them here).
+fn vanished_peer_seen_by_the_runtime(fabric: &str) {
+    let _serial = serial();
+    let guard = PidGuard::new();
+    let id = RunId::next();
+    // Not of gsmrun's form `gsm-<pid>-`, so it cannot match a gsmrun job.
+    let job_id = format!("gsm-test{}x{}-{fabric}", id.pid, id.n);
+    let what = format!(
+        "mpirun --enable-recovery -np 2 cluster_check --hang-rank 1 (GSM_FABRIC={fabric}), rank 1 SIGKILLed"
+    );
+    let mut cmd = mpirun([
+        "--enable-recovery",
+        "-x",
+        "GSM_JOB_ID",
+        "-x",
+        "GSM_FABRIC",
+        "-np",
+        "2",
+    ]);
+    cmd.env("GSM_JOB_ID", &job_id)
+        .env("GSM_FABRIC", fabric)
+        .arg(cluster_check())
+        .args(["--hang-rank", "1", "--quick"]);
+    let Killed { job, pids, at, .. } =
+        start_then_kill(&mut cmd, |_| job_id.clone(), (2, 1), &guard, &what);
+    let rank0_ended = poll(FAIL_FAST, || {
+        (!alive_as(pids[&0], "cluster_check")).then_some(())
+    });
+    let rank0_took = job.elapsed().saturating_sub(at);
+    let done = job.wait(LIMIT);
+    let report = done.report();
+    assert!(
+        rank0_ended.is_some(),
+        "{what}: rank 0 still ran {FAIL_FAST:?} after rank 1 was killed\n{report}"
+    );
+    let line = done
+        .stderr
+        .lines()
+        .find(|l| {
+            l.starts_with("cluster_check: ") && l.contains("vanished while the job was running")
+        })
+        .unwrap_or_else(|| panic!("{what}: rank 0 reported no vanished peer\n{report}"));
+    assert!(
+        line.contains("rank 1 (host "),
+        "{what}: the error does not name rank 1: {line}\n{report}"
+    );
+    assert!(
+        !done.stdout.contains(" passed "),
+        "{what}: no rank may report success\n{report}"
+    );
+    assert_nothing_left(&job_id, &guard, &what, &done);
+    eprintln!(
+        "{what}: rank 0 ended {:.2} s after the kill: {line}",
+        rank0_took.as_secs_f64()
+    );
+}
+
+#[test]
+fn a_vanished_peer_is_reported_by_the_runtime_itself_shm() {
+    vanished_peer_seen_by_the_runtime("shm");
+}
+
+#[test]
+fn a_vanished_peer_is_reported_by_the_runtime_itself_tcp() {
+    vanished_peer_seen_by_the_runtime("tcp");
+}
+
+/// Two hosts × 2 ranks under plain `mpirun --enable-recovery` (no fate sharing), default `auto`
+/// fabric; rank 2 (on the second host) loops delegating to rank 0 and is killed with SIGKILL.
+/// Ranks 0 and 1 can only learn it through their tcp connections to rank 2 (its pid is on
+/// another host), rank 3 through its own watch of rank 2's process: all three must end within a
+/// few seconds, each reporting a vanished peer, and the tcp fabric must have reported rank 2.
+/// (The tcp fabric waits `LOSS_GRACE`, 1 s, before it reports a closed connection.)
+///
+/// Without `gsmrun` nothing sets `GSM_HOST_ADDR`, which the tcp fabric binds to; a shell sets it
+/// per rank from Open MPI's by-slot placement (ranks 0, 1 on the first host; 2, 3 on the second),
+/// which `two_hosts.rs` checks, and `exec`s the program.
+#[test]
+fn a_peer_on_another_host_that_vanishes_is_noticed_over_tcp() {
+    let _serial = serial();
+    let bed = TwoHosts::shared();
+    let scratch = Scratch::new("cluster", RunId::next());
+    let hostfile = scratch.write("hosts", &bed.hostfile(2));
+    let guard = PidGuard::new();
+    let id = RunId::next();
+    let job_id = format!("gsm-test{}x{}-hosts", id.pid, id.n);
+    let what =
+        "mpirun --enable-recovery -np 4 over two namespaces, --hang-rank 2, rank 2 SIGKILLed";
+    let script = format!(
+        "case $OMPI_COMM_WORLD_RANK in 0|1) GSM_HOST_ADDR={};; *) GSM_HOST_ADDR={};; esac; \
+         export GSM_HOST_ADDR; exec {} --hang-rank 2 --quick",
+        bed.hosts[0].addr,
+        bed.hosts[1].addr,
+        cluster_check().display()
+    );
+    let mut cmd = mpirun([
+        "--enable-recovery",
+        "-x",
+        "GSM_JOB_ID",
+        "-np",
+        "4",
+        "--hostfile",
+    ]);
+    cmd.arg(&hostfile)
+        .arg("--mca")
+        .arg("plm_rsh_agent")
+        .arg(TwoHosts::agent())
+        .args(["/bin/sh", "-c", &script, "rank"])
+        .env("GSM_JOB_ID", &job_id)
+        .envs(bed.mpi_env());
+    let Killed { job, pids, at, .. } =
+        start_then_kill(&mut cmd, |_| job_id.clone(), (4, 2), &guard, what);
+    let others = [0, 1, 3].map(|r| pids[&r]);
+    let ended = poll(FAIL_FAST, || {
+        others
+            .iter()
+            .all(|pid| !alive_as(*pid, "cluster_check"))
+            .then_some(())
+    });
+    let took = job.elapsed().saturating_sub(at);
+    // With recovery on and daemons on other hosts, Open MPI's mpirun and daemons stay after every
+    // rank has ended (seen here with Open MPI 4.1.4); what matters is the ranks, so mpirun gets a
+    // short grace and is then killed with its process group (the bed kills the daemons).
+    let grace = job.elapsed() + Duration::from_secs(3);
+    let done = job.wait(grace);
+    let report = done.report();
+    assert!(
+        ended.is_some(),
+        "{what}: ranks 0, 1, 3 did not all end within {FAIL_FAST:?} of the kill\n{report}"
+    );
+    // Each surviving rank reports the first loss it noticed: rank 2, or a rank of its own host
+    // that ended (after noticing rank 2) a moment before. Open MPI forwards the ranks' stderr
+    // without keeping lines whole, so the reports are counted, not parsed line by line.
+    let vanished = done
+        .stderr
+        .matches("vanished while the job was running")
+        .count();
+    assert_eq!(
+        vanished, 3,
+        "{what}: expected ranks 0, 1 and 3 each to report one vanished peer\n{report}"
+    );
+    // Only the tcp fabric reports in this form (the process watch adds the pid), and only ranks
+    // 0 and 1 reach rank 2 over tcp: the loss went over the network.
+    let over_tcp = format!(
+        "gossamer: rank 2 (host {}) vanished while the job was running: ",
+        bed.hosts[1].hostname
+    );
+    assert!(
+        done.stderr.contains(&over_tcp),
+        "{what}: no rank on the first host noticed rank 2's loss over tcp (`{over_tcp}…`)\n{report}"
+    );
+    assert!(
+        !done.stdout.contains(" passed "),
+        "{what}: no rank may report success\n{report}"
+    );
+    assert_nothing_left(&job_id, &guard, what, &done);
+    eprintln!(
+        "{what}: the others ended {:.2} s after the kill; stderr:\n{}",
+        took.as_secs_f64(),
+        done.stderr
+    );
+}
+
+/// The gossamer listener of each rank: the listening sockets that are bound to an address
+/// (Open MPI's TCP transport in the same process listens on the unspecified address; gossamer's
+/// never does unless configured to), as rank → address.
+fn gossamer_listeners(
+    ranks: &std::collections::BTreeMap<u32, u32>,
+) -> Option<Vec<(u32, SocketAddr)>> {
+    let mut found = Vec::new();
+    for (rank, pid) in ranks {
+        let bound: Vec<SocketAddr> = tcp_listeners(*pid)
+            .into_iter()
+            .filter(|a| !a.ip().is_unspecified())
+            .collect();
+        match bound.as_slice() {
+            [one] => found.push((*rank, *one)),
+            [] => return None,
+            many => panic!("rank {rank} (pid {pid}) listens on several bound addresses: {many:?}"),
+        }
+    }
+    Some(found)
+}
+
+/// Sends `bytes` on a new connection to `to`, and keeps the connection open (returned) so the
+/// listener, not our close, decides its fate.
+fn send(to: SocketAddr, bytes: &[u8]) -> std::io::Result<TcpStream> {
+    let mut sock = TcpStream::connect_timeout(&to, Duration::from_secs(2))?;
+    sock.write_all(bytes)?;
+    Ok(sock)
+}
+
+/// What happened to one attempt of the stranger test.
+enum Attempt {
+    /// The listeners were found and attacked; the job's result.
+    Done(Finished),
+    /// The listeners did not appear in time, or were gone when the strangers connected (timing,
+    /// not a wrong result): worth another try, once the job's own results are checked.
+    NoListener(Finished),
+}
+
+fn strangers_attempt() -> Attempt {
+    let guard = PidGuard::new();
+    let job = spawn(&mut job_command(2, Some("tcp"), &[]));
+    let prefix = job_prefix(job.pid() as u32);
+    let mut watched = false;
+    let listeners = poll(Duration::from_secs(20), || {
+        let found = ranks(&prefix, "cluster_check");
+        if found.len() != 2 {
+            return None;
+        }
+        if !watched {
+            for rank_pid in found.values() {
+                guard.watch(*rank_pid, "cluster_check");
+            }
+            watched = true;
+        }
+        gossamer_listeners(&found)
+    });
+    let Some(listeners) = listeners else {
+        return Attempt::NoListener(job.wait(LIMIT));
+    };
+    let config = gossamer::Config::default();
+    let mut open = Vec::new();
+    let mut missed = false;
+    let mut garbage = b"GET / HTTP/1.0\r\n\r\n".to_vec();
+    garbage.extend((0..200u32).map(|i| (i * 37 % 251) as u8));
+    for (rank, addr) in &listeners {
+        let other = 1 - rank;
+        let mut forged = hello(
+            &[0xA5; 32],
+            other,
+            0,
+            *rank,
+            config.slots_per_ring as u32,
+            config.slot_size as u32,
+        )
+        .to_vec();
+        // A frame for the rank's first worker, as an authenticated peer would send it.
+        forged.extend(frame(rank * WORKERS, 0, &[0x42; 64]));
+        for bytes in [&garbage, &forged] {
+            match send(*addr, bytes) {
+                Ok(sock) => open.push(sock),
+                Err(err) => {
+                    // The run that owned the listener may have ended just now.
+                    eprintln!("connecting to rank {rank}'s listener {addr}: {err}");
+                    missed = true;
+                }
+            }
+        }
+    }
+    let done = job.wait(LIMIT);
+    drop(open);
+    assert_nothing_left(&prefix, &guard, "the stranger test", &done);
+    if missed {
+        Attempt::NoListener(done)
+    } else {
+        Attempt::Done(done)
+    }
+}
+
+/// Strangers connect to each rank's tcp listener while the job runs: one sends garbage, one a
+/// hello that is well-formed except for the job key, followed by a frame. Both are dropped and
+/// reported; the job completes with every result right.
+#[test]
+fn strangers_on_the_tcp_listener_are_dropped_and_the_job_completes() {
+    let _serial = serial();
+    let what = "gsmrun -np 2 --fabric tcp cluster_check with strangers connecting";
+    let mut done = None;
+    for attempt in 1..=3 {
+        match strangers_attempt() {
+            Attempt::Done(finished) => {
+                done = Some(finished);
+                break;
+            }
+            Attempt::NoListener(finished) => {
+                // Never retry over a wrong result: the job itself must still have passed.
+                assert_exit(&finished, 0, what);
+                if let Err(problem) = check_results(&finished.stdout, 2, WORKERS, &example_checks())
+                {
+                    panic!("{what}: {problem}\n{}", finished.report());
+                }
+                eprintln!(
+                    "{what}: attempt {attempt}: the listeners were not found in time\n{}",
+                    finished.report()
+                );
+            }
+        }
+    }
+    let done = done.unwrap_or_else(|| panic!("{what}: no listener found in 3 attempts"));
+    let report = done.report();
+    assert_exit(&done, 0, what);
+    if let Err(problem) = check_results(&done.stdout, 2, WORKERS, &example_checks()) {
+        panic!("{what}: {problem}\n{report}");
+    }
+    // Counted in the whole of stderr: forwarded output of two ranks need not keep lines whole.
+    let dropped = done
+        .stderr
+        .matches("gossamer: tcp: dropped a connection from ")
+        .count();
+    assert_eq!(
+        dropped, 4,
+        "{what}: expected 4 `dropped a connection` reports (2 strangers × 2 ranks)\n{report}"
+    );
+    for reason in ["(wrong magic bytes)", "wrong job key"] {
+        let count = done.stderr.matches(reason).count();
+        assert_eq!(
+            count, 2,
+            "{what}: expected one `dropped a connection … {reason}` report per rank, got {count}\n{report}"
+        );
+    }
+    eprintln!("{what}: the ranks reported:\n{}", done.stderr);
+}
