@@ -953,12 +953,15 @@ impl Io {
                     timeout = self.sleep_ms();
                 }
             }
-            // While spinning, look at the sockets every 8th pass only: epoll_wait is the most
-            // expensive part of an idle pass.
+            // While spinning, look at the sockets every 8th pass only (epoll_wait is the most
+            // expensive part of an idle pass), and offer the core to other threads in between:
+            // on a loaded machine the worker this thread just woke may need it.
             let n = if timeout > 0 || idle_passes % 8 == 0 {
                 self.epoll.wait(&mut events, timeout)
             } else {
-                std::hint::spin_loop();
+                if idle_passes > 0 {
+                    std::thread::yield_now();
+                }
                 0
             };
             self.shared.sleeping.store(false, Ordering::Relaxed);

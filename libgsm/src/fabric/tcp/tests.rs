@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::fabric::conformance::{Rank, job};
+use crate::wire::doorbell::Doorbell;
 
 fn layout(slots: u32, slot_size: u32) -> RingLayout {
     RingLayout::new(slots, slot_size).unwrap()
@@ -466,4 +467,66 @@ fn cpu_seconds() -> f64 {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
     let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
     t(u.ru_utime) + t(u.ru_stime)
+}
+
+/// Round trip of one small slot through the fabric and back (ping-pong between two threads that
+/// poll and then sleep on their doorbells, as workers do). Run with
+/// `cargo test -p gossamer --release --lib fabric::tcp::tests::round_trip -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn round_trip() {
+    let mut ranks = job::<Tcp>(&[1, 1], layout(16, 256));
+    let (a, b) = ranks.split_at_mut(1);
+    let mut ping = a[0].take_out(0, 1, Lane::Request);
+    let mut ping_in = b[0].take_in(0, 0, Lane::Request);
+    let mut pong = b[0].take_out(0, 0, Lane::Response);
+    let mut pong_in = a[0].take_in(0, 1, Lane::Response);
+    let (bell_a, bell_b) = (a[0].bell(1), b[0].bell(0));
+    let (sleep_a, sleep_b) = (a[0].sleeper(0), b[0].sleeper(0));
+    let rounds = 20_000u32;
+    let wait = |c: &mut Consumer, d: &Doorbell| {
+        let t = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            if let Some(r) = c.try_poll().unwrap() {
+                return u32::from_le_bytes(r.bytes()[..4].try_into().unwrap());
+            }
+            spins += 1;
+            if spins % 256 == 0 {
+                assert!(t.elapsed() < Duration::from_secs(10));
+                d.sleep(Duration::from_millis(10), || !c.has_data());
+            }
+            std::hint::spin_loop();
+        }
+    };
+    let mut times = Vec::with_capacity(rounds as usize);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for _ in 0..rounds {
+                let v = wait(&mut ping_in, &sleep_b);
+                let mut w = pong.try_reserve().unwrap();
+                w.buf()[..4].copy_from_slice(&v.to_le_bytes());
+                w.publish(4);
+                bell_b.ring();
+            }
+        });
+        for i in 0..rounds {
+            let t = Instant::now();
+            let mut w = ping.try_reserve().unwrap();
+            w.buf()[..4].copy_from_slice(&i.to_le_bytes());
+            w.publish(4);
+            bell_a.ring();
+            assert_eq!(wait(&mut pong_in, &sleep_a), i);
+            times.push(t.elapsed());
+        }
+    });
+    times.sort();
+    let q = |f: f64| times[((times.len() - 1) as f64 * f) as usize];
+    println!(
+        "tcp loopback round trip of a 4-byte slot: median {:?}, q1 {:?}, q3 {:?}, p99 {:?}",
+        q(0.5),
+        q(0.25),
+        q(0.75),
+        q(0.99)
+    );
 }
