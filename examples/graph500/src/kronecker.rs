@@ -13,7 +13,7 @@
 //! generates its own share. It does not distribute anything, and it does not remove self-loops or
 //! duplicates: the benchmark's graph is this multigraph, loops included.
 
-use crate::mrg::{Jump, MrgState};
+use crate::mrg::{Jump, MrgLanes, MrgState};
 
 /// A vertex label, `0 .. 2^SCALE`. SCALE is at most [`MAX_SCALE`], so `u32::MAX` never labels a
 /// vertex and kernels may use it as "none".
@@ -33,6 +33,9 @@ const BC_NUM: u32 = 1900;
 const DENOM: u32 = 10_000;
 /// Values below this are redrawn so that `value % DENOM` is uniform (the reference's bound).
 const REJECT_BELOW: u32 = 0x7FFF_FFFF % DENOM;
+
+/// How many edges [`KroneckerGenerator::fill`] makes at once.
+const LANES: usize = 16;
 
 /// One generated edge, endpoints in the order the generator wrote them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -149,10 +152,81 @@ impl KroneckerGenerator {
     }
 
     /// Generates edges `start .. start + edges.len()` into `edges` and `weights` (equal lengths).
+    ///
+    /// Edges are made [`LANES`] at a time in lockstep: their streams are independent, so the
+    /// processor overlaps the latency of one stream's steps with the others'.
     pub fn fill(&self, start: u64, edges: &mut [Edge], weights: &mut [f32]) {
         assert_eq!(edges.len(), weights.len(), "one weight per edge");
-        let mut stream = self.stream_of(start);
-        for (e, w) in edges.iter_mut().zip(weights.iter_mut()) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: this CPU supports AVX2, checked just above.
+            unsafe { self.fill_avx2(start, edges, weights) };
+            return;
+        }
+        self.fill_lanes(start, edges, weights);
+    }
+
+    /// [`Self::fill_lanes`] compiled for AVX2, where the lanes' 64-bit products vectorise four
+    /// at a time (about 1.5× faster than the baseline x86-64 build).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn fill_avx2(&self, start: u64, edges: &mut [Edge], weights: &mut [f32]) {
+        self.fill_lanes(start, edges, weights);
+    }
+
+    /// The body of [`Self::fill`], inlined into each instruction-set variant.
+    #[inline(always)]
+    fn fill_lanes(&self, start: u64, edges: &mut [Edge], weights: &mut [f32]) {
+        let states: [MrgState; LANES] = std::array::from_fn(|l| self.stream_of(start + l as u64));
+        let mut lanes = MrgLanes::from_states(&states);
+        let stride = self.per_edge.repeat(LANES as u64);
+        let scale = self.scale as usize;
+        // One value per level, then the weight.
+        let mut draws = [[0u32; LANES]; MAX_SCALE as usize + 1];
+        let draws = &mut draws[..scale + 1];
+        let mut e_chunks = edges.chunks_exact_mut(LANES);
+        let mut w_chunks = weights.chunks_exact_mut(LANES);
+        for (es, ws) in (&mut e_chunks).zip(&mut w_chunks) {
+            lanes.peek(draws);
+            let mut src = [0u64; LANES];
+            let mut tgt = [0u64; LANES];
+            let mut redraw = [false; LANES];
+            for (level, row) in draws[..scale].iter().enumerate() {
+                let shift = scale - 1 - level;
+                for l in 0..LANES {
+                    redraw[l] |= row[l] < REJECT_BELOW;
+                    let (sbit, tbit) = quadrant_of(row[l]);
+                    src[l] |= sbit << shift;
+                    tgt[l] |= tbit << shift;
+                }
+            }
+            for l in 0..LANES {
+                if redraw[l] {
+                    // A rejected draw shifts this edge's later draws: redo it one value at a time.
+                    let mut s = lanes.lane(l);
+                    es[l] = self.descend(&mut s);
+                    ws[l] = s.next_f32();
+                } else {
+                    let (s, t) = clip_and_flip_all(src[l], tgt[l]);
+                    es[l] = Edge {
+                        u: self.scramble(s),
+                        v: self.scramble(t),
+                    };
+                    ws[l] = weight_of(draws[scale][l]);
+                }
+            }
+            lanes.jump(&stride);
+        }
+        // The tail, one edge at a time from lane 0's stream (the first edge left).
+        let mut stream = lanes.lane(0);
+        for (e, w) in e_chunks
+            .into_remainder()
+            .iter_mut()
+            .zip(w_chunks.into_remainder())
+        {
             let mut s = stream;
             *e = self.descend(&mut s);
             *w = s.next_f32();
@@ -180,10 +254,8 @@ impl KroneckerGenerator {
         let mut src = 0u64;
         let mut tgt = 0u64;
         for level in (0..self.scale).rev() {
-            let (mut sbit, mut tbit) = quadrant(s);
-            if src == tgt && sbit > tbit {
-                std::mem::swap(&mut sbit, &mut tbit);
-            }
+            let (sbit, tbit) = quadrant(s);
+            let (sbit, tbit) = clip_and_flip(src, tgt, sbit, tbit);
             src |= sbit << level;
             tgt |= tbit << level;
         }
@@ -206,24 +278,55 @@ impl KroneckerGenerator {
     }
 }
 
-/// Draws one initiator quadrant as (row bit, column bit): A = (0,0), B = (0,1), C = (1,0),
-/// D = (1,1), tested in the reference's order B, C, A.
+/// Draws one initiator quadrant as (row bit, column bit), redrawing values the reference rejects.
 #[inline(always)]
 fn quadrant(s: &mut MrgState) -> (u64, u64) {
     let mut r = s.next_u31();
     while r < REJECT_BELOW {
         r = s.next_u31();
     }
+    quadrant_of(r)
+}
+
+/// The quadrant of an accepted draw: A = (0,0), B = (0,1), C = (1,0), D = (1,1), laid out as the
+/// reference lays out the draw modulo 10000 (B below 1900, then C, then A, then D). Branch-free:
+/// the quadrant is random, so a branch on it would mispredict half the time.
+#[inline(always)]
+fn quadrant_of(r: u32) -> (u64, u64) {
     let r = r % DENOM;
-    if r < BC_NUM {
-        (0, 1)
-    } else if r < 2 * BC_NUM {
-        (1, 0)
-    } else if r < 2 * BC_NUM + A_NUM {
-        (0, 0)
+    let is_b = u64::from(r < BC_NUM);
+    let is_c = u64::from((BC_NUM..2 * BC_NUM).contains(&r));
+    let is_d = u64::from(r >= 2 * BC_NUM + A_NUM);
+    (is_c | is_d, is_b | is_d)
+}
+
+/// The reference's weight conversion applied to an already drawn value.
+#[inline(always)]
+fn weight_of(r: u32) -> f32 {
+    (f64::from(r as f32) * 0.000_000_000_465_661_287_524_579_692) as f32
+}
+
+/// Folds a quadrant choice on a diagonal block into the upper triangle ("clip and flip"): while
+/// the source and target prefixes are equal, (1,0) becomes (0,1).
+#[inline(always)]
+fn clip_and_flip(src: u64, tgt: u64, sbit: u64, tbit: u64) -> (u64, u64) {
+    let flip = u64::from(src == tgt) & sbit & !tbit;
+    (sbit & !flip, tbit | flip)
+}
+
+/// [`clip_and_flip`] applied to all levels at once: the prefixes are equal down to the first
+/// level where the raw bits differ, so only that level can flip, and it does if the source has
+/// the 1 there.
+#[inline(always)]
+fn clip_and_flip_all(src: u64, tgt: u64) -> (u64, u64) {
+    let diff = src ^ tgt;
+    let first = if diff == 0 {
+        0
     } else {
-        (1, 1)
-    }
+        1 << (63 - diff.leading_zeros())
+    };
+    let flip = src & first;
+    (src ^ flip, tgt ^ flip)
 }
 
 /// The half-open range of edges worker `rank` of `size` generates out of `total`, as the
@@ -288,6 +391,46 @@ mod tests {
         let part = g.range(s, t);
         assert_eq!(part.edges[..], whole.edges[s as usize..t as usize]);
         assert_eq!(part.weights[..], whole.weights[s as usize..t as usize]);
+    }
+
+    #[test]
+    fn clipping_all_levels_at_once_matches_level_by_level() {
+        let mut s = MrgState::from_user_seeds(5, 7);
+        for _ in 0..10_000 {
+            let (raw_s, raw_t) = (u64::from(s.next_u31() % 64), u64::from(s.next_u31() % 64));
+            let (mut src, mut tgt) = (0, 0);
+            for level in (0..6).rev() {
+                let (sb, tb) = clip_and_flip(src, tgt, raw_s >> level & 1, raw_t >> level & 1);
+                src |= sb << level;
+                tgt |= tb << level;
+            }
+            assert_eq!(
+                clip_and_flip_all(raw_s, raw_t),
+                (src, tgt),
+                "{raw_s:b} {raw_t:b}"
+            );
+        }
+    }
+
+    #[test]
+    fn edges_with_rejected_draws_match_in_bulk() {
+        // Find edges whose stream has a rejected draw among its first SCALE values.
+        let g = KroneckerGenerator::new(12);
+        let mut stream = g.stream_of(0);
+        let mut found = Vec::new();
+        for i in 0..400_000u64 {
+            let mut s = stream;
+            if (0..12).any(|_| s.next_u31() < REJECT_BELOW) {
+                found.push(i);
+            }
+            stream.jump(&g.per_edge);
+        }
+        assert!(!found.is_empty(), "no rejected draw in 400000 edges");
+        for &i in &found {
+            let list = g.range(i.saturating_sub(5), i + 11);
+            let j = (i - list.start) as usize;
+            assert_eq!((list.edges[j], list.weights[j]), g.edge(i), "edge {i}");
+        }
     }
 
     #[test]

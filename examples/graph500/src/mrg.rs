@@ -32,8 +32,10 @@ fn reduce(x: u64) -> u32 {
 #[inline(always)]
 fn reduce_small(x: u64) -> u32 {
     debug_assert!(x < 1 << 62);
-    let x = (x & P) + (x >> 31);
-    (if x >= P { x - P } else { x }) as u32
+    let x = ((x & P) + (x >> 31)) as u32;
+    // Below 2P: subtracting P either lands below x or wraps above it; the minimum is the residue
+    // (and compiles to a vector minimum rather than a branch).
+    x.min(x.wrapping_sub(MODULUS))
 }
 
 /// The generator's state: five residues, `z[0]` the newest.
@@ -193,6 +195,78 @@ impl Jump {
     }
 }
 
+/// The most values [`MrgLanes::peek`] returns per lane.
+pub const MAX_PEEK: usize = 40;
+
+/// `L` independent streams side by side (structure of arrays), so that stepping or jumping all
+/// of them is the same arithmetic on `L` lanes, which the compiler can vectorise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MrgLanes<const L: usize> {
+    /// `z[k][lane]`, `k = 0` newest.
+    z: [[u32; L]; 5],
+}
+
+impl<const L: usize> MrgLanes<L> {
+    /// The lanes holding these states.
+    #[inline(always)]
+    pub fn from_states(states: &[MrgState; L]) -> Self {
+        Self {
+            z: std::array::from_fn(|k| std::array::from_fn(|l| states[l].z[k])),
+        }
+    }
+
+    /// The state of one lane.
+    #[inline(always)]
+    pub fn lane(&self, l: usize) -> MrgState {
+        MrgState {
+            z: std::array::from_fn(|k| self.z[k][l]),
+        }
+    }
+
+    /// Applies the same jump to every lane.
+    #[inline(always)]
+    pub fn jump(&mut self, jump: &Jump) {
+        let mut out = [[0u32; L]; 5];
+        for (o, row) in out.iter_mut().zip(&jump.m) {
+            let mut acc = [0u64; L];
+            for (&a, zk) in row.iter().zip(&self.z) {
+                for (acc, &b) in acc.iter_mut().zip(zk) {
+                    let p = u64::from(a) * u64::from(b);
+                    *acc += (p & P) + (p >> 31);
+                }
+            }
+            for (o, &acc) in o.iter_mut().zip(&acc) {
+                *o = reduce(acc);
+            }
+        }
+        self.z = out;
+    }
+
+    /// The next `out.len()` values of every lane (`out[i][lane]`, as [`MrgState::next_u31`]
+    /// would return them), without advancing the lanes.
+    ///
+    /// # Panics
+    /// If more than [`MAX_PEEK`] values are asked for.
+    #[inline(always)]
+    pub fn peek(&self, out: &mut [[u32; L]]) {
+        assert!(out.len() <= MAX_PEEK, "at most {MAX_PEEK} values per lane");
+        // seq[0..5] is the history, oldest first; seq[5 + i] is the i-th new value.
+        let mut seq = [[0u32; L]; MAX_PEEK + 5];
+        for k in 0..5 {
+            seq[k] = self.z[4 - k];
+        }
+        for i in 0..out.len() {
+            let (prev5, prev1) = (seq[i], seq[i + 4]);
+            let mut next = [0u32; L];
+            for l in 0..L {
+                next[l] = reduce_small(X * u64::from(prev1[l]) + Y * u64::from(prev5[l]));
+            }
+            seq[i + 5] = next;
+        }
+        out.copy_from_slice(&seq[5..5 + out.len()]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,6 +299,31 @@ mod tests {
         let c4 = c3.repeat(p);
         assert_eq!(c4.then(&c3).then(&c2).then(&c1).then(&a), Jump::identity());
         assert_ne!(a, Jump::identity());
+    }
+
+    #[test]
+    fn lanes_agree_with_single_streams() {
+        let states: [MrgState; 4] = std::array::from_fn(|i| {
+            let mut s = MrgState::from_user_seeds(2, 3);
+            s.jump(&Jump::by(0, i as u64, 0));
+            s
+        });
+        let mut lanes = MrgLanes::from_states(&states);
+        let mut out = [[0u32; 4]; 12];
+        lanes.peek(&mut out);
+        for (l, s) in states.iter().enumerate() {
+            let mut s = *s;
+            for row in &out {
+                assert_eq!(row[l], s.next_u31());
+            }
+        }
+        let j = Jump::by(0, 3, 5);
+        lanes.jump(&j);
+        for (l, s) in states.iter().enumerate() {
+            let mut s = *s;
+            s.jump(&j);
+            assert_eq!(lanes.lane(l), s);
+        }
     }
 
     #[test]
