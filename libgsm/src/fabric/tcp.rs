@@ -60,14 +60,16 @@
 //! One thread per rank, `epoll` (edge-triggered sockets) plus an `eventfd` to be woken. Each pass
 //! it takes the remote workers whose bell rang (a bitmap), drains their shadow rings into write
 //! buffers (many slots per `send`), writes, reads, and delivers frames. With nothing to do it
-//! spins for [`SPIN`], then announces that it sleeps (a flag, SeqCst fence), re-checks the bitmap
-//! and only then waits in `epoll_wait` for at most [`IDLE_WAIT`]. A delivery waiting for a full
-//! ring is retried after a `sched_yield` (the consumer may need this core) for [`STALL_YIELD`],
-//! then every millisecond: a consumer freeing a slot rings nothing. The [`Bell`] for a remote worker sets its bit (after a SeqCst fence, skipping
-//! the write when already set) and, after a second fence, writes the eventfd only if the thread
-//! announced that it sleeps: no syscall while it is awake. The runtime must ring the bell after
-//! publishing to a remote worker, as for every fabric; a slot published without a bell is only
-//! found by the next bell to the same worker.
+//! keeps passing for [`SPIN`] (a `sched_yield` between passes, since on a loaded machine the
+//! worker it just woke may need the core; `epoll_wait` every 8th pass), then announces that it
+//! sleeps (a flag, SeqCst fence), re-checks the bitmap and only then waits in `epoll_wait` for at
+//! most [`IDLE_WAIT`]. A delivery waiting for a full ring is retried after a `sched_yield` for
+//! [`STALL_YIELD`], then every millisecond: a consumer freeing a slot rings nothing. The [`Bell`]
+//! for a remote worker sets its bit (after a SeqCst fence, skipping the write when already set)
+//! and, after a second fence, writes the eventfd only if the thread announced that it sleeps: no
+//! syscall while it is awake. The runtime must ring the bell after publishing to a remote
+//! worker, as for every fabric; a slot published without a bell is only found by the next bell
+//! to the same worker.
 //!
 //! # Failure
 //!
@@ -77,6 +79,14 @@
 //! `closing`); after `closing`, EOFs are expected and just closed. A frame that breaks the
 //! protocol is reported at once. Dropping a [`Tcp`] stops and joins the I/O thread (which never
 //! blocks for longer than [`IDLE_WAIT`]) and closes every socket.
+//!
+//! # Measured (loopback, this repository's 2-core test machine, release build)
+//!
+//! `cargo test -p gossamer --release --lib fabric::tcp::tests -- --ignored --nocapture`: one
+//! link moved 8.3 M slots/s of 64 B (64-slot rings) and 250 k slots/s of 4 KiB (1.0 GB/s) on a
+//! quiet machine (before idle passes yielded); with idle passes yielding, at a load average of
+//! 14 to 16: 1.5–4.8 M slots/s of 64 B, 0.97 GB/s of 4 KiB, and a 4-byte round trip through both
+//! I/O threads of 65 µs (median). Figures on that machine vary by 3× with the other load.
 //!
 //! # Cost
 //!
