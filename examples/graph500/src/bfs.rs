@@ -47,7 +47,6 @@ pub fn direction_optimizing(g: &Csr, root: Vertex) -> Vec<Vertex> {
     let mut frontier = vec![root];
     let mut next = Vec::new();
     let mut in_frontier = vec![0u64; n.div_ceil(64)];
-    let mut in_next = vec![0u64; n.div_ceil(64)];
     // Edges still to be examined from unvisited vertices (each entry counted from its source).
     let mut unexplored = g.num_entries();
     let mut bottom_up = false;
@@ -65,14 +64,13 @@ pub fn direction_optimizing(g: &Csr, root: Vertex) -> Vec<Vertex> {
             for &v in &frontier {
                 in_frontier[v as usize / 64] |= 1 << (v % 64);
             }
-            in_next.fill(0);
-            for v in 0..n {
-                if parent[v] != NO_PARENT {
+            for (v, pv) in parent.iter_mut().enumerate() {
+                if *pv != NO_PARENT {
                     continue;
                 }
                 for &u in g.neighbors(v as Vertex) {
                     if in_frontier[u as usize / 64] >> (u % 64) & 1 == 1 {
-                        parent[v] = u;
+                        *pv = u;
                         next.push(v as Vertex);
                         break;
                     }

@@ -303,7 +303,7 @@ fn quadrant_of(r: u32) -> (u64, u64) {
 /// The reference's weight conversion applied to an already drawn value.
 #[inline(always)]
 fn weight_of(r: u32) -> f32 {
-    (f64::from(r as f32) * 0.000_000_000_465_661_287_524_579_692) as f32
+    (f64::from(r as f32) * crate::mrg::INV_M) as f32
 }
 
 /// Folds a quadrant choice on a diagonal block into the upper triangle ("clip and flip"): while

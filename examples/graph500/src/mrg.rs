@@ -15,6 +15,12 @@
 /// The modulus, 2^31 − 1.
 pub const MODULUS: u32 = 0x7FFF_FFFF;
 const P: u64 = MODULUS as u64;
+/// (2^31 − 1)^−1 and (2^31 − 1)^−2, written with the reference's digits (more than an `f64`
+/// holds; both round to the same `f64` as the reference's literals do in C).
+#[allow(clippy::excessive_precision)]
+pub(crate) const INV_M: f64 = 4.656_612_875_245_796_92e-10;
+#[allow(clippy::excessive_precision)]
+const INV_M2: f64 = 2.168_404_346_990_492_787e-19;
 /// The recurrence `z_n = X·z_{n−1} + Y·z_{n−5} (mod 2^31 − 1)`.
 const X: u64 = 107_374_182;
 const Y: u64 = 104_480;
@@ -85,8 +91,7 @@ impl MrgState {
     pub fn next_f64(&mut self) -> f64 {
         let hi = f64::from(self.next_u31());
         let lo = f64::from(self.next_u31());
-        hi * 0.000_000_000_465_661_287_524_579_692
-            + lo * 0.000_000_000_000_000_000_216_840_434_699_049_278_7
+        hi * INV_M + lo * INV_M2
     }
 
     /// A real in `[0, 1)` from one step, as the reference computes edge weights: the value
@@ -94,7 +99,7 @@ impl MrgState {
     #[inline(always)]
     pub fn next_f32(&mut self) -> f32 {
         let v = self.next_u31() as f32;
-        (f64::from(v) * 0.000_000_000_465_661_287_524_579_692) as f32
+        (f64::from(v) * INV_M) as f32
     }
 
     /// Applies a jump: afterwards the state is the one `jump.steps()` steps later.
@@ -252,8 +257,8 @@ impl<const L: usize> MrgLanes<L> {
         assert!(out.len() <= MAX_PEEK, "at most {MAX_PEEK} values per lane");
         // seq[0..5] is the history, oldest first; seq[5 + i] is the i-th new value.
         let mut seq = [[0u32; L]; MAX_PEEK + 5];
-        for k in 0..5 {
-            seq[k] = self.z[4 - k];
+        for (k, history) in seq[..5].iter_mut().enumerate() {
+            *history = self.z[4 - k];
         }
         for i in 0..out.len() {
             let (prev5, prev1) = (seq[i], seq[i + 4]);

@@ -1,0 +1,162 @@
+//! The binary end to end: a small run prints the reference's results block (parseable, in the
+//! reference's field order) and the same results as JSON; bad input exits with status 2.
+
+use std::process::{Command, Output};
+
+fn graph500(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_graph500"))
+        .args(args)
+        .output()
+        .expect("run graph500")
+}
+
+/// The reference's field names, in its order, for a run of both kernels.
+fn reference_fields() -> Vec<String> {
+    let stats = [
+        "min",
+        "firstquartile",
+        "median",
+        "thirdquartile",
+        "max",
+        "mean",
+        "stddev",
+    ];
+    let mut f: Vec<String> = [
+        "SCALE",
+        "edgefactor",
+        "NBFS",
+        "graph_generation",
+        "num_mpi_processes",
+        "construction_time",
+    ]
+    .map(String::from)
+    .to_vec();
+    for k in ["bfs  ", "sssp "] {
+        f.extend(stats.iter().map(|s| format!("{k}{s}_time")));
+    }
+    f.extend(stats.iter().map(|s| format!("{s}_nedge")));
+    for k in ["bfs  ", "sssp "] {
+        for s in ["min", "firstquartile", "median", "thirdquartile", "max"] {
+            f.push(format!("{k}{s}_TEPS"));
+        }
+        f.push(format!("{k}harmonic_mean_TEPS"));
+        f.push(format!("{k}harmonic_stddev_TEPS"));
+    }
+    for k in ["bfs  ", "sssp "] {
+        f.extend(stats.iter().map(|s| format!("{k}{s}_validate")));
+    }
+    f
+}
+
+/// Parses "name: value" lines as the existing Graph500 scripts do (name up to the colon, value the
+/// last token).
+fn parse_block(text: &str) -> Vec<(String, f64)> {
+    text.lines()
+        .map(|l| {
+            let (name, rest) = l.split_once(':').expect("name: value");
+            let value = rest.split_whitespace().last().expect("a value");
+            (name.to_string(), value.parse().expect("a number"))
+        })
+        .collect()
+}
+
+#[test]
+fn scale_10_prints_the_reference_block_and_json() {
+    let dir = std::env::temp_dir().join(format!("graph500-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json_path = dir.join("results.json");
+    let out = graph500(&["10", "--json", json_path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "no progress when stderr is not a terminal"
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let block = parse_block(&text);
+    let names: Vec<&str> = block.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, reference_fields());
+    let get = |name: &str| block.iter().find(|(n, _)| n == name).unwrap().1;
+    assert_eq!(get("SCALE"), 10.0);
+    assert_eq!(get("edgefactor"), 16.0);
+    assert_eq!(get("NBFS"), 64.0);
+    assert_eq!(get("num_mpi_processes"), 1.0);
+    // All 64 roots lie in the giant component of 16239 edges.
+    assert_eq!(get("min_nedge"), 16239.0);
+    assert_eq!(get("max_nedge"), 16239.0);
+    assert!(get("bfs  harmonic_mean_TEPS") > 0.0);
+    assert!(get("sssp min_validate") >= 0.0);
+    assert!(text.contains("bfs  harmonic_mean_TEPS:     !  "));
+
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(json["SCALE"], 10);
+    assert_eq!(json["NBFS"], 64);
+    assert_eq!(json["bfs_nedges"].as_array().unwrap().len(), 64);
+    let teps = json["sssp_harmonic_mean_TEPS"].as_f64().unwrap();
+    let printed = get("sssp harmonic_mean_TEPS");
+    assert!(
+        (teps - printed).abs() <= printed * 1e-5,
+        "{teps} vs {printed}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn scale_12_bfs_only_without_validation() {
+    let out = graph500(&[
+        "12",
+        "8",
+        "--kernels",
+        "bfs",
+        "--no-validate",
+        "--roots",
+        "5",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let block = parse_block(&String::from_utf8(out.stdout).unwrap());
+    let get = |name: &str| block.iter().find(|(n, _)| n == name).map(|x| x.1);
+    assert_eq!(get("edgefactor"), Some(8.0));
+    assert_eq!(get("NBFS"), Some(5.0));
+    assert_eq!(get("sssp min_time"), None);
+    assert_eq!(
+        get("bfs  max_validate"),
+        Some(-1.0),
+        "validation off is reported as -1"
+    );
+}
+
+fn assert_refused(args: &[&str], needle: &str) {
+    let out = graph500(args);
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    assert!(out.stdout.is_empty(), "{args:?}: no results");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(needle), "{args:?}: {err}");
+}
+
+#[test]
+fn bad_input_exits_2_with_a_clear_message() {
+    assert_refused(&["0"], "0 is not in 1..=31");
+    assert_refused(&["32"], "32 is not in 1..=31");
+    assert_refused(&["ten"], "invalid digit");
+    assert_refused(
+        &["10", "--kernels", "bfs,pagerank"],
+        "invalid value 'pagerank'",
+    );
+    assert_refused(&[], "<SCALE>");
+    assert_refused(
+        &["10", "--engine", "gsm"],
+        "engine 'gsm' is not available yet",
+    );
+    assert_refused(
+        &["10", "--engine", "mpi"],
+        "engine 'mpi' is not available yet",
+    );
+}
