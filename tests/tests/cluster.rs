@@ -21,8 +21,8 @@
 //! `CARGO_TARGET_DIR` first.
 
 use gsm_tests::cluster::{
-    check_results, cluster_check, example_checks, frame, hello, job_prefix, leftovers, oks, ranks,
-    tcp_listeners,
+    check_results, cluster_check, example_checks, frame, hello, job_prefix, job_processes,
+    leftovers, oks, ranks, tcp_listeners,
 };
 use gsm_tests::job::{assert_exit, gsmrun, mpirun};
 use gsm_tests::netns::TwoHosts;
@@ -77,15 +77,22 @@ fn poll<T>(limit: Duration, mut found: impl FnMut() -> Option<T>) -> Option<T> {
 }
 
 /// Watches the job's rank processes while it runs, so the guard can kill them if the test fails.
+/// Returns once every rank has been seen, or the job's processes are gone (a job that ends
+/// early is judged by its output), or after 20 s.
 fn watch_ranks(job: &Running, np: u32, guard: &PidGuard) {
     let prefix = job_prefix(job.pid() as u32);
-    let all = poll(Duration::from_secs(20), || {
-        let found = ranks(&prefix, "cluster_check");
-        (found.len() == np as usize).then_some(found)
+    let mut seen = BTreeMap::new();
+    let mut started = false;
+    poll(Duration::from_secs(20), || {
+        for (rank, pid) in ranks(&prefix, "cluster_check") {
+            if seen.insert(rank, pid).is_none() {
+                guard.watch(pid, "cluster_check");
+            }
+        }
+        let alive = !job_processes(&prefix).is_empty();
+        started |= alive;
+        (seen.len() == np as usize || (started && !alive)).then_some(())
     });
-    for (_, rank_pid) in all.unwrap_or_default() {
-        guard.watch(rank_pid, "cluster_check");
-    }
 }
 
 /// Asserts that nothing of the job whose id starts with `prefix` is left: no process, no segment.
@@ -206,12 +213,18 @@ fn two_hosts_auto_uses_tcp_between_and_shm_within() {
 }
 
 /// A panic in a callback on rank 1 ends the job fast, naming rank, worker and the panic.
-#[test]
-fn a_panic_on_a_worker_ends_the_job_naming_rank_worker_and_message() {
+fn panic_on_rank_1(fabric: Option<&str>) {
     let _serial = serial();
     let guard = PidGuard::new();
-    let what = "gsmrun -np 2 cluster_check --panic-rank 1";
-    let job = spawn(&mut job_command(2, None, &["--panic-rank", "1", "--quick"]));
+    let what = &format!(
+        "gsmrun -np 2 --fabric {} cluster_check --panic-rank 1",
+        fabric.unwrap_or("(default)")
+    );
+    let job = spawn(&mut job_command(
+        2,
+        fabric,
+        &["--panic-rank", "1", "--quick"],
+    ));
     let prefix = job_prefix(job.pid() as u32);
     watch_ranks(&job, 2, &guard);
     let done = job.wait(LIMIT);
@@ -248,6 +261,16 @@ fn a_panic_on_a_worker_ends_the_job_naming_rank_worker_and_message() {
         "{what}: gsmrun does not name rank 1\n{report}"
     );
     assert_nothing_left(&prefix, &guard, what, &done);
+}
+
+#[test]
+fn a_panic_on_a_worker_ends_the_job_naming_rank_worker_and_message_shm() {
+    panic_on_rank_1(None);
+}
+
+#[test]
+fn a_panic_on_a_worker_ends_the_job_naming_rank_worker_and_message_tcp() {
+    panic_on_rank_1(Some("tcp"));
 }
 
 /// A `--hang-rank V` job started and then hit: rank V killed with SIGKILL.
@@ -562,10 +585,14 @@ fn strangers_attempt() -> Attempt {
     let job = spawn(&mut job_command(2, Some("tcp"), &[]));
     let prefix = job_prefix(job.pid() as u32);
     let mut watched = false;
+    let mut started = false;
+    // Some(Some(listeners)) when found, Some(None) when the job ended first.
     let listeners = poll(Duration::from_secs(20), || {
         let found = ranks(&prefix, "cluster_check");
         if found.len() != 2 {
-            return None;
+            let alive = !job_processes(&prefix).is_empty();
+            started |= alive;
+            return (started && !alive).then_some(None);
         }
         if !watched {
             for rank_pid in found.values() {
@@ -573,12 +600,13 @@ fn strangers_attempt() -> Attempt {
             }
             watched = true;
         }
-        gossamer_listeners(&found)
+        gossamer_listeners(&found).map(Some)
     });
-    let Some(listeners) = listeners else {
+    let Some(Some(listeners)) = listeners else {
         return Attempt::NoListener(job.wait(LIMIT));
     };
-    let config = gossamer::Config::default();
+    // The job inherits this environment, so it uses the same ring geometry.
+    let config = gossamer::Config::from_env().unwrap_or_default();
     let mut open = Vec::new();
     let mut missed = false;
     let mut garbage = b"GET / HTTP/1.0\r\n\r\n".to_vec();
