@@ -1,5 +1,79 @@
-//! Collective operations for Gossamer teams.
+//! Collective operations for teams of Gossamer workers (`gsm-collectives`): barrier, broadcast,
+//! reduce, allreduce, gather(v), scatter(v), allgather(v), alltoall(v), scan and exscan over
+//! slices of plain data, and broadcast/gather/allgather/scatter/alltoall/allreduce of any
+//! serialisable value.
 //!
-//! Nothing is implemented yet: barrier, broadcast, reductions and exchanges arrive with the
-//! collectives issue, built on the runtime's fabrics rather than on MPI. This crate is a member of
-//! the workspace now so that the layout of `shared/DESIGN.md` §1 holds from the start.
+//! ```
+//! use gsm_collectives::{Team, op::{Max, Sum}};
+//!
+//! let out = gossamer::spmd(gossamer::Config::default().workers(3), |w| {
+//!     let world = Team::world();
+//!     let me = world.index() as u64;
+//!     let mut total = [0u64; 2];
+//!     world.allreduce(&[me, 1], &mut total, Sum).unwrap();
+//!     let mut top = [0u64];
+//!     world.reduce(&[me * 10], &mut top, Max, 0).unwrap();
+//!     let names = world.allgather_value(format!("worker {}", w.id()));
+//!     (total, names.len())
+//! })
+//! .unwrap();
+//! assert_eq!(out, vec![([3, 3], 3); 3]);
+//! ```
+//!
+//! # Model
+//!
+//! A [`Team`] is an ordered set of workers, of one rank or of many; [`Team::world`] is every
+//! worker of the job, and [`Team::split`] (by colour and key, like `MPI_Comm_split`),
+//! [`Team::split_by_rank`] and [`Team::split_by_host`] make smaller ones. Every member calls the
+//! same collectives in the same order; a call suspends the calling fiber (never its worker,
+//! which keeps serving its trustees and other fibers) until this member's part is done. Members
+//! are addressed by their team index (roots too).
+//!
+//! Everything is built on the runtime's tagged one-way messages (`gossamer::send` /
+//! `gossamer::recv`), not on MPI: between workers of one rank a message moves by pointer, so
+//! the algorithms are **hierarchical** — the workers of a rank meet at a leader, the leaders run
+//! the algorithm across ranks, and the leaders hand results back by pointer (shared `Arc`s; a
+//! member copies its result out once). Plain data ([`Plain`]: `bytemuck::Pod`) crosses ranks as
+//! its bytes (one `memcpy` each way), however large: the runtime streams large messages.
+//!
+//! The algorithms and their sources are described in each module: dissemination barrier
+//! (`barrier`), binomial tree and pipelined chain broadcast (`broadcast`), binomial reduce,
+//! recursive doubling and ring (reduce-scatter + allgather) allreduce, Hillis–Steele scans
+//! (`reduce`), Bruck allgather and direct gather/scatter (`gather`), pairwise exchange
+//! all-to-all (`alltoall`). The switch points are fields of [`Tuning`], with `GSM_COLL_*`
+//! environment overrides; the module docs of `tuning` say how they were measured.
+//!
+//! # Errors
+//!
+//! Mistakes a member can see in its own arguments (a root that is no member, a receive buffer
+//! of the wrong length, counts that do not add up) are returned as [`Error`] before anything is
+//! sent. Disagreements between members (different lengths where equal ones are needed, a member
+//! in another collective, another element type) panic with a message naming the team, the
+//! operation and both workers; in debug builds every message carries a check of operation,
+//! sequence number and type, so a member calling a different collective is reported rather
+//! than left waiting. A panic in a fiber ends the job on every rank (ranks share fate).
+//!
+//! # Limits
+//!
+//! - One fiber per worker at a time per team value ([`Team::dup`] makes an independent one).
+//! - Message tags with the top bit set are this crate's (see the `team` module).
+//! - `reduce`/`allreduce` assume a commutative operator; `scan`/`exscan` do not.
+//! - Nothing times out: a member that never calls leaves the others' fibers waiting.
+
+mod alltoall;
+mod barrier;
+mod broadcast;
+mod error;
+mod gather;
+pub mod op;
+mod pod;
+mod reduce;
+mod team;
+mod tuning;
+mod value;
+
+pub use error::Error;
+pub use op::Op;
+pub use pod::{Parts, Plain};
+pub use team::Team;
+pub use tuning::{Tuning, TuningError};

@@ -1,0 +1,91 @@
+//! `coll_check`: every collective of `gsm-collectives`, checked against a sequential reference,
+//! on every worker of every rank; for the multi-process tests (`tests/ranks.rs`). Run it under
+//! `gsmrun -np N [--fabric F] [--oversubscribe]` (any N ≥ 1); without a launcher it is a job of
+//! one rank.
+//!
+//! Rounds, on the world team of every worker (`GSM_THREADS` workers per rank, default 2):
+//! the default tuning (hierarchical), the hierarchy off (every worker its own group, so the
+//! algorithms across groups run on every member), and the hierarchy off with the switch points
+//! at 0 (ring allreduce, pipelined broadcast in small chunks). Each round runs the plain-data
+//! operations at sizes 0, 1, 7 and `--large N` elements (default 393 217, 3 MiB of `u64`),
+//! then the serde-based ones, splits and argument errors (`tests/suite/mod.rs`).
+//!
+//! Output: `ok <round> (rank R)` per round, then `coll_check: rank R of N passed C checks
+//! (W workers)` on every rank; any difference panics with what differed, which ends the job.
+
+#[path = "../tests/suite/mod.rs"]
+mod suite;
+
+use gossamer::Config;
+use gsm_collectives::{Team, Tuning};
+
+fn arg(name: &str) -> Option<usize> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+}
+
+fn main() {
+    let large = arg("--large").unwrap_or(393_217);
+    let mut config = Config::from_env().expect("configuration");
+    if std::env::var_os("GSM_THREADS").is_none() {
+        config = config.workers(2);
+    }
+    let r = gossamer::spmd(config, move |w| {
+        let rounds = [
+            ("hierarchical", Tuning::default()),
+            (
+                "flat",
+                Tuning {
+                    hierarchical: false,
+                    ..Tuning::default()
+                },
+            ),
+            (
+                "forced",
+                Tuning {
+                    hierarchical: false,
+                    allreduce_ring_min: 0,
+                    bcast_pipeline_min: 0,
+                    bcast_chunk: 4096,
+                },
+            ),
+        ];
+        let world = Team::world();
+        let mut passed = 0;
+        for (name, tuning) in rounds {
+            let team = world.dup().with_tuning(tuning);
+            let mut t = suite::Tally {
+                passed: 0,
+                at: format!("worker {} (rank {}), round {name}", w.id(), w.rank()),
+            };
+            for len in [0, 1, 7, large] {
+                suite::plain(&team, len, &mut t);
+            }
+            suite::values(&team, &mut t);
+            suite::teams(&team, &mut t);
+            world.barrier();
+            if w.id() == gossamer::workers_of_rank(w.rank()).start {
+                println!("ok {name} (rank {})", w.rank());
+            }
+            passed += t.passed;
+        }
+        (passed, w.count(), w.rank(), gossamer::rank_count())
+    });
+    match r {
+        Ok(v) => {
+            let checks: usize = v.iter().map(|x| x.0).sum();
+            let workers = v.first().map_or(0, |x| x.1);
+            let (rank, ranks) = v.first().map_or((0, 0), |x| (x.2, x.3));
+            println!(
+                "coll_check: rank {rank} of {ranks} passed {checks} checks ({workers} workers)"
+            );
+        }
+        Err(e) => {
+            eprintln!("coll_check: {e}");
+            std::process::exit(1);
+        }
+    }
+}

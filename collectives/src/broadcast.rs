@@ -1,0 +1,140 @@
+//! `broadcast`: the root's buffer copied into every member's.
+//!
+//! Hierarchical: the root leads its own group; across the group leaders the data goes down a
+//! *binomial tree* (the leader at distance v from the root's group receives from v − 2^⌊log₂ v⌋
+//! and forwards to v + 2^j for the smaller j: ⌈log₂ G⌉ rounds), or, for at least
+//! [`Tuning::bcast_pipeline_min`](crate::Tuning) bytes across at least 3 groups, along a
+//! *pipelined chain* in chunks of `bcast_chunk` bytes (each leader forwards a chunk as soon as
+//! it has it; time ≈ (G − 2 + chunks) × chunk time instead of log₂ G × whole message; see
+//! e.g. Träff & Ripke, "Optimal broadcast for fully connected processor-node networks", 2008,
+//! for the family). Each leader then hands the data to its group by pointer (one shared `Arc`),
+//! and every member copies it into its buffer once. This module does not overlap the group
+//! phase with the chain.
+
+use std::sync::Arc;
+
+use crate::pod::{Plain, PodVec, assert_sized};
+use crate::team::{Call, Kind};
+use crate::{Error, Team};
+
+impl Team {
+    /// Copies the root's `buf` into `buf` of every member. Every member's `buf` must have the
+    /// root's length.
+    ///
+    /// # Errors
+    /// [`Error::BadRoot`] if `root` is not a team index (nothing was sent).
+    ///
+    /// # Panics
+    /// If this member's `buf` length differs from the root's (the message names both).
+    pub fn broadcast<T: Plain>(&self, buf: &mut [T], root: usize) -> Result<(), Error> {
+        assert_sized::<T>();
+        self.check_root("broadcast", root)?;
+        let c = self.begin(Kind::Broadcast);
+        let shape = &self.shape;
+        let g = shape.group_of[self.me] as usize;
+        let leader = shape.leader(g, Some(root));
+        if self.me != leader {
+            let data: Arc<PodVec<T>> = self.get(&c, leader, 0);
+            if data.0.len() != buf.len() {
+                self.mismatch(&c, root, data.0.len(), buf.len());
+            }
+            buf.copy_from_slice(&data.0);
+            return Ok(());
+        }
+        let n = shape.groups.len();
+        let rg = shape.group_of[root] as usize;
+        let v = (g + n - rg) % n;
+        let member_at = |v: usize| shape.leader((v + rg) % n, Some(root));
+        let bytes = std::mem::size_of_val(buf);
+        let locals = shape.groups[g].iter().copied().filter(|&m| m != self.me);
+        let shared: Option<Arc<PodVec<T>>> =
+            if n >= 3 && bytes >= self.tuning().bcast_pipeline_min && bytes > 0 {
+                self.chain(&c, buf, v, n, &member_at, root);
+                (shape.groups[g].len() > 1).then(|| Arc::new(PodVec(buf.to_vec())))
+            } else {
+                let data = self.binomial(&c, buf, v, n, &member_at, root);
+                Some(data)
+            };
+        if let Some(data) = shared {
+            for m in locals {
+                self.put(&c, m, 0, data.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Binomial tree over the leaders (virtual index `v`, root at 0); returns the data (the
+    /// root's copy of `buf`, or what arrived, also copied into `buf`).
+    fn binomial<T: Plain>(
+        &self,
+        c: &Call,
+        buf: &mut [T],
+        v: usize,
+        n: usize,
+        member_at: &dyn Fn(usize) -> usize,
+        root: usize,
+    ) -> Arc<PodVec<T>> {
+        let mut mask = 1;
+        let data = if v == 0 {
+            while mask < n {
+                mask <<= 1;
+            }
+            Arc::new(PodVec(buf.to_vec()))
+        } else {
+            while v & mask == 0 {
+                mask <<= 1;
+            }
+            let d: Arc<PodVec<T>> = self.get(c, member_at(v - mask), 1);
+            if d.0.len() != buf.len() {
+                self.mismatch(c, root, d.0.len(), buf.len());
+            }
+            buf.copy_from_slice(&d.0);
+            d
+        };
+        mask >>= 1;
+        while mask > 0 {
+            if v + mask < n {
+                self.put(c, member_at(v + mask), 1, data.clone());
+            }
+            mask >>= 1;
+        }
+        data
+    }
+
+    /// Pipelined chain over the leaders (virtual index `v`, root at 0).
+    fn chain<T: Plain>(
+        &self,
+        c: &Call,
+        buf: &mut [T],
+        v: usize,
+        n: usize,
+        member_at: &dyn Fn(usize) -> usize,
+        root: usize,
+    ) {
+        let per = (self.tuning().bcast_chunk / size_of::<T>()).max(1);
+        let next = (v + 1 < n).then(|| member_at(v + 1));
+        let total = buf.len() as u64;
+        if v == 0 {
+            for chunk in buf.chunks(per) {
+                if let Some(to) = next {
+                    self.put(c, to, 2, (total, PodVec(chunk.to_vec())));
+                }
+            }
+            return;
+        }
+        let prev = member_at(v - 1);
+        let mut at = 0;
+        while at < buf.len() {
+            let (root_len, piece): (u64, PodVec<T>) = self.get(c, prev, 2);
+            let end = at + piece.0.len();
+            if root_len != total || end > buf.len() || piece.0.is_empty() {
+                self.mismatch(c, root, root_len as usize, buf.len());
+            }
+            buf[at..end].copy_from_slice(&piece.0);
+            at = end;
+            if let Some(to) = next {
+                self.put(c, to, 2, (root_len, piece));
+            }
+        }
+    }
+}

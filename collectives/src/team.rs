@@ -1,0 +1,512 @@
+//! Teams: who takes part in a collective, how they are grouped by rank, and how the messages of
+//! one collective are told apart from every other's.
+//!
+//! A [`Team`] is an ordered list of workers (members are numbered 0..size by their *team
+//! index*), an id, and this member's sequence number. Every collective takes the next sequence
+//! number; its messages carry the tag `1 << 63 | hash(team id, sequence) << 16 | step` (47
+//! hash bits), so successive collectives of one team, and collectives of different teams in
+//! flight at once, never take each other's messages (the runtime matches by sender and tag,
+//! FIFO per sender and tag). **Tags with the top bit set are reserved for this crate**: other
+//! code sending with `gossamer::send` must keep that bit clear.
+//!
+//! For the hierarchical algorithms a team knows its *groups*: the members of each rank, in team
+//! order, and the groups in the order of their first member. The first member of a group leads
+//! it (the root leads its own group in rooted operations).
+//!
+//! In debug builds every message is preceded by a small check message (operation, sequence
+//! number, payload type), so a member that called another collective than its peers is reported
+//! by name instead of receiving bytes it cannot read.
+//!
+//! This module does not implement the operations themselves (see the other modules).
+
+use std::cell::Cell;
+use std::sync::Arc;
+
+use gossamer::{Wire, WorkerId};
+
+use crate::tuning::Tuning;
+
+/// The collective a message belongs to (for the debug check and error messages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Kind {
+    Barrier,
+    Broadcast,
+    Reduce,
+    Allreduce,
+    Gather,
+    Gatherv,
+    Scatter,
+    Scatterv,
+    Allgather,
+    Allgatherv,
+    Alltoall,
+    Alltoallv,
+    Scan,
+    Exscan,
+    BroadcastValue,
+    GatherValue,
+    AllgatherValue,
+    ScatterValues,
+    AlltoallValues,
+    AllreduceValue,
+    Split,
+}
+
+impl Kind {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Barrier => "barrier",
+            Kind::Broadcast => "broadcast",
+            Kind::Reduce => "reduce",
+            Kind::Allreduce => "allreduce",
+            Kind::Gather => "gather",
+            Kind::Gatherv => "gatherv",
+            Kind::Scatter => "scatter",
+            Kind::Scatterv => "scatterv",
+            Kind::Allgather => "allgather",
+            Kind::Allgatherv => "allgatherv",
+            Kind::Alltoall => "alltoall",
+            Kind::Alltoallv => "alltoallv",
+            Kind::Scan => "scan",
+            Kind::Exscan => "exscan",
+            Kind::BroadcastValue => "broadcast_value",
+            Kind::GatherValue => "gather_value",
+            Kind::AllgatherValue => "allgather_value",
+            Kind::ScatterValues => "scatter_values",
+            Kind::AlltoallValues => "alltoall_values",
+            Kind::AllreduceValue => "allreduce_value",
+            Kind::Split => "split",
+        }
+    }
+
+    #[cfg(debug_assertions)]
+    fn from_u8(k: u8) -> &'static str {
+        const ALL: [Kind; 21] = [
+            Kind::Barrier,
+            Kind::Broadcast,
+            Kind::Reduce,
+            Kind::Allreduce,
+            Kind::Gather,
+            Kind::Gatherv,
+            Kind::Scatter,
+            Kind::Scatterv,
+            Kind::Allgather,
+            Kind::Allgatherv,
+            Kind::Alltoall,
+            Kind::Alltoallv,
+            Kind::Scan,
+            Kind::Exscan,
+            Kind::BroadcastValue,
+            Kind::GatherValue,
+            Kind::AllgatherValue,
+            Kind::ScatterValues,
+            Kind::AlltoallValues,
+            Kind::AllreduceValue,
+            Kind::Split,
+        ];
+        ALL.get(k as usize)
+            .map_or("an unknown operation", |k| k.name())
+    }
+}
+
+/// SplitMix64's finaliser: a bijective mix of 64 bits.
+pub(crate) fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Hashes `x` into `h` (order-sensitive: `chain(chain(h, a), b)` differs from swapping a, b).
+pub(crate) fn chain(h: u64, x: u64) -> u64 {
+    mix(mix(h).wrapping_add(x))
+}
+
+/// FNV-1a of a string (ids of split teams, type names of the debug check).
+pub(crate) fn hash_str(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+const HASH_BITS: u32 = 47;
+
+/// One collective call on one member: its tags and what to check.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Call {
+    base: u64,
+    pub(crate) seq: u64,
+    pub(crate) kind: Kind,
+}
+
+impl Call {
+    fn tag(&self, step: u16) -> u64 {
+        self.base | u64::from(step)
+    }
+}
+
+/// The debug-build check that precedes every message.
+#[cfg(debug_assertions)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+struct Check {
+    kind: u8,
+    seq: u64,
+    ty: u64,
+}
+
+/// How a team's members are grouped by rank.
+#[derive(Debug)]
+pub(crate) struct Shape {
+    /// Per member: its group.
+    pub(crate) group_of: Vec<u32>,
+    /// Per member: its position in its group.
+    pub(crate) slot_of: Vec<u32>,
+    /// Per group: its members' team indices, in team order.
+    pub(crate) groups: Vec<Vec<usize>>,
+}
+
+impl Shape {
+    fn new(ranks: &[usize], hierarchical: bool) -> Shape {
+        let n = ranks.len();
+        let mut group_of = vec![0u32; n];
+        let mut slot_of = vec![0u32; n];
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        let mut rank_group: std::collections::HashMap<usize, usize> = Default::default();
+        for (i, &r) in ranks.iter().enumerate() {
+            let g = if hierarchical {
+                *rank_group.entry(r).or_insert_with(|| {
+                    groups.push(Vec::new());
+                    groups.len() - 1
+                })
+            } else {
+                groups.push(Vec::new());
+                groups.len() - 1
+            };
+            group_of[i] = g as u32;
+            slot_of[i] = groups[g].len() as u32;
+            groups[g].push(i);
+        }
+        Shape {
+            group_of,
+            slot_of,
+            groups,
+        }
+    }
+
+    /// The leader of group `g`: `root` if it belongs to `g`, else the group's first member.
+    pub(crate) fn leader(&self, g: usize, root: Option<usize>) -> usize {
+        match root {
+            Some(r) if self.group_of[r] as usize == g => r,
+            _ => self.groups[g][0],
+        }
+    }
+}
+
+/// An ordered set of workers that run collectives together.
+///
+/// Every member holds its own `Team` value (made by [`Team::world`] or by splitting another
+/// team, on every member) and calls the same collectives on it in the same order; a call blocks
+/// the calling fiber (not its worker) until this member's part is done. **One fiber per worker
+/// at a time** may use a team value: two fibers of one worker calling collectives on the same
+/// team concurrently would draw interleaved sequence numbers. Use [`Team::dup`] to give a
+/// second fiber a team of its own; collectives of different teams may run at the same time.
+///
+/// ```
+/// use gsm_collectives::{Team, op::Sum};
+///
+/// let sums = gossamer::spmd(gossamer::Config::default().workers(3), |w| {
+///     let team = Team::world();
+///     let mut total = [0u64];
+///     team.allreduce(&[w.id() as u64 + 1], &mut total, Sum).unwrap();
+///     total[0]
+/// })
+/// .unwrap();
+/// assert_eq!(sums, vec![6, 6, 6]);
+/// ```
+#[derive(Debug)]
+pub struct Team {
+    pub(crate) id: u64,
+    pub(crate) members: Arc<[WorkerId]>,
+    pub(crate) me: usize,
+    seq: Cell<u64>,
+    tuning: Tuning,
+    pub(crate) shape: Arc<Shape>,
+}
+
+/// The id of every world team.
+const WORLD: u64 = 0x9e37_79b9_7f4a_7c15;
+
+impl Team {
+    /// Every worker of every rank, in worker-id order (team index = worker id), with the tuning
+    /// of the `GSM_COLL_*` environment variables.
+    ///
+    /// Call it on every worker (for example at the start of a `gossamer::spmd` body); it
+    /// communicates with no one. Every world team has the same id: create it once per worker
+    /// and use [`Team::dup`] for a second, independent one.
+    ///
+    /// # Panics
+    /// Outside a gossamer worker, or if a `GSM_COLL_*` variable is malformed.
+    pub fn world() -> Team {
+        let me = gossamer::current_worker().index();
+        let members: Arc<[WorkerId]> = (0..gossamer::worker_count()).map(WorkerId::new).collect();
+        Team::build(WORLD, members, me, Tuning::cached())
+    }
+
+    fn build(id: u64, members: Arc<[WorkerId]>, me: usize, tuning: Tuning) -> Team {
+        let ranks: Vec<usize> = members.iter().map(|&w| gossamer::rank_of(w)).collect();
+        let shape = Arc::new(Shape::new(&ranks, tuning.hierarchical));
+        Team {
+            id,
+            members,
+            me,
+            seq: Cell::new(0),
+            tuning,
+            shape,
+        }
+    }
+
+    /// The same team with other switch points (local: every member must pass the same tuning).
+    pub fn with_tuning(self, tuning: Tuning) -> Team {
+        let hier_changed = tuning.hierarchical != self.tuning.hierarchical;
+        let mut t = self;
+        t.tuning = tuning;
+        if hier_changed {
+            let ranks: Vec<usize> = t.members.iter().map(|&w| gossamer::rank_of(w)).collect();
+            t.shape = Arc::new(Shape::new(&ranks, tuning.hierarchical));
+        }
+        t
+    }
+
+    /// The tuning this team uses.
+    pub fn tuning(&self) -> Tuning {
+        self.tuning
+    }
+
+    /// The team's id (equal on every member).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The number of members.
+    pub fn size(&self) -> usize {
+        self.members.len()
+    }
+
+    /// This member's team index.
+    pub fn index(&self) -> usize {
+        self.me
+    }
+
+    /// The worker of team index `i`.
+    ///
+    /// # Panics
+    /// If `i >= self.size()`.
+    pub fn member(&self, i: usize) -> WorkerId {
+        self.members[i]
+    }
+
+    /// Every member's worker, in team order.
+    pub fn members(&self) -> &[WorkerId] {
+        &self.members
+    }
+
+    /// The number of collectives this member has started on this team.
+    pub fn sequence(&self) -> u64 {
+        self.seq.get()
+    }
+
+    /// A new team with the same members and an id of its own, so that another fiber can run
+    /// collectives on it while this one is in use. Collective without communication: every
+    /// member must call it at the same point of its sequence.
+    pub fn dup(&self) -> Team {
+        let c = self.begin(Kind::Split);
+        let id = chain(chain(self.id, c.seq), 0xd0d0);
+        let mut t = Team::build(id, self.members.clone(), self.me, self.tuning);
+        t.shape = self.shape.clone();
+        t
+    }
+
+    /// The members of this member's rank, in team order. Collective without communication.
+    pub fn split_by_rank(&self) -> Team {
+        let c = self.begin(Kind::Split);
+        let mine = gossamer::rank_of(self.members[self.me]);
+        self.subteam(&c, mine as u64 ^ 0x5241_4e4b, |w| {
+            gossamer::rank_of(w) == mine
+        })
+    }
+
+    /// The members on this member's host (ranks whose hostnames are equal), in team order.
+    /// Collective without communication.
+    pub fn split_by_host(&self) -> Team {
+        let c = self.begin(Kind::Split);
+        let host_of = |w: WorkerId| gossamer::host_of_rank(gossamer::rank_of(w));
+        let mine = host_of(self.members[self.me]);
+        self.subteam(&c, hash_str(&mine), |w| host_of(w) == mine)
+    }
+
+    fn subteam(&self, c: &Call, salt: u64, keep: impl Fn(WorkerId) -> bool) -> Team {
+        let members: Vec<WorkerId> = self.members.iter().copied().filter(|&w| keep(w)).collect();
+        let me_w = self.members[self.me];
+        let me = members
+            .iter()
+            .position(|&w| w == me_w)
+            .expect("a member belongs to its own part");
+        let id = chain(chain(chain(self.id, c.seq), 0x5b), salt);
+        Team::build(id, members.into(), me, self.tuning)
+    }
+
+    /// Splits the team as `MPI_Comm_split` does: members passing the same `colour` form a new
+    /// team, ordered by `key` (ties by their index here); a member passing `None` joins no team
+    /// and gets `None`. Collective: every member must call it (one allgather of
+    /// `(colour, key)`).
+    pub fn split(&self, colour: Option<u64>, key: i64) -> Option<Team> {
+        let c = self.begin(Kind::Split);
+        let all: Vec<(Option<u64>, i64)> = self.allgather_value_in(&c, (colour, key));
+        let colour = colour?;
+        let mut chosen: Vec<(i64, usize)> = all
+            .iter()
+            .enumerate()
+            .filter(|(_, (col, _))| *col == Some(colour))
+            .map(|(i, &(_, k))| (k, i))
+            .collect();
+        chosen.sort_unstable();
+        let me = chosen
+            .iter()
+            .position(|&(_, i)| i == self.me)
+            .expect("a member belongs to its own colour");
+        let members: Arc<[WorkerId]> = chosen.iter().map(|&(_, i)| self.members[i]).collect();
+        let id = chain(chain(chain(self.id, c.seq), 0x636f_6c), colour);
+        Some(Team::build(id, members, me, self.tuning))
+    }
+
+    /// Starts a collective: takes the next sequence number.
+    pub(crate) fn begin(&self, kind: Kind) -> Call {
+        let seq = self.seq.get();
+        self.seq.set(seq + 1);
+
+        let h = chain(self.id, seq) & ((1u64 << HASH_BITS) - 1);
+        Call {
+            base: (1 << 63) | (h << 16),
+            seq,
+            kind,
+        }
+    }
+
+    /// Checks a root argument.
+    pub(crate) fn check_root(&self, op: &'static str, root: usize) -> Result<(), crate::Error> {
+        if root < self.size() {
+            Ok(())
+        } else {
+            Err(crate::Error::BadRoot {
+                op,
+                root,
+                size: self.size(),
+            })
+        }
+    }
+
+    /// Sends `body` to member `to` under `step` of collective `c`.
+    pub(crate) fn put<P: Wire>(&self, c: &Call, to: usize, step: u16, body: P) {
+        let w = self.members[to];
+        #[cfg(debug_assertions)]
+        gossamer::send(
+            w,
+            c.tag(step),
+            Check {
+                kind: c.kind as u8,
+                seq: c.seq,
+                ty: hash_str(std::any::type_name::<P>()),
+            },
+        );
+        gossamer::send(w, c.tag(step), body);
+    }
+
+    /// Receives member `from`'s message under `step` of collective `c`.
+    pub(crate) fn get<P: Wire>(&self, c: &Call, from: usize, step: u16) -> P {
+        let w = self.members[from];
+        #[cfg(debug_assertions)]
+        {
+            let k: Check = gossamer::recv(w, c.tag(step));
+            if k.kind != c.kind as u8 || k.seq != c.seq {
+                panic!(
+                    "gsm-collectives: team {:#x}: member {from} ({w}) is in {} (collective #{} of \
+                     the team) while member {} ({}) is in {} (collective #{}): every member must \
+                     call the same collectives in the same order",
+                    self.id,
+                    Kind::from_u8(k.kind),
+                    k.seq,
+                    self.me,
+                    self.members[self.me],
+                    c.kind.name(),
+                    c.seq
+                );
+            }
+            if k.ty != hash_str(std::any::type_name::<P>()) {
+                panic!(
+                    "gsm-collectives: team {:#x}, {} #{}: member {from} ({w}) sent another \
+                     element type than member {} ({}) expects ({}): every member must use the \
+                     same element type",
+                    self.id,
+                    c.kind.name(),
+                    c.seq,
+                    self.me,
+                    self.members[self.me],
+                    std::any::type_name::<P>()
+                );
+            }
+        }
+        gossamer::recv(w, c.tag(step))
+    }
+
+    /// Panics because member `from` contributed `got` elements where this member expects
+    /// `want`.
+    #[track_caller]
+    pub(crate) fn mismatch(&self, c: &Call, from: usize, got: usize, want: usize) -> ! {
+        panic!(
+            "gsm-collectives: team {:#x}, {} #{}: member {from} ({}) passed {got} elements where \
+             member {} ({}) expects {want}: the buffers of this collective must have equal \
+             lengths on every member",
+            self.id,
+            c.kind.name(),
+            c.seq,
+            self.members[from],
+            self.me,
+            self.members[self.me]
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_group_members_by_rank_in_team_order() {
+        let s = Shape::new(&[1, 0, 1, 2, 0], true);
+        assert_eq!(s.groups, vec![vec![0, 2], vec![1, 4], vec![3]]);
+        assert_eq!(s.group_of, vec![0, 1, 0, 2, 1]);
+        assert_eq!(s.slot_of, vec![0, 0, 1, 0, 1]);
+        assert_eq!(s.leader(1, None), 1);
+        assert_eq!(s.leader(1, Some(4)), 4);
+        assert_eq!(s.leader(0, Some(4)), 0);
+        let flat = Shape::new(&[0, 0, 0], false);
+        assert_eq!(flat.groups, vec![vec![0], vec![1], vec![2]]);
+    }
+
+    #[test]
+    fn tags_differ_between_calls_and_teams_and_keep_the_reserved_bit() {
+        let mut seen = std::collections::HashSet::new();
+        let split = |parent: u64, seq: u64, colour: u64| {
+            chain(chain(chain(parent, seq), 0x636f_6c), colour)
+        };
+        let ids = [WORLD, split(WORLD, 0, 0), split(WORLD, 0, 1), split(WORLD, 1, 0)];
+        for id in ids {
+            for seq in 0..1000u64 {
+                let h = chain(id, seq) & ((1u64 << HASH_BITS) - 1);
+                let tag = (1u64 << 63) | (h << 16);
+                assert!(tag >> 63 == 1);
+                assert!(seen.insert(tag), "tag collision at team {id:#x} seq {seq}");
+            }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! Every collective within one process (no launcher: a job of one rank), on teams of 3, 5 and 6
+//! workers, with the default tuning (one group: the hierarchy's group phase only), with the
+//! hierarchy off (every member its own group, so the algorithms across groups run on odd
+//! member counts) and with the switch points at 0 (ring allreduce and pipelined broadcast
+//! forced), at sizes 0, 1, 7 (odd) and 393 217 elements (3 MiB of `u64`, odd too), each
+//! against a sequential reference (`suite/mod.rs`).
+
+mod suite;
+
+use gsm_collectives::{Team, Tuning};
+use gossamer::Config;
+
+const LARGE: usize = 393_217;
+
+fn run(workers: usize, tuning: Tuning, sizes: &'static [usize]) {
+    let passed = gossamer::spmd(Config::default().workers(workers), move |w| {
+        let team = Team::world().with_tuning(tuning);
+        let mut t = suite::Tally {
+            passed: 0,
+            at: format!("worker {} of {workers} ({tuning:?})", w.id()),
+        };
+        for &len in sizes {
+            suite::plain(&team, len, &mut t);
+        }
+        suite::values(&team, &mut t);
+        suite::teams(&team, &mut t);
+        t.passed
+    })
+    .expect("the job runs");
+    assert_eq!(passed.len(), workers);
+    assert!(passed.iter().all(|&p| p > 20), "{passed:?}");
+}
+
+fn flat() -> Tuning {
+    Tuning {
+        hierarchical: false,
+        ..Tuning::default()
+    }
+}
+
+fn forced() -> Tuning {
+    Tuning {
+        hierarchical: false,
+        allreduce_ring_min: 0,
+        bcast_pipeline_min: 0,
+        bcast_chunk: 40,
+    }
+}
+
+#[test]
+fn three_workers() {
+    run(3, Tuning::default(), &[0, 1, 7, LARGE]);
+    run(3, flat(), &[0, 1, 7, LARGE]);
+    run(3, forced(), &[0, 1, 7, 1001]);
+}
+
+#[test]
+fn five_workers() {
+    run(5, Tuning::default(), &[0, 1, 7]);
+    run(5, flat(), &[0, 1, 7, LARGE]);
+    run(5, forced(), &[1, 7, 1001]);
+}
+
+#[test]
+fn six_workers() {
+    run(6, Tuning::default(), &[0, 1, 7, LARGE]);
+    run(6, flat(), &[0, 1, 7]);
+    run(6, forced(), &[0, 1, 7, 1001, LARGE]);
+}
