@@ -17,7 +17,9 @@ fn main() {
         let t = Instant::now();
         let list = generator.range(0, m);
         best = best.min(t.elapsed().as_secs_f64());
-        checksum = list.edges.iter().fold(0, |a, e| a.wrapping_mul(31).wrapping_add(u64::from(e.u ^ e.v)));
+        checksum = list.edges.iter().fold(0, |a, e| {
+            a.wrapping_mul(31).wrapping_add(u64::from(e.u ^ e.v))
+        });
     }
     println!(
         "SCALE {scale}: {m} edges in {best:.3} s ({:.1} M edges/s, checksum {checksum:x})",

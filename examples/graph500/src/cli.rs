@@ -63,7 +63,7 @@ pub enum Kernel {
 /// The implementation that runs the kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Engine {
-    /// Sequential, on one core (reference-style kernels; for tests and small runs).
+    /// Sequential, on one core: direction-optimising BFS and delta-stepping SSSP.
     Seq,
     /// Distributed on Gossamer (not available yet).
     Gsm,
@@ -174,8 +174,9 @@ pub fn run(args: &Args) -> Result<Results, RunError> {
         )?);
     }
     if want_sssp {
+        let delta = sssp::default_delta(&graph);
         let search = |root: Vertex| {
-            let sp = sssp::dijkstra(&graph, root);
+            let sp = sssp::delta_stepping(&graph, root, delta);
             (sp.parent, Some(sp.dist))
         };
         results.sssp = Some(run_kernel(
