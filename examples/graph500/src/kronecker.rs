@@ -153,7 +153,7 @@ impl KroneckerGenerator {
 
     /// Generates edges `start .. start + edges.len()` into `edges` and `weights` (equal lengths).
     ///
-    /// Edges are made [`LANES`] at a time in lockstep: their streams are independent, so the
+    /// Edges are made sixteen at a time in lockstep: their streams are independent, so the
     /// processor overlaps the latency of one stream's steps with the others'.
     pub fn fill(&self, start: u64, edges: &mut [Edge], weights: &mut [f32]) {
         assert_eq!(edges.len(), weights.len(), "one weight per edge");

@@ -183,14 +183,14 @@ impl std::error::Error for ValidationFailure {}
 /// The per-vertex labels the edge rules compare: BFS levels derived from the tree, or the claimed
 /// distances.
 #[derive(Clone, Debug)]
-pub enum Labels {
+pub enum Labels<'a> {
     /// Depth in the parent tree (`u32::MAX` for unreached vertices).
     Levels(Vec<u32>),
     /// Claimed SSSP distances.
-    Distances(Vec<f32>),
+    Distances(&'a [f32]),
 }
 
-impl Labels {
+impl Labels<'_> {
     fn as_f32(&self, v: Vertex) -> f32 {
         match self {
             Labels::Levels(l) => l[v as usize] as f32,
@@ -201,7 +201,7 @@ impl Labels {
 
 /// Rule 1 and the sanity of the arrays: the parents form a tree rooted at the root. Returns the
 /// labels for the edge rules.
-pub fn check_tree(c: &Claimed<'_>) -> Result<Labels, ValidationFailure> {
+pub fn check_tree<'a>(c: &Claimed<'a>) -> Result<Labels<'a>, ValidationFailure> {
     let n = c.parent.len();
     let mut fail = ValidationFailure::default();
     if let Some(d) = c.dist {
@@ -297,7 +297,7 @@ pub fn check_tree(c: &Claimed<'_>) -> Result<Labels, ValidationFailure> {
     }
     Ok(match c.dist {
         None => Labels::Levels(depth),
-        Some(d) => Labels::Distances(d.to_vec()),
+        Some(d) => Labels::Distances(d),
     })
 }
 
@@ -340,7 +340,7 @@ impl EdgeTally {
 }
 
 /// Rules 3 and 4 over one range of input edges, the edge count, and the confirmations of rule 5.
-pub fn check_edges(c: &Claimed<'_>, labels: &Labels, list: &EdgeList) -> EdgeTally {
+pub fn check_edges(c: &Claimed<'_>, labels: &Labels<'_>, list: &EdgeList) -> EdgeTally {
     let mut t = EdgeTally::new(c.parent.len());
     for (e, &w) in list.edges.iter().zip(&list.weights) {
         if e.is_self_loop() {
@@ -398,7 +398,7 @@ pub fn check_edges(c: &Claimed<'_>, labels: &Labels, list: &EdgeList) -> EdgeTal
 /// Rule 5 over the merged tally, and the reported edge count. Returns the component's edge count.
 pub fn finish(
     c: &Claimed<'_>,
-    labels: &Labels,
+    labels: &Labels<'_>,
     tally: EdgeTally,
     reported: u64,
 ) -> Result<u64, ValidationFailure> {
