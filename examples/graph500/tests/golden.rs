@@ -166,3 +166,28 @@ fn validation_rejects_a_corrupted_distance_and_a_wrong_count() {
         }]
     );
 }
+
+#[test]
+fn validation_rejects_a_search_that_stops_short() {
+    let (list, g) = graph(10);
+    let root = choose_roots(10, 1, |v| g.degree(v) > 0)[0];
+    let mut parent = bfs::top_down(&g, root);
+    // Drop a vertex that is nobody's parent: the tree stays a tree, but no longer spans.
+    let leaf = (0..parent.len() as u32)
+        .find(|&v| v != root && parent[v as usize] != NO_PARENT && !parent.contains(&v))
+        .expect("a leaf");
+    parent[leaf as usize] = NO_PARENT;
+    let m = g.component_edges(|v| parent[v as usize] != NO_PARENT);
+    let claimed = Claimed {
+        root,
+        parent: &parent,
+        dist: None,
+    };
+    let err = validate(&claimed, &[&list], m).expect_err("a missed vertex must fail");
+    assert!(
+        err.errors.iter().all(
+            |e| matches!(e, ValidationError::NotSpanning { unreached, .. } if *unreached == leaf)
+        ),
+        "{err}"
+    );
+}
