@@ -81,13 +81,20 @@ pub enum RunError {
          is); run with --engine seq"
     )]
     EngineUnavailable(&'static str),
-    /// The graph would not fit in memory on this machine's address space.
-    #[error("SCALE {scale} with edgefactor {edgefactor} has too many edges for this machine")]
+    /// The run would need more memory than this machine has available.
+    #[error(
+        "SCALE {scale} with edgefactor {edgefactor} needs about {need_gib:.1} GiB on one core, \
+         more than the {available_gib:.1} GiB available here; choose a smaller SCALE"
+    )]
     TooLarge {
         /// Requested SCALE.
         scale: u32,
         /// Requested edgefactor.
         edgefactor: u32,
+        /// Estimated need.
+        need_gib: f64,
+        /// Available memory (MemAvailable, or the address space if unknown).
+        available_gib: f64,
     },
     /// A search failed validation; the reference prints no results for such a run.
     #[error("{kernel} from root {root} (search {index}): {failure}")]
@@ -124,20 +131,18 @@ pub fn run(args: &Args) -> Result<Results, RunError> {
     }
     let progress = Progress(std::io::stderr().is_terminal());
     let scale = args.scale;
-    let n = 1usize
-        .checked_shl(scale)
-        .filter(|_| scale < usize::BITS)
-        .ok_or(RunError::TooLarge {
+    let n = 1usize << scale;
+    let m = u64::from(args.edgefactor) << scale;
+    let need = estimated_bytes(n as f64, m as f64);
+    let available = available_bytes().unwrap_or(isize::MAX as f64);
+    if need > available {
+        return Err(RunError::TooLarge {
             scale,
             edgefactor: args.edgefactor,
-        })?;
-    let m = (args.edgefactor as u64)
-        .checked_shl(scale)
-        .filter(|&m| m.checked_mul(12).is_some_and(|b| b < isize::MAX as u64))
-        .ok_or(RunError::TooLarge {
-            scale,
-            edgefactor: args.edgefactor,
-        })?;
+            need_gib: need / GIB,
+            available_gib: available / GIB,
+        });
+    }
     let want_bfs = args.kernels.contains(&Kernel::Bfs);
     let want_sssp = args.kernels.contains(&Kernel::Sssp);
     let validating = !args.no_validate;
@@ -184,6 +189,23 @@ pub fn run(args: &Args) -> Result<Results, RunError> {
         )?);
     }
     Ok(results)
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Peak bytes of a sequential run: the edge list with weights (12 bytes per edge), the CSR with
+/// weights (8 bytes per entry, two entries per edge, 8 per offset), and the per-search and
+/// validation arrays (about 32 bytes per vertex).
+fn estimated_bytes(n: f64, m: f64) -> f64 {
+    12.0 * m + 16.0 * m + 8.0 * n + 32.0 * n
+}
+
+/// `MemAvailable` from `/proc/meminfo`, if there is one.
+fn available_bytes() -> Option<f64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024.0)
 }
 
 /// One kernel over all roots: a warm-up, then timed searches, each validated if asked.
