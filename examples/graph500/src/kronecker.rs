@@ -236,7 +236,7 @@ impl KroneckerGenerator {
 
     /// Generates edges `start .. end`.
     pub fn range(&self, start: u64, end: u64) -> EdgeList {
-        assert!(start <= end, "empty or reversed edge range {start}..{end}");
+        assert!(start <= end, "reversed edge range {start}..{end}");
         let n = usize::try_from(end - start).expect("edge range fits in memory");
         let mut edges = vec![Edge::default(); n];
         let mut weights = vec![0.0; n];
