@@ -1,0 +1,141 @@
+//! Every collective across ranks: the `coll_check` example (`examples/coll_check.rs`, the
+//! suite of `tests/suite/mod.rs` in three rounds: hierarchical, flat, forced switch points) run
+//! through `gsmrun` with 1, 2 and 3 ranks of 2 workers, oversubscribed, over the `shm` fabric
+//! (the default on one host) and over `tcp`.
+//!
+//! Each job must exit 0 with a `coll_check: rank R of N passed C checks (W workers)` line from
+//! every rank (the suite panics, ending the job, on any difference from its reference), under a
+//! hard time limit, and leave no process or `/dev/shm` segment behind. Jobs run one at a time:
+//! oversubscribed ranks on a 2-core machine would otherwise slow each other down.
+//!
+//! `cargo test -p gsm-collectives` builds the example but not `gsmrun`: build it first with the
+//! same profile and `CARGO_TARGET_DIR` (`cargo build -p gsmrun`, or `--release` for
+//! `cargo test --release`).
+
+use gsm_tests::cluster::{job_prefix, leftovers};
+use gsm_tests::job::{assert_exit, gsmrun};
+use gsm_tests::process::spawn;
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// The hard limit of one job (a healthy one takes 1–9 s here in a debug build).
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
+fn coll_check() -> PathBuf {
+    let path = gsm_tests::bins::profile_dir()
+        .join("examples")
+        .join("coll_check");
+    assert!(
+        path.is_file(),
+        "the example `coll_check` is missing at {}: `cargo test -p gsm-collectives` builds it",
+        path.display()
+    );
+    path
+}
+
+/// Final lines `coll_check: rank R of N passed C checks (W workers)`, as (R, N, C, W).
+fn results(stdout: &str) -> Vec<(usize, usize, usize, usize)> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("coll_check: rank ")?;
+            let (r, rest) = rest.split_once(" of ")?;
+            let (n, rest) = rest.split_once(" passed ")?;
+            let (c, rest) = rest.split_once(" checks (")?;
+            let w = rest.strip_suffix(" workers)")?;
+            Some((
+                r.parse().ok()?,
+                n.parse().ok()?,
+                c.parse().ok()?,
+                w.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+fn job(np: usize, fabric: &str, large: usize) {
+    let _serial = serial();
+    let np_text = np.to_string();
+    let large_text = large.to_string();
+    let mut cmd = gsmrun([
+        "-np",
+        &np_text,
+        "-t",
+        "2",
+        "--oversubscribe",
+        "--fabric",
+        fabric,
+    ]);
+    cmd.arg(coll_check()).args(["--large", &large_text]);
+    let what = format!("gsmrun -np {np} --fabric {fabric} coll_check --large {large}");
+    let running = spawn(&mut cmd);
+    let prefix = job_prefix(running.pid() as u32);
+    let done = running.wait(LIMIT);
+    assert_exit(&done, 0, &what);
+    let mut found = results(&done.stdout);
+    found.sort_unstable();
+    let ranks: Vec<usize> = found.iter().map(|r| r.0).collect();
+    assert_eq!(
+        ranks,
+        (0..np).collect::<Vec<_>>(),
+        "{what}: every rank reports once\n{}",
+        done.report()
+    );
+    for &(r, n, c, w) in &found {
+        assert_eq!(
+            (n, w),
+            (np, 2 * np),
+            "{what}: rank {r}'s job size\n{}",
+            done.report()
+        );
+        // 3 rounds × 2 workers × (4 sizes × ≥ 19 plain checks + values + teams): 80 or more per
+        // worker and round.
+        assert!(
+            c >= 3 * 2 * 80,
+            "{what}: rank {r} passed only {c} checks\n{}",
+            done.report()
+        );
+    }
+    let (processes, segments) = leftovers(&prefix, Duration::from_secs(3));
+    assert!(
+        processes.is_empty() && segments.is_empty(),
+        "{what}: left behind: {processes:?} {segments:?}"
+    );
+    eprintln!("{what}: passed in {:.2} s", done.elapsed.as_secs_f64());
+}
+
+/// 3 MiB of `u64` per contribution ("several MiB").
+const LARGE: usize = 393_217;
+/// A smaller odd size for the remaining combinations, to keep the whole file under a minute.
+const MEDIUM: usize = 100_001;
+
+#[test]
+fn one_rank() {
+    job(1, "shm", LARGE);
+}
+
+#[test]
+fn two_ranks_shm() {
+    job(2, "shm", LARGE);
+}
+
+#[test]
+fn two_ranks_tcp() {
+    job(2, "tcp", MEDIUM);
+}
+
+#[test]
+fn three_ranks_shm() {
+    job(3, "shm", MEDIUM);
+}
+
+#[test]
+fn three_ranks_tcp() {
+    job(3, "tcp", LARGE);
+}
