@@ -375,7 +375,7 @@ impl Team {
             .position(|&(_, i)| i == self.me)
             .expect("a member belongs to its own colour");
         let members: Arc<[WorkerId]> = chosen.iter().map(|&(_, i)| self.members[i]).collect();
-        let id = chain(chain(chain(self.id, c.seq), 0x636f_6c), colour);
+        let id = chain(chain(chain(self.id, c.seq), 0x0063_6f6c), colour);
         Some(Team::build(id, members, me, self.tuning))
     }
 
@@ -497,7 +497,7 @@ mod tests {
     fn tags_differ_between_calls_and_teams_and_keep_the_reserved_bit() {
         let mut seen = std::collections::HashSet::new();
         let split = |parent: u64, seq: u64, colour: u64| {
-            chain(chain(chain(parent, seq), 0x636f_6c), colour)
+            chain(chain(chain(parent, seq), 0x0063_6f6c), colour)
         };
         let ids = [WORLD, split(WORLD, 0, 0), split(WORLD, 0, 1), split(WORLD, 1, 0)];
         for id in ids {
