@@ -6,9 +6,10 @@
 //! choose the roots, then for each kernel one untimed warm-up search (validated, as the reference
 //! does) and the timed searches, each validated unless asked not to; then the results block.
 //!
-//! This module abstracts argument parsing and the order of the phases. Only the sequential engine
-//! exists so far; `gsm` and `mpi` are accepted by the parser and refused by [`run`] with
-//! [`RunError::EngineUnavailable`]. Progress goes to stderr, and only when it is a terminal.
+//! This module abstracts argument parsing and the order of the phases of the sequential engine;
+//! `--engine mpi` hands the whole run to [`crate::mpi_engine`], and `gsm` is accepted by the
+//! parser and refused by [`run`] with [`RunError::EngineUnavailable`]. Progress goes to stderr,
+//! and only when it is a terminal (in a distributed run, rank 0's).
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -67,7 +68,8 @@ pub enum Engine {
     Seq,
     /// Distributed on Gossamer (not available yet).
     Gsm,
-    /// Bulk-synchronous MPI baseline (not available yet).
+    /// Bulk-synchronous MPI baseline (`MPI_Alltoallv` per BFS level and delta-stepping phase);
+    /// run under `gsmrun -np N` or `mpirun`, or alone as one rank.
     Mpi,
 }
 
@@ -96,6 +98,9 @@ pub enum RunError {
         /// Available memory (MemAvailable, or the address space if unknown).
         available_gib: f64,
     },
+    /// MPI could not be started (`--engine mpi`).
+    #[error("cannot start MPI for --engine mpi: {0}")]
+    Mpi(#[from] crate::mpi_engine::comm::CommError),
     /// A search failed validation; the reference prints no results for such a run.
     #[error("{kernel} from root {root} (search {index}): {failure}")]
     Invalid {
@@ -122,13 +127,33 @@ impl Progress {
     }
 }
 
-/// Runs the benchmark described by `args` and returns its results.
-pub fn run(args: &Args) -> Result<Results, RunError> {
+/// What a run gives this process.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Whether this process prints the results or the error: the only process of a sequential
+    /// run, rank 0 of a distributed one (all ranks get the same results).
+    pub reporter: bool,
+    /// The results, or why there are none.
+    pub result: Result<Results, RunError>,
+}
+
+/// Runs the benchmark described by `args` with the engine it names.
+pub fn run(args: &Args) -> Outcome {
     match args.engine {
-        Engine::Seq => {}
-        Engine::Gsm => return Err(RunError::EngineUnavailable("gsm")),
-        Engine::Mpi => return Err(RunError::EngineUnavailable("mpi")),
+        Engine::Seq => Outcome {
+            reporter: true,
+            result: run_sequential(args),
+        },
+        Engine::Gsm => Outcome {
+            reporter: true,
+            result: Err(RunError::EngineUnavailable("gsm")),
+        },
+        Engine::Mpi => crate::mpi_engine::run(args),
     }
+}
+
+/// The sequential engine: the whole benchmark on one core.
+fn run_sequential(args: &Args) -> Result<Results, RunError> {
     let progress = Progress(std::io::stderr().is_terminal());
     let scale = args.scale;
     let n = 1usize << scale;
@@ -168,6 +193,7 @@ pub fn run(args: &Args) -> Result<Results, RunError> {
         construction_time,
         bfs: None,
         sssp: None,
+        roots: roots.clone(),
     };
     if want_bfs {
         let search = |root: Vertex| {
@@ -191,7 +217,7 @@ pub fn run(args: &Args) -> Result<Results, RunError> {
     Ok(results)
 }
 
-const GIB: f64 = (1u64 << 30) as f64;
+pub(crate) const GIB: f64 = (1u64 << 30) as f64;
 
 /// Peak bytes of a sequential run: the edge list with weights (12 bytes per edge), the CSR with
 /// weights (8 bytes per entry, two entries per edge, 8 per offset), and the per-search and
@@ -201,7 +227,7 @@ fn estimated_bytes(n: f64, m: f64) -> f64 {
 }
 
 /// `MemAvailable` from `/proc/meminfo`, if there is one.
-fn available_bytes() -> Option<f64> {
+pub(crate) fn available_bytes() -> Option<f64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;

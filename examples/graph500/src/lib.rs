@@ -6,13 +6,15 @@
 //! (kernel 1), [`bfs`] (kernel 2), [`sssp`] (kernel 3), [`validate`] (the five rules and the edge
 //! count), [`report`] (the results block and JSON), and [`cli`] (arguments and the driver).
 //!
-//! The kernels here are sequential, for tests, validation and small runs; the distributed engines
-//! on Gossamer and the MPI baseline are not written yet.
+//! The kernels at the top level are sequential, for tests, validation and small runs;
+//! [`mpi_engine`] is the bulk-synchronous MPI baseline (`--engine mpi`). The distributed engine on
+//! Gossamer is not written yet.
 
 pub mod bfs;
 pub mod cli;
 pub mod csr;
 pub mod kronecker;
+pub mod mpi_engine;
 pub mod mrg;
 pub mod report;
 pub mod roots;

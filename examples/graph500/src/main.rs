@@ -1,16 +1,21 @@
 //! `graph500 SCALE [EDGEFACTOR]`: parses the arguments, runs the benchmark, prints the results
 //! block. Exit status: 0 on success, 1 when a search fails validation or the JSON cannot be
-//! written, 2 for bad arguments or an engine that is not available.
+//! written, 2 for bad arguments or an engine that is not available. In a distributed run every
+//! rank exits with the same status and only rank 0 prints.
 
 use std::process::ExitCode;
 
 use clap::Parser as _;
-use graph500::cli::{Args, RunError, run};
+use graph500::cli::{Args, Outcome, RunError, run};
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match run(&args) {
+    let Outcome { reporter, result } = run(&args);
+    match result {
         Ok(results) => {
+            if !reporter {
+                return ExitCode::SUCCESS;
+            }
             print!("{}", results.text());
             if let Some(path) = &args.json {
                 let json = serde_json::to_string_pretty(&results.json()).expect("JSON of numbers");
@@ -25,13 +30,17 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e @ RunError::Invalid { .. }) => {
-            // The reference's line for an invalid run, on stdout where the block would be.
-            println!("No results printed for invalid run.");
-            eprintln!("graph500: {e}");
+            if reporter {
+                // The reference's line for an invalid run, on stdout where the block would be.
+                println!("No results printed for invalid run.");
+                eprintln!("graph500: {e}");
+            }
             ExitCode::from(1)
         }
         Err(e) => {
-            eprintln!("graph500: {e}");
+            if reporter {
+                eprintln!("graph500: {e}");
+            }
             ExitCode::from(2)
         }
     }

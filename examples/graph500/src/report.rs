@@ -124,6 +124,9 @@ pub struct Results {
     pub bfs: Option<KernelRuns>,
     /// SSSP runs, if SSSP ran.
     pub sssp: Option<KernelRuns>,
+    /// The search roots in order (in the JSON only; the reference's block does not print them),
+    /// so that runs of different engines can be checked to have searched from the same vertices.
+    pub roots: Vec<u32>,
 }
 
 /// C's `printf("%.{precision}g", x)`.
@@ -278,7 +281,7 @@ impl Results {
     }
 
     /// The same results as JSON: one flat object whose keys are the block's field names with
-    /// the kernel prefix joined by `_` (`bfs_harmonic_mean_TEPS`), plus the per-search arrays.
+    /// the kernel prefix joined by `_` (`bfs_harmonic_mean_TEPS`), plus the per-search arrays and the roots.
     /// Non-finite values become `null`.
     pub fn json(&self) -> Value {
         let num = |x: f64| if x.is_finite() { json!(x) } else { Value::Null };
@@ -289,6 +292,7 @@ impl Results {
         m.insert("graph_generation".into(), num(self.graph_generation));
         m.insert("num_mpi_processes".into(), json!(self.num_mpi_processes));
         m.insert("construction_time".into(), num(self.construction_time));
+        m.insert("roots".into(), json!(self.roots));
         let ks = kernels(self);
         for (_, name, k) in &ks {
             let s = stat_values(&Statistics::of(&k.times));
@@ -389,6 +393,7 @@ mod tests {
             graph_generation: 0.5,
             num_mpi_processes: 1,
             construction_time: 0.25,
+            roots: vec![3, 5],
             bfs: Some(runs.clone()),
             sssp: Some(runs),
         };

@@ -117,7 +117,13 @@ pub fn delta_stepping(g: &Csr, root: Vertex, delta: f32) -> ShortestPaths {
 /// SCALE 16 and 18 with `examples/kernels.rs`: narrower buckets cost little on one core (few
 /// vertices are relaxed twice), wider ones re-relax more.
 pub fn default_delta(g: &Csr) -> f32 {
-    let average_degree = g.num_entries() as f32 / g.num_vertices().max(1) as f32;
+    delta_for(g.num_entries() as u64, g.num_vertices())
+}
+
+/// [`default_delta`] from the graph's entry (twice the non-self-loop edges) and vertex counts,
+/// for engines that do not hold the whole graph.
+pub fn delta_for(num_entries: u64, num_vertices: usize) -> f32 {
+    let average_degree = num_entries as f32 / num_vertices.max(1) as f32;
     (0.25 / average_degree.max(1.0)).clamp(0.002, 1.0)
 }
 

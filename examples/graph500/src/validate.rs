@@ -16,9 +16,11 @@
 //! The work is split the way a distributed validation needs it: [`check_tree`] (rule 1, and the
 //! labels the other rules use) over the vertices; [`check_edges`] (rules 3 and 4, the count, and
 //! the confirmations of rule 5) over any range of input edges, producing an [`EdgeTally`]; tallies
-//! [`merge`](EdgeTally::merge) cheaply (sums and a bitmap union); [`finish`] checks rule 5 and the
-//! count. This module does not communicate: today `check_tree` reads the whole parent array, which
-//! a distributed engine must first gather or replace with pointer jumping.
+//! [`merge`](EdgeTally::merge) cheaply (sums and a bitmap union, or across processes through
+//! [`EdgeTally::confirmed_words_mut`] and the serialisable [`ValidationFailure`]); [`finish`]
+//! checks rule 5 and the count. This module does not communicate: `check_tree` reads the whole
+//! parent array, which a distributed engine must first gather (as the MPI baseline does) or
+//! replace with pointer jumping.
 
 use std::fmt;
 
@@ -43,7 +45,7 @@ impl Claimed<'_> {
 }
 
 /// One broken rule.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum ValidationError {
     /// The arrays do not cover the graph.
@@ -134,8 +136,9 @@ pub enum ValidationError {
 /// How many errors a failure keeps verbatim (it counts them all).
 const KEEP: usize = 8;
 
-/// A failed validation: how many rules were broken, and the first few.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// A failed validation: how many rules were broken, and the first few. Serialisable, so that a
+/// distributed validation can gather the failures found on other processes.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ValidationFailure {
     /// The first errors found.
     pub errors: Vec<ValidationError>,
@@ -151,7 +154,8 @@ impl ValidationFailure {
         }
     }
 
-    fn absorb(&mut self, other: ValidationFailure) {
+    /// Adds another part's failures to this one (keeping the first few verbatim).
+    pub fn absorb(&mut self, other: ValidationFailure) {
         for e in other.errors {
             if self.errors.len() < KEEP {
                 self.errors.push(e);
@@ -328,6 +332,22 @@ impl EdgeTally {
             *a |= b;
         }
         self.failure.absorb(other.failure);
+    }
+
+    /// The rule-5 confirmations as a bitmap (bit `v` of word `v / 64`), for merging tallies
+    /// across processes with a bitwise OR.
+    pub fn confirmed_words_mut(&mut self) -> &mut [u64] {
+        &mut self.confirmed
+    }
+
+    /// Takes the failures found so far out of the tally (for gathering them elsewhere).
+    pub fn take_failure(&mut self) -> ValidationFailure {
+        std::mem::take(&mut self.failure)
+    }
+
+    /// Adds failures found elsewhere to the tally.
+    pub fn absorb_failure(&mut self, other: ValidationFailure) {
+        self.failure.absorb(other);
     }
 
     fn confirm(&mut self, v: Vertex) {

@@ -155,8 +155,4 @@ fn bad_input_exits_2_with_a_clear_message() {
         &["10", "--engine", "gsm"],
         "engine 'gsm' is not available yet",
     );
-    assert_refused(
-        &["10", "--engine", "mpi"],
-        "engine 'mpi' is not available yet",
-    );
 }

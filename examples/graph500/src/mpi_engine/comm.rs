@@ -1,0 +1,200 @@
+//! The collectives the MPI baseline uses, each a safe method over `MPI_COMM_WORLD`.
+//!
+//! This is the one file of the crate that names the `mpi` crate. It abstracts the handful of
+//! bulk-synchronous exchanges the kernels need (all-to-all of `u32` words with per-rank counts,
+//! reductions of small arrays, all-gathers of blocks); it does not know about graphs. Open MPI's
+//! default error handler aborts the job when a call fails, so nothing here returns an error; a
+//! buffer too large for MPI's `int` counts panics with the size, before the call.
+
+use mpi::Count;
+use mpi::datatype::{Equivalence, Partition, PartitionMut};
+use mpi::environment::Universe;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::{Communicator, CommunicatorCollectives, Root};
+
+/// An initialised MPI library and its world communicator; dropping it calls `MPI_Finalize`.
+pub struct Comm {
+    world: SimpleCommunicator,
+    rank: usize,
+    size: usize,
+    // Declared last: dropped (finalising MPI) after the communicator.
+    _universe: Universe,
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Comm {{ rank: {}, size: {} }}", self.rank, self.size)
+    }
+}
+
+/// Why MPI could not be started.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommError {
+    /// `MPI_Init` was already called in this process.
+    #[error("MPI is already initialised in this process")]
+    AlreadyInitialised,
+}
+
+fn count(len: usize, what: &str) -> Count {
+    Count::try_from(len).unwrap_or_else(|_| {
+        panic!("{what}: {len} elements exceed MPI's int count; use more ranks or a smaller SCALE")
+    })
+}
+
+/// Displacements of consecutive blocks with these counts.
+fn displacements(counts: &[Count], what: &str) -> (Vec<Count>, usize) {
+    let mut displs = Vec::with_capacity(counts.len());
+    let mut total = 0usize;
+    for &c in counts {
+        displs.push(count(total, what));
+        total += c as usize;
+    }
+    count(total, what);
+    (displs, total)
+}
+
+impl Comm {
+    /// `MPI_Init_thread` (funnelled: only the main thread calls MPI; the baseline has no other).
+    pub fn init() -> Result<Self, CommError> {
+        let (universe, _provided) = mpi::initialize_with_threading(mpi::Threading::Funneled)
+            .ok_or(CommError::AlreadyInitialised)?;
+        let world = universe.world();
+        // Ranks and sizes are never negative.
+        let rank = world.rank() as usize;
+        let size = world.size() as usize;
+        Ok(Self {
+            world,
+            rank,
+            size,
+            _universe: universe,
+        })
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The number of ranks.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// `MPI_Barrier`.
+    pub fn barrier(&self) {
+        self.world.barrier();
+    }
+
+    /// Element-wise sum over the ranks (`MPI_Allreduce`, `MPI_SUM`).
+    pub fn sum<T: Equivalence + Copy + Default>(&self, mine: &[T]) -> Vec<T> {
+        let mut all = vec![T::default(); mine.len()];
+        count(mine.len(), "sum");
+        self.world
+            .all_reduce_into(mine, &mut all[..], mpi::collective::SystemOperation::sum());
+        all
+    }
+
+    /// Minimum over the ranks of one value.
+    pub fn min_u64(&self, mine: u64) -> u64 {
+        let mut all = 0u64;
+        self.world
+            .all_reduce_into(&mine, &mut all, mpi::collective::SystemOperation::min());
+        all
+    }
+
+    /// Maximum over the ranks of one value.
+    pub fn max_u64(&self, mine: u64) -> u64 {
+        let mut all = 0u64;
+        self.world
+            .all_reduce_into(&mine, &mut all, mpi::collective::SystemOperation::max());
+        all
+    }
+
+    /// Bitwise OR over the ranks, in place.
+    pub fn or_in_place(&self, words: &mut [u64]) {
+        let mine = words.to_vec();
+        count(mine.len(), "bitwise or");
+        self.world.all_reduce_into(
+            &mine[..],
+            words,
+            mpi::collective::SystemOperation::bitwise_or(),
+        );
+    }
+
+    /// `value` as rank `root` has it (`MPI_Bcast` of one byte).
+    pub fn broadcast_bool(&self, root: usize, value: bool) -> bool {
+        let mut byte = u8::from(value);
+        self.world
+            .process_at_rank(root as mpi::Rank)
+            .broadcast_into(&mut byte);
+        byte != 0
+    }
+
+    /// `MPI_Allgather` of equal blocks: `all` is `size` blocks of `mine.len()` elements.
+    pub fn all_gather_blocks<T: Equivalence>(&self, mine: &[T], all: &mut [T]) {
+        assert_eq!(all.len(), mine.len() * self.size, "all-gather block sizes");
+        count(all.len(), "all-gather");
+        self.world.all_gather_into(mine, all);
+    }
+
+    /// `MPI_Allgatherv`: rank r contributes `counts[r]` elements (`mine` on this rank); returns
+    /// the concatenation in rank order.
+    pub fn all_gather_var<T: Equivalence + Copy + Default>(
+        &self,
+        mine: &[T],
+        counts: &[usize],
+    ) -> Vec<T> {
+        assert_eq!(counts.len(), self.size);
+        assert_eq!(
+            counts[self.rank],
+            mine.len(),
+            "this rank's all-gather count"
+        );
+        let counts: Vec<Count> = counts.iter().map(|&c| count(c, "all-gather")).collect();
+        let (displs, total) = displacements(&counts, "all-gather");
+        let mut all = vec![T::default(); total];
+        {
+            let mut partition = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
+            self.world.all_gather_varcount_into(mine, &mut partition);
+        }
+        all
+    }
+
+    /// Byte strings of every rank, in rank order (a count all-gather, then `MPI_Allgatherv`).
+    pub fn all_gather_bytes(&self, mine: &[u8]) -> Vec<Vec<u8>> {
+        let mut counts = vec![0u64; self.size];
+        self.all_gather_blocks(&[mine.len() as u64], &mut counts);
+        let counts: Vec<usize> = counts.iter().map(|&c| c as usize).collect();
+        let all = self.all_gather_var(mine, &counts);
+        let mut out = Vec::with_capacity(self.size);
+        let mut at = 0;
+        for c in counts {
+            out.push(all[at..at + c].to_vec());
+            at += c;
+        }
+        out
+    }
+
+    /// Personalised all-to-all of `u32` words: `send` holds the words for rank 0, then for rank
+    /// 1, …, `send_counts[r]` of them for rank r. The words received (from rank 0 first) replace
+    /// `recv`'s contents. One `MPI_Alltoall` of the counts, then one `MPI_Alltoallv`.
+    pub fn exchange(&self, send: &[u32], send_counts: &[usize], recv: &mut Vec<u32>) {
+        assert_eq!(send_counts.len(), self.size);
+        let send_counts: Vec<Count> = send_counts
+            .iter()
+            .map(|&c| count(c, "all-to-all"))
+            .collect();
+        let (send_displs, send_total) = displacements(&send_counts, "all-to-all");
+        assert_eq!(send_total, send.len(), "all-to-all send counts");
+        let mut recv_counts = vec![0 as Count; self.size];
+        self.world
+            .all_to_all_into(&send_counts[..], &mut recv_counts[..]);
+        let (recv_displs, recv_total) = displacements(&recv_counts, "all-to-all");
+        recv.clear();
+        recv.resize(recv_total, 0);
+        let out = Partition::new(send, &send_counts[..], &send_displs[..]);
+        let mut into = PartitionMut::new(&mut recv[..], &recv_counts[..], &recv_displs[..]);
+        self.world.all_to_all_varcount_into(&out, &mut into);
+    }
+}
