@@ -1,6 +1,7 @@
 //! `--engine mpi` end to end through `gsmrun`: on 1 and 2 ranks (and as a singleton) the MPI
 //! baseline validates every search, chooses the sequential engine's roots, and reports the same
-//! edge count m for every search; SCALE 10 also matches the reference's published values.
+//! edge count m for every search; SCALE 10 also matches the reference's published values; and the
+//! distributed validation rejects corrupted searches (the `mpi_corrupt` example, on 2 ranks).
 //!
 //! Needs `gsmrun` built in the same target directory and profile as the test
 //! (`cargo build --release -p gsmrun -p graph500`); the runs are bounded by time limits.
@@ -124,4 +125,39 @@ fn scale_11_runs_as_a_singleton_without_a_launcher() {
     let seq = sequential(11);
     let (done, got) = mpi(11, None);
     assert_same_work(&seq, &got, &done, 1);
+}
+
+#[test]
+fn distributed_validation_rejects_a_corrupted_parent_and_distance_on_two_ranks() {
+    // Built by `cargo test` with the package's other examples.
+    let program = gsm_tests::bins::profile_dir().join("examples/mpi_corrupt");
+    assert!(program.is_file(), "missing {}", program.display());
+    let mut cmd = gsmrun(["-np", "2", "--oversubscribe"]);
+    cmd.arg(&program).arg("10");
+    let done = run(&mut cmd, LIMIT);
+    assert_exit(&done, 0, "every rank reaches the right verdicts");
+    let out = &done.stdout;
+    for needle in [
+        "BFS untouched: Ok(16239)",
+        "SSSP untouched: Ok(16239)",
+        "BFS corrupted: rejected",
+        "rule 4: edge",
+        "SSSP corrupted: rejected",
+        "rule 3: edge",
+    ] {
+        assert!(out.contains(needle), "{needle:?}\n{}", done.report());
+    }
+    // The unhooked leaf's edges are spread over both ranks' edges: the merged failure counts
+    // more rule-4 errors than one rank keeps verbatim.
+    let bfs_line = out
+        .lines()
+        .find(|l| l.starts_with("BFS corrupted"))
+        .unwrap();
+    let total: u64 = bfs_line
+        .split("failed with ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("an error count in {bfs_line:?}"));
+    assert!(total > 8, "{bfs_line}");
 }
