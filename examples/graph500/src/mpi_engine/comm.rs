@@ -180,21 +180,36 @@ impl Comm {
     /// 1, …, `send_counts[r]` of them for rank r. The words received (from rank 0 first) replace
     /// `recv`'s contents. One `MPI_Alltoall` of the counts, then one `MPI_Alltoallv`.
     pub fn exchange(&self, send: &[u32], send_counts: &[usize], recv: &mut Vec<u32>) {
+        self.exchange_min(send, send_counts, u64::MAX, recv);
+    }
+
+    /// [`Self::exchange`], also returning the minimum over the ranks of `mine`, which travels
+    /// with the counts (so one `MPI_Alltoall` serves both, saving an `MPI_Allreduce`).
+    pub fn exchange_min(
+        &self,
+        send: &[u32],
+        send_counts: &[usize],
+        mine: u64,
+        recv: &mut Vec<u32>,
+    ) -> u64 {
         assert_eq!(send_counts.len(), self.size);
-        let send_counts: Vec<Count> = send_counts
+        let counts: Vec<Count> = send_counts
             .iter()
             .map(|&c| count(c, "all-to-all"))
             .collect();
-        let (send_displs, send_total) = displacements(&send_counts, "all-to-all");
+        let (send_displs, send_total) = displacements(&counts, "all-to-all");
         assert_eq!(send_total, send.len(), "all-to-all send counts");
-        let mut recv_counts = vec![0 as Count; self.size];
-        self.world
-            .all_to_all_into(&send_counts[..], &mut recv_counts[..]);
+        let header: Vec<u64> = counts.iter().flat_map(|&c| [c as u64, mine]).collect();
+        let mut got = vec![0u64; 2 * self.size];
+        self.world.all_to_all_into(&header[..], &mut got[..]);
+        let recv_counts: Vec<Count> = got.chunks_exact(2).map(|h| h[0] as Count).collect();
+        let lowest = got.chunks_exact(2).map(|h| h[1]).min().unwrap_or(mine);
         let (recv_displs, recv_total) = displacements(&recv_counts, "all-to-all");
         recv.clear();
         recv.resize(recv_total, 0);
-        let out = Partition::new(send, &send_counts[..], &send_displs[..]);
+        let out = Partition::new(send, &counts[..], &send_displs[..]);
         let mut into = PartitionMut::new(&mut recv[..], &recv_counts[..], &recv_displs[..]);
         self.world.all_to_all_varcount_into(&out, &mut into);
+        lowest
     }
 }

@@ -5,9 +5,13 @@
 //! edge relaxed in the bucket's phases, no light/heavy split), distributed over the owners: each
 //! phase, every rank relaxes the edges of its vertices in the current bucket; a relaxation of a
 //! vertex it owns applies at once, one of a remote vertex becomes a request (vertex, candidate
-//! distance, parent) to its owner, and the requests go out in one `MPI_Alltoallv` per phase. Then
-//! one `MPI_Allreduce` (minimum) finds the lowest bucket index with work on any rank: the current
-//! one again (another phase), a later one (skipping empty buckets), or none (done).
+//! distance, parent) to its owner, and the requests go out in one `MPI_Alltoallv` per phase. The
+//! `MPI_Alltoall` of the counts before it also carries each rank's lowest bucket index that may
+//! have work next (its own non-empty buckets after its local relaxations, and the buckets of the
+//! requests it sends), so that its minimum over the ranks decides without another collective:
+//! the current bucket again (another phase), a later one (skipping empty buckets), or none
+//! (done). The bound is conservative (a request may not lower the owner's distance), which costs
+//! at most an empty phase.
 //!
 //! A distance is only ever set to `dist[u] + w` (one `f32` addition, done by the rank that owns
 //! `u`), and only when it lowers the distance, so the result is the same fixpoint the sequential
@@ -77,6 +81,8 @@ pub fn search(
         for b in &mut s.outbox {
             b.clear();
         }
+        // The lowest bucket a request sent this phase may fill.
+        let mut lowest_sent = usize::MAX;
         for &i in &s.work {
             let i = i as usize;
             let du = dist[i];
@@ -96,6 +102,7 @@ pub fn search(
                         buckets[bucket_of(candidate) % ring].push(j as u32);
                     }
                 } else {
+                    lowest_sent = lowest_sent.min(bucket_of(candidate));
                     s.outbox[owner].extend_from_slice(&[v, candidate.to_bits(), u]);
                 }
             }
@@ -106,7 +113,13 @@ pub fn search(
         for b in &s.outbox {
             s.send.extend_from_slice(b);
         }
-        comm.exchange(&s.send, &counts, &mut s.recv);
+        // New distances are never below the current bucket, and every queued one is less than a
+        // ring ahead, so the first non-empty slot from `current` is the lowest bucket here.
+        let here = (0..ring)
+            .find(|k| !buckets[(current + k) % ring].is_empty())
+            .map_or(usize::MAX, |k| current + k)
+            .min(lowest_sent);
+        let lowest = comm.exchange_min(&s.send, &counts, here as u64, &mut s.recv);
         for request in s.recv.chunks_exact(3) {
             let j = part.local(request[0]);
             let candidate = f32::from_bits(request[1]);
@@ -116,13 +129,7 @@ pub fn search(
                 buckets[bucket_of(candidate) % ring].push(j as u32);
             }
         }
-        // The lowest bucket with work here: new distances are never below the current bucket,
-        // and every queued one is less than a ring ahead.
-        let here = (0..ring)
-            .find(|k| !buckets[(current + k) % ring].is_empty())
-            .map_or(u64::MAX, |k| (current + k) as u64);
-        let lowest = comm.min_u64(here);
-        if lowest == u64::MAX {
+        if lowest == usize::MAX as u64 {
             break;
         }
         current = lowest as usize;
