@@ -104,9 +104,10 @@ impl Partition {
     }
 }
 
-/// Edges per rank sent in one construction round (bounds the exchange buffers to about
-/// 2 · 3 · 4 bytes per edge, twice: 48 MiB in, about as much out).
-pub const ROUND: usize = 1 << 21;
+/// Edges per rank sent in one construction round: bounds the exchange buffers (two entries of
+/// three words per edge: 12 MiB out, about as much in), so that the peak memory of construction is
+/// the edges and the rows, not the messages.
+pub const ROUND: usize = 1 << 19;
 
 /// This rank's rows of the undirected graph: targets are global labels.
 #[derive(Clone, Debug)]

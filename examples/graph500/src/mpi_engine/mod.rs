@@ -54,9 +54,9 @@ pub fn run(args: &Args) -> Outcome {
 
 /// Bytes one rank needs, roughly: its edges (12 bytes each), its rows (two entries of 8 bytes per
 /// edge), the degree sum and gathered validation arrays (about 24 bytes per vertex), and the
-/// construction round's buffers (48 MiB each way).
+/// construction round's buffers and the searches' messages (64 MiB).
 fn estimated_bytes_per_rank(n: f64, m: f64, ranks: f64) -> f64 {
-    (12.0 + 16.0) * m / ranks + 24.0 * n + 96.0 * (1u64 << 20) as f64
+    (12.0 + 16.0) * m / ranks + 24.0 * n + 64.0 * (1u64 << 20) as f64
 }
 
 fn run_with(comm: &Comm, args: &Args) -> Result<Results, RunError> {
