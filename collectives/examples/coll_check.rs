@@ -6,7 +6,7 @@
 //! Rounds, on the world team of every worker (`GSM_THREADS` workers per rank, default 2):
 //! the default tuning (hierarchical), the hierarchy off (every worker its own group, so the
 //! algorithms across groups run on every member), and the hierarchy off with the switch points
-//! at 0 (ring allreduce, pipelined broadcast in small chunks). Each round runs the plain-data
+//! at 0 (ring allreduce, pipelined broadcast) and 4 KiB pieces between ranks. Each round runs the plain-data
 //! operations at sizes 0, 1, 7 and `--large N` elements (default 393 217, 3 MiB of `u64`),
 //! then the serde-based ones, splits and argument errors (`tests/suite/mod.rs`).
 //!
@@ -50,6 +50,7 @@ fn main() {
                     allreduce_ring_min: 0,
                     bcast_pipeline_min: 0,
                     bcast_chunk: 4096,
+                    piece: 4096,
                 },
             ),
         ];

@@ -46,25 +46,24 @@ impl Team {
         let v = (g + n - rg) % n;
         let member_at = |v: usize| shape.leader((v + rg) % n, Some(root));
         let bytes = std::mem::size_of_val(buf);
-        let locals = shape.groups[g].iter().copied().filter(|&m| m != self.me);
-        let shared: Option<Arc<PodVec<T>>> =
-            if n >= 3 && bytes >= self.tuning().bcast_pipeline_min && bytes > 0 {
-                self.chain(&c, buf, v, n, &member_at, root);
-                (shape.groups[g].len() > 1).then(|| Arc::new(PodVec(buf.to_vec())))
-            } else {
-                let data = self.binomial(&c, buf, v, n, &member_at, root);
-                Some(data)
-            };
-        if let Some(data) = shared {
-            for m in locals {
-                self.put(&c, m, 0, data.clone());
+        if n >= 3 && bytes >= self.tuning().bcast_pipeline_min && bytes > 0 {
+            self.chain(&c, buf, v, n, &member_at, root);
+        } else if n > 1 {
+            self.binomial(&c, buf, v, n, &member_at);
+        }
+        if shape.groups[g].len() > 1 {
+            let data = Arc::new(PodVec(buf.to_vec()));
+            for &m in &shape.groups[g] {
+                if m != self.me {
+                    self.put(&c, m, 0, data.clone());
+                }
             }
         }
         Ok(())
     }
 
-    /// Binomial tree over the leaders (virtual index `v`, root at 0); returns the data (the
-    /// root's copy of `buf`, or what arrived, also copied into `buf`).
+    /// Binomial tree over the leaders (virtual index `v`, root at 0), pipelined by pieces: a
+    /// leader forwards each piece to its children as soon as it has copied it into `buf`.
     fn binomial<T: Plain>(
         &self,
         c: &Call,
@@ -72,33 +71,43 @@ impl Team {
         v: usize,
         n: usize,
         member_at: &dyn Fn(usize) -> usize,
-        root: usize,
-    ) -> Arc<PodVec<T>> {
+    ) {
         let mut mask = 1;
-        let data = if v == 0 {
+        if v == 0 {
             while mask < n {
                 mask <<= 1;
             }
-            Arc::new(PodVec(buf.to_vec()))
         } else {
             while v & mask == 0 {
                 mask <<= 1;
             }
-            let d: Arc<PodVec<T>> = self.get(c, member_at(v - mask), 1);
-            if d.0.len() != buf.len() {
-                self.mismatch(c, root, d.0.len(), buf.len());
-            }
-            buf.copy_from_slice(&d.0);
-            d
-        };
+        }
+        let parent = mask;
+        let mut children = Vec::new();
         mask >>= 1;
         while mask > 0 {
             if v + mask < n {
-                self.put(c, member_at(v + mask), 1, data.clone());
+                children.push(member_at(v + mask));
             }
             mask >>= 1;
         }
-        data
+        if v == 0 {
+            for &ch in &children {
+                self.put_slice(c, ch, 1, buf);
+            }
+            return;
+        }
+        let total = buf.len() as u64;
+        let len = buf.len();
+        self.get_slice(c, member_at(v - parent), 1, len, |at, x: PodVec<T>| {
+            buf[at..at + x.0.len()].copy_from_slice(&x.0);
+            if let Some((&last, rest)) = children.split_last() {
+                for &ch in rest {
+                    self.put(c, ch, 1, (total, x.clone()));
+                }
+                self.put(c, last, 1, (total, x));
+            }
+        });
     }
 
     /// Pipelined chain over the leaders (virtual index `v`, root at 0).

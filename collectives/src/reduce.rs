@@ -82,16 +82,14 @@ impl Team {
         let mut mask = 1;
         while mask < n {
             if v & mask != 0 {
-                self.put(&c, member_at(v - mask), 1, PodVec(acc));
+                self.put_slice(&c, member_at(v - mask), 1, &acc);
                 return Ok(());
             }
             if v + mask < n {
-                let from = member_at(v + mask);
-                let x: PodVec<T> = self.get(&c, from, 1);
-                if x.0.len() != acc.len() {
-                    self.mismatch(&c, from, x.0.len(), acc.len());
-                }
-                op.fold(&mut acc, &x.0, false);
+                let len = acc.len();
+                self.get_slice(&c, member_at(v + mask), 1, len, |at, x: PodVec<T>| {
+                    op.fold(&mut acc[at..at + x.0.len()], &x.0, false);
+                });
             }
             mask <<= 1;
         }
@@ -211,15 +209,14 @@ impl Team {
         let p = prev_pow2(n);
         let rem = n - p;
         let receive = |from: usize, step: u16, acc: &mut [T], x_first: bool| {
-            let x: PodVec<T> = self.get(c, from, step);
-            if x.0.len() != acc.len() {
-                self.mismatch(c, from, x.0.len(), acc.len());
-            }
-            op.fold(acc, &x.0, x_first);
+            let len = acc.len();
+            self.get_slice(c, from, step, len, |at, x: PodVec<T>| {
+                op.fold(&mut acc[at..at + x.0.len()], &x.0, x_first);
+            });
         };
         let newpos = if pos < 2 * rem {
             if pos % 2 == 0 {
-                self.put(c, ranks[pos + 1], 2, PodVec(acc.to_vec()));
+                self.put_slice(c, ranks[pos + 1], 2, acc);
                 None
             } else {
                 receive(ranks[pos - 1], 2, acc, true);
@@ -234,7 +231,7 @@ impl Team {
             let mut round = 0u16;
             while d < p {
                 let partner = ranks[real(np ^ d)];
-                self.put(c, partner, 3 + round, PodVec(acc.to_vec()));
+                self.put_slice(c, partner, 3 + round, acc);
                 receive(partner, 3 + round, acc, np ^ d < np);
                 d <<= 1;
                 round += 1;
@@ -242,13 +239,12 @@ impl Team {
         }
         if pos < 2 * rem {
             if pos % 2 == 0 {
-                let x: PodVec<T> = self.get(c, ranks[pos + 1], 100);
-                if x.0.len() != acc.len() {
-                    self.mismatch(c, ranks[pos + 1], x.0.len(), acc.len());
-                }
-                acc.copy_from_slice(&x.0);
+                let len = acc.len();
+                self.get_slice(c, ranks[pos + 1], 100, len, |at, x: PodVec<T>| {
+                    acc[at..at + x.0.len()].copy_from_slice(&x.0);
+                });
             } else {
-                self.put(c, ranks[pos - 1], 100, PodVec(acc.to_vec()));
+                self.put_slice(c, ranks[pos - 1], 100, acc);
             }
         }
     }
@@ -270,24 +266,23 @@ impl Team {
         for s in 0..n - 1 {
             let send_i = (pos + n - s) % n;
             let recv_i = (pos + 2 * n - s - 1) % n;
-            self.put(c, right, 101, PodVec(acc[seg(send_i)].to_vec()));
-            let x: PodVec<T> = self.get(c, left, 101);
+            self.put_slice(c, right, 101, &acc[seg(send_i)]);
             let r = seg(recv_i);
-            if x.0.len() != r.len() {
-                self.mismatch(c, left, x.0.len(), r.len());
-            }
-            op.fold(&mut acc[r], &x.0, false);
+            let part = &mut acc[r];
+            let len = part.len();
+            self.get_slice(c, left, 101, len, |at, x: PodVec<T>| {
+                op.fold(&mut part[at..at + x.0.len()], &x.0, false);
+            });
         }
         for s in 0..n - 1 {
             let send_i = (pos + 1 + n - s) % n;
             let recv_i = (pos + n - s) % n;
-            self.put(c, right, 102, PodVec(acc[seg(send_i)].to_vec()));
-            let x: PodVec<T> = self.get(c, left, 102);
-            let r = seg(recv_i);
-            if x.0.len() != r.len() {
-                self.mismatch(c, left, x.0.len(), r.len());
-            }
-            acc[r].copy_from_slice(&x.0);
+            self.put_slice(c, right, 102, &acc[seg(send_i)]);
+            let part = &mut acc[seg(recv_i)];
+            let len = part.len();
+            self.get_slice(c, left, 102, len, |at, x: PodVec<T>| {
+                part[at..at + x.0.len()].copy_from_slice(&x.0);
+            });
         }
     }
 

@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use gossamer::{Wire, WorkerId};
 
+use crate::pod::{Plain, PodVec};
 use crate::tuning::Tuning;
 
 /// The collective a message belongs to (for the debug check and error messages).
@@ -163,6 +164,8 @@ pub(crate) struct Shape {
     pub(crate) slot_of: Vec<u32>,
     /// Per group: its members' team indices, in team order.
     pub(crate) groups: Vec<Vec<usize>>,
+    /// Per member: its rank.
+    pub(crate) rank_of: Vec<u32>,
 }
 
 impl Shape {
@@ -190,6 +193,7 @@ impl Shape {
             group_of,
             slot_of,
             groups,
+            rank_of: ranks.iter().map(|&r| r as u32).collect(),
         }
     }
 
@@ -458,6 +462,54 @@ impl Team {
         gossamer::recv(w, c.tag(step))
     }
 
+    /// Sends `data` to member `to` as pieces `(total length, part)`: one piece within a rank
+    /// (it moves by pointer), pieces of at most [`Tuning::piece`] bytes to another rank (the
+    /// runtime moves a few pieces of 256 KiB several times faster than one large record:
+    /// measured with 2 ranks on shm, a 4 MiB exchange took 12.5 ms whole, 4.0 ms in pieces).
+    pub(crate) fn put_slice<T: Plain>(&self, c: &Call, to: usize, step: u16, data: &[T]) {
+        let total = data.len() as u64;
+        if data.is_empty() {
+            self.put(c, to, step, (total, PodVec::<T>(Vec::new())));
+            return;
+        }
+        let per = if self.shape.rank_of[to] == self.shape.rank_of[self.me] {
+            data.len()
+        } else {
+            (self.tuning.piece / size_of::<T>()).max(1)
+        };
+        for part in data.chunks(per) {
+            self.put(c, to, step, (total, PodVec(part.to_vec())));
+        }
+    }
+
+    /// Receives what [`put_slice`](Team::put_slice) sent: calls `each(offset, piece)` for every
+    /// piece in order.
+    ///
+    /// # Panics
+    /// If the sender's length is not `want` (the message names both members).
+    pub(crate) fn get_slice<T: Plain>(
+        &self,
+        c: &Call,
+        from: usize,
+        step: u16,
+        want: usize,
+        mut each: impl FnMut(usize, PodVec<T>),
+    ) {
+        let mut at = 0;
+        loop {
+            let (total, piece): (u64, PodVec<T>) = self.get(c, from, step);
+            let n = piece.0.len();
+            if total as usize != want || at + n > want || (n == 0 && want > 0) {
+                self.mismatch(c, from, total as usize, want);
+            }
+            each(at, piece);
+            at += n;
+            if at >= want {
+                return;
+            }
+        }
+    }
+
     /// Panics because member `from` contributed `got` elements where this member expects
     /// `want`.
     #[track_caller]
@@ -499,7 +551,12 @@ mod tests {
         let split = |parent: u64, seq: u64, colour: u64| {
             chain(chain(chain(parent, seq), 0x0063_6f6c), colour)
         };
-        let ids = [WORLD, split(WORLD, 0, 0), split(WORLD, 0, 1), split(WORLD, 1, 0)];
+        let ids = [
+            WORLD,
+            split(WORLD, 0, 0),
+            split(WORLD, 0, 1),
+            split(WORLD, 1, 0),
+        ];
         for id in ids {
             for seq in 0..1000u64 {
                 let h = chain(id, seq) & ((1u64 << HASH_BITS) - 1);

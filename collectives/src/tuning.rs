@@ -42,6 +42,9 @@ pub struct Tuning {
     pub bcast_pipeline_min: usize,
     /// The chunk of the pipelined broadcast, in bytes.
     pub bcast_chunk: usize,
+    /// Vectors sent to another rank by the reductions and the binomial broadcast travel in
+    /// pieces of at most this many bytes (each piece is combined or forwarded as it arrives).
+    pub piece: usize,
 }
 
 impl Default for Tuning {
@@ -50,7 +53,8 @@ impl Default for Tuning {
             hierarchical: true,
             allreduce_ring_min: 64 << 10,
             bcast_pipeline_min: 512 << 10,
-            bcast_chunk: 64 << 10,
+            bcast_chunk: 256 << 10,
+            piece: 256 << 10,
         }
     }
 }
@@ -113,6 +117,9 @@ impl Tuning {
         }
         if let Some(n) = size("GSM_COLL_BCAST_CHUNK")? {
             t.bcast_chunk = n.max(1);
+        }
+        if let Some(n) = size("GSM_COLL_PIECE")? {
+            t.piece = n.max(1);
         }
         Ok(t)
     }

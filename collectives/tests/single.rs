@@ -7,8 +7,8 @@
 
 mod suite;
 
-use gsm_collectives::{Team, Tuning};
 use gossamer::Config;
+use gsm_collectives::{Team, Tuning};
 
 const LARGE: usize = 393_217;
 
@@ -44,6 +44,7 @@ fn forced() -> Tuning {
         allreduce_ring_min: 0,
         bcast_pipeline_min: 0,
         bcast_chunk: 40,
+        piece: 40,
     }
 }
 

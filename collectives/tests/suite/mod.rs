@@ -128,12 +128,7 @@ pub fn plain(team: &Team, len: usize, t: &mut Tally) {
     let mut iout = vec![0i64; len];
     team.allreduce(&imine, &mut iout, Max).unwrap();
     let iwant: Vec<i64> = (0..len)
-        .map(|i| {
-            (0..n)
-                .map(|m| inputs[m][i] as i64 - 500)
-                .max()
-                .unwrap()
-        })
+        .map(|i| (0..n).map(|m| inputs[m][i] as i64 - 500).max().unwrap())
         .collect();
     same!(t, iout, iwant, "allreduce max i64 of {len}");
     let mut xbuf = mine.clone();
