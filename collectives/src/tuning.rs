@@ -4,20 +4,27 @@
 //! | field | env | default | below | at or above |
 //! |---|---|---|---|---|
 //! | [`hierarchical`](Tuning::hierarchical) | `GSM_COLL_HIERARCHICAL` (`0`/`1`) | on | — | — |
-//! | [`allreduce_ring_min`](Tuning::allreduce_ring_min) | `GSM_COLL_ALLREDUCE_RING` (bytes) | 64 KiB | recursive doubling | ring reduce-scatter + allgather |
-//! | [`bcast_pipeline_min`](Tuning::bcast_pipeline_min) | `GSM_COLL_BCAST_PIPELINE` (bytes) | 512 KiB | binomial tree | pipelined chain (≥ 3 ranks) |
-//! | [`bcast_chunk`](Tuning::bcast_chunk) | `GSM_COLL_BCAST_CHUNK` (bytes) | 64 KiB | — | chunk of the chain |
+//! | [`allreduce_ring_min`](Tuning::allreduce_ring_min) | `GSM_COLL_ALLREDUCE_RING` (bytes) | 512 KiB | recursive doubling | ring reduce-scatter + allgather |
+//! | [`bcast_pipeline_min`](Tuning::bcast_pipeline_min) | `GSM_COLL_BCAST_PIPELINE` (bytes) | 64 KiB | binomial tree | pipelined chain (≥ 3 groups) |
+//! | [`bcast_chunk`](Tuning::bcast_chunk) | `GSM_COLL_BCAST_CHUNK` (bytes) | 256 KiB | — | chunk of the chain |
+//! | [`piece`](Tuning::piece) | `GSM_COLL_PIECE` (bytes) | 256 KiB | — | piece of a vector sent to another rank |
 //!
 //! Sizes accept `K`/`M` suffixes. The sizes compared are the bytes one member contributes.
 //!
-//! **How the defaults were measured**: `gsm-bench collectives --sweep` (see
-//! `benches/src/collectives.rs`) times each algorithm of a switch alone, forced with these
-//! variables (`GSM_COLL_ALLREDUCE_RING=0` forces the ring, a huge value forces recursive
-//! doubling), over sizes from 8 B to 4 MiB, under `gsmrun -np 2` and `-np 3 --oversubscribe`
-//! on the 2-core development machine, and the default is the smallest size from which the second
-//! algorithm is not slower. With 2 ranks the ring and recursive doubling move the same bytes;
-//! the ring halves the arithmetic, which pays once the vectors leave the cache. The pipelined
-//! chain only pays with at least 3 ranks (with 2 it is one message either way).
+//! **How the defaults were measured**: `gsm-bench collectives --sweep` (in
+//! `benches/src/collectives.rs`) times both algorithms of each switch, forced through a team
+//! with the switch at 0 and one with it at `usize::MAX`, for sizes from 8 B to 4 MiB, each
+//! figure a median of 5 runs, under `gsmrun -np 2` and `gsmrun -np 3 --oversubscribe` (one
+//! worker per rank) on the shared 2-core development machine (load 2–9, so the figures spread
+//! by up to 2× between runs; rerun the sweep on the target machine and set the variables).
+//! Recursive doubling was faster than the ring up to 256 KiB on 2 and 3 ranks (8 B: equal;
+//! 1 KiB: 2×; 256 KiB on 3 ranks: 289 µs against 358 µs); from 512 KiB the ring was as fast or
+//! faster (3 ranks, 512 KiB: 645 µs against 1034 µs), and before vectors travelled in pieces
+//! it was 3× faster at 4 MiB, so the switch is at 512 KiB. The chain beat the binomial tree on
+//! 3 ranks at every size measured from 64 KiB (1.1–2.4×); with 2 groups both are one message.
+//! The piece size: exchanging 4 MiB between 2 ranks took 12.5 ms as one message, 8.6 ms in
+//! 1 MiB pieces, 4.0 ms in 256 KiB pieces and 3.9–5.8 ms in 64 KiB pieces (1 MiB: 0.7–0.9 ms
+//! whole, 0.48–0.66 ms in 256 KiB pieces).
 //!
 //! This module does not look at the team: the same tuning holds for every size of team.
 
@@ -51,8 +58,8 @@ impl Default for Tuning {
     fn default() -> Self {
         Tuning {
             hierarchical: true,
-            allreduce_ring_min: 64 << 10,
-            bcast_pipeline_min: 512 << 10,
+            allreduce_ring_min: 512 << 10,
+            bcast_pipeline_min: 64 << 10,
             bcast_chunk: 256 << 10,
             piece: 256 << 10,
         }
