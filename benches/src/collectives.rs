@@ -1,0 +1,452 @@
+//! `gsm-bench collectives`: `gsm-collectives` beside Open MPI's collectives, both measured in
+//! the same job, the same processes, one after the other.
+//!
+//! ```text
+//! gsmrun -np 2 gsm-bench collectives [--runs N] [--json FILE]
+//! gsmrun -np 2 gsm-bench collectives --sweep        # the switch points of gsm_collectives::Tuning
+//! ```
+//!
+//! **How the job is shared** (as in `remote.rs`): the program initialises MPI itself
+//! (`FUNNELED`) before the first `gossamer::spmd`, so Gossamer joins that MPI; every repetition
+//! first measures every MPI case with plain MPI calls from the main thread (no Gossamer worker
+//! exists then), then one `gossamer::spmd` with 1 worker per rank measures every Gossamer case,
+//! then one with 2 workers per rank.
+//!
+//! **Cases** (each figure: µs per operation, averaged over a loop of operations and one closing
+//! barrier, after a barrier and a warm-up of a tenth of the loop, timed on rank 0 (its first
+//! worker); medians of `--runs` repetitions, at least 5): barrier; allreduce of 8 B, 1 KiB and 1 MiB of `f64` sums;
+//! broadcast of 1 MiB from rank 0; allgather of 1 KiB per rank; alltoall of 1 KiB per pair of
+//! ranks. The peer is the same MPI collective (`MPI_Barrier`, `MPI_Allreduce`, `MPI_Bcast`,
+//! `MPI_Allgather`, `MPI_Alltoall` through the `mpi` crate) on the job's ranks.
+//! The *2 workers per rank* rows run the same operation on the world team of 2 × 2 workers
+//! (oversubscribed on 2 cores), with the same bytes per rank (allgather: 512 B per worker;
+//! alltoall: 256 B per pair of workers; reductions and broadcast: the whole vector on every
+//! worker), beside the same 2-rank MPI figure: they show what the hierarchy costs over the
+//! 1-worker rows, not a like-for-like MPI comparison (that would be 4 MPI ranks).
+//!
+//! `--sweep` instead times, for each switch point of `gsm_collectives::Tuning`, both algorithms
+//! forced (allreduce: recursive doubling against the ring, 8 B to 4 MiB; broadcast: binomial
+//! tree against the pipelined chain, 64 KiB to 4 MiB, which only differ with 3 or more ranks):
+//! the default is the smallest size from which the second is not slower. Rows: gsm = the
+//! second algorithm, peer = the first.
+
+use crate::report::{Case, Figure};
+use crate::stats::summarize;
+use gossamer::Config;
+use gsm_collectives::op::Sum;
+use gsm_collectives::{Team, Tuning};
+use mpi::collective::SystemOperation;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// Options of `gsm-bench collectives`.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Repetitions per figure.
+    pub runs: usize,
+    /// Divide every loop by 20 (a smoke run for tests).
+    pub quick: bool,
+    /// Time the algorithms of each switch point instead of the cases.
+    pub sweep: bool,
+}
+
+/// One case: what, bytes, and how many operations per timed loop.
+#[derive(Debug, Clone, Copy)]
+struct Spec {
+    name: &'static str,
+    op: OpKind,
+    /// Bytes of the operation, per rank (see the module docs).
+    bytes: usize,
+    iters: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpKind {
+    Barrier,
+    Allreduce,
+    Broadcast,
+    Allgather,
+    Alltoall,
+}
+
+const SPECS: [Spec; 7] = [
+    Spec {
+        name: "barrier",
+        op: OpKind::Barrier,
+        bytes: 0,
+        iters: 4000,
+    },
+    Spec {
+        name: "allreduce 8 B f64 sum",
+        op: OpKind::Allreduce,
+        bytes: 8,
+        iters: 4000,
+    },
+    Spec {
+        name: "allreduce 1 KiB f64 sum",
+        op: OpKind::Allreduce,
+        bytes: 1 << 10,
+        iters: 2000,
+    },
+    Spec {
+        name: "allreduce 1 MiB f64 sum",
+        op: OpKind::Allreduce,
+        bytes: 1 << 20,
+        iters: 40,
+    },
+    Spec {
+        name: "broadcast 1 MiB",
+        op: OpKind::Broadcast,
+        bytes: 1 << 20,
+        iters: 40,
+    },
+    Spec {
+        name: "allgather 1 KiB per rank",
+        op: OpKind::Allgather,
+        bytes: 1 << 10,
+        iters: 2000,
+    },
+    Spec {
+        name: "alltoall 1 KiB per pair of ranks",
+        op: OpKind::Alltoall,
+        bytes: 1 << 10,
+        iters: 2000,
+    },
+];
+
+fn iters(spec: &Spec, quick: bool) -> usize {
+    if quick {
+        (spec.iters / 20).max(2)
+    } else {
+        spec.iters
+    }
+}
+
+/// Times `iters` calls of `op` and one barrier after them, after a warm-up of a tenth; µs per
+/// call. The closing barrier makes the figure count until every member has finished the last
+/// call: without it, a broadcast root that returns as soon as its data is on its way would be
+/// timed alone.
+fn time(iters: usize, mut barrier: impl FnMut(), mut op: impl FnMut()) -> f64 {
+    for _ in 0..iters.div_ceil(10) {
+        op();
+    }
+    barrier();
+    let start = Instant::now();
+    for _ in 0..iters {
+        op();
+    }
+    barrier();
+    start.elapsed().as_secs_f64() * 1e6 / iters as f64
+}
+
+// ---------------------------------------------------------------------------------------------
+// MPI.
+// ---------------------------------------------------------------------------------------------
+
+fn mpi_case(world: &SimpleCommunicator, spec: &Spec, quick: bool) -> f64 {
+    let n = world.size() as usize;
+    let it = iters(spec, quick);
+    let f = (spec.bytes / 8).max(1);
+    let bar = || world.barrier();
+    match spec.op {
+        OpKind::Barrier => time(it, bar, || world.barrier()),
+        OpKind::Allreduce => {
+            let send = vec![1.0f64; f];
+            let mut recv = vec![0.0f64; f];
+            let t = time(it, bar, || {
+                world.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum())
+            });
+            assert_eq!(recv[0], n as f64, "MPI allreduce");
+            t
+        }
+        OpKind::Broadcast => {
+            let mut buf = vec![world.rank() as u8; spec.bytes];
+            let root = world.process_at_rank(0);
+            time(it, bar, || root.broadcast_into(&mut buf[..]))
+        }
+        OpKind::Allgather => {
+            let send = vec![1u8; spec.bytes];
+            let mut recv = vec![0u8; spec.bytes * n];
+            time(it, bar, || world.all_gather_into(&send[..], &mut recv[..]))
+        }
+        OpKind::Alltoall => {
+            let send = vec![1u8; spec.bytes * n];
+            let mut recv = vec![0u8; spec.bytes * n];
+            time(it, bar, || world.all_to_all_into(&send[..], &mut recv[..]))
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gossamer.
+// ---------------------------------------------------------------------------------------------
+
+/// One case on `team` (every member calls it); µs per operation on this member.
+fn gsm_case(team: &Team, spec: &Spec, quick: bool) -> f64 {
+    let it = iters(spec, quick);
+    let members = team.size();
+    let per_rank = members / gossamer::rank_count();
+    let f = (spec.bytes / 8).max(1);
+    let bar = || team.barrier();
+    match spec.op {
+        OpKind::Barrier => time(it, bar, || team.barrier()),
+        OpKind::Allreduce => {
+            let send = vec![1.0f64; f];
+            let mut recv = vec![0.0f64; f];
+            let t = time(it, bar, || team.allreduce(&send, &mut recv, Sum).unwrap());
+            assert_eq!(recv[0], members as f64, "gsm allreduce");
+            t
+        }
+        OpKind::Broadcast => {
+            let mut buf = vec![team.index() as u8; spec.bytes];
+            time(it, bar, || team.broadcast(&mut buf, 0).unwrap())
+        }
+        OpKind::Allgather => {
+            let k = spec.bytes / per_rank;
+            let send = vec![1u8; k];
+            let mut recv = vec![0u8; k * members];
+            time(it, bar, || team.allgather(&send, &mut recv).unwrap())
+        }
+        OpKind::Alltoall => {
+            let k = spec.bytes / (per_rank * per_rank);
+            let send = vec![1u8; k * members];
+            let mut recv = vec![0u8; k * members];
+            time(it, bar, || team.alltoall(&send, &mut recv).unwrap())
+        }
+    }
+}
+
+/// One `gossamer::spmd` with `workers` per rank: every case, on rank 0's first worker.
+fn gsm_once(workers: usize, quick: bool) -> anyhow::Result<Vec<f64>> {
+    let config = Config::from_env()
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .workers(workers);
+    let out = gossamer::spmd(config, move |w| {
+        let team = Team::world();
+        let figures: Vec<f64> = SPECS.iter().map(|s| gsm_case(&team, s, quick)).collect();
+        team.barrier();
+        (w.id() == 0).then_some(figures)
+    })
+    .map_err(|e| anyhow::anyhow!("the gossamer runtime failed: {e}"))?;
+    Ok(out.into_iter().flatten().next().unwrap_or_default())
+}
+
+/// The sweep: for each size, both algorithms of a switch point forced; µs per operation.
+fn sweep_once(quick: bool) -> anyhow::Result<Vec<(String, f64, f64)>> {
+    let config = Config::from_env()
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .workers(1);
+    let out = gossamer::spmd(config, move |w| {
+        let world = Team::world();
+        let with = |t: Tuning| world.dup().with_tuning(t);
+        let base = Tuning::default();
+        let rd = with(Tuning {
+            allreduce_ring_min: usize::MAX,
+            ..base
+        });
+        let ring = with(Tuning {
+            allreduce_ring_min: 0,
+            ..base
+        });
+        let tree = with(Tuning {
+            bcast_pipeline_min: usize::MAX,
+            ..base
+        });
+        let chain = with(Tuning {
+            bcast_pipeline_min: 0,
+            ..base
+        });
+        let mut rows = Vec::new();
+        for shift in [3, 6, 10, 12, 14, 16, 17, 18, 19, 20, 22] {
+            let bytes = 1usize << shift;
+            let it = if quick {
+                3
+            } else {
+                (4_000_000 >> shift).clamp(20, 2000)
+            };
+            let send = vec![1.0f64; bytes / 8];
+            let mut recv = vec![0.0f64; bytes / 8];
+            let a = time(
+                it,
+                || world.barrier(),
+                || rd.allreduce(&send, &mut recv, Sum).unwrap(),
+            );
+            let b = time(
+                it,
+                || world.barrier(),
+                || ring.allreduce(&send, &mut recv, Sum).unwrap(),
+            );
+            rows.push((
+                format!("allreduce {bytes} B: ring vs recursive doubling"),
+                b,
+                a,
+            ));
+        }
+        for shift in [16, 18, 20, 22] {
+            let bytes = 1usize << shift;
+            let it = if quick { 3 } else { 40 };
+            let mut buf = vec![0u8; bytes];
+            let a = time(
+                it,
+                || world.barrier(),
+                || tree.broadcast(&mut buf, 0).unwrap(),
+            );
+            let b = time(
+                it,
+                || world.barrier(),
+                || chain.broadcast(&mut buf, 0).unwrap(),
+            );
+            rows.push((format!("broadcast {bytes} B: chain vs binomial"), b, a));
+        }
+        world.barrier();
+        (w.id() == 0).then_some(rows)
+    })
+    .map_err(|e| anyhow::anyhow!("the gossamer runtime failed: {e}"))?;
+    Ok(out.into_iter().flatten().next().unwrap_or_default())
+}
+
+/// What rank 0 prints.
+#[derive(Debug)]
+pub struct Report {
+    /// The table's rows.
+    pub cases: Vec<Case>,
+    /// Lines above the table.
+    pub header: String,
+}
+
+/// Runs the benchmark; `Some` on rank 0.
+pub fn run(opts: &Options) -> anyhow::Result<Option<Report>> {
+    let (universe, _level) = mpi::initialize_with_threading(mpi::Threading::Funneled)
+        .ok_or_else(|| anyhow::anyhow!("MPI was already initialised in this process"))?;
+    let world = universe.world();
+    let result = if opts.sweep {
+        run_sweep(&world, opts)
+    } else {
+        run_cases(&world, opts)
+    };
+    drop(universe);
+    result
+}
+
+fn header(world: &SimpleCommunicator) -> String {
+    let fabric = std::env::var("GSM_FABRIC").unwrap_or_else(|_| "auto".into());
+    let btl = std::env::var("OMPI_MCA_btl").unwrap_or_else(|_| "default".into());
+    format!(
+        "gsm-bench collectives: {} ranks, gsm fabric {fabric}, MPI btl {btl}; µs per operation \
+         on rank 0, lower is better; speedup = MPI / gsm\n",
+        world.size()
+    )
+}
+
+fn run_cases(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<Report>> {
+    let me = world.rank();
+    let mut samples: BTreeMap<(usize, usize), Vec<f64>> = BTreeMap::new();
+    for run in 0..opts.runs {
+        if me == 0 {
+            crate::report::progress(format_args!(
+                "gsm-bench collectives: run {}/{}",
+                run + 1,
+                opts.runs
+            ));
+        }
+        for (i, spec) in SPECS.iter().enumerate() {
+            let t = mpi_case(world, spec, opts.quick);
+            samples.entry((0, i)).or_default().push(t);
+        }
+        for workers in [1, 2] {
+            for (i, t) in gsm_once(workers, opts.quick)?.into_iter().enumerate() {
+                samples.entry((workers, i)).or_default().push(t);
+            }
+        }
+    }
+    if me != 0 {
+        return Ok(None);
+    }
+    crate::report::progress_done();
+    let s = |k: (usize, usize)| samples.get(&k).and_then(|v| summarize(v));
+    let mut cases = Vec::new();
+    for workers in [1, 2] {
+        for (i, spec) in SPECS.iter().enumerate() {
+            cases.push(Case {
+                case: format!("{} [gsm {} × {workers} workers]", spec.name, world.size()),
+                unit: "µs".into(),
+                higher_is_better: false,
+                gsm: s((workers, i)),
+                peers: vec![Figure {
+                    name: format!("MPI, {} ranks", world.size()),
+                    summary: s((0, i)),
+                }],
+            });
+        }
+    }
+    Ok(Some(Report {
+        cases,
+        header: header(world),
+    }))
+}
+
+fn run_sweep(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<Report>> {
+    let mut samples: BTreeMap<String, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    let mut order = Vec::new();
+    for _ in 0..opts.runs {
+        for (name, second, first) in sweep_once(opts.quick)? {
+            if !samples.contains_key(&name) {
+                order.push(name.clone());
+            }
+            let e = samples.entry(name).or_default();
+            e.0.push(second);
+            e.1.push(first);
+        }
+    }
+    if world.rank() != 0 {
+        return Ok(None);
+    }
+    let cases = order
+        .into_iter()
+        .map(|name| {
+            let (second, first) = &samples[&name];
+            let peer = name.rsplit(" vs ").next().unwrap_or("first").to_string();
+            Case {
+                case: name,
+                unit: "µs".into(),
+                higher_is_better: false,
+                gsm: summarize(second),
+                peers: vec![Figure {
+                    name: peer,
+                    summary: summarize(first),
+                }],
+            }
+        })
+        .collect();
+    Ok(Some(Report {
+        cases,
+        header: header(world),
+    }))
+}
+
+/// The subcommand: checks the options, runs, prints rank 0's table (and JSON to `json`).
+/// Returns whether this process printed (only rank 0 does).
+pub fn command(
+    runs: usize,
+    json: Option<&std::path::Path>,
+    quick: bool,
+    sweep: bool,
+) -> anyhow::Result<bool> {
+    if runs == 0 || (!quick && runs < crate::stats::MIN_RUNS) {
+        anyhow::bail!(
+            "--runs {runs} is too few: every figure is a median of at least {} runs (--quick \
+             allows fewer, but at least 1)",
+            crate::stats::MIN_RUNS
+        );
+    }
+    match run(&Options { runs, quick, sweep })? {
+        Some(report) => {
+            print!("{}", report.header);
+            crate::report::emit(&report.cases, json)?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
