@@ -11,7 +11,8 @@
 //! requests it sends), so that its minimum over the ranks decides without another collective:
 //! the current bucket again (another phase), a later one (skipping empty buckets), or none
 //! (done). The bound is conservative (a request may not lower the owner's distance), which costs
-//! at most an empty phase.
+//! at most an empty phase. A phase stops relaxing once a rank has queued [`PHASE_WORDS`] words of
+//! requests; the rest of the bucket stays for the next phase, which bounds the message buffers.
 //!
 //! A distance is only ever set to `dist[u] + w` (one `f32` addition, done by the rank that owns
 //! `u`), and only when it lowers the distance, so the result is the same fixpoint the sequential
@@ -24,6 +25,11 @@ use super::comm::Comm;
 use super::graph::LocalGraph;
 use crate::bfs::NO_PARENT;
 use crate::kronecker::Vertex;
+
+/// Words of requests a rank queues in one phase before it stops and exchanges them (the rest of
+/// the bucket waits for the next phase): 16 MiB, so that a heavy bucket's messages do not set the
+/// peak memory (without the cap, SCALE 20 on 2 ranks peaked 140 MiB higher per rank).
+const PHASE_WORDS: usize = 1 << 22;
 
 /// Reusable buffers of the searches.
 #[derive(Debug, Default)]
@@ -83,7 +89,13 @@ pub fn search(
         }
         // The lowest bucket a request sent this phase may fill.
         let mut lowest_sent = usize::MAX;
+        let mut queued = 0usize;
+        let mut done = 0usize;
         for &i in &s.work {
+            if queued >= PHASE_WORDS {
+                break;
+            }
+            done += 1;
             let i = i as usize;
             let du = dist[i];
             if bucket_of(du) != current || relaxed_at[i] == du {
@@ -104,9 +116,12 @@ pub fn search(
                 } else {
                     lowest_sent = lowest_sent.min(bucket_of(candidate));
                     s.outbox[owner].extend_from_slice(&[v, candidate.to_bits(), u]);
+                    queued += 3;
                 }
             }
         }
+        // What the message cap left over stays in the bucket, for the next phase.
+        buckets[slot].extend_from_slice(&s.work[done..]);
         s.work.clear();
         let counts: Vec<usize> = s.outbox.iter().map(Vec::len).collect();
         s.send.clear();
