@@ -34,7 +34,9 @@
 //! the algorithms are **hierarchical** — the workers of a rank meet at a leader, the leaders run
 //! the algorithm across ranks, and the leaders hand results back by pointer (shared `Arc`s; a
 //! member copies its result out once). Plain data ([`Plain`]: `bytemuck::Pod`) crosses ranks as
-//! its bytes (one `memcpy` each way), however large: the runtime streams large messages.
+//! its bytes (one `memcpy` each way); the reductions and the broadcast send long vectors to
+//! another rank in pieces of [`Tuning::piece`] bytes (256 KiB), each combined or forwarded as it
+//! arrives. The bundles of the gathers and the all-to-all go whole (the runtime streams them).
 //!
 //! The algorithms and their sources are described in each module: dissemination barrier
 //! (`barrier`), binomial tree and pipelined chain broadcast (`broadcast`), binomial reduce,

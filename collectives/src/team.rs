@@ -430,7 +430,7 @@ impl Team {
         let w = self.members[from];
         #[cfg(debug_assertions)]
         {
-            let k: Check = gossamer::recv(w, c.tag(step));
+            let k: Check = self.wait(w, c.tag(step));
             if k.kind != c.kind as u8 || k.seq != c.seq {
                 panic!(
                     "gsm-collectives: team {:#x}: member {from} ({w}) is in {} (collective #{} of \
@@ -459,7 +459,30 @@ impl Team {
                 );
             }
         }
-        gossamer::recv(w, c.tag(step))
+        self.wait(w, c.tag(step))
+    }
+
+    /// Receives from `w` under `tag`: first by polling (the fiber stays ready, so its worker
+    /// keeps running instead of falling asleep) for up to [`Tuning::spin_us`], then by
+    /// suspending the fiber in `gossamer::recv`.
+    fn wait<P: Wire>(&self, w: WorkerId, tag: u64) -> P {
+        if self.tuning.spin_us > 0 {
+            if let Some(v) = gossamer::try_recv(w, tag) {
+                return v;
+            }
+            let start = std::time::Instant::now();
+            let limit = std::time::Duration::from_micros(self.tuning.spin_us);
+            loop {
+                gossamer::yield_now();
+                if let Some(v) = gossamer::try_recv(w, tag) {
+                    return v;
+                }
+                if start.elapsed() >= limit {
+                    break;
+                }
+            }
+        }
+        gossamer::recv(w, tag)
     }
 
     /// Sends `data` to member `to` as pieces `(total length, part)`: one piece within a rank
