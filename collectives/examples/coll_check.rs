@@ -51,7 +51,7 @@ fn main() {
                     bcast_pipeline_min: 0,
                     bcast_chunk: 4096,
                     piece: 4096,
-                    spin_us: 5,
+                    rendezvous_min: 0,
                 },
             ),
         ];

@@ -79,17 +79,28 @@ impl Team {
         let rg = shape.group_of[root] as usize;
         let v = (g + n - rg) % n;
         let member_at = |v: usize| shape.leader((v + rg) % n, Some(root));
+        // Acknowledged from `rendezvous_min` bytes on, so that successive reduces do not flood
+        // the parent (see `broadcast`).
+        let ack = std::mem::size_of_val(send) >= self.tuning().rendezvous_min && !send.is_empty();
         let mut mask = 1;
         while mask < n {
             if v & mask != 0 {
-                self.put_slice(&c, member_at(v - mask), 1, &acc);
+                let parent = member_at(v - mask);
+                self.put_slice(&c, parent, 1, &acc);
+                if ack {
+                    self.get::<()>(&c, parent, 2);
+                }
                 return Ok(());
             }
             if v + mask < n {
                 let len = acc.len();
-                self.get_slice(&c, member_at(v + mask), 1, len, |at, x: PodVec<T>| {
+                let child = member_at(v + mask);
+                self.get_slice(&c, child, 1, len, |at, x: PodVec<T>| {
                     op.fold(&mut acc[at..at + x.0.len()], &x.0, false);
                 });
+                if ack {
+                    self.put(&c, child, 2, ());
+                }
             }
             mask <<= 1;
         }
@@ -229,10 +240,20 @@ impl Team {
             let real = |q: usize| if q < rem { 2 * q + 1 } else { q + rem };
             let mut d = 1;
             let mut round = 0u16;
+            let all = 0..acc.len();
             while d < p {
                 let partner = ranks[real(np ^ d)];
-                self.put_slice(c, partner, 3 + round, acc);
-                receive(partner, 3 + round, acc, np ^ d < np);
+                let x_first = np ^ d < np;
+                self.swap(
+                    c,
+                    partner,
+                    partner,
+                    3 + round,
+                    acc,
+                    all.clone(),
+                    all.clone(),
+                    |dst, x| op.fold(dst, x, x_first),
+                );
                 d <<= 1;
                 round += 1;
             }
@@ -266,23 +287,30 @@ impl Team {
         for s in 0..n - 1 {
             let send_i = (pos + n - s) % n;
             let recv_i = (pos + 2 * n - s - 1) % n;
-            self.put_slice(c, right, 101, &acc[seg(send_i)]);
-            let r = seg(recv_i);
-            let part = &mut acc[r];
-            let len = part.len();
-            self.get_slice(c, left, 101, len, |at, x: PodVec<T>| {
-                op.fold(&mut part[at..at + x.0.len()], &x.0, false);
-            });
+            self.swap(
+                c,
+                right,
+                left,
+                101,
+                acc,
+                seg(send_i),
+                seg(recv_i),
+                |dst, x| op.fold(dst, x, false),
+            );
         }
         for s in 0..n - 1 {
             let send_i = (pos + 1 + n - s) % n;
             let recv_i = (pos + n - s) % n;
-            self.put_slice(c, right, 102, &acc[seg(send_i)]);
-            let part = &mut acc[seg(recv_i)];
-            let len = part.len();
-            self.get_slice(c, left, 102, len, |at, x: PodVec<T>| {
-                part[at..at + x.0.len()].copy_from_slice(&x.0);
-            });
+            self.swap(
+                c,
+                right,
+                left,
+                102,
+                acc,
+                seg(send_i),
+                seg(recv_i),
+                |dst, x| dst.copy_from_slice(x),
+            );
         }
     }
 

@@ -430,7 +430,7 @@ impl Team {
         let w = self.members[from];
         #[cfg(debug_assertions)]
         {
-            let k: Check = self.wait(w, c.tag(step));
+            let k: Check = gossamer::recv(w, c.tag(step));
             if k.kind != c.kind as u8 || k.seq != c.seq {
                 panic!(
                     "gsm-collectives: team {:#x}: member {from} ({w}) is in {} (collective #{} of \
@@ -459,30 +459,7 @@ impl Team {
                 );
             }
         }
-        self.wait(w, c.tag(step))
-    }
-
-    /// Receives from `w` under `tag`: first by polling (the fiber stays ready, so its worker
-    /// keeps running instead of falling asleep) for up to [`Tuning::spin_us`], then by
-    /// suspending the fiber in `gossamer::recv`.
-    fn wait<P: Wire>(&self, w: WorkerId, tag: u64) -> P {
-        if self.tuning.spin_us > 0 {
-            if let Some(v) = gossamer::try_recv(w, tag) {
-                return v;
-            }
-            let start = std::time::Instant::now();
-            let limit = std::time::Duration::from_micros(self.tuning.spin_us);
-            loop {
-                gossamer::yield_now();
-                if let Some(v) = gossamer::try_recv(w, tag) {
-                    return v;
-                }
-                if start.elapsed() >= limit {
-                    break;
-                }
-            }
-        }
-        gossamer::recv(w, tag)
+        gossamer::recv(w, c.tag(step))
     }
 
     /// Sends `data` to member `to` as pieces `(total length, part)`: one piece within a rank
@@ -529,6 +506,58 @@ impl Team {
             at += n;
             if at >= want {
                 return;
+            }
+        }
+    }
+
+    /// Sends `buf[send]` to member `to` and receives member `from`'s part of `buf[recv]` from
+    /// it at the same time, alternating piece by piece (`put_slice`'s pieces), so that neither
+    /// side has more than one piece in flight ahead of the other: `apply(dest, piece)` gets each
+    /// received piece with the part of `buf[recv]` it covers. A piece is copied out before any
+    /// later piece is applied, so `send` and `recv` may be the same range (recursive doubling).
+    ///
+    /// # Panics
+    /// If `from`'s length is not `recv.len()`.
+    #[allow(clippy::too_many_arguments, reason = "one exchange, spelt out")]
+    pub(crate) fn swap<T: Plain>(
+        &self,
+        c: &Call,
+        to: usize,
+        from: usize,
+        step: u16,
+        buf: &mut [T],
+        send: std::ops::Range<usize>,
+        recv: std::ops::Range<usize>,
+        mut apply: impl FnMut(&mut [T], &[T]),
+    ) {
+        let total = send.len() as u64;
+        let per = if self.shape.rank_of[to] == self.shape.rank_of[self.me] {
+            send.len().max(1)
+        } else {
+            (self.tuning.piece / size_of::<T>()).max(1)
+        };
+        let want = recv.len();
+        let mut sent = 0;
+        let mut got = 0;
+        let mut first_send = true;
+        let mut first_recv = true;
+        while sent < send.len() || first_send || got < want || first_recv {
+            if sent < send.len() || first_send {
+                let end = (sent + per).min(send.len());
+                let part = buf[send.start + sent..send.start + end].to_vec();
+                self.put(c, to, step, (total, PodVec(part)));
+                sent = end;
+                first_send = false;
+            }
+            if got < want || first_recv {
+                let (their, piece): (u64, PodVec<T>) = self.get(c, from, step);
+                let n = piece.0.len();
+                if their as usize != want || got + n > want || (n == 0 && want > 0) {
+                    self.mismatch(c, from, their as usize, want);
+                }
+                apply(&mut buf[recv.start + got..recv.start + got + n], &piece.0);
+                got += n;
+                first_recv = false;
             }
         }
     }

@@ -8,7 +8,7 @@
 //! | [`bcast_pipeline_min`](Tuning::bcast_pipeline_min) | `GSM_COLL_BCAST_PIPELINE` (bytes) | 64 KiB | binomial tree | pipelined chain (≥ 3 groups) |
 //! | [`bcast_chunk`](Tuning::bcast_chunk) | `GSM_COLL_BCAST_CHUNK` (bytes) | 256 KiB | — | chunk of the chain |
 //! | [`piece`](Tuning::piece) | `GSM_COLL_PIECE` (bytes) | 256 KiB | — | piece of a vector sent to another rank |
-//! | [`spin_us`](Tuning::spin_us) | `GSM_COLL_SPIN_US` (µs) | 0 | — | time a waiting member polls before suspending |
+//! | [`rendezvous_min`](Tuning::rendezvous_min) | `GSM_COLL_RENDEZVOUS` (bytes) | 64 KiB | eager broadcast/reduce | acknowledged |
 //!
 //! Sizes accept `K`/`M` suffixes. The sizes compared are the bytes one member contributes.
 //!
@@ -26,11 +26,11 @@
 //! The piece size: exchanging 4 MiB between 2 ranks took 12.5 ms as one message, 8.6 ms in
 //! 1 MiB pieces, 4.0 ms in 256 KiB pieces and 3.9–5.8 ms in 64 KiB pieces (1 MiB: 0.7–0.9 ms
 //! whole, 0.48–0.66 ms in 256 KiB pieces).
-//! Spinning: with 2 ranks of 1 worker, a barrier took 5.2–5.3 µs in three runs without spinning,
-//! and 8–28 µs (20 µs of spin) or 2.1–208 µs (200 µs) with it, and with 2 workers per rank
-//! (more workers than cores) spinning made every small collective 6–8× slower: polling
-//! fibers take the core from the workers they wait for. So it is off unless asked for, for
-//! machines with a core per worker and nothing else running.
+//! Waiting members suspend in `gossamer::recv` at once. Polling instead (`try_recv` and
+//! `yield_now` for a bounded time) was tried and made things worse: with 2 ranks of 1 worker a
+//! barrier took 5.1–6.5 µs suspending, and 18–106 µs polling for 30–100 µs, about the polling
+//! time itself, on this shared machine: the messages were, in effect, taken only once the fiber
+//! suspended.
 //!
 //! This module does not look at the team: the same tuning holds for every size of team.
 
@@ -58,9 +58,9 @@ pub struct Tuning {
     /// Vectors sent to another rank by the reductions and the binomial broadcast travel in
     /// pieces of at most this many bytes (each piece is combined or forwarded as it arrives).
     pub piece: usize,
-    /// A member waiting for a message polls for it (keeping its worker awake) for up to this
-    /// many microseconds before suspending its fiber; 0 suspends at once.
-    pub spin_us: u64,
+    /// Broadcasts and reduces of at least this many bytes wait for the receiver's
+    /// acknowledgement across ranks (a rendezvous) instead of returning once the data is sent.
+    pub rendezvous_min: usize,
 }
 
 impl Default for Tuning {
@@ -71,7 +71,7 @@ impl Default for Tuning {
             bcast_pipeline_min: 64 << 10,
             bcast_chunk: 256 << 10,
             piece: 256 << 10,
-            spin_us: 0,
+            rendezvous_min: 64 << 10,
         }
     }
 }
@@ -138,8 +138,8 @@ impl Tuning {
         if let Some(n) = size("GSM_COLL_PIECE")? {
             t.piece = n.max(1);
         }
-        if let Some(n) = size("GSM_COLL_SPIN_US")? {
-            t.spin_us = n as u64;
+        if let Some(n) = size("GSM_COLL_RENDEZVOUS")? {
+            t.rendezvous_min = n;
         }
         Ok(t)
     }

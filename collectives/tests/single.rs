@@ -45,7 +45,7 @@ fn forced() -> Tuning {
         bcast_pipeline_min: 0,
         bcast_chunk: 40,
         piece: 40,
-        spin_us: 5,
+        rendezvous_min: 0,
     }
 }
 
