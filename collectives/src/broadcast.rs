@@ -126,6 +126,7 @@ impl Team {
     }
 
     /// Pipelined chain over the leaders (virtual index `v`, root at 0).
+    #[allow(clippy::too_many_arguments, reason = "the chain's place, spelt out")]
     fn chain<T: Plain>(
         &self,
         c: &Call,
