@@ -4,7 +4,7 @@
 //! | field | env | default | below | at or above |
 //! |---|---|---|---|---|
 //! | [`hierarchical`](Tuning::hierarchical) | `GSM_COLL_HIERARCHICAL` (`0`/`1`) | on | — | — |
-//! | [`allreduce_ring_min`](Tuning::allreduce_ring_min) | `GSM_COLL_ALLREDUCE_RING` (bytes) | 512 KiB | recursive doubling | ring reduce-scatter + allgather |
+//! | [`allreduce_ring_min`](Tuning::allreduce_ring_min) | `GSM_COLL_ALLREDUCE_RING` (bytes) | 256 KiB | recursive doubling | ring reduce-scatter + allgather |
 //! | [`bcast_pipeline_min`](Tuning::bcast_pipeline_min) | `GSM_COLL_BCAST_PIPELINE` (bytes) | 64 KiB | binomial tree | pipelined chain (≥ 3 groups) |
 //! | [`bcast_chunk`](Tuning::bcast_chunk) | `GSM_COLL_BCAST_CHUNK` (bytes) | 256 KiB | — | chunk of the chain |
 //! | [`piece`](Tuning::piece) | `GSM_COLL_PIECE` (bytes) | 256 KiB | — | piece of a vector sent to another rank |
@@ -18,14 +18,18 @@
 //! figure a median of 5 runs, under `gsmrun -np 2` and `gsmrun -np 3 --oversubscribe` (one
 //! worker per rank) on the shared 2-core development machine (load 2–9, so the figures spread
 //! by up to 2× between runs; rerun the sweep on the target machine and set the variables).
-//! Recursive doubling was faster than the ring up to 256 KiB on 2 and 3 ranks (8 B: equal;
-//! 1 KiB: 2×; 256 KiB on 3 ranks: 289 µs against 358 µs); from 512 KiB the ring was as fast or
-//! faster (3 ranks, 512 KiB: 645 µs against 1034 µs), and before vectors travelled in pieces
-//! it was 3× faster at 4 MiB, so the switch is at 512 KiB. The chain beat the binomial tree on
-//! 3 ranks at every size measured from 64 KiB (1.1–2.4×); with 2 groups both are one message.
+//! Last sweep (vectors in lockstep pieces, large broadcasts acknowledged; ring ÷ recursive
+//! doubling time, below 1 the ring is faster): 2 ranks 64 KiB 1.19, 128 KiB 1.57, 256 KiB 0.83,
+//! 512 KiB 1.09, 1 MiB 0.86, 4 MiB 0.94; 3 ranks 64 KiB 1.53, 128 KiB 0.96, 256 KiB 0.85,
+//! 512 KiB 0.93, 1 MiB 1.17, 4 MiB 0.65. Below 64 KiB recursive doubling was faster in 7 of 10
+//! figures (1 KiB: about 2×), the ring in the 3 others by at most 28 %. From 256 KiB the ring
+//! was as fast or faster in 6 of 8 figures, so the switch is at 256 KiB. On 3 ranks the chain beat the binomial tree at every size from 64 KiB (chain ÷ tree
+//! 0.93, 0.83, 0.95, 0.86 at 64 KiB, 256 KiB, 1 MiB, 4 MiB); with 2 groups both are one message.
 //! The piece size: exchanging 4 MiB between 2 ranks took 12.5 ms as one message, 8.6 ms in
 //! 1 MiB pieces, 4.0 ms in 256 KiB pieces and 3.9–5.8 ms in 64 KiB pieces (1 MiB: 0.7–0.9 ms
-//! whole, 0.48–0.66 ms in 256 KiB pieces).
+//! whole, 0.48–0.66 ms in 256 KiB pieces). The rendezvous: 40 one-way messages of 1 MiB in
+//! 256 KiB pieces took 1.0 ms each sent back to back, 0.23–0.34 ms each acknowledged.
+//!
 //! Waiting members suspend in `gossamer::recv` at once. Polling instead (`try_recv` and
 //! `yield_now` for a bounded time) was tried and made things worse: with 2 ranks of 1 worker a
 //! barrier took 5.1–6.5 µs suspending, and 18–106 µs polling for 30–100 µs, about the polling
@@ -67,7 +71,7 @@ impl Default for Tuning {
     fn default() -> Self {
         Tuning {
             hierarchical: true,
-            allreduce_ring_min: 512 << 10,
+            allreduce_ring_min: 256 << 10,
             bcast_pipeline_min: 64 << 10,
             bcast_chunk: 256 << 10,
             piece: 256 << 10,
