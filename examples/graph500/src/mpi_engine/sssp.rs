@@ -11,7 +11,9 @@
 //! requests it sends), so that its minimum over the ranks decides without another collective:
 //! the current bucket again (another phase), a later one (skipping empty buckets), or none
 //! (done). The bound is conservative (a request may not lower the owner's distance), which costs
-//! at most an empty phase. A phase stops relaxing once a rank has queued [`PHASE_WORDS`] words of
+//! at most an empty phase. A rank remembers the lowest candidate it has sent for each remote
+//! vertex during the search (4 bytes per vertex of the graph) and does not send a candidate that
+//! is not lower: the owner's distance is already at most the one sent before. A phase stops relaxing once a rank has queued [`PHASE_WORDS`] words of
 //! requests; the rest of the bucket stays for the next phase, which bounds the message buffers.
 //!
 //! A distance is only ever set to `dist[u] + w` (one `f32` addition, done by the rank that owns
@@ -34,6 +36,8 @@ const PHASE_WORDS: usize = 1 << 22;
 /// Reusable buffers of the searches.
 #[derive(Debug, Default)]
 pub struct Scratch {
+    /// The lowest candidate distance this rank has sent for each vertex in this search.
+    sent: Vec<f32>,
     outbox: Vec<Vec<u32>>,
     send: Vec<u32>,
     recv: Vec<u32>,
@@ -79,6 +83,8 @@ pub fn search(
         buckets[0].push(r as u32);
     }
     s.outbox.resize_with(part.size(), Vec::new);
+    s.sent.clear();
+    s.sent.resize(part.num_vertices(), f32::INFINITY);
     let mut current = 0usize;
     loop {
         // One phase of bucket `current`.
@@ -113,7 +119,8 @@ pub fn search(
                         parent[j] = u;
                         buckets[bucket_of(candidate) % ring].push(j as u32);
                     }
-                } else {
+                } else if candidate < s.sent[v as usize] {
+                    s.sent[v as usize] = candidate;
                     lowest_sent = lowest_sent.min(bucket_of(candidate));
                     s.outbox[owner].extend_from_slice(&[v, candidate.to_bits(), u]);
                     queued += 3;
