@@ -55,6 +55,18 @@
 //! sequence number and type, so a member calling a different collective is reported rather
 //! than left waiting. A panic in a fiber ends the job on every rank (ranks share fate).
 //!
+//! Element types of no size have no bytes to count by, and are refused when the call is
+//! compiled:
+//!
+//! ```compile_fail,E0080
+//! gossamer::spmd(gossamer::Config::default().workers(2), |_| {
+//!     let team = gsm_collectives::Team::world();
+//!     let mut nothing = [(); 3];
+//!     team.broadcast(&mut nothing, 0).unwrap();
+//! })
+//! .unwrap();
+//! ```
+//!
 //! # Limits
 //!
 //! - One fiber per worker at a time per team value ([`Team::dup`] makes an independent one).
