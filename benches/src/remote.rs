@@ -40,6 +40,30 @@
 //! tenth of that; figures are medians of `--runs` (at least 5) repetitions. `--quick` (for the
 //! test) allows one run of 20 ms.
 //!
+//! **Run it on a quiet machine.** Open MPI busy-polls: when a third runnable thread shares the
+//! two cores, its ping-pong waits for scheduler time slices (8 ms round trips and 0.008 M/s were
+//! seen here under `perf record` and during other jobs), while Gossamer's workers park and are
+//! woken, so on a loaded machine the speedups are meaningless. The load average is printed after
+//! the table; look at the interquartile ranges too.
+//!
+//! # Measured (2026-11-21, the 2-core test VM, Open MPI 4.1.4, release build, CPUs ≥ 98 % idle
+//! in the 3 s before each run; each figure the median of 5; gsm / MPI, speedup)
+//!
+//! | run      | round trip (ns)       | apply_then vs message rate (M/s) | both ways (M/s)         |
+//! |----------|-----------------------|----------------------------------|-------------------------|
+//! | shm 1    | 923 / 581, 0.63×      | 31.6 / 7.32, 4.31×               | 40.3 / 9.42, 4.28×      |
+//! | shm 2    | 421 / 340, 0.81×      | 46.2 / 11.0, 4.19×               | 54.4 / 13.5, 4.04×      |
+//! | shm 3    | 390 / 349, 0.89×      | 45.7 / 10.8, 4.23×               | 47.1 / 13.2, 3.58×      |
+//! | tcp 1    | 52 187 / 16 028, 0.31× | 24.2 / 0.162, 150×              | 18.7 / 0.305, 61×       |
+//! | tcp 2    | 50 810 / 11 062, 0.22× | 26.5 / 0.202, 131×              | 23.3 / 0.372, 63×       |
+//! | tcp 3    | 52 795 / 11 058, 0.21× | 28.3 / 0.205, 138×              | 25.2 / 0.370, 68×       |
+//!
+//! (shm 1 was disturbed: its interquartile ranges are wide.) Goals of issue 4: shm throughput
+//! ≥ 3× MPI's message rate: met (4.2–4.3×); tcp throughput ≥ 10× MPI-over-TCP's: met
+//! (131–150×); shm round trip ≤ MPI's: missed, by 12–24 % in the undisturbed runs (0.81–0.89×).
+//! The tcp round trip (no goal) is 3–5× MPI's: a request crosses both ranks' I/O threads each
+//! way.
+//!
 //! # Slot memory per rank
 //!
 //! Every worker consumes one request ring and one response ring from every other worker of the
