@@ -1,8 +1,8 @@
 //! Checks that the MPI baseline's distributed validation rejects corrupted searches: run under
 //! `gsmrun -np N` (or alone) as `mpi_corrupt SCALE`. On SCALE's graph it runs one BFS and one
 //! SSSP from the first root, validates them untouched (must pass), then the last rank unhooks a
-//! well-connected leaf from the BFS tree (rule 4 must fail, found on whichever ranks hold its edges)
-//! and lowers one SSSP distance (the edge rules must fail). Rank 0 prints each verdict; every
+//! well-connected leaf from the BFS tree (rule 4 must fail, found on whichever ranks hold its
+//! edges) and halves one SSSP distance (the edge rules must fail). Rank 0 prints each verdict; every
 //! rank exits 1 if its own verdict was wrong, so the job fails if any rank disagrees.
 
 use std::process::ExitCode;

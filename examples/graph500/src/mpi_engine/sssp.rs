@@ -35,7 +35,7 @@ use crate::kronecker::Vertex;
 /// Words of requests a rank queues in one phase before it stops and exchanges them (the rest of
 /// the bucket waits for the next phase): 16 MiB, so that a heavy bucket's messages do not set the
 /// peak memory.
-const PHASE_WORDS: usize = 1 << 22;
+pub const PHASE_WORDS: usize = 1 << 22;
 
 /// Reusable buffers of the searches.
 #[derive(Debug, Default)]
