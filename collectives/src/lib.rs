@@ -73,6 +73,9 @@
 //! - Message tags with the top bit set are this crate's (see the `team` module).
 //! - `reduce`/`allreduce` assume a commutative operator; `scan`/`exscan` do not.
 //! - Nothing times out: a member that never calls leaves the others' fibers waiting.
+//! - Gathers, scatters and all-to-alls send each bundle whole and without a rendezvous: a
+//!   program that runs many large ones back to back lets senders run ahead of receivers
+//!   (broadcast and reduce wait for an acknowledgement from 64 KiB on).
 
 mod alltoall;
 mod barrier;

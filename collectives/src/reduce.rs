@@ -3,7 +3,8 @@
 //!
 //! Hierarchical `reduce`/`allreduce`: each group's leader combines its group's contributions
 //! (they arrive by pointer), then the leaders run
-//! - `reduce`: a *binomial tree* towards the root's group (⌈log₂ G⌉ rounds);
+//! - `reduce`: a *binomial tree* towards the root's group (⌈log₂ G⌉ rounds), acknowledged
+//!   from [`Tuning::rendezvous_min`](crate::Tuning) bytes on (see `broadcast`);
 //! - `allreduce`, below [`Tuning::allreduce_ring_min`](crate::Tuning) bytes: *recursive
 //!   doubling* (Thakur, Rabenseifner & Gropp, "Optimization of collective communication
 //!   operations in MPICH", IJHPCA 2005): with G leaders and p the largest power of two ≤ G, the
@@ -15,6 +16,8 @@
 //!   the vector to its right neighbour and combines the one from its left, then G − 1 steps that
 //!   circulate the finished parts. Every leader sends 2(G − 1)/G of the vector in all, and does
 //!   1/G of the arithmetic each step;
+//!
+//! (the exchanges of both go piece by piece in lockstep between the two sides, see `Team::swap`)
 //!
 //! then hand the result to their groups by pointer (one shared `Arc`).
 //!
