@@ -17,9 +17,8 @@
 //!   circulate the finished parts. Every leader sends 2(G − 1)/G of the vector in all, and does
 //!   1/G of the arithmetic each step;
 //!
-//! (the exchanges of both go piece by piece in lockstep between the two sides, see `Team::swap`)
-//!
-//! then hand the result to their groups by pointer (one shared `Arc`).
+//! then hand the result to their groups by pointer (one shared `Arc`). The exchanges of both
+//! allreduce algorithms go piece by piece, in lockstep between the two sides (`Team::swap`).
 //!
 //! `scan`/`exscan` respect member order, which the groups need not follow, so they run over
 //! all members at once: Hillis & Steele's doubling ("Data parallel algorithms", CACM 1986), in
