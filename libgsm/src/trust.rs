@@ -170,6 +170,10 @@ pub(crate) fn block_on<U: Wire>(
         arg,
         ser,
     );
+    if core.nothing_ready() && dest != core.id {
+        // No other fiber will add to this batch before the worker polls: send it now.
+        core.flush_to(dest, true);
+    }
     // SAFETY: `outp` points to `out` on this fiber's stack, alive for this whole
     // function; the completer writes through the same pointer, on this same thread, only while
     // the fiber is suspended, and sets the flag only after it wrote the result.

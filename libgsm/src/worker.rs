@@ -53,6 +53,9 @@ const POLL_EVERY: usize = 16;
 /// Idle loop turns spent spinning, then yielding the thread, before parking. Longer spinning
 /// measured slower on this shared 2-core machine (the peer worker needs the core).
 const SPIN: u32 = 64;
+/// Header checks per spinning turn of an idle worker (see `run_loop`): a turn of the loop (a
+/// poll over every ring) costs tens of nanoseconds, a look at the headers a few.
+const LIGHT_SPINS: u32 = 8;
 const YIELDS: u32 = 32;
 /// Inline (local) applies from a fiber between two looks at the incoming rings (one header load
 /// per ring). 16 rather than 64: a remote client waiting on this worker is answered sooner
@@ -240,11 +243,11 @@ impl Shared {
 
     /// Slots this rank published to other ranks' rings, and consumed from theirs.
     pub(crate) fn traffic(&self) -> (u64, u64) {
-        let s = self.sent.iter().map(|c| c.0.load(Ordering::SeqCst)).sum();
+        let s = self.sent.iter().map(|c| c.0.load(Ordering::Acquire)).sum();
         let r = self
             .received
             .iter()
-            .map(|c| c.0.load(Ordering::SeqCst))
+            .map(|c| c.0.load(Ordering::Acquire))
             .sum();
         (s, r)
     }
@@ -800,6 +803,9 @@ impl WorkerCore {
                     }
                     slot.release();
                 }
+                // Answer this client now rather than after every other ring: its responses
+                // are complete, and it may be waiting for nothing else.
+                self.flush_to(c, false);
             }
         }
         for t in 0..self.count {
@@ -840,14 +846,24 @@ impl WorkerCore {
             }
         }
         self.flush_all();
-        let me = self.local;
-        self.shared.sent[me]
-            .0
-            .store(self.sent.get(), Ordering::SeqCst);
-        self.shared.received[me]
-            .0
-            .store(self.received.get(), Ordering::SeqCst);
+        self.publish_traffic();
         work
+    }
+
+    /// Mirrors this worker's cross-rank slot counts into `Shared` for the termination waves,
+    /// only when they changed (a Release store: the wave reads them after this worker's SeqCst
+    /// quiet report, which the store precedes).
+    #[inline]
+    fn publish_traffic(&self) {
+        let me = self.local;
+        let (s, r) = (self.sent.get(), self.received.get());
+        let (ss, rr) = (&self.shared.sent[me].0, &self.shared.received[me].0);
+        if ss.load(Ordering::Relaxed) != s {
+            ss.store(s, Ordering::Release);
+        }
+        if rr.load(Ordering::Relaxed) != r {
+            rr.store(r, Ordering::Release);
+        }
     }
 
     /// A ring or record from worker `peer` broke the protocol: the job cannot go on safely.
@@ -916,6 +932,30 @@ impl WorkerCore {
         }
     }
 
+    /// Publishes what is staged for worker `dest`: its responses (`requests` false) or requests.
+    #[inline]
+    pub(crate) fn flush_to(&self, dest: usize, requests: bool) {
+        let q = if requests {
+            &self.out_req[dest]
+        } else {
+            &self.out_resp[dest]
+        };
+        let n = {
+            let mut q = q.borrow_mut();
+            if !q.is_dirty() {
+                return;
+            }
+            q.flush()
+        };
+        self.published(dest, n);
+    }
+
+    /// Whether no fiber of this worker is ready to run.
+    #[inline]
+    pub(crate) fn nothing_ready(&self) -> bool {
+        self.ready.borrow().is_empty()
+    }
+
     fn flush_all(&self) {
         for d in 0..self.count {
             if d == self.id {
@@ -948,16 +988,26 @@ impl WorkerCore {
         let Some(reader) = (unsafe { RequestReader::new(bytes, pointers) }) else {
             return;
         };
-        let mut fns = [0usize; 256];
+        // The batch's code table resolved once (a small table on the stack: most batches name
+        // one or two functions).
         let ntab = reader.table.len() / 8;
-        for (i, f) in fns.iter_mut().enumerate().take(ntab) {
+        let mut small = [0usize; 16];
+        let mut big = Vec::new();
+        let fns: &mut [usize] = if ntab <= small.len() {
+            &mut small[..ntab]
+        } else {
+            big.resize(ntab, 0);
+            &mut big
+        };
+        for (i, f) in fns.iter_mut().enumerate() {
             *f = reader
                 .code(i as u8)
                 .and_then(codeptr::address_of)
                 .unwrap_or(0);
         }
         for rec in reader {
-            self.dispatch(client, fns[rec.fidx as usize], &rec);
+            let f = fns.get(rec.fidx as usize).copied().unwrap_or(0);
+            self.dispatch(client, f, &rec);
         }
     }
 
@@ -1225,7 +1275,19 @@ impl WorkerCore {
             }
             idle += 1;
             if idle < SPIN {
-                std::hint::spin_loop();
+                // Spin lightly: look only at ring headers (and the ready queue) until something
+                // arrives, instead of a whole poll per turn, so that an answer is noticed within
+                // a few nanoseconds of landing. A backlog needs the full poll to retry flushing.
+                if !self.has_backlog() {
+                    for _ in 0..LIGHT_SPINS {
+                        if self.has_incoming() || self.stopping() {
+                            break;
+                        }
+                        std::hint::spin_loop();
+                    }
+                } else {
+                    std::hint::spin_loop();
+                }
             } else if idle < SPIN + YIELDS {
                 std::thread::yield_now();
             } else {

@@ -12,20 +12,17 @@
 //! ```text
 //! offset 0                 control block, 128 bytes: the release word `released: u64` at 0,
 //!                          alone in its cache-line pair (written only by the consumer)
-//! 128 + i*(S+64)           slot i payload, S = slot_size bytes (a multiple of 64)
-//! 128 + i*(S+64) + S       slot i header, one 64-byte line: `header: u64` at its start
-//!                          (written only by the producer)
+//! 128 + i*(S+64)           slot i header `header: u64` (written only by the producer),
+//!                          then slot i payload, S = slot_size bytes (a multiple of 64),
+//!                          then 56 bytes of padding
 //! ```
 //!
-//! Total: [`RingLayout::bytes`] = `128 + slots × (slot_size + 64)`. The header sits *after* its
-//! payload so that "payload, then header" is also increasing address order, which is the order
-//! an RDMA WRITE of the whole slot places its bytes in.
-//!
-//! A header is `tag << 32 | len`: `len` is the payload length in bytes and `tag` is the slot's
-//! lap plus one, `tag = (position / slots + 1) mod 2^32`, where `position` counts slots published
-//! since the ring was created. A freshly zeroed header reads as lap 0's "previous" value, so no
-//! flag needs initialising, and a header left over from the previous lap (`tag == lap`) is never
-//! mistaken for a new one (`tag == lap + 1`).
+//! Total: [`RingLayout::bytes`] = `128 + slots × (slot_size + 64)`. The header shares its cache
+//! line with the first 56 payload bytes, so a short batch (a request or two, a few responses)
+//! crosses between cores as one cache line: the consumer's header load brings the payload with
+//! it. Ordering comes from the Release store of the header after the payload writes, not from
+//! addresses; an RDMA fabric, which orders by address within one WRITE, must send such a slot as
+//! two WRITEs on one queue pair, the payload first and the 8-byte header second.
 //!
 //! # Protocol: who owns which bytes when
 //!
@@ -62,9 +59,9 @@
 //!
 //! - `shm`: the region is one mapped segment; both sides use it directly, as on the heap.
 //! - `verbs`: the ring lives in the consumer's registered memory. The producer fills a local
-//!   staging slot (same layout) and transfers it with RDMA WRITE: either the whole slot in one
-//!   WRITE (header last in address order), or, for short batches, the payload bytes then the
-//!   8-byte header as two WRITEs chained on the same RC QP. This relies on the last-written
+//!   staging slot (same layout) and transfers it with RDMA WRITE: the payload bytes, then the
+//!   8-byte header (which precedes the payload in address order) as a second WRITE chained on
+//!   the same RC QP. This relies on the last-written
 //!   header becoming visible no earlier than the payload, as FaRM-style rings do; the fabric
 //!   must document the NICs it has checked. Credit: the producer keeps its *own* copy of the
 //!   control block and reads `released` there; the consumer's fabric RDMA-WRITEs its 8-byte
@@ -108,7 +105,8 @@ const CONTROL_BYTES: usize = 128;
 /// Offset of the consumer's release counter inside the control block.
 #[cfg(not(loom))] // the loom model keeps the word in a field
 const RELEASED_OFFSET: usize = 0;
-/// Bytes of one slot header: a full cache line, of which the first 8 hold the header word.
+/// Bytes a slot adds to its payload: the 8-byte header word before it and padding after it, so
+/// that every slot starts on a cache line.
 const HEADER_BYTES: usize = 64;
 
 /// Errors of ring construction and of a peer that broke the ring protocol.
@@ -230,16 +228,16 @@ impl RingLayout {
         self.slot_size as usize + HEADER_BYTES
     }
 
-    /// Offset of `slot`'s payload from the region's start.
+    /// Offset of `slot`'s payload from the region's start (just after its header word).
     #[cfg(not(loom))] // offsets of the real region; the loom model has fields
     const fn payload_offset(&self, slot: usize) -> usize {
-        CONTROL_BYTES + slot * self.stride()
+        self.header_offset(slot) + 8
     }
 
-    /// Offset of `slot`'s header word from the region's start.
+    /// Offset of `slot`'s header word from the region's start (the start of its cache line).
     #[cfg(not(loom))] // offsets of the real region; the loom model has fields
     const fn header_offset(&self, slot: usize) -> usize {
-        self.payload_offset(slot) + self.slot_size as usize
+        CONTROL_BYTES + slot * self.stride()
     }
 }
 
@@ -601,6 +599,7 @@ impl Consumer {
         }
         let slot = (self.head & self.mask) as usize;
         let lap = (self.head >> self.shift) as u32;
+        self.mem.region.prefetch_payload(slot);
         let header = self.mem.region.header(slot).load(Ordering::Acquire);
         let tag = (header >> 32) as u32;
         let len = header as u32;

@@ -119,6 +119,29 @@ mod imp {
             }
         }
 
+        /// Hints the CPU to fetch the first line of `slot`'s payload (no access, no ordering: a
+        /// consumer issues it just before loading the slot's header, so that when a new batch
+        /// has arrived the two cache misses overlap instead of following each other).
+        #[inline]
+        pub fn prefetch_payload(&self, slot: usize) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                let off = self
+                    .layout
+                    .payload_offset(slot.min(self.layout.slots as usize - 1));
+                // SAFETY: `off` is inside the region (a valid slot's payload offset); a prefetch
+                // reads nothing architecturally and cannot fault.
+                unsafe {
+                    let p = self.base.as_ptr().add(off);
+                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                        p.cast::<i8>(),
+                    );
+                }
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = slot;
+        }
+
         /// Shared access to the first `len` payload bytes of `slot`.
         ///
         /// # Safety
@@ -239,6 +262,8 @@ mod imp {
         pub fn header(&self, slot: usize) -> &AtomicU64 {
             &self.headers[slot]
         }
+
+        pub fn prefetch_payload(&self, _slot: usize) {}
 
         /// # Safety
         /// As the non-loom `Region::payload_mut`; loom checks it.
