@@ -334,6 +334,21 @@ impl RingMemory {
         m
     }
 
+    /// Under the loom model only heap rings exist: the model tracks the ring's memory itself, so
+    /// it cannot take a mapped segment. The fabrics that call this are compiled but never run
+    /// under loom (only `wire::ring::loom_model` is).
+    ///
+    /// # Safety
+    /// None needed: it always panics.
+    #[cfg(loom)]
+    pub unsafe fn in_mapping(
+        _ptr: *mut u8,
+        _layout: RingLayout,
+        _keep: Arc<dyn std::any::Any + Send + Sync>,
+    ) -> Self {
+        panic!("RingMemory::in_mapping: mapped rings are not modelled under loom")
+    }
+
     /// The ring's geometry.
     pub fn layout(&self) -> RingLayout {
         self.layout
