@@ -7,8 +7,8 @@
 //! does) and the timed searches, each validated unless asked not to; then the results block.
 //!
 //! This module abstracts argument parsing and the order of the phases of the sequential engine;
-//! `--engine mpi` hands the whole run to [`crate::mpi_engine`], and `gsm` is accepted by the
-//! parser and refused by [`run`] with [`RunError::EngineUnavailable`]. Progress goes to stderr,
+//! `--engine mpi` hands the whole run to [`crate::mpi_engine`], `--engine gsm` to
+//! [`crate::gsm_engine`]. Progress goes to stderr,
 //! and only when it is a terminal (in a distributed run, rank 0's).
 
 use std::io::IsTerminal as _;
@@ -66,7 +66,9 @@ pub enum Kernel {
 pub enum Engine {
     /// Sequential, on one core: direction-optimising BFS and delta-stepping SSSP.
     Seq,
-    /// Distributed on Gossamer (not available yet).
+    /// Distributed on Gossamer: SPMD kernels over every worker of every rank, visits and
+    /// relaxations delegated to owner workers in batches; run under `gsmrun -np N [-t T]`, or
+    /// alone as one rank of `GSM_THREADS` workers.
     Gsm,
     /// Bulk-synchronous MPI baseline (`MPI_Alltoallv` per BFS level and delta-stepping phase);
     /// run under `gsmrun -np N` or `mpirun`, or alone as one rank.
@@ -98,6 +100,9 @@ pub enum RunError {
         /// Available memory (MemAvailable, or the address space if unknown).
         available_gib: f64,
     },
+    /// The Gossamer runtime could not be configured or started, or stopped (`--engine gsm`).
+    #[error("the Gossamer runtime failed for --engine gsm: {0}")]
+    Gsm(String),
     /// MPI could not be started (`--engine mpi`).
     #[error("cannot start MPI for --engine mpi: {0}")]
     Mpi(#[from] crate::mpi_engine::comm::CommError),
@@ -144,10 +149,7 @@ pub fn run(args: &Args) -> Outcome {
             reporter: true,
             result: run_sequential(args),
         },
-        Engine::Gsm => Outcome {
-            reporter: true,
-            result: Err(RunError::EngineUnavailable("gsm")),
-        },
+        Engine::Gsm => crate::gsm_engine::run(args),
         Engine::Mpi => crate::mpi_engine::run(args),
     }
 }

@@ -151,8 +151,5 @@ fn bad_input_exits_2_with_a_clear_message() {
         "invalid value 'pagerank'",
     );
     assert_refused(&[], "<SCALE>");
-    assert_refused(
-        &["10", "--engine", "gsm"],
-        "engine 'gsm' is not available yet",
-    );
+    assert_refused(&["10", "--engine", "gpu"], "invalid value 'gpu'");
 }

@@ -1,0 +1,132 @@
+//! Kernel 2 of the Gossamer engine: level-synchronous, direction-optimising BFS over workers.
+//!
+//! Each level is one bulk-synchronous step of the whole team, top-down or bottom-up, chosen as
+//! the sequential [`direction_optimizing`](crate::bfs::direction_optimizing) chooses (Beamer,
+//! Asanović and Patterson, SC 2012, α = 14, β = 24) from global counts: one team allreduce per
+//! level sums the frontier's size and its edges over the workers.
+//!
+//! - Top-down: each worker scans its frontier's rows; a neighbour it owns is visited at once, a
+//!   remote one becomes a (vertex, parent) visit for its owner, and the visits are delegated
+//!   batched per destination worker: one message per destination per level (the team's
+//!   all-to-all; between workers of one rank the batch moves by pointer). The owner keeps the
+//!   first visit that reaches an unvisited vertex. A worker remembers (one bit per vertex of the
+//!   graph) which remote vertices it already sent during this search: such a vertex is visited by
+//!   the end of the level it was sent in, so sending it again is never needed.
+//! - Bottom-up: the frontier bitmap is all-gathered by the team (each worker's block of whole
+//!   words), then each worker's unvisited vertices look for a parent in it; no other messages.
+//!
+//! The steps are the MPI baseline's ([`crate::mpi_engine::bfs`]), so the two engines do the same
+//! work. This module abstracts one search over a [`LocalGraph`]. It returns this worker's part
+//! of the parent array; gathering it is validation's business.
+
+use super::comm::Comm;
+use super::graph::LocalGraph;
+use crate::bfs::NO_PARENT;
+use crate::kronecker::Vertex;
+
+const ALPHA: u64 = 14;
+const BETA: u64 = 24;
+
+/// Reusable buffers of the searches (so that the timed searches do not allocate per level).
+#[derive(Debug, Default)]
+pub struct Scratch {
+    sent: Vec<u64>,
+    frontier_bits: Vec<u64>,
+    all_bits: Vec<u64>,
+    outbox: Vec<Vec<u32>>,
+    send: Vec<u32>,
+    recv: Vec<u32>,
+}
+
+/// BFS from `root` (collective). Returns the parents of this worker's vertices, [`NO_PARENT`] for
+/// unreached ones, `parent[root] = root`.
+pub fn search(comm: &Comm, g: &LocalGraph, root: Vertex, s: &mut Scratch) -> Vec<Vertex> {
+    let part = *g.partition();
+    let n = part.num_vertices();
+    let size = part.size();
+    let mut parent = vec![NO_PARENT; g.local_count()];
+    let mut frontier: Vec<u32> = Vec::new();
+    let mut next: Vec<u32> = Vec::new();
+    if part.owner(root) == part.rank() {
+        parent[part.local(root)] = root;
+        frontier.push(part.local(root) as u32);
+    }
+    s.sent.clear();
+    s.sent.resize(n.div_ceil(64), 0);
+    s.outbox.resize_with(size, Vec::new);
+    let words_per_worker = part.chunk() / 64;
+    s.frontier_bits.resize(words_per_worker, 0);
+    s.all_bits.resize(words_per_worker * size, 0);
+
+    let mut unexplored = g.total_entries();
+    let mut bottom_up = false;
+    loop {
+        let local_edges: u64 = frontier.iter().map(|&i| g.degree(i as usize) as u64).sum();
+        let totals = comm.sum(&[frontier.len() as u64, local_edges]);
+        let (frontier_len, frontier_edges) = (totals[0], totals[1]);
+        if frontier_len == 0 {
+            break;
+        }
+        unexplored = unexplored.saturating_sub(frontier_edges);
+        if !bottom_up && frontier_edges > unexplored / ALPHA {
+            bottom_up = true;
+        } else if bottom_up && frontier_len < n as u64 / BETA {
+            bottom_up = false;
+        }
+        next.clear();
+        if bottom_up {
+            s.frontier_bits.fill(0);
+            for &i in &frontier {
+                s.frontier_bits[i as usize / 64] |= 1 << (i % 64);
+            }
+            comm.all_gather_blocks(&s.frontier_bits, &mut s.all_bits);
+            for (i, pv) in parent.iter_mut().enumerate() {
+                if *pv != NO_PARENT {
+                    continue;
+                }
+                for &u in g.neighbors(i) {
+                    if s.all_bits[u as usize / 64] >> (u % 64) & 1 == 1 {
+                        *pv = u;
+                        next.push(i as u32);
+                        break;
+                    }
+                }
+            }
+        } else {
+            for b in &mut s.outbox {
+                b.clear();
+            }
+            for &i in &frontier {
+                let u = part.global(i as usize);
+                for &v in g.neighbors(i as usize) {
+                    let owner = part.owner(v);
+                    if owner == part.rank() {
+                        let j = part.local(v);
+                        if parent[j] == NO_PARENT {
+                            parent[j] = u;
+                            next.push(j as u32);
+                        }
+                    } else if s.sent[v as usize / 64] >> (v % 64) & 1 == 0 {
+                        s.sent[v as usize / 64] |= 1 << (v % 64);
+                        s.outbox[owner].extend_from_slice(&[v, u]);
+                    }
+                }
+            }
+            let counts: Vec<usize> = s.outbox.iter().map(Vec::len).collect();
+            s.send.clear();
+            for b in &s.outbox {
+                s.send.extend_from_slice(b);
+            }
+            comm.exchange(&s.send, &counts, &mut s.recv);
+            for pair in s.recv.chunks_exact(2) {
+                let j = part.local(pair[0]);
+                if parent[j] == NO_PARENT {
+                    parent[j] = pair[1];
+                    next.push(j as u32);
+                }
+            }
+        }
+        std::mem::swap(&mut frontier, &mut next);
+    }
+    parent
+}

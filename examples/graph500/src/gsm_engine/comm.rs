@@ -1,0 +1,162 @@
+//! The collectives the Gossamer engine uses, each a method over the job's world [`Team`].
+//!
+//! This is the one file of [`crate::gsm_engine`] that names `gsm-collectives`. It offers the
+//! same handful of bulk-synchronous exchanges as the MPI baseline's
+//! [`Comm`](crate::mpi_engine::comm::Comm) (all-to-all of `u32` words with per-member counts,
+//! reductions of small arrays, all-gathers of blocks), so that the kernels of the two engines
+//! read alike, but between *workers*: a member is one worker of one rank, the members of a rank
+//! meet by pointer, and the ranks exchange bytes over the runtime's fabric. It does not know
+//! about graphs.
+//!
+//! A collective's argument error (a count that does not add up) is a bug of the kernels, not
+//! something a user can cause, so it panics with the team's message; a panic ends the job on
+//! every rank.
+
+use gsm_collectives::op::{BitOr, Max, Min, Sum};
+use gsm_collectives::{Op, Plain, Team};
+
+/// One worker's handle on the job's world team.
+pub struct Comm {
+    team: Team,
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Comm {{ member: {}, size: {} }}",
+            self.team.index(),
+            self.team.size()
+        )
+    }
+}
+
+impl Comm {
+    /// The world team, seen from the calling worker (call it on every worker, inside
+    /// `gossamer::spmd`).
+    pub fn world() -> Self {
+        Self {
+            team: Team::world(),
+        }
+    }
+
+    /// This worker's index in the team (its global worker id).
+    pub fn rank(&self) -> usize {
+        self.team.index()
+    }
+
+    /// The number of workers of the job.
+    pub fn size(&self) -> usize {
+        self.team.size()
+    }
+
+    /// Waits until every worker has called it.
+    pub fn barrier(&self) {
+        self.team.barrier();
+    }
+
+    fn reduce<T: Plain + Default, O: Op<T>>(&self, mine: &[T], op: O) -> Vec<T> {
+        let mut all = vec![T::default(); mine.len()];
+        self.team
+            .allreduce(mine, &mut all, op)
+            .expect("allreduce buffers of equal length");
+        all
+    }
+
+    /// Element-wise sum over the workers.
+    pub fn sum<T: Plain + Default>(&self, mine: &[T]) -> Vec<T>
+    where
+        Sum: Op<T>,
+    {
+        self.reduce(mine, Sum)
+    }
+
+    /// Minimum over the workers of one value.
+    pub fn min_u64(&self, mine: u64) -> u64 {
+        self.reduce(&[mine], Min)[0]
+    }
+
+    /// Maximum over the workers of one value.
+    pub fn max_u64(&self, mine: u64) -> u64 {
+        self.reduce(&[mine], Max)[0]
+    }
+
+    /// Bitwise OR over the workers, in place.
+    pub fn or_in_place(&self, words: &mut [u64]) {
+        self.team.allreduce_in_place(words, BitOr);
+    }
+
+    /// `value` as worker `root` has it.
+    pub fn broadcast_bool(&self, root: usize, value: bool) -> bool {
+        let mut byte = [u8::from(value)];
+        self.team
+            .broadcast(&mut byte, root)
+            .expect("the root is a member");
+        byte[0] != 0
+    }
+
+    /// All-gather of equal blocks: `all` is `size` blocks of `mine.len()` elements.
+    pub fn all_gather_blocks<T: Plain>(&self, mine: &[T], all: &mut [T]) {
+        self.team
+            .allgather(mine, all)
+            .expect("all-gather block sizes");
+    }
+
+    /// Every worker's `mine`, concatenated in worker order (`counts[w]` elements from worker w,
+    /// checked against what arrived).
+    pub fn all_gather_var<T: Plain>(&self, mine: &[T], counts: &[usize]) -> Vec<T> {
+        let parts = self.team.allgatherv(mine);
+        assert_eq!(parts.counts(), counts, "all-gather counts");
+        parts.data
+    }
+
+    /// Byte strings of every worker, in worker order.
+    pub fn all_gather_bytes(&self, mine: &[u8]) -> Vec<Vec<u8>> {
+        let parts = self.team.allgatherv(mine);
+        (0..parts.len()).map(|i| parts.part(i).to_vec()).collect()
+    }
+
+    /// Personalised all-to-all of `u32` words: `send` holds the words for worker 0, then for
+    /// worker 1, …, `send_counts[w]` of them for worker w. The words received (from worker 0
+    /// first) replace `recv`'s contents. One message per destination worker.
+    pub fn exchange(&self, send: &[u32], send_counts: &[usize], recv: &mut Vec<u32>) {
+        let parts = self
+            .team
+            .alltoallv(send, send_counts)
+            .expect("all-to-all counts add up");
+        *recv = parts.data;
+    }
+
+    /// [`Self::exchange`], also returning the minimum over the workers of `mine`, which travels
+    /// at the head of every part (two words), so that one exchange serves both.
+    pub fn exchange_min(
+        &self,
+        send: &[u32],
+        send_counts: &[usize],
+        mine: u64,
+        recv: &mut Vec<u32>,
+    ) -> u64 {
+        let head = [mine as u32, (mine >> 32) as u32];
+        let mut framed = Vec::with_capacity(send.len() + 2 * send_counts.len());
+        let mut counts = Vec::with_capacity(send_counts.len());
+        let mut at = 0;
+        for &c in send_counts {
+            framed.extend_from_slice(&head);
+            framed.extend_from_slice(&send[at..at + c]);
+            counts.push(c + 2);
+            at += c;
+        }
+        let parts = self
+            .team
+            .alltoallv(&framed, &counts)
+            .expect("all-to-all counts add up");
+        recv.clear();
+        let mut lowest = mine;
+        for i in 0..parts.len() {
+            let p = parts.part(i);
+            lowest = lowest.min(u64::from(p[0]) | (u64::from(p[1]) << 32));
+            recv.extend_from_slice(&p[2..]);
+        }
+        lowest
+    }
+}
