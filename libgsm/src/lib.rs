@@ -145,7 +145,7 @@ mod worker;
 
 pub use config::{Config, available_cpus};
 pub use error::{DelegationError, Error};
-pub use mail::{mail_pending, recv, send, try_recv};
+pub use mail::{flush, mail_pending, recv, send, try_recv};
 pub use noref::{NoRef, Wire};
 pub use runtime::{run, spmd};
 pub use spawn::{

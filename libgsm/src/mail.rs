@@ -10,6 +10,11 @@
 //! the value moves by bytes; to another rank it is serialised (`postcard`), as `apply_with`
 //! arguments are.
 //!
+//! A sent message is staged in the sender's batch for its destination and leaves when the
+//! sending worker next polls: when the fiber blocks (`recv`, `apply`, `join`), yields, or ends,
+//! or when the batch fills a slot. A fiber that sends and then computes for long without
+//! blocking should call [`flush`] after sending.
+//!
 //! This module does not match messages by anything but `(sender, tag)`, does not buffer with a
 //! bound (a sender that outpaces its receiver grows the receiver's mailbox; the rings' back-pressure
 //! still bounds what is in flight), and does not know about teams or collectives.
@@ -205,6 +210,15 @@ pub fn try_recv<T: Wire>(from: WorkerId, tag: u64) -> Option<T> {
     let core = core_or_panic("gossamer::try_recv");
     let v = core.mail.borrow_mut().take((from.index() as u32, tag))?;
     Some(downcast(v, from, tag))
+}
+
+/// Publishes everything this worker has staged for other workers (messages, requests,
+/// responses) now, instead of at its next poll.
+///
+/// # Panics
+/// Outside a gossamer worker.
+pub fn flush() {
+    core_or_panic("gossamer::flush").flush_now();
 }
 
 /// Messages that arrived at this worker and were not received yet.

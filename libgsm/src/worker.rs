@@ -950,6 +950,12 @@ impl WorkerCore {
         self.published(dest, n);
     }
 
+    /// Publishes every staged batch now (`gossamer::flush`).
+    pub(crate) fn flush_now(&self) {
+        self.flush_all();
+        self.publish_traffic();
+    }
+
     /// Whether no fiber of this worker is ready to run.
     #[inline]
     pub(crate) fn nothing_ready(&self) -> bool {
