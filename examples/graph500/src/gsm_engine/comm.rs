@@ -8,7 +8,7 @@
 //! meet by pointer, and the ranks exchange bytes over the runtime's fabric. It does not know
 //! about graphs.
 //!
-//! **Publishing before computing.** Every method ends with [`publish`]: the runtime stages a
+//! **Publishing before computing.** Every method ends with `publish`: the runtime stages a
 //! worker's outgoing messages and publishes them when its scheduler polls, between fiber
 //! resumptions, so a message the last step of a collective sends (a rank's leader handing the
 //! result back to the other workers of its rank, say) would wait, staged, while the calling
