@@ -79,12 +79,6 @@ pub enum Engine {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunError {
-    /// The engine is not built yet.
-    #[error(
-        "engine '{0}' is not available yet in this build of graph500 (only the sequential engine \
-         is); run with --engine seq"
-    )]
-    EngineUnavailable(&'static str),
     /// The run would need more memory than this machine has available.
     #[error(
         "SCALE {scale} with edgefactor {edgefactor} needs about {need_gib:.1} GiB on one core, \

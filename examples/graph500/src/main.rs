@@ -1,7 +1,7 @@
 //! `graph500 SCALE [EDGEFACTOR]`: parses the arguments, runs the benchmark, prints the results
 //! block. Exit status: 0 on success, 1 when a search fails validation or the JSON cannot be
-//! written, 2 for bad arguments or an engine that is not available. In a distributed run every
-//! rank exits with the same status and only rank 0 prints.
+//! written, 2 for bad arguments or an engine that cannot start (MPI, the Gossamer runtime). In a
+//! distributed run every rank exits with the same status and only rank 0 (worker 0) prints.
 
 use std::process::ExitCode;
 
