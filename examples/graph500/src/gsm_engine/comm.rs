@@ -14,7 +14,7 @@
 //! result back to the other workers of its rank, say) would wait, staged, while the calling
 //! fiber goes on computing — the other workers of the rank idle until its next collective. At
 //! SCALE 20 on 1 rank of 2 workers that serialised the two workers (generation and search times
-//! of one worker). `publish` yields the fiber until the scheduler has polled once.
+//! of one worker). `publish` is `gossamer::flush`.
 //!
 //! A collective's argument error (a count that does not add up) is a bug of the kernels, not
 //! something a user can cause, so it panics with the team's message; a panic ends the job on
@@ -39,16 +39,9 @@ impl std::fmt::Debug for Comm {
     }
 }
 
-/// Fiber resumptions between two polls of a worker's scheduler (the runtime's `POLL_EVERY`).
-const RESUMES_PER_POLL: usize = 16;
-
-/// Lets the scheduler of the calling worker poll once (publishing the messages it has staged)
-/// before the fiber goes on: a fiber resumed `RESUMES_PER_POLL` times in a row is followed by a
-/// poll.
+/// Publishes what the calling worker has staged for other workers now (see the module docs).
 fn publish() {
-    for _ in 0..RESUMES_PER_POLL {
-        gossamer::yield_now();
-    }
+    gossamer::flush();
 }
 
 impl Comm {
