@@ -1,6 +1,6 @@
 # The two set-up commands of the README. Each installs the system packages it needs if missing.
 #
-#   make demo   build in release and run a small job on localhost
+#   make demo   build in release and run a small Graph500 job (SCALE 16, 2 ranks) on localhost
 #   make test   build once in release and run every test (what CI runs, through .ci/run),
 #               check formatting and clippy, then the loom model check of the slot ring, in its own target dir because
 #               --cfg loom changes every crate's build
@@ -13,7 +13,7 @@ CARGO ?= cargo
 demo:
 	@scripts/install-deps
 	$(CARGO) build --release --workspace --bins
-	./target/release/gsmrun -np 2 --oversubscribe ./target/release/gsm-hello
+	./target/release/gsmrun -np 2 -t 1 --oversubscribe ./target/release/graph500 16 --engine gsm
 
 test:
 	@scripts/install-deps

@@ -45,7 +45,7 @@ pub struct Args {
     #[arg(long)]
     pub no_validate: bool,
     /// Which implementation runs the kernels.
-    #[arg(long, value_enum, default_value_t = Engine::Seq)]
+    #[arg(long, value_enum, default_value_t = Engine::Gsm)]
     pub engine: Engine,
     /// Also write the results as JSON to this file.
     #[arg(long, value_name = "FILE")]

@@ -65,7 +65,13 @@ fn scale_10_prints_the_reference_block_and_json() {
     let dir = std::env::temp_dir().join(format!("graph500-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let json_path = dir.join("results.json");
-    let out = graph500(&["10", "--json", json_path.to_str().unwrap()]);
+    let out = graph500(&[
+        "10",
+        "--engine",
+        "seq",
+        "--json",
+        json_path.to_str().unwrap(),
+    ]);
     assert!(
         out.status.success(),
         "{}",
