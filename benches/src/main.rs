@@ -9,6 +9,7 @@
 //! target/release/gsm-bench launch [--runs N] [--gsmrun P] [--hello P] [--mpirun P] [--json FILE]
 //! target/release/gsmrun -np 2 target/release/gsm-bench remote [--runs N] [--json FILE]
 //! OMPI_MCA_btl=self,tcp target/release/gsmrun -np 2 --fabric tcp target/release/gsm-bench remote
+//! target/release/gsmrun -np 2 target/release/gsm-bench collectives [--runs N] [--sweep] [--json FILE]
 //! ```
 //!
 //! `local` (`local.rs`, `peers.rs`, `gsm.rs`) compares delegation on 2 workers with locks,
@@ -24,6 +25,8 @@ mod peers;
 mod report;
 mod stats;
 
+#[cfg(feature = "gossamer")]
+mod collectives;
 #[cfg(feature = "gossamer")]
 mod gsm;
 #[cfg(feature = "gossamer")]
@@ -104,6 +107,19 @@ enum Cmd {
         /// A smoke run for tests: 20 ms per figure and any --runs (even 1).
         #[arg(long)]
         quick: bool,
+    },
+    /// gsm-collectives against MPI's collectives in the same job:
+    /// `gsmrun -np 2 gsm-bench collectives` (see `collectives.rs`). Only rank 0 prints.
+    #[cfg(feature = "gossamer")]
+    Collectives {
+        #[command(flatten)]
+        common: Common,
+        /// A smoke run for tests: every loop divided by 20, any --runs (even 1).
+        #[arg(long)]
+        quick: bool,
+        /// Time both algorithms of every switch point of gsm_collectives::Tuning instead.
+        #[arg(long)]
+        sweep: bool,
     },
 }
 
@@ -217,6 +233,12 @@ fn main() {
                 workers,
                 quick,
             } => remote(common, budget_ms, workers, quick),
+            #[cfg(feature = "gossamer")]
+            Cmd::Collectives {
+                common,
+                quick,
+                sweep,
+            } => collectives::command(common.runs, common.json.as_deref(), quick, sweep),
         }
     })();
     match result {

@@ -1,0 +1,104 @@
+//! `gsm-bench collectives` end to end: a 2-rank job through `gsmrun` in `--quick` mode; the JSON
+//! report must hold every case for 1 and 2 workers per rank, each with Gossamer's figure and
+//! MPI's, positive and finite, and only rank 0 may print the table. The sweep prints both
+//! algorithms of every switch point.
+//!
+//! Needs `gsmrun` built in the same profile and target directory as this test:
+//! `cargo build --release -p gsmrun -p gsm-bench && cargo test --release -p gsm-bench`.
+
+use gsm_tests::job::{assert_exit, gsmrun};
+use gsm_tests::process::run;
+use gsm_tests::scratch::{RunId, Scratch};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(180);
+
+fn job(args: &[&str]) -> (Vec<serde_json::Value>, String) {
+    let scratch = Scratch::new("bench-collectives", RunId::next());
+    let json = scratch.join("collectives.json");
+    let mut cmd = gsmrun(["-np", "2", "--oversubscribe"]);
+    cmd.env_remove("GSM_FABRIC")
+        .env_remove("OMPI_MCA_btl")
+        .arg(env!("CARGO_BIN_EXE_gsm-bench"))
+        .args(["collectives", "--quick", "--runs", "1"])
+        .args(args)
+        .arg("--json")
+        .arg(&json);
+    let done = run(&mut cmd, LIMIT);
+    let what = format!("gsmrun -np 2 gsm-bench collectives --quick {args:?}");
+    assert_exit(&done, 0, &what);
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| {
+        panic!(
+            "{what}: no JSON report at {}: {e}\n{}",
+            json.display(),
+            done.report()
+        )
+    });
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{what}: the report is not JSON: {e}\n{text}"));
+    assert_eq!(
+        done.stdout
+            .matches("gsm-bench collectives: 2 ranks")
+            .count(),
+        1,
+        "{what}: exactly one rank (rank 0) prints the report\n{}",
+        done.report()
+    );
+    (rows, done.report())
+}
+
+fn positive(rows: &[serde_json::Value], report: &str) {
+    for row in rows {
+        for key in ["gsm", "peer_value", "speedup"] {
+            let v = row[key].as_f64();
+            assert!(
+                v.is_some_and(|v| v.is_finite() && v > 0.0),
+                "{key} of {row} is not a positive number\n{report}"
+            );
+        }
+        assert_eq!(row["higher_is_better"].as_bool(), Some(false), "{row}");
+    }
+}
+
+#[test]
+fn every_case_has_both_figures_for_one_and_two_workers_per_rank() {
+    let (rows, report) = job(&[]);
+    assert_eq!(rows.len(), 14, "{report}");
+    positive(&rows, &report);
+    let cases: Vec<&str> = rows.iter().filter_map(|r| r["case"].as_str()).collect();
+    for workers in ["2 × 1 workers", "2 × 2 workers"] {
+        for wanted in [
+            "barrier",
+            "allreduce 8 B",
+            "allreduce 1 KiB",
+            "allreduce 1 MiB",
+            "broadcast 1 MiB",
+            "allgather 1 KiB",
+            "alltoall 1 KiB",
+        ] {
+            assert!(
+                cases
+                    .iter()
+                    .any(|c| c.starts_with(wanted) && c.contains(workers)),
+                "no case {wanted:?} with {workers:?} in {cases:?}\n{report}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_sweep_times_both_algorithms_of_every_switch() {
+    let (rows, report) = job(&["--sweep"]);
+    positive(&rows, &report);
+    let cases: Vec<&str> = rows.iter().filter_map(|r| r["case"].as_str()).collect();
+    assert!(
+        cases
+            .iter()
+            .any(|c| c.contains("ring vs recursive doubling")),
+        "{report}"
+    );
+    assert!(
+        cases.iter().any(|c| c.contains("chain vs binomial")),
+        "{report}"
+    );
+}
