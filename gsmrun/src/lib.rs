@@ -301,6 +301,13 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
                 mpi_env.push((k.to_string(), v.to_string()));
             }
         }
+        // Open MPI's shared-memory segments go into a directory of this job's, which the wrappers
+        // create and gsmrun removes afterwards (see `segments`).
+        if var(segments::MPI_DIR_VAR).is_none() {
+            if let Some(d) = segments::mpi_dir(&job_id) {
+                mpi_env.push((segments::MPI_DIR_VAR.to_string(), d.display().to_string()));
+            }
+        }
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
             for (k, v) in env::OPEN_MPI_ROOT {
@@ -436,7 +443,8 @@ pub fn run(cli: &Cli) -> Result<i32, Error> {
     let result = supervise::run(&prepared.plan, &env, listener, &opts);
     // Whatever happened, no segment of this job stays in this host's /dev/shm (ranks on other
     // hosts are cleaned by their wrappers).
-    let removed = segments::remove_job_segments(&prepared.job_id);
+    let removed = segments::remove_job_segments(&prepared.job_id)
+        + segments::remove_mpi_dir(&prepared.job_id);
     if removed > 0 {
         tracing::debug!(removed, job_id = %prepared.job_id, "removed leftover segments");
     }

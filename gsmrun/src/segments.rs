@@ -6,8 +6,16 @@
 //! gets there) leaves its segment; the rank wrapper removes its own rank's file after the program
 //! exits, and `gsmrun` removes every `{GSM_JOB_ID}-r*` file on the launching host after the job.
 //!
-//! This module only deletes files named exactly `{job_id}-r{digits}`; it never looks at anything
-//! else in `/dev/shm`, and it does not know what a segment contains.
+//! Open MPI's own shared-memory transport (`vader`) also leaves its segment files in `/dev/shm`
+//! when a rank is killed. So `gsmrun` points it at a directory of the job's own,
+//! `/dev/shm/{job_id}-ompi` (`OMPI_MCA_btl_vader_backing_directory`, unless the user set it), the
+//! rank wrapper creates that directory (mode 0700) before the program starts, and `gsmrun`
+//! removes it with what is in it after the job on the launching host. On other hosts the
+//! directory stays if a rank there is killed (the wrappers cannot tell which rank ends last).
+//!
+//! This module only deletes files named exactly `{job_id}-r{digits}` and the directory
+//! `{job_id}-ompi` with the regular files in it; it never looks at anything else in `/dev/shm`,
+//! and it does not know what a segment contains.
 
 use std::path::Path;
 
@@ -79,6 +87,57 @@ pub fn remove_rank_segment(job_id: &str, rank: u32) -> bool {
 
 fn remove_rank_segment_in(dir: &Path, job_id: &str, rank: u32) -> bool {
     usable(job_id) && remove_file(dir, &segment_name(job_id, rank))
+}
+
+/// Open MPI's parameter for the directory of its shared-memory segments.
+pub const MPI_DIR_VAR: &str = "OMPI_MCA_btl_vader_backing_directory";
+
+/// The directory of job `job_id`'s Open MPI segments, `/dev/shm/{job_id}-ompi`, or `None` for a
+/// job id that cannot name one.
+pub fn mpi_dir(job_id: &str) -> Option<std::path::PathBuf> {
+    usable(job_id).then(|| Path::new(SHM_DIR).join(format!("{job_id}-ompi")))
+}
+
+/// Creates the job's Open MPI segment directory (mode 0700) if [`MPI_DIR_VAR`] names it: the
+/// rank wrapper calls this before starting the program. Other values are left alone.
+pub fn prepare_mpi_dir(job_id: &str) {
+    let Some(dir) = mpi_dir(job_id) else { return };
+    if std::env::var_os(MPI_DIR_VAR).as_deref() != Some(dir.as_os_str()) {
+        return;
+    }
+    use std::os::unix::fs::DirBuilderExt;
+    if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        if e.kind() != std::io::ErrorKind::AlreadyExists {
+            tracing::debug!(dir = %dir.display(), error = %e, "cannot create the MPI segment directory");
+        }
+    }
+}
+
+/// Removes the job's Open MPI segment directory and the regular files in it (gsmrun calls this
+/// after the job). Returns how many files were removed.
+pub fn remove_mpi_dir(job_id: &str) -> usize {
+    mpi_dir(job_id).map_or(0, |d| remove_dir_files(&d))
+}
+
+fn remove_dir_files(dir: &Path) -> usize {
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_dir() => {}
+        _ => return 0,
+    }
+    let mut removed = 0;
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if let Some(name) = entry.file_name().to_str() {
+                if remove_file(dir, name) {
+                    removed += 1;
+                }
+            }
+        }
+    }
+    if let Err(e) = std::fs::remove_dir(dir) {
+        tracing::debug!(dir = %dir.display(), error = %e, "cannot remove the MPI segment directory");
+    }
+    removed
 }
 
 /// Removes every segment of job `job_id` from `/dev/shm` on this host (gsmrun calls this after
@@ -170,6 +229,15 @@ mod tests {
         }
         assert!(dir.join("gsm-5-ff-r9").is_dir());
         assert_eq!(remove_job_segments_in(&dir, ""), 0);
+        // The Open MPI directory: its files and itself go, nothing beside it.
+        let mpi = dir.join(format!("{job}-ompi"));
+        std::fs::create_dir_all(&mpi).unwrap();
+        std::fs::write(mpi.join("vader_segment.h.1.0"), b"x").unwrap();
+        std::fs::write(dir.join("keep-me"), b"x").unwrap();
+        assert_eq!(remove_dir_files(&mpi), 1);
+        assert!(!mpi.exists());
+        assert!(dir.join("keep-me").exists());
+        assert_eq!(mpi_dir(""), None);
         assert!(dir.join("unrelated").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -217,6 +217,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
         });
     }
 
+    if let Ok(job) = std::env::var(env::job::JOB_ID) {
+        crate::segments::prepare_mpi_dir(&job);
+    }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
