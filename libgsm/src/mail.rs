@@ -191,6 +191,11 @@ pub fn recv<T: Wire>(from: WorkerId, tag: u64) -> T {
         if let Some(v) = core.mail.borrow_mut().take(key) {
             return downcast(v, from, tag);
         }
+        if core.nothing_ready() {
+            // Nothing else will run before this worker polls: let what this fiber sent leave
+            // now (in an exchange, the peer is waiting for it).
+            core.flush_now();
+        }
         let fiber = core.current_fiber().unwrap_or(0);
         core.mail
             .borrow_mut()
