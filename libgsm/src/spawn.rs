@@ -244,7 +244,16 @@ unsafe fn tramp_spawn<F: FnOnce() -> R + Copy + 'static, R: Wire>(
 ) {
     // SAFETY: the client copied exactly one `F` into the captured bytes.
     let f: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
-    let req = rec.req;
+    spawn_answering(core, client, rec.req, f);
+}
+
+/// Starts `f` as a fiber that answers request `req` of `client` with its result (or its panic).
+fn spawn_answering<R: Wire>(
+    core: &WorkerCore,
+    client: usize,
+    req: u32,
+    f: impl FnOnce() -> R + 'static,
+) {
     core.spawn_fiber(move || {
         let r = catch_unwind(AssertUnwindSafe(f));
         let r = match r {
@@ -347,22 +356,7 @@ unsafe fn tramp_spawn_with<A: Wire, F: FnOnce(A) -> R + Copy + 'static, R: Wire>
             return;
         }
     };
-    let req = rec.req;
-    core.spawn_fiber(move || {
-        let r = catch_unwind(AssertUnwindSafe(move || f(a)));
-        let r = match r {
-            Ok(v) => Ok(v),
-            Err(p) => {
-                if !(p.is::<String>() || p.is::<&str>()) {
-                    std::panic::resume_unwind(p);
-                }
-                Err(DelegationError::Panicked(panic_message(&*p)))
-            }
-        };
-        if let Some(core) = crate::worker::core() {
-            core.respond::<R>(client, req, r);
-        }
-    });
+    spawn_answering(core, client, rec.req, move || f(a));
 }
 
 /// Lets other fibers of this worker run.
