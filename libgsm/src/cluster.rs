@@ -416,7 +416,7 @@ fn start_multi(
     let mut bells: Vec<Option<Bell>> = (0..place.total).map(|_| None).collect();
     let mut doors: Option<Vec<Doorbell>> = None;
     for l in links {
-        place_links(&place, &mut ends, &mut bells, l.outgoing, l.incoming);
+        place_links(&place, &mut ends, l.outgoing, l.incoming);
         for (g, b) in l.bells {
             if let Some(slot) = bells.get_mut(g as usize) {
                 *slot = Some(b);
@@ -466,7 +466,6 @@ fn start_multi(
 fn place_links(
     place: &Place,
     ends: &mut [Ends],
-    _bells: &mut [Option<Bell>],
     outgoing: Vec<crate::fabric::OutLink>,
     incoming: Vec<crate::fabric::InLink>,
 ) {
