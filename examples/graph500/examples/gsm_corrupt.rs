@@ -9,9 +9,10 @@
 use std::process::ExitCode;
 
 use graph500::bfs::NO_PARENT;
+use graph500::dist::Exchange;
+use graph500::dist::graph::{LocalGraph, Partition};
+use graph500::dist::{bfs, sssp, validate::validate};
 use graph500::gsm_engine::comm::Comm;
-use graph500::gsm_engine::graph::{LocalGraph, Partition};
-use graph500::gsm_engine::{bfs, sssp, validate::validate};
 use graph500::kronecker::{KroneckerGenerator, share};
 use graph500::roots::choose_roots;
 

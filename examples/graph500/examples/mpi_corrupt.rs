@@ -8,10 +8,11 @@
 use std::process::ExitCode;
 
 use graph500::bfs::NO_PARENT;
+use graph500::dist::Exchange;
+use graph500::dist::graph::{LocalGraph, Partition};
+use graph500::dist::{bfs, sssp, validate::validate};
 use graph500::kronecker::{KroneckerGenerator, share};
 use graph500::mpi_engine::comm::Comm;
-use graph500::mpi_engine::graph::{LocalGraph, Partition};
-use graph500::mpi_engine::{bfs, sssp, validate::validate};
 use graph500::roots::choose_roots;
 
 fn main() -> ExitCode {

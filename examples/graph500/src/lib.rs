@@ -7,12 +7,14 @@
 //! count), [`report`] (the results block and JSON), and [`cli`] (arguments and the driver).
 //!
 //! The kernels at the top level are sequential, for tests, validation and small runs;
-//! [`mpi_engine`] is the bulk-synchronous MPI baseline (`--engine mpi`), and [`gsm_engine`] the
-//! same kernels as SPMD graph kernels over the workers of a Gossamer job (`--engine gsm`).
+//! [`dist`] holds the distributed kernels, written once over a communicator trait;
+//! [`mpi_engine`] runs them as the bulk-synchronous MPI baseline (`--engine mpi`), and
+//! [`gsm_engine`] over the workers of a Gossamer job (`--engine gsm`).
 
 pub mod bfs;
 pub mod cli;
 pub mod csr;
+pub mod dist;
 pub mod gsm_engine;
 pub mod kronecker;
 pub mod mpi_engine;

@@ -1,12 +1,12 @@
 //! The collectives the Gossamer engine uses, each a method over the job's world [`Team`].
 //!
-//! This is the one file of [`crate::gsm_engine`] that names `gsm-collectives`. It offers the
-//! same handful of bulk-synchronous exchanges as the MPI baseline's
+//! This is the one file of [`crate::gsm_engine`] that names `gsm-collectives`, and it implements
+//! [`Exchange`] for [`Comm`], so the shared kernels of [`crate::dist`] run over the runtime. It
+//! offers the same handful of bulk-synchronous exchanges as the MPI baseline's
 //! [`Comm`](crate::mpi_engine::comm::Comm) (all-to-all of `u32` words with per-member counts,
-//! reductions of small arrays, all-gathers of blocks), so that the kernels of the two engines
-//! read alike, but between *workers*: a member is one worker of one rank, the members of a rank
-//! meet by pointer, and the ranks exchange bytes over the runtime's fabric. It does not know
-//! about graphs.
+//! reductions of small arrays, all-gathers of blocks), but between *workers*: a member is one
+//! worker of one rank, the members of a rank meet by pointer, and the ranks exchange bytes over the
+//! runtime's fabric. It does not know about graphs.
 //!
 //! **Publishing before computing.** Every method ends with `publish`: the runtime stages a
 //! worker's outgoing messages and publishes them when its scheduler polls, between fiber
@@ -22,6 +22,9 @@
 
 use gsm_collectives::op::{BitOr, Max, Min, Sum};
 use gsm_collectives::{Op, Plain, Team};
+
+use crate::dist::Exchange;
+use crate::kronecker::Vertex;
 
 /// One worker's handle on the job's world team.
 pub struct Comm {
@@ -53,22 +56,6 @@ impl Comm {
         }
     }
 
-    /// This worker's index in the team (its global worker id).
-    pub fn rank(&self) -> usize {
-        self.team.index()
-    }
-
-    /// The number of workers of the job.
-    pub fn size(&self) -> usize {
-        self.team.size()
-    }
-
-    /// Waits until every worker has called it.
-    pub fn barrier(&self) {
-        self.team.barrier();
-        publish();
-    }
-
     fn reduce<T: Plain + Default, O: Op<T>>(&self, mine: &[T], op: O) -> Vec<T> {
         let mut all = vec![T::default(); mine.len()];
         self.team
@@ -78,46 +65,9 @@ impl Comm {
         all
     }
 
-    /// Element-wise sum over the workers.
-    pub fn sum<T: Plain + Default>(&self, mine: &[T]) -> Vec<T>
-    where
-        Sum: Op<T>,
-    {
-        self.reduce(mine, Sum)
-    }
-
     /// Minimum over the workers of one value.
     pub fn min_u64(&self, mine: u64) -> u64 {
         self.reduce(&[mine], Min)[0]
-    }
-
-    /// Maximum over the workers of one value.
-    pub fn max_u64(&self, mine: u64) -> u64 {
-        self.reduce(&[mine], Max)[0]
-    }
-
-    /// Bitwise OR over the workers, in place.
-    pub fn or_in_place(&self, words: &mut [u64]) {
-        self.team.allreduce_in_place(words, BitOr);
-        publish();
-    }
-
-    /// `value` as worker `root` has it.
-    pub fn broadcast_bool(&self, root: usize, value: bool) -> bool {
-        let mut byte = [u8::from(value)];
-        self.team
-            .broadcast(&mut byte, root)
-            .expect("the root is a member");
-        publish();
-        byte[0] != 0
-    }
-
-    /// All-gather of equal blocks: `all` is `size` blocks of `mine.len()` elements.
-    pub fn all_gather_blocks<T: Plain>(&self, mine: &[T], all: &mut [T]) {
-        self.team
-            .allgather(mine, all)
-            .expect("all-gather block sizes");
-        publish();
     }
 
     /// Every worker's `mine`, concatenated in worker order (`counts[w]` elements from worker w,
@@ -128,9 +78,79 @@ impl Comm {
         assert_eq!(parts.counts(), counts, "all-gather counts");
         parts.data
     }
+}
+
+impl Exchange for Comm {
+    /// A quarter of the MPI baseline's round (3 MiB out, about as much in, each copied a few
+    /// times on its way through the team's all-to-all): at SCALE 20 on 2 ranks of 1 worker,
+    /// `1 << 19` peaked at 340 MiB per rank and `1 << 17` at 294 MiB, construction no slower (the
+    /// smaller buffers are reused by the allocator instead of mapped and faulted in afresh).
+    const ROUND: usize = 1 << 17;
+    /// The degree sum, the searches' per-vertex arrays and gathered validation arrays.
+    const BYTES_PER_VERTEX: f64 = 32.0;
+
+    /// This worker's index in the team (its global worker id).
+    fn rank(&self) -> usize {
+        self.team.index()
+    }
+
+    /// The number of workers of the job.
+    fn size(&self) -> usize {
+        self.team.size()
+    }
+
+    /// Waits until every worker has called it.
+    fn barrier(&self) {
+        self.team.barrier();
+        publish();
+    }
+
+    fn sum_u32(&self, mine: &[u32]) -> Vec<u32> {
+        self.reduce(mine, Sum)
+    }
+
+    fn sum_u64(&self, mine: &[u64]) -> Vec<u64> {
+        self.reduce(mine, Sum)
+    }
+
+    /// Maximum over the workers of one value.
+    fn max_u64(&self, mine: u64) -> u64 {
+        self.reduce(&[mine], Max)[0]
+    }
+
+    /// Bitwise OR over the workers, in place.
+    fn or_in_place(&self, words: &mut [u64]) {
+        self.team.allreduce_in_place(words, BitOr);
+        publish();
+    }
+
+    /// `value` as worker `root` has it.
+    fn broadcast_bool(&self, root: usize, value: bool) -> bool {
+        let mut byte = [u8::from(value)];
+        self.team
+            .broadcast(&mut byte, root)
+            .expect("the root is a member");
+        publish();
+        byte[0] != 0
+    }
+
+    fn all_gather_words(&self, mine: &[u64], all: &mut [u64]) {
+        self.team
+            .allgather(mine, all)
+            .expect("all-gather block sizes");
+        publish();
+    }
+
+    fn all_gather_vertices(&self, mine: &[Vertex], counts: &[usize]) -> Vec<Vertex> {
+        self.all_gather_var(mine, counts)
+    }
+
+    fn all_gather_dists(&self, mine: &[f32], counts: &[usize]) -> Vec<f32> {
+        self.all_gather_var(mine, counts)
+    }
 
     /// Byte strings of every worker, in worker order.
-    pub fn all_gather_bytes(&self, mine: &[u8]) -> Vec<Vec<u8>> {
+    fn all_gather_bytes(&self, mine: &[u8]) -> Vec<Vec<u8>> {
         let parts = self.team.allgatherv(mine);
         publish();
         (0..parts.len()).map(|i| parts.part(i).to_vec()).collect()
@@ -139,7 +159,7 @@ impl Comm {
     /// Personalised all-to-all of `u32` words: `send` holds the words for worker 0, then for
     /// worker 1, …, `send_counts[w]` of them for worker w. The words received (from worker 0
     /// first) replace `recv`'s contents. One message per destination worker.
-    pub fn exchange(&self, send: &[u32], send_counts: &[usize], recv: &mut Vec<u32>) {
+    fn exchange(&self, send: &[u32], send_counts: &[usize], recv: &mut Vec<u32>) {
         let parts = self
             .team
             .alltoallv(send, send_counts)
@@ -150,7 +170,7 @@ impl Comm {
 
     /// [`Self::exchange`], also returning the minimum over the workers of `mine`, which travels
     /// at the head of every part (two words), so that one exchange serves both.
-    pub fn exchange_min(
+    fn exchange_min(
         &self,
         send: &[u32],
         send_counts: &[usize],

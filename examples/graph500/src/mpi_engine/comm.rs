@@ -1,6 +1,7 @@
 //! The collectives the MPI baseline uses, each a safe method over `MPI_COMM_WORLD`.
 //!
-//! This is the one file of the crate that names the `mpi` crate. It abstracts the handful of
+//! This is the one file of the crate that names the `mpi` crate, and it implements [`Exchange`] for
+//! [`Comm`], so the shared kernels of [`crate::dist`] run over MPI. It abstracts the handful of
 //! bulk-synchronous exchanges the kernels need (all-to-all of `u32` words with per-rank counts,
 //! reductions of small arrays, all-gathers of blocks); it does not know about graphs. Open MPI's
 //! default error handler aborts the job when a call fails, so nothing here returns an error; a
@@ -11,6 +12,9 @@ use mpi::datatype::{Equivalence, Partition, PartitionMut};
 use mpi::environment::Universe;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
+
+use crate::dist::Exchange;
+use crate::kronecker::Vertex;
 
 /// An initialised MPI library and its world communicator; dropping it calls `MPI_Finalize`.
 pub struct Comm {
@@ -71,21 +75,6 @@ impl Comm {
         })
     }
 
-    /// This process's rank.
-    pub fn rank(&self) -> usize {
-        self.rank
-    }
-
-    /// The number of ranks.
-    pub fn size(&self) -> usize {
-        self.size
-    }
-
-    /// `MPI_Barrier`.
-    pub fn barrier(&self) {
-        self.world.barrier();
-    }
-
     /// Element-wise sum over the ranks (`MPI_Allreduce`, `MPI_SUM`).
     pub fn sum<T: Equivalence + Copy + Default>(&self, mine: &[T]) -> Vec<T> {
         let mut all = vec![T::default(); mine.len()];
@@ -101,34 +90,6 @@ impl Comm {
         self.world
             .all_reduce_into(&mine, &mut all, mpi::collective::SystemOperation::min());
         all
-    }
-
-    /// Maximum over the ranks of one value.
-    pub fn max_u64(&self, mine: u64) -> u64 {
-        let mut all = 0u64;
-        self.world
-            .all_reduce_into(&mine, &mut all, mpi::collective::SystemOperation::max());
-        all
-    }
-
-    /// Bitwise OR over the ranks, in place.
-    pub fn or_in_place(&self, words: &mut [u64]) {
-        let mine = words.to_vec();
-        count(mine.len(), "bitwise or");
-        self.world.all_reduce_into(
-            &mine[..],
-            words,
-            mpi::collective::SystemOperation::bitwise_or(),
-        );
-    }
-
-    /// `value` as rank `root` has it (`MPI_Bcast` of one byte).
-    pub fn broadcast_bool(&self, root: usize, value: bool) -> bool {
-        let mut byte = u8::from(value);
-        self.world
-            .process_at_rank(root as mpi::Rank)
-            .broadcast_into(&mut byte);
-        byte != 0
     }
 
     /// `MPI_Allgather` of equal blocks: `all` is `size` blocks of `mine.len()` elements.
@@ -160,9 +121,79 @@ impl Comm {
         }
         all
     }
+}
+
+impl Exchange for Comm {
+    /// Two entries of three words per edge: 12 MiB out, about as much in.
+    const ROUND: usize = 1 << 19;
+    /// The degree sum and gathered validation arrays.
+    const BYTES_PER_VERTEX: f64 = 24.0;
+
+    /// This process's rank.
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The number of ranks.
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    /// `MPI_Barrier`.
+    fn barrier(&self) {
+        self.world.barrier();
+    }
+
+    fn sum_u32(&self, mine: &[u32]) -> Vec<u32> {
+        self.sum(mine)
+    }
+
+    fn sum_u64(&self, mine: &[u64]) -> Vec<u64> {
+        self.sum(mine)
+    }
+
+    /// Maximum over the ranks of one value.
+    fn max_u64(&self, mine: u64) -> u64 {
+        let mut all = 0u64;
+        self.world
+            .all_reduce_into(&mine, &mut all, mpi::collective::SystemOperation::max());
+        all
+    }
+
+    /// Bitwise OR over the ranks, in place.
+    fn or_in_place(&self, words: &mut [u64]) {
+        let mine = words.to_vec();
+        count(mine.len(), "bitwise or");
+        self.world.all_reduce_into(
+            &mine[..],
+            words,
+            mpi::collective::SystemOperation::bitwise_or(),
+        );
+    }
+
+    /// `value` as rank `root` has it (`MPI_Bcast` of one byte).
+    fn broadcast_bool(&self, root: usize, value: bool) -> bool {
+        let mut byte = u8::from(value);
+        self.world
+            .process_at_rank(root as mpi::Rank)
+            .broadcast_into(&mut byte);
+        byte != 0
+    }
+
+    fn all_gather_words(&self, mine: &[u64], all: &mut [u64]) {
+        self.all_gather_blocks(mine, all);
+    }
+
+    fn all_gather_vertices(&self, mine: &[Vertex], counts: &[usize]) -> Vec<Vertex> {
+        self.all_gather_var(mine, counts)
+    }
+
+    fn all_gather_dists(&self, mine: &[f32], counts: &[usize]) -> Vec<f32> {
+        self.all_gather_var(mine, counts)
+    }
 
     /// Byte strings of every rank, in rank order (a count all-gather, then `MPI_Allgatherv`).
-    pub fn all_gather_bytes(&self, mine: &[u8]) -> Vec<Vec<u8>> {
+    fn all_gather_bytes(&self, mine: &[u8]) -> Vec<Vec<u8>> {
         let mut counts = vec![0u64; self.size];
         self.all_gather_blocks(&[mine.len() as u64], &mut counts);
         let counts: Vec<usize> = counts.iter().map(|&c| c as usize).collect();
@@ -179,13 +210,13 @@ impl Comm {
     /// Personalised all-to-all of `u32` words: `send` holds the words for rank 0, then for rank
     /// 1, …, `send_counts[r]` of them for rank r. The words received (from rank 0 first) replace
     /// `recv`'s contents. One `MPI_Alltoall` of the counts, then one `MPI_Alltoallv`.
-    pub fn exchange(&self, send: &[u32], send_counts: &[usize], recv: &mut Vec<u32>) {
+    fn exchange(&self, send: &[u32], send_counts: &[usize], recv: &mut Vec<u32>) {
         self.exchange_min(send, send_counts, u64::MAX, recv);
     }
 
     /// [`Self::exchange`], also returning the minimum over the ranks of `mine`, which travels
     /// with the counts (so one `MPI_Alltoall` serves both, saving an `MPI_Allreduce`).
-    pub fn exchange_min(
+    fn exchange_min(
         &self,
         send: &[u32],
         send_counts: &[usize],

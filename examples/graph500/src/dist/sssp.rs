@@ -1,17 +1,18 @@
-//! Kernel 3 of the MPI baseline: bulk-synchronous delta-stepping.
+//! Kernel 3 of the distributed engines: bulk-synchronous delta-stepping.
+//!
+//! A *rank* here is a member of the [`Exchange`]: an MPI rank, or a Gossamer worker.
 //!
 //! Delta-stepping (Meyer and Sanders, J. Algorithms 2003) as the sequential
 //! [`delta_stepping`](crate::sssp::delta_stepping) runs it (buckets of width Δ in a ring, every
 //! edge relaxed in the bucket's phases, no light/heavy split), distributed over the owners: each
 //! phase, every rank relaxes the edges of its vertices in the current bucket; a relaxation of a
 //! vertex it owns applies at once, one of a remote vertex becomes a request (vertex, candidate
-//! distance, parent) to its owner, and the requests go out in one `MPI_Alltoallv` per phase. The
-//! `MPI_Alltoall` of the counts before it also carries each rank's lowest bucket index that may
-//! have work next (its own non-empty buckets after its local relaxations, and the buckets of the
-//! requests it sends), so that its minimum over the ranks decides without another collective:
-//! the current bucket again (another phase), a later one (skipping empty buckets), or none
-//! (done). The bound is conservative (a request may not lower the owner's distance), which costs
-//! at most an empty phase.
+//! distance, parent) to its owner, and the requests go out in one [`Exchange::exchange_min`] per
+//! phase, which also carries each rank's lowest bucket index that may have work next (its own
+//! non-empty buckets after its local relaxations, and the buckets of the requests it sends), so
+//! that its minimum over the ranks decides without another collective: the current bucket again
+//! (another phase), a later one (skipping empty buckets), or none (done). The bound is conservative
+//! (a request may not lower the owner's distance), which costs at most an empty phase.
 //!
 //! Two limits on the messages: a rank remembers the lowest candidate it has sent for each remote
 //! vertex during the search (4 bytes per vertex of the graph) and does not send a candidate that
@@ -27,7 +28,7 @@
 //! This module abstracts one search over a [`LocalGraph`] and returns this rank's parents and
 //! distances.
 
-use super::comm::Comm;
+use super::Exchange;
 use super::graph::LocalGraph;
 use crate::bfs::NO_PARENT;
 use crate::kronecker::Vertex;
@@ -58,8 +59,8 @@ pub struct LocalPaths {
 }
 
 /// Delta-stepping from `root` with bucket width `delta` in (0, 1] (collective).
-pub fn search(
-    comm: &Comm,
+pub fn search<C: Exchange>(
+    comm: &C,
     g: &LocalGraph,
     root: Vertex,
     delta: f32,

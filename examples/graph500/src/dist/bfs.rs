@@ -1,25 +1,26 @@
-//! Kernel 2 of the Gossamer engine: level-synchronous, direction-optimising BFS over workers.
+//! Kernel 2 of the distributed engines: level-synchronous, direction-optimising BFS.
 //!
-//! Each level is one bulk-synchronous step of the whole team, top-down or bottom-up, chosen as
-//! the sequential [`direction_optimizing`](crate::bfs::direction_optimizing) chooses (Beamer,
-//! Asanović and Patterson, SC 2012, α = 14, β = 24) from global counts: one team allreduce per
-//! level sums the frontier's size and its edges over the workers.
+//! A *rank* here is a member of the [`Exchange`]: an MPI rank, or a Gossamer worker.
 //!
-//! - Top-down: each worker scans its frontier's rows; a neighbour it owns is visited at once, a
-//!   remote one becomes a (vertex, parent) visit for its owner, and the visits are delegated
-//!   batched per destination worker: one message per destination per level (the team's
-//!   all-to-all; between workers of one rank the batch moves by pointer). The owner keeps the
-//!   first visit that reaches an unvisited vertex. A worker remembers (one bit per vertex of the
-//!   graph) which remote vertices it already sent during this search: such a vertex is visited by
-//!   the end of the level it was sent in, so sending it again is never needed.
-//! - Bottom-up: the frontier bitmap is all-gathered by the team (each worker's block of whole
-//!   words), then each worker's unvisited vertices look for a parent in it; no other messages.
+//! Each level is one bulk-synchronous step, top-down or bottom-up, chosen as the sequential
+//! [`direction_optimizing`](crate::bfs::direction_optimizing) chooses (Beamer, Asanović and
+//! Patterson, SC 2012, α = 14, β = 24) from global counts: one sum ([`Exchange::sum_u64`]) per
+//! level sums the frontier's size and its edges over the ranks.
 //!
-//! The steps are the MPI baseline's ([`crate::mpi_engine::bfs`]), so the two engines do the same
-//! work. This module abstracts one search over a [`LocalGraph`]. It returns this worker's part
-//! of the parent array; gathering it is validation's business.
+//! - Top-down: each rank scans its frontier's rows; a neighbour it owns is visited at once, a
+//!   remote one becomes a (vertex, parent) pair for its owner, and all pairs go out in one
+//!   [`Exchange::exchange`]. The owner keeps the first pair that reaches an unvisited vertex. A
+//!   rank remembers (one bit per vertex of the graph) which remote vertices it already sent during
+//!   this search: such a vertex is visited by the end of the level it was sent in, so sending it
+//!   again is never needed.
+//! - Bottom-up: the frontier bitmap is all-gathered ([`Exchange::all_gather_words`], each rank's
+//!   block of whole words), then each rank's unvisited vertices look for a parent in it; no other
+//!   messages.
+//!
+//! This module abstracts one search over a [`LocalGraph`]. It returns this rank's part of the
+//! parent array; gathering it is validation's business.
 
-use super::comm::Comm;
+use super::Exchange;
 use super::graph::LocalGraph;
 use crate::bfs::NO_PARENT;
 use crate::kronecker::Vertex;
@@ -38,9 +39,9 @@ pub struct Scratch {
     recv: Vec<u32>,
 }
 
-/// BFS from `root` (collective). Returns the parents of this worker's vertices, [`NO_PARENT`] for
+/// BFS from `root` (collective). Returns the parents of this rank's vertices, [`NO_PARENT`] for
 /// unreached ones, `parent[root] = root`.
-pub fn search(comm: &Comm, g: &LocalGraph, root: Vertex, s: &mut Scratch) -> Vec<Vertex> {
+pub fn search<C: Exchange>(comm: &C, g: &LocalGraph, root: Vertex, s: &mut Scratch) -> Vec<Vertex> {
     let part = *g.partition();
     let n = part.num_vertices();
     let size = part.size();
@@ -54,15 +55,15 @@ pub fn search(comm: &Comm, g: &LocalGraph, root: Vertex, s: &mut Scratch) -> Vec
     s.sent.clear();
     s.sent.resize(n.div_ceil(64), 0);
     s.outbox.resize_with(size, Vec::new);
-    let words_per_worker = part.chunk() / 64;
-    s.frontier_bits.resize(words_per_worker, 0);
-    s.all_bits.resize(words_per_worker * size, 0);
+    let words_per_rank = part.chunk() / 64;
+    s.frontier_bits.resize(words_per_rank, 0);
+    s.all_bits.resize(words_per_rank * size, 0);
 
     let mut unexplored = g.total_entries();
     let mut bottom_up = false;
     loop {
         let local_edges: u64 = frontier.iter().map(|&i| g.degree(i as usize) as u64).sum();
-        let totals = comm.sum(&[frontier.len() as u64, local_edges]);
+        let totals = comm.sum_u64(&[frontier.len() as u64, local_edges]);
         let (frontier_len, frontier_edges) = (totals[0], totals[1]);
         if frontier_len == 0 {
             break;
@@ -79,7 +80,7 @@ pub fn search(comm: &Comm, g: &LocalGraph, root: Vertex, s: &mut Scratch) -> Vec
             for &i in &frontier {
                 s.frontier_bits[i as usize / 64] |= 1 << (i % 64);
             }
-            comm.all_gather_blocks(&s.frontier_bits, &mut s.all_bits);
+            comm.all_gather_words(&s.frontier_bits, &mut s.all_bits);
             for (i, pv) in parent.iter_mut().enumerate() {
                 if *pv != NO_PARENT {
                     continue;

@@ -1,4 +1,6 @@
-//! Kernel 1 of the MPI baseline: the 1-D block partition and each rank's rows of the CSR.
+//! Kernel 1 of the distributed engines: the 1-D block partition and each rank's rows of the CSR.
+//!
+//! A *rank* here is a member of the [`Exchange`]: an MPI rank, or a Gossamer worker.
 //!
 //! Vertices are split in contiguous blocks: rank r owns `r·chunk .. (r+1)·chunk` (clipped to N),
 //! with `chunk = ⌈N / ranks⌉` rounded up to a multiple of 64 so that each rank's part of a vertex
@@ -8,15 +10,16 @@
 //!
 //! Construction, as the sequential [`Csr`](crate::csr::Csr) does it but distributed: each rank
 //! counts the degrees its own edges give every vertex, the counts are summed over the ranks
-//! (`MPI_Allreduce`) and each rank keeps its block's, which fixes the row offsets; then the edges
-//! go to their owners in rounds of at most [`ROUND`] edges per rank (one `MPI_Alltoallv` each,
-//! every non-self-loop edge sent as two directed entries, one to each endpoint's owner), and each
-//! rank places what it receives in its rows. Self-loops are dropped, duplicates kept. The order of
-//! a row's entries differs from the sequential build's; no kernel depends on it.
+//! ([`Exchange::sum_u32`]) and each rank keeps its block's, which fixes the row offsets; then the
+//! edges go to their owners in rounds of at most [`Exchange::ROUND`] edges per rank (one
+//! [`Exchange::exchange`] each, every non-self-loop edge sent as two directed entries, one to each
+//! endpoint's owner), and each rank places what it receives in its rows. Self-loops are dropped,
+//! duplicates kept. The order of a row's entries differs from the sequential build's; no kernel
+//! depends on it.
 //!
 //! This module abstracts ownership and the local rows. It does not search.
 
-use super::comm::Comm;
+use super::Exchange;
 use crate::kronecker::{EdgeList, Vertex};
 
 /// Which rank owns which vertex: contiguous blocks of a multiple of 64 vertices.
@@ -104,11 +107,6 @@ impl Partition {
     }
 }
 
-/// Edges per rank sent in one construction round: bounds the exchange buffers (two entries of
-/// three words per edge: 12 MiB out, about as much in), so that the peak memory of construction is
-/// the edges and the rows, not the messages.
-pub const ROUND: usize = 1 << 19;
-
 /// This rank's rows of the undirected graph: targets are global labels.
 #[derive(Clone, Debug)]
 pub struct LocalGraph {
@@ -122,7 +120,7 @@ pub struct LocalGraph {
 impl LocalGraph {
     /// Builds this rank's rows from every rank's `list` (collective: every rank calls it).
     /// Without `weighted`, weights are neither sent nor kept.
-    pub fn build(comm: &Comm, part: Partition, list: &EdgeList, weighted: bool) -> Self {
+    pub fn build<C: Exchange>(comm: &C, part: Partition, list: &EdgeList, weighted: bool) -> Self {
         let n = part.num_vertices();
         // Degrees: what this rank's edges give every vertex, summed over the ranks.
         let mut degree = vec![0u32; n];
@@ -130,7 +128,7 @@ impl LocalGraph {
             degree[e.u as usize] += 1;
             degree[e.v as usize] += 1;
         }
-        let degree = comm.sum(&degree);
+        let degree = comm.sum_u32(&degree);
         let mine = part.range_of(part.rank());
         let mut offsets = Vec::with_capacity(mine.len() + 1);
         offsets.push(0usize);
@@ -151,14 +149,14 @@ impl LocalGraph {
 
         // Entries as words: source, target, and the weight's bits when weighted.
         let stride = if weighted { 3 } else { 2 };
-        let rounds = comm.max_u64(list.len().div_ceil(ROUND) as u64) as usize;
+        let rounds = comm.max_u64(list.len().div_ceil(C::ROUND) as u64) as usize;
         let mut counts = vec![0usize; part.size()];
         let mut cursor = vec![0usize; part.size()];
         let mut send: Vec<u32> = Vec::new();
         let mut recv: Vec<u32> = Vec::new();
         for round in 0..rounds {
-            let lo = (round * ROUND).min(list.len());
-            let hi = ((round + 1) * ROUND).min(list.len());
+            let lo = (round * C::ROUND).min(list.len());
+            let hi = ((round + 1) * C::ROUND).min(list.len());
             let edges = &list.edges[lo..hi];
             let ws = &list.weights[lo..hi];
             counts.fill(0);
@@ -248,12 +246,12 @@ impl LocalGraph {
 
     /// The search's edge count over all ranks (collective): half the degrees of the reached
     /// vertices, as [`Csr::component_edges`](crate::csr::Csr::component_edges) counts.
-    pub fn component_edges(&self, comm: &Comm, reached: impl Fn(usize) -> bool) -> u64 {
+    pub fn component_edges<C: Exchange>(&self, comm: &C, reached: impl Fn(usize) -> bool) -> u64 {
         let twice: u64 = (0..self.local_count())
             .filter(|&i| reached(i))
             .map(|i| self.degree(i) as u64)
             .sum();
-        comm.sum(&[twice])[0] / 2
+        comm.sum_u64(&[twice])[0] / 2
     }
 
     /// Bytes held by the rows.

@@ -1,0 +1,275 @@
+//! The distributed Graph500 run, written once over [`Exchange`]: the kernels, graph building,
+//! validation and the driver both distributed engines share.
+//!
+//! The MPI baseline ([`crate::mpi_engine`]) and the Gossamer engine ([`crate::gsm_engine`]) do
+//! identical work step for step and differ only in how bytes move between the *members* of the
+//! job: ranks through MPI in one, workers through the runtime's team collectives in the other. That
+//! difference is the [`Exchange`] trait, which each engine's `comm` implements; everything else
+//! lives in this module, generic over it and monomorphised per engine (no trait objects, so the
+//! hot loops compile as they did when each engine had its own copy).
+//!
+//! - [`graph`]: the 1-D block [`Partition`] over the members and each member's rows of the CSR
+//!   (kernel 1).
+//! - [`bfs`]: level-synchronous, direction-optimising BFS (kernel 2).
+//! - [`sssp`]: bulk-synchronous delta-stepping (kernel 3).
+//! - [`validate`]: the rules, with the trees gathered and the edge rules distributed.
+//! - [`run`]: the phases of a run, their timing, and the results block.
+//!
+//! This module does not start or stop anything: initialising MPI or the runtime, choosing the
+//! reporter and finalising are each engine's driver glue.
+
+pub mod bfs;
+pub mod graph;
+pub mod sssp;
+pub mod validate;
+
+use std::io::IsTerminal as _;
+use std::time::Instant;
+
+use graph::{LocalGraph, Partition};
+
+use crate::bfs::NO_PARENT;
+use crate::cli::{Args, Kernel, RunError};
+use crate::kronecker::{EdgeList, KroneckerGenerator, Vertex, share};
+use crate::report::{KernelRuns, Results};
+use crate::roots::choose_roots;
+
+/// The bulk-synchronous collectives the distributed kernels use, between the members of a job
+/// (MPI ranks, or Gossamer workers). Every method is collective except [`Self::rank`] and
+/// [`Self::size`]: every member calls it, in the same order.
+pub trait Exchange {
+    /// Edges per member sent in one construction round of [`LocalGraph::build`]: bounds the
+    /// exchange buffers, so that construction's peak memory is the edges and the rows, not the
+    /// messages. Each engine picks its own (see its `comm`).
+    const ROUND: usize;
+    /// Bytes per vertex of the whole graph each member needs beyond its edges and rows, for the
+    /// memory estimate checked before generating (see [`run`]).
+    const BYTES_PER_VERTEX: f64;
+
+    /// This member's index, `0..size()`.
+    fn rank(&self) -> usize;
+    /// The number of members.
+    fn size(&self) -> usize;
+    /// Waits until every member has called it.
+    fn barrier(&self);
+    /// Element-wise sum over the members.
+    fn sum_u32(&self, mine: &[u32]) -> Vec<u32>;
+    /// Element-wise sum over the members.
+    fn sum_u64(&self, mine: &[u64]) -> Vec<u64>;
+    /// Maximum over the members of one value.
+    fn max_u64(&self, mine: u64) -> u64;
+    /// Bitwise OR over the members, in place.
+    fn or_in_place(&self, words: &mut [u64]);
+    /// `value` as member `root` has it.
+    fn broadcast_bool(&self, root: usize, value: bool) -> bool;
+    /// All-gather of equal blocks: `all` is `size()` blocks of `mine.len()` words.
+    fn all_gather_words(&self, mine: &[u64], all: &mut [u64]);
+    /// Every member's `mine` (`counts[r]` vertices from member r), concatenated in member order.
+    fn all_gather_vertices(&self, mine: &[Vertex], counts: &[usize]) -> Vec<Vertex>;
+    /// Every member's `mine` (`counts[r]` distances from member r), concatenated in member order.
+    fn all_gather_dists(&self, mine: &[f32], counts: &[usize]) -> Vec<f32>;
+    /// Byte strings of every member, in member order.
+    fn all_gather_bytes(&self, mine: &[u8]) -> Vec<Vec<u8>>;
+    /// Personalised all-to-all of `u32` words: `send` holds the words for member 0, then for
+    /// member 1, …, `send_counts[r]` of them for member r. The words received (from member 0
+    /// first) replace `recv`'s contents.
+    fn exchange(&self, send: &[u32], send_counts: &[usize], recv: &mut Vec<u32>);
+    /// [`Self::exchange`], also returning the minimum over the members of `mine`, which travels
+    /// with the words (so one exchange serves both).
+    fn exchange_min(
+        &self,
+        send: &[u32],
+        send_counts: &[usize],
+        mine: u64,
+        recv: &mut Vec<u32>,
+    ) -> u64;
+}
+
+/// What every member needs of the arguments.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// log2 of the number of vertices.
+    pub scale: u32,
+    /// Edges per vertex.
+    pub edgefactor: u32,
+    /// Number of search roots.
+    pub roots: u32,
+    /// Whether to run kernel 2.
+    pub bfs: bool,
+    /// Whether to run kernel 3.
+    pub sssp: bool,
+    /// Whether to validate each search.
+    pub validating: bool,
+}
+
+impl Plan {
+    /// The plan the command line asks for.
+    pub fn from_args(args: &Args) -> Self {
+        Self {
+            scale: args.scale,
+            edgefactor: args.edgefactor,
+            roots: args.roots,
+            bfs: args.kernels.contains(&Kernel::Bfs),
+            sssp: args.kernels.contains(&Kernel::Sssp),
+            validating: !args.no_validate,
+        }
+    }
+}
+
+/// Bytes one member needs, roughly: its edges (12 bytes each), its rows (two entries of 8 bytes
+/// per edge), the engine's per-vertex arrays ([`Exchange::BYTES_PER_VERTEX`] per vertex of the
+/// graph), and the construction round's and the searches' messages (64 MiB).
+fn estimated_bytes_per_member(n: f64, m: f64, members: f64, per_vertex: f64) -> f64 {
+    (12.0 + 16.0) * m / members + per_vertex * n + 64.0 * (1u64 << 20) as f64
+}
+
+/// Runs every phase on this member (collective): generation, construction, roots, the kernels
+/// the plan asks for. Every member returns the same results; timings are member 0's, each phase
+/// starting after a barrier and ending with a collective.
+pub fn run<C: Exchange>(comm: &C, plan: &Plan) -> Result<Results, RunError> {
+    let me = comm.rank();
+    let members = comm.size();
+    let progress = me == 0 && std::io::stderr().is_terminal();
+    let say = |msg: &dyn Fn() -> String| {
+        if progress {
+            eprintln!("{}", msg());
+        }
+    };
+    let scale = plan.scale;
+    let n = 1usize << scale;
+    let m = u64::from(plan.edgefactor) << scale;
+    // Every member may share this host; ask for all of them at once, as the worst case.
+    let need = estimated_bytes_per_member(n as f64, m as f64, members as f64, C::BYTES_PER_VERTEX)
+        * members as f64;
+    if let Some(available) = crate::cli::available_bytes() {
+        if need > available {
+            return Err(RunError::TooLarge {
+                scale,
+                edgefactor: plan.edgefactor,
+                need_gib: need / crate::cli::GIB,
+                available_gib: available / crate::cli::GIB,
+            });
+        }
+    }
+    let part = Partition::new(n, members, me);
+
+    comm.barrier();
+    let t = Instant::now();
+    let (start, end) = share(m, me as u64, members as u64);
+    let list = KroneckerGenerator::new(scale).range(start, end);
+    comm.barrier();
+    let graph_generation = t.elapsed().as_secs_f64();
+    say(&|| format!("graph_generation:               {graph_generation:.6} s"));
+
+    comm.barrier();
+    let t = Instant::now();
+    let graph = LocalGraph::build(comm, part, &list, plan.sssp);
+    comm.barrier();
+    let construction_time = t.elapsed().as_secs_f64();
+    say(&|| format!("construction_time:              {construction_time:.6} s"));
+
+    let roots = choose_roots(scale, plan.roots as usize, |v| {
+        let owner = part.owner(v);
+        comm.broadcast_bool(owner, owner == me && graph.has_edge(v))
+    });
+    let mut results = Results {
+        scale,
+        edgefactor: plan.edgefactor,
+        nbfs: roots.len(),
+        graph_generation,
+        num_mpi_processes: members,
+        construction_time,
+        bfs: None,
+        sssp: None,
+        roots: roots.clone(),
+    };
+    let ctx = Context {
+        comm,
+        graph: &graph,
+        list: &list,
+        validating: plan.validating,
+        progress,
+    };
+    if plan.bfs {
+        let mut scratch = bfs::Scratch::default();
+        let search = |root: Vertex| (bfs::search(comm, &graph, root, &mut scratch), None);
+        results.bfs = Some(ctx.run_kernel("BFS", &roots, search)?);
+    }
+    if plan.sssp {
+        let delta = crate::sssp::delta_for(graph.total_entries(), n);
+        let mut scratch = sssp::Scratch::default();
+        let search = |root: Vertex| {
+            let p = sssp::search(comm, &graph, root, delta, &mut scratch);
+            (p.parent, Some(p.dist))
+        };
+        results.sssp = Some(ctx.run_kernel("SSSP", &roots, search)?);
+    }
+    Ok(results)
+}
+
+/// What every kernel's loop needs.
+struct Context<'a, C> {
+    comm: &'a C,
+    graph: &'a LocalGraph,
+    list: &'a EdgeList,
+    validating: bool,
+    progress: bool,
+}
+
+impl<C: Exchange> Context<'_, C> {
+    /// One kernel over all roots: an untimed, validated warm-up, then the timed searches, each
+    /// validated unless asked not to (as the other drivers do).
+    fn run_kernel(
+        &self,
+        name: &'static str,
+        roots: &[Vertex],
+        mut search: impl FnMut(Vertex) -> (Vec<Vertex>, Option<Vec<f32>>),
+    ) -> Result<KernelRuns, RunError> {
+        let count = |parent: &[Vertex]| {
+            self.graph
+                .component_edges(self.comm, |i| parent[i] != NO_PARENT)
+        };
+        let check = |index: usize, root: Vertex, parent: &[Vertex], dist: Option<&[f32]>, m| {
+            validate::validate(self.comm, self.graph, self.list, root, parent, dist, m).map_err(
+                |failure| RunError::Invalid {
+                    kernel: name,
+                    root,
+                    index,
+                    failure,
+                },
+            )
+        };
+        let (parent, dist) = search(roots[0]);
+        if self.validating {
+            check(0, roots[0], &parent, dist.as_deref(), count(&parent))?;
+        }
+        let mut runs = KernelRuns::default();
+        for (i, &root) in roots.iter().enumerate() {
+            if self.progress {
+                eprintln!("Running {name} {i}");
+            }
+            self.comm.barrier();
+            let t = Instant::now();
+            let (parent, dist) = search(root);
+            let time = t.elapsed().as_secs_f64();
+            let m = count(&parent);
+            if self.progress {
+                eprintln!(
+                    "Time for {name} {i} is {time:.6}; TEPS {:.6e}",
+                    m as f64 / time
+                );
+            }
+            runs.times.push(time);
+            runs.edges.push(m as f64);
+            if self.validating {
+                self.comm.barrier();
+                let t = Instant::now();
+                check(i, root, &parent, dist.as_deref(), m)?;
+                runs.validate_times.push(t.elapsed().as_secs_f64());
+            } else {
+                runs.validate_times.push(-1.0);
+            }
+        }
+        Ok(runs)
+    }
+}
