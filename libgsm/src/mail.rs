@@ -24,7 +24,7 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::noref::Wire;
 use crate::spawn::WorkerId;
-use crate::trust::{encode_arg, take_arg};
+use crate::trust::{OutArg, take_arg};
 use crate::wire::codeptr;
 use crate::wire::record::{Request, Src};
 use crate::worker::{NO_REPLY, Trampoline, WorkerCore, core_or_panic};
@@ -122,33 +122,17 @@ pub fn send<T: Wire>(to: WorkerId, tag: u64, value: T) {
     let code = Some(codeptr::offset_of(
         tramp_deliver::<T> as Trampoline as usize,
     ));
-    match encode_arg(core, w, &value) {
-        Ok(Some(bytes)) => {
-            drop(value);
-            core.send_request(
-                w,
-                code,
-                0,
-                0,
-                NO_REPLY,
-                Src::of(&tag),
-                Some(Src::slice(&bytes)),
-                true,
-            );
-        }
-        Ok(None) => {
-            let value = std::mem::ManuallyDrop::new(value);
-            core.send_request(
-                w,
-                code,
-                0,
-                0,
-                NO_REPLY,
-                Src::of(&tag),
-                Some(Src::of(&*value)),
-                false,
-            );
-        }
+    match OutArg::new(core, w, value) {
+        Ok(v) => core.send_request(
+            w,
+            code,
+            0,
+            0,
+            NO_REPLY,
+            Src::of(&tag),
+            Some(v.src()),
+            v.encoded(),
+        ),
         Err(e) => panic!("gossamer::send to worker {w}: {e}"),
     }
 }

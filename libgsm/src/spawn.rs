@@ -298,8 +298,8 @@ where
         result: RefCell::new(None),
         waiter: Cell::new(None),
     });
-    let encoded = match crate::trust::encode_arg(core, w, &arg) {
-        Ok(e) => e,
+    let arg = match crate::trust::OutArg::new(core, w, arg) {
+        Ok(a) => a,
         Err(e) => {
             cell.set(Err(e.to_string()));
             return JoinHandle {
@@ -314,25 +314,16 @@ where
     let code = Some(codeptr::offset_of(
         tramp_spawn_with::<A, F, R> as Trampoline as usize,
     ));
-    match encoded {
-        Some(bytes) => {
-            drop(arg);
-            core.send_request(
-                w,
-                code,
-                0,
-                0,
-                req,
-                Src::of(&f),
-                Some(Src::slice(&bytes)),
-                true,
-            );
-        }
-        None => {
-            let arg = std::mem::ManuallyDrop::new(arg);
-            core.send_request(w, code, 0, 0, req, Src::of(&f), Some(Src::of(&*arg)), false);
-        }
-    }
+    core.send_request(
+        w,
+        code,
+        0,
+        0,
+        req,
+        Src::of(&f),
+        Some(arg.src()),
+        arg.encoded(),
+    );
     JoinHandle {
         cell,
         _not_send: PhantomData,

@@ -280,21 +280,55 @@ pub(crate) unsafe fn take_arg<A: Wire>(rec: &Request<'_>) -> Result<A, Delegatio
     }
 }
 
-/// Encodes an argument for `dest`: `Ok(Some(bytes))` (its `postcard` encoding) when `dest` is in
-/// another rank, `Ok(None)` when it can be moved by bytes.
-pub(crate) fn encode_arg<A: Wire>(
-    core: &WorkerCore,
-    dest: usize,
-    arg: &A,
-) -> Result<Option<Vec<u8>>, DelegationError> {
-    if !core.is_remote(dest) {
-        return Ok(None);
+/// An argument on its way to worker `dest`: within the process the value itself, to be moved by
+/// bytes into the record (and then never dropped here); to another rank its `postcard` encoding
+/// (the value is dropped here once encoded; trusts inside it travel as new handles, see
+/// `Serialize for Trust`).
+pub(crate) enum OutArg<A> {
+    Moved(std::mem::ManuallyDrop<A>),
+    Encoded(Vec<u8>),
+}
+
+impl<A: Wire> OutArg<A> {
+    /// Prepares `arg` for worker `dest`.
+    pub(crate) fn new(core: &WorkerCore, dest: usize, arg: A) -> Result<Self, DelegationError> {
+        if !core.is_remote(dest) {
+            return Ok(OutArg::Moved(std::mem::ManuallyDrop::new(arg)));
+        }
+        postcard::to_allocvec(&arg)
+            .map(OutArg::Encoded)
+            .map_err(|e| {
+                DelegationError::Wire(format!(
+                    "gossamer: the argument could not be serialised: {e}"
+                ))
+            })
     }
-    postcard::to_allocvec(arg).map(Some).map_err(|e| {
-        DelegationError::Wire(format!(
-            "gossamer: the argument could not be serialised: {e}"
-        ))
-    })
+
+    /// The bytes the record carries.
+    pub(crate) fn src(&self) -> Src<'_> {
+        match self {
+            OutArg::Moved(a) => Src::of(&**a),
+            OutArg::Encoded(b) => Src::slice(b),
+        }
+    }
+
+    /// Whether the bytes are an encoding (the record's `SER` flag).
+    pub(crate) fn encoded(&self) -> bool {
+        matches!(self, OutArg::Encoded(_))
+    }
+}
+
+/// The current worker, if the caller may block on it: an error inside a delegated closure or a
+/// callback, a panic outside a fiber (`what` names the call).
+fn blocking_core(what: &str) -> Result<&'static WorkerCore, DelegationError> {
+    let core = core_or_panic(what);
+    if core.delegated_or_callback() > 0 {
+        return Err(DelegationError::BlockingInDelegatedContext);
+    }
+    if core.current_fiber().is_none() {
+        panic!("gossamer: {what} was called outside a fiber; spawn a fiber or use apply_then");
+    }
+    Ok(core)
 }
 
 /// # Safety
@@ -365,15 +399,7 @@ impl<T: Send + 'static> Trust<T> {
         &self,
         f: F,
     ) -> Result<U, DelegationError> {
-        let core = core_or_panic("Trust::apply");
-        if core.delegated_or_callback() > 0 {
-            return Err(DelegationError::BlockingInDelegatedContext);
-        }
-        if core.current_fiber().is_none() {
-            panic!(
-                "gossamer: Trust::apply was called outside a fiber; spawn a fiber or use apply_then"
-            );
-        }
+        let core = blocking_core("Trust::apply")?;
         if self.local(core) {
             return core.run_delegated::<T, U>(self.idx, self.gn, f);
         }
@@ -413,44 +439,20 @@ impl<T: Send + 'static> Trust<T> {
         arg: A,
         f: F,
     ) -> Result<U, DelegationError> {
-        let core = core_or_panic("Trust::apply_with");
-        if core.delegated_or_callback() > 0 {
-            return Err(DelegationError::BlockingInDelegatedContext);
-        }
-        if core.current_fiber().is_none() {
-            panic!(
-                "gossamer: Trust::apply_with was called outside a fiber; spawn a fiber or use apply_then"
-            );
-        }
+        let core = blocking_core("Trust::apply_with")?;
         if self.local(core) {
             return core.run_delegated::<T, U>(self.idx, self.gn, move |t| f(t, arg));
         }
-        let tramp = tramp_apply_with::<T, A, U, F> as Trampoline;
-        if let Some(bytes) = encode_arg(core, self.trustee as usize, &arg)? {
-            // To another rank: the argument travels as its `postcard` encoding (trusts inside
-            // it travel as new handles, see `Serialize for Trust`), then is dropped here.
-            drop(arg);
-            return block_on(
-                core,
-                self.trustee as usize,
-                tramp,
-                self.idx,
-                self.gn,
-                Src::of(&f),
-                Some(Src::slice(&bytes)),
-                true,
-            );
-        }
-        let arg = std::mem::ManuallyDrop::new(arg);
+        let arg = OutArg::new(core, self.trustee as usize, arg)?;
         block_on(
             core,
             self.trustee as usize,
-            tramp,
+            tramp_apply_with::<T, A, U, F> as Trampoline,
             self.idx,
             self.gn,
             Src::of(&f),
-            Some(Src::of(&*arg)),
-            false,
+            Some(arg.src()),
+            arg.encoded(),
         )
     }
 
