@@ -2,7 +2,7 @@
 //! 2 ranks of 2 workers (and alone, without a launcher) the Gossamer engine validates every
 //! search, chooses the sequential engine's roots, and reports the same edge count m for every
 //! search; SCALE 10 also matches the reference's published values; and the engine's distributed
-//! validation rejects corrupted searches (the `gsm_corrupt` example, on 2 ranks of 2 workers).
+//! validation rejects corrupted searches (the `corrupt` example with `gsm`, on 2 ranks of 2 workers).
 //!
 //! Needs `gsmrun` built in the same target directory and profile as the test
 //! (`cargo build --release -p gsmrun -p graph500`); the runs are bounded by time limits.
@@ -138,10 +138,10 @@ fn scale_11_runs_alone_on_two_workers_without_a_launcher() {
 #[test]
 fn distributed_validation_rejects_a_corrupted_parent_and_distance_on_four_workers() {
     // Built by `cargo test` with the package's other examples.
-    let program = gsm_tests::bins::profile_dir().join("examples/gsm_corrupt");
+    let program = gsm_tests::bins::profile_dir().join("examples/corrupt");
     assert!(program.is_file(), "missing {}", program.display());
     let mut cmd = gsmrun(["-np", "2", "-t", "2", "--oversubscribe"]);
-    cmd.arg(&program).arg("10");
+    cmd.arg(&program).args(["gsm", "10"]);
     let done = run(&mut cmd, LIMIT);
     assert_exit(&done, 0, "every worker reaches the right verdicts");
     let out = &done.stdout;

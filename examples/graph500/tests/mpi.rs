@@ -1,7 +1,7 @@
 //! `--engine mpi` end to end through `gsmrun`: on 1 and 2 ranks (and as a singleton) the MPI
 //! baseline validates every search, chooses the sequential engine's roots, and reports the same
 //! edge count m for every search; SCALE 10 also matches the reference's published values; and the
-//! distributed validation rejects corrupted searches (the `mpi_corrupt` example, on 2 ranks).
+//! distributed validation rejects corrupted searches (the `corrupt` example with `mpi`, on 2 ranks).
 //!
 //! Needs `gsmrun` built in the same target directory and profile as the test
 //! (`cargo build --release -p gsmrun -p graph500`); the runs are bounded by time limits.
@@ -130,10 +130,10 @@ fn scale_11_runs_as_a_singleton_without_a_launcher() {
 #[test]
 fn distributed_validation_rejects_a_corrupted_parent_and_distance_on_two_ranks() {
     // Built by `cargo test` with the package's other examples.
-    let program = gsm_tests::bins::profile_dir().join("examples/mpi_corrupt");
+    let program = gsm_tests::bins::profile_dir().join("examples/corrupt");
     assert!(program.is_file(), "missing {}", program.display());
     let mut cmd = gsmrun(["-np", "2", "--oversubscribe"]);
-    cmd.arg(&program).arg("10");
+    cmd.arg(&program).args(["mpi", "10"]);
     let done = run(&mut cmd, LIMIT);
     assert_exit(&done, 0, "every rank reaches the right verdicts");
     let out = &done.stdout;
