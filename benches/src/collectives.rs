@@ -258,7 +258,20 @@ fn sweep_once(quick: bool) -> anyhow::Result<Vec<(String, f64, f64)>> {
     let out = gossamer::spmd(config, move |w| {
         let world = Team::world();
         let with = |t: Tuning| world.dup().with_tuning(t);
-        let base = Tuning::default();
+        // The message algorithms' switches are swept with the board off; the board's own
+        // switch (steps against single copies) with it on.
+        let base = Tuning {
+            board: false,
+            ..Tuning::default()
+        };
+        let steps = with(Tuning {
+            copy_min: usize::MAX,
+            ..Tuning::default()
+        });
+        let copies = with(Tuning {
+            copy_min: 0,
+            ..Tuning::default()
+        });
         let rd = with(Tuning {
             allreduce_ring_min: usize::MAX,
             ..base
@@ -316,6 +329,34 @@ fn sweep_once(quick: bool) -> anyhow::Result<Vec<(String, f64, f64)>> {
                 || chain.broadcast(&mut buf, 0).unwrap(),
             );
             rows.push((format!("broadcast {bytes} B: chain vs binomial"), b, a));
+        }
+        for shift in [10, 12, 13, 14, 15, 16, 18, 20, 22] {
+            let bytes = 1usize << shift;
+            let it = if quick { 3 } else { 100 };
+            let send = vec![1.0f64; bytes / 8];
+            let mut recv = vec![0.0f64; bytes / 8];
+            let a = time(
+                it,
+                || world.barrier(),
+                || steps.allreduce(&send, &mut recv, Sum).unwrap(),
+            );
+            let b = time(
+                it,
+                || world.barrier(),
+                || copies.allreduce(&send, &mut recv, Sum).unwrap(),
+            );
+            rows.push((format!("board allreduce {bytes} B: copies vs steps"), b, a));
+            let a = time(
+                it,
+                || world.barrier(),
+                || steps.broadcast(&mut recv, 0).unwrap(),
+            );
+            let b = time(
+                it,
+                || world.barrier(),
+                || copies.broadcast(&mut recv, 0).unwrap(),
+            );
+            rows.push((format!("board broadcast {bytes} B: copies vs steps"), b, a));
         }
         world.barrier();
         (w.id() == 0).then_some(rows)

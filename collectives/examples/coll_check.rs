@@ -4,13 +4,19 @@
 //! one rank.
 //!
 //! Rounds, on the world team of every worker (`GSM_THREADS` workers per rank, default 2):
-//! the default tuning (hierarchical), the hierarchy off (every worker its own group, so the
-//! algorithms across groups run on every member), and the hierarchy off with the switch points
-//! at 0 (ring allreduce, pipelined broadcast) and 4 KiB pieces between ranks. Each round runs the plain-data
+//! the default tuning (hierarchical; ranks on one host meet on the host board), the hierarchy
+//! off (every worker its own group, so the algorithms across groups run on every member; on the
+//! board when each rank has one worker), the board with single copies from 0 bytes in pieces of
+//! 4 KiB, the board in steps only, messages only (the board off), and the hierarchy and
+//! the board off with the switch points at 0 (ring allreduce, pipelined broadcast) and 4 KiB
+//! pieces between ranks. Each round runs the plain-data
 //! operations at sizes 0, 1, 7 and `--large N` elements (default 393 217, 3 MiB of `u64`),
 //! then the serde-based ones, splits and argument errors (`tests/suite/mod.rs`).
 //!
-//! Output: `ok <round> (rank R)` per round, then `coll_check: rank R of N passed C checks
+//! With `--panic-rank R`, rank R panics after a first barrier while the others wait in a second
+//! one (a failure test: the job must end with the panic's report).
+//!
+//! Output: `ok <round> (rank R, host board|messages)` per round (how the ranks' leaders met), then `coll_check: rank R of N passed C checks
 //! (W workers)` on every rank; any difference panics with what differed, which ends the job.
 
 #[path = "../tests/suite/mod.rs"]
@@ -29,6 +35,7 @@ fn arg(name: &str) -> Option<usize> {
 
 fn main() {
     let large = arg("--large").unwrap_or(393_217);
+    let panic_rank = arg("--panic-rank");
     let mut config = Config::from_env().expect("configuration");
     if std::env::var_os("GSM_THREADS").is_none() {
         config = config.workers(2);
@@ -44,18 +51,52 @@ fn main() {
                 },
             ),
             (
+                "board copies",
+                Tuning {
+                    copy_min: 0,
+                    copy_piece: 4096,
+                    ..Tuning::default()
+                },
+            ),
+            (
+                "board steps",
+                Tuning {
+                    copy_min: usize::MAX,
+                    ..Tuning::default()
+                },
+            ),
+            (
+                "messages",
+                Tuning {
+                    board: false,
+                    ..Tuning::default()
+                },
+            ),
+            (
                 "forced",
                 Tuning {
                     hierarchical: false,
+                    board: false,
                     allreduce_ring_min: 0,
                     bcast_pipeline_min: 0,
                     bcast_chunk: 4096,
                     piece: 4096,
                     rendezvous_min: 0,
+                    ..Tuning::default()
                 },
             ),
         ];
         let world = Team::world();
+        if let Some(r) = panic_rank {
+            // A failure test: rank r panics while the others wait in a barrier, which must end
+            // the job with a report instead of leaving them waiting.
+            world.barrier();
+            if w.rank() == r {
+                panic!("coll_check: rank {r} panics on purpose (--panic-rank)");
+            }
+            world.barrier();
+            unreachable!("a barrier passed without every member");
+        }
         let mut passed = 0;
         for (name, tuning) in rounds {
             let team = world.dup().with_tuning(tuning);
@@ -70,7 +111,12 @@ fn main() {
             suite::teams(&team, &mut t);
             world.barrier();
             if w.id() == gossamer::workers_of_rank(w.rank()).start {
-                println!("ok {name} (rank {})", w.rank());
+                let how = if team.on_host_board() {
+                    "host board"
+                } else {
+                    "messages"
+                };
+                println!("ok {name} (rank {}, {how})", w.rank());
             }
             passed += t.passed;
         }

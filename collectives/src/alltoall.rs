@@ -10,6 +10,10 @@
 //! The bundling is what makes small parts cheap across ranks: with L workers per rank a pair of
 //! ranks exchanges one message instead of L².
 //!
+//! When every member is alone in its rank and the ranks share a host, `alltoall` goes over the
+//! host board instead (see `board`: every member writes its parts, a slice of each step per
+//! destination, and reads its own from every other).
+//!
 //! Bruck's logarithmic all-to-all (which forwards parts through ⌈log₂ G⌉ rounds) is not
 //! implemented: with the bundling above the number of messages per leader is already G − 1,
 //! and it only pays for tiny parts across many ranks.
@@ -58,6 +62,11 @@ impl Team {
         }
         let k = send.len() / n;
         let c = self.begin(Kind::Alltoall);
+        if let Some(hb) = self.board_for::<T>().filter(|_| self.singletons()) {
+            if self.board_alltoall(hb, &c, send, recv, k) {
+                return Ok(());
+            }
+        }
         let counts = vec![k; n];
         let (inbound, mine) = self.exchange(&c, send, &counts);
         let shape = &self.shape;

@@ -4,7 +4,8 @@
 //! by pointer), the leaders run a *dissemination barrier* (Hensgen, Finkel & Manber, "Two
 //! algorithms for barrier synchronization", 1988: in round k leader i signals leader
 //! i + 2^k and waits for leader i − 2^k, ⌈log₂ G⌉ rounds for G leaders, any G), and each leader
-//! releases its group. This module does not time out: a member that never arrives keeps the
+//! releases its group. Leaders of ranks on one host meet on the host board instead (see
+//! `board`: each takes a step and waits for every other's). This module does not time out: a member that never arrives keeps the
 //! others waiting (their fibers only; their workers keep serving).
 
 use crate::Team;
@@ -25,6 +26,13 @@ impl Team {
         }
         for &m in &group[1..] {
             self.get::<()>(&c, m, 0);
+        }
+        if let Some(hb) = self.board_for::<()>() {
+            self.board_barrier(hb, &c);
+            for &m in &group[1..] {
+                self.put(&c, m, 1, ());
+            }
+            return;
         }
         let n = shape.groups.len();
         let mut d = 1;

@@ -13,7 +13,9 @@
 //! mailboxes, which the runtime handles several times slower (1 MiB in 256 KiB pieces, 2 ranks:
 //! 1.0 ms per message flooding, 0.23–0.34 ms acknowledged). Each leader then hands the data to
 //! its group by pointer (one shared `Arc`),
-//! and every member copies it into its buffer once. This module does not overlap the group
+//! and every member copies it into its buffer once. Leaders of ranks on one host use the host
+//! board instead of the tree or chain (see `board`: the root's leader writes the data in steps
+//! of 64 KiB, double-buffered, and the others copy each step out). This module does not overlap the group
 //! phase with the chain.
 
 use std::sync::Arc;
@@ -52,7 +54,10 @@ impl Team {
         let member_at = |v: usize| shape.leader((v + rg) % n, Some(root));
         let bytes = std::mem::size_of_val(buf);
         let ack = bytes > 0 && bytes >= self.tuning().rendezvous_min;
-        if n >= 3 && bytes >= self.tuning().bcast_pipeline_min && bytes > 0 {
+        // The board only while the first member of each group leads it (see `board`).
+        if let Some(hb) = self.board_for::<T>().filter(|_| shape.slot_of[root] == 0) {
+            self.board_broadcast(hb, &c, buf, rg);
+        } else if n >= 3 && bytes >= self.tuning().bcast_pipeline_min && bytes > 0 {
             self.chain(&c, buf, v, n, &member_at, root, ack);
         } else if n > 1 {
             self.binomial(&c, buf, v, n, &member_at, ack);

@@ -79,6 +79,7 @@
 
 mod alltoall;
 mod barrier;
+mod board;
 mod broadcast;
 mod error;
 mod gather;

@@ -17,7 +17,9 @@
 //!   circulate the finished parts. Every leader sends 2(G − 1)/G of the vector in all, and does
 //!   1/G of the arithmetic each step;
 //!
-//! then hand the result to their groups by pointer (one shared `Arc`). The exchanges of both
+//! or, for ranks on one host, combine on the host board (see `board`: every leader reads every
+//! other's vector and combines them in leader order), then hand the result to their groups by
+//! pointer (one shared `Arc`). The exchanges of both
 //! allreduce algorithms go piece by piece, in lockstep between the two sides (`Team::swap`).
 //!
 //! `scan`/`exscan` respect member order, which the groups need not follow, so they run over
@@ -79,6 +81,14 @@ impl Team {
         };
         let n = shape.groups.len();
         let rg = shape.group_of[root] as usize;
+        // The board only while the first member of each group leads it (see `board`).
+        if let Some(hb) = self.board_for::<T>().filter(|_| shape.slot_of[root] == 0) {
+            self.board_reduce(hb, &c, &mut acc, &op, Some(rg));
+            if self.me == root {
+                recv.copy_from_slice(&acc);
+            }
+            return Ok(());
+        }
         let v = (g + n - rg) % n;
         let member_at = |v: usize| shape.leader((v + rg) % n, Some(root));
         // Acknowledged from `rendezvous_min` bytes on, so that successive reduces do not flood
@@ -132,8 +142,11 @@ impl Team {
                 why: "recv holds the result, as long as send",
             });
         }
-        recv.copy_from_slice(send);
-        self.allreduce_in_place(recv, op);
+        assert_sized::<T>();
+        if !self.board_allreduce_from(send, recv, &op) {
+            recv.copy_from_slice(send);
+            self.allreduce_in_place(recv, op);
+        }
         Ok(())
     }
 
@@ -165,7 +178,9 @@ impl Team {
             op.fold(buf, &x.0, false);
         }
         let leaders: Vec<usize> = shape.groups.iter().map(|m| m[0]).collect();
-        if leaders.len() > 1 {
+        if let Some(hb) = self.board_for::<T>() {
+            self.board_reduce(hb, &c, buf, &op, None);
+        } else if leaders.len() > 1 {
             let bytes = std::mem::size_of_val(buf);
             if bytes >= self.tuning().allreduce_ring_min && buf.len() >= leaders.len() {
                 self.ring_allreduce(&c, &leaders, g, buf, &op);

@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use gossamer::{Wire, WorkerId};
 
+use crate::board::HostBoard;
 use crate::pod::{Plain, PodVec};
 use crate::tuning::Tuning;
 
@@ -81,7 +82,6 @@ impl Kind {
         }
     }
 
-    #[cfg(debug_assertions)]
     fn from_u8(k: u8) -> &'static str {
         const ALL: [Kind; 21] = [
             Kind::Barrier,
@@ -235,6 +235,8 @@ pub struct Team {
     seq: Cell<u64>,
     tuning: Tuning,
     pub(crate) shape: Arc<Shape>,
+    /// The leaders' channel on the host board, if the team qualifies (`crate::board`).
+    pub(crate) board: Option<HostBoard>,
 }
 
 /// The id of every world team.
@@ -259,6 +261,10 @@ impl Team {
     fn build(id: u64, members: Arc<[WorkerId]>, me: usize, tuning: Tuning) -> Team {
         let ranks: Vec<usize> = members.iter().map(|&w| gossamer::rank_of(w)).collect();
         let shape = Arc::new(Shape::new(&ranks, tuning.hierarchical));
+        let board = tuning
+            .board
+            .then(|| HostBoard::for_team(id, &shape, me))
+            .flatten();
         Team {
             id,
             members,
@@ -266,6 +272,7 @@ impl Team {
             seq: Cell::new(0),
             tuning,
             shape,
+            board,
         }
     }
 
@@ -278,6 +285,10 @@ impl Team {
             let ranks: Vec<usize> = t.members.iter().map(|&w| gossamer::rank_of(w)).collect();
             t.shape = Arc::new(Shape::new(&ranks, tuning.hierarchical));
         }
+        t.board = tuning
+            .board
+            .then(|| HostBoard::for_team(t.id, &t.shape, t.me))
+            .flatten();
         t
     }
 
@@ -314,6 +325,13 @@ impl Team {
         &self.members
     }
 
+    /// Whether the leaders of this team's ranks meet on the host board (shared memory) rather
+    /// than by messages: every member's rank is on one host, reached over `shm`, the tuning
+    /// allows it and a board channel was free (see the crate docs). The same on every member.
+    pub fn on_host_board(&self) -> bool {
+        self.board.is_some()
+    }
+
     /// The number of collectives this member has started on this team.
     pub fn sequence(&self) -> u64 {
         self.seq.get()
@@ -325,9 +343,7 @@ impl Team {
     pub fn dup(&self) -> Team {
         let c = self.begin(Kind::Split);
         let id = chain(chain(self.id, c.seq), 0xd0d0);
-        let mut t = Team::build(id, self.members.clone(), self.me, self.tuning);
-        t.shape = self.shape.clone();
-        t
+        Team::build(id, self.members.clone(), self.me, self.tuning)
     }
 
     /// The members of this member's rank, in team order. Collective without communication.
@@ -383,6 +399,11 @@ impl Team {
         Some(Team::build(id, members, me, self.tuning))
     }
 
+    /// Whether every group is one member (then group index = team index).
+    pub(crate) fn singletons(&self) -> bool {
+        self.shape.groups.len() == self.size()
+    }
+
     /// Starts a collective: takes the next sequence number.
     pub(crate) fn begin(&self, kind: Kind) -> Call {
         let seq = self.seq.get();
@@ -432,34 +453,44 @@ impl Team {
         {
             let k: Check = gossamer::recv(w, c.tag(step));
             if k.kind != c.kind as u8 || k.seq != c.seq {
-                panic!(
-                    "gsm-collectives: team {:#x}: member {from} ({w}) is in {} (collective #{} of \
-                     the team) while member {} ({}) is in {} (collective #{}): every member must \
-                     call the same collectives in the same order",
-                    self.id,
-                    Kind::from_u8(k.kind),
-                    k.seq,
-                    self.me,
-                    self.members[self.me],
-                    c.kind.name(),
-                    c.seq
-                );
+                self.out_of_step(c, from, k.kind, k.seq);
             }
             if k.ty != hash_str(std::any::type_name::<P>()) {
-                panic!(
-                    "gsm-collectives: team {:#x}, {} #{}: member {from} ({w}) sent another \
-                     element type than member {} ({}) expects ({}): every member must use the \
-                     same element type",
-                    self.id,
-                    c.kind.name(),
-                    c.seq,
-                    self.me,
-                    self.members[self.me],
-                    std::any::type_name::<P>()
-                );
+                self.other_type(c, from, std::any::type_name::<P>());
             }
         }
         gossamer::recv(w, c.tag(step))
+    }
+
+    /// Panics because member `from` is in collective `kind` #`seq` while this one is in `c`.
+    pub(crate) fn out_of_step(&self, c: &Call, from: usize, kind: u8, seq: u64) -> ! {
+        panic!(
+            "gsm-collectives: team {:#x}: member {from} ({}) is in {} (collective #{seq} of the \
+             team) while member {} ({}) is in {} (collective #{}): every member must call the \
+             same collectives in the same order",
+            self.id,
+            self.members[from],
+            Kind::from_u8(kind),
+            self.me,
+            self.members[self.me],
+            c.kind.name(),
+            c.seq
+        );
+    }
+
+    /// Panics because member `from` sent another element type than `expected`.
+    pub(crate) fn other_type(&self, c: &Call, from: usize, expected: &str) -> ! {
+        panic!(
+            "gsm-collectives: team {:#x}, {} #{}: member {from} ({}) sent another element type \
+             than member {} ({}) expects ({expected}): every member must use the same element \
+             type",
+            self.id,
+            c.kind.name(),
+            c.seq,
+            self.members[from],
+            self.me,
+            self.members[self.me],
+        );
     }
 
     /// Sends `data` to member `to` as pieces `(total length, part)`: one piece within a rank

@@ -4,6 +4,9 @@
 //! | field | env | default | below | at or above |
 //! |---|---|---|---|---|
 //! | [`hierarchical`](Tuning::hierarchical) | `GSM_COLL_HIERARCHICAL` (`0`/`1`) | on | — | — |
+//! | [`board`](Tuning::board) | `GSM_COLL_BOARD` (`0`/`1`) | on | — | — |
+//! | [`copy_min`](Tuning::copy_min) | `GSM_COLL_COPY` (bytes) | 32 KiB | board steps of 64 KiB | single copies between buffers (broadcast, allreduce) |
+//! | [`copy_piece`](Tuning::copy_piece) | `GSM_COLL_COPY_PIECE` (bytes) | 256 KiB | — | piece of a single-copy allreduce |
 //! | [`allreduce_ring_min`](Tuning::allreduce_ring_min) | `GSM_COLL_ALLREDUCE_RING` (bytes) | 256 KiB | recursive doubling | ring reduce-scatter + allgather |
 //! | [`bcast_pipeline_min`](Tuning::bcast_pipeline_min) | `GSM_COLL_BCAST_PIPELINE` (bytes) | 64 KiB | binomial tree | pipelined chain (≥ 3 groups) |
 //! | [`bcast_chunk`](Tuning::bcast_chunk) | `GSM_COLL_BCAST_CHUNK` (bytes) | 256 KiB | — | chunk of the chain |
@@ -30,6 +33,14 @@
 //! whole, 0.48–0.66 ms in 256 KiB pieces). The rendezvous: 40 one-way messages of 1 MiB in
 //! 256 KiB pieces took 1.0 ms each sent back to back, 0.23–0.34 ms each acknowledged.
 //!
+//! The board's switches, by the same sweep (2 ranks, one host; copies ÷ steps time): allreduce
+//! 1 KiB 18, 4 KiB 7.0, 8 KiB 3.8, 16 KiB 0.76–1.32 (two runs), 32 KiB 0.45, 64 KiB 0.30,
+//! 1 MiB 0.21; broadcast 1 KiB 20, 8 KiB 5.2, 16 KiB 0.51–1.46, 32 KiB 0.25, 1 MiB 0.09: a
+//! single copy costs a few system calls (about 2 µs), steps cost a cache line per 64 B read
+//! from the other core, so the switch is at 32 KiB. The piece of the single-copy allreduce, 1 MiB
+//! of f64 sums against Open MPI's 147–151 µs in the same job: 32 KiB pieces 172–180 µs, 64 KiB
+//! 142–145, 128 KiB 134–139, 256 KiB 125–129, 512 KiB 132–137, 1 MiB 129–131.
+//!
 //! Waiting members suspend in `gossamer::recv` at once. Polling instead (`try_recv` and
 //! `yield_now` for a bounded time) was tried and made things worse: with 2 ranks of 1 worker a
 //! barrier took 5.1–6.5 µs suspending, and 18–106 µs polling for 30–100 µs, about the polling
@@ -49,6 +60,16 @@ pub struct Tuning {
     /// across the team directly (the tests use this to run the inter-rank algorithms on odd
     /// numbers of members within one process).
     pub hierarchical: bool,
+    /// Leaders of ranks on one host meet on the host board (shared memory, see the `board`
+    /// module) for barrier, broadcast, reduce, allreduce, allgather and all-to-all, instead of
+    /// sending messages. Off: messages everywhere (to compare, or to test the message path).
+    pub board: bool,
+    /// On the board, broadcasts and allreduces of at least this many bytes copy straight
+    /// between the leaders' buffers (`process_vm_readv`/`writev`, where the runtime found them
+    /// allowed) instead of through the board in steps.
+    pub copy_min: usize,
+    /// The piece a single-copy allreduce reads, combines and hands on at a time, in bytes.
+    pub copy_piece: usize,
     /// Allreduce contributions of at least this many bytes use the ring (Patarasuk & Yuan's
     /// bandwidth-optimal reduce-scatter + allgather; Rabenseifner's algorithm with a ring in both
     /// halves), smaller ones recursive doubling (Thakur, Rabenseifner & Gropp 2005, with the
@@ -71,6 +92,9 @@ impl Default for Tuning {
     fn default() -> Self {
         Tuning {
             hierarchical: true,
+            board: true,
+            copy_min: 32 << 10,
+            copy_piece: 256 << 10,
             allreduce_ring_min: 256 << 10,
             bcast_pipeline_min: 64 << 10,
             bcast_chunk: 256 << 10,
@@ -113,22 +137,36 @@ fn size(name: &'static str) -> Result<Option<usize>, TuningError> {
         })
 }
 
+fn switch(name: &'static str) -> Result<Option<bool>, TuningError> {
+    let Ok(v) = std::env::var(name) else {
+        return Ok(None);
+    };
+    match v.trim() {
+        "1" | "on" | "true" => Ok(Some(true)),
+        "0" | "off" | "false" => Ok(Some(false)),
+        _ => Err(TuningError {
+            name,
+            value: v,
+            expected: "1/on/true or 0/off/false",
+        }),
+    }
+}
+
 impl Tuning {
     /// The defaults, overridden by the `GSM_COLL_*` variables of the module docs.
     pub fn from_env() -> Result<Tuning, TuningError> {
         let mut t = Tuning::default();
-        if let Ok(v) = std::env::var("GSM_COLL_HIERARCHICAL") {
-            t.hierarchical = match v.trim() {
-                "1" | "on" | "true" => true,
-                "0" | "off" | "false" => false,
-                _ => {
-                    return Err(TuningError {
-                        name: "GSM_COLL_HIERARCHICAL",
-                        value: v,
-                        expected: "1/on/true or 0/off/false",
-                    });
-                }
-            };
+        if let Some(b) = switch("GSM_COLL_HIERARCHICAL")? {
+            t.hierarchical = b;
+        }
+        if let Some(b) = switch("GSM_COLL_BOARD")? {
+            t.board = b;
+        }
+        if let Some(n) = size("GSM_COLL_COPY")? {
+            t.copy_min = n;
+        }
+        if let Some(n) = size("GSM_COLL_COPY_PIECE")? {
+            t.copy_piece = n.max(1);
         }
         if let Some(n) = size("GSM_COLL_ALLREDUCE_RING")? {
             t.allreduce_ring_min = n;

@@ -1,7 +1,8 @@
 //! Every collective across ranks: the `coll_check` example (`examples/coll_check.rs`, the
-//! suite of `tests/suite/mod.rs` in three rounds: hierarchical, flat, forced switch points) run
-//! through `gsmrun` with 1, 2 and 3 ranks of 2 workers, oversubscribed, over the `shm` fabric
-//! (the default on one host) and over `tcp`.
+//! suite of `tests/suite/mod.rs` in six rounds: hierarchical, flat, board copies, board steps,
+//! messages only, forced switch points) run through `gsmrun` with 1, 2 and 3 ranks of 2 workers
+//! (and 2 ranks of 1 worker, with and without single copies), oversubscribed, over the `shm`
+//! fabric (the default on one host, where the ranks meet on the host board) and over `tcp`.
 //!
 //! Each job must exit 0 with a `coll_check: rank R of N passed C checks (W workers)` line from
 //! every rank (the suite panics, ending the job, on any difference from its reference), under a
@@ -59,21 +60,37 @@ fn results(stdout: &str) -> Vec<(usize, usize, usize, usize)> {
         .collect()
 }
 
+/// Rounds of `coll_check`.
+const ROUNDS: usize = 6;
+
 fn job(np: usize, fabric: &str, large: usize) {
+    job_with(np, 2, fabric, large, None);
+}
+
+/// `coll_check` under `gsmrun -np {np} -t {threads} --fabric {fabric}`, with `env` (a `GSM_*`
+/// variable and its value) exported to the ranks.
+fn job_with(np: usize, threads: usize, fabric: &str, large: usize, env: Option<(&str, &str)>) {
     let _serial = serial();
     let np_text = np.to_string();
+    let t_text = threads.to_string();
     let large_text = large.to_string();
     let mut cmd = gsmrun([
         "-np",
         &np_text,
         "-t",
-        "2",
+        &t_text,
         "--oversubscribe",
         "--fabric",
         fabric,
     ]);
+    if let Some((k, v)) = env {
+        cmd.env(k, v).args(["-x", k]);
+    }
     cmd.arg(coll_check()).args(["--large", &large_text]);
-    let what = format!("gsmrun -np {np} --fabric {fabric} coll_check --large {large}");
+    let what = format!(
+        "{}gsmrun -np {np} -t {threads} --fabric {fabric} coll_check --large {large}",
+        env.map(|(k, v)| format!("{k}={v} ")).unwrap_or_default()
+    );
     let running = spawn(&mut cmd);
     let prefix = job_prefix(running.pid() as u32);
     let done = running.wait(LIMIT);
@@ -90,15 +107,27 @@ fn job(np: usize, fabric: &str, large: usize) {
     for &(r, n, c, w) in &found {
         assert_eq!(
             (n, w),
-            (np, 2 * np),
+            (np, threads * np),
             "{what}: rank {r}'s job size\n{}",
             done.report()
         );
-        // 3 rounds × 2 workers × (4 sizes × ≥ 19 plain checks + values + teams): 80 or more per
+        // Rounds × workers × (4 sizes × ≥ 19 plain checks + values + teams): 80 or more per
         // worker and round.
         assert!(
-            c >= 3 * 2 * 80,
+            c >= ROUNDS * threads * 80,
             "{what}: rank {r} passed only {c} checks\n{}",
+            done.report()
+        );
+    }
+    // Ranks on one host over shm meet on the host board (the default round); otherwise, and
+    // with the board turned off, by messages.
+    let board = np > 1 && fabric == "shm";
+    for (round, on) in [("hierarchical", board), ("messages", false)] {
+        let how = if on { "host board" } else { "messages" };
+        let line = format!("ok {round} (rank 0, {how})");
+        assert!(
+            done.stdout.lines().any(|l| l == line),
+            "{what}: expected `{line}`\n{}",
             done.report()
         );
     }
@@ -116,6 +145,33 @@ const LARGE: usize = 393_217;
 /// minute in a debug build.
 const MEDIUM: usize = 100_001;
 
+/// A rank that panics while the others wait in a barrier on the host board ends the job with
+/// the panic's report, quickly, leaving nothing behind.
+#[test]
+fn a_panic_ends_a_job_waiting_on_the_board() {
+    let _serial = serial();
+    let mut cmd = gsmrun(["-np", "2", "-t", "1", "--oversubscribe"]);
+    cmd.arg(coll_check()).args(["--panic-rank", "1"]);
+    let running = spawn(&mut cmd);
+    let prefix = job_prefix(running.pid() as u32);
+    let done = running.wait(LIMIT);
+    assert!(
+        !done.timed_out && done.code() != Some(0) && done.elapsed < Duration::from_secs(20),
+        "the job should fail fast\n{}",
+        done.report()
+    );
+    assert!(
+        done.stderr.contains("panics on purpose"),
+        "the report names the panic\n{}",
+        done.report()
+    );
+    let (processes, segments) = leftovers(&prefix, Duration::from_secs(3));
+    assert!(
+        processes.is_empty() && segments.is_empty(),
+        "left behind: {processes:?} {segments:?}"
+    );
+}
+
 #[test]
 fn one_rank() {
     job(1, "shm", MEDIUM);
@@ -129,6 +185,20 @@ fn two_ranks_shm() {
 #[test]
 fn two_ranks_tcp() {
     job(2, "tcp", LARGE);
+}
+
+/// One worker per rank: every member leads its rank, so allgather and all-to-all go over the
+/// board too.
+#[test]
+fn two_ranks_one_worker_each_shm() {
+    job_with(2, 1, "shm", LARGE, None);
+}
+
+/// Without single copies between processes (`GSM_SINGLE_COPY=0`), large broadcasts and
+/// allreduces go through the board in steps.
+#[test]
+fn two_ranks_shm_without_single_copies() {
+    job_with(2, 1, "shm", LARGE, Some(("GSM_SINGLE_COPY", "0")));
 }
 
 #[test]

@@ -46,6 +46,7 @@ fn forced() -> Tuning {
         bcast_chunk: 40,
         piece: 40,
         rendezvous_min: 0,
+        ..Tuning::default()
     }
 }
 

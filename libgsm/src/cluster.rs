@@ -338,7 +338,7 @@ fn start_multi(
         job_id: job.job_id().to_string(),
         key: *job.key(),
     };
-    let place = Place {
+    let mut place = Place {
         rank: me,
         rank_workers: topo.workers.clone(),
         hosts,
@@ -347,6 +347,7 @@ fn start_multi(
         total: topo.total_workers() as usize,
         pids,
         far,
+        board: None,
     };
     let peers_of = |k: FabricKind, pick: fn(&Offer) -> &Vec<u8>| -> Vec<Peer> {
         (0..size)
@@ -415,7 +416,9 @@ fn start_multi(
     let mut ends = local_mesh(&place, layout);
     let mut bells: Vec<Option<Bell>> = (0..place.total).map(|_| None).collect();
     let mut doors: Option<Vec<Doorbell>> = None;
-    for l in links {
+    let mut boards = Vec::new();
+    for mut l in links {
+        boards.append(&mut l.boards);
         place_links(&place, &mut ends, l.outgoing, l.incoming);
         for (g, b) in l.bells {
             if let Some(slot) = bells.get_mut(g as usize) {
@@ -425,6 +428,18 @@ fn start_multi(
         if let Some(d) = l.local_bells {
             doors = Some(d);
         }
+    }
+    if !boards.is_empty() {
+        let readable = readers
+            .iter()
+            .map(|bits| bits.iter().map(|&b| b == 1).collect())
+            .collect();
+        place.board = Some(Arc::new(crate::board::Board::new(
+            me as usize,
+            place.pids.clone(),
+            boards,
+            readable,
+        )));
     }
     let complete = check_mesh(&place, &ends);
     agree(job, complete, "checking the ring mesh")?;

@@ -128,6 +128,7 @@
 //! rank; 1024 ranks (W = 16 384) ≈ 35 GB per rank. Jobs that large need smaller rings
 //! (`GSM_SLOT_SIZE`, `Config::slots_per_ring`): memory scales linearly with both.
 
+mod board;
 pub mod bootstrap;
 mod cluster;
 mod config;
@@ -143,6 +144,7 @@ mod trust;
 pub mod wire;
 mod worker;
 
+pub use board::{BOARD_BYTES, Board, BoardRegion, host_board};
 pub use config::{Config, available_cpus};
 pub use error::{DelegationError, Error};
 pub use mail::{flush, mail_pending, recv, send, try_recv};

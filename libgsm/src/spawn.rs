@@ -359,6 +359,11 @@ pub fn yield_now() {
     core.yield_fiber();
 }
 
+/// The current run's host boards (`crate::board::host_board`).
+pub(crate) fn board_here() -> Option<std::sync::Arc<crate::board::Board>> {
+    core_or_panic("host_board").shared.place.board.clone()
+}
+
 /// The worker the caller runs on.
 pub fn current_worker() -> WorkerId {
     WorkerId::new(core_or_panic("current_worker").id)

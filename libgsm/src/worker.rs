@@ -97,6 +97,8 @@ pub(crate) struct Place {
     /// Per rank: whether it can read this process's memory (`process_vm_readv`), so that large
     /// bodies for it are parked here instead of streamed through the rings.
     pub far: Vec<bool>,
+    /// The host boards this rank maps (`crate::board`), if any.
+    pub board: Option<Arc<crate::board::Board>>,
 }
 
 impl Place {
@@ -111,6 +113,7 @@ impl Place {
             total: n,
             pids: vec![std::process::id()],
             far: vec![false],
+            board: None,
         }
     }
 

@@ -280,6 +280,9 @@ pub struct Links {
     /// puts them in its segment so that peers can ring them); the runtime then parks its workers
     /// on these instead of heap doorbells.
     pub local_bells: Option<Vec<Doorbell>>,
+    /// Host boards (rank, region), this rank's among them, where the fabric has them (shm:
+    /// one per segment; see `crate::board`).
+    pub boards: Vec<(usize, crate::board::Region)>,
 }
 
 /// What the runtime gives a fabric to call back into it from the fabric's own threads.

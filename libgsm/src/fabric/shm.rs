@@ -15,7 +15,8 @@
 //! 0      header, 128 bytes: magic u64 @0, version u32 @8, rank u32 @12, slots u32 @16,
 //!        slot_size u32 @20, local workers L u32 @24, ring count R u32 @28, bells offset u64 @32,
 //!        table offset u64 @40, table length in bytes u64 @48, segment bytes u64 @56,
-//!        ready u32 @64 (on its own line; stored last, with Release, once all else is written)
+//!        ready u32 @64 (stored last, with Release, once all else is written), board offset
+//!        u64 @72, board bytes u64 @80
 //! 128    L doorbells, one futex word at the start of each 64-byte line
 //! T      ring table (T = 128 + 64·L rounded up to 64): R entries of 32 bytes:
 //!        consumer local worker u32, producer global worker u32, lane u32 (0 request,
@@ -24,15 +25,17 @@
 //!        other, each aligned to RingLayout::align(): for every local worker l, for every shm
 //!        peer p in rank order, for every worker g of p, the request ring (g's requests to
 //!        trustee l), then the response ring (g's answers to client l)
+//! B      the rank's host board (B = end of the rings rounded up to 4096), BOARD_BYTES long:
+//!        zero at creation, never touched by the runtime (see `crate::board`)
 //! ```
 //!
 //! **Memory.** With `B = 128 + slots × (slot_size + 64)` bytes per ring (a multiple of 128) and
 //! `Wₚ` workers on shm peer `p`, a rank with `L` workers holds `R = 2·L·ΣWₚ` rings, so its segment
-//! is `align128(align64(128 + 64·L) + 32·R) + R·B` bytes, dominated by `R·B`. Every rank's
-//! segment is reserved in full at creation (`posix_fallocate`), so a `/dev/shm` that is too small
+//! is `align4096(align128(align64(128 + 64·L) + 32·R) + R·B) + 4 MiB` bytes (the last term is
+//! the board), dominated by `R·B`. Every rank's segment is reserved in full at creation (`posix_fallocate`), so a `/dev/shm` that is too small
 //! is a clear error at set-up rather than a `SIGBUS` in the middle of the job. With the default
 //! 16 slots of 4 KiB (`B` = 66 688 bytes): 2 ranks × 16 workers on one host, `R` = 512 rings and
-//! ~33 MiB per rank; 8 ranks × 16 workers, `R` = 3 584 and ~228 MiB per rank (~1.8 GiB for the
+//! ~37 MiB per rank; 8 ranks × 16 workers, `R` = 3 584 and ~232 MiB per rank (~1.8 GiB for the
 //! host): lower the slot size or count for many ranks per host.
 //!
 //! **Life cycle** (the phases of [`super::Fabric`]): [`Shm::create`](super::Fabric::create)
@@ -63,12 +66,13 @@ use super::{
     Bell, Doorbell, Fabric, FabricError, FabricKind, Hooks, InLink, Lane, Links, OutLink, Peer,
     Settings, Topology,
 };
+use crate::board::{BOARD_BYTES, Region};
 use crate::wire::ring::{RingLayout, RingMemory};
 
 /// "GSM_SHM1" as a little-endian word: the first 8 bytes of every segment.
 const MAGIC: u64 = u64::from_le_bytes(*b"GSM_SHM1");
 /// Format version; any change of the layout above changes it.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// The value of the ready word once the segment is complete ("REDY").
 const READY: u32 = u32::from_le_bytes(*b"REDY");
 
@@ -92,6 +96,8 @@ const H_TABLE: usize = 40;
 const H_TABLE_LEN: usize = 48;
 const H_TOTAL: usize = 56;
 const H_READY: usize = 64;
+const H_BOARD: usize = 72;
+const H_BOARD_LEN: usize = 80;
 
 // Table entry field offsets.
 const E_CONSUMER: usize = 0;
@@ -145,6 +151,7 @@ struct Geometry {
     table_len: usize,
     rings: usize,
     stride: usize,
+    board: usize,
     total: usize,
 }
 
@@ -159,7 +166,9 @@ impl Geometry {
         let table_len = (rings as usize).checked_mul(ENTRY_BYTES)?;
         let first = align_up(table.checked_add(table_len)?, RingLayout::align())?;
         let stride = align_up(layout.bytes(), RingLayout::align())?;
-        let total = first.checked_add((rings as usize).checked_mul(stride)?)?;
+        let end = first.checked_add((rings as usize).checked_mul(stride)?)?;
+        let board = align_up(end, 4096)?;
+        let total = board.checked_add(BOARD_BYTES)?;
         if total > isize::MAX as usize {
             return None;
         }
@@ -169,6 +178,7 @@ impl Geometry {
             table_len,
             rings: first,
             stride,
+            board,
             total,
         })
     }
@@ -314,6 +324,21 @@ unsafe fn ring_at(map: &Arc<Mapping>, offset: usize, layout: RingLayout) -> Arc<
     // SAFETY: the caller guarantees bounds, alignment, zeroed start and one end per role; `keep`
     // keeps the memory mapped for as long as the ring.
     Arc::new(unsafe { RingMemory::in_mapping(ptr, layout, keep) })
+}
+
+/// The host board at `off` in `map` (an offset that `Geometry` computed or `validate` checked:
+/// 4096-aligned, with `BOARD_BYTES` inside the mapping).
+fn board_at(map: &Arc<Mapping>, off: usize) -> Region {
+    assert!(
+        off % 4096 == 0 && map.contains(off, BOARD_BYTES),
+        "shm: a board outside its segment"
+    );
+    // SAFETY: in bounds (checked), so `add` stays inside the mapping, which is page-aligned.
+    let ptr = unsafe { NonNull::new_unchecked(map.base.as_ptr().add(off)) };
+    let keep: Arc<dyn std::any::Any + Send + Sync> = map.clone();
+    // SAFETY: aligned and in bounds (checked), kept mapped by `keep`; the runtime itself never
+    // touches the board, so all access is through the `Board` API.
+    unsafe { Region::new(ptr, BOARD_BYTES, keep) }
 }
 
 /// The doorbell whose word is at `off` in `map`.
@@ -497,17 +522,21 @@ fn validate(map: &Mapping, ex: &Expect<'_>) -> Result<PeerSegment, String> {
         map.load64(H_TABLE).ok_or_else(short)?,
         map.load64(H_TABLE_LEN).ok_or_else(short)?,
         map.load64(H_TOTAL).ok_or_else(short)?,
+        map.load64(H_BOARD).ok_or_else(short)?,
+        map.load64(H_BOARD_LEN).ok_or_else(short)?,
     );
     let computed = (
         g.bells as u64,
         g.table as u64,
         g.table_len as u64,
         g.total as u64,
+        g.board as u64,
+        BOARD_BYTES as u64,
     );
     if declared != computed {
         return Err(format!(
-            "its header places (doorbells, table, table bytes, total) at {declared:?}, the format \
-             gives {computed:?}"
+            "its header places (doorbells, table, table bytes, total, board, board bytes) at \
+             {declared:?}, the format gives {computed:?}"
         ));
     }
     if g.total != map.len {
@@ -827,6 +856,8 @@ impl Fabric for Shm {
         map.store64(H_TABLE, g.table as u64);
         map.store64(H_TABLE_LEN, g.table_len as u64);
         map.store64(H_TOTAL, g.total as u64);
+        map.store64(H_BOARD, g.board as u64);
+        map.store64(H_BOARD_LEN, BOARD_BYTES as u64);
         map.u32_at(H_READY)
             .expect("the header is inside the segment")
             .store(READY, Ordering::Release);
@@ -872,7 +903,9 @@ impl Fabric for Shm {
             host: topo.hosts.get(p as usize).cloned().unwrap_or_default(),
             detail: e.to_string(),
         };
+        let mut boards = vec![(topo.rank as usize, board_at(&own.map, own.geometry.board))];
         for (p, (map, seg)) in opened {
+            boards.push((p as usize, board_at(&map, seg.geometry.board)));
             let base = topo.first_worker(p);
             for e in &seg.ours {
                 // SAFETY: `validate` checked that the ring lies inside the mapping, aligned, at
@@ -918,6 +951,7 @@ impl Fabric for Shm {
             );
         }
         links.local_bells = Some(bells);
+        links.boards = boards;
         Ok(links)
     }
 
@@ -1116,6 +1150,14 @@ mod tests {
             write_at(f, H_TABLE as u64, &(1u64 << 40).to_ne_bytes())
         });
         assert!(m.contains("header places"), "{m}");
+        let m = refused("board elsewhere", |f| {
+            write_at(f, H_BOARD as u64, &8u64.to_ne_bytes())
+        });
+        assert!(m.contains("header places"), "{m}");
+        let m = refused("smaller board", |f| {
+            write_at(f, H_BOARD_LEN as u64, &4096u64.to_ne_bytes())
+        });
+        assert!(m.contains("header places"), "{m}");
         let m = refused("truncated", |f| f.set_len(4096).unwrap());
         assert!(m.contains("bytes long"), "{m}");
         let m = refused("tiny", |f| f.set_len(16).unwrap());
@@ -1191,11 +1233,79 @@ mod tests {
             let others: usize = workers.iter().map(|&w| w as usize).sum::<usize>() - l as usize;
             let rings = 2 * l as usize * others;
             let head = (128 + 64 * l as usize).div_ceil(64) * 64 + 32 * rings;
-            let expected = head.div_ceil(128) * 128 + rings * b;
+            let expected = (head.div_ceil(128) * 128 + rings * b).div_ceil(4096) * 4096 + (4 << 20);
             let len = std::fs::metadata(path(&job, r as u32)).unwrap().len();
             assert_eq!(len as usize, expected, "rank {r}");
         }
         drop(ranks);
+    }
+
+    #[test]
+    fn every_rank_maps_every_host_board_and_sees_the_same_bytes() {
+        let job = job_id();
+        let mut ranks = created(&job, &[2, 1, 1]);
+        let links: Vec<Links> = ranks.iter_mut().map(|s| s.attach().unwrap()).collect();
+        let boards: Vec<crate::board::Board> = links
+            .into_iter()
+            .enumerate()
+            .map(|(r, l)| {
+                let mut seen: Vec<usize> = l.boards.iter().map(|b| b.0).collect();
+                seen.sort_unstable();
+                assert_eq!(seen, vec![0, 1, 2], "rank {r} maps every board");
+                crate::board::Board::new(r, vec![1, 2, 3], l.boards, vec![vec![false; 3]; 3])
+            })
+            .collect();
+        // Each rank writes a word of its own board; every rank reads every rank's word.
+        for (r, b) in boards.iter().enumerate() {
+            let own = b.region(r).unwrap();
+            assert_eq!(own.len(), BOARD_BYTES);
+            assert_eq!(
+                own.word(BOARD_BYTES - 8).load(Ordering::Relaxed),
+                0,
+                "zeroed"
+            );
+            own.word(BOARD_BYTES - 8)
+                .store(0x100 + r as u64, Ordering::Release);
+        }
+        for b in &boards {
+            for r in 0..3 {
+                let word = b.region(r).unwrap().word(BOARD_BYTES - 8);
+                assert_eq!(word.load(Ordering::Acquire), 0x100 + r as u64);
+            }
+            assert!(!b.can_copy(0, 1), "nothing was probed");
+            assert!(
+                b.read_from(b.rank(), 0, &mut [0u8; 1]).is_err(),
+                "not oneself"
+            );
+        }
+        for s in &mut ranks {
+            s.sealed();
+        }
+    }
+
+    #[test]
+    fn a_board_word_outside_the_board_is_refused() {
+        let job = job_id();
+        let mut ranks = created(&job, &[1, 1]);
+        let mut links: Vec<Links> = ranks.iter_mut().map(|s| s.attach().unwrap()).collect();
+        let b =
+            crate::board::Board::new(0, vec![1, 2], std::mem::take(&mut links[0].boards), vec![]);
+        let region = b.region(1).unwrap();
+        assert!(
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| region.word(BOARD_BYTES)))
+                .is_err()
+        );
+        assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| region.word(4))).is_err());
+        assert!(
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+                || region.ptr(BOARD_BYTES - 4, 8)
+            ))
+            .is_err()
+        );
+        assert!(b.region(2).is_none());
+        for s in &mut ranks {
+            s.sealed();
+        }
     }
 
     #[test]

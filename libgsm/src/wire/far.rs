@@ -54,8 +54,44 @@ pub(crate) fn read(pid: u32, addr: u64, len: u64) -> Result<Box<[MaybeUninit<u8>
     Ok(buf.into_boxed_slice())
 }
 
+/// Copies `len` bytes from `src` here to `addr` in process `pid`, looping over partial writes.
+///
+/// # Safety
+/// The bytes at `addr` in `pid` are for this process to write now (the caller's protocol with
+/// that process): the kernel checks only that they are mapped and writable.
+pub(crate) unsafe fn copy_to(
+    pid: u32,
+    addr: u64,
+    src: *const u8,
+    len: usize,
+) -> Result<(), String> {
+    let mut done = 0usize;
+    while done < len {
+        let local = libc::iovec {
+            // SAFETY: `done < len` and `src` is valid for `len` bytes (callers' buffers).
+            iov_base: unsafe { src.add(done) }.cast_mut().cast(),
+            iov_len: len - done,
+        };
+        let remote = libc::iovec {
+            iov_base: (addr as usize + done) as *mut libc::c_void,
+            iov_len: len - done,
+        };
+        // SAFETY: `local` describes memory we own and only read; `remote` is written by the
+        // kernel in the other process, which the caller vouches for.
+        let r = unsafe { libc::process_vm_writev(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error().to_string());
+        }
+        if r == 0 {
+            return Err("the peer's memory ended early".into());
+        }
+        done += r as usize;
+    }
+    Ok(())
+}
+
 /// Copies `len` bytes from `addr` in `pid` to `dst`, looping over partial reads.
-fn copy(pid: u32, addr: u64, dst: *mut u8, len: usize) -> Result<(), String> {
+pub(crate) fn copy(pid: u32, addr: u64, dst: *mut u8, len: usize) -> Result<(), String> {
     let mut done = 0usize;
     while done < len {
         let local = libc::iovec {
