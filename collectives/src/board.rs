@@ -243,11 +243,12 @@ impl HostBoard {
         if word.load(Ordering::Acquire) >= s {
             return;
         }
+        let spins_max = spin_limit();
         let mut spins = 0u32;
         let mut since: Option<Instant> = None;
         while word.load(Ordering::Acquire) < s {
             spins += 1;
-            if spins < 1024 {
+            if spins < spins_max {
                 std::hint::spin_loop();
                 continue;
             }
@@ -319,6 +320,12 @@ impl HostBoard {
             team.mismatch(c, member, got.len as usize, want.len as usize);
         }
     }
+}
+
+/// Looks at a peer's header this many times before yielding: a few microseconds, or once when
+/// the host has more workers than CPUs (the peer may need this CPU).
+fn spin_limit() -> u32 {
+    if gossamer::oversubscribed() { 1 } else { 1024 }
 }
 
 /// Copies `len` bytes from the board.

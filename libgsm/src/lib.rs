@@ -151,8 +151,9 @@ pub use mail::{flush, mail_pending, recv, send, try_recv};
 pub use noref::{NoRef, Wire};
 pub use runtime::{run, spmd};
 pub use spawn::{
-    JoinHandle, Worker, WorkerId, current_worker, host_of_rank, live_properties_here, rank,
-    rank_count, rank_of, spawn, spawn_on, spawn_on_with, worker_count, workers_of_rank, yield_now,
+    JoinHandle, Worker, WorkerId, current_worker, host_of_rank, live_properties_here,
+    oversubscribed, rank, rank_count, rank_of, spawn, spawn_on, spawn_on_with, worker_count,
+    workers_of_rank, yield_now,
 };
 pub use trust::{Trust, entrust, entrust_on};
 pub use worker::BLOCKING_IN_DELEGATED;

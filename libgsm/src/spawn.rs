@@ -359,6 +359,16 @@ pub fn yield_now() {
     core.yield_fiber();
 }
 
+/// Whether this host runs more workers than it has CPUs (this rank's workers beyond the CPUs it
+/// may use, or all its ranks' workers beyond the online CPUs). Code that waits by spinning
+/// should then yield at once: the worker it waits for may need this CPU.
+///
+/// # Panics
+/// Outside a gossamer worker.
+pub fn oversubscribed() -> bool {
+    core_or_panic("oversubscribed").shared.spin == crate::worker::SPIN_OVERSUBSCRIBED
+}
+
 /// The current run's host boards (`crate::board::host_board`).
 pub(crate) fn board_here() -> Option<std::sync::Arc<crate::board::Board>> {
     core_or_panic("host_board").shared.place.board.clone()
