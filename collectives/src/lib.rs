@@ -29,11 +29,15 @@
 //! which keeps serving its trustees and other fibers) until this member's part is done. Members
 //! are addressed by their team index (roots too).
 //!
-//! Everything is built on the runtime's tagged one-way messages (`gossamer::send` /
-//! `gossamer::recv`), not on MPI: between workers of one rank a message moves by pointer, so
-//! the algorithms are **hierarchical** — the workers of a rank meet at a leader, the leaders run
-//! the algorithm across ranks, and the leaders hand results back by pointer (shared `Arc`s; a
-//! member copies its result out once). Plain data ([`Plain`]: `bytemuck::Pod`) crosses ranks as
+//! Everything is built on the runtime, not on MPI. Ranks of one host meet on the **host board**
+//! (`gossamer::host_board`, shared memory in their segments; see the `board` module): a leader
+//! writes a cache line and up to 64 KiB per step and the others read it, and from 32 KiB on
+//! broadcast and allreduce copy straight between the leaders' buffers. Everything else goes by
+//! the runtime's tagged one-way messages (`gossamer::send` / `gossamer::recv`): between workers
+//! of one rank a message moves by pointer, so the algorithms are **hierarchical**: the workers
+//! of a rank meet at a leader, the leaders run the algorithm across ranks (on the board or by
+//! messages), and the leaders hand results back by pointer (shared `Arc`s; a member copies its
+//! result out once). Plain data ([`Plain`]: `bytemuck::Pod`) crosses ranks as
 //! its bytes (one `memcpy` each way); the reductions and the broadcast send long vectors to
 //! another rank in pieces of [`Tuning::piece`] bytes (256 KiB), each combined or forwarded as it
 //! arrives. The bundles of the gathers and the all-to-all go whole (the runtime streams them).
@@ -42,7 +46,8 @@
 //! (`barrier`), binomial tree and pipelined chain broadcast (`broadcast`), binomial reduce,
 //! recursive doubling and ring (reduce-scatter + allgather) allreduce, Hillis–Steele scans
 //! (`reduce`), Bruck allgather and direct gather/scatter (`gather`), pairwise exchange
-//! all-to-all (`alltoall`). The switch points are fields of [`Tuning`], with `GSM_COLL_*`
+//! all-to-all (`alltoall`), and the steps and single copies on the host board (`board`). The
+//! switch points are fields of [`Tuning`], with `GSM_COLL_*`
 //! environment overrides; the module docs of `tuning` say how they were measured.
 //!
 //! # Errors
