@@ -194,6 +194,13 @@ fn two_ranks_one_worker_each_shm() {
     job_with(2, 1, "shm", LARGE, None);
 }
 
+/// Three ranks of one worker: allgather and all-to-all over the board with three leaders, and the
+/// reductions combining three vectors in leader order (leaders 1 and 2 through a scratch copy).
+#[test]
+fn three_ranks_one_worker_each_shm() {
+    job_with(3, 1, "shm", MEDIUM, None);
+}
+
 /// Without single copies between processes (`GSM_SINGLE_COPY=0`), large broadcasts and
 /// allreduces go through the board in steps.
 #[test]

@@ -124,6 +124,23 @@ pub fn plain(team: &Team, len: usize, t: &mut Tally) {
     team.allreduce(&fmine, &mut fout, Sum).unwrap();
     let fwant: Vec<f64> = sum_of(n, len, salt).iter().map(|&x| x as f64).collect();
     same!(t, fout, fwant, "allreduce sum f64 of {len}");
+    // Sums whose rounding depends on the order: every member must get the same bits.
+    let inexact: Vec<f64> = mine
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| (x as f64 + 0.1) / 3.0 * (1.0 + me as f64 * 1e-3) + i as f64 * 1e-9)
+        .collect();
+    let mut iout = vec![0f64; len];
+    team.allreduce(&inexact, &mut iout, Sum).unwrap();
+    let mut first = iout.clone();
+    team.broadcast(&mut first, 0).unwrap();
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
+    same!(
+        t,
+        bits(&iout),
+        bits(&first),
+        "allreduce sum f64 of {len}: the same bits on every member"
+    );
     let imine: Vec<i64> = mine.iter().map(|&x| x as i64 - 500).collect();
     let mut iout = vec![0i64; len];
     team.allreduce(&imine, &mut iout, Max).unwrap();
