@@ -13,6 +13,8 @@
 //! operations at sizes 0, 1, 7 and `--large N` elements (default 393 217, 3 MiB of `u64`),
 //! then the serde-based ones, splits and argument errors (`tests/suite/mod.rs`).
 //!
+//! With `--misuse-rank R`, rank R calls an allreduce where the others call a barrier (a misuse
+//! test: the job must end with a report naming both collectives).
 //! With `--panic-rank R`, rank R panics after a first barrier while the others wait in a second
 //! one (a failure test: the job must end with the panic's report).
 //!
@@ -36,6 +38,7 @@ fn arg(name: &str) -> Option<usize> {
 fn main() {
     let large = arg("--large").unwrap_or(393_217);
     let panic_rank = arg("--panic-rank");
+    let misuse_rank = arg("--misuse-rank");
     let mut config = Config::from_env().expect("configuration");
     if std::env::var_os("GSM_THREADS").is_none() {
         config = config.workers(2);
@@ -96,6 +99,18 @@ fn main() {
             }
             world.barrier();
             unreachable!("a barrier passed without every member");
+        }
+        if let Some(r) = misuse_rank {
+            // A misuse test: rank r calls an allreduce where the others call a barrier; the
+            // members must report it (and end the job) instead of mixing the two.
+            world.barrier();
+            if w.rank() == r {
+                let mut x = [1u64];
+                world.allreduce_in_place(&mut x, gsm_collectives::op::Sum);
+            } else {
+                world.barrier();
+            }
+            unreachable!("different collectives completed together");
         }
         let mut passed = 0;
         for (name, tuning) in rounds {

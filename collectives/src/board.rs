@@ -36,9 +36,10 @@
 //! - allgather and all-to-all (only when every group is one worker): every leader writes its
 //!   part(s) and reads its part from every other.
 //!
-//! Lengths are checked on the way: every header carries the writer's total length, and a reader
-//! that expects another panics with both members named, as the message path does; debug builds
-//! also check that both sides are in the same collective.
+//! Every header carries the writer's operation, sequence number, element type and total length,
+//! and a reader checks them in every build: a member in another collective, with another element
+//! type or another length makes the reader panic with both members named (which ends the job),
+//! where the message path checks the first two in debug builds only.
 //!
 //! **Waiting** spins on the peer's header for a few microseconds, then yields the fiber (so the
 //! worker serves its other fibers and trustees) and the thread (so that, with more workers than
@@ -110,8 +111,9 @@ struct Meta {
     call: u64,
     /// Element type.
     ty: u64,
-    /// Its name (for messages; not on the board).
+    /// Its name and size (for messages; not on the board).
     ty_name: &'static str,
+    size: usize,
 }
 
 fn meta_of<T>(c: &Call, len: usize) -> Meta {
@@ -120,6 +122,7 @@ fn meta_of<T>(c: &Call, len: usize) -> Meta {
         call: (c.kind as u64) << 56 | (c.seq & ((1 << 56) - 1)),
         ty: crate::team::hash_str(std::any::type_name::<T>()),
         ty_name: std::any::type_name::<T>(),
+        size: size_of::<T>(),
     }
 }
 
@@ -234,6 +237,7 @@ impl HostBoard {
             call: region.word(at + 16).load(Ordering::Relaxed),
             ty: region.word(at + 24).load(Ordering::Relaxed),
             ty_name: "",
+            size: 0,
         }
     }
 
@@ -304,8 +308,10 @@ impl HostBoard {
                 c.seq
             );
         }
+        // The header is on the line just read, so these checks cost nothing measurable and run
+        // in every build (the message path checks operation and type in debug builds only).
         let got = self.meta(g, s);
-        if cfg!(debug_assertions) && got.call != want.call {
+        if got.call != want.call {
             team.out_of_step(
                 c,
                 member,
@@ -313,11 +319,12 @@ impl HostBoard {
                 got.call & ((1 << 56) - 1),
             );
         }
-        if cfg!(debug_assertions) && got.ty != want.ty {
+        if got.ty != want.ty {
             team.other_type(c, member, want.ty_name);
         }
         if got.len != want.len {
-            team.mismatch(c, member, got.len as usize, want.len as usize);
+            let elements = |bytes: u64| (bytes / want.size.max(1) as u64) as usize;
+            team.mismatch(c, member, elements(got.len), elements(want.len));
         }
     }
 }

@@ -172,6 +172,33 @@ fn a_panic_ends_a_job_waiting_on_the_board() {
     );
 }
 
+/// Members in different collectives on the board are reported (in every build), naming both
+/// operations, and the job ends.
+#[test]
+fn different_collectives_on_the_board_are_reported() {
+    let _serial = serial();
+    let mut cmd = gsmrun(["-np", "2", "-t", "1", "--oversubscribe"]);
+    cmd.arg(coll_check()).args(["--misuse-rank", "1"]);
+    let running = spawn(&mut cmd);
+    let prefix = job_prefix(running.pid() as u32);
+    let done = running.wait(LIMIT);
+    assert!(
+        !done.timed_out && done.code() != Some(0),
+        "the job should fail\n{}",
+        done.report()
+    );
+    assert!(
+        done.stderr.contains("is in allreduce") && done.stderr.contains("is in barrier"),
+        "the report names both collectives\n{}",
+        done.report()
+    );
+    let (processes, segments) = leftovers(&prefix, Duration::from_secs(3));
+    assert!(
+        processes.is_empty() && segments.is_empty(),
+        "left behind: {processes:?} {segments:?}"
+    );
+}
+
 #[test]
 fn one_rank() {
     job(1, "shm", MEDIUM);
