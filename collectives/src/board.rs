@@ -50,7 +50,6 @@
 //! This module does not carry gathers, scatters or scans, nor groups of several ranks on
 //! several hosts: those use messages.
 
-use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -86,8 +85,6 @@ pub(crate) struct HostBoard {
     ranks: Vec<usize>,
     /// This member's group.
     me: usize,
-    /// The step of this leader's last write, once known.
-    last: Cell<Option<u64>>,
     /// Whether every leader can copy from and to every other's memory.
     single_copy: bool,
 }
@@ -157,7 +154,7 @@ impl HostBoard {
         }
         let lowest = board.ranks().next()?;
         let table = board.region(lowest)?;
-        let key = id | 1;
+        let key = id.max(1);
         let start = (crate::team::mix(key) % CHANNELS as u64) as usize;
         let channel = (0..CHANNELS).map(|i| (start + i) % CHANNELS).find(|&c| {
             let w = table.word(8 * c);
@@ -174,7 +171,6 @@ impl HostBoard {
             channel,
             ranks,
             me: shape.group_of[me] as usize,
-            last: Cell::new(None),
             single_copy,
         })
     }
@@ -269,11 +265,10 @@ impl HostBoard {
     /// Takes the next step: waits until the buffer is free, lets `write` fill the payload, then
     /// publishes `meta` and the step. Returns the step.
     fn publish(&self, meta: Meta, write: impl FnOnce(*mut u8)) -> u64 {
-        let last = self.last.get().unwrap_or_else(|| {
-            let mine = |b| self.step_word(self.me, b).load(Ordering::Relaxed);
-            mine(0).max(mine(1))
-        });
-        let s = last + 1;
+        // The step counter is the board itself (two words this leader alone writes), so team
+        // values that share the channel (the same id) continue each other's steps.
+        let mine = |b| self.step_word(self.me, b).load(Ordering::Relaxed);
+        let s = mine(0).max(mine(1)) + 1;
         for g in (0..self.leaders()).filter(|&g| g != self.me) {
             self.wait(g, s - 1);
         }
@@ -287,7 +282,6 @@ impl HostBoard {
         region.word(at + 16).store(meta.call, Ordering::Relaxed);
         region.word(at + 24).store(meta.ty, Ordering::Relaxed);
         region.word(at).store(s, Ordering::Release);
-        self.last.set(Some(s));
         s
     }
 

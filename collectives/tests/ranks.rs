@@ -145,57 +145,49 @@ const LARGE: usize = 393_217;
 /// minute in a debug build.
 const MEDIUM: usize = 100_001;
 
-/// A rank that panics while the others wait in a barrier on the host board ends the job with
-/// the panic's report, quickly, leaving nothing behind.
-#[test]
-fn a_panic_ends_a_job_waiting_on_the_board() {
+/// Runs `coll_check` with `args` on 2 ranks of 1 worker (on the host board) and expects the job
+/// to fail, without hanging, with every one of `reports` in its stderr and nothing left behind.
+fn failing_job(args: &[&str], reports: &[&str]) {
     let _serial = serial();
     let mut cmd = gsmrun(["-np", "2", "-t", "1", "--oversubscribe"]);
-    cmd.arg(coll_check()).args(["--panic-rank", "1"]);
+    cmd.arg(coll_check()).args(args);
+    let what = format!("gsmrun -np 2 coll_check {}", args.join(" "));
     let running = spawn(&mut cmd);
     let prefix = job_prefix(running.pid() as u32);
     let done = running.wait(LIMIT);
     assert!(
         !done.timed_out && done.code() != Some(0) && done.elapsed < Duration::from_secs(20),
-        "the job should fail fast\n{}",
+        "{what}: the job should fail fast\n{}",
         done.report()
     );
-    assert!(
-        done.stderr.contains("panics on purpose"),
-        "the report names the panic\n{}",
-        done.report()
-    );
+    for r in reports {
+        assert!(
+            done.stderr.contains(r),
+            "{what}: the report should say `{r}`\n{}",
+            done.report()
+        );
+    }
     let (processes, segments) = leftovers(&prefix, Duration::from_secs(3));
     assert!(
         processes.is_empty() && segments.is_empty(),
-        "left behind: {processes:?} {segments:?}"
+        "{what}: left behind: {processes:?} {segments:?}"
     );
+}
+
+/// A rank that panics while the others wait in a barrier on the host board ends the job with
+/// the panic's report, quickly, leaving nothing behind.
+#[test]
+fn a_panic_ends_a_job_waiting_on_the_board() {
+    failing_job(&["--panic-rank", "1"], &["panics on purpose"]);
 }
 
 /// Members in different collectives on the board are reported (in every build), naming both
 /// operations, and the job ends.
 #[test]
 fn different_collectives_on_the_board_are_reported() {
-    let _serial = serial();
-    let mut cmd = gsmrun(["-np", "2", "-t", "1", "--oversubscribe"]);
-    cmd.arg(coll_check()).args(["--misuse-rank", "1"]);
-    let running = spawn(&mut cmd);
-    let prefix = job_prefix(running.pid() as u32);
-    let done = running.wait(LIMIT);
-    assert!(
-        !done.timed_out && done.code() != Some(0),
-        "the job should fail\n{}",
-        done.report()
-    );
-    assert!(
-        done.stderr.contains("is in allreduce") && done.stderr.contains("is in barrier"),
-        "the report names both collectives\n{}",
-        done.report()
-    );
-    let (processes, segments) = leftovers(&prefix, Duration::from_secs(3));
-    assert!(
-        processes.is_empty() && segments.is_empty(),
-        "left behind: {processes:?} {segments:?}"
+    failing_job(
+        &["--misuse-rank", "1"],
+        &["is in allreduce", "is in barrier"],
     );
 }
 

@@ -54,31 +54,50 @@ pub(crate) fn read(pid: u32, addr: u64, len: u64) -> Result<Box<[MaybeUninit<u8>
     Ok(buf.into_boxed_slice())
 }
 
-/// Copies `len` bytes from `src` here to `addr` in process `pid`, looping over partial writes.
+/// The direction of a [`transfer`].
+#[derive(Clone, Copy)]
+enum Way {
+    /// From the other process into ours (`process_vm_readv`).
+    Read,
+    /// From ours into the other process (`process_vm_writev`).
+    Write,
+}
+
+/// Moves `len` bytes between `local` here and `addr` in process `pid`, looping over partial
+/// transfers.
 ///
 /// # Safety
-/// The bytes at `addr` in `pid` are for this process to write now (the caller's protocol with
-/// that process): the kernel checks only that they are mapped and writable.
-pub(crate) unsafe fn copy_to(
+/// `local` is valid for `len` bytes (writable for [`Way::Read`]); for [`Way::Write`], the bytes at
+/// `addr` in `pid` are for this process to write now (the caller's protocol with that process):
+/// the kernel checks only that they are mapped and writable.
+unsafe fn transfer(
     pid: u32,
     addr: u64,
-    src: *const u8,
+    local: *mut u8,
     len: usize,
+    way: Way,
 ) -> Result<(), String> {
     let mut done = 0usize;
     while done < len {
-        let local = libc::iovec {
-            // SAFETY: `done < len` and `src` is valid for `len` bytes (callers' buffers).
-            iov_base: unsafe { src.add(done) }.cast_mut().cast(),
+        let here = libc::iovec {
+            // SAFETY: `done < len` and `local` is valid for `len` bytes (the caller's).
+            iov_base: unsafe { local.add(done) }.cast(),
             iov_len: len - done,
         };
-        let remote = libc::iovec {
+        let there = libc::iovec {
             iov_base: (addr as usize + done) as *mut libc::c_void,
             iov_len: len - done,
         };
-        // SAFETY: `local` describes memory we own and only read; `remote` is written by the
-        // kernel in the other process, which the caller vouches for.
-        let r = unsafe { libc::process_vm_writev(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+        let pid = pid as libc::pid_t;
+        // SAFETY: `here` is memory of ours as the caller vouches; `there` is read or written by
+        // the kernel in the other process, which checks it (and for writes, the caller vouches
+        // that the bytes are ours to write).
+        let r = unsafe {
+            match way {
+                Way::Read => libc::process_vm_readv(pid, &here, 1, &there, 1, 0),
+                Way::Write => libc::process_vm_writev(pid, &here, 1, &there, 1, 0),
+            }
+        };
         if r < 0 {
             return Err(std::io::Error::last_os_error().to_string());
         }
@@ -90,31 +109,25 @@ pub(crate) unsafe fn copy_to(
     Ok(())
 }
 
-/// Copies `len` bytes from `addr` in `pid` to `dst`, looping over partial reads.
+/// Copies `len` bytes from `src` here to `addr` in process `pid`.
+///
+/// # Safety
+/// `src` is valid for `len` bytes, and the bytes at `addr` in `pid` are for this process to write
+/// now (the caller's protocol with that process).
+pub(crate) unsafe fn copy_to(
+    pid: u32,
+    addr: u64,
+    src: *const u8,
+    len: usize,
+) -> Result<(), String> {
+    // SAFETY: the caller's; a write only reads `src`.
+    unsafe { transfer(pid, addr, src.cast_mut(), len, Way::Write) }
+}
+
+/// Copies `len` bytes from `addr` in `pid` to `dst`.
 pub(crate) fn copy(pid: u32, addr: u64, dst: *mut u8, len: usize) -> Result<(), String> {
-    let mut done = 0usize;
-    while done < len {
-        let local = libc::iovec {
-            // SAFETY: `done < len` and `dst` is valid for `len` bytes (callers' buffers).
-            iov_base: unsafe { dst.add(done) }.cast(),
-            iov_len: len - done,
-        };
-        let remote = libc::iovec {
-            iov_base: (addr as usize + done) as *mut libc::c_void,
-            iov_len: len - done,
-        };
-        // SAFETY: `local` describes writable memory we own; `remote` is only read by the kernel
-        // in the other process, which checks it.
-        let r = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
-        if r < 0 {
-            return Err(std::io::Error::last_os_error().to_string());
-        }
-        if r == 0 {
-            return Err("the peer's memory ended early".into());
-        }
-        done += r as usize;
-    }
-    Ok(())
+    // SAFETY: `dst` is valid and writable for `len` bytes (callers' buffers).
+    unsafe { transfer(pid, addr, dst, len, Way::Read) }
 }
 
 #[cfg(test)]
