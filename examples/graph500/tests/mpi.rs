@@ -6,105 +6,21 @@
 //! Needs `gsmrun` built in the same target directory and profile as the test
 //! (`cargo build --release -p gsmrun -p graph500`); the runs are bounded by time limits.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Duration;
+mod engines;
 
-use gsm_tests::job::{assert_exit, gsmrun};
-use gsm_tests::process::{Finished, run};
+use engines::{assert_reference_roots, assert_same_work, corrupt, distributed, sequential};
+use gsm_tests::process::Finished;
 use serde_json::Value;
-
-const LIMIT: Duration = Duration::from_secs(60);
-
-fn graph500() -> &'static str {
-    env!("CARGO_BIN_EXE_graph500")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("graph500-mpi-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn read_json(path: &Path, done: &Finished) -> Value {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("no JSON at {}: {e}\n{}", path.display(), done.report()));
-    serde_json::from_str(&text).unwrap()
-}
-
-/// The sequential engine's JSON results for `scale` (the reference point).
-fn sequential(scale: u32) -> Value {
-    let json = scratch(&format!("seq-{scale}.json"));
-    let done = run(
-        Command::new(graph500()).args([&scale.to_string(), "--json", json.to_str().unwrap()]),
-        LIMIT,
-    );
-    assert_exit(&done, 0, "sequential engine");
-    read_json(&json, &done)
-}
 
 /// Runs the MPI engine on `ranks` ranks through gsmrun (or alone when `ranks` is `None`).
 fn mpi(scale: u32, ranks: Option<u32>) -> (Finished, Value) {
-    let json = scratch(&format!("mpi-{scale}-{ranks:?}.json"));
-    let program = [
-        graph500(),
-        &scale.to_string(),
-        "--engine",
-        "mpi",
-        "--json",
-        json.to_str().unwrap(),
-    ];
-    let mut cmd = match ranks {
-        Some(n) => {
-            let mut c = gsmrun(["-np", &n.to_string(), "--oversubscribe"]);
-            c.args(program);
-            c
-        }
-        None => {
-            let mut c = Command::new(program[0]);
-            c.args(&program[1..])
-                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-            c
-        }
-    };
-    let done = run(&mut cmd, LIMIT);
-    assert_exit(&done, 0, "MPI engine");
-    let value = read_json(&json, &done);
-    (done, value)
-}
-
-/// The MPI run searched from the sequential run's roots, found the same m for every search,
-/// reported its rank count, and printed exactly one results block.
-fn assert_same_work(seq: &Value, got: &Value, done: &Finished, ranks: u32) {
-    assert_eq!(got["num_mpi_processes"], ranks, "{}", done.report());
-    assert_eq!(got["roots"], seq["roots"], "roots");
-    assert_eq!(got["bfs_nedges"], seq["bfs_nedges"], "BFS edge counts");
-    assert_eq!(got["sssp_nedges"], seq["sssp_nedges"], "SSSP edge counts");
-    assert_eq!(
-        done.stdout.matches("SCALE:").count(),
-        1,
-        "one results block, from rank 0\n{}",
-        done.report()
-    );
-    assert!(
-        done.stdout
-            .contains(&format!("num_mpi_processes:              {ranks}\n")),
-        "{}",
-        done.report()
-    );
+    distributed("mpi", scale, ranks, None)
 }
 
 #[test]
 fn scale_10_matches_the_reference_and_the_sequential_engine() {
     let seq = sequential(10);
-    let roots: Vec<u64> = seq["roots"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_u64().unwrap())
-        .collect();
-    assert_eq!(roots[..8], [458, 214, 220, 966, 395, 9, 848, 777]);
+    assert_reference_roots(&seq);
     for ranks in [1, 2] {
         let (done, got) = mpi(10, Some(ranks));
         assert_same_work(&seq, &got, &done, ranks);
@@ -129,24 +45,8 @@ fn scale_11_runs_as_a_singleton_without_a_launcher() {
 
 #[test]
 fn distributed_validation_rejects_a_corrupted_parent_and_distance_on_two_ranks() {
-    // Built by `cargo test` with the package's other examples.
-    let program = gsm_tests::bins::profile_dir().join("examples/corrupt");
-    assert!(program.is_file(), "missing {}", program.display());
-    let mut cmd = gsmrun(["-np", "2", "--oversubscribe"]);
-    cmd.arg(&program).args(["mpi", "10"]);
-    let done = run(&mut cmd, LIMIT);
-    assert_exit(&done, 0, "every rank reaches the right verdicts");
+    let done = corrupt("mpi", &["-np", "2", "--oversubscribe"]);
     let out = &done.stdout;
-    for needle in [
-        "BFS untouched: Ok(16239)",
-        "SSSP untouched: Ok(16239)",
-        "BFS corrupted: rejected",
-        "rule 4: edge",
-        "SSSP corrupted: rejected",
-        "rule 3: edge",
-    ] {
-        assert!(out.contains(needle), "{needle:?}\n{}", done.report());
-    }
     // The unhooked leaf's edges are spread over both ranks' edges: the merged failure counts
     // more rule-4 errors than one rank keeps verbatim.
     let bfs_line = out

@@ -1,0 +1,144 @@
+//! What the engine tests (`gsm.rs`, `mpi.rs`) share: running the sequential engine as the
+//! reference, running a distributed engine through `gsmrun` (or alone), comparing the work done,
+//! and running the `corrupt` example.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use gsm_tests::job::{assert_exit, gsmrun};
+use gsm_tests::process::{Finished, run};
+use serde_json::Value;
+
+/// The time limit of one run.
+pub const LIMIT: Duration = Duration::from_secs(60);
+
+fn graph500() -> &'static str {
+    env!("CARGO_BIN_EXE_graph500")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("graph500-engine-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn read_json(path: &Path, done: &Finished) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("no JSON at {}: {e}\n{}", path.display(), done.report()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The sequential engine's JSON results for `scale` (the reference point).
+pub fn sequential(scale: u32) -> Value {
+    let json = scratch(&format!("seq-{scale}.json"));
+    let done = run(
+        Command::new(graph500()).args([&scale.to_string(), "--json", json.to_str().unwrap()]),
+        LIMIT,
+    );
+    assert_exit(&done, 0, "sequential engine");
+    read_json(&json, &done)
+}
+
+/// Runs `--engine {engine}` on `ranks` ranks through gsmrun, with `workers` workers per rank
+/// when given (`-t`, or `GSM_THREADS` alone), or alone without a launcher when `ranks` is `None`.
+pub fn distributed(
+    engine: &str,
+    scale: u32,
+    ranks: Option<u32>,
+    workers: Option<u32>,
+) -> (Finished, Value) {
+    let json = scratch(&format!("{engine}-{scale}-{ranks:?}-{workers:?}.json"));
+    let program = [
+        graph500(),
+        &scale.to_string(),
+        "--engine",
+        engine,
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let mut cmd = match ranks {
+        Some(n) => {
+            let mut c = gsmrun(["-np", &n.to_string(), "--oversubscribe"]);
+            if let Some(w) = workers {
+                c.args(["-t", &w.to_string()]);
+            }
+            c.args(program);
+            c
+        }
+        None => {
+            let mut c = Command::new(program[0]);
+            c.args(&program[1..])
+                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+            if let Some(w) = workers {
+                c.env("GSM_THREADS", w.to_string());
+            }
+            c
+        }
+    };
+    let done = run(&mut cmd, LIMIT);
+    assert_exit(&done, 0, &format!("--engine {engine}"));
+    let value = read_json(&json, &done);
+    (done, value)
+}
+
+/// The run searched from the sequential run's roots, found the same m for every search,
+/// reported its process count (`count`: workers or ranks), and printed exactly one results block.
+pub fn assert_same_work(seq: &Value, got: &Value, done: &Finished, count: u32) {
+    assert_eq!(got["num_mpi_processes"], count, "{}", done.report());
+    assert_eq!(got["roots"], seq["roots"], "roots");
+    assert_eq!(got["bfs_nedges"], seq["bfs_nedges"], "BFS edge counts");
+    assert_eq!(got["sssp_nedges"], seq["sssp_nedges"], "SSSP edge counts");
+    assert_eq!(
+        done.stdout.matches("SCALE:").count(),
+        1,
+        "one results block, from the first process\n{}",
+        done.report()
+    );
+    assert!(
+        done.stdout
+            .contains(&format!("num_mpi_processes:              {count}\n")),
+        "{}",
+        done.report()
+    );
+}
+
+/// The first roots at SCALE 10 are the reference's.
+pub fn assert_reference_roots(seq: &Value) {
+    let roots: Vec<u64> = seq["roots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_u64().unwrap())
+        .collect();
+    assert_eq!(roots[..8], [458, 214, 220, 966, 395, 9, 848, 777]);
+}
+
+/// Runs the `corrupt` example with `engine` at SCALE 10 under `gsmrun {launch}`: every process
+/// must reach the right verdicts, untouched searches pass and both corrupted ones are rejected
+/// by the rule that each breaks. Returns the run for engine-specific checks.
+pub fn corrupt(engine: &str, launch: &[&str]) -> Finished {
+    // Built by `cargo test` with the package's other examples.
+    let program = gsm_tests::bins::profile_dir().join("examples/corrupt");
+    assert!(program.is_file(), "missing {}", program.display());
+    let mut cmd = gsmrun(launch);
+    cmd.arg(&program).args([engine, "10"]);
+    let done = run(&mut cmd, LIMIT);
+    assert_exit(&done, 0, "every process reaches the right verdicts");
+    for needle in [
+        "BFS untouched: Ok(16239)",
+        "SSSP untouched: Ok(16239)",
+        "BFS corrupted: rejected",
+        "rule 4: edge",
+        "SSSP corrupted: rejected",
+        "rule 3: edge",
+    ] {
+        assert!(
+            done.stdout.contains(needle),
+            "{needle:?}\n{}",
+            done.report()
+        );
+    }
+    done
+}
