@@ -6,45 +6,19 @@
 //! Needs `gsmrun` built in the same profile and target directory as this test:
 //! `cargo build --release -p gsmrun -p gsm-bench && cargo test --release -p gsm-bench`.
 
-use gsm_tests::job::{assert_exit, gsmrun};
-use gsm_tests::process::run;
-use gsm_tests::scratch::{RunId, Scratch};
-use std::time::Duration;
-
-const LIMIT: Duration = Duration::from_secs(180);
+mod jobs;
 
 fn job(args: &[&str]) -> (Vec<serde_json::Value>, String) {
-    let scratch = Scratch::new("bench-collectives", RunId::next());
-    let json = scratch.join("collectives.json");
-    let mut cmd = gsmrun(["-np", "2", "--oversubscribe"]);
-    cmd.env_remove("GSM_FABRIC")
-        .env_remove("OMPI_MCA_btl")
-        .arg(env!("CARGO_BIN_EXE_gsm-bench"))
-        .args(["collectives", "--quick", "--runs", "1"])
-        .args(args)
-        .arg("--json")
-        .arg(&json);
-    let done = run(&mut cmd, LIMIT);
     let what = format!("gsmrun -np 2 gsm-bench collectives --quick {args:?}");
-    assert_exit(&done, 0, &what);
-    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| {
-        panic!(
-            "{what}: no JSON report at {}: {e}\n{}",
-            json.display(),
-            done.report()
-        )
-    });
-    let rows: Vec<serde_json::Value> = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("{what}: the report is not JSON: {e}\n{text}"));
-    assert_eq!(
-        done.stdout
-            .matches("gsm-bench collectives: 2 ranks")
-            .count(),
-        1,
-        "{what}: exactly one rank (rank 0) prints the report\n{}",
-        done.report()
-    );
-    (rows, done.report())
+    jobs::bench_job(
+        "collectives",
+        &[],
+        args,
+        |c| {
+            c.env_remove("OMPI_MCA_btl");
+        },
+        &what,
+    )
 }
 
 fn positive(rows: &[serde_json::Value], report: &str) {

@@ -5,47 +5,23 @@
 //! Needs `gsmrun` built in the same profile and target directory as this test:
 //! `cargo build --release -p gsmrun -p gsm-bench && cargo test --release -p gsm-bench`.
 
-use gsm_tests::job::{assert_exit, gsmrun};
-use gsm_tests::process::run;
-use gsm_tests::scratch::{RunId, Scratch};
-use std::time::Duration;
-
-const LIMIT: Duration = Duration::from_secs(180);
+mod jobs;
 
 fn remote_job(fabric: Option<&str>, btl: Option<&str>) -> (Vec<serde_json::Value>, String) {
-    let scratch = Scratch::new("bench-remote", RunId::next());
-    let json = scratch.join("remote.json");
-    let mut cmd = gsmrun(["-np", "2", "--oversubscribe"]);
-    if let Some(f) = fabric {
-        cmd.args(["--fabric", f]);
-    }
-    match btl {
-        Some(b) => cmd.env("OMPI_MCA_btl", b),
-        None => cmd.env_remove("OMPI_MCA_btl"),
-    };
-    cmd.env_remove("GSM_FABRIC")
-        .arg(env!("CARGO_BIN_EXE_gsm-bench"))
-        .args(["remote", "--quick", "--runs", "1", "--json"])
-        .arg(&json);
-    let done = run(&mut cmd, LIMIT);
+    let launch: Vec<&str> = fabric.map(|f| vec!["--fabric", f]).unwrap_or_default();
     let what = format!("gsmrun -np 2 (fabric {fabric:?}, btl {btl:?}) gsm-bench remote --quick");
-    assert_exit(&done, 0, &what);
-    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| {
-        panic!(
-            "{what}: no JSON report at {}: {e}\n{}",
-            json.display(),
-            done.report()
-        )
-    });
-    let rows: Vec<serde_json::Value> = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("{what}: the report is not JSON: {e}\n{text}"));
-    assert_eq!(
-        done.stdout.matches("gsm-bench remote: 2 ranks").count(),
-        1,
-        "{what}: exactly one rank (rank 0) prints the report\n{}",
-        done.report()
-    );
-    (rows, done.report())
+    jobs::bench_job(
+        "remote",
+        &launch,
+        &[],
+        |c| {
+            match btl {
+                Some(b) => c.env("OMPI_MCA_btl", b),
+                None => c.env_remove("OMPI_MCA_btl"),
+            };
+        },
+        &what,
+    )
 }
 
 fn check_rows(rows: &[serde_json::Value], fabric: &str, btl: &str, report: &str) {
