@@ -51,7 +51,7 @@
 //! 8.2–9.0 µs; 1 MiB allreduce 1197 / 261 µs, broadcast 679 / 136 µs), as before. Under load (average 3–9) the figures spread by 10× on both
 //! sides.
 
-use crate::report::{Case, Figure};
+use crate::report::{Case, Figure, RankReport};
 use crate::stats::summarize;
 use gossamer::Config;
 use gsm_collectives::op::Sum;
@@ -369,29 +369,6 @@ fn sweep_once(quick: bool) -> anyhow::Result<Vec<(String, f64, f64)>> {
     Ok(out.into_iter().flatten().next().unwrap_or_default())
 }
 
-/// What rank 0 prints.
-#[derive(Debug)]
-pub struct Report {
-    /// The table's rows.
-    pub cases: Vec<Case>,
-    /// Lines above the table.
-    pub header: String,
-}
-
-/// Runs the benchmark; `Some` on rank 0.
-pub fn run(opts: &Options) -> anyhow::Result<Option<Report>> {
-    let (universe, _level) = mpi::initialize_with_threading(mpi::Threading::Funneled)
-        .ok_or_else(|| anyhow::anyhow!("MPI was already initialised in this process"))?;
-    let world = universe.world();
-    let result = if opts.sweep {
-        run_sweep(&world, opts)
-    } else {
-        run_cases(&world, opts)
-    };
-    drop(universe);
-    result
-}
-
 fn header(world: &SimpleCommunicator) -> String {
     let fabric = std::env::var("GSM_FABRIC").unwrap_or_else(|_| "auto".into());
     let btl = std::env::var("OMPI_MCA_btl").unwrap_or_else(|_| "default".into());
@@ -402,7 +379,7 @@ fn header(world: &SimpleCommunicator) -> String {
     )
 }
 
-fn run_cases(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<Report>> {
+fn run_cases(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<RankReport>> {
     let me = world.rank();
     let mut samples: BTreeMap<(usize, usize), Vec<f64>> = BTreeMap::new();
     for run in 0..opts.runs {
@@ -443,13 +420,13 @@ fn run_cases(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Optio
             });
         }
     }
-    Ok(Some(Report {
+    Ok(Some(RankReport {
         cases,
         header: header(world),
     }))
 }
 
-fn run_sweep(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<Report>> {
+fn run_sweep(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<RankReport>> {
     let mut samples: BTreeMap<String, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
     let mut order = Vec::new();
     for _ in 0..opts.runs {
@@ -482,7 +459,7 @@ fn run_sweep(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Optio
             }
         })
         .collect();
-    Ok(Some(Report {
+    Ok(Some(RankReport {
         cases,
         header: header(world),
     }))
@@ -503,12 +480,12 @@ pub fn command(
             crate::stats::MIN_RUNS
         );
     }
-    match run(&Options { runs, quick, sweep })? {
-        Some(report) => {
-            print!("{}", report.header);
-            crate::report::emit(&report.cases, json)?;
-            Ok(true)
+    let opts = Options { runs, quick, sweep };
+    crate::report::mpi_job(json, |world| {
+        if opts.sweep {
+            run_sweep(world, &opts)
+        } else {
+            run_cases(world, &opts)
         }
-        None => Ok(false),
-    }
+    })
 }

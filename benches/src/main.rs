@@ -168,14 +168,7 @@ fn remote(
         budget: std::time::Duration::from_millis(if quick { 20 } else { budget_ms.max(1) }),
         workers,
     };
-    match remote::run(&opts)? {
-        Some(report) => {
-            print!("{}", report.header);
-            report::emit(&report.cases, common.json.as_deref())?;
-            Ok(true)
-        }
-        None => Ok(false),
-    }
+    remote::run(&opts, common.json.as_deref())
 }
 
 #[cfg(not(feature = "gossamer"))]

@@ -90,7 +90,7 @@
 //! or smaller slots (`Config::slots_per_ring`, `GSM_SLOT_SIZE`).
 
 use crate::peers::Limit;
-use crate::report::{Case, Figure};
+use crate::report::{Case, Figure, RankReport};
 use crate::stats::summarize;
 use gossamer::{Config, Trust, WorkerId, entrust_on, rank, spawn_on, workers_of_rank, yield_now};
 use mpi::topology::SimpleCommunicator;
@@ -494,23 +494,13 @@ pub fn slot_memory_table() -> String {
 // The subcommand.
 // ---------------------------------------------------------------------------------------------
 
-/// What rank 0 reports: the cases and the lines to print above the table.
-pub struct Report {
-    pub cases: Vec<Case>,
-    pub header: String,
+/// Runs every repetition on every rank; rank 0 prints the report (`--json`: also to that file).
+/// MPI is initialised here and finalised before this returns. Whether this process printed.
+pub fn run(opts: &Options, json: Option<&std::path::Path>) -> anyhow::Result<bool> {
+    crate::report::mpi_job(json, |world| run_in(world, opts))
 }
 
-/// Runs every repetition on every rank; rank 0 gets the report, the other rank `None`. MPI is
-/// initialised here and finalised before this returns.
-pub fn run(opts: &Options) -> anyhow::Result<Option<Report>> {
-    let (universe, _level) = mpi::initialize_with_threading(mpi::Threading::Funneled)
-        .ok_or_else(|| anyhow::anyhow!("MPI was already initialised in this process"))?;
-    let result = run_in(&universe.world(), opts);
-    drop(universe);
-    result
-}
-
-fn run_in(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<Report>> {
+fn run_in(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<RankReport>> {
     if world.size() != 2 {
         anyhow::bail!(
             "`gsm-bench remote` needs exactly 2 ranks, this job has {}: run it as \
@@ -602,7 +592,7 @@ fn run_in(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<R
         },
         slot_memory_table()
     );
-    Ok(Some(Report { cases, header }))
+    Ok(Some(RankReport { cases, header }))
 }
 
 #[cfg(test)]

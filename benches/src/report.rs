@@ -173,6 +173,38 @@ pub fn emit(cases: &[Case], json: Option<&Path>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What rank 0 of a multi-rank subcommand (`remote`, `collectives`) prints: lines above the
+/// table, then its rows.
+#[derive(Debug)]
+pub struct RankReport {
+    /// The table's rows.
+    pub cases: Vec<Case>,
+    /// Lines above the table.
+    pub header: String,
+}
+
+/// Initialises MPI (`FUNNELED`, so that Gossamer joins it), runs `body` on the world
+/// communicator and finalises MPI; then prints rank 0's report with [`emit`]. Returns whether
+/// this process printed (only rank 0 does).
+#[cfg(feature = "gossamer")]
+pub fn mpi_job(
+    json: Option<&Path>,
+    body: impl FnOnce(&mpi::topology::SimpleCommunicator) -> anyhow::Result<Option<RankReport>>,
+) -> anyhow::Result<bool> {
+    let (universe, _level) = mpi::initialize_with_threading(mpi::Threading::Funneled)
+        .ok_or_else(|| anyhow::anyhow!("MPI was already initialised in this process"))?;
+    let result = body(&universe.world());
+    drop(universe);
+    match result? {
+        Some(report) => {
+            print!("{}", report.header);
+            emit(&report.cases, json)?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
 /// Shows `line` as a progress line (rewritten in place) when stderr is a terminal; prints nothing
 /// into logs and pipes.
 pub fn progress(line: std::fmt::Arguments<'_>) {
