@@ -238,7 +238,7 @@ fn run_kernel(
     roots: &[Vertex],
     validating: bool,
     progress: Progress,
-    search: impl Fn(Vertex) -> (Vec<Vertex>, Option<Vec<f32>>),
+    search: impl Fn(Vertex) -> crate::report::Searched,
 ) -> Result<KernelRuns, RunError> {
     let count = |parent: &[Vertex]| graph.component_edges(|v| parent[v as usize] != bfs::NO_PARENT);
     let check = |index: usize, root: Vertex, parent: &[Vertex], dist: Option<&[f32]>, m: u64| {
@@ -250,33 +250,14 @@ fn run_kernel(
             failure,
         })
     };
-    // Warm-up, untimed, as the reference does before its timed loop.
-    let (parent, dist) = search(roots[0]);
-    if validating {
-        check(0, roots[0], &parent, dist.as_deref(), count(&parent))?;
-    }
-    let mut runs = KernelRuns::default();
-    for (i, &root) in roots.iter().enumerate() {
-        progress.say(|| format!("Running {name} {i}"));
-        let t = Instant::now();
-        let (parent, dist) = search(root);
-        let time = t.elapsed().as_secs_f64();
-        let m = count(&parent);
-        progress.say(|| {
-            format!(
-                "Time for {name} {i} is {time:.6}; TEPS {:.6e}",
-                m as f64 / time
-            )
-        });
-        runs.times.push(time);
-        runs.edges.push(m as f64);
-        if validating {
-            let t = Instant::now();
-            check(i, root, &parent, dist.as_deref(), m)?;
-            runs.validate_times.push(t.elapsed().as_secs_f64());
-        } else {
-            runs.validate_times.push(-1.0);
-        }
-    }
-    Ok(runs)
+    crate::report::timed_searches(
+        name,
+        roots,
+        validating,
+        progress.0,
+        search,
+        count,
+        check,
+        || {},
+    )
 }

@@ -105,6 +105,70 @@ pub struct KernelRuns {
     pub validate_times: Vec<f64>,
 }
 
+/// A search's answer: parents, and distances for SSSP.
+pub type Searched = (Vec<crate::kronecker::Vertex>, Option<Vec<f32>>);
+
+/// One kernel over all roots, as the reference runs it: an untimed warm-up search from the first
+/// root (validated when `validating`), then a timed search from every root, each validated when
+/// `validating` (validation times −1 otherwise). `count` gives a search's edge count m; `check`
+/// validates (index, root, parents, distances, m; what it returns on success is dropped);
+/// `sync` runs before each timed search and each timed validation (a barrier for the
+/// distributed engines); with `progress`, each root is announced on stderr. The sequential and
+/// the distributed drivers both run their kernels through this loop.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the kernel loop's parts, spelt out"
+)]
+pub fn timed_searches<V, E>(
+    name: &str,
+    roots: &[crate::kronecker::Vertex],
+    validating: bool,
+    progress: bool,
+    mut search: impl FnMut(crate::kronecker::Vertex) -> Searched,
+    count: impl Fn(&[crate::kronecker::Vertex]) -> u64,
+    check: impl Fn(
+        usize,
+        crate::kronecker::Vertex,
+        &[crate::kronecker::Vertex],
+        Option<&[f32]>,
+        u64,
+    ) -> Result<V, E>,
+    sync: impl Fn(),
+) -> Result<KernelRuns, E> {
+    let (parent, dist) = search(roots[0]);
+    if validating {
+        check(0, roots[0], &parent, dist.as_deref(), count(&parent))?;
+    }
+    let mut runs = KernelRuns::default();
+    for (i, &root) in roots.iter().enumerate() {
+        if progress {
+            eprintln!("Running {name} {i}");
+        }
+        sync();
+        let t = std::time::Instant::now();
+        let (parent, dist) = search(root);
+        let time = t.elapsed().as_secs_f64();
+        let m = count(&parent);
+        if progress {
+            eprintln!(
+                "Time for {name} {i} is {time:.6}; TEPS {:.6e}",
+                m as f64 / time
+            );
+        }
+        runs.times.push(time);
+        runs.edges.push(m as f64);
+        if validating {
+            sync();
+            let t = std::time::Instant::now();
+            check(i, root, &parent, dist.as_deref(), m)?;
+            runs.validate_times.push(t.elapsed().as_secs_f64());
+        } else {
+            runs.validate_times.push(-1.0);
+        }
+    }
+    Ok(runs)
+}
+
 /// Everything the results block reports.
 #[derive(Clone, Debug, Default)]
 pub struct Results {

@@ -223,7 +223,7 @@ impl<C: Exchange> Context<'_, C> {
         &self,
         name: &'static str,
         roots: &[Vertex],
-        mut search: impl FnMut(Vertex) -> (Vec<Vertex>, Option<Vec<f32>>),
+        search: impl FnMut(Vertex) -> crate::report::Searched,
     ) -> Result<KernelRuns, RunError> {
         let count = |parent: &[Vertex]| {
             self.graph
@@ -239,37 +239,15 @@ impl<C: Exchange> Context<'_, C> {
                 },
             )
         };
-        let (parent, dist) = search(roots[0]);
-        if self.validating {
-            check(0, roots[0], &parent, dist.as_deref(), count(&parent))?;
-        }
-        let mut runs = KernelRuns::default();
-        for (i, &root) in roots.iter().enumerate() {
-            if self.progress {
-                eprintln!("Running {name} {i}");
-            }
-            self.comm.barrier();
-            let t = Instant::now();
-            let (parent, dist) = search(root);
-            let time = t.elapsed().as_secs_f64();
-            let m = count(&parent);
-            if self.progress {
-                eprintln!(
-                    "Time for {name} {i} is {time:.6}; TEPS {:.6e}",
-                    m as f64 / time
-                );
-            }
-            runs.times.push(time);
-            runs.edges.push(m as f64);
-            if self.validating {
-                self.comm.barrier();
-                let t = Instant::now();
-                check(i, root, &parent, dist.as_deref(), m)?;
-                runs.validate_times.push(t.elapsed().as_secs_f64());
-            } else {
-                runs.validate_times.push(-1.0);
-            }
-        }
-        Ok(runs)
+        crate::report::timed_searches(
+            name,
+            roots,
+            self.validating,
+            self.progress,
+            search,
+            count,
+            check,
+            || self.comm.barrier(),
+        )
     }
 }
