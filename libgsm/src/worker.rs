@@ -751,7 +751,7 @@ impl WorkerCore {
     }
 
     /// Stages a response record to `client`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn respond_raw(&self, client: usize, req: u32, st: u8, body: Src<'_>) {
         self.out_resp[client]
             .borrow_mut()
@@ -760,7 +760,7 @@ impl WorkerCore {
 
     /// Stages the response carrying `r` to `client`: the bytes of `U` moved (same rank), or its
     /// `postcard` encoding (another rank).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn respond<U: serde::Serialize>(
         &self,
         client: usize,

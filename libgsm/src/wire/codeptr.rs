@@ -68,7 +68,7 @@ fn text() -> Text {
 /// The offset that names function address `addr`.
 #[inline]
 pub(crate) fn offset_of(addr: usize) -> u64 {
-    addr.wrapping_sub(text().base) as u64
+    addr.wrapping_sub(base_anchor as *const () as usize) as u64
 }
 
 /// The address an offset names, if it lies in the binary's text.

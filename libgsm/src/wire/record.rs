@@ -141,6 +141,25 @@ fn put(b: &mut Vec<Byte>, s: Src<'_>) {
     }
 }
 
+/// Bodies up to this many bytes take the inlined fast paths of `push_request`/`push_response`.
+const SMALL: usize = 64;
+
+/// Appends a record header and a small body. Inlined with constant sizes, the copies become a few
+/// moves instead of `memcpy` calls.
+#[inline(always)]
+fn put_small<const N: usize>(b: &mut Vec<Byte>, head: &[u8; N], body: Src<'_>) {
+    b.reserve(N + body.len);
+    // SAFETY: `reserve` left at least `N + body.len` bytes of spare capacity after `len`;
+    // `body.ptr` is valid for `body.len` reads and cannot overlap the spare capacity of the
+    // uniquely borrowed `b`. Untyped copies, as in `put`.
+    unsafe {
+        let at = b.as_mut_ptr().add(b.len()).cast::<u8>();
+        std::ptr::copy_nonoverlapping(head.as_ptr(), at, N);
+        std::ptr::copy_nonoverlapping(body.ptr, at.add(N), body.len);
+        b.set_len(b.len() + N + body.len);
+    }
+}
+
 #[inline]
 fn put_bytes(b: &mut Vec<Byte>, v: &[u8]) {
     put(b, Src::slice(v));
@@ -398,10 +417,47 @@ impl OutQueue {
 
     /// Appends a request record. `cap`/`arg` bytes are copied (the caller then forgets the
     /// originals: their ownership moved into the record). `code` is `None` for control records.
-    /// Inlined so that the copies have the constant sizes of the caller's types.
-    #[inline]
+    ///
+    /// The common case (a small record without argument whose code is already in the batch's
+    /// table, with room left) is inlined into the caller, so that the capture's copy has the
+    /// constant size of its type; everything else goes through [`push_request_general`].
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn push_request(
+        &mut self,
+        code: Option<u64>,
+        idx: u32,
+        gn: u32,
+        req: u32,
+        cap: Src<'_>,
+        arg: Option<Src<'_>>,
+        extra_flags: u8,
+    ) {
+        if let (Some(c), None) = (code, arg) {
+            let need = REQ_HEADER + cap.len();
+            if cap.len() <= SMALL
+                && self.last.0 == c as usize
+                && !self.table.is_empty()
+                && self.room(0) >= need
+            {
+                let mut h = [0u8; REQ_HEADER];
+                h[0] = self.last.1;
+                h[1] = extra_flags;
+                h[2..4].copy_from_slice(&(cap.len() as u16).to_le_bytes());
+                h[4..8].copy_from_slice(&req.to_le_bytes());
+                h[8..12].copy_from_slice(&idx.to_le_bytes());
+                h[12..16].copy_from_slice(&gn.to_le_bytes());
+                put_small(&mut self.buf, &h, cap);
+                return;
+            }
+        }
+        self.push_request_general(code, idx, gn, req, cap, arg, extra_flags);
+    }
+
+    /// [`push_request`](Self::push_request) for every record.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn push_request_general(
         &mut self,
         code: Option<u64>,
         idx: u32,
@@ -525,9 +581,24 @@ impl OutQueue {
     }
 
     /// Appends a response record with `status` and `body` (copied; ownership of moved values
-    /// passes with the bytes).
-    #[inline]
+    /// passes with the bytes). A small body with room left is inlined into the caller (a copy of
+    /// constant size); everything else goes through [`push_response_general`].
+    #[inline(always)]
     pub(crate) fn push_response(&mut self, req: u32, status: u8, body: Src<'_>) {
+        if body.len() <= SMALL && self.room(0) >= RESP_HEADER + body.len() {
+            let mut h = [0u8; RESP_HEADER];
+            h[0..4].copy_from_slice(&req.to_le_bytes());
+            h[4..8]
+                .copy_from_slice(&(((body.len() as u32) << 8) | u32::from(status)).to_le_bytes());
+            put_small(&mut self.buf, &h, body);
+            return;
+        }
+        self.push_response_general(req, status, body);
+    }
+
+    /// [`push_response`](Self::push_response) for every record.
+    #[inline(never)]
+    fn push_response_general(&mut self, req: u32, status: u8, body: Src<'_>) {
         let large = RESP_HEADER + body.len() + HEADER > self.cap || body.len() >= 1 << 24;
         if large && self.remote && self.far && body.len() >= FAR_MIN {
             if self.room(0) < RESP_HEADER + 24 {
@@ -1137,6 +1208,78 @@ mod tests {
     fn sealed(q: &mut OutQueue) -> Vec<Byte> {
         q.seal();
         q.queued.pop_front().expect("a sealed batch")
+    }
+
+    /// Every batch of `q`, sealed, as initialised bytes.
+    fn all_batches(q: &mut OutQueue) -> Vec<Vec<u8>> {
+        q.seal();
+        q.queued.drain(..).map(|b| init(&b)).collect()
+    }
+
+    #[test]
+    fn fast_paths_encode_exactly_as_the_general_paths() {
+        // Captures and bodies around the fast path's limit, repeated codes (the cached table
+        // entry), a code change, an argument and a control record in between, and a small slot
+        // so that batches fill up and seal mid-sequence.
+        let sizes = [0usize, 1, 8, 63, 64, 65, 8, 0];
+        let data = [0x5Au8; 80];
+        let (mut fast, mut general) = (
+            OutQueue::new(192, Sink::Loopback, false),
+            OutQueue::new(192, Sink::Loopback, false),
+        );
+        for round in 0..6u32 {
+            for (i, &n) in sizes.iter().enumerate() {
+                let code = if i == 5 { 0x300 } else { 0x100 };
+                let args = (Some(code), round, i as u32, 7 * round + i as u32);
+                let arg = (i == 3).then(|| Src::slice(&data[..5]));
+                let cap = Src::slice(&data[..n]);
+                fast.push_request(
+                    args.0,
+                    args.1,
+                    args.2,
+                    args.3,
+                    cap,
+                    arg,
+                    SER * (i as u8 & 1),
+                );
+                general.push_request_general(
+                    args.0,
+                    args.1,
+                    args.2,
+                    args.3,
+                    cap,
+                    arg,
+                    SER * (i as u8 & 1),
+                );
+            }
+            let id = 42u64.to_le_bytes();
+            fast.push_request(None, 1, 1, 0, Src::slice(&id), None, 0);
+            general.push_request_general(None, 1, 1, 0, Src::slice(&id), None, 0);
+        }
+        let batches = all_batches(&mut fast);
+        assert!(
+            batches.len() > 3,
+            "the sequence should span several batches"
+        );
+        assert_eq!(batches, all_batches(&mut general));
+
+        let (mut fast, mut general) = (
+            OutQueue::new(160, Sink::Loopback, false),
+            OutQueue::new(160, Sink::Loopback, false),
+        );
+        for round in 0..6u32 {
+            for (i, &n) in sizes.iter().enumerate() {
+                let body = Src::slice(&data[..n]);
+                fast.push_response(round * 10 + i as u32, i as u8, body);
+                general.push_response_general(round * 10 + i as u32, i as u8, body);
+            }
+        }
+        let batches = all_batches(&mut fast);
+        assert!(
+            batches.len() > 3,
+            "the sequence should span several batches"
+        );
+        assert_eq!(batches, all_batches(&mut general));
     }
 
     #[test]
