@@ -28,7 +28,6 @@ use gossamer::{Config, Trust, WorkerId, entrust, entrust_on, spawn_on, yield_now
 use std::any::Any;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// Fibers per worker in the "64 fibers" case.
@@ -83,26 +82,29 @@ fn stashed<V: Clone + 'static>() -> V {
     })
 }
 
-/// Completion counters of `apply_then` callbacks, one cache line per worker.
-#[repr(align(128))]
-struct Padded(AtomicU64);
-static DONE: [Padded; THREADS] = [const { Padded(AtomicU64::new(0)) }; THREADS];
+thread_local! {
+    /// Completed `apply_then` callbacks of this worker. Callbacks run on the worker that issued
+    /// the request, and `wait_done` runs there too, so a plain cell suffices (no atomic).
+    static DONE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
 fn reset_done() {
-    for d in &DONE {
-        d.0.store(0, Ordering::Relaxed);
+    for w in 0..THREADS {
+        let here = entrust_on(WorkerId::new(w), || ());
+        here.apply(|_: &mut ()| DONE.with(|d| d.set(0)));
     }
 }
 
-/// Yields until `expected` callbacks have run on worker `w`.
-fn wait_done(w: usize, expected: u64) {
-    while DONE[w].0.load(Ordering::Acquire) < expected {
+/// Yields until `expected` callbacks have run on this worker.
+fn wait_done(expected: u64) {
+    while DONE.with(|d| d.get()) < expected {
         yield_now();
     }
 }
 
-fn done(w: usize) {
-    DONE[w].0.fetch_add(1, Ordering::Release);
+#[inline]
+fn done() {
+    DONE.with(|d| d.set(d.get() + 1));
 }
 
 fn mops(ops: u64, seconds: f64) -> f64 {
@@ -172,7 +174,7 @@ fn counter_apply_then(limit: Limit) -> Rates {
     share(&counter);
     let per = per_fiber(limit, 1);
     reset_done();
-    let timing = timed(1, limit, move |w, deadline| {
+    let timing = timed(1, limit, move |_, deadline| {
         let t: Trust<u64> = stashed();
         let issued = Limit::steps(per, deadline, |n| {
             maybe_yield(n);
@@ -181,10 +183,10 @@ fn counter_apply_then(limit: Limit) -> Rates {
                     *c += 1;
                     *c
                 },
-                move |_: u64| done(w),
+                |_: u64| done(),
             );
         });
-        wait_done(w, issued);
+        wait_done(issued);
         issued
     });
     clear_stashes();
@@ -239,16 +241,13 @@ fn map_delegated(limit: Limit, seed: u64, shards: Vec<Trust<Map>>) -> f64 {
                         m.insert(key, n);
                         true
                     },
-                    move |_: bool| done(w),
+                    |_: bool| done(),
                 );
             } else {
-                shard.apply_then(
-                    move |m: &mut Map| m.contains_key(&key),
-                    move |_: bool| done(w),
-                );
+                shard.apply_then(move |m: &mut Map| m.contains_key(&key), |_: bool| done());
             }
         });
-        wait_done(w, issued);
+        wait_done(issued);
         issued
     });
     clear_stashes();
