@@ -141,6 +141,35 @@ fn put(b: &mut Vec<Byte>, s: Src<'_>) {
     }
 }
 
+/// A request record's header: `[u8 fn][u8 flags][u16 cap_len][u32 req][u32 idx][u32 gn]`.
+#[inline(always)]
+fn request_header(
+    fidx: u8,
+    flags: u8,
+    cap_len: u16,
+    req: u32,
+    idx: u32,
+    gn: u32,
+) -> [u8; REQ_HEADER] {
+    let mut h = [0u8; REQ_HEADER];
+    h[0] = fidx;
+    h[1] = flags;
+    h[2..4].copy_from_slice(&cap_len.to_le_bytes());
+    h[4..8].copy_from_slice(&req.to_le_bytes());
+    h[8..12].copy_from_slice(&idx.to_le_bytes());
+    h[12..16].copy_from_slice(&gn.to_le_bytes());
+    h
+}
+
+/// A response record's header: `[u32 req][u32 len << 8 | status]`.
+#[inline(always)]
+fn response_header(req: u32, status: u8, len: u32) -> [u8; RESP_HEADER] {
+    let mut h = [0u8; RESP_HEADER];
+    h[0..4].copy_from_slice(&req.to_le_bytes());
+    h[4..8].copy_from_slice(&((len << 8) | u32::from(status)).to_le_bytes());
+    h
+}
+
 /// Bodies up to this many bytes take the inlined fast paths of `push_request`/`push_response`.
 const SMALL: usize = 64;
 
@@ -267,10 +296,7 @@ impl OutQueue {
         if self.room(0) < need {
             self.seal();
         }
-        let mut h = [0u8; REQ_HEADER];
-        h[0] = RELEASE;
-        h[2..4].copy_from_slice(&8u16.to_le_bytes());
-        put_bytes(&mut self.buf, &h);
+        put_bytes(&mut self.buf, &request_header(RELEASE, 0, 8, 0, 0, 0));
         put_bytes(&mut self.buf, &token.to_le_bytes());
     }
 
@@ -440,13 +466,7 @@ impl OutQueue {
                 && !self.table.is_empty()
                 && self.room(0) >= need
             {
-                let mut h = [0u8; REQ_HEADER];
-                h[0] = self.last.1;
-                h[1] = extra_flags;
-                h[2..4].copy_from_slice(&(cap.len() as u16).to_le_bytes());
-                h[4..8].copy_from_slice(&req.to_le_bytes());
-                h[8..12].copy_from_slice(&idx.to_le_bytes());
-                h[12..16].copy_from_slice(&gn.to_le_bytes());
+                let h = request_header(self.last.1, extra_flags, cap.len() as u16, req, idx, gn);
                 put_small(&mut self.buf, &h, cap);
                 return;
             }
@@ -510,14 +530,10 @@ impl OutQueue {
             }
         }
         let b = &mut self.buf;
-        let mut h = [0u8; REQ_HEADER];
-        h[0] = fidx;
-        h[1] = flags;
-        h[2..4].copy_from_slice(&(cap.len() as u16).to_le_bytes());
-        h[4..8].copy_from_slice(&req.to_le_bytes());
-        h[8..12].copy_from_slice(&idx.to_le_bytes());
-        h[12..16].copy_from_slice(&gn.to_le_bytes());
-        put_bytes(b, &h);
+        put_bytes(
+            b,
+            &request_header(fidx, flags, cap.len() as u16, req, idx, gn),
+        );
         if let Some(a) = arg {
             put_bytes(b, &(a.len() as u32).to_le_bytes());
         }
@@ -562,12 +578,9 @@ impl OutQueue {
             flags |= ARG;
         }
         let mut start = Vec::with_capacity(REQ_HEADER + 12);
-        start.push(if code.is_some() { 0 } else { CONTROL });
-        start.push(flags);
-        start.extend_from_slice(&(cap.len().min(u16::MAX as usize) as u16).to_le_bytes());
-        start.extend_from_slice(&req.to_le_bytes());
-        start.extend_from_slice(&idx.to_le_bytes());
-        start.extend_from_slice(&gn.to_le_bytes());
+        let fidx = if code.is_some() { 0 } else { CONTROL };
+        let cap_len = cap.len().min(u16::MAX as usize) as u16;
+        start.extend_from_slice(&request_header(fidx, flags, cap_len, req, idx, gn));
         if let Some(a) = arg {
             start.extend_from_slice(&(a.len() as u32).to_le_bytes());
         }
@@ -586,10 +599,7 @@ impl OutQueue {
     #[inline(always)]
     pub(crate) fn push_response(&mut self, req: u32, status: u8, body: Src<'_>) {
         if body.len() <= SMALL && self.room(0) >= RESP_HEADER + body.len() {
-            let mut h = [0u8; RESP_HEADER];
-            h[0..4].copy_from_slice(&req.to_le_bytes());
-            h[4..8]
-                .copy_from_slice(&(((body.len() as u32) << 8) | u32::from(status)).to_le_bytes());
+            let h = response_header(req, status, body.len() as u32);
             put_small(&mut self.buf, &h, body);
             return;
         }
@@ -607,10 +617,10 @@ impl OutQueue {
             let mut v = Vec::with_capacity(body.len());
             put(&mut v, body);
             let w = self.put_far(v);
-            let mut h = [0u8; RESP_HEADER];
-            h[0..4].copy_from_slice(&req.to_le_bytes());
-            h[4..8].copy_from_slice(&((24u32 << 8) | u32::from(status | FAR_STATUS)).to_le_bytes());
-            put_bytes(&mut self.buf, &h);
+            put_bytes(
+                &mut self.buf,
+                &response_header(req, status | FAR_STATUS, 24),
+            );
             put_bytes(&mut self.buf, &w);
             return;
         }
@@ -630,20 +640,12 @@ impl OutQueue {
         }
         let b = &mut self.buf;
         if large {
-            put_bytes(b, &req.to_le_bytes());
-            put_bytes(
-                b,
-                &((16 << 8) | u32::from(status | LARGE_STATUS)).to_le_bytes(),
-            );
+            put_bytes(b, &response_header(req, status | LARGE_STATUS, 16));
             let mut v = Vec::with_capacity(body.len());
             put(&mut v, body);
             put_large(b, v);
         } else {
-            let mut h = [0u8; RESP_HEADER];
-            h[0..4].copy_from_slice(&req.to_le_bytes());
-            h[4..8]
-                .copy_from_slice(&(((body.len() as u32) << 8) | u32::from(status)).to_le_bytes());
-            put_bytes(b, &h);
+            put_bytes(b, &response_header(req, status, body.len() as u32));
             put(b, body);
         }
     }
