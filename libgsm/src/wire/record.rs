@@ -1220,14 +1220,20 @@ mod tests {
 
     #[test]
     fn fast_paths_encode_exactly_as_the_general_paths() {
-        // Captures and bodies around the fast path's limit, repeated codes (the cached table
-        // entry), a code change, an argument and a control record in between, and a small slot
-        // so that batches fill up and seal mid-sequence.
+        for remote in [false, true] {
+            fast_paths_match_general(remote);
+        }
+    }
+
+    /// Captures and bodies around the fast path's limit, repeated codes (the cached table entry),
+    /// a code change, an argument and a control record in between, and a small slot so that
+    /// batches fill up and seal mid-sequence; to this process or to another rank (`remote`).
+    fn fast_paths_match_general(remote: bool) {
         let sizes = [0usize, 1, 8, 63, 64, 65, 8, 0];
         let data = [0x5Au8; 80];
         let (mut fast, mut general) = (
-            OutQueue::new(192, Sink::Loopback, false),
-            OutQueue::new(192, Sink::Loopback, false),
+            OutQueue::new(192, Sink::Loopback, remote),
+            OutQueue::new(192, Sink::Loopback, remote),
         );
         for round in 0..6u32 {
             for (i, &n) in sizes.iter().enumerate() {
@@ -1266,8 +1272,8 @@ mod tests {
         assert_eq!(batches, all_batches(&mut general));
 
         let (mut fast, mut general) = (
-            OutQueue::new(160, Sink::Loopback, false),
-            OutQueue::new(160, Sink::Loopback, false),
+            OutQueue::new(160, Sink::Loopback, remote),
+            OutQueue::new(160, Sink::Loopback, remote),
         );
         for round in 0..6u32 {
             for (i, &n) in sizes.iter().enumerate() {
