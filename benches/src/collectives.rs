@@ -384,11 +384,7 @@ fn run_cases(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Optio
     let mut samples: BTreeMap<(usize, usize), Vec<f64>> = BTreeMap::new();
     for run in 0..opts.runs {
         if me == 0 {
-            crate::report::progress(format_args!(
-                "gsm-bench collectives: run {}/{}",
-                run + 1,
-                opts.runs
-            ));
+            crate::report::run_progress("collectives", run, opts.runs);
         }
         for (i, spec) in SPECS.iter().enumerate() {
             let t = mpi_case(world, spec, opts.quick);

@@ -117,11 +117,7 @@ fn gsm_once(_opts: &Options, _run: usize) -> anyhow::Result<Sample> {
 pub fn run(opts: &Options) -> anyhow::Result<Vec<Case>> {
     let mut samples: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
     for run in 0..opts.runs {
-        crate::report::progress(format_args!(
-            "gsm-bench local: run {}/{}",
-            run + 1,
-            opts.runs
-        ));
+        crate::report::run_progress("local", run, opts.runs);
         for (name, value) in gsm_once(opts, run)?
             .into_iter()
             .chain(peers_once(opts, run))

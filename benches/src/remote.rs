@@ -516,11 +516,7 @@ fn run_in(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<R
     let mut samples: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
     for run in 0..opts.runs {
         if me == 0 {
-            crate::report::progress(format_args!(
-                "gsm-bench remote: run {}/{}",
-                run + 1,
-                opts.runs
-            ));
+            crate::report::run_progress("remote", run, opts.runs);
         }
         for (name, v) in mpi_once(world, opts.budget)
             .into_iter()

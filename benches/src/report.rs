@@ -214,6 +214,11 @@ pub fn progress(line: std::fmt::Arguments<'_>) {
     }
 }
 
+/// The progress line of repetition `run` (from 0) of `runs` of `gsm-bench {command}`.
+pub fn run_progress(command: &str, run: usize, runs: usize) {
+    progress(format_args!("gsm-bench {command}: run {}/{runs}", run + 1));
+}
+
 /// Ends the progress line started by [`progress`].
 pub fn progress_done() {
     use std::io::IsTerminal as _;

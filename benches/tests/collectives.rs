@@ -23,13 +23,7 @@ fn job(args: &[&str]) -> (Vec<serde_json::Value>, String) {
 
 fn positive(rows: &[serde_json::Value], report: &str) {
     for row in rows {
-        for key in ["gsm", "peer_value", "speedup"] {
-            let v = row[key].as_f64();
-            assert!(
-                v.is_some_and(|v| v.is_finite() && v > 0.0),
-                "{key} of {row} is not a positive number\n{report}"
-            );
-        }
+        jobs::assert_positive_figures(row, report);
         assert_eq!(row["higher_is_better"].as_bool(), Some(false), "{row}");
     }
 }

@@ -33,13 +33,7 @@ fn check_rows(rows: &[serde_json::Value], fabric: &str, btl: &str, report: &str)
         );
     }
     for row in rows {
-        for key in ["gsm", "peer_value", "speedup"] {
-            let v = row[key].as_f64();
-            assert!(
-                v.is_some_and(|v| v.is_finite() && v > 0.0),
-                "{key} of {row} is not a positive number\n{report}"
-            );
-        }
+        jobs::assert_positive_figures(row, report);
         let case = row["case"].as_str().unwrap_or_default();
         let peer = row["peer"].as_str().unwrap_or_default();
         assert!(case.contains(&format!("[gsm {fabric}]")), "{case}");

@@ -52,3 +52,15 @@ pub fn bench_job(
     );
     (rows, done.report())
 }
+
+/// Asserts that a report row's Gossamer figure, peer figure and speedup are all positive finite
+/// numbers (`report` is shown on failure).
+pub fn assert_positive_figures(row: &serde_json::Value, report: &str) {
+    for key in ["gsm", "peer_value", "speedup"] {
+        let v = row[key].as_f64();
+        assert!(
+            v.is_some_and(|v| v.is_finite() && v > 0.0),
+            "{key} of {row} is not a positive number\n{report}"
+        );
+    }
+}
