@@ -7,7 +7,8 @@
 //! flushed when every fiber waits (the ready queue ran dry), when a batch fills its slot (flushed
 //! at once), or after at most `POLL_EVERY` fiber switches. A fiber that only applies to local properties
 //! (inline, never suspending) also polls every `INLINE_POLL` applies, so other workers' requests
-//! to this one are not starved by it.
+//! to this one are not starved by it; those polls publish its own partly filled request batches
+//! only every `INLINE_REQUEST_FLUSH`-th time, so that they fill.
 //!
 //! **Contexts.** Code runs on a worker in one of three contexts: a *fiber* (may block: apply, join,
 //! yield), a *delegated closure* (a closure run against a property, inline or served; may not
@@ -68,6 +69,13 @@ const YIELDS: u32 = 32;
 /// (gsm-bench, 1 fiber/worker: worker 1's share 1.4 -> 2.4 M/s) at no measured cost to the
 /// local rate.
 const INLINE_POLL: u32 = 16;
+/// Of the polls made between inline applies, only every this many publishes the worker's partly
+/// filled request batches; the others serve, answer and complete only. A fiber that mixes
+/// inline and remote applies so fills about 64 applies' worth of records per slot instead of 16,
+/// while a client waiting on this worker is still answered every `INLINE_POLL` applies.
+/// gsm-bench local, sharded map: records per served slot 38-50 -> 105-120, rate +6 to +22 %
+/// (A/B alternated within each process); the counter cases unchanged or up to +8 %.
+const INLINE_REQUEST_FLUSH: u32 = 4;
 
 /// The request id of a record that wants no response (a one-way message).
 pub(crate) const NO_REPLY: u32 = u32::MAX;
@@ -345,6 +353,8 @@ pub(crate) struct WorkerCore {
     outstanding: Cell<usize>,
     /// Closures run inline since the last poll from a fiber (see [`WorkerCore::inline_ran`]).
     inline_runs: Cell<u32>,
+    /// Polls made by [`WorkerCore::inline_ran`] (see `INLINE_REQUEST_FLUSH`).
+    inline_polls: Cell<u32>,
     /// Slots published to / consumed from other ranks (mirrored into `Shared` after each poll).
     sent: Cell<u64>,
     received: Cell<u64>,
@@ -454,6 +464,7 @@ impl WorkerCore {
             pending: RefCell::new((Vec::new(), Vec::new())),
             outstanding: Cell::new(0),
             inline_runs: Cell::new(0),
+            inline_polls: Cell::new(0),
             sent: Cell::new(0),
             received: Cell::new(0),
             props: RefCell::new(PropertyTable::default()),
@@ -800,6 +811,12 @@ impl WorkerCore {
 
     /// Serves, completes and flushes once. Returns whether anything happened.
     pub(crate) fn poll(&self) -> bool {
+        self.poll_flushing(true)
+    }
+
+    /// [`poll`](Self::poll); `requests`: also publish the request batches being filled (responses
+    /// are always published).
+    fn poll_flushing(&self, requests: bool) -> bool {
         self.inline_runs.set(0);
         let mut work = false;
         let budget = self.backlog_limit;
@@ -880,7 +897,7 @@ impl WorkerCore {
                 }
             }
         }
-        self.flush_all();
+        self.flush_all(requests);
         self.publish_traffic();
         work
     }
@@ -924,7 +941,9 @@ impl WorkerCore {
         } else {
             self.inline_runs.set(0);
             if self.can_block() && self.incoming_waiting() {
-                self.poll();
+                let k = self.inline_polls.get().wrapping_add(1);
+                self.inline_polls.set(k);
+                self.poll_flushing(k % INLINE_REQUEST_FLUSH == 0);
             }
         }
     }
@@ -987,7 +1006,7 @@ impl WorkerCore {
 
     /// Publishes every staged batch now (`gossamer::flush`).
     pub(crate) fn flush_now(&self) {
-        self.flush_all();
+        self.flush_all(true);
         self.publish_traffic();
     }
 
@@ -997,13 +1016,13 @@ impl WorkerCore {
         self.ready.borrow().is_empty()
     }
 
-    fn flush_all(&self) {
+    fn flush_all(&self, requests: bool) {
         for d in 0..self.count {
             if d == self.id {
                 continue;
             }
             let mut n = 0;
-            {
+            if requests {
                 let mut q = self.out_req[d].borrow_mut();
                 if q.is_dirty() {
                     n += q.flush();
