@@ -395,10 +395,16 @@ pub(crate) fn core() -> Option<&'static WorkerCore> {
 pub(crate) fn core_or_panic(what: &str) -> &'static WorkerCore {
     match core() {
         Some(c) => c,
-        None => panic!(
-            "gossamer: {what} was called outside a gossamer worker; run this code inside gossamer::run or gossamer::spmd"
-        ),
+        None => outside_worker(what),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn outside_worker(what: &str) -> ! {
+    panic!(
+        "gossamer: {what} was called outside a gossamer worker; run this code inside gossamer::run or gossamer::spmd"
+    )
 }
 
 /// A panic payload as text.

@@ -277,3 +277,28 @@ fn pinned_workers_run_on_distinct_allowed_cpus() {
     let v = gossamer::spmd(cfg(cpus + 2).pin(true), |w| w.id()).unwrap();
     assert_eq!(v, (0..cpus + 2).collect::<Vec<_>>());
 }
+
+#[test]
+fn blocking_calls_outside_a_runtime_panic_with_what_to_do() {
+    // A trust handed out of `run` names a property of a runtime that has ended.
+    let t = gossamer::run(cfg(1), || entrust(1u32)).unwrap();
+    for (call, attempt) in [
+        (
+            "Trust::apply",
+            Box::new(|| {
+                let _ = t.apply(|n| *n);
+            }) as Box<dyn Fn()>,
+        ),
+        (
+            "Trust::apply_with",
+            Box::new(|| t.apply_with(2u32, |n, a| *n += a)),
+        ),
+    ] {
+        let p = std::panic::catch_unwind(std::panic::AssertUnwindSafe(attempt)).unwrap_err();
+        let m = p.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(
+            m.contains(call) && m.contains("outside a gossamer worker"),
+            "{call}: {m}"
+        );
+    }
+}
