@@ -5,6 +5,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use gossamer::{Config, WorkerId, entrust, entrust_on};
 
+/// Applies to a property on this worker in a loop that never suspends, until `flag` is set
+/// (`true`) or a bound is reached (`false`).
+fn applies_locally_until(flag: &AtomicBool) -> bool {
+    let mine = entrust(0u64);
+    for _ in 0..200_000_000u64 {
+        mine.apply(|c| *c += 1);
+        if flag.load(Ordering::Relaxed) {
+            return true;
+        }
+    }
+    false
+}
+
 #[test]
 fn a_local_apply_loop_still_serves_other_workers() {
     static REMOTE_DONE: AtomicBool = AtomicBool::new(false);
@@ -15,15 +28,8 @@ fn a_local_apply_loop_still_serves_other_workers() {
             REMOTE_DONE.store(true, Ordering::SeqCst);
             return true;
         }
-        let mine = entrust(0u64);
         // Bounded: without polling from the loop, worker 1's requests wait for its end.
-        for _ in 0..200_000_000u64 {
-            mine.apply(|c| *c += 1);
-            if REMOTE_DONE.load(Ordering::Relaxed) {
-                return true;
-            }
-        }
-        false
+        applies_locally_until(&REMOTE_DONE)
     })
     .unwrap();
     assert!(
@@ -52,14 +58,7 @@ fn a_local_apply_loop_still_publishes_its_own_requests() {
         }
         let theirs = entrust_on(WorkerId::new(1), || 0u64);
         theirs.apply_then(|c| *c + 1, |_| ANSWERED.store(true, Ordering::SeqCst));
-        let mine = entrust(0u64);
-        for _ in 0..200_000_000u64 {
-            mine.apply(|c| *c += 1);
-            if ANSWERED.load(Ordering::Relaxed) {
-                return true;
-            }
-        }
-        false
+        applies_locally_until(&ANSWERED)
     })
     .unwrap();
     assert!(
