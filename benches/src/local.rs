@@ -17,11 +17,12 @@
 //! `--ops` operations or after `--budget-ms`, whichever comes first, and its rate counts the
 //! operations actually done. On a machine whose load is above its core count the two threads of a
 //! peer often do not run at the same time, so lock-based peers then look uncontended (and fast);
-//! the load average is printed beside the table for that reason. The Gossamer counter figures
-//! also depend on where the process's code and data land: on the 2-vCPU development machine,
-//! separate processes of one binary settled at about 85 or about 118 Mops/s for `apply_then`
-//! (with address-space randomisation off, `setarch -R`, always the lower one), so compare builds
-//! by alternating several processes of each, not by one run. The Gossamer side is the default
+//! the load average is printed beside the table for that reason. On the 2-vCPU development
+//! machine the Gossamer counter figures also switch between two levels over time (`apply_then`
+//! about 85 or about 118 Mops/s, 64-fiber `apply` about 60 or about 90 before it was inlined),
+//! from one runtime to the next and sometimes within one; address-space randomisation is not the
+//! cause (`setarch -R` runs showed both). Compare builds by alternating several processes of
+//! each, or two variants within one process in A-B-B-A order, not by one run. The Gossamer side is the default
 //! `gossamer` feature (see `gsm.rs`); built without it, the cases show the peers alone.
 
 use crate::peers;
