@@ -8,8 +8,9 @@
 //!   half the requests run inline on the trustee and half cross from worker 1 through the
 //!   request slots;
 //! - map, one trust: one `HashMap<u64, u64>` on worker 0 (the fair peer of one `Mutex<HashMap>`);
-//! - map, sharded: one map per worker, key `k` lives on worker `k % 2` (the peer closest in spirit
-//!   is `dashmap`, itself sharded);
+//! - map, sharded: one map per worker, key `k` lives on worker `k % 2`, each map sized for its half
+//!   of the keys (the peer closest in spirit is `dashmap`, itself sharded, whose shards are sized
+//!   the same way);
 //! - latency: one fiber on worker 1 doing blocking `apply`s one after another to a trust on
 //!   worker 0, so each is a full round trip; nanoseconds per apply.
 //!
@@ -213,8 +214,12 @@ fn counter_apply(limit: Limit, fibers: usize) -> Rates {
     timing.rates()
 }
 
+/// The map of the map cases, half its keys present: the whole key range (`shard` `None`), or the
+/// keys of one shard. A shard is sized for its share of the keys, as `DashMap::with_capacity`
+/// sizes its shards, so that all maps of every case and peer take the same memory in total.
 fn prefilled_map(shard: Option<u64>) -> Map {
-    let mut map = HashMap::with_capacity(KEY_RANGE as usize);
+    let keys = KEY_RANGE as usize / if shard.is_some() { THREADS } else { 1 };
+    let mut map = HashMap::with_capacity(keys);
     for k in (0..KEY_RANGE).step_by(2) {
         if shard.is_none_or(|s| k % THREADS as u64 == s) {
             map.insert(k, k);
