@@ -1169,6 +1169,8 @@ impl WorkerCore {
                 }
             }
         }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = req;
     }
 
     /// Completes one response record (fetching a far body first).
