@@ -304,8 +304,8 @@ pub(crate) type Completer = unsafe fn(&mut Data, u8, &[Byte]);
 pub(crate) type Trampoline = unsafe fn(&WorkerCore, usize, &Request<'_>);
 
 /// How many response records ahead of the one being completed its pending slot is prefetched
-/// (gsm-bench local, `apply_then`, A/B within each process: 8 ahead +5 to +7%, 16 and 32 ahead
-/// +7 to +13%).
+/// (gsm-bench local, `apply_then`, A/B within each process: 8 ahead +5 to +7%, 16 ahead +7 to
+/// +10%, 32 ahead +7 to +13%; 32 is no better within the noise).
 const AHEAD: usize = 16;
 
 #[derive(Debug)]
