@@ -510,6 +510,20 @@ impl<T: Send + 'static> Trust<T> {
             then(r);
             return;
         }
+        self.send_then(core, f, then);
+    }
+
+    /// The remote half of [`try_apply_then`](Self::try_apply_then): registers `then` and stages
+    /// the request. Out of line, so that a loop of `apply_then`s keeps only the local path and a
+    /// call in its body (gsm-bench local, `apply_then`, A/B within each process: +5 to +6% in 9
+    /// processes of 10; sharded map -0.5 to -1.4%; the same code inlined was 9-11% slower).
+    #[inline(never)]
+    fn send_then<U: Wire, F: FnOnce(&mut T) -> U + NoRef>(
+        &self,
+        core: &WorkerCore,
+        f: F,
+        then: impl FnOnce(Result<U, DelegationError>) + 'static,
+    ) {
         let req = push_callback(core, then);
         core.send_request(
             self.trustee as usize,
