@@ -396,7 +396,6 @@ impl<T: Send + 'static> Trust<T> {
         let l = self.trustee as usize == core.id && !core.must_defer();
         if l {
             core.inline_ran();
-            core.drain_loopback();
         }
         l
     }

@@ -83,6 +83,50 @@ fn requests_from_one_fiber_run_in_order() {
 }
 
 #[test]
+fn requests_deferred_to_self_run_before_the_next_inline_apply() {
+    gossamer::run(cfg(1), || {
+        let log = entrust(Vec::<u32>::new());
+        let host = entrust(());
+        for round in 0..50u32 {
+            // Inside a delegated closure on this worker, a request to this worker's own property
+            // is deferred to the loopback queue; the fiber's next apply to it runs inline and
+            // must come after it.
+            host.apply_with(log.clone(), move |_, log| {
+                log.apply_then(move |v| v.push(2 * round), |_| {});
+            });
+            let seen = log.apply(move |v| {
+                v.push(2 * round + 1);
+                v.clone()
+            });
+            assert_eq!(
+                seen,
+                (0..2 * round + 2).collect::<Vec<_>>(),
+                "round {round}"
+            );
+        }
+        // More deferred requests than a poll serves (it takes a bounded number of batches), and
+        // polls in between (the worker polls once every few fiber resumptions): what they leave
+        // still runs before the next inline apply.
+        let before = log.apply(|v| v.len()) as u32;
+        let n = 20_000u32;
+        host.apply_with(log.clone(), move |_, log| {
+            for i in 0..n {
+                log.apply_then(move |v| v.push(before + i), |_| {});
+            }
+        });
+        for _ in 0..32 {
+            yield_now();
+        }
+        let seen = log.apply(move |v| {
+            v.push(before + n);
+            v.clone()
+        });
+        assert_eq!(seen, (0..before + n + 1).collect::<Vec<_>>());
+    })
+    .unwrap();
+}
+
+#[test]
 fn spawn_join_and_spawn_on() {
     gossamer::run(cfg(3), || {
         let hs: Vec<_> = (0..50)
