@@ -75,7 +75,7 @@ impl PropertyTable {
     /// A pointer to the live `T` named `(idx, gn)`. The pointee lives in its own box, so it
     /// stays put when the table grows; it is freed only by [`toggle`](Self::toggle).
     #[inline]
-    pub(crate) fn get<T: 'static>(&mut self, idx: u32, gn: u32) -> Result<*mut T, DelegationError> {
+    pub(crate) fn get<T: 'static>(&self, idx: u32, gn: u32) -> Result<*mut T, DelegationError> {
         let s = self
             .slots
             .get(idx as usize)
