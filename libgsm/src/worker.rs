@@ -795,6 +795,29 @@ impl WorkerCore {
         req: u32,
         r: Result<U, DelegationError>,
     ) {
+        match r {
+            Ok(u) if req != NO_REPLY && !self.remote[client] => {
+                // Ownership moves to the record: the original is never dropped.
+                let u = std::mem::ManuallyDrop::new(u);
+                self.respond_raw(client, req, status::OK, Src::of(&*u));
+            }
+            r => self.respond_otherwise(client, req, r),
+        }
+    }
+
+    /// [`respond`](Self::respond) for a one-way request, a client in another rank (the result
+    /// is encoded) or a failure. Out of line, so that a trampoline keeps only the common case:
+    /// with these paths inlined it saved six registers and reserved 136 bytes of stack on every
+    /// request it served (gsm-bench local, A/B within each process: `apply_then` +1 to +9%,
+    /// median +3.5%; one-trust map +2 to +5% in 3 processes of 4).
+    #[cold]
+    #[inline(never)]
+    fn respond_otherwise<U: serde::Serialize>(
+        &self,
+        client: usize,
+        req: u32,
+        r: Result<U, DelegationError>,
+    ) {
         if req == NO_REPLY {
             if let Err(e) = r {
                 self.shared.fail(Error::Delegation(e));
@@ -802,7 +825,7 @@ impl WorkerCore {
             return;
         }
         match r {
-            Ok(u) if self.remote[client] => match postcard::to_allocvec(&u) {
+            Ok(u) => match postcard::to_allocvec(&u) {
                 Ok(bytes) => {
                     drop(u);
                     self.respond_raw(client, req, status::OK | SER_STATUS, Src::slice(&bytes));
@@ -812,11 +835,6 @@ impl WorkerCore {
                     self.respond_raw(client, req, status::PANICKED, Src::slice(msg.as_bytes()));
                 }
             },
-            Ok(u) => {
-                // Ownership moves to the record: the original is never dropped.
-                let u = std::mem::ManuallyDrop::new(u);
-                self.respond_raw(client, req, status::OK, Src::of(&*u));
-            }
             Err(e) => {
                 let (st, msg) = error_to_status(&e);
                 self.respond_raw(client, req, st, Src::slice(msg.as_bytes()));
