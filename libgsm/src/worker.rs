@@ -990,20 +990,26 @@ impl WorkerCore {
         if n < INLINE_POLL {
             self.inline_runs.set(n);
         } else {
-            self.inline_turn();
+            self.inline_turn(n > INLINE_POLL);
         }
     }
 
     /// The rare turn of [`inline_ran`](Self::inline_ran): polls if a batch has arrived, then
-    /// drains the loopback queue.
+    /// drains the loopback queue if it has work (`loopback`: it had before the poll).
     #[cold]
     #[inline(never)]
-    fn inline_turn(&self) {
+    fn inline_turn(&self, loopback: bool) {
         self.inline_runs.set(0);
         if self.can_block() && self.incoming_waiting() {
             let k = self.inline_polls.get().wrapping_add(1);
             self.inline_polls.set(k);
             self.poll_flushing(k % INLINE_REQUEST_FLUSH == 0);
+        }
+        // The counter says whether the loopback queue has work (set again if the poll queued
+        // some), so the turns that only poll skip looking at it (gsm-bench local, A/B within
+        // each process: `apply_then` +6 to +11%, blocking `apply` +3 to +9%).
+        if !loopback && self.inline_runs.get() < INLINE_POLL {
+            return;
         }
         self.drain_loopback();
         // Draining is bounded too: what is left waits for the next inline apply.
