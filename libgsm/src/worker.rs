@@ -981,9 +981,10 @@ impl WorkerCore {
     /// request to this worker itself sets it to `INLINE_POLL`
     /// ([`loopback_pending`](Self::loopback_pending)); only [`inline_turn`](Self::inline_turn)
     /// takes that back, once the loopback queue is empty. (Responses enter the loopback queue
-    /// only while its requests are served, so they are covered too.) Looking at both loopback queues on every inline apply cost
-    /// more than the closure (gsm-bench local, A/B within each process: `apply_then` +18 to
-    /// +20%, blocking `apply` with 1 and with 64 fibers per worker +18 to +24%).
+    /// only while its requests are served, so they are covered too.) Looking at both loopback
+    /// queues on every inline apply cost more than the closure (gsm-bench local, A/B within each
+    /// process: `apply_then` +18 to +20%, blocking `apply` with 1 and with 64 fibers per worker
+    /// +18 to +24%).
     #[inline]
     pub(crate) fn inline_ran(&self) {
         let n = self.inline_runs.get() + 1;
@@ -999,16 +1000,18 @@ impl WorkerCore {
     #[cold]
     #[inline(never)]
     fn inline_turn(&self, loopback: bool) {
-        self.inline_runs.set(0);
+        // While the loopback queue has work the counter keeps saying so, also to the inline
+        // applies that callbacks make during the poll below.
+        self.inline_runs.set(if loopback { INLINE_POLL } else { 0 });
         if self.can_block() && self.incoming_waiting() {
             let k = self.inline_polls.get().wrapping_add(1);
             self.inline_polls.set(k);
             self.poll_flushing(k % INLINE_REQUEST_FLUSH == 0);
         }
-        // The counter says whether the loopback queue has work (set again if the poll queued
-        // some), so the turns that only poll skip looking at it (gsm-bench local, A/B within
-        // each process: `apply_then` +6 to +11%, blocking `apply` +3 to +9%).
-        if !loopback && self.inline_runs.get() < INLINE_POLL {
+        // The counter says whether the loopback queue has work now (the poll may have queued
+        // some, or drained it), so the turns that only poll skip looking at it (gsm-bench local,
+        // A/B within each process: `apply_then` +6 to +11%, blocking `apply` +3 to +9%).
+        if self.inline_runs.get() < INLINE_POLL {
             return;
         }
         self.drain_loopback();
