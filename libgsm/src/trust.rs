@@ -634,6 +634,25 @@ mod tests {
     }
 
     #[test]
+    fn a_request_naming_code_outside_the_text_is_refused_locally_and_remotely() {
+        crate::run(Config::default().workers(2), || {
+            let core = crate::worker::core_or_panic("test");
+            // SAFETY: the pointer is only turned into a code offset (outside this binary's text)
+            // and sent; the trustee must refuse it, never call it.
+            let bogus = unsafe { std::mem::transmute::<usize, Trampoline>(16) };
+            for w in 0..2 {
+                match block_on::<u64>(core, w, bogus, 0, 0, Src::of(&()), None, false) {
+                    Err(DelegationError::Panicked(m)) => {
+                        assert!(m.contains("outside this binary's text"), "{m}")
+                    }
+                    other => panic!("worker {w}: {other:?}"),
+                }
+            }
+        })
+        .unwrap();
+    }
+
+    #[test]
     fn stale_foreign_and_mistyped_names_get_dead_property_locally_and_remotely() {
         crate::run(Config::default().workers(2), || {
             for w in 0..2 {
