@@ -1014,14 +1014,9 @@ impl WorkerCore {
         if self.inline_runs.get() < INLINE_POLL {
             return;
         }
-        self.drain_loopback();
         // Draining is bounded too: what is left waits for the next inline apply.
-        let left = if self.loopback_dirty() {
-            INLINE_POLL
-        } else {
-            0
-        };
-        self.inline_runs.set(left);
+        let left = self.drain_loopback();
+        self.inline_runs.set(if left { INLINE_POLL } else { 0 });
     }
 
     /// A request to this worker itself was queued: the next inline apply serves it first.
@@ -1037,12 +1032,12 @@ impl WorkerCore {
     }
 
     /// Serves the requests waiting in the loopback queue and completes the responses they
-    /// produce, up to a bound.
-    fn drain_loopback(&self) {
+    /// produce, up to a bound. Returns whether work is left.
+    fn drain_loopback(&self) -> bool {
         let me = self.id;
         for _ in 0..1024 {
             if !self.loopback_dirty() {
-                return;
+                return false;
             }
             let batch = {
                 let mut q = self.out_req[me].borrow_mut();
@@ -1063,6 +1058,7 @@ impl WorkerCore {
                 self.out_resp[me].borrow_mut().recycle(b);
             }
         }
+        self.loopback_dirty()
     }
 
     /// Publishes what is staged for worker `dest`: its responses (`requests` false) or requests.
