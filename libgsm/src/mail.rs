@@ -26,7 +26,7 @@ use crate::noref::Wire;
 use crate::spawn::WorkerId;
 use crate::trust::{OutArg, take_arg};
 use crate::wire::codeptr;
-use crate::wire::record::{Request, Src};
+use crate::wire::record::{Request, RequestReader, Src};
 use crate::worker::{NO_REPLY, Trampoline, WorkerCore, core_or_panic};
 
 /// A fast hasher for `(u32, u64)` keys (no hashing of attacker-chosen data: keys are sender ids
@@ -140,7 +140,12 @@ pub fn send<T: Wire>(to: WorkerId, tag: u64, value: T) {
 /// # Safety
 /// `rec` must be a record encoded by `send::<T>` (captured bytes: the `u64` tag; argument: one
 /// moved `T` or its encoding).
-unsafe fn tramp_deliver<T: Wire>(core: &WorkerCore, client: usize, rec: &Request<'_>) {
+unsafe fn tramp_deliver<T: Wire>(
+    core: &WorkerCore,
+    client: usize,
+    rec: &Request<'_>,
+    _more: &mut RequestReader<'_>,
+) {
     let cap = rec.cap();
     let tag = if cap.len() == 8 {
         // SAFETY: 8 initialised bytes: `send` copied a `u64` there.

@@ -18,7 +18,7 @@ use std::rc::Rc;
 use crate::error::{DelegationError, Error};
 use crate::noref::{NoRef, Wire};
 use crate::wire::codeptr;
-use crate::wire::record::{Byte, Request, Src};
+use crate::wire::record::{Byte, Request, RequestReader, Src};
 use crate::worker::{Data, Trampoline, WorkerCore, core_or_panic, decode, panic_message};
 
 /// The index of a worker in the job.
@@ -241,6 +241,7 @@ unsafe fn tramp_spawn<F: FnOnce() -> R + Copy + 'static, R: Wire>(
     core: &WorkerCore,
     client: usize,
     rec: &Request<'_>,
+    _more: &mut RequestReader<'_>,
 ) {
     // SAFETY: the client copied exactly one `F` into the captured bytes.
     let f: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
@@ -336,6 +337,7 @@ unsafe fn tramp_spawn_with<A: Wire, F: FnOnce(A) -> R + Copy + 'static, R: Wire>
     core: &WorkerCore,
     client: usize,
     rec: &Request<'_>,
+    _more: &mut RequestReader<'_>,
 ) {
     // SAFETY: the client copied exactly one `F` into the captured bytes.
     let f: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };

@@ -34,7 +34,7 @@ use crate::error::DelegationError;
 use crate::noref::{NoRef, Wire};
 use crate::spawn::WorkerId;
 use crate::wire::codeptr;
-use crate::wire::record::{Byte, Request, SER, Src};
+use crate::wire::record::{Byte, Request, RequestReader, SER, Src};
 use crate::worker::{Data, Trampoline, WorkerCore, core_or_panic, decode};
 
 /// A handle to a property held by a trustee worker. Cloning and dropping it updates the
@@ -125,6 +125,7 @@ unsafe fn tramp_entrust<T: Send + 'static, F: FnOnce() -> T + Copy>(
     core: &WorkerCore,
     client: usize,
     rec: &Request<'_>,
+    _more: &mut RequestReader<'_>,
 ) {
     // SAFETY: the client copied exactly one `F` (Copy, no drop obligations) into the captured bytes.
     let make: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
@@ -244,11 +245,11 @@ unsafe fn tramp_apply<T: Send + 'static, U: Wire, F: FnOnce(&mut T) -> U + Copy>
     core: &WorkerCore,
     client: usize,
     rec: &Request<'_>,
+    more: &mut RequestReader<'_>,
 ) {
-    // SAFETY: the client copied exactly one `F` into the captured bytes.
-    let f: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
-    let r = core.run_delegated::<T, U>(rec.idx, rec.gn, f);
-    core.respond(client, rec.req, r);
+    // SAFETY: `rec` was encoded for this trampoline (contract), and so was every record behind
+    // it with the same first header word, which names the same code in the same batch.
+    unsafe { core.serve_run::<T, U, F>(client, rec, more) }
 }
 
 /// Takes ownership of the argument a record carries: a moved `A` (same process) or the
@@ -367,6 +368,7 @@ unsafe fn tramp_apply_with<
     core: &WorkerCore,
     client: usize,
     rec: &Request<'_>,
+    _more: &mut RequestReader<'_>,
 ) {
     // SAFETY: the client copied exactly one `F` into the captured bytes.
     let f: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
@@ -648,6 +650,66 @@ mod tests {
                     other => panic!("worker {w}: {other:?}"),
                 }
             }
+        })
+        .unwrap();
+    }
+
+    /// Requests of one closure type to one trustee reach it in runs that one trampoline call
+    /// serves (`WorkerCore::serve_run`): each must still be answered as if served alone, in
+    /// order, with its own property looked up, a dead name refused, and a property that a
+    /// closure of the run poisoned refusing the rest of the run.
+    #[test]
+    fn runs_of_requests_are_answered_as_if_served_one_by_one() {
+        use std::cell::RefCell;
+        use std::rc::Rc;
+        const N: u32 = 3000;
+        const PANIC_AT: u32 = 1004; // a request to `b` (1004 % 7 == 3)
+        crate::run(Config::default().workers(2), || {
+            let a = entrust_on(WorkerId::new(1), || 0u64);
+            let b = entrust_on(WorkerId::new(1), || 0u64);
+            // A name that never existed, of the same type: its records join the same runs.
+            let dead = forged::<u64>(1, 1000, 1);
+            let pick = |i: u32| match i % 7 {
+                0..=2 | 6 => 0,
+                3 | 4 => 1,
+                _ => 2,
+            };
+            let log = Rc::new(RefCell::new(Vec::new()));
+            for i in 0..N {
+                let t: &Trust<u64> = [&a, &b, &*dead][pick(i)];
+                let l = log.clone();
+                t.try_apply_then(
+                    move |n: &mut u64| {
+                        if i == PANIC_AT {
+                            panic!("boom at {i}");
+                        }
+                        *n += 1;
+                        *n
+                    },
+                    move |r| l.borrow_mut().push((i, r)),
+                );
+            }
+            while log.borrow().len() < N as usize {
+                crate::yield_now();
+            }
+            let mut counts = [0u64; 2];
+            let mut expected = Vec::new();
+            for i in 0..N {
+                let p = pick(i);
+                let r = if p == 2 {
+                    Err(DelegationError::DeadProperty)
+                } else if p == 1 && i == PANIC_AT {
+                    Err(DelegationError::Panicked(format!("boom at {i}")))
+                } else if p == 1 && i > PANIC_AT {
+                    Err(DelegationError::Poisoned)
+                } else {
+                    counts[p] += 1;
+                    Ok(counts[p])
+                };
+                expected.push((i, r));
+            }
+            assert_eq!(*log.borrow(), expected);
+            assert_eq!(a.apply(|n| *n), counts[0]);
         })
         .unwrap();
     }

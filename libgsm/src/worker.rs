@@ -27,7 +27,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::mem::MaybeUninit;
+use std::mem::{ManuallyDrop, MaybeUninit};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,7 +40,7 @@ use crate::property::PropertyTable;
 use crate::wire::codeptr;
 use crate::wire::record::{
     Body, Byte, CONTROL, Large, OutQueue, Partial, RELEASE, Request, RequestReader, ResponseReader,
-    SER, SER_STATUS, Sink, Src, classify,
+    SER, SER_STATUS, SMALL, Sink, Src, classify,
 };
 use crate::wire::ring::{Consumer, Producer};
 
@@ -76,6 +76,9 @@ const INLINE_POLL: u32 = 16;
 /// gsm-bench local, sharded map: records per served slot 38-50 -> 105-120, rate +6 to +22 %
 /// (A/B alternated within each process); the counter cases unchanged or up to +8 %.
 const INLINE_REQUEST_FLUSH: u32 = 4;
+
+/// Results of a run of requests (`WorkerCore::serve_run`) staged together.
+const RUN_GROUP: usize = 16;
 
 /// The request id of a record that wants no response (a one-way message).
 pub(crate) const NO_REPLY: u32 = u32::MAX;
@@ -300,8 +303,10 @@ impl Shared {
 pub(crate) type Data = [MaybeUninit<u64>; 4];
 /// Completes a pending entry with `(status, body)`.
 pub(crate) type Completer = unsafe fn(&mut Data, u8, &[Byte]);
-/// The shape of every trampoline (see `trust.rs` and `spawn.rs`).
-pub(crate) type Trampoline = unsafe fn(&WorkerCore, usize, &Request<'_>);
+/// The shape of every trampoline (see `trust.rs` and `spawn.rs`): the worker, the client, the
+/// record, and the rest of its batch, from which a trampoline may serve the plain records of
+/// its own kind that follow (see [`WorkerCore::serve_run`]); it leaves the others to the caller.
+pub(crate) type Trampoline = unsafe fn(&WorkerCore, usize, &Request<'_>, &mut RequestReader<'_>);
 
 /// How many response records ahead of the one being completed its pending slot is prefetched
 /// (gsm-bench local, `apply_then`, A/B within each process: 8 ahead +5 to +7%, 16 ahead +7 to
@@ -559,26 +564,151 @@ impl WorkerCore {
         gn: u32,
         f: impl FnOnce(&mut T) -> U,
     ) -> Result<U, DelegationError> {
+        let p = self.lookup::<T>(idx, gn)?;
+        // SAFETY: `p` was just looked up, so it is live; see `run_on`.
+        unsafe { self.run_on(p, idx, gn, f) }
+    }
+
+    /// Where the live, unpoisoned property `(idx, gn)` of type `T` is.
+    #[inline(always)]
+    fn lookup<T: 'static>(&self, idx: u32, gn: u32) -> Result<*mut T, DelegationError> {
         // SAFETY: the table is only read, and the reference ends with this statement; nothing
         // runs meanwhile that could borrow the table mutably (this thread alone uses it).
         // Without a `RefCell` guard the lookup stores nothing: a guard's two stores to the borrow
         // flag per closure cost more than the lookup in a loop of inline applies, whose stores
         // are what limits it (gsm-bench local, A/B within each process: `apply_then`, blocking
         // `apply` and the one-trust map +4 to +8%).
-        let p = unsafe { self.props.try_borrow_unguarded() }
+        unsafe { self.props.try_borrow_unguarded() }
             .expect("gossamer: the property table is borrowed while a closure starts")
-            .get::<T>(idx, gn)?;
-        // SAFETY: `p` points to the live boxed property (table lookup just succeeded). It is not
-        // freed while `f` runs: frees happen only in `toggle`, which runs from the poller's serve
-        // loop or loopback, never nested inside a delegated closure (requests to self are
-        // deferred while `delegated > 0`), and no other `&mut T` exists since only this thread
-        // touches it and delegated closures do not nest on one property (nested requests to
-        // this worker are deferred).
+            .get::<T>(idx, gn)
+    }
+
+    /// Runs `f` on the property `(idx, gn)` at `p` as a delegated closure; a panic poisons it.
+    ///
+    /// # Safety
+    /// `p` must be what [`lookup`](Self::lookup) returned for `(idx, gn)`, with no toggle or
+    /// poisoning on this worker since. Then it points to the live boxed property, and it is not
+    /// freed while `f` runs: frees happen only in `toggle`, which runs from the poller's serve
+    /// loop or loopback, never nested inside a delegated closure (requests to self are deferred
+    /// while `delegated > 0`), and no other `&mut T` exists since only this thread touches it
+    /// and delegated closures do not nest on one property (nested requests to this worker are
+    /// deferred).
+    #[inline(always)]
+    unsafe fn run_on<T: 'static, U>(
+        &self,
+        p: *mut T,
+        idx: u32,
+        gn: u32,
+        f: impl FnOnce(&mut T) -> U,
+    ) -> Result<U, DelegationError> {
+        // SAFETY: see the contract above.
         let r = caught_at(&self.delegated, || f(unsafe { &mut *p }));
         r.map_err(|e| {
             self.props.borrow_mut().poison(idx, gn);
             panic_to_error(&*e)
         })
+    }
+
+    /// Serves `first`, a request to run an `F` on a `T`, and then every record right behind it
+    /// in its batch that is of the same kind and plain ([`Request::plain_head`]): one trampoline
+    /// call for the run instead of one per record, no general decoding, and the property looked
+    /// up again only when a record names another one (or the last closure panicked). What ends
+    /// the run is left in `more` for the serve loop.
+    ///
+    /// The looked-up pointer stays valid from one record to the next: the only code that runs
+    /// in between is the closures themselves, and they can neither free a property (their
+    /// toggles to this worker are deferred to the loopback queue) nor poison one without
+    /// panicking, which ends the reuse.
+    ///
+    /// # Safety
+    /// `first` must have been encoded for this `(T, U, F)` (captured bytes = one `F`), and so
+    /// must every record of `more` whose first header word equals `first`'s.
+    #[inline(always)]
+    pub(crate) unsafe fn serve_run<
+        T: 'static,
+        U: serde::Serialize,
+        F: FnOnce(&mut T) -> U + Copy,
+    >(
+        &self,
+        client: usize,
+        first: &Request<'_>,
+        more: &mut RequestReader<'_>,
+    ) {
+        // SAFETY: the client copied exactly one `F` into the captured bytes (contract).
+        let f: F = unsafe { std::ptr::read_unaligned(first.cap().as_ptr().cast::<F>()) };
+        let (idx, gn) = (first.idx, first.gn);
+        let mut known = None;
+        let r = match self.lookup::<T>(idx, gn) {
+            Ok(p) => {
+                known = Some((idx, gn, p));
+                // SAFETY: just looked up.
+                unsafe { self.run_on(p, idx, gn, f) }
+            }
+            Err(e) => Err(e),
+        };
+        if r.is_err() {
+            known = None;
+        }
+        self.respond(client, first.req, r);
+        let Some(head) = first.plain_head() else {
+            return;
+        };
+        // Results for a client of this rank are gathered and staged `RUN_GROUP` at a time, with
+        // one borrow of the out-queue and one room check (`push_value_responses`); anything else
+        // (a failure, a one-way request, a client in another rank) first stages what was
+        // gathered, so the responses keep the order of the requests.
+        let gather = !self.remote[client] && std::mem::size_of::<U>() <= SMALL;
+        let mut group: [MaybeUninit<(u32, ManuallyDrop<U>)>; RUN_GROUP] =
+            [const { MaybeUninit::uninit() }; RUN_GROUP];
+        let mut n = 0;
+        let stage = |group: &[MaybeUninit<(u32, ManuallyDrop<U>)>], n: usize| {
+            if n > 0 {
+                // SAFETY: the first `n` entries were written below and not yet staged;
+                // `MaybeUninit<X>` has the layout of `X`.
+                let done = unsafe {
+                    std::slice::from_raw_parts(group.as_ptr().cast::<(u32, ManuallyDrop<U>)>(), n)
+                };
+                self.out_resp[client]
+                    .borrow_mut()
+                    .push_value_responses(status::OK, done);
+            }
+        };
+        while let Some((req, idx, gn, cap)) = more.next_plain(head) {
+            // SAFETY: a record of the same first header word as `first` (contract).
+            let f: F = unsafe { std::ptr::read_unaligned(cap.as_ptr().cast::<F>()) };
+            let p = match known {
+                Some((i, g, p)) if i == idx && g == gn => Ok(p),
+                _ => self.lookup::<T>(idx, gn),
+            };
+            let r = match p {
+                Ok(p) => {
+                    known = Some((idx, gn, p));
+                    // SAFETY: looked up for `(idx, gn)` by this run, and nothing toggled or
+                    // poisoned since (a poisoning closure clears `known` below).
+                    unsafe { self.run_on(p, idx, gn, f) }
+                }
+                Err(e) => Err(e),
+            };
+            match r {
+                Ok(u) if gather && req != NO_REPLY => {
+                    group[n] = MaybeUninit::new((req, ManuallyDrop::new(u)));
+                    n += 1;
+                    if n == RUN_GROUP {
+                        stage(&group, n);
+                        n = 0;
+                    }
+                }
+                r => {
+                    if r.is_err() {
+                        known = None;
+                    }
+                    stage(&group, n);
+                    n = 0;
+                    self.respond(client, req, r);
+                }
+            }
+        }
+        stage(&group, n);
     }
 
     /// Runs `f` as a delegated closure that has no property (e.g. `entrust_on`'s maker).
@@ -1140,9 +1270,10 @@ impl WorkerCore {
                 .and_then(codeptr::address_of)
                 .unwrap_or(0);
         }
-        for rec in reader {
+        let mut reader = reader;
+        while let Some(rec) = reader.next() {
             let f = fns.get(rec.fidx as usize).copied().unwrap_or(0);
-            self.dispatch(client, f, &rec);
+            self.dispatch(client, f, &rec, &mut reader);
         }
     }
 
@@ -1153,7 +1284,7 @@ impl WorkerCore {
     /// (gsm-bench local, A/B within each process: `apply_then` +9 to +17%, one-trust map +3 to
     /// +10%, 64-fiber `apply` +1 to +10%).
     #[inline(always)]
-    fn dispatch(&self, client: usize, f: usize, rec: &Request<'_>) {
+    fn dispatch(&self, client: usize, f: usize, rec: &Request<'_>, more: &mut RequestReader<'_>) {
         // `RELEASE` and `CONTROL` are the two highest function indexes.
         const { assert!(RELEASE == u8::MAX - 1 && CONTROL == u8::MAX) };
         if f == 0 || rec.fidx >= RELEASE || matches!(rec.body, Body::Far { .. }) {
@@ -1164,8 +1295,10 @@ impl WorkerCore {
         // function pointer of type `Trampoline` (every code offset we encode is one; a peer rank
         // runs the same build, so its offsets name the same functions).
         let tramp: Trampoline = unsafe { std::mem::transmute::<usize, Trampoline>(f) };
-        // SAFETY: the record was written for this trampoline by its monomorphic sender.
-        unsafe { tramp(self, client, rec) };
+        // SAFETY: the record was written for this trampoline by its monomorphic sender, and so
+        // were the records of the same first header word that it may take from `more` (the
+        // word includes the function index, which names the same code within one batch).
+        unsafe { tramp(self, client, rec, more) };
     }
 
     /// [`dispatch`](Self::dispatch) for the other records: a body parked in the client's
@@ -1293,7 +1426,7 @@ impl WorkerCore {
             cap_len: rec.cap_len,
             body: Body::Large(body),
         };
-        self.dispatch(client, f, &local);
+        self.dispatch(client, f, &local, &mut RequestReader::empty());
     }
 
     /// Tells worker `sender` that the body it parked under `token` has been read.
@@ -1333,7 +1466,7 @@ impl WorkerCore {
                     Ok(Some(done)) => {
                         let f = codeptr::address_of(done.code).unwrap_or(0);
                         let rec = done.into_request();
-                        self.dispatch(client, f, &rec);
+                        self.dispatch(client, f, &rec, &mut RequestReader::empty());
                     }
                     Err(e) => self.ring_broken(client, e),
                 }

@@ -173,7 +173,7 @@ fn response_header(req: u32, status: u8, len: u32) -> [u8; RESP_HEADER] {
 }
 
 /// Bodies up to this many bytes take the inlined fast paths of `push_request`/`push_response`.
-const SMALL: usize = 64;
+pub(crate) const SMALL: usize = 64;
 
 /// Appends a record header and a small body. Inlined with constant sizes, the copies become a few
 /// moves instead of `memcpy` calls.
@@ -626,6 +626,48 @@ impl OutQueue {
         self.push_response_general(req, status, body);
     }
 
+    /// Appends one response of `status` per `(req, value)` of `group`, in order: each value's bytes move
+    /// into its record (the caller must not drop them; they are in `ManuallyDrop` for that).
+    /// Within a process only (values are moved by bytes, not encoded). When they all fit in the
+    /// batch being filled, the room is checked once and the records are written in one pass;
+    /// otherwise each goes through [`push_response`](Self::push_response).
+    #[inline(always)]
+    pub(crate) fn push_value_responses<U>(
+        &mut self,
+        status: u8,
+        group: &[(u32, std::mem::ManuallyDrop<U>)],
+    ) {
+        let size = std::mem::size_of::<U>();
+        let each = RESP_HEADER + size;
+        let need = each * group.len();
+        if size > SMALL || self.room(0) < need {
+            for (req, u) in group {
+                self.push_response(*req, status, Src::of(&**u));
+            }
+            return;
+        }
+        self.buf.reserve(need);
+        let len = self.buf.len();
+        // SAFETY: `reserve` left `need` bytes of spare capacity after `len`, and record `i` is
+        // written at `len + i * each`, `each` bytes long, so every write stays inside that spare
+        // capacity, which nothing else references; the values are read untyped (they may hold
+        // padding), as `put` does. `set_len` then covers exactly the bytes written.
+        unsafe {
+            let at = self.buf.as_mut_ptr().add(len).cast::<u8>();
+            for (i, (req, u)) in group.iter().enumerate() {
+                let rec = at.add(i * each);
+                let h = response_header(*req, status, size as u32);
+                std::ptr::copy_nonoverlapping(h.as_ptr(), rec, RESP_HEADER);
+                std::ptr::copy_nonoverlapping(
+                    (&raw const **u).cast::<u8>(),
+                    rec.add(RESP_HEADER),
+                    size,
+                );
+            }
+            self.buf.set_len(len + need);
+        }
+    }
+
     /// [`push_response`](Self::push_response) for every record.
     #[inline(never)]
     fn push_response_general(&mut self, req: u32, status: u8, body: Src<'_>) {
@@ -719,6 +761,19 @@ pub(crate) struct Request<'a> {
 }
 
 impl Request<'_> {
+    /// The first header word that records of the same kind as this one share, if this record
+    /// is *plain*: no argument, its captured bytes inline (not large, not parked). A run of
+    /// records with this word can be served without the general decoding
+    /// ([`RequestReader::next_plain`]).
+    #[inline(always)]
+    pub(crate) fn plain_head(&self) -> Option<u32> {
+        if self.flags & (ARG | LARGE | FAR) != 0 || !matches!(self.body, Body::Inline(_)) {
+            return None;
+        }
+        let cap_len = u16::try_from(self.cap_len).ok()?;
+        Some(u32::from_le_bytes([self.fidx, self.flags, 0, 0]) | (u32::from(cap_len) << 16))
+    }
+
     #[inline]
     pub(crate) fn cap(&self) -> &[Byte] {
         &self.body.bytes()[..self.cap_len]
@@ -797,6 +852,47 @@ impl<'a> RequestReader<'a> {
     pub(crate) fn code(&self, i: u8) -> Option<u64> {
         // SAFETY: the table is initialised (contract of `new`).
         unsafe { u64_at(self.table, i as usize * 8) }
+    }
+
+    /// A reader with no records, for a record that did not come out of a batch (a reassembled
+    /// or fetched one): its trampoline finds no run behind it.
+    pub(crate) fn empty() -> RequestReader<'static> {
+        RequestReader {
+            b: &[],
+            pos: 0,
+            end: 0,
+            pointers: false,
+            table: &[],
+        }
+    }
+
+    /// The next record if its first header word equals `head` (the same function index, flags
+    /// and capture length as the record that started a run, see [`Request::plain_head`]):
+    /// `(req, idx, gn, captured bytes)`. Otherwise `None`, and the reader stays where it is, for
+    /// the general path to read that record.
+    ///
+    /// A plain record's body is its captured bytes, inline, so this reads no length or pointer
+    /// word: one compare decides, and a trampoline can serve a run of records of its own kind in
+    /// a loop of its own (`WorkerCore::serve_run`).
+    #[inline(always)]
+    pub(crate) fn next_plain(&mut self, head: u32) -> Option<(u32, u32, u32, &'a [Byte])> {
+        let p = self.pos;
+        let q = p + REQ_HEADER + (head >> 16) as usize;
+        if q > self.end {
+            return None;
+        }
+        // SAFETY: a record header is initialised bytes (contract of `new`); `p` is a record
+        // boundary and `p + REQ_HEADER <= q <= end` lies within the batch.
+        let h: [u8; REQ_HEADER] = unsafe { bytes_at(self.b, p) }?;
+        if u32::from_le_bytes([h[0], h[1], h[2], h[3]]) != head {
+            return None;
+        }
+        let req = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
+        let idx = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
+        let gn = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
+        let cap = self.b.get(p + REQ_HEADER..q)?;
+        self.pos = q;
+        Some((req, idx, gn, cap))
     }
 }
 
@@ -1447,6 +1543,87 @@ mod tests {
             v,
             vec![(1, 0, vec![1, 2, 3]), (2, 3, b"boom".to_vec()), (3, 0, big)]
         );
+    }
+
+    #[test]
+    fn grouped_responses_encode_exactly_as_single_ones_and_span_batches() {
+        // Slots small enough that a group of 16 does not fit in what is left of a batch, so the
+        // fallback path runs too; values of 8 and of 3 bytes (`[u8; 3]`: odd lengths).
+        fn check<U: Copy>(values: &[U], cap: usize) {
+            let mut grouped = OutQueue::new(cap, Sink::Loopback, false);
+            let mut single = OutQueue::new(cap, Sink::Loopback, false);
+            grouped.push_response(900, 3, Src::slice(b"first"));
+            single.push_response(900, 3, Src::slice(b"first"));
+            for (g, chunk) in values.chunks(16).enumerate() {
+                let group: Vec<(u32, std::mem::ManuallyDrop<U>)> = chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| ((g * 16 + i) as u32, std::mem::ManuallyDrop::new(v)))
+                    .collect();
+                grouped.push_value_responses(0, &group);
+                for (req, v) in &group {
+                    single.push_response(*req, 0, Src::of(&**v));
+                }
+            }
+            let (a, b) = (all_batches(&mut grouped), all_batches(&mut single));
+            assert!(a.len() > 1, "the test should span batches");
+            assert_eq!(a, b);
+        }
+        let words: Vec<u64> = (0..1000u64).map(|i| i * 0x0101_0101 + 7).collect();
+        check(&words, 256);
+        check(&words, 4096);
+        let triples: Vec<[u8; 3]> = (0..100u8).map(|i| [i, i ^ 0x55, 3]).collect();
+        check(&triples, 200);
+    }
+
+    #[test]
+    fn next_plain_takes_only_records_of_the_same_first_word_and_leaves_the_rest() {
+        let mut q = OutQueue::new(4096, Sink::Loopback, false);
+        let push = |q: &mut OutQueue, code: u64, req: u32, cap: &[u8], arg: Option<&[u8]>| {
+            q.push_request(
+                Some(code),
+                req,
+                req + 1000,
+                req,
+                Src::slice(cap),
+                arg.map(Src::slice),
+                0,
+            );
+        };
+        push(&mut q, 10, 1, &[1, 2], None);
+        push(&mut q, 10, 2, &[3, 4], None);
+        push(&mut q, 10, 3, &[5, 6], None);
+        push(&mut q, 10, 4, &[7], None); // another capture length
+        push(&mut q, 10, 5, &[8, 9], Some(&[1])); // an argument
+        push(&mut q, 11, 6, &[8, 9], None); // another function
+        push(&mut q, 10, 7, &[10, 11], None);
+        push(&mut q, 10, 8, &[12, 13], None);
+        let b = sealed(&mut q);
+        // SAFETY: written by our encoder, without large records, read once.
+        let mut r = unsafe { RequestReader::new(&b, false) }.unwrap();
+        let mut seen = Vec::new();
+        while let Some(first) = r.next() {
+            let mut run = vec![(first.req, first.idx, first.gn, init(first.cap()))];
+            if let Some(head) = first.plain_head() {
+                while let Some((req, idx, gn, cap)) = r.next_plain(head) {
+                    run.push((req, idx, gn, init(cap)));
+                }
+            }
+            seen.push(run);
+        }
+        let rec = |req: u32, cap: &[u8]| (req, req, req + 1000, cap.to_vec());
+        assert_eq!(
+            seen,
+            vec![
+                vec![rec(1, &[1, 2]), rec(2, &[3, 4]), rec(3, &[5, 6])],
+                vec![rec(4, &[7])],
+                vec![rec(5, &[8, 9])],
+                vec![rec(6, &[8, 9])],
+                vec![rec(7, &[10, 11]), rec(8, &[12, 13])],
+            ]
+        );
+        // An empty reader (a record that came out of no batch) has no run to give.
+        assert!(RequestReader::empty().next_plain(0x0002_0000).is_none());
     }
 
     fn reassemble(q: &mut OutQueue, request_lane: bool) -> Done {
