@@ -32,6 +32,7 @@ use std::mem::MaybeUninit;
 
 use crate::error::DelegationError;
 use crate::noref::{NoRef, Wire};
+use crate::property::{key, type_index};
 use crate::spawn::WorkerId;
 use crate::wire::codeptr;
 use crate::wire::record::{Byte, Request, RequestReader, SER, Src};
@@ -44,6 +45,9 @@ pub struct Trust<T: Send + 'static> {
     trustee: u32,
     idx: u32,
     gn: u32,
+    /// This process's type index of `T` (`property::type_index`): with `gn` it makes the key
+    /// word that an apply on the trustee compares (`property::key`).
+    ty: u32,
     id: u64,
     _t: PhantomData<fn() -> T>,
 }
@@ -65,11 +69,12 @@ impl<T: Send + 'static> std::fmt::Debug for Trust<T> {
 pub fn entrust<T: Send + 'static>(value: T) -> Trust<T> {
     let core = core_or_panic("entrust");
     let id = core.new_trust_id();
-    let (idx, gn) = core.props.borrow_mut().insert(Box::new(value), id);
+    let (idx, gn) = core.props.borrow_mut().insert(value, id);
     Trust {
         trustee: core.id as u32,
         idx,
         gn,
+        ty: type_index::<T>(),
         id,
         _t: PhantomData,
     }
@@ -112,6 +117,7 @@ where
             trustee: w as u32,
             idx,
             gn,
+            ty: type_index::<T>(),
             id,
             _t: PhantomData,
         },
@@ -132,7 +138,7 @@ unsafe fn tramp_entrust<T: Send + 'static, F: FnOnce() -> T + Copy>(
     let id = crate::worker::control_id(rec.arg());
     let r = core
         .run_plain(make)
-        .map(|v| core.props.borrow_mut().insert(Box::new(v), id));
+        .map(|v| core.props.borrow_mut().insert(v, id));
     core.respond(client, rec.req, r);
 }
 
@@ -385,6 +391,12 @@ unsafe fn tramp_apply_with<
 }
 
 impl<T: Send + 'static> Trust<T> {
+    /// The key word the property's slot holds while it is live, unpoisoned and of type `T`.
+    #[inline(always)]
+    fn key(&self) -> u64 {
+        key(self.gn, self.ty)
+    }
+
     /// The worker that holds the property.
     pub fn trustee(&self) -> WorkerId {
         WorkerId::new(self.trustee as usize)
@@ -425,7 +437,7 @@ impl<T: Send + 'static> Trust<T> {
     ) -> Result<U, DelegationError> {
         let core = blocking_core("Trust::apply")?;
         if self.local(core) {
-            return core.run_delegated::<T, U>(self.idx, self.gn, f);
+            return core.run_keyed::<T, U>(self.idx, self.gn, self.key(), f);
         }
         block_on(
             core,
@@ -464,7 +476,7 @@ impl<T: Send + 'static> Trust<T> {
     ) -> Result<U, DelegationError> {
         let core = blocking_core("Trust::apply_with")?;
         if self.local(core) {
-            return core.run_delegated::<T, U>(self.idx, self.gn, move |t| f(t, arg));
+            return core.run_keyed::<T, U>(self.idx, self.gn, self.key(), move |t| f(t, arg));
         }
         let arg = OutArg::new(core, self.trustee as usize, arg)?;
         block_on(
@@ -507,7 +519,7 @@ impl<T: Send + 'static> Trust<T> {
     ) {
         let core = core_or_panic("Trust::apply_then");
         if self.local(core) {
-            let r = core.run_delegated::<T, U>(self.idx, self.gn, f);
+            let r = core.run_keyed::<T, U>(self.idx, self.gn, self.key(), f);
             then(r);
             return;
         }
@@ -563,6 +575,7 @@ impl<T: Send + 'static> Clone for Trust<T> {
             trustee: self.trustee,
             idx: self.idx,
             gn: self.gn,
+            ty: self.ty,
             id,
             _t: PhantomData,
         }
@@ -610,6 +623,7 @@ impl<'de, T: Send + 'static> serde::Deserialize<'de> for Trust<T> {
             trustee,
             idx,
             gn,
+            ty: type_index::<T>(),
             id,
             _t: PhantomData,
         })
@@ -630,6 +644,7 @@ mod tests {
             trustee: trustee as u32,
             idx,
             gn,
+            ty: type_index::<T>(),
             id: 0,
             _t: PhantomData,
         })
@@ -732,11 +747,18 @@ mod tests {
                     t.try_apply(|n| *n).unwrap_err(),
                     DelegationError::DeadProperty
                 );
-                // Stale: the property is gone, its slot reused with a new generation.
+                // Dead: the property is gone and its slot free (its name, type and generation
+                // would all still match the key word of a trust of this process).
                 drop(real);
                 for _ in 0..1000 {
                     crate::yield_now();
                 }
+                let t = forged::<u64>(w, idx, gn);
+                assert_eq!(
+                    t.try_apply(|n| *n).unwrap_err(),
+                    DelegationError::DeadProperty
+                );
+                // Stale: the slot reused with a new generation.
                 let _other = entrust_on(WorkerId::new(w), || 6u64);
                 let t = forged::<u64>(w, idx, gn);
                 assert_eq!(

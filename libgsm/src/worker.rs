@@ -569,18 +569,43 @@ impl WorkerCore {
         unsafe { self.run_on(p, idx, gn, f) }
     }
 
+    /// [`run_delegated`](Self::run_delegated) for a trust of this process, which carries the
+    /// property's key word `k` (`property::key`): the lookup is one compare when it matches.
+    #[inline(always)]
+    pub(crate) fn run_keyed<T: 'static, U>(
+        &self,
+        idx: u32,
+        gn: u32,
+        k: u64,
+        f: impl FnOnce(&mut T) -> U,
+    ) -> Result<U, DelegationError> {
+        // SAFETY: the reference ends with this statement, and a lookup runs no user code.
+        let p = unsafe { self.table() }.get_keyed::<T>(idx, gn, k)?;
+        // SAFETY: `p` was just looked up, so it is live; see `run_on`.
+        unsafe { self.run_on(p, idx, gn, f) }
+    }
+
     /// Where the live, unpoisoned property `(idx, gn)` of type `T` is.
     #[inline(always)]
     fn lookup<T: 'static>(&self, idx: u32, gn: u32) -> Result<*mut T, DelegationError> {
-        // SAFETY: the table is only read, and the reference ends with this statement; nothing
-        // runs meanwhile that could borrow the table mutably (this thread alone uses it).
-        // Without a `RefCell` guard the lookup stores nothing: a guard's two stores to the borrow
-        // flag per closure cost more than the lookup in a loop of inline applies, whose stores
-        // are what limits it (gsm-bench local, A/B within each process: `apply_then`, blocking
-        // `apply` and the one-trust map +4 to +8%).
+        // SAFETY: the reference ends with this statement, and a lookup runs no user code.
+        unsafe { self.table() }.get::<T>(idx, gn)
+    }
+
+    /// The property table, for one lookup, without a `RefCell` guard: then the lookup stores
+    /// nothing, and a guard's two stores to the borrow flag per closure cost more than the
+    /// lookup in a loop of inline applies, whose stores are what limits it (gsm-bench local, A/B
+    /// within each process: `apply_then`, blocking `apply` and the one-trust map +4 to +8%).
+    ///
+    /// # Safety
+    /// The caller must drop the reference before anything can borrow the table mutably: before
+    /// any user code runs, and before anything inserts, toggles or poisons.
+    #[inline(always)]
+    unsafe fn table(&self) -> &PropertyTable {
+        // SAFETY: only this thread uses the table, and the caller drops the reference before
+        // anything borrows it mutably (contract).
         unsafe { self.props.try_borrow_unguarded() }
             .expect("gossamer: the property table is borrowed while a closure starts")
-            .get::<T>(idx, gn)
     }
 
     /// Runs `f` on the property `(idx, gn)` at `p` as a delegated closure; a panic poisons it.
