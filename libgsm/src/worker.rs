@@ -367,6 +367,8 @@ pub(crate) struct WorkerCore {
     inline_runs: Cell<u32>,
     /// Polls made by [`WorkerCore::inline_ran`] (see `INLINE_REQUEST_FLUSH`).
     inline_polls: Cell<u32>,
+    /// Yields since the last one that polled (see [`WorkerCore::yield_fiber`]).
+    quick_yields: Cell<u32>,
     /// Slots published to / consumed from other ranks (mirrored into `Shared` after each poll).
     sent: Cell<u64>,
     received: Cell<u64>,
@@ -483,6 +485,7 @@ impl WorkerCore {
             outstanding: Cell::new(0),
             inline_runs: Cell::new(0),
             inline_polls: Cell::new(0),
+            quick_yields: Cell::new(0),
             sent: Cell::new(0),
             received: Cell::new(0),
             props: RefCell::new(PropertyTable::default()),
@@ -780,12 +783,34 @@ impl WorkerCore {
     }
 
     /// Yields the running fiber (it stays ready).
+    ///
+    /// When no other fiber is ready, switching to the scheduler would only resume this fiber
+    /// again: the scheduler polls once per `POLL_EVERY` fibers it resumes. So then the yield
+    /// returns at once, and every `POLL_EVERY`-th such yield polls here instead, on the
+    /// fiber's stack, which keeps the poll cadence of a yielding loop as it was. A fiber made
+    /// ready by that poll, a draining or stopping runtime, all take the real switch.
+    /// A loop that yields every 64 local applies ran 21% faster (inline `apply_then` alone,
+    /// 313 -> 379 Mops/s when yielding every 1024 instead: the switches were the difference).
     pub(crate) fn yield_fiber(&self) {
         self.assert_can_block();
-        if let Some(id) = self.current.get() {
-            self.wake_fiber(id);
-            fiber::suspend();
+        let Some(id) = self.current.get() else {
+            return;
+        };
+        if self.nothing_ready() && !self.stopping() && !self.shared.draining.load(Ordering::Relaxed)
+        {
+            let n = self.quick_yields.get() + 1;
+            if n < POLL_EVERY as u32 {
+                self.quick_yields.set(n);
+                return;
+            }
+            self.quick_yields.set(0);
+            self.poll();
+            if self.nothing_ready() {
+                return;
+            }
         }
+        self.wake_fiber(id);
+        fiber::suspend();
     }
 
     /// Suspends the running fiber until `done()` holds (someone must wake it).

@@ -1,9 +1,15 @@
 //! A fiber that applies to a local property in a loop (never suspending) must not starve the
-//! requests other workers send to its worker.
+//! requests other workers send to its worker; and a fiber that loops on `yield_now` (which
+//! switches only when another fiber is ready) must still be answered, let other fibers run, and
+//! end with its runtime.
 
+use std::cell::Cell;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
 
-use gossamer::{Config, WorkerId, entrust, entrust_on};
+use gossamer::{Config, WorkerId, entrust, entrust_on, spawn, spawn_on, yield_now};
 
 /// Applies to a property on this worker in a loop that never suspends, until `flag` is set
 /// (`true`) or a bound is reached (`false`).
@@ -65,4 +71,64 @@ fn a_local_apply_loop_still_publishes_its_own_requests() {
         answered_during_loop[0],
         "worker 0's request to worker 1 was not published while worker 0 ran local applies"
     );
+}
+
+/// A yield with no other fiber ready returns without a switch; the loop's polls must still
+/// happen (its answer from worker 1 arrives through one), and a yield with another fiber ready
+/// must let that fiber run before it returns.
+#[test]
+fn a_yielding_loop_is_answered_and_lets_a_ready_fiber_run() {
+    gossamer::run(Config::default().workers(2), || {
+        let theirs = entrust_on(WorkerId::new(1), || 0u64);
+        let answered = Rc::new(Cell::new(false));
+        let a = answered.clone();
+        theirs.apply_then(|c| *c + 1, move |_| a.set(true));
+        let mut yields = 0;
+        while !answered.get() && yields < 1_000_000 {
+            yield_now();
+            yields += 1;
+        }
+        assert!(answered.get(), "no answer after {yields} yields");
+        let ran = Rc::new(Cell::new(false));
+        let r = ran.clone();
+        let h = spawn(move || r.set(true));
+        yield_now();
+        assert!(ran.get(), "a ready fiber did not run during a yield");
+        h.join();
+    })
+    .unwrap();
+}
+
+/// A fiber that only yields, forever, must not keep a failed runtime from ending, even while
+/// the main fiber is still running (so the runtime is not draining).
+#[test]
+fn a_fiber_that_only_yields_ends_with_its_runtime() {
+    static STARTED: AtomicBool = AtomicBool::new(false);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let r = gossamer::run(Config::default().workers(3), || {
+            let spinner = spawn_on(WorkerId::new(1), || -> () {
+                STARTED.store(true, Ordering::SeqCst);
+                loop {
+                    yield_now();
+                }
+            });
+            while !STARTED.load(Ordering::SeqCst) {
+                yield_now();
+            }
+            // A failed apply_then ends the runtime from its callback on this worker, while
+            // this fiber waits in `join`.
+            let t = entrust_on(WorkerId::new(2), || 0u64);
+            t.apply_then(
+                |_| -> u64 { panic!("the closure fails on purpose") },
+                |_| {},
+            );
+            spinner.join();
+        });
+        let _ = tx.send(r.is_err());
+    });
+    match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(failed) => assert!(failed, "the runtime should report the failed apply_then"),
+        Err(_) => panic!("the runtime did not end within 30 s while a fiber only yielded"),
+    }
 }
