@@ -2,7 +2,8 @@
 //! and `entrust`/`entrust_on`, which create properties.
 //!
 //! **Paths.** On the trustee itself a closure runs inline, at once (a delegated closure: no
-//! blocking inside). Elsewhere the closure's bytes are copied into a request record for the
+//! blocking inside); the property is found by one compare of the key word the trust carries
+//! (`property.rs`). Elsewhere the closure's bytes are copied into a request record for the
 //! trustee together with the code offset of a *trampoline*, an `unsafe fn` monomorphised per
 //! (T, F, U[, A]) that reads `F` back (`read_unaligned`), looks the property up by name and type,
 //! runs `F` under `catch_unwind` and moves `U` into the response. Inside a delegated closure or a

@@ -10,6 +10,11 @@
 //! to this one are not starved by it; those polls publish its own partly filled request batches
 //! only every `INLINE_REQUEST_FLUSH`-th time, so that they fill.
 //!
+//! **Serving.** A request batch is served record by record, each through its trampoline (see
+//! `trust.rs`); a trampoline of `apply`/`apply_then` also serves the plain records of its own
+//! kind right behind it ([`WorkerCore::serve_run`]), so a run of requests of one closure type
+//! costs one call, one property lookup per name change and one staging of results per 16.
+//!
 //! **Contexts.** Code runs on a worker in one of three contexts: a *fiber* (may block: apply, join,
 //! yield), a *delegated closure* (a closure run against a property, inline or served; may not
 //! block, since blocking would have to suspend the poller or alias the property), or a *callback*
