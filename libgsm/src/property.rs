@@ -6,12 +6,25 @@
 //! [`DelegationError::DeadProperty`], never a dangling pointer.
 //!
 //! Reference counting follows the thesis (§3.2.6): each `Trust` has a unique id; creating a trust
-//! and dropping one both send the id to the trustee, which *toggles* it in the property's set
-//! (symmetric difference). Because toggles commute, an "add" that arrives after the matching
-//! "remove" (a clone travelled and was dropped before its creator's message got through) leaves
-//! the id in the set until the add arrives, so the set is empty only when every trust that was
-//! ever created has been dropped. The property is freed exactly when its set becomes empty. This
-//! module does not send anything; `trust.rs` does.
+//! (a *registration*) and dropping one (a *release*) both send the id to the trustee, which
+//! *toggles* it in the property's set (symmetric difference). Because toggles commute, an "add"
+//! that arrives after the matching "remove" (a clone travelled and was dropped before its
+//! creator's message got through) leaves the id in the set until the add arrives.
+//!
+//! The set alone is not enough: a clone's registration and the release of the trust it was made
+//! from (its *parent*) travel on different rings when the parent moved to another worker after
+//! the clone was made, and the release can arrive first. The set is then empty while the clone
+//! lives. So a registration names the parent, a release says how many trusts were made from the
+//! released one (clones and serialised copies), and the slot keeps, per parent, the trusts its
+//! release announced minus the registrations naming it that arrived (`owed`, only the non-zero
+//! balances). The property is freed when its set is empty *and* no balance is left. That is
+//! exactly when every trust ever made is gone: while a trust lives, either its registration has
+//! arrived (its id is in the set), or it has not, and then its parent's release has either
+//! arrived (the parent's balance is positive: the registrations naming it are its own children,
+//! one of which is missing) or not (then the parent is in the set, or is in this same case, and
+//! so on up to the first trust, which `insert` put in). Balances are kept per parent because a
+//! registration whose parent's release has not arrived must not pay for another parent's.
+//! This module does not send anything; `trust.rs` does.
 //!
 //! **The key word.** Each slot also keeps its generation, its type's [`type_index`] and its
 //! poison flag in one word, [`key`], and a trust carries its own half of it. An apply on the
@@ -77,7 +90,36 @@ struct Slot {
     tag: Option<TypeId>,
     ptr: *mut u8,
     ids: Vec<u64>,
+    /// Per parent trust id: the trusts its release announced (made from it), minus the
+    /// registrations naming it that arrived; only non-zero balances (negative while
+    /// registrations run ahead of the parent's release).
+    owed: Vec<(u64, i64)>,
     poisoned: bool,
+}
+
+/// What a reference-counting message does to its trust id (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Toggle {
+    /// A trust was made from trust `parent` (a clone, or a serialised copy): its id goes in,
+    /// and one of the trusts `parent` owes is paid.
+    Register { parent: u64 },
+    /// A trust was dropped after `made` trusts were made from it: its id goes out, and those
+    /// `made` registrations are owed.
+    Release { made: u64 },
+}
+
+/// Adds `by` to `parent`'s balance in `owed`, keeping only non-zero balances.
+fn owe(owed: &mut Vec<(u64, i64)>, parent: u64, by: i64) {
+    match owed.iter().position(|&(p, _)| p == parent) {
+        Some(i) => {
+            owed[i].1 += by;
+            if owed[i].1 == 0 {
+                owed.swap_remove(i);
+            }
+        }
+        None if by != 0 => owed.push((parent, by)),
+        None => {}
+    }
 }
 
 /// The table of one trustee.
@@ -104,6 +146,7 @@ impl PropertyTable {
             s.ptr = ptr;
             s.ids.clear();
             s.ids.push(id);
+            s.owed.clear();
             s.poisoned = false;
             (i, s.gn)
         } else {
@@ -114,6 +157,7 @@ impl PropertyTable {
                 tag,
                 ptr,
                 ids: vec![id],
+                owed: Vec::new(),
                 poisoned: false,
             });
             ((self.slots.len() - 1) as u32, 1)
@@ -173,10 +217,11 @@ impl PropertyTable {
         }
     }
 
-    /// Toggles trust id `id` in the property's set. Returns the value when the set became empty:
-    /// the caller drops it (outside any borrow of the table, since its destructor may run user
-    /// code). A toggle for a dead name is ignored.
-    pub(crate) fn toggle(&mut self, idx: u32, gn: u32, id: u64) -> Option<Value> {
+    /// Toggles trust id `id` in the property's set and counts what `what` owes or pays. Returns
+    /// the value when the set became empty with nothing owed: the caller drops it (outside any
+    /// borrow of the table, since its destructor may run user code). A toggle for a dead name
+    /// is ignored.
+    pub(crate) fn toggle(&mut self, idx: u32, gn: u32, id: u64, what: Toggle) -> Option<Value> {
         let s = self.slot(idx, gn)?;
         match s.ids.iter().position(|&x| x == id) {
             Some(i) => {
@@ -184,7 +229,13 @@ impl PropertyTable {
             }
             None => s.ids.push(id),
         }
-        if !s.ids.is_empty() {
+        match what {
+            Toggle::Register { parent } => owe(&mut s.owed, parent, -1),
+            Toggle::Release { made } => {
+                owe(&mut s.owed, id, i64::try_from(made).unwrap_or(i64::MAX))
+            }
+        }
+        if !s.ids.is_empty() || !s.owed.is_empty() {
             return None;
         }
         s.gn = s.gn.wrapping_add(1).max(1);
@@ -234,7 +285,7 @@ mod tests {
             t.get::<u64>(i + 7, g).unwrap_err(),
             DelegationError::DeadProperty
         );
-        assert!(t.toggle(i, g, 1).is_some());
+        assert!(t.toggle(i, g, 1, RELEASED).is_some());
         assert_eq!(
             t.get::<u64>(i, g).unwrap_err(),
             DelegationError::DeadProperty
@@ -247,21 +298,78 @@ mod tests {
             DelegationError::DeadProperty
         );
         assert!(
-            t.toggle(i, g, 2).is_none(),
+            t.toggle(i, g, 2, RELEASED).is_none(),
             "a stale toggle must not touch the new property"
         );
         assert_eq!(t.live(), 1);
     }
+
+    /// A release of a trust from which nothing was made.
+    const RELEASED: Toggle = Toggle::Release { made: 0 };
 
     #[test]
     fn add_after_remove_keeps_the_property() {
         let mut t = PropertyTable::default();
         let (i, g) = t.insert(1u8, 10);
         // The clone (id 11) is dropped and its removal arrives before its creation.
-        assert!(t.toggle(i, g, 11).is_none());
-        assert!(t.toggle(i, g, 11).is_none());
+        assert!(t.toggle(i, g, 11, RELEASED).is_none());
+        assert!(
+            t.toggle(i, g, 11, Toggle::Register { parent: 10 })
+                .is_none()
+        );
         assert!(t.get::<u8>(i, g).is_ok());
-        assert!(t.toggle(i, g, 10).is_some());
+        assert!(t.toggle(i, g, 10, Toggle::Release { made: 1 }).is_some());
+    }
+
+    /// Trust 10 made 11 and was dropped elsewhere; its release arrives before 11's
+    /// registration, which leaves the set empty: the property must wait for what is owed.
+    #[test]
+    fn a_release_that_overtakes_the_registration_of_a_trust_made_from_it_keeps_the_property() {
+        let mut t = PropertyTable::default();
+        let (i, g) = t.insert(1u8, 10);
+        assert!(t.toggle(i, g, 10, Toggle::Release { made: 1 }).is_none());
+        assert!(t.get::<u8>(i, g).is_ok());
+        assert!(
+            t.toggle(i, g, 11, Toggle::Register { parent: 10 })
+                .is_none()
+        );
+        assert!(t.toggle(i, g, 11, RELEASED).is_some());
+        // Every order of the messages of a trust that made two (11, 12), one of which (12) made
+        // a third (13), frees the property at the last message and not before; in particular
+        // 13's registration must not pay for 12's while 12's release has not arrived.
+        let msgs = [
+            (10, Toggle::Release { made: 2 }),
+            (11, Toggle::Register { parent: 10 }),
+            (12, Toggle::Register { parent: 10 }),
+            (11, RELEASED),
+            (12, Toggle::Release { made: 1 }),
+            (13, Toggle::Register { parent: 12 }),
+            (13, RELEASED),
+        ];
+        let mut order: Vec<usize> = (0..msgs.len()).collect();
+        let mut orders = 0;
+        permute(&mut order, 0, &mut |o| {
+            let (i, g) = t.insert(1u8, 10);
+            for (n, &m) in o.iter().enumerate() {
+                let (id, what) = msgs[m];
+                let freed = t.toggle(i, g, id, what).is_some();
+                assert_eq!(freed, n == o.len() - 1, "order {o:?}, message {n}");
+            }
+            orders += 1;
+        });
+        assert_eq!(orders, 5040);
+    }
+
+    fn permute(v: &mut Vec<usize>, k: usize, f: &mut impl FnMut(&[usize])) {
+        if k == v.len() {
+            f(v);
+            return;
+        }
+        for i in k..v.len() {
+            v.swap(k, i);
+            permute(v, k + 1, f);
+            v.swap(k, i);
+        }
     }
 
     #[test]
@@ -299,7 +407,7 @@ mod tests {
             t.get_keyed::<u64>(i, g, k).unwrap_err(),
             DelegationError::Poisoned
         );
-        assert!(t.toggle(i, g, 1).is_some());
+        assert!(t.toggle(i, g, 1, RELEASED).is_some());
         assert_eq!(
             t.get_keyed::<u64>(i, g, k).unwrap_err(),
             DelegationError::DeadProperty

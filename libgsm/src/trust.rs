@@ -18,11 +18,13 @@
 //! with an error (use [`Trust::try_apply_then`] to see the error instead).
 //!
 //! **Reference counting** is the trust-id set of `property.rs`: `entrust` puts the first id in,
-//! `clone` toggles a fresh id and `drop` toggles the handle's id, as asynchronous control records
-//! (to the worker's own loopback queue when the trustee is local, so that a property is never
-//! freed under a running closure). Requests from one worker to one trustee are served in the
-//! order they were issued (one FIFO ring per ordered pair), so a handle's own requests always
-//! precede its drop.
+//! `clone` (and serialising a trust) registers a fresh id naming the trust it was made from, and
+//! `drop` releases the handle's id saying how many trusts were made from it, as asynchronous
+//! control records (to the worker's own loopback queue when the trustee is local, so that a
+//! property is never freed under a running closure). Requests from one worker to one trustee are
+//! served in the order they were issued (one FIFO ring per ordered pair), so a handle's own
+//! requests always precede its drop; records from different workers may arrive in any order,
+//! which the counts of `property.rs` make safe.
 //!
 //! **`entrust_on(worker, make)`** ships a `NoRef` closure that builds the value on the trustee, so
 //! it works unchanged across processes; it blocks the calling fiber until the trustee has
@@ -30,6 +32,7 @@
 
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::DelegationError;
 use crate::noref::{NoRef, Wire};
@@ -37,7 +40,9 @@ use crate::property::{key, type_index};
 use crate::spawn::WorkerId;
 use crate::wire::codeptr;
 use crate::wire::record::{Byte, Request, RequestReader, SER, Src};
-use crate::worker::{Data, Trampoline, WorkerCore, core_or_panic, decode};
+use crate::worker::{
+    CONTROL_REGISTER, CONTROL_RELEASE, Data, Trampoline, WorkerCore, core_or_panic, decode,
+};
 
 /// A handle to a property held by a trustee worker. Cloning and dropping it updates the
 /// trustee's reference count asynchronously; the property is dropped on its trustee when the last
@@ -50,6 +55,10 @@ pub struct Trust<T: Send + 'static> {
     /// word that an apply on the trustee compares (`property::key`).
     ty: u32,
     id: u64,
+    /// Trusts made from this one so far (clones and serialised copies), announced with its
+    /// release (see `property.rs`). Atomic only so that `Trust` stays `Sync`; one thread at a
+    /// time uses a trust.
+    made: AtomicU64,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -77,6 +86,7 @@ pub fn entrust<T: Send + 'static>(value: T) -> Trust<T> {
         gn,
         ty: type_index::<T>(),
         id,
+        made: AtomicU64::new(0),
         _t: PhantomData,
     }
 }
@@ -120,6 +130,7 @@ where
             gn,
             ty: type_index::<T>(),
             id,
+            made: AtomicU64::new(0),
             _t: PhantomData,
         },
         Err(e) => panic!("gossamer: entrust_on({w}) failed: {e}"),
@@ -553,14 +564,26 @@ impl<T: Send + 'static> Trust<T> {
         );
     }
 
-    fn toggle(&self, core: &WorkerCore, id: u64) {
+    /// Registers trust id `id`, a trust made from this one (a clone or a serialised copy), with
+    /// the trustee, and counts it for this trust's release.
+    fn register(&self, core: &WorkerCore, id: u64) {
+        self.made.fetch_add(1, Ordering::Relaxed);
+        self.control(core, CONTROL_REGISTER, id, self.id);
+    }
+
+    /// Sends a reference-counting record (`kind`: `CONTROL_REGISTER` or `CONTROL_RELEASE`, see
+    /// `worker::control_words`) for trust id `id` with its second word.
+    fn control(&self, core: &WorkerCore, kind: u32, id: u64, word: u64) {
+        let mut cap = [0u8; 16];
+        cap[..8].copy_from_slice(&id.to_le_bytes());
+        cap[8..].copy_from_slice(&word.to_le_bytes());
         core.send_request(
             self.trustee as usize,
             None,
             self.idx,
             self.gn,
-            0,
-            Src::slice(&id.to_le_bytes()),
+            kind,
+            Src::slice(&cap),
             None,
             false,
         );
@@ -571,13 +594,14 @@ impl<T: Send + 'static> Clone for Trust<T> {
     fn clone(&self) -> Self {
         let core = core_or_panic("Trust::clone");
         let id = core.new_trust_id();
-        self.toggle(core, id);
+        self.register(core, id);
         Trust {
             trustee: self.trustee,
             idx: self.idx,
             gn: self.gn,
             ty: self.ty,
             id,
+            made: AtomicU64::new(0),
             _t: PhantomData,
         }
     }
@@ -589,14 +613,15 @@ impl<T: Send + 'static> Drop for Trust<T> {
         // table; there is nobody left to tell.
         if let Some(core) = crate::worker::core() {
             if !core.stopping() {
-                self.toggle(core, self.id);
+                let made = self.made.load(Ordering::Relaxed);
+                self.control(core, CONTROL_RELEASE, self.id, made);
             }
         }
     }
 }
 
 /// Serialising a trust makes a *new* handle for the receiver: a fresh trust id, registered with
-/// the trustee (an asynchronous toggle, as `clone` sends), is what the bytes carry; the original
+/// the trustee (an asynchronous registration, as `clone` sends), is what the bytes carry; the original
 /// handle stays valid and is dropped as usual. So a trust sent to another rank inside an
 /// `apply_with` argument (or a result) keeps the property alive until both the sender's handle
 /// and the receiver's are gone, and the property is freed exactly once, on its trustee. Should
@@ -612,7 +637,7 @@ impl<T: Send + 'static> serde::Serialize for Trust<T> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let core = core_or_panic("serialising a Trust");
         let id = core.new_trust_id();
-        self.toggle(core, id);
+        self.register(core, id);
         (self.trustee, self.idx, self.gn, id).serialize(s)
     }
 }
@@ -626,6 +651,7 @@ impl<'de, T: Send + 'static> serde::Deserialize<'de> for Trust<T> {
             gn,
             ty: type_index::<T>(),
             id,
+            made: AtomicU64::new(0),
             _t: PhantomData,
         })
     }
@@ -647,6 +673,7 @@ mod tests {
             gn,
             ty: type_index::<T>(),
             id: 0,
+            made: AtomicU64::new(0),
             _t: PhantomData,
         })
     }

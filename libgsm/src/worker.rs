@@ -41,7 +41,7 @@ use std::time::Duration;
 use crate::error::{DelegationError, Error};
 use crate::fabric::{Bell, Doorbell};
 use crate::fiber::{self, Co, StackPool};
-use crate::property::PropertyTable;
+use crate::property::{PropertyTable, Toggle};
 use crate::wire::codeptr;
 use crate::wire::record::{
     Body, Byte, CONTROL, Large, OutQueue, Partial, RELEASE, Request, RequestReader, ResponseReader,
@@ -84,6 +84,11 @@ const INLINE_REQUEST_FLUSH: u32 = 4;
 
 /// Results of a run of requests (`WorkerCore::serve_run`) staged together.
 const RUN_GROUP: usize = 16;
+
+/// The request-id field of a reference-counting (`CONTROL`) record says which kind it is: a
+/// registration of a trust made from another, or a release (see `property.rs`).
+pub(crate) const CONTROL_REGISTER: u32 = 0;
+pub(crate) const CONTROL_RELEASE: u32 = 1;
 
 /// The request id of a record that wants no response (a one-way message).
 pub(crate) const NO_REPLY: u32 = u32::MAX;
@@ -1373,8 +1378,13 @@ impl WorkerCore {
             return;
         }
         if rec.fidx == CONTROL {
-            let id = control_id(rec.cap());
-            self.toggle(rec.idx, rec.gn, id);
+            let (id, word) = control_words(rec.cap());
+            let what = if rec.req == CONTROL_RELEASE {
+                Toggle::Release { made: word }
+            } else {
+                Toggle::Register { parent: word }
+            };
+            self.toggle(rec.idx, rec.gn, id, what);
             return;
         }
         self.respond_raw(
@@ -1550,9 +1560,9 @@ impl WorkerCore {
         }
     }
 
-    /// Toggles a trust id on a local property and drops it if that emptied its set.
-    pub(crate) fn toggle(&self, idx: u32, gn: u32, id: u64) {
-        let dead = self.props.borrow_mut().toggle(idx, gn, id);
+    /// Toggles a trust id on a local property and drops the property if that left no trust.
+    pub(crate) fn toggle(&self, idx: u32, gn: u32, id: u64, what: Toggle) {
+        let dead = self.props.borrow_mut().toggle(idx, gn, id, what);
         if let Some(v) = dead {
             let r = caught_at(&self.delegated, move || drop(v));
             if let Err(e) = r {
@@ -1796,7 +1806,24 @@ unsafe fn message_of(body: &[Byte]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// The trust id a control record carries (8 initialised bytes written by `Trust::toggle`).
+/// The two words a reference-counting record carries (16 initialised bytes written by
+/// `Trust::control`): the trust id, and the parent's id (a registration) or the number of trusts
+/// made (a release). A record of another length names no trust (id 0, which no trust has).
+pub(crate) fn control_words(cap: &[Byte]) -> (u64, u64) {
+    if cap.len() != 16 {
+        return (0, 0);
+    }
+    // SAFETY: 16 bytes, initialised: `Trust::control` copies two `to_le_bytes` words.
+    let w = unsafe { std::ptr::read_unaligned(cap.as_ptr().cast::<[u8; 16]>()) };
+    let (a, b) = w.split_at(8);
+    (
+        u64::from_le_bytes(a.try_into().unwrap_or_default()),
+        u64::from_le_bytes(b.try_into().unwrap_or_default()),
+    )
+}
+
+/// The 8-byte word a record carries: the token of a release of a parked body, or the trust id
+/// that `entrust_on` sends (8 initialised bytes written as `to_le_bytes`).
 pub(crate) fn control_id(cap: &[Byte]) -> u64 {
     if cap.len() != 8 {
         return 0;

@@ -1,11 +1,12 @@
 //! Reference counting by trust-id sets: the thesis's race (a clone's "add" processed after the
-//! clone's "remove") and a seeded stress test of many fibers, trusts, clones, drops and applies.
+//! clone's "remove"), the release of a trust processed before the registration of a clone made
+//! from it, and a seeded stress test of many fibers, trusts, clones, drops and applies.
 
 use std::cell::Cell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 
-use gossamer::{Config, Trust, WorkerId, entrust_on, spawn, yield_now};
+use gossamer::{Config, Trust, WorkerId, entrust_on, spawn, spawn_on, spawn_on_with, yield_now};
 use rand::{Rng, SeedableRng};
 
 fn wait_for(what: &str, cond: impl Fn() -> bool) {
@@ -97,6 +98,58 @@ fn clone_add_processed_after_the_clones_drop_keeps_the_property() {
             assert_eq!(DROPS.load(Ordering::SeqCst), 1);
         },
     )
+    .unwrap();
+}
+
+/// The other race: a trust `g` is cloned on worker 0, whose registration of the clone waits in
+/// a backlog to the trustee (worker 2); `g` itself moves to worker 1 and is dropped there, and
+/// its release reaches the trustee first. The set of ids is then empty while the clone lives:
+/// the property must stay (the release says a trust was made from `g`), and go once the clone
+/// goes too.
+#[test]
+fn a_release_that_overtakes_the_registration_of_a_clone_keeps_the_property() {
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    static STOP: AtomicBool = AtomicBool::new(false);
+    struct P(u64);
+    impl Drop for P {
+        fn drop(&mut self) {
+            DROPS.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    const ROUNDS: usize = 20;
+    gossamer::run(Config::default().workers(3), || {
+        // Worker 1 keeps running (a sleeping worker would wake too late to win the race).
+        let awake = spawn_on(WorkerId::new(1), || {
+            while !STOP.load(Ordering::Relaxed) {
+                yield_now();
+            }
+        });
+        let flood = entrust_on(WorkerId::new(2), || 0u64);
+        for round in 0..ROUNDS {
+            let g = entrust_on(WorkerId::new(2), || P(5));
+            // A backlog of requests from worker 0 to worker 2, for the registration to wait in.
+            for _ in 0..50_000 {
+                flood.apply_then(|c| *c += 1, |_| {});
+            }
+            let h = g.clone();
+            spawn_on_with(WorkerId::new(1), g, drop::<Trust<P>>).join();
+            assert_eq!(
+                h.try_apply(|p| p.0),
+                Ok(5),
+                "round {round}: the clone's property was freed under it"
+            );
+            drop(h);
+            wait_for("the property to be freed", || {
+                DROPS.load(Ordering::SeqCst) == round + 1
+            });
+        }
+        STOP.store(true, Ordering::Relaxed);
+        awake.join();
+        for _ in 0..1000 {
+            yield_now();
+        }
+        assert_eq!(DROPS.load(Ordering::SeqCst), ROUNDS, "freed more than once");
+    })
     .unwrap();
 }
 
