@@ -18,12 +18,15 @@
 //! operations actually done. On a machine whose load is above its core count the two threads of a
 //! peer often do not run at the same time, so lock-based peers then look uncontended (and fast);
 //! the load average is printed beside the table for that reason. On the 2-vCPU development
-//! machine the Gossamer counter figures also switch between two levels over time (`apply_then`
-//! about 85 or about 118 Mops/s, 64-fiber `apply` about 60 or about 90 before it was inlined),
-//! from one runtime to the next and sometimes within one; address-space randomisation is not the
-//! cause (`setarch -R` runs showed both). Compare builds by alternating several processes of
-//! each, or two variants within one process in A-B-B-A order, not by one run. The Gossamer side is the default
-//! `gossamer` feature (see `gsm.rs`); built without it, the cases show the peers alone.
+//! machines the figures also switch between levels over time, from one runtime to the next and
+//! sometimes within one, with the cost of moving a cache line between the two vCPUs: the
+//! ping-pong peer measured 65-70 ns in some phases and 330-350 ns in others, and in the slow
+//! phases the Gossamer counter cases, which move batches between the vCPUs, drop by up to a
+//! third while the peers drop less. Address-space randomisation is not the cause (`setarch -R` runs showed both).
+//! Compare builds by alternating several processes of each, or two variants within one process
+//! in A-B-B-A order, not by one run, and read each Gossamer figure against the peers of the same
+//! run. The Gossamer side is the default `gossamer` feature (see `gsm.rs`); built without it, the
+//! cases show the peers alone.
 
 use crate::peers;
 use crate::report::{Case, Figure};
