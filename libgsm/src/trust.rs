@@ -697,6 +697,36 @@ mod tests {
         .unwrap();
     }
 
+    #[test]
+    fn a_request_whose_captured_bytes_do_not_fit_its_closure_is_refused() {
+        crate::run(Config::default().workers(2), || {
+            let core = crate::worker::core_or_panic("test");
+            for w in 0..2 {
+                let t = entrust_on(WorkerId::new(w), || 5u64);
+                let k = 7u64;
+                let f = move |n: &mut u64| *n + k;
+                let tramp = tramp_apply_of(&f, &t);
+                // Three bytes where the closure needs eight.
+                let r =
+                    block_on::<u64>(core, w, tramp, t.idx, t.gn, Src::of(&[1u8; 3]), None, false);
+                match r {
+                    Err(DelegationError::Wire(m)) => assert!(m.contains("do not fit"), "{m}"),
+                    other => panic!("worker {w}: {other:?}"),
+                }
+                assert_eq!(t.apply(f), 12, "the property is untouched");
+            }
+        })
+        .unwrap();
+    }
+
+    /// The trampoline `apply` would send for closure `f` on `t`.
+    fn tramp_apply_of<T: Send + 'static, U: Wire, F: FnOnce(&mut T) -> U + Copy>(
+        _f: &F,
+        _t: &Trust<T>,
+    ) -> Trampoline {
+        tramp_apply::<T, U, F> as Trampoline
+    }
+
     /// Requests of one closure type to one trustee reach it in runs that one trampoline call
     /// serves (`WorkerCore::serve_run`): each must still be answered as if served alone, in
     /// order, with its own property looked up, a dead name refused, and a property that a

@@ -672,7 +672,20 @@ impl WorkerCore {
         first: &Request<'_>,
         more: &mut RequestReader<'_>,
     ) {
-        // SAFETY: the client copied exactly one `F` into the captured bytes (contract).
+        if first.cap_len != std::mem::size_of::<F>() {
+            // Not what this trampoline's sender writes: refuse it (and the run with it, whose
+            // records have the same length) rather than read past the captured bytes.
+            self.respond::<U>(
+                client,
+                first.req,
+                Err(DelegationError::Wire(
+                    "gossamer: a request's captured bytes do not fit its closure".into(),
+                )),
+            );
+            return;
+        }
+        // SAFETY: the client copied exactly one `F` into the captured bytes (contract), and
+        // there are that many (checked above).
         let f: F = unsafe { std::ptr::read_unaligned(first.cap().as_ptr().cast::<F>()) };
         let (idx, gn) = (first.idx, first.gn);
         let mut known = None;
@@ -712,7 +725,8 @@ impl WorkerCore {
             }
         };
         while let Some((req, idx, gn, cap)) = more.next_plain(head) {
-            // SAFETY: a record of the same first header word as `first` (contract).
+            // SAFETY: a record of the same first header word as `first` (contract), so of the
+            // same capture length, checked above.
             let f: F = unsafe { std::ptr::read_unaligned(cap.as_ptr().cast::<F>()) };
             let p = match known {
                 Some((i, g, p)) if i == idx && g == gn => Ok(p),
