@@ -56,14 +56,14 @@ pub(crate) fn key(gn: u32, ty: u32) -> u64 {
 /// This process's small number for type `T`, the same on every thread, never 0 (the type
 /// index of no type), below 2^31 (the key's poison bit stays free). Each thread remembers the
 /// numbers it has looked up, so only a thread's first look at a type takes the process-wide
-/// lock.
+/// lock (and every look does, on a thread whose locals are being torn down).
 pub(crate) fn type_index<T: 'static>() -> u32 {
     thread_local! {
         static KNOWN: RefCell<HashMap<TypeId, u32>> = RefCell::new(HashMap::new());
     }
     static TYPES: Mutex<Option<HashMap<TypeId, u32>>> = Mutex::new(None);
     let t = TypeId::of::<T>();
-    if let Some(i) = KNOWN.with(|k| k.borrow().get(&t).copied()) {
+    if let Ok(Some(i)) = KNOWN.try_with(|k| k.borrow().get(&t).copied()) {
         return i;
     }
     let i = {
@@ -76,7 +76,7 @@ pub(crate) fn type_index<T: 'static>() -> u32 {
         );
         *types.entry(t).or_insert(next)
     };
-    KNOWN.with(|k| k.borrow_mut().insert(t, i));
+    let _ = KNOWN.try_with(|k| k.borrow_mut().insert(t, i));
     i
 }
 
