@@ -1392,7 +1392,10 @@ impl WorkerCore {
             return;
         }
         if rec.fidx == CONTROL {
-            let (id, word) = control_words(rec.cap());
+            let Some((id, word)) = control_words(rec.cap()) else {
+                self.ring_broken(client, "a reference-counting record of the wrong length");
+                return;
+            };
             let what = if rec.req == CONTROL_RELEASE {
                 Toggle::Release { made: word }
             } else {
@@ -1822,18 +1825,15 @@ unsafe fn message_of(body: &[Byte]) -> String {
 
 /// The two words a reference-counting record carries (16 initialised bytes written by
 /// `Trust::control`): the trust id, and the parent's id (a registration) or the number of trusts
-/// made (a release). A record of another length names no trust (id 0, which no trust has).
-pub(crate) fn control_words(cap: &[Byte]) -> (u64, u64) {
+/// made (a release); `None` for a record of another length, which no sender of this build
+/// writes.
+pub(crate) fn control_words(cap: &[Byte]) -> Option<(u64, u64)> {
     if cap.len() != 16 {
-        return (0, 0);
+        return None;
     }
     // SAFETY: 16 bytes, initialised: `Trust::control` copies two `to_le_bytes` words.
-    let w = unsafe { std::ptr::read_unaligned(cap.as_ptr().cast::<[u8; 16]>()) };
-    let (a, b) = w.split_at(8);
-    (
-        u64::from_le_bytes(a.try_into().unwrap_or_default()),
-        u64::from_le_bytes(b.try_into().unwrap_or_default()),
-    )
+    let w = unsafe { std::ptr::read_unaligned(cap.as_ptr().cast::<[u64; 2]>()) };
+    Some((u64::from_le(w[0]), u64::from_le(w[1])))
 }
 
 /// The 8-byte word a record carries: the token of a release of a parked body, or the trust id
