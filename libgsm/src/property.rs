@@ -1,5 +1,6 @@
 //! The trustee-side property table: every property a worker holds, named by (index, generation),
-//! with its type tag (`TypeId`, through `dyn Any`), its trust-id set and its poison flag.
+//! with its type tag (`TypeId`, through `dyn Any`), its trust-id set and its poison flag (a bit
+//! of its key word, below).
 //!
 //! Names that arrive in requests are only ever looked up here, so a stale name (the slot was freed
 //! and maybe reused: its generation moved on) or a foreign one (out of range, wrong type) yields
@@ -94,7 +95,6 @@ struct Slot {
     /// registrations naming it that arrived; only non-zero balances (negative while
     /// registrations run ahead of the parent's release).
     owed: Vec<(u64, i64)>,
-    poisoned: bool,
 }
 
 /// What a reference-counting message does to its trust id (see the module docs).
@@ -147,7 +147,6 @@ impl PropertyTable {
             s.ids.clear();
             s.ids.push(id);
             s.owed.clear();
-            s.poisoned = false;
             (i, s.gn)
         } else {
             self.slots.push(Slot {
@@ -158,7 +157,6 @@ impl PropertyTable {
                 ptr,
                 ids: vec![id],
                 owed: Vec::new(),
-                poisoned: false,
             });
             ((self.slots.len() - 1) as u32, 1)
         }
@@ -203,7 +201,7 @@ impl PropertyTable {
         if s.gn != gn || s.tag != Some(TypeId::of::<T>()) {
             return Err(DelegationError::DeadProperty);
         }
-        if s.poisoned {
+        if s.key & POISONED != 0 {
             return Err(DelegationError::Poisoned);
         }
         Ok(s.ptr.cast::<T>())
@@ -212,7 +210,6 @@ impl PropertyTable {
     /// Marks a property poisoned (a delegated closure panicked while holding it).
     pub(crate) fn poison(&mut self, idx: u32, gn: u32) {
         if let Some(s) = self.slot(idx, gn) {
-            s.poisoned = true;
             s.key |= POISONED;
         }
     }
