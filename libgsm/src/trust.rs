@@ -620,13 +620,13 @@ impl<T: Send + 'static> Drop for Trust<T> {
     }
 }
 
-/// Serialising a trust makes a *new* handle for the receiver: a fresh trust id, registered with
-/// the trustee (an asynchronous registration, as `clone` sends), is what the bytes carry; the original
-/// handle stays valid and is dropped as usual. So a trust sent to another rank inside an
-/// `apply_with` argument (or a result) keeps the property alive until both the sender's handle
-/// and the receiver's are gone, and the property is freed exactly once, on its trustee. Should
-/// the receiver drop its handle before the trustee has seen the registration, the toggles still
-/// cancel out (the id-set race of thesis §3.2.6).
+/// Serialising a trust makes a *new* handle for the receiver, as `clone` does: a fresh trust id,
+/// registered with the trustee (asynchronously, naming this handle as the one it was made from),
+/// is what the bytes carry; the original handle stays valid and is dropped as usual. So a trust
+/// sent to another rank inside an `apply_with` argument (or a result) keeps the property alive
+/// until both the sender's handle and the receiver's are gone, and the property is freed exactly
+/// once, on its trustee, whatever order the registration and the two releases arrive in (see
+/// `property.rs`).
 ///
 /// Deserialise the bytes exactly once: every deserialised handle drops its id once, and bytes that
 /// are never deserialised keep the property alive until the job ends.

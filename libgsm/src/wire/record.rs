@@ -626,11 +626,11 @@ impl OutQueue {
         self.push_response_general(req, status, body);
     }
 
-    /// Appends one response of `status` per `(req, value)` of `group`, in order: each value's bytes move
-    /// into its record (the caller must not drop them; they are in `ManuallyDrop` for that).
-    /// Within a process only (values are moved by bytes, not encoded). When they all fit in the
-    /// batch being filled, the room is checked once and the records are written in one pass;
-    /// otherwise each goes through [`push_response`](Self::push_response).
+    /// Appends one response of `status` per `(req, value)` of `group`, in order: each value's
+    /// bytes move into its record (the caller must not drop them; they are in `ManuallyDrop` for
+    /// that). Within a process only (values are moved by bytes, not encoded). When they all fit
+    /// in the batch being filled, the room is checked once and the records are written in one
+    /// pass; otherwise each goes through [`push_response`](Self::push_response).
     #[inline(always)]
     pub(crate) fn push_value_responses<U>(
         &mut self,
