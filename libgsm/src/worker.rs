@@ -8,7 +8,9 @@
 //! at once), or after at most `POLL_EVERY` fiber switches. A fiber that only applies to local properties
 //! (inline, never suspending) also polls every `INLINE_POLL` applies, so other workers' requests
 //! to this one are not starved by it; those polls publish its own partly filled request batches
-//! only every `INLINE_REQUEST_FLUSH`-th time, so that they fill.
+//! only every `INLINE_REQUEST_FLUSH`-th time, so that they fill. Nor do the clients starve the
+//! worker's own fibers: a poll that served k requests lets them run k inline applies (at least
+//! `INLINE_POLL`, at most `MAX_SHARE`) before the next look, one for one.
 //!
 //! **Serving.** A request batch is served record by record, each through its trampoline (see
 //! `trust.rs`); a trampoline of `apply`/`apply_then` also serves the plain records of its own
@@ -73,7 +75,7 @@ const YIELDS: u32 = 32;
 /// per ring). 16 rather than 64: a remote client waiting on this worker is answered sooner
 /// (gsm-bench, 1 fiber/worker: worker 1's share 1.4 -> 2.4 M/s) at no measured cost to the
 /// local rate.
-const INLINE_POLL: u32 = 16;
+const INLINE_POLL: i32 = 16;
 /// Of the polls made between inline applies, only every this many publishes the worker's partly
 /// filled request batches; the others serve, answer and complete only. A fiber that mixes
 /// inline and remote applies so fills about 64 applies' worth of records per slot instead of 16,
@@ -81,6 +83,13 @@ const INLINE_POLL: u32 = 16;
 /// gsm-bench local, sharded map: records per served slot 38-50 -> 105-120, rate +6 to +22 %
 /// (A/B alternated within each process); the counter cases unchanged or up to +8 %.
 const INLINE_REQUEST_FLUSH: u32 = 4;
+
+/// The most inline applies a poll grants this worker's own fibers (see
+/// [`WorkerCore::poll_flushing`]): twice what one poll serves from one full client ring at the
+/// default geometry (16 slots of about 128 small records), so that one busy client is matched one
+/// for one, while a worker that serves many busy clients still looks at its rings again within
+/// this many of its own applies (tens of microseconds at most).
+const MAX_SHARE: u32 = 4096;
 
 /// Results of a run of requests (`WorkerCore::serve_run`) staged together.
 const RUN_GROUP: usize = 16;
@@ -371,10 +380,12 @@ pub(crate) struct WorkerCore {
     pending: RefCell<(Vec<PendingSlot>, Vec<u32>)>,
     /// Pending requests not yet answered.
     outstanding: Cell<usize>,
-    /// Closures run inline since the last poll from a fiber, or `INLINE_POLL` when the loopback
-    /// queue has work that must run before the next inline closure (see
-    /// [`WorkerCore::inline_ran`]).
-    inline_runs: Cell<u32>,
+    /// Closures run inline since the last poll from a fiber, counted from minus the fibers' share
+    /// that poll granted (`poll_flushing`), or `INLINE_POLL` when the loopback queue has work
+    /// that must run before the next inline closure (see [`WorkerCore::inline_ran`]).
+    inline_runs: Cell<i32>,
+    /// Request records served, in all (see [`WorkerCore::poll_flushing`]).
+    served: Cell<u32>,
     /// Polls made by [`WorkerCore::inline_ran`] (see `INLINE_REQUEST_FLUSH`).
     inline_polls: Cell<u32>,
     /// Yields since the last one that polled (see [`WorkerCore::yield_fiber`]).
@@ -494,6 +505,7 @@ impl WorkerCore {
             pending: RefCell::new((Vec::new(), Vec::new())),
             outstanding: Cell::new(0),
             inline_runs: Cell::new(0),
+            served: Cell::new(0),
             inline_polls: Cell::new(0),
             quick_yields: Cell::new(0),
             sent: Cell::new(0),
@@ -797,7 +809,9 @@ impl WorkerCore {
     /// When no other fiber is ready, switching to the scheduler would only resume this fiber
     /// again: the scheduler polls once per `POLL_EVERY` fibers it resumes. So then the yield
     /// returns at once, and every `POLL_EVERY`-th such yield polls here instead, on the
-    /// fiber's stack, which keeps the poll cadence of a yielding loop as it was. A fiber made
+    /// fiber's stack, which keeps the poll cadence of a yielding loop as it was; but not before
+    /// the fibers' share that the last poll granted is used up ([`spend_share`](Self::spend_share)),
+    /// or the yields of a loop of inline applies would take back what the share gave. A fiber made
     /// ready by that poll, a draining or stopping runtime, all take the real switch.
     /// The switches cost a loop that yields every 64 local applies 21% of its time (inline
     /// `apply_then` alone: 313 Mops/s, against 379 when yielding every 1024); without them it
@@ -810,7 +824,7 @@ impl WorkerCore {
         if self.nothing_ready() && !self.stopping() && !self.shared.draining.load(Ordering::Relaxed)
         {
             let n = self.quick_yields.get() + 1;
-            if n < POLL_EVERY as u32 {
+            if n < POLL_EVERY as u32 || self.spend_share() {
                 self.quick_yields.set(n);
                 return;
             }
@@ -822,6 +836,19 @@ impl WorkerCore {
         }
         self.wake_fiber(id);
         fiber::suspend();
+    }
+
+    /// Whether the fibers' share of inline applies that the last poll granted (`poll_flushing`)
+    /// is not used up yet; if so, a yield takes one unit of it, so that a fiber that only yields
+    /// (waiting for something a poll brings) polls again within the share, at most `MAX_SHARE`
+    /// cheap yields later.
+    #[inline]
+    fn spend_share(&self) -> bool {
+        let n = self.inline_runs.get();
+        if n < 0 {
+            self.inline_runs.set(n + 1);
+        }
+        n < 0
     }
 
     /// Suspends the running fiber until `done()` holds (someone must wake it).
@@ -1043,12 +1070,17 @@ impl WorkerCore {
     /// [`poll`](Self::poll); `requests`: also publish the request batches being filled (responses
     /// are always published).
     fn poll_flushing(&self, requests: bool) -> bool {
-        // A poll looks at every ring, so inline applies count afresh; but work that is waiting in
-        // the loopback queue keeps its claim on the next one (only `inline_turn` drops it, once
-        // the queue is empty).
-        if self.inline_runs.get() < INLINE_POLL {
-            self.inline_runs.set(0);
-        }
+        // A poll looks at every ring, so inline applies count afresh from the end of this one
+        // (below), by the requests it served: a worker whose clients keep its rings full would
+        // otherwise serve a whole poll's worth of their requests (up to thousands) for every
+        // `INLINE_POLL` applies of its own fibers. Serving them one for one is the fair split
+        // between this worker's fibers and its clients, and the cheaper one for the worker, whose
+        // inline applies cost less than served requests. (gsm-bench local, one-trust map, whose
+        // client worker can issue faster than the trustee serves, A/B within each process:
+        // worker 0's own share 1 -> 50%, the rate +14 to +17%; the counter cases, whose client
+        // cannot fill the rings, unchanged.) Work waiting in the loopback queue keeps its claim
+        // on the next inline apply (only `inline_turn` drops it, once the queue is empty).
+        let served_before = self.served.get();
         let mut work = false;
         let budget = self.backlog_limit;
         for c in 0..self.count {
@@ -1130,6 +1162,12 @@ impl WorkerCore {
         }
         self.flush_all(requests);
         self.publish_traffic();
+        // The fibers' share: as many inline applies before the next look as requests were just
+        // served (at least `INLINE_POLL`), unless the loopback queue has a claim on the next one.
+        if self.inline_runs.get() < INLINE_POLL {
+            let k = self.served.get().wrapping_sub(served_before).min(MAX_SHARE) as i32;
+            self.inline_runs.set((INLINE_POLL - k).min(0));
+        }
         work
     }
 
@@ -1336,6 +1374,8 @@ impl WorkerCore {
             let f = fns.get(rec.fidx as usize).copied().unwrap_or(0);
             self.dispatch(client, f, &rec, &mut reader);
         }
+        self.served
+            .set(self.served.get().wrapping_add(reader.taken));
     }
 
     /// Runs one request record whose trampoline is at address `f` (0: not in our text).

@@ -822,6 +822,8 @@ pub(crate) struct RequestReader<'a> {
     pointers: bool,
     /// The batch's code table.
     pub table: &'a [Byte],
+    /// Records handed out so far (by `next` and `next_plain`).
+    pub taken: u32,
 }
 
 impl<'a> RequestReader<'a> {
@@ -845,6 +847,7 @@ impl<'a> RequestReader<'a> {
             end,
             pointers,
             table,
+            taken: 0,
         })
     }
 
@@ -863,6 +866,7 @@ impl<'a> RequestReader<'a> {
             end: 0,
             pointers: false,
             table: &[],
+            taken: 0,
         }
     }
 
@@ -892,6 +896,7 @@ impl<'a> RequestReader<'a> {
         let gn = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
         let cap = self.b.get(p + REQ_HEADER..q)?;
         self.pos = q;
+        self.taken += 1;
         Some((req, idx, gn, cap))
     }
 }
@@ -951,6 +956,7 @@ impl<'a> Iterator for RequestReader<'a> {
             Body::Inline(s)
         };
         self.pos = q;
+        self.taken += 1;
         Some(Request {
             fidx,
             flags,
