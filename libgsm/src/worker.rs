@@ -46,8 +46,8 @@ use crate::fiber::{self, Co, StackPool};
 use crate::property::{PropertyTable, Toggle};
 use crate::wire::codeptr;
 use crate::wire::record::{
-    Body, Byte, CONTROL, Large, OutQueue, Partial, RELEASE, Request, RequestReader, ResponseReader,
-    SER, SER_STATUS, SMALL, Sink, Src, classify,
+    Body, Byte, CONTROL, Large, OutQueue, Partial, RELEASE, RESP_CONT, Request, RequestReader,
+    ResponseReader, SER, SER_STATUS, SMALL, Sink, Src, classify,
 };
 use crate::wire::ring::{Consumer, Producer};
 
@@ -909,6 +909,13 @@ impl WorkerCore {
                 i
             }
             None => {
+                // Request ids stay below the bit that marks a response continuation
+                // (`record::RESP_CONT`); 2^31 requests in flight would take far more memory
+                // than their pending slots could get anyway.
+                assert!(
+                    slots.len() < RESP_CONT as usize,
+                    "gossamer: more than 2^31 requests in flight on one worker"
+                );
                 slots.push(PendingSlot {
                     complete: Some(complete),
                     data,

@@ -11,9 +11,9 @@
 //! *continuation*, `[u8 CONT][u32 req]` and its captured bytes: a loop of `apply_then`s to one
 //! trust sends 5 bytes per request instead of 16 (plus the captures).
 //! A **response batch** is `[u32 0][u16 0][u16 0]` then records `[u32 req][u32 len << 8 | status]`
-//! followed by `len` body bytes; within a group of results staged together (`push_value_responses`)
-//! every record after the first is a continuation, `[u32 req | RESP_CONT]` and a body of the
-//! first's status and length (12 bytes instead of 16 for a `u64` result).
+//! followed by `len` body bytes; an inline response of the same status and length as the
+//! inline response right before it is a continuation, `[u32 req | RESP_CONT]` and its body (12
+//! bytes instead of 16 for a `u64` result).
 //!
 //! Both kinds of continuation cut the bytes that cross between the two cores (gsm-bench local,
 //! A/B alternated processes: the `apply_then` counter +1 to +2% in all and worker 1's share of it
@@ -104,8 +104,11 @@ pub(crate) const CONT: u8 = 0xFD;
 pub(crate) const CONT_HEADER: usize = 5;
 /// The bit of a response record's first word that makes it a continuation: `[u32 req |
 /// RESP_CONT]` and a body of the status and length of the record before it. Request ids are
-/// pending-table indexes, far below this bit; a response to a larger one is written in full.
+/// pending-table indexes, kept below this bit (`WorkerCore::add_pending`), so a response's id
+/// never has it.
 pub(crate) const RESP_CONT: u32 = 1 << 31;
+/// Bytes of a response continuation before its body.
+const RESP_CONT_HEADER: usize = 4;
 /// Code table entries per batch: indexes 0 to 252, below `CONT`, `RELEASE` and `CONTROL`.
 pub(crate) const MAX_TABLE: usize = CONT as usize;
 pub(crate) const LARGE_STATUS: u8 = 0x80;
@@ -265,6 +268,10 @@ pub(crate) struct OutQueue {
     /// continuation. `run_end` is 0 when there is none (a new batch).
     run: (usize, u32, u32, usize, u8),
     run_end: usize,
+    /// The same for responses: the status and body length of the inline response written last,
+    /// and where it ends.
+    resp_run: (u8, usize),
+    resp_end: usize,
     cap: usize,
     pub(crate) queued: VecDeque<Vec<Byte>>,
     pool: Vec<Vec<Byte>>,
@@ -289,6 +296,8 @@ impl OutQueue {
             prev: (NO_CODE, 0),
             run: (NO_CODE, 0, 0, 0, 0),
             run_end: 0,
+            resp_run: (0, 0),
+            resp_end: 0,
             cap,
             queued: VecDeque::new(),
             pool: Vec::new(),
@@ -412,6 +421,7 @@ impl OutQueue {
         self.last = (NO_CODE, 0);
         self.prev = (NO_CODE, 0);
         self.run_end = 0;
+        self.resp_end = 0;
         let next = match self.pool.pop() {
             Some(mut v) => {
                 v.clear();
@@ -666,12 +676,31 @@ impl OutQueue {
     /// constant size); everything else goes through [`push_response_general`].
     #[inline(always)]
     pub(crate) fn push_response(&mut self, req: u32, status: u8, body: Src<'_>) {
-        if body.len() <= SMALL && self.room(0) >= RESP_HEADER + body.len() {
-            let h = response_header(req, status, body.len() as u32);
-            put_small(&mut self.buf, &h, body);
-            return;
+        if body.len() <= SMALL {
+            if self.continues_responses(req, status, body.len())
+                && self.room(0) >= RESP_CONT_HEADER + body.len()
+            {
+                put_small(&mut self.buf, &(req | RESP_CONT).to_le_bytes(), body);
+                self.resp_end = self.buf.len();
+                return;
+            }
+            if self.room(0) >= RESP_HEADER + body.len() {
+                let h = response_header(req, status, body.len() as u32);
+                put_small(&mut self.buf, &h, body);
+                self.resp_run = (status, body.len());
+                self.resp_end = self.buf.len();
+                return;
+            }
         }
         self.push_response_general(req, status, body);
+    }
+
+    /// Whether a response `(req, status, len)` written now would be a continuation of the one
+    /// before it.
+    #[inline(always)]
+    fn continues_responses(&self, req: u32, status: u8, len: usize) -> bool {
+        debug_assert!(req < RESP_CONT, "a request id with the continuation bit");
+        self.resp_end == self.buf.len() && self.resp_run == (status, len)
     }
 
     /// Appends one response of `status` per `(req, value)` of `group`, in order: each value's
@@ -696,14 +725,16 @@ impl OutQueue {
         }
         self.buf.reserve(need);
         let len = self.buf.len();
-        // SAFETY: `reserve` left `need` bytes of spare capacity after `len`, and record `i` is
-        // written at `len + i * each`, `each` bytes long, so every write stays inside that spare
-        // capacity, which nothing else references; the values are read untyped (they may hold
-        // padding), as `put` does. `set_len` then covers exactly the bytes written.
+        // SAFETY: `reserve` left `need` bytes of spare capacity after `len`, and the records are
+        // written one after the other from `len`, each at most `each` bytes long (a continuation
+        // is shorter), so every write stays inside that spare capacity, which nothing else
+        // references; the values are read untyped (they may hold padding), as `put` does.
+        // `set_len` then covers exactly the bytes written.
         unsafe {
             let mut rec = self.buf.as_mut_ptr().add(len).cast::<u8>();
+            let first = self.continues_responses(group.first().map_or(0, |g| g.0), status, size);
             for (i, (req, u)) in group.iter().enumerate() {
-                if i > 0 && *req < RESP_CONT {
+                if i > 0 || first {
                     let w = (*req | RESP_CONT).to_le_bytes();
                     std::ptr::copy_nonoverlapping(w.as_ptr(), rec, 4);
                     rec = rec.add(4);
@@ -717,6 +748,10 @@ impl OutQueue {
             }
             let end = rec.offset_from(self.buf.as_ptr().cast::<u8>()) as usize;
             self.buf.set_len(end);
+        }
+        if !group.is_empty() {
+            self.resp_run = (status, size);
+            self.resp_end = self.buf.len();
         }
     }
 
@@ -1680,7 +1715,7 @@ mod tests {
     }
 
     #[test]
-    fn grouped_responses_read_exactly_as_single_ones_span_batches_and_take_less_room() {
+    fn grouped_responses_encode_exactly_as_single_ones_span_batches_and_continue() {
         // Slots small enough that a group of 16 does not fit in what is left of a batch, so the
         // fallback path runs too; values of 8 and of 3 bytes (`[u8; 3]`: odd lengths).
         fn read(batches: &[Vec<u8>]) -> Vec<(u32, u8, Vec<u8>)> {
@@ -1711,16 +1746,22 @@ mod tests {
             }
             let (a, b) = (all_batches(&mut grouped), all_batches(&mut single));
             assert!(a.len() > 1, "the test should span batches");
-            let bytes = |v: &[Vec<u8>]| v.iter().map(Vec::len).sum::<usize>();
-            assert!(
-                bytes(&a) < bytes(&b),
-                "continuations should make groups smaller ({} bytes, single ones {})",
-                bytes(&a),
-                bytes(&b)
-            );
-            let (ra, rb) = (read(&a), read(&b));
-            assert_eq!(ra.len(), values.len() + 1);
-            assert_eq!(ra, rb);
+            assert_eq!(a, b);
+            // Each batch holds one full record of each length and status (its first), the rest
+            // are continuations.
+            let bytes: usize = a.iter().map(Vec::len).sum();
+            let full = values.len() * (RESP_HEADER + std::mem::size_of::<U>());
+            assert!(bytes < full, "{bytes} bytes, without continuations {full}");
+            let read = read(&a);
+            assert_eq!(read.len(), values.len() + 1);
+            assert_eq!(read[0], (900, 3, b"first".to_vec()));
+            for (i, v) in values.iter().enumerate() {
+                // SAFETY: the test's values have no padding: every byte is initialised.
+                let bytes = unsafe {
+                    std::slice::from_raw_parts((v as *const U).cast::<u8>(), size_of::<U>())
+                };
+                assert_eq!(read[i + 1], (i as u32, 0, bytes.to_vec()), "value {i}");
+            }
         }
         let words: Vec<u64> = (0..1000u64).map(|i| i * 0x0101_0101 + 7).collect();
         check(&words, 256);
@@ -1862,6 +1903,46 @@ mod tests {
         expected.push((Some(11), 2, 7, 12, vec![4], None));
         assert_eq!(read(false), expected);
         assert_eq!(read(true), expected);
+    }
+
+    /// A response continues the one before it only with the same status and body length, right
+    /// after it in the same batch; whatever the mix, every response reads back as written.
+    #[test]
+    fn responses_continue_only_their_own_status_and_length() {
+        let mut q = OutQueue::new(4096, Sink::Loopback, false);
+        let recs: Vec<(u32, u8, Vec<u8>, bool)> = vec![
+            (1, 0, vec![1; 8], false),
+            (2, 0, vec![2; 8], true),
+            (3, 1, vec![3; 8], false), // another status
+            (4, 1, vec![4; 3], false), // another length
+            (5, 1, vec![5; 3], true),
+            (6, 1, vec![6; 3], true),
+            (7, 1, vec![7; 3], true),
+            (8, 0, vec![], false),
+            (9, 0, vec![], true),
+        ];
+        for (req, st, body, cont) in &recs {
+            let before = q.buf.len();
+            q.push_response(*req, *st, Src::slice(body));
+            let head = q.buf.len() - before - body.len();
+            assert_eq!(head, if *cont { 4 } else { RESP_HEADER }, "response {req}");
+        }
+        q.seal();
+        let before = q.buf.len();
+        q.push_response(10, 0, Src::slice(&[]));
+        assert_eq!(
+            q.buf.len() - before,
+            RESP_HEADER,
+            "a new batch starts afresh"
+        );
+        let b = sealed(&mut q);
+        // SAFETY: written by our encoder, no large records, read once.
+        let read: Vec<_> = unsafe { ResponseReader::new(&b, false) }
+            .unwrap()
+            .map(|(req, st, body)| (req, st, init(body.bytes())))
+            .collect();
+        let written: Vec<_> = recs.iter().map(|r| (r.0, r.1, r.2.clone())).collect();
+        assert_eq!(read, written);
     }
 
     /// A continuation with no plain record right before it (never written by our encoder: a
