@@ -85,11 +85,13 @@ const INLINE_POLL: i32 = 16;
 const INLINE_REQUEST_FLUSH: u32 = 4;
 
 /// The most inline applies a poll grants this worker's own fibers (see
-/// [`WorkerCore::poll_flushing`]): twice what one poll serves from one full client ring at the
-/// default geometry (16 slots of about 128 small records), so that one busy client is matched one
-/// for one, while a worker that serves many busy clients still looks at its rings again within
-/// this many of its own applies (tens of microseconds at most).
-const MAX_SHARE: u32 = 4096;
+/// [`WorkerCore::poll_flushing`]): a little more than one poll serves from one full client ring
+/// at the default geometry (16 slots of 4 KiB; a run of requests of one kind takes 5 bytes per
+/// record, so about 13 000), so that one busy client is matched one for one, while a worker
+/// that serves many busy clients still looks at its rings again within this many of its own
+/// applies (a fraction of a millisecond at most). With 4096, one flooding client got 55-57% of
+/// the worker instead of 50%.
+const MAX_SHARE: u32 = 1 << 14;
 
 /// Results of a run of requests (`WorkerCore::serve_run`) staged together.
 const RUN_GROUP: usize = 16;
@@ -390,6 +392,8 @@ pub(crate) struct WorkerCore {
     inline_polls: Cell<u32>,
     /// Yields since the last one that polled (see [`WorkerCore::yield_fiber`]).
     quick_yields: Cell<u32>,
+    /// `inline_runs` at the last yield (see [`WorkerCore::in_share`]).
+    runs_at_yield: Cell<i32>,
     /// Slots published to / consumed from other ranks (mirrored into `Shared` after each poll).
     sent: Cell<u64>,
     received: Cell<u64>,
@@ -508,6 +512,7 @@ impl WorkerCore {
             served: Cell::new(0),
             inline_polls: Cell::new(0),
             quick_yields: Cell::new(0),
+            runs_at_yield: Cell::new(0),
             sent: Cell::new(0),
             received: Cell::new(0),
             props: RefCell::new(PropertyTable::default()),
@@ -809,9 +814,9 @@ impl WorkerCore {
     /// When no other fiber is ready, switching to the scheduler would only resume this fiber
     /// again: the scheduler polls once per `POLL_EVERY` fibers it resumes. So then the yield
     /// returns at once, and every `POLL_EVERY`-th such yield polls here instead, on the
-    /// fiber's stack, which keeps the poll cadence of a yielding loop as it was; but not before
-    /// the fibers' share that the last poll granted is used up ([`spend_share`](Self::spend_share)),
-    /// or the yields of a loop of inline applies would take back what the share gave. A fiber made
+    /// fiber's stack, which keeps the poll cadence of a yielding loop as it was; but not in a
+    /// loop of inline applies before the fibers' share that the last poll granted is used up
+    /// ([`in_share`](Self::in_share)), or its yields would take back what the share gave. A fiber made
     /// ready by that poll, a draining or stopping runtime, all take the real switch.
     /// The switches cost a loop that yields every 64 local applies 21% of its time (inline
     /// `apply_then` alone: 313 Mops/s, against 379 when yielding every 1024); without them it
@@ -824,7 +829,7 @@ impl WorkerCore {
         if self.nothing_ready() && !self.stopping() && !self.shared.draining.load(Ordering::Relaxed)
         {
             let n = self.quick_yields.get() + 1;
-            if n < POLL_EVERY as u32 || self.spend_share() {
+            if n < POLL_EVERY as u32 || self.in_share() {
                 self.quick_yields.set(n);
                 return;
             }
@@ -838,17 +843,17 @@ impl WorkerCore {
         fiber::suspend();
     }
 
-    /// Whether the fibers' share of inline applies that the last poll granted (`poll_flushing`)
-    /// is not used up yet; if so, a yield takes one unit of it, so that a fiber that only yields
-    /// (waiting for something a poll brings) polls again within the share, at most `MAX_SHARE`
-    /// cheap yields later.
+    /// Whether this yield comes from a loop of inline applies (some ran since the last yield)
+    /// that is still within the share the last poll granted this worker's fibers
+    /// (`poll_flushing`). Only inline applies spend the share: a fiber that yields between
+    /// other work (remote requests, computing, waiting) keeps the usual cadence of polls, or
+    /// its worker would serve its clients only once that fiber had yielded thousands of times
+    /// (gsm-bench remote, `apply_then` both ways between two ranks: 54 -> 20 M/s when yields
+    /// spent the share too).
     #[inline]
-    fn spend_share(&self) -> bool {
-        let n = self.inline_runs.get();
-        if n < 0 {
-            self.inline_runs.set(n + 1);
-        }
-        n < 0
+    fn in_share(&self) -> bool {
+        let r = self.inline_runs.get();
+        r != self.runs_at_yield.replace(r) && r < 0
     }
 
     /// Suspends the running fiber until `done()` holds (someone must wake it).
