@@ -1089,7 +1089,7 @@ impl WorkerCore {
         // between this worker's fibers and its clients, and the cheaper one for the worker, whose
         // inline applies cost less than served requests. (gsm-bench local, one-trust map, whose
         // client worker can issue faster than the trustee serves, A/B within each process:
-        // worker 0's own share 1 -> 50%, the rate +14 to +17%; the counter cases, whose client
+        // worker 0's own share 1 -> 50%, the rate +12 to +17%; the counter cases, whose client
         // cannot fill the rings, unchanged.) Work waiting in the loopback queue keeps its claim
         // on the next inline apply (only `inline_turn` drops it, once the queue is empty).
         let served_before = self.served.get();
