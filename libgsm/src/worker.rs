@@ -1884,3 +1884,43 @@ pub(crate) fn control_id(cap: &[Byte]) -> u64 {
     // SAFETY: 8 bytes, initialised: control records carry the `to_le_bytes` of a `u64`.
     u64::from_le_bytes(unsafe { std::ptr::read_unaligned(cap.as_ptr().cast::<[u8; 8]>()) })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Config, entrust, yield_now};
+
+    /// The share a poll grants the fibers is spent by inline applies only: a loop of inline
+    /// applies and yields does not poll within it, while a fiber that yields without inline
+    /// applies (between remote requests, say) keeps the cadence of a poll every `POLL_EVERY`
+    /// yields, however large the share (gsm-bench remote, both ways: 20 M/s instead of 54 when
+    /// its yields waited for the share).
+    #[test]
+    fn only_inline_applies_hold_back_the_polls_of_yields() {
+        crate::run(Config::default().workers(1), || {
+            let core = super::core().expect("on a worker");
+            let mine = entrust(0u64);
+            // As a poll that served 1000 requests leaves it, just before a yield.
+            let grant = |core: &super::WorkerCore| {
+                core.inline_runs.set(-1000);
+                core.runs_at_yield.set(-1000);
+                core.quick_yields.set(0);
+            };
+            grant(core);
+            for _ in 0..20 {
+                for _ in 0..40 {
+                    mine.apply(|c| *c += 1);
+                }
+                yield_now();
+            }
+            // 800 inline applies, 20 yields, no poll (a poll would have reset the count).
+            assert_eq!(core.inline_runs.get(), -200);
+            grant(core);
+            for _ in 0..(super::POLL_EVERY + 1) {
+                yield_now();
+            }
+            // A poll, which served nothing: the count starts afresh.
+            assert_eq!(core.inline_runs.get(), 0);
+        })
+        .unwrap();
+    }
+}
