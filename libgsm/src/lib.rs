@@ -42,8 +42,8 @@
 //! a request ring (one per ordered pair of workers), batched with other requests to the same
 //! trustee, and the answer comes back batched in a response ring. A worker shares its time
 //! between the requests it serves and its own fibers one for one: after serving k requests it
-//! lets its fibers run k inline applies before it serves again, so neither a busy local loop
-//! nor a client that keeps its rings full starves the other.
+//! lets its fibers run k inline applies (for a millisecond at most) before it serves again, so
+//! neither a busy local loop nor a client that keeps its rings full starves the other.
 //!
 //! # Many ranks
 //!

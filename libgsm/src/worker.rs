@@ -10,7 +10,8 @@
 //! to this one are not starved by it; those polls publish its own partly filled request batches
 //! only every `INLINE_REQUEST_FLUSH`-th time, so that they fill. Nor do the clients starve the
 //! worker's own fibers: a poll that served k requests lets them run k inline applies (at least
-//! `INLINE_POLL`, at most `MAX_SHARE`) before the next look, one for one.
+//! `INLINE_POLL`, at most `MAX_SHARE`, for at most `SHARE_TIME`) before the next look, one for
+//! one.
 //!
 //! **Serving.** A request batch is served record by record, each through its trampoline (see
 //! `trust.rs`); a trampoline of `apply`/`apply_then` also serves the plain records of its own
@@ -38,7 +39,7 @@ use std::mem::{ManuallyDrop, MaybeUninit};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{DelegationError, Error};
 use crate::fabric::{Bell, Doorbell};
@@ -92,6 +93,16 @@ const INLINE_REQUEST_FLUSH: u32 = 4;
 /// applies (a fraction of a millisecond at most). With 4096, one flooding client got 55-57% of
 /// the worker instead of 50%.
 const MAX_SHARE: u32 = 1 << 14;
+/// A share larger than this many applies is handed out this many at a time, with a look at the
+/// clock in between (see [`SHARE_TIME`]). 64 at a time cost the one-trust map 6-8% and the
+/// counter 2-3% (A/B within each process); 256 cost nothing measurable.
+const SHARE_CHUNK: u32 = 256;
+/// A share ends after this long even if its applies are not used up: it is counted in applies,
+/// and a fiber whose inline applies each cost far more than the requests served (say 10 µs of
+/// work each, after a poll that served 16 000 requests of a few nanoseconds) would otherwise keep
+/// the worker's clients waiting for a tenth of a second. With the clock read only between chunks,
+/// the wait is at most this, or one chunk of applies, whichever is longer.
+const SHARE_TIME: Duration = Duration::from_millis(1);
 
 /// Results of a run of requests (`WorkerCore::serve_run`) staged together.
 const RUN_GROUP: usize = 16;
@@ -394,6 +405,10 @@ pub(crate) struct WorkerCore {
     quick_yields: Cell<u32>,
     /// `inline_runs` at the last yield (see [`WorkerCore::in_share`]).
     runs_at_yield: Cell<i32>,
+    /// Applies of the fibers' share not yet handed out, and when the share ends at the latest
+    /// (see [`WorkerCore::grant_share`]).
+    share_left: Cell<u32>,
+    share_until: Cell<Option<Instant>>,
     /// Slots published to / consumed from other ranks (mirrored into `Shared` after each poll).
     sent: Cell<u64>,
     received: Cell<u64>,
@@ -513,6 +528,8 @@ impl WorkerCore {
             inline_polls: Cell::new(0),
             quick_yields: Cell::new(0),
             runs_at_yield: Cell::new(0),
+            share_left: Cell::new(0),
+            share_until: Cell::new(None),
             sent: Cell::new(0),
             received: Cell::new(0),
             props: RefCell::new(PropertyTable::default()),
@@ -853,7 +870,7 @@ impl WorkerCore {
     #[inline]
     fn in_share(&self) -> bool {
         let r = self.inline_runs.get();
-        r != self.runs_at_yield.replace(r) && r < 0
+        r != self.runs_at_yield.replace(r) && (r < 0 || self.share_left.get() > 0)
     }
 
     /// Suspends the running fiber until `done()` holds (someone must wake it).
@@ -1177,10 +1194,39 @@ impl WorkerCore {
         // The fibers' share: as many inline applies before the next look as requests were just
         // served (at least `INLINE_POLL`), unless the loopback queue has a claim on the next one.
         if self.inline_runs.get() < INLINE_POLL {
-            let k = self.served.get().wrapping_sub(served_before).min(MAX_SHARE) as i32;
-            self.inline_runs.set((INLINE_POLL - k).min(0));
+            self.grant_share(self.served.get().wrapping_sub(served_before));
         }
         work
+    }
+
+    /// Lets this worker's fibers run `k` inline applies (at least `INLINE_POLL`, at most
+    /// `MAX_SHARE`) before an inline apply looks at the rings again: a first chunk of them now,
+    /// the rest by [`SHARE_CHUNK`] from `inline_turn` until [`SHARE_TIME`] has passed.
+    fn grant_share(&self, k: u32) {
+        let k = k.min(MAX_SHARE);
+        let first = k.min(SHARE_CHUNK);
+        self.inline_runs.set((INLINE_POLL - first as i32).min(0));
+        self.share_left.set(k - first);
+        if k > first {
+            self.share_until.set(Some(Instant::now() + SHARE_TIME));
+        }
+    }
+
+    /// Hands out the next chunk of the fibers' share, if any is left and its time has not run
+    /// out; returns whether it did (then the inline apply does not look at the rings).
+    fn next_share_chunk(&self) -> bool {
+        let left = self.share_left.get();
+        if left == 0 {
+            return false;
+        }
+        if self.share_until.get().is_none_or(|t| Instant::now() >= t) {
+            self.share_left.set(0);
+            return false;
+        }
+        let c = left.min(SHARE_CHUNK);
+        self.share_left.set(left - c);
+        self.inline_runs.set(INLINE_POLL - c as i32);
+        true
     }
 
     /// Mirrors this worker's cross-rank slot counts into `Shared` for the termination waves,
@@ -1241,6 +1287,9 @@ impl WorkerCore {
     #[cold]
     #[inline(never)]
     fn inline_turn(&self, loopback: bool) {
+        if !loopback && self.next_share_chunk() {
+            return;
+        }
         // While the loopback queue has work the counter keeps saying so, also to the inline
         // applies that callbacks make during the poll below.
         self.inline_runs.set(if loopback { INLINE_POLL } else { 0 });
@@ -1888,6 +1937,32 @@ pub(crate) fn control_id(cap: &[Byte]) -> u64 {
 #[cfg(test)]
 mod tests {
     use crate::{Config, entrust, yield_now};
+
+    /// A share is counted in applies but also ends with time: after a poll that served many
+    /// cheap requests, a fiber whose inline applies are slow must not keep the worker's
+    /// clients waiting until all of them have run (10 000 here, 50 µs each: half a second).
+    #[test]
+    fn a_share_of_slow_inline_applies_ends_with_time() {
+        crate::run(Config::default().workers(1), || {
+            let core = super::core().expect("on a worker");
+            let mine = entrust(0u64);
+            core.grant_share(10_000);
+            let active = || core.share_left.get() > 0 || core.inline_runs.get() < 0;
+            let mut applies = 0;
+            while active() && applies < 10_000 {
+                mine.apply(|c| {
+                    let t = std::time::Instant::now();
+                    while t.elapsed() < std::time::Duration::from_micros(50) {
+                        *c = std::hint::black_box(*c + 1);
+                    }
+                });
+                applies += 1;
+            }
+            // The first chunk outlasts `SHARE_TIME`, so the share ends at its end.
+            assert_eq!(applies, super::SHARE_CHUNK);
+        })
+        .unwrap();
+    }
 
     /// The share a poll grants the fibers is spent by inline applies only: a loop of inline
     /// applies and yields does not poll within it, while a fiber that yields without inline
