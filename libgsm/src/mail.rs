@@ -29,8 +29,8 @@ use crate::wire::codeptr;
 use crate::wire::record::{Request, RequestReader, Src};
 use crate::worker::{NO_REPLY, Trampoline, WorkerCore, core_or_panic};
 
-/// A fast hasher for `(u32, u64)` keys (no hashing of attacker-chosen data: keys are sender ids
-/// and tags chosen by this program).
+/// A fast hasher for integer keys chosen by this program, not by an attacker: sender ids and
+/// tags here, trust ids in `property.rs`.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct KeyHasher(u64);
 

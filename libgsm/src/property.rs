@@ -99,6 +99,9 @@ struct Slot {
     owed: IdMap<i64>,
 }
 
+/// Trust ids are made by this program (a worker's counter), so they need no keyed hash.
+type IdBuild = std::hash::BuildHasherDefault<crate::mail::KeyHasher>;
+
 /// Entries of an [`IdMap`] kept in a vector; one more moves them into a hash map.
 const FEW_IDS: usize = 32;
 
@@ -110,7 +113,7 @@ const FEW_IDS: usize = 32;
 #[derive(Debug)]
 enum IdMap<V> {
     Few(Vec<(u64, V)>),
-    Many(HashMap<u64, V>),
+    Many(HashMap<u64, V, IdBuild>),
 }
 
 impl<V: Copy> IdMap<V> {
@@ -145,7 +148,7 @@ impl<V: Copy> IdMap<V> {
                     }
                     (None, Some(x)) if v.len() < FEW_IDS => v.push((id, x)),
                     (None, Some(x)) => {
-                        let mut m: HashMap<u64, V> = v.drain(..).collect();
+                        let mut m: HashMap<u64, V, IdBuild> = v.drain(..).collect();
                         m.insert(id, x);
                         *self = IdMap::Many(m);
                     }
@@ -517,7 +520,7 @@ mod tests {
             spilled |= matches!(m, IdMap::Many(_));
             let held: HashMap<u64, i64> = match &m {
                 IdMap::Few(v) => v.iter().copied().collect(),
-                IdMap::Many(h) => h.clone(),
+                IdMap::Many(h) => h.iter().map(|(&k, &v)| (k, v)).collect(),
             };
             if let IdMap::Few(v) = &m {
                 assert_eq!(v.len(), held.len(), "seed {seed}, step {step}: an id twice");

@@ -154,16 +154,10 @@ fn a_flooded_worker_still_gives_its_own_fibers_their_share() {
         }
         *c = x;
     }
-    fn count(n: &AtomicU64) {
-        if n.fetch_add(1, Ordering::Relaxed) + 1 + other(n).load(Ordering::Relaxed) >= TOTAL {
+    /// Counts one closure in `mine`; both sides stop at `TOTAL` in all.
+    fn count(mine: &AtomicU64, theirs: &AtomicU64) {
+        if mine.fetch_add(1, Ordering::Relaxed) + 1 + theirs.load(Ordering::Relaxed) >= TOTAL {
             STOP.store(true, Ordering::Relaxed);
-        }
-    }
-    fn other(n: &AtomicU64) -> &'static AtomicU64 {
-        if std::ptr::eq(n, &INLINE) {
-            &SERVED
-        } else {
-            &INLINE
         }
     }
     gossamer::spmd(Config::default().workers(2), |w| {
@@ -178,7 +172,7 @@ fn a_flooded_worker_still_gives_its_own_fibers_their_share() {
                 theirs.apply_then(
                     |c| {
                         work(c);
-                        count(&SERVED);
+                        count(&SERVED, &INLINE);
                     },
                     |_| {},
                 );
@@ -194,7 +188,7 @@ fn a_flooded_worker_still_gives_its_own_fibers_their_share() {
                 }
                 mine.apply(|c| {
                     work(c);
-                    count(&INLINE);
+                    count(&INLINE, &SERVED);
                 });
                 if i % 64 == 63 {
                     yield_now();

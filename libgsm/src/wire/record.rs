@@ -981,15 +981,10 @@ impl<'a> RequestReader<'a> {
         // record boundary.
         if unsafe { bytes_at::<1>(self.b, p) }?[0] == CONT {
             let (h, idx, gn) = self.run?;
-            let q = p + CONT_HEADER + (head >> 16) as usize;
-            if h != head || q > self.end {
+            if h != head {
                 return None;
             }
-            // SAFETY: as above; a continuation's header is `CONT_HEADER` bytes.
-            let req = unsafe { u32_at(self.b, p + 1) }?;
-            let cap = self.b.get(p + CONT_HEADER..q)?;
-            self.pos = q;
-            self.taken += 1;
+            let (req, cap) = self.take_continuation(p, head)?;
             return Some((req, idx, gn, cap));
         }
         let q = p + REQ_HEADER + (head >> 16) as usize;
@@ -1021,23 +1016,34 @@ impl<'a> RequestReader<'a> {
             self.pos = self.end;
             return None;
         };
-        let cap_len = (head >> 16) as usize;
-        let q = p + CONT_HEADER + cap_len;
-        let b = &self.b[..self.end];
-        // SAFETY: as in `next_plain`.
-        let req = unsafe { u32_at(b, p + 1) }?;
-        let cap = b.get(p + CONT_HEADER..q)?;
-        self.pos = q;
-        self.taken += 1;
+        let (req, cap) = self.take_continuation(p, head)?;
         Some(Request {
             fidx: head as u8,
             flags: (head >> 8) as u8,
             req,
             idx,
             gn,
-            cap_len,
+            cap_len: cap.len(),
             body: Body::Inline(cap),
         })
+    }
+
+    /// Reads the continuation at record boundary `p` of a run whose first header word is
+    /// `head`: its request id and captured bytes. `None` (the reader stays) if it does not fit
+    /// in the batch.
+    #[inline(always)]
+    fn take_continuation(&mut self, p: usize, head: u32) -> Option<(u32, &'a [Byte])> {
+        let q = p + CONT_HEADER + (head >> 16) as usize;
+        if q > self.end {
+            return None;
+        }
+        // SAFETY: a continuation's `CONT_HEADER` bytes are initialised (contract of `new`), and
+        // `p + CONT_HEADER <= q <= end` lies within the batch.
+        let req = unsafe { u32_at(self.b, p + 1) }?;
+        let cap = self.b.get(p + CONT_HEADER..q)?;
+        self.pos = q;
+        self.taken += 1;
+        Some((req, cap))
     }
 }
 
