@@ -1411,6 +1411,7 @@ impl WorkerCore {
         // checked), and each is served exactly once (the slot is released / the buffer recycled
         // right after). Pointer-carrying large records are accepted only from this process.
         let Some(reader) = (unsafe { RequestReader::new(bytes, pointers) }) else {
+            self.ring_broken(client, "a request batch whose header is malformed");
             return;
         };
         // The batch's code table resolved once (a small table on the stack: most batches name
@@ -1437,6 +1438,10 @@ impl WorkerCore {
         }
         self.served
             .set(self.served.get().wrapping_add(reader.taken));
+        // Requests cannot be skipped unseen: their clients would wait for answers forever.
+        if let Some(why) = reader.malformed() {
+            self.ring_broken(client, why);
+        }
     }
 
     /// Runs one request record whose trampoline is at address `f` (0: not in our text).
@@ -1504,16 +1509,18 @@ impl WorkerCore {
 
     fn complete_batch(&self, from: usize, bytes: &[Byte], pointers: bool) {
         // SAFETY: as in `serve_batch`, for response batches.
-        let Some(reader) = (unsafe { ResponseReader::new(bytes, pointers) }) else {
+        let Some(mut reader) = (unsafe { ResponseReader::new(bytes, pointers) }) else {
+            self.ring_broken(from, "a response batch whose header is malformed");
             return;
         };
         // A short batch (a blocking apply's answer, say) is completed as it is read: its few
         // slots gain nothing from a prefetch, and holding records back made a round trip 4-9%
         // slower (gsm-bench local latency, A/B within each process).
         if bytes.len() < AHEAD * 32 {
-            for (req, st, body) in reader {
+            for (req, st, body) in reader.by_ref() {
                 self.complete_one(from, req, st, body);
             }
+            self.check_responses_read(from, &reader);
             return;
         }
         // Completing a record touches its pending slot, which was written thousands of requests
@@ -1522,7 +1529,7 @@ impl WorkerCore {
         // later, in the same order.
         let mut held: [Option<(u32, u8, Body<'_>)>; AHEAD] = Default::default();
         let mut i = 0usize;
-        for (req, st, body) in reader {
+        for (req, st, body) in reader.by_ref() {
             self.prefetch_pending(req);
             if let Some((r, s, b)) = held[i % AHEAD].replace((req, st, body)) {
                 self.complete_one(from, r, s, b);
@@ -1533,6 +1540,15 @@ impl WorkerCore {
             if let Some((r, s, b)) = held[(i + k) % AHEAD].take() {
                 self.complete_one(from, r, s, b);
             }
+        }
+        self.check_responses_read(from, &reader);
+    }
+
+    /// Responses cannot be skipped unseen either: their fibers would wait forever.
+    #[inline]
+    fn check_responses_read(&self, from: usize, reader: &ResponseReader<'_>) {
+        if let Some(why) = reader.malformed() {
+            self.ring_broken(from, why);
         }
     }
 
@@ -1936,7 +1952,79 @@ pub(crate) fn control_id(cap: &[Byte]) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Config, entrust, yield_now};
+    use crate::wire::record::{Byte, CONT, HEADER};
+    use crate::{Config, Error, entrust, yield_now};
+    use std::mem::MaybeUninit;
+
+    /// A batch of `records` (header, no code table).
+    fn batch(records: &[u8]) -> Vec<Byte> {
+        let end = ((HEADER + records.len()) as u32).to_le_bytes();
+        [&end[..], &[0, 0, 0, 0], records]
+            .concat()
+            .into_iter()
+            .map(MaybeUninit::new)
+            .collect()
+    }
+
+    /// Runs a 1-worker job that hands `bytes` to its worker as a request batch (`requests`) or a
+    /// response batch from itself; returns the job's error.
+    fn feed(bytes: Vec<Byte>, requests: bool) -> Error {
+        let out = crate::run(Config::default().workers(1), move || {
+            let core = super::core().expect("on a worker");
+            if requests {
+                core.serve_batch(0, &bytes, true);
+            } else {
+                core.complete_batch(0, &bytes, true);
+            }
+        });
+        out.expect_err("a malformed batch must end the job")
+    }
+
+    /// A malformed record ends the job with a report that names the peer and the fault; the
+    /// records behind it are never dropped unseen (their fibers would wait forever).
+    #[test]
+    fn a_malformed_batch_ends_the_job_with_a_report() {
+        let cases = [
+            // A request continuation with no plain record before it.
+            (
+                batch(&[CONT, 1, 0, 0, 0, 9]),
+                true,
+                "a continuation that follows no plain record",
+            ),
+            // A request header cut short.
+            (batch(&[1, 0, 8, 0]), true, "a record runs past the end"),
+            // A request batch whose header says it is longer than its bytes.
+            (
+                {
+                    let mut b = batch(&[]);
+                    b[0] = MaybeUninit::new(200);
+                    b
+                },
+                true,
+                "a request batch whose header is malformed",
+            ),
+            // A response whose body runs past the batch.
+            (batch(&[1, 0, 0, 0, 0, 8, 0, 0, 1]), false, "past the end"),
+            // A response continuation with no inline response before it.
+            (
+                batch(&[1, 0, 0, 0x80, 5]),
+                false,
+                "a continuation that follows no inline response",
+            ),
+        ];
+        for (bytes, requests, want) in cases {
+            match feed(bytes, requests) {
+                Error::Protocol { rank, detail, .. } => {
+                    assert_eq!(rank, 0);
+                    assert!(
+                        detail.starts_with("worker 0 -> worker 0: ") && detail.contains(want),
+                        "{detail:?} should name the workers and say {want:?}"
+                    );
+                }
+                e => panic!("expected a protocol error saying {want:?}, got {e}"),
+            }
+        }
+    }
 
     /// A share is counted in applies but also ends with time: after a poll that served many
     /// cheap requests, a fiber whose inline applies are slow must not keep the worker's

@@ -900,7 +900,9 @@ unsafe fn u64_at(b: &[Byte], at: usize) -> Option<u64> {
     unsafe { bytes_at::<8>(b, at) }.map(u64::from_le_bytes)
 }
 
-/// Reads a request batch. Iteration stops at the first malformed record.
+/// Reads a request batch. Iteration stops at the first malformed record, and
+/// [`malformed`](Self::malformed) then says what was wrong, so that the server can report it
+/// instead of dropping the rest of the batch unseen.
 #[derive(Debug)]
 pub(crate) struct RequestReader<'a> {
     b: &'a [Byte],
@@ -914,6 +916,8 @@ pub(crate) struct RequestReader<'a> {
     /// The plain record handed out last, which a continuation repeats: `(first header word,
     /// idx, gn)`; `None` after any other record and at the start.
     run: Option<(u32, u32, u32)>,
+    /// Why iteration stopped before the end of the batch, where a record said so itself.
+    broken: Option<&'static str>,
 }
 
 impl<'a> RequestReader<'a> {
@@ -939,6 +943,7 @@ impl<'a> RequestReader<'a> {
             table,
             taken: 0,
             run: None,
+            broken: None,
         })
     }
 
@@ -959,7 +964,23 @@ impl<'a> RequestReader<'a> {
             table: &[],
             taken: 0,
             run: None,
+            broken: None,
         }
+    }
+
+    /// Once iteration has ended: `None` if every record of the batch was read, else what was
+    /// wrong with the record it stopped at (a batch our encoder wrote is never malformed).
+    pub(crate) fn malformed(&self) -> Option<&'static str> {
+        self.broken
+            .or((self.pos < self.end).then_some("a record runs past the end of its batch"))
+    }
+
+    /// Ends iteration at a malformed record, for `why`.
+    #[cold]
+    fn stop(&mut self, why: &'static str) -> Option<Request<'a>> {
+        self.pos = self.end;
+        self.broken = Some(why);
+        None
     }
 
     /// The next record if it is of the same kind as the record that started a run (its first
@@ -1008,13 +1029,12 @@ impl<'a> RequestReader<'a> {
     }
 
     /// The continuation at `p` of the last plain record, as a request of its own; `None` (and
-    /// the rest of the batch skipped) if no plain record came right before it, which our
+    /// the batch reported malformed) if no plain record came right before it, which our
     /// encoder never writes.
     #[cold]
     fn continuation(&mut self, p: usize) -> Option<Request<'a>> {
         let Some((head, idx, gn)) = self.run else {
-            self.pos = self.end;
-            return None;
+            return self.stop("a continuation that follows no plain record");
         };
         let (req, cap) = self.take_continuation(p, head)?;
         Some(Request {
@@ -1081,21 +1101,18 @@ impl<'a> Iterator for RequestReader<'a> {
                 unsafe { (u64_at(b, q)?, u64_at(b, q + 8)?, u64_at(b, q + 16)?) };
             q += 24;
             if len != (cap_len + arg_len) as u64 {
-                self.pos = self.end;
-                return None;
+                return self.stop("a parked record whose length disagrees with its header");
             }
             Body::Far { addr, len, token }
         } else if flags & LARGE != 0 {
             if !self.pointers {
-                self.pos = self.end;
-                return None;
+                return self.stop("a record that carries a pointer from another process");
             }
             // SAFETY: as above.
             let (ptr, len) = unsafe { (u64_at(b, q)?, u64_at(b, q + 8)?) };
             q += 16;
             if len as usize != cap_len + arg_len {
-                self.pos = self.end;
-                return None;
+                return self.stop("a large record whose length disagrees with its header");
             }
             // SAFETY: per `new`'s contract this large record was written by our encoder and is
             // read exactly once.
@@ -1129,6 +1146,8 @@ pub(crate) struct ResponseReader<'a> {
     pointers: bool,
     /// The status and body length of the last inline record, which a continuation repeats.
     last: Option<(u8, usize)>,
+    /// Why iteration stopped before the end of the batch, where a record said so itself.
+    broken: Option<&'static str>,
 }
 
 impl<'a> ResponseReader<'a> {
@@ -1144,7 +1163,23 @@ impl<'a> ResponseReader<'a> {
             pos: HEADER,
             pointers,
             last: None,
+            broken: None,
         })
+    }
+
+    /// Once iteration has ended: `None` if every record of the batch was read, else what was
+    /// wrong with the record it stopped at (a batch our encoder wrote is never malformed).
+    pub(crate) fn malformed(&self) -> Option<&'static str> {
+        self.broken
+            .or((self.pos < self.b.len()).then_some("a record runs past the end of its batch"))
+    }
+
+    /// Ends iteration at a malformed record, for `why`.
+    #[cold]
+    fn stop(&mut self, why: &'static str) -> Option<(u32, u8, Body<'a>)> {
+        self.pos = self.b.len();
+        self.broken = Some(why);
+        None
     }
 }
 
@@ -1158,9 +1193,7 @@ impl<'a> Iterator for ResponseReader<'a> {
         let req = unsafe { u32_at(self.b, p)? };
         if req & RESP_CONT != 0 {
             let Some((status, len)) = self.last else {
-                // Not written by our encoder: skip the rest of the batch.
-                self.pos = self.b.len();
-                return None;
+                return self.stop("a continuation that follows no inline response");
             };
             let body = self.b.get(p + 4..p + 4 + len)?;
             self.pos = p + 4 + len;
@@ -1174,8 +1207,11 @@ impl<'a> Iterator for ResponseReader<'a> {
         self.last = None;
         if status & FAR_STATUS != 0 {
             // SAFETY: a far response's body is three initialised words.
-            let (addr, n, token) =
-                unsafe { (u64_at(body, 0)?, u64_at(body, 8)?, u64_at(body, 16)?) };
+            let (Some(addr), Some(n), Some(token)) =
+                (unsafe { (u64_at(body, 0), u64_at(body, 8), u64_at(body, 16)) })
+            else {
+                return self.stop("a parked response shorter than its three words");
+            };
             return Some((
                 req,
                 status & !FAR_STATUS,
@@ -1188,11 +1224,12 @@ impl<'a> Iterator for ResponseReader<'a> {
         }
         if status & LARGE_STATUS != 0 {
             if !self.pointers {
-                self.pos = self.b.len();
-                return None;
+                return self.stop("a response that carries a pointer from another process");
             }
             // SAFETY: a large response's body is the pointer and length words, initialised.
-            let (ptr, n) = unsafe { (u64_at(body, 0)?, u64_at(body, 8)?) };
+            let (Some(ptr), Some(n)) = (unsafe { (u64_at(body, 0), u64_at(body, 8)) }) else {
+                return self.stop("a large response shorter than its two words");
+            };
             // SAFETY: written by our encoder as a large response, read once (contract of `new`).
             Some((
                 req,
@@ -1954,7 +1991,7 @@ mod tests {
     /// A continuation with no plain record right before it (never written by our encoder: a
     /// corrupt batch) ends the reading of its batch instead of borrowing some other header.
     #[test]
-    fn a_continuation_that_follows_no_plain_record_ends_the_batch() {
+    fn a_continuation_that_follows_no_plain_record_ends_the_batch_as_malformed() {
         let mut q = OutQueue::new(4096, Sink::Loopback, false);
         q.push_request(
             Some(10),
@@ -1978,17 +2015,79 @@ mod tests {
             b[i] = MaybeUninit::new(x);
         }
         // SAFETY: initialised bytes, no large records, read once.
-        let r = unsafe { RequestReader::new(&b, false) }.unwrap();
-        let reqs: Vec<u32> = r.map(|rec| rec.req).collect();
+        let mut r = unsafe { RequestReader::new(&b, false) }.unwrap();
+        let reqs: Vec<u32> = r.by_ref().map(|rec| rec.req).collect();
         assert_eq!(reqs, vec![1]);
+        assert_eq!(
+            r.malformed(),
+            Some("a continuation that follows no plain record")
+        );
         // The same for a response continuation at the start of a batch.
         let mut q = OutQueue::new(4096, Sink::Loopback, false);
         q.push_response(3, 0, Src::slice(&[1, 2]));
         let mut b = sealed(&mut q);
         b[HEADER + 3] = MaybeUninit::new(0x80);
         // SAFETY: as above.
-        let r = unsafe { ResponseReader::new(&b, false) }.unwrap();
-        assert_eq!(r.count(), 0);
+        let mut r = unsafe { ResponseReader::new(&b, false) }.unwrap();
+        assert_eq!(r.by_ref().count(), 0);
+        assert_eq!(
+            r.malformed(),
+            Some("a continuation that follows no inline response")
+        );
+    }
+
+    /// A batch whose last record is cut short is read up to that record and then reported,
+    /// on both lanes; a whole batch reports nothing.
+    #[test]
+    fn a_record_cut_short_is_reported_and_a_whole_batch_is_not() {
+        let mut q = OutQueue::new(4096, Sink::Loopback, false);
+        for req in 0..3 {
+            q.push_request(Some(10), 1, 1, req, Src::slice(&[7; 8]), None, 0);
+        }
+        let b = sealed(&mut q);
+        // SAFETY: initialised bytes, no large records, read once.
+        let mut r = unsafe { RequestReader::new(&b, false) }.unwrap();
+        assert_eq!(r.by_ref().count(), 3);
+        assert_eq!(r.malformed(), None);
+        // The batch's end moved back by 3 bytes: the last record (a continuation) no longer
+        // fits. The code table moves with it, so it is cut out of the copy too.
+        let end = u32::from_le_bytes(init(&b[..4]).try_into().unwrap()) as usize;
+        let mut cut = b[..end - 3].to_vec();
+        cut.extend_from_slice(&b[end..]);
+        set_bytes(&mut cut, 0, &((end - 3) as u32).to_le_bytes());
+        // SAFETY: as above.
+        let mut r = unsafe { RequestReader::new(&cut, false) }.unwrap();
+        assert_eq!(
+            r.by_ref().map(|rec| rec.req).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
+        assert_eq!(
+            r.malformed(),
+            Some("a record runs past the end of its batch")
+        );
+
+        let mut q = OutQueue::new(4096, Sink::Loopback, false);
+        for req in 0..3 {
+            q.push_response(req, 0, Src::slice(&[1, 2, 3, 4]));
+        }
+        let b = sealed(&mut q);
+        // SAFETY: as above.
+        let mut r = unsafe { ResponseReader::new(&b, false) }.unwrap();
+        assert_eq!(r.by_ref().count(), 3);
+        assert_eq!(r.malformed(), None);
+        let end = u32::from_le_bytes(init(&b[..4]).try_into().unwrap()) as usize;
+        let mut cut = b[..end - 1].to_vec();
+        set_bytes(&mut cut, 0, &((end - 1) as u32).to_le_bytes());
+        // SAFETY: as above.
+        let mut r = unsafe { ResponseReader::new(&cut, false) }.unwrap();
+        assert_eq!(
+            r.by_ref().map(|(req, ..)| req).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
+        assert_eq!(
+            r.malformed(),
+            Some("a record runs past the end of its batch")
+        );
     }
 
     fn reassemble(q: &mut OutQueue, request_lane: bool) -> Done {
@@ -2059,7 +2158,12 @@ mod tests {
         q.push_request(Some(1), 1, 1, 1, Src::slice(&[0; 1000]), None, 0);
         let b = sealed(&mut q);
         // SAFETY: written by our encoder; read with `pointers = false`, so the pointer is ignored.
-        assert_eq!(unsafe { RequestReader::new(&b, false) }.unwrap().count(), 0);
+        let mut r = unsafe { RequestReader::new(&b, false) }.unwrap();
+        assert_eq!(r.by_ref().count(), 0);
+        assert_eq!(
+            r.malformed(),
+            Some("a record that carries a pointer from another process")
+        );
         // SAFETY: written by our encoder in this process, read once: reclaims the box.
         assert_eq!(unsafe { RequestReader::new(&b, true) }.unwrap().count(), 1);
     }
