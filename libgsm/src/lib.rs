@@ -54,8 +54,9 @@
 //! overrides), and then every worker of every rank is in one mesh: [`WorkerId`]s number the
 //! workers rank by rank ([`rank`], [`rank_count`], [`rank_of`], [`workers_of_rank`]), and every
 //! operation above works between ranks with the same types. [`run`]'s main runs once per rank;
-//! `run` returns on every rank when the whole job is quiet, and a failure anywhere (a panic, a
-//! vanished peer) ends the run with an error naming the rank. MPI is not on the data path;
+//! `run` returns on every rank when the whole job is quiet, and a failure anywhere (a panic that
+//! no `join` takes, a vanished peer, a batch that breaks the wire protocol) ends the run with an
+//! error naming the rank. MPI is not on the data path;
 //! see the `cluster` and [`fabric`] modules for how set-up and termination work. Without a
 //! launcher, the program is a job of one rank and MPI is never initialised.
 //!

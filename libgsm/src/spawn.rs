@@ -8,6 +8,14 @@
 //! response record (`R: Wire`, moved by bytes within a process). A panic in the fiber is caught
 //! and handed to the joiner: `join` re-raises it (with the original message), `try_join`
 //! returns it as [`Error::FiberPanicked`].
+//!
+//! A panic is never lost. If the fiber's `JoinHandle` was dropped without a join (before or after
+//! the panic), nobody can learn of it from the handle, so it ends the job with
+//! [`Error::Panicked`] naming the fiber's worker, as a panic of the main fiber does: an SPMD job
+//! with a silently dead fiber would go on to give wrong results. (Rayon decides alike: a
+//! panic in a detached `spawn` aborts by default. `std::thread` instead drops it; a thread there
+//! is a process-level resource, not one step of a computation.) Dropping the handle of a fiber
+//! that ends normally is fine: the fiber runs on, detached.
 
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
@@ -80,14 +88,58 @@ impl Worker {
 struct JoinCell<R> {
     result: RefCell<Option<Result<R, String>>>,
     waiter: Cell<Option<u32>>,
+    /// Whether the `JoinHandle` still exists (a failure can still be joined).
+    watched: Cell<bool>,
+    /// Whether the failure in `result` must end the job if it is never joined: a panic or a
+    /// failed start, not the runtime stopping.
+    grave: Cell<bool>,
+    /// The worker (global id) the fiber runs on, for the report of a failure nobody joins.
+    worker: usize,
 }
 
 impl<R> JoinCell<R> {
-    fn set(&self, r: Result<R, String>) {
+    fn new(worker: usize) -> Rc<Self> {
+        Rc::new(JoinCell {
+            result: RefCell::new(None),
+            waiter: Cell::new(None),
+            watched: Cell::new(true),
+            grave: Cell::new(false),
+            worker,
+        })
+    }
+
+    /// Stores the fiber's outcome and wakes the joiner. `grave`: a failure that must not pass
+    /// unseen (see the module docs); it ends the job at once if the handle is gone already.
+    fn set(&self, r: Result<R, String>, grave: bool) {
+        let unjoined = match &r {
+            Err(m) if grave && !self.watched.get() => Some(m.clone()),
+            _ => None,
+        };
+        self.grave.set(grave && r.is_err());
         *self.result.borrow_mut() = Some(r);
+        if let Some(m) = unjoined {
+            self.grave.set(false);
+            unjoined_failure(self.worker, m);
+        }
         if let (Some(f), Some(core)) = (self.waiter.take(), crate::worker::core()) {
             core.wake_fiber(f);
         }
+    }
+}
+
+/// Ends the job for the failure `message` of a fiber on `worker` whose handle is gone.
+#[cold]
+fn unjoined_failure(worker: usize, message: String) {
+    let message = format!("{message} (in a spawned fiber whose JoinHandle was dropped unjoined)");
+    match crate::worker::core() {
+        Some(core) => core.shared.fail(Error::Panicked {
+            rank: core.shared.place.rank_of(worker),
+            worker,
+            message,
+        }),
+        // A handle kept past its runtime (in a thread-local, say): the job is over, so the
+        // report can only go to stderr.
+        None => eprintln!("gossamer: worker {worker}: {message}"),
     }
 }
 
@@ -95,6 +147,17 @@ impl<R> JoinCell<R> {
 pub struct JoinHandle<R> {
     cell: Rc<JoinCell<R>>,
     _not_send: PhantomData<*const ()>,
+}
+
+impl<R> Drop for JoinHandle<R> {
+    fn drop(&mut self) {
+        self.cell.watched.set(false);
+        if self.cell.grave.take()
+            && let Some(Err(m)) = self.cell.result.borrow_mut().take()
+        {
+            unjoined_failure(self.cell.worker, m);
+        }
+    }
 }
 
 impl<R> std::fmt::Debug for JoinHandle<R> {
@@ -154,21 +217,18 @@ impl<R> JoinHandle<R> {
 /// Outside a gossamer worker.
 pub fn spawn<R: 'static>(f: impl FnOnce() -> R + 'static) -> JoinHandle<R> {
     let core = core_or_panic("spawn");
-    let cell = Rc::new(JoinCell {
-        result: RefCell::new(None),
-        waiter: Cell::new(None),
-    });
+    let cell = JoinCell::new(core.id);
     let c2 = cell.clone();
     core.spawn_fiber(move || {
         let r = catch_unwind(AssertUnwindSafe(f));
         match r {
-            Ok(v) => c2.set(Ok(v)),
+            Ok(v) => c2.set(Ok(v), false),
             Err(p) => {
                 if !(p.is::<String>() || p.is::<&str>()) {
                     // Possibly the coroutine library's forced unwind: let it pass.
                     std::panic::resume_unwind(p);
                 }
-                c2.set(Err(panic_message(&*p)));
+                c2.set(Err(panic_message(&*p)), true);
             }
         }
     });
@@ -197,10 +257,7 @@ where
     if w == core.id {
         return spawn(f);
     }
-    let cell: Rc<JoinCell<R>> = Rc::new(JoinCell {
-        result: RefCell::new(None),
-        waiter: Cell::new(None),
-    });
+    let cell: Rc<JoinCell<R>> = JoinCell::new(w);
     let mut data: Data = [MaybeUninit::uninit(); 4];
     data[0] = MaybeUninit::new(Rc::into_raw(cell.clone()) as usize as u64);
     let req = core.add_pending(fill_join::<R>, data);
@@ -229,10 +286,14 @@ unsafe fn fill_join<R: Wire>(data: &mut Data, st: u8, body: &[Byte]) {
     let cell = unsafe { Rc::from_raw(data[0].assume_init() as usize as *const JoinCell<R>) };
     // SAFETY: the response to this request carries a moved `R` when OK.
     let r = unsafe { decode::<R>(st, body) };
-    cell.set(r.map_err(|e| match e {
-        DelegationError::Panicked(m) => m,
-        e => e.to_string(),
-    }));
+    let grave = !matches!(r, Err(DelegationError::Stopped));
+    cell.set(
+        r.map_err(|e| match e {
+            DelegationError::Panicked(m) => m,
+            e => e.to_string(),
+        }),
+        grave,
+    );
 }
 
 /// # Safety
@@ -295,14 +356,11 @@ where
     if w == core.id {
         return spawn(move || f(arg));
     }
-    let cell: Rc<JoinCell<R>> = Rc::new(JoinCell {
-        result: RefCell::new(None),
-        waiter: Cell::new(None),
-    });
+    let cell: Rc<JoinCell<R>> = JoinCell::new(w);
     let arg = match crate::trust::OutArg::new(core, w, arg) {
         Ok(a) => a,
         Err(e) => {
-            cell.set(Err(e.to_string()));
+            cell.set(Err(e.to_string()), true);
             return JoinHandle {
                 cell,
                 _not_send: PhantomData,

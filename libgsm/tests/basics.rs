@@ -6,7 +6,8 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gossamer::{
-    Config, DelegationError, WorkerId, entrust, entrust_on, spawn, spawn_on, yield_now,
+    Config, DelegationError, WorkerId, entrust, entrust_on, spawn, spawn_on, spawn_on_with,
+    yield_now,
 };
 
 fn cfg(n: usize) -> Config {
@@ -260,6 +261,72 @@ fn apply_then_clone_and_drop_work_inside_delegated_closures() {
 fn main_panic_is_an_error() {
     let e = gossamer::run(cfg(2), || -> u8 { panic!("main failed") }).unwrap_err();
     assert!(e.to_string().contains("main failed"), "{e}");
+}
+
+/// A panic in a fiber nobody joins is not lost: it ends the job with a report naming the fiber's
+/// worker, whether its handle went before the panic (local and `spawn_on`) or after it. Handles
+/// of fibers that end normally may be dropped; those fibers run on, detached.
+#[test]
+fn a_panic_in_a_fiber_whose_handle_was_dropped_ends_the_job() {
+    let panicked = |worker: usize, f: fn()| {
+        let e = gossamer::run(cfg(2), move || {
+            f();
+            // Long enough for the fiber to run and its outcome to come back; the job ends on
+            // the failure first.
+            for _ in 0..100_000 {
+                yield_now();
+            }
+        })
+        .expect_err("the fiber's panic must end the job");
+        match e {
+            gossamer::Error::Panicked {
+                rank,
+                worker: w,
+                message,
+            } => {
+                assert_eq!((rank, w), (0, worker), "{message}");
+                assert!(
+                    message.contains("fiber lost") && message.contains("dropped unjoined"),
+                    "{message}"
+                );
+            }
+            e => panic!("expected Error::Panicked, got {e}"),
+        }
+    };
+    // The handle goes before the fiber runs.
+    panicked(0, || drop(spawn(|| -> u8 { panic!("fiber lost") })));
+    panicked(1, || {
+        drop(spawn_on(WorkerId::new(1), || -> u8 {
+            panic!("fiber lost")
+        }))
+    });
+    // The handle outlives the panic but is dropped without a join.
+    panicked(1, || {
+        let h = spawn_on(WorkerId::new(1), || -> u8 { panic!("fiber lost") });
+        while !h.is_finished() {
+            yield_now();
+        }
+        drop(h);
+    });
+
+    let ran = gossamer::run(cfg(2), || {
+        let t = entrust(0u32);
+        for w in 0..2 {
+            let t = t.clone();
+            drop(spawn_on_with(WorkerId::new(w), t, |t| t.apply(|c| *c += 1)));
+        }
+        // A joined panic is the joiner's to handle.
+        let h = spawn(|| -> u8 { panic!("caught") });
+        assert!(matches!(
+            h.try_join(),
+            Err(gossamer::Error::FiberPanicked(_))
+        ));
+        while t.apply(|c| *c) < 2 {
+            yield_now();
+        }
+        t.apply(|c| *c)
+    });
+    assert_eq!(ran.unwrap(), 2);
 }
 
 #[test]
