@@ -258,9 +258,8 @@ where
         return spawn(f);
     }
     let cell: Rc<JoinCell<R>> = JoinCell::new(w);
-    let mut data: Data = [MaybeUninit::uninit(); 4];
-    data[0] = MaybeUninit::new(Rc::into_raw(cell.clone()) as usize as u64);
-    let req = core.add_pending(fill_join::<R>, data);
+    let joined = Rc::into_raw(cell.clone()) as usize as u64;
+    let req = core.add_pending(fill_join::<R>, |data| data[0] = MaybeUninit::new(joined));
     core.send_request(
         w,
         Some(codeptr::offset_of(
@@ -367,9 +366,8 @@ where
             };
         }
     };
-    let mut data: Data = [MaybeUninit::uninit(); 4];
-    data[0] = MaybeUninit::new(Rc::into_raw(cell.clone()) as usize as u64);
-    let req = core.add_pending(fill_join::<R>, data);
+    let joined = Rc::into_raw(cell.clone()) as usize as u64;
+    let req = core.add_pending(fill_join::<R>, |data| data[0] = MaybeUninit::new(joined));
     let code = Some(codeptr::offset_of(
         tramp_spawn_with::<A, F, R> as Trampoline as usize,
     ));

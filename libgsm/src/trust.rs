@@ -175,10 +175,10 @@ pub(crate) fn block_on<U: Wire>(
     // Every later access to `out` goes through this one raw pointer (the completer's write and
     // our reads), so no reference to `out` is invalidated by the completer's write.
     let outp: *mut (bool, MaybeUninit<Result<U, DelegationError>>) = &mut out;
-    let mut data: Data = [MaybeUninit::uninit(); 4];
-    data[0] = MaybeUninit::new(u64::from(fiber));
-    data[1] = MaybeUninit::new(outp as usize as u64);
-    let req = core.add_pending(fill_fiber::<U>, data);
+    let req = core.add_pending(fill_fiber::<U>, |data| {
+        data[0] = MaybeUninit::new(u64::from(fiber));
+        data[1] = MaybeUninit::new(outp as usize as u64);
+    });
     core.send_request(
         dest,
         Some(codeptr::offset_of(tramp as usize)),
@@ -247,14 +247,14 @@ fn push_callback<U: Wire, G: FnOnce(Result<U, DelegationError>) + 'static>(
     core: &WorkerCore,
     g: G,
 ) -> u32 {
-    let mut data: Data = [MaybeUninit::uninit(); 4];
-    if inline_fits::<G>() {
-        // SAFETY: `G` fits in `data` in size and alignment (checked above).
-        unsafe { std::ptr::write(data.as_mut_ptr().cast::<G>(), g) };
-    } else {
-        data[0] = MaybeUninit::new(Box::into_raw(Box::new(g)) as usize as u64);
-    }
-    core.add_pending(fill_callback::<U, G>, data)
+    core.add_pending(fill_callback::<U, G>, |data: &mut Data| {
+        if inline_fits::<G>() {
+            // SAFETY: `G` fits in `data` in size and alignment (checked above).
+            unsafe { std::ptr::write(data.as_mut_ptr().cast::<G>(), g) };
+        } else {
+            data[0] = MaybeUninit::new(Box::into_raw(Box::new(g)) as usize as u64);
+        }
+    })
 }
 
 /// # Safety
