@@ -974,16 +974,20 @@ impl WorkerCore {
         }
     }
 
-    /// Completes pending request `req` (runs its completer as a callback).
+    /// Completes pending request `req` (runs its completer as a callback). Returns `false`, and
+    /// does nothing, if no request `req` is waiting for an answer.
     #[inline]
-    pub(crate) fn complete(&self, req: u32, st: u8, body: &[Byte]) {
+    #[must_use]
+    pub(crate) fn complete(&self, req: u32, st: u8, body: &[Byte]) -> bool {
         let slot = {
             let mut p = self.pending.borrow_mut();
             let (slots, free) = &mut *p;
             let Some(s) = slots.get_mut(req as usize) else {
-                return;
+                return false;
             };
-            let Some(c) = s.complete.take() else { return };
+            let Some(c) = s.complete.take() else {
+                return false;
+            };
             free.push(req);
             self.outstanding.set(self.outstanding.get() - 1);
             (c, s.data)
@@ -995,6 +999,26 @@ impl WorkerCore {
         if let Err(e) = r {
             std::panic::resume_unwind(e);
         }
+        true
+    }
+
+    /// Completes request `req` with a response from worker `from`; a response that no request
+    /// is waiting for (an unknown id, or one answered already) breaks the protocol: answers
+    /// cannot be matched any more, so the job ends with a report rather than go on unsure.
+    #[inline(always)]
+    fn complete_from(&self, from: usize, req: u32, st: u8, body: &[Byte]) {
+        if !self.complete(req, st, body) {
+            self.unexpected_response(from, req);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unexpected_response(&self, from: usize, req: u32) {
+        self.ring_broken(
+            from,
+            &format!("a response to request {req}, which is not waiting for one"),
+        );
     }
 
     // ----- sending -----
@@ -1660,11 +1684,11 @@ impl WorkerCore {
             // sender parks bodies only for ranks that can read it).
             if let Some(b) = self.fetch_far(from, addr, len) {
                 self.send_release(from, token);
-                self.complete(req, st, &b);
+                self.complete_from(from, req, st, &b);
             }
             return;
         }
-        self.complete(req, st, body.bytes());
+        self.complete_from(from, req, st, body.bytes());
         drop::<Body<'_>>(body);
     }
 
@@ -1754,7 +1778,7 @@ impl WorkerCore {
                     Ok(None) => {}
                     Ok(Some(done)) => {
                         let (req, st, body) = done.into_response();
-                        self.complete(req, st, &body);
+                        self.complete_from(trustee, req, st, &body);
                     }
                     Err(e) => self.ring_broken(trustee, e),
                 }
@@ -2061,8 +2085,9 @@ mod tests {
         out.expect_err("a malformed batch must end the job")
     }
 
-    /// A malformed record ends the job with a report that names the peer and the fault; the
-    /// records behind it are never dropped unseen (their fibers would wait forever).
+    /// A malformed record, or a response that no request waits for, ends the job with a report
+    /// that names the peer and the fault; the records behind it are never dropped unseen (their
+    /// fibers would wait forever).
     #[test]
     fn a_malformed_batch_ends_the_job_with_a_report() {
         let cases = [
@@ -2091,6 +2116,12 @@ mod tests {
                 batch(&[1, 0, 0, 0x80, 5]),
                 false,
                 "a continuation that follows no inline response",
+            ),
+            // A well-formed response to a request nobody made.
+            (
+                batch(&[0x39, 0x30, 0, 0, 0, 1, 0, 0, 7]),
+                false,
+                "a response to request 12345, which is not waiting for one",
             ),
         ];
         for (bytes, requests, want) in cases {
