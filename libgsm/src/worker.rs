@@ -409,12 +409,12 @@ pub(crate) struct WorkerCore {
     /// Polls made by [`WorkerCore::inline_ran`] (see `INLINE_REQUEST_FLUSH`).
     inline_polls: Cell<u32>,
     /// Looks at the rings by inline applies in a row that found nothing (see
-    /// [`look_later`](WorkerCore::look_later)).
+    /// [`look_later`](WorkerCore::look_later)). Non-zero exactly while a negative `inline_runs`
+    /// counts a back-off rather than a share: a poll that grants a share has found work, and
+    /// that resets it.
     empty_looks: Cell<u32>,
     /// When the last step of those looks ended (every `LOOKS_PER_STEP` of them).
     last_look: Cell<Option<Instant>>,
-    /// Whether `inline_runs` counts up from a back-off (not a share; see `in_share`).
-    backing_off: Cell<bool>,
     /// Yields since the last one that polled (see [`WorkerCore::yield_fiber`]).
     quick_yields: Cell<u32>,
     /// `inline_runs` at the last yield (see [`WorkerCore::in_share`]).
@@ -542,7 +542,6 @@ impl WorkerCore {
             inline_polls: Cell::new(0),
             empty_looks: Cell::new(0),
             last_look: Cell::new(None),
-            backing_off: Cell::new(false),
             quick_yields: Cell::new(0),
             runs_at_yield: Cell::new(0),
             share_left: Cell::new(0),
@@ -883,12 +882,13 @@ impl WorkerCore {
     /// other work (remote requests, computing, waiting) keeps the usual cadence of polls, or
     /// its worker would serve its clients only once that fiber had yielded thousands of times
     /// (gsm-bench remote, `apply_then` both ways between two ranks: 54 -> 20 M/s when yields
-    /// spent the share too).
+    /// spent the share too). A back-off of the looks at empty rings (`look_later`) is no share:
+    /// yields keep their cadence through it.
     #[inline]
     fn in_share(&self) -> bool {
         let r = self.inline_runs.get();
         r != self.runs_at_yield.replace(r)
-            && ((r < 0 && !self.backing_off.get()) || self.share_left.get() > 0)
+            && ((r < 0 && self.empty_looks.get() == 0) || self.share_left.get() > 0)
     }
 
     /// Suspends the running fiber until `done()` holds (someone must wake it).
@@ -1257,7 +1257,6 @@ impl WorkerCore {
     /// `MAX_SHARE`) before an inline apply looks at the rings again: a first chunk of them now,
     /// the rest by [`SHARE_CHUNK`] from `inline_turn` until [`SHARE_TIME`] has passed.
     fn grant_share(&self, k: u32) {
-        self.backing_off.set(false);
         let k = k.min(MAX_SHARE);
         let first = k.min(SHARE_CHUNK);
         self.inline_runs.set((INLINE_POLL - first as i32).min(0));
@@ -1381,7 +1380,7 @@ impl WorkerCore {
     /// (its batches end each streak within a few looks), so round trips to a worker busy with
     /// inline applies keep their latency. A request that arrives after a quiet spell waits at
     /// most about `2 × LOOK_GAP` more, or 32 applies when those are slower; yields keep their
-    /// own cadence of polls throughout (`backing_off`, see `in_share`). Every step also publishes
+    /// own cadence of polls throughout (see `in_share`). Every step also publishes
     /// what the worker staged for others, so that a loop of inline applies that never yields
     /// cannot hold back its own remote requests (and wait on them) forever.
     #[cold]
@@ -1405,7 +1404,6 @@ impl WorkerCore {
         self.empty_looks.set(empty);
         let step = (empty / LOOKS_PER_STEP).min(MAX_LOOK_STEP);
         self.inline_runs.set(INLINE_POLL - (INLINE_POLL << step));
-        self.backing_off.set(true);
     }
 
     /// A request to this worker itself was queued: the next inline apply serves it first.
@@ -2138,6 +2136,14 @@ mod tests {
         }
     }
 
+    /// An apply that takes about `d`.
+    fn busy(c: &mut u64, d: std::time::Duration) {
+        let t = std::time::Instant::now();
+        while t.elapsed() < d {
+            *c = std::hint::black_box(*c + 1);
+        }
+    }
+
     /// A share is counted in applies but also ends with time: after a poll that served many
     /// cheap requests, a fiber whose inline applies are slow must not keep the worker's
     /// clients waiting until all of them have run (10 000 here, 50 µs each: half a second).
@@ -2150,12 +2156,7 @@ mod tests {
             let active = || core.share_left.get() > 0 || core.inline_runs.get() < 0;
             let mut applies = 0;
             while active() && applies < 10_000 {
-                mine.apply(|c| {
-                    let t = std::time::Instant::now();
-                    while t.elapsed() < std::time::Duration::from_micros(50) {
-                        *c = std::hint::black_box(*c + 1);
-                    }
-                });
+                mine.apply(|c| busy(c, std::time::Duration::from_micros(50)));
                 applies += 1;
             }
             // The first chunk outlasts `SHARE_TIME`, so the share ends at its end.
@@ -2181,7 +2182,22 @@ mod tests {
                 widest = widest.max(super::INLINE_POLL - core.inline_runs.get());
             }
             assert_eq!(widest, 256, "looks at most {widest} applies apart");
-            assert!(core.backing_off.get());
+            assert!(core.empty_looks.get() > 0);
+            // A back-off is no share: a loop of inline applies and yields still polls every
+            // `POLL_EVERY` yields.
+            for _ in 0..1_000 {
+                if core.inline_runs.get() < -64 {
+                    break;
+                }
+                mine.apply(|c| *c += 1);
+            }
+            assert!(core.inline_runs.get() < -64);
+            core.quick_yields.set(0);
+            for _ in 0..super::POLL_EVERY {
+                mine.apply(|c| *c += 1);
+                yield_now();
+            }
+            assert_eq!(core.quick_yields.get(), 0, "the last yield did not poll");
             // A request from the other worker: the next look that finds it serves it, and the
             // looks close up again.
             let other = crate::spawn_on(crate::WorkerId::new(1), || {
@@ -2202,15 +2218,9 @@ mod tests {
 
             // Applies of ~2 µs each: a step of 8 looks 32 applies apart takes ~0.5 ms, far more
             // than 8 × `LOOK_GAP`, so the looks never come more than 32 applies apart.
-            let slow = |c: &mut u64| {
-                let t = std::time::Instant::now();
-                while t.elapsed() < std::time::Duration::from_micros(2) {
-                    *c = std::hint::black_box(*c + 1);
-                }
-            };
             let mut widest = 0;
             for _ in 0..2_000 {
-                mine.apply(slow);
+                mine.apply(|c| busy(c, std::time::Duration::from_micros(2)));
                 widest = widest.max(super::INLINE_POLL - core.inline_runs.get());
             }
             assert!(widest <= 32, "looks {widest} applies apart");
