@@ -708,6 +708,15 @@ impl WorkerCore {
     /// toggles to this worker are deferred to the loopback queue) nor poison one without
     /// panicking, which ends the reuse.
     ///
+    /// The continuations behind a record (most of a run: a batch starts each run with one full
+    /// record) are served by a loop of their own, in one `catch_unwind` with the delegated
+    /// depth raised once: a panic there poisons the property, answers the record that panicked
+    /// after those before it, and leaves the rest to the general loop, which finds the property
+    /// poisoned. Per record that loop reads the id and the capture, runs the closure and
+    /// gathers the result; the general loop also looked the property up, compared it with the
+    /// last, and counted the depth and caught a panic per record (gsm-bench local, in-process
+    /// A/B: `apply_then` +15 to +17%, one-trust map +2 to +3%, sharded map 0 to +6%).
+    ///
     /// # Safety
     /// `first` must have been encoded for this `(T, U, F)` (captured bytes = one `F`), and so
     /// must every record of `more` whose first header word equals `first`'s.
@@ -792,6 +801,51 @@ impl WorkerCore {
                     stage(&group, n);
                     n = 0;
                     self.respond(client, req, r);
+                }
+            }
+            if let (true, Some(h), Some((i, g, p))) = (gather, head, known)
+                && more.continues(h, i, g)
+            {
+                // The continuations right behind this record name the same live property and
+                // closure type, so each needs only its id and captured bytes: no lookup or
+                // compare, and one depth count and one `catch_unwind` for all of them.
+                let level = self.delegated.get();
+                self.delegated.set(level + 1);
+                let mut at = NO_REPLY;
+                let mut running = false;
+                let caught = catch_unwind(AssertUnwindSafe(|| {
+                    while let Some((req, cap)) = more.next_continuation() {
+                        // SAFETY: a continuation of a record of this kind (`continues`), so
+                        // its captured bytes are one `F` (checked above for `first`).
+                        let f: F = unsafe { std::ptr::read_unaligned(cap.as_ptr().cast::<F>()) };
+                        at = req;
+                        running = true;
+                        // SAFETY: `p` was looked up for `(i, g)` by this run, and nothing
+                        // toggled or poisoned since (see `run_on`).
+                        let u = f(unsafe { &mut *p });
+                        running = false;
+                        if req == NO_REPLY {
+                            drop(u);
+                            continue;
+                        }
+                        group[n] = MaybeUninit::new((req, ManuallyDrop::new(u)));
+                        n += 1;
+                        if n == RUN_GROUP {
+                            stage(&group, n);
+                            n = 0;
+                        }
+                    }
+                }));
+                self.delegated.set(level);
+                if let Err(e) = caught {
+                    if !running {
+                        std::panic::resume_unwind(e);
+                    }
+                    self.props.borrow_mut().poison(i, g);
+                    known = None;
+                    stage(&group, n);
+                    n = 0;
+                    self.respond::<U>(client, at, Err(panic_to_error(&*e)));
                 }
             }
             next = head.and_then(|h| more.next_plain(h));

@@ -180,6 +180,63 @@ fn panics_poison_and_errors_reach_the_caller() {
     .unwrap();
 }
 
+/// Requests of one closure type from one fiber to another worker travel as a run (one full
+/// record, then continuations) and are served by one loop. A closure that panics (or blocks)
+/// inside the run is answered with its error after the results of those before it, and every
+/// request after it finds the property poisoned, in issue order, wherever in the run it is:
+/// the first record, the first continuation, right after a group of results was staged, the
+/// last one.
+#[test]
+fn a_panic_inside_a_run_of_requests_poisons_the_rest_of_the_run() {
+    const N: u32 = 40;
+    for (bad, blocks) in [(1, false), (2, false), (17, false), (N, false), (5, true)] {
+        gossamer::run(cfg(2), move || {
+            let t = entrust_on(WorkerId::new(1), || 0u32);
+            let got = Rc::new(std::cell::RefCell::new(Vec::new()));
+            // No yield in between: all of them go in one batch.
+            for _ in 0..N {
+                let got = got.clone();
+                t.try_apply_then(
+                    move |n| {
+                        *n += 1;
+                        if *n == bad {
+                            if blocks {
+                                yield_now();
+                            }
+                            panic!("request {bad} fails");
+                        }
+                        *n
+                    },
+                    move |r| got.borrow_mut().push(r),
+                );
+            }
+            let start = std::time::Instant::now();
+            while got.borrow().len() < N as usize {
+                assert!(
+                    start.elapsed().as_secs() < 30,
+                    "answers missing: {:?}",
+                    got.borrow()
+                );
+                yield_now();
+            }
+            let got = got.borrow();
+            for (i, r) in got.iter().enumerate() {
+                let i = i as u32 + 1;
+                match r {
+                    Ok(v) => assert!(i < bad && *v == i, "request {i}: Ok({v}) ({bad}, {blocks})"),
+                    Err(DelegationError::Panicked(m)) if i == bad && !blocks => {
+                        assert_eq!(m, &format!("request {bad} fails"))
+                    }
+                    Err(DelegationError::BlockingInDelegatedContext) if i == bad && blocks => {}
+                    Err(DelegationError::Poisoned) if i > bad => {}
+                    other => panic!("request {i}: {other:?} (failing: {bad}, blocking: {blocks})"),
+                }
+            }
+        })
+        .unwrap();
+    }
+}
+
 #[test]
 fn blocking_inside_a_delegated_closure_fails_at_once() {
     gossamer::run(cfg(2), || {

@@ -1028,6 +1028,32 @@ impl<'a> RequestReader<'a> {
         Some((req, idx, gn, cap))
     }
 
+    /// Whether the plain record handed out last had first header word `head` and named the
+    /// property `(idx, gn)`: then every continuation right behind it is such a request too, and
+    /// [`next_continuation`](Self::next_continuation) can hand them out without the compares.
+    #[inline(always)]
+    pub(crate) fn continues(&self, head: u32, idx: u32, gn: u32) -> bool {
+        self.run == Some((head, idx, gn))
+    }
+
+    /// The next record if it is a continuation: `(req, captured bytes)`, of the run the last
+    /// plain record started (see [`continues`](Self::continues)). Otherwise `None`, and the
+    /// reader stays where it is.
+    #[inline(always)]
+    pub(crate) fn next_continuation(&mut self) -> Option<(u32, &'a [Byte])> {
+        let p = self.pos;
+        if p >= self.end {
+            return None;
+        }
+        // SAFETY: record headers are initialised bytes (contract of `new`), and `p < end` is a
+        // record boundary.
+        if unsafe { bytes_at::<1>(self.b, p) }?[0] != CONT {
+            return None;
+        }
+        let (head, _, _) = self.run?;
+        self.take_continuation(p, head)
+    }
+
     /// The continuation at `p` of the last plain record, as a request of its own; `None` (and
     /// the batch reported malformed) if no plain record came right before it, which our
     /// encoder never writes.
@@ -1865,8 +1891,8 @@ mod tests {
 
     /// A plain request of the same function, property, flags and capture length as the one
     /// written right before it is a continuation (5 bytes and the capture instead of 16), and
-    /// reads back as the full record would, through `next` and `next_plain` alike; any other
-    /// record in between, or a new batch, starts afresh.
+    /// reads back as the full record would, through `next`, `next_plain` and
+    /// `next_continuation` alike; any other record in between, or a new batch, starts afresh.
     #[test]
     fn runs_of_requests_are_written_as_continuations_and_read_back_in_full() {
         // (code, idx, gn, req, capture, argument)
@@ -1918,7 +1944,9 @@ mod tests {
         assert_eq!(q.buf.len() - before, REQ_HEADER + 1);
         let batches = all_batches(&mut q);
         assert_eq!(batches.len(), 2);
-        let read = |runs: bool| {
+        // `runs`: take runs through `next_plain`; `conts`: and take the continuations behind
+        // each record of a run through `next_continuation`, as `serve_run` does.
+        let read = |runs: bool, conts: bool| {
             let mut seen = Vec::new();
             for b in &batches {
                 let b: Vec<Byte> = b.iter().map(|&x| MaybeUninit::new(x)).collect();
@@ -1928,10 +1956,25 @@ mod tests {
                     let code = r.code(rec.fidx);
                     let arg = (rec.flags & ARG != 0).then(|| init(rec.arg()));
                     seen.push((code, rec.idx, rec.gn, rec.req, init(rec.cap()), arg));
-                    if let (true, Some(head)) = (runs, rec.plain_head()) {
-                        while let Some((req, idx, gn, cap)) = r.next_plain(head) {
-                            seen.push((code, idx, gn, req, init(cap), None));
+                    let Some(head) = rec.plain_head().filter(|_| runs) else {
+                        continue;
+                    };
+                    let (mut idx, mut gn) = (rec.idx, rec.gn);
+                    loop {
+                        if conts {
+                            assert!(r.continues(head, idx, gn));
+                            assert!(
+                                !r.continues(head, idx + 1, gn) && !r.continues(head + 1, idx, gn)
+                            );
+                            while let Some((req, cap)) = r.next_continuation() {
+                                seen.push((code, idx, gn, req, init(cap), None));
+                            }
                         }
+                        let Some((req, i, g, cap)) = r.next_plain(head) else {
+                            break;
+                        };
+                        seen.push((code, i, g, req, init(cap), None));
+                        (idx, gn) = (i, g);
                     }
                 }
             }
@@ -1944,8 +1987,9 @@ mod tests {
         expected.push((None, 2, 7, 0, 5u64.to_le_bytes().to_vec(), None));
         expected.push((Some(11), 2, 7, 11, vec![4], None));
         expected.push((Some(11), 2, 7, 12, vec![4], None));
-        assert_eq!(read(false), expected);
-        assert_eq!(read(true), expected);
+        assert_eq!(read(false, false), expected);
+        assert_eq!(read(true, false), expected);
+        assert_eq!(read(true, true), expected);
     }
 
     /// A response continues the one before it only with the same status and body length, right
