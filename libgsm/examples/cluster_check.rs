@@ -86,14 +86,18 @@ fn checks(quick: bool) -> usize {
     let done = std::rc::Rc::new(std::cell::Cell::new(0u64));
     let per = 2000u64;
     for c in &counters {
-        for _ in 0..per {
+        for k in 0..per {
             let d = done.clone();
             c.apply_then(
                 |n| {
                     *n += 1;
                     *n
                 },
-                move |_| d.set(d.get() + 1),
+                // Only this fiber touches the counter: the k-th answer is the k-th increment.
+                move |v| {
+                    assert_eq!(v, ((me as u64) << 32) + 2 + k, "answer {k}");
+                    d.set(d.get() + 1)
+                },
             );
         }
     }
@@ -236,6 +240,32 @@ fn checks(quick: bool) -> usize {
         fragile.try_apply(|n| *n).unwrap_err(),
         DelegationError::Poisoned
     );
+    // A panic in the middle of a run of requests of one kind (one batch, served in one loop):
+    // the results before it, its panic, then `Poisoned`, in order.
+    let runner = entrust_on(WorkerId::new(far), || 0u32);
+    let got = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    for _ in 0..40 {
+        let got = got.clone();
+        runner.try_apply_then(
+            |n| {
+                *n += 1;
+                assert!(*n != 20, "deliberate panic in a run");
+                *n
+            },
+            move |r| got.borrow_mut().push(r),
+        );
+    }
+    while got.borrow().len() < 40 {
+        gossamer::yield_now();
+    }
+    for (i, r) in got.borrow().iter().enumerate() {
+        match (i + 1, r) {
+            (k @ 1..20, Ok(v)) => assert_eq!(*v, k as u32),
+            (20, Err(DelegationError::Panicked(m))) => assert!(m.contains("deliberate"), "{m}"),
+            (21.., Err(DelegationError::Poisoned)) => {}
+            (k, r) => panic!("request {k} of the run: {r:?}"),
+        }
+    }
     ok("errors", &mut passed);
 
     drop(counters);

@@ -713,9 +713,11 @@ impl WorkerCore {
     /// depth raised once: a panic there poisons the property, answers the record that panicked
     /// after those before it, and leaves the rest to the general loop, which finds the property
     /// poisoned. Per record that loop reads the id and the capture, runs the closure and
-    /// gathers the result; the general loop also looked the property up, compared it with the
-    /// last, and counted the depth and caught a panic per record (gsm-bench local, in-process
-    /// A/B: `apply_then` +15 to +17%, one-trust map +2 to +3%, sharded map 0 to +6%).
+    /// gathers the result (or answers it at once, for a client in another rank); the general
+    /// loop also looked the property up, compared it with the last, and counted the depth and
+    /// caught a panic per record (gsm-bench local, in-process A/B: `apply_then` +15 to +17%,
+    /// one-trust map +2 to +3%, sharded map 0 to +6%; gsm-bench remote, alternated with the
+    /// build before: `apply_then` both ways +11%, one way equal).
     ///
     /// # Safety
     /// `first` must have been encoded for this `(T, U, F)` (captured bytes = one `F`), and so
@@ -803,7 +805,7 @@ impl WorkerCore {
                     self.respond(client, req, r);
                 }
             }
-            if let (true, Some(h), Some((i, g, p))) = (gather, head, known)
+            if let (Some(h), Some((i, g, p))) = (head, known)
                 && more.continues(h, i, g)
             {
                 // The continuations right behind this record name the same live property and
@@ -826,6 +828,10 @@ impl WorkerCore {
                         running = false;
                         if req == NO_REPLY {
                             drop(u);
+                            continue;
+                        }
+                        if !gather {
+                            self.respond(client, req, Ok(u));
                             continue;
                         }
                         group[n] = MaybeUninit::new((req, ManuallyDrop::new(u)));
