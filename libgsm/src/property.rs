@@ -281,9 +281,19 @@ impl PropertyTable {
     /// Toggles trust id `id` in the property's set and counts what `what` owes or pays. Returns
     /// the value when the set became empty with nothing owed: the caller drops it (outside any
     /// borrow of the table, since its destructor may run user code). A toggle for a dead name
-    /// is ignored.
-    pub(crate) fn toggle(&mut self, idx: u32, gn: u32, id: u64, what: Toggle) -> Option<Value> {
-        let s = self.slot(idx, gn)?;
+    /// changes nothing and is refused (`DeadProperty`): a property dies only when no trust of
+    /// it is left and every trust made from one has been counted, so no correct sender can
+    /// still name it.
+    pub(crate) fn toggle(
+        &mut self,
+        idx: u32,
+        gn: u32,
+        id: u64,
+        what: Toggle,
+    ) -> Result<Option<Value>, DelegationError> {
+        let Some(s) = self.slot(idx, gn) else {
+            return Err(DelegationError::DeadProperty);
+        };
         // Symmetric difference: an id that is in goes out, one that is not comes in.
         s.ids.update(id, |here| here.xor(Some(())));
         match what {
@@ -293,7 +303,7 @@ impl PropertyTable {
             }
         }
         if !s.ids.is_empty() || !s.owed.is_empty() {
-            return None;
+            return Ok(None);
         }
         s.gn = s.gn.wrapping_add(1).max(1);
         s.key = 0;
@@ -302,7 +312,7 @@ impl PropertyTable {
         s.ptr = std::ptr::null_mut();
         self.free.push(idx);
         self.live -= 1;
-        v
+        Ok(v)
     }
 
     /// Properties alive in this table.
@@ -342,7 +352,7 @@ mod tests {
             t.get::<u64>(i + 7, g).unwrap_err(),
             DelegationError::DeadProperty
         );
-        assert!(t.toggle(i, g, 1, RELEASED).is_some());
+        assert!(live_toggle(&mut t, i, g, 1, RELEASED).is_some());
         assert_eq!(
             t.get::<u64>(i, g).unwrap_err(),
             DelegationError::DeadProperty
@@ -354,11 +364,24 @@ mod tests {
             t.get::<u64>(i, g).unwrap_err(),
             DelegationError::DeadProperty
         );
-        assert!(
-            t.toggle(i, g, 2, RELEASED).is_none(),
-            "a stale toggle must not touch the new property"
+        assert_eq!(
+            t.toggle(i, g, 2, RELEASED).err(),
+            Some(DelegationError::DeadProperty),
+            "a stale toggle is refused and must not touch the new property"
         );
         assert_eq!(t.live(), 1);
+    }
+
+    /// [`PropertyTable::toggle`] of a name that must be alive.
+    fn live_toggle(
+        t: &mut PropertyTable,
+        idx: u32,
+        gn: u32,
+        id: u64,
+        what: Toggle,
+    ) -> Option<Value> {
+        t.toggle(idx, gn, id, what)
+            .expect("a toggle for a live property")
     }
 
     /// A release of a trust from which nothing was made.
@@ -369,13 +392,10 @@ mod tests {
         let mut t = PropertyTable::default();
         let (i, g) = t.insert(1u8, 10);
         // The clone (id 11) is dropped and its removal arrives before its creation.
-        assert!(t.toggle(i, g, 11, RELEASED).is_none());
-        assert!(
-            t.toggle(i, g, 11, Toggle::Register { parent: 10 })
-                .is_none()
-        );
+        assert!(live_toggle(&mut t, i, g, 11, RELEASED).is_none());
+        assert!(live_toggle(&mut t, i, g, 11, Toggle::Register { parent: 10 }).is_none());
         assert!(t.get::<u8>(i, g).is_ok());
-        assert!(t.toggle(i, g, 10, Toggle::Release { made: 1 }).is_some());
+        assert!(live_toggle(&mut t, i, g, 10, Toggle::Release { made: 1 }).is_some());
     }
 
     /// Trust 10 made 11 and was dropped elsewhere; its release arrives before 11's
@@ -384,13 +404,10 @@ mod tests {
     fn a_release_that_overtakes_the_registration_of_a_trust_made_from_it_keeps_the_property() {
         let mut t = PropertyTable::default();
         let (i, g) = t.insert(1u8, 10);
-        assert!(t.toggle(i, g, 10, Toggle::Release { made: 1 }).is_none());
+        assert!(live_toggle(&mut t, i, g, 10, Toggle::Release { made: 1 }).is_none());
         assert!(t.get::<u8>(i, g).is_ok());
-        assert!(
-            t.toggle(i, g, 11, Toggle::Register { parent: 10 })
-                .is_none()
-        );
-        assert!(t.toggle(i, g, 11, RELEASED).is_some());
+        assert!(live_toggle(&mut t, i, g, 11, Toggle::Register { parent: 10 }).is_none());
+        assert!(live_toggle(&mut t, i, g, 11, RELEASED).is_some());
         // Every order of the messages of a trust that made two (11, 12), one of which (12) made
         // a third (13), frees the property at the last message and not before; in particular
         // 13's registration must not pay for 12's while 12's release has not arrived.
@@ -409,7 +426,7 @@ mod tests {
             let (i, g) = t.insert(1u8, 10);
             for (n, &m) in o.iter().enumerate() {
                 let (id, what) = msgs[m];
-                let freed = t.toggle(i, g, id, what).is_some();
+                let freed = live_toggle(&mut t, i, g, id, what).is_some();
                 assert_eq!(freed, n == o.len() - 1, "order {o:?}, message {n}");
             }
             orders += 1;
@@ -464,7 +481,7 @@ mod tests {
             t.get_keyed::<u64>(i, g, k).unwrap_err(),
             DelegationError::Poisoned
         );
-        assert!(t.toggle(i, g, 1, RELEASED).is_some());
+        assert!(live_toggle(&mut t, i, g, 1, RELEASED).is_some());
         assert_eq!(
             t.get_keyed::<u64>(i, g, k).unwrap_err(),
             DelegationError::DeadProperty
@@ -557,7 +574,7 @@ mod tests {
         let (i, g) = t.insert(1u8, 1);
         let start = std::time::Instant::now();
         for (n, &(id, what)) in msgs.iter().enumerate() {
-            let freed = t.toggle(i, g, id, what).is_some();
+            let freed = live_toggle(&mut t, i, g, id, what).is_some();
             assert_eq!(freed, n == msgs.len() - 1, "seed {seed}, message {n}");
         }
         let took = start.elapsed();

@@ -1657,7 +1657,7 @@ impl WorkerCore {
             } else {
                 Toggle::Register { parent: word }
             };
-            self.toggle(rec.idx, rec.gn, id, what);
+            self.toggle(client, rec.idx, rec.gn, id, what);
             return;
         }
         self.respond_raw(
@@ -1844,9 +1844,28 @@ impl WorkerCore {
         }
     }
 
-    /// Toggles a trust id on a local property and drops the property if that left no trust.
-    pub(crate) fn toggle(&self, idx: u32, gn: u32, id: u64, what: Toggle) {
-        let dead = self.props.borrow_mut().toggle(idx, gn, id, what);
+    /// Toggles a trust id on a local property, on behalf of worker `from`, and drops the
+    /// property if that left no trust. A toggle that names a dead property ends the job with a
+    /// report: the counts of that property's trusts no longer hold, so it could be freed while
+    /// a trust still names it, or never.
+    pub(crate) fn toggle(&self, from: usize, idx: u32, gn: u32, id: u64, what: Toggle) {
+        let dead = match self.props.borrow_mut().toggle(idx, gn, id, what) {
+            Ok(dead) => dead,
+            Err(_) => {
+                let verb = match what {
+                    Toggle::Register { .. } => "registers",
+                    Toggle::Release { .. } => "releases",
+                };
+                self.ring_broken(
+                    from,
+                    &format!(
+                        "a reference-counting record {verb} trust {id} of property {idx} \
+                         (generation {gn}), which is not alive"
+                    ),
+                );
+                return;
+            }
+        };
         if let Some(v) = dead {
             let r = caught_at(&self.delegated, move || drop(v));
             if let Err(e) = r {
@@ -2115,7 +2134,8 @@ pub(crate) fn control_id(cap: &[Byte]) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use crate::wire::record::{Byte, CONT, HEADER};
+    use super::{CONTROL_REGISTER, CONTROL_RELEASE};
+    use crate::wire::record::{Byte, CONT, CONTROL, HEADER};
     use crate::{Config, Error, entrust, yield_now};
     use std::mem::MaybeUninit;
 
@@ -2127,6 +2147,21 @@ mod tests {
             .into_iter()
             .map(MaybeUninit::new)
             .collect()
+    }
+
+    /// A reference-counting request record (`kind`: `CONTROL_REGISTER` or `CONTROL_RELEASE`)
+    /// for trust `id` of property `(idx, gn)`, with `word` (the parent, or the trusts made).
+    fn control(kind: u32, idx: u32, gn: u32, id: u64, word: u64) -> Vec<u8> {
+        let head = [CONTROL, 0, 16, 0];
+        [
+            &head[..],
+            &kind.to_le_bytes(),
+            &idx.to_le_bytes(),
+            &gn.to_le_bytes(),
+            &id.to_le_bytes(),
+            &word.to_le_bytes(),
+        ]
+        .concat()
     }
 
     /// Runs a 1-worker job that hands `bytes` to its worker as a request batch (`requests`) or a
@@ -2143,9 +2178,9 @@ mod tests {
         out.expect_err("a malformed batch must end the job")
     }
 
-    /// A malformed record, or a response that no request waits for, ends the job with a report
-    /// that names the peer and the fault; the records behind it are never dropped unseen (their
-    /// fibers would wait forever).
+    /// A malformed record, a response that no request waits for, or a reference count for a
+    /// property that is not alive ends the job with a report that names the peer and the
+    /// fault; the records behind it are never dropped unseen (their fibers would wait forever).
     #[test]
     fn a_malformed_batch_ends_the_job_with_a_report() {
         let cases = [
@@ -2180,6 +2215,19 @@ mod tests {
                 batch(&[0x39, 0x30, 0, 0, 0, 1, 0, 0, 7]),
                 false,
                 "a response to request 12345, which is not waiting for one",
+            ),
+            // A well-formed release of a trust of a property that does not exist.
+            (
+                batch(&control(CONTROL_RELEASE, 7, 3, 42, 0)),
+                true,
+                "a reference-counting record releases trust 42 of property 7 (generation 3), \
+                 which is not alive",
+            ),
+            // The same for a registration.
+            (
+                batch(&control(CONTROL_REGISTER, 0, 9, 43, 42)),
+                true,
+                "a reference-counting record registers trust 43 of property 0 (generation 9)",
             ),
         ];
         for (bytes, requests, want) in cases {
