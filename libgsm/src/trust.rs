@@ -47,8 +47,21 @@ use crate::worker::{
 /// A handle to a property held by a trustee worker. Cloning and dropping it updates the
 /// trustee's reference count asynchronously; the property is dropped on its trustee when the last
 /// handle is gone.
+///
+/// A trust belongs to the runtime that made it. Kept past that runtime's end (returned from
+/// [`run`](crate::run), or left in a static), it names nothing in a later runtime of the same
+/// process: its applies fail with [`DelegationError::DeadProperty`].
 pub struct Trust<T: Send + 'static> {
-    trustee: u32,
+    /// The trustee's global worker id in the low half, and in the high half the runtime that
+    /// made this handle (`WorkerCore::epoch`), or 0 for a handle that names nothing (one
+    /// serialised after its runtime ended). A handle kept past the end of its runtime names
+    /// nothing in a later runtime of the same process, even where that runtime has a property
+    /// of the same type at the same index and generation: its applies fail with
+    /// `DeadProperty`, and its clones, copies and drop tell no trustee. One word, so that the
+    /// inline path tells "on this worker, of this runtime" with the one compare it made before
+    /// (`WorkerCore::home`): a separate compare of the runtime cost 10% of a loop of inline
+    /// `apply_then`s (A/B within each process).
+    home: u64,
     idx: u32,
     gn: u32,
     /// This process's type index of `T` (`property::type_index`): with `gn` it makes the key
@@ -65,11 +78,17 @@ pub struct Trust<T: Send + 'static> {
 impl<T: Send + 'static> std::fmt::Debug for Trust<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Trust")
-            .field("trustee", &self.trustee)
+            .field("trustee", &self.trustee_id())
             .field("idx", &self.idx)
             .field("generation", &self.gn)
             .finish()
     }
+}
+
+/// A trust's `home` word: trustee `worker` of runtime `epoch` (see `Trust::home`).
+#[inline(always)]
+pub(crate) fn home(worker: usize, epoch: u32) -> u64 {
+    worker as u32 as u64 | u64::from(epoch) << 32
 }
 
 /// Places `value` as a property on the current worker and returns the first trust to it.
@@ -81,7 +100,7 @@ pub fn entrust<T: Send + 'static>(value: T) -> Trust<T> {
     let id = core.new_trust_id();
     let (idx, gn) = core.props.borrow_mut().insert(value, id);
     Trust {
-        trustee: core.id as u32,
+        home: core.home,
         idx,
         gn,
         ty: type_index::<T>(),
@@ -125,7 +144,7 @@ where
     );
     match r {
         Ok((idx, gn)) => Trust {
-            trustee: w as u32,
+            home: home(w, core.epoch),
             idx,
             gn,
             ty: type_index::<T>(),
@@ -409,9 +428,21 @@ impl<T: Send + 'static> Trust<T> {
         key(self.gn, self.ty)
     }
 
+    /// Whether this handle was made by the runtime `core` belongs to (see `home`).
+    #[inline(always)]
+    fn current(&self, core: &WorkerCore) -> bool {
+        (self.home >> 32) as u32 == core.epoch
+    }
+
+    /// The trustee's global worker id.
+    #[inline(always)]
+    fn trustee_id(&self) -> usize {
+        self.home as u32 as usize
+    }
+
     /// The worker that holds the property.
     pub fn trustee(&self) -> WorkerId {
-        WorkerId::new(self.trustee as usize)
+        WorkerId::new(self.trustee_id())
     }
 
     /// Whether to run inline: on the trustee, outside any delegated closure. Requests deferred
@@ -419,7 +450,8 @@ impl<T: Send + 'static> Trust<T> {
     /// their issue order.
     #[inline]
     fn local(&self, core: &WorkerCore) -> bool {
-        let l = self.trustee as usize == core.id && !core.must_defer();
+        // Equal homes: the trustee is this worker, and the handle is of this runtime.
+        let l = self.home == core.home && !core.must_defer();
         if l {
             core.inline_ran();
         }
@@ -451,9 +483,12 @@ impl<T: Send + 'static> Trust<T> {
         if self.local(core) {
             return core.run_keyed::<T, U>(self.idx, self.gn, self.key(), f);
         }
+        if !self.current(core) {
+            return Err(DelegationError::DeadProperty);
+        }
         block_on(
             core,
-            self.trustee as usize,
+            self.trustee_id(),
             tramp_apply::<T, U, F> as Trampoline,
             self.idx,
             self.gn,
@@ -490,10 +525,13 @@ impl<T: Send + 'static> Trust<T> {
         if self.local(core) {
             return core.run_keyed::<T, U>(self.idx, self.gn, self.key(), move |t| f(t, arg));
         }
-        let arg = OutArg::new(core, self.trustee as usize, arg)?;
+        if !self.current(core) {
+            return Err(DelegationError::DeadProperty);
+        }
+        let arg = OutArg::new(core, self.trustee_id(), arg)?;
         block_on(
             core,
-            self.trustee as usize,
+            self.trustee_id(),
             tramp_apply_with::<T, A, U, F> as Trampoline,
             self.idx,
             self.gn,
@@ -549,9 +587,13 @@ impl<T: Send + 'static> Trust<T> {
         f: F,
         then: impl FnOnce(Result<U, DelegationError>) + 'static,
     ) {
+        if !self.current(core) {
+            then(Err(DelegationError::DeadProperty));
+            return;
+        }
         let req = push_callback(core, then);
         core.send_request(
-            self.trustee as usize,
+            self.trustee_id(),
             Some(codeptr::offset_of(
                 tramp_apply::<T, U, F> as Trampoline as usize,
             )),
@@ -578,7 +620,7 @@ impl<T: Send + 'static> Trust<T> {
         cap[..8].copy_from_slice(&id.to_le_bytes());
         cap[8..].copy_from_slice(&word.to_le_bytes());
         core.send_request(
-            self.trustee as usize,
+            self.trustee_id(),
             None,
             self.idx,
             self.gn,
@@ -594,9 +636,11 @@ impl<T: Send + 'static> Clone for Trust<T> {
     fn clone(&self) -> Self {
         let core = core_or_panic("Trust::clone");
         let id = core.new_trust_id();
-        self.register(core, id);
+        if self.current(core) {
+            self.register(core, id);
+        }
         Trust {
-            trustee: self.trustee,
+            home: self.home,
             idx: self.idx,
             gn: self.gn,
             ty: self.ty,
@@ -612,7 +656,7 @@ impl<T: Send + 'static> Drop for Trust<T> {
         // Outside a worker, or while the runtime stops, the property goes down with its trustee's
         // table; there is nobody left to tell.
         if let Some(core) = crate::worker::core() {
-            if !core.stopping() {
+            if !core.stopping() && self.current(core) {
                 let made = self.made.load(Ordering::Relaxed);
                 self.control(core, CONTROL_RELEASE, self.id, made);
             }
@@ -636,17 +680,26 @@ impl<T: Send + 'static> Drop for Trust<T> {
 impl<T: Send + 'static> serde::Serialize for Trust<T> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let core = core_or_panic("serialising a Trust");
+        if !self.current(core) {
+            // Generation 0 is never live: the copy names nothing either (see `deserialize`).
+            return (self.trustee_id() as u32, self.idx, 0u32, 0u64).serialize(s);
+        }
         let id = core.new_trust_id();
         self.register(core, id);
-        (self.trustee, self.idx, self.gn, id).serialize(s)
+        (self.trustee_id() as u32, self.idx, self.gn, id).serialize(s)
     }
 }
 
 impl<'de, T: Send + 'static> serde::Deserialize<'de> for Trust<T> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let (trustee, idx, gn, id) = <(u32, u32, u32, u64)>::deserialize(d)?;
+        // A copy of a handle that named nothing (generation 0) names nothing here either.
+        let epoch = match crate::worker::core() {
+            Some(core) if gn != 0 => core.epoch,
+            _ => 0,
+        };
         Ok(Trust {
-            trustee,
+            home: home(trustee as usize, epoch),
             idx,
             gn,
             ty: type_index::<T>(),
@@ -668,7 +721,7 @@ mod tests {
         gn: u32,
     ) -> std::mem::ManuallyDrop<Trust<T>> {
         std::mem::ManuallyDrop::new(Trust {
-            trustee: trustee as u32,
+            home: home(trustee, crate::worker::core_or_panic("test").epoch),
             idx,
             gn,
             ty: type_index::<T>(),

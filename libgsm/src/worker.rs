@@ -37,7 +37,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -251,7 +251,14 @@ pub(crate) struct Shared {
     /// Idle turns a worker spins before yielding ([`SPIN`], or [`SPIN_OVERSUBSCRIBED`] when
     /// this host has more workers than CPUs).
     pub spin: u32,
+    /// This runtime's number among those this process started (from 1; see [`RUNTIMES`]).
+    pub epoch: u32,
 }
+
+/// Runtimes this process has started. Each one's number marks the trusts it makes
+/// (`Trust::epoch`), so a trust kept past the end of its runtime is told apart from the trusts
+/// of a later one, whose tables reuse the same indexes and generations.
+static RUNTIMES: AtomicU32 = AtomicU32::new(0);
 
 impl Shared {
     pub(crate) fn new(
@@ -272,6 +279,10 @@ impl Shared {
         };
         Shared {
             spin,
+            epoch: RUNTIMES
+                .fetch_add(1, Ordering::Relaxed)
+                .wrapping_add(1)
+                .max(1),
             stop: AtomicBool::new(false),
             doors,
             bells,
@@ -376,6 +387,11 @@ pub(crate) struct Ends {
 pub(crate) struct WorkerCore {
     /// Global worker id.
     pub id: usize,
+    /// The runtime's number (`Shared::epoch`).
+    pub epoch: u32,
+    /// `id` and `epoch` in one word, as a trust of this runtime held here names its trustee
+    /// (`trust::home`): one compare tells an apply to run inline.
+    pub home: u64,
     /// Index within this rank.
     pub local: usize,
     /// Workers in the job.
@@ -519,6 +535,8 @@ impl WorkerCore {
         }
         WorkerCore {
             id,
+            epoch: shared.epoch,
+            home: crate::trust::home(id, shared.epoch),
             local,
             count,
             fibers: RefCell::new(Vec::new()),

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gossamer::{
-    Config, DelegationError, WorkerId, entrust, entrust_on, spawn, spawn_on, spawn_on_with,
+    Config, DelegationError, Trust, WorkerId, entrust, entrust_on, spawn, spawn_on, spawn_on_with,
     yield_now,
 };
 
@@ -235,6 +235,50 @@ fn a_panic_inside_a_run_of_requests_poisons_the_rest_of_the_run() {
         })
         .unwrap();
     }
+}
+
+/// A trust kept past the end of its runtime names nothing in a later runtime of the same
+/// process, even where that runtime has a property of the same type at the same index and
+/// generation: its applies fail with `DeadProperty` (blocking, `apply_with`, `apply_then`, to
+/// this worker and to another), so do those of its clones and serialised copies, and dropping
+/// them all tells no trustee (the later runtime's properties live on and the job ends cleanly).
+#[test]
+fn a_trust_kept_past_its_runtime_names_nothing_in_the_next() {
+    let make = |a: u64, b: u64| {
+        (
+            entrust_on(WorkerId::new(0), move || a),
+            entrust_on(WorkerId::new(1), move || b),
+        )
+    };
+    let old = gossamer::run(cfg(2), move || make(5, 6)).unwrap();
+    gossamer::run(cfg(2), move || {
+        let fresh = make(100, 200);
+        // The same names: without a check, the old trusts would reach the new properties.
+        assert_eq!(format!("{:?}", old.0), format!("{:?}", fresh.0));
+        assert_eq!(format!("{:?}", old.1), format!("{:?}", fresh.1));
+        for stale in [&old.0, &old.1] {
+            let copy: Trust<u64> = postcard::from_bytes(&postcard::to_allocvec(stale).unwrap())
+                .expect("a trust's bytes read back");
+            for t in [stale, &stale.clone(), &copy] {
+                assert_eq!(t.try_apply(|v| *v), Err(DelegationError::DeadProperty));
+                assert_eq!(
+                    t.try_apply_with(1u64, |v, x| *v + x),
+                    Err(DelegationError::DeadProperty)
+                );
+                let got = Rc::new(Cell::new(None));
+                let g = got.clone();
+                t.try_apply_then(|v| *v, move |r| g.set(Some(r)));
+                assert_eq!(got.take(), Some(Err(DelegationError::DeadProperty)));
+            }
+        }
+        drop(old);
+        for _ in 0..100 {
+            yield_now();
+        }
+        assert_eq!(fresh.0.apply(|v| *v), 100);
+        assert_eq!(fresh.1.apply(|v| *v), 200);
+    })
+    .unwrap();
 }
 
 #[test]
