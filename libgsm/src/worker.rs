@@ -256,7 +256,7 @@ pub(crate) struct Shared {
 }
 
 /// Runtimes this process has started. Each one's number marks the trusts it makes
-/// (`Trust::epoch`), so a trust kept past the end of its runtime is told apart from the trusts
+/// (`Trust::home`), so a trust kept past the end of its runtime is told apart from the trusts
 /// of a later one, whose tables reuse the same indexes and generations.
 static RUNTIMES: AtomicU32 = AtomicU32::new(0);
 

@@ -510,6 +510,8 @@ impl OutQueue {
     /// The common case (a small record without argument whose code is one of the two the batch
     /// used last, with room left) is inlined into the caller, so that the capture's copy has the
     /// constant size of its type; everything else goes through [`push_request_general`].
+    ///
+    /// [`push_request_general`]: Self::push_request_general
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn push_request(
@@ -674,6 +676,8 @@ impl OutQueue {
     /// Appends a response record with `status` and `body` (copied; ownership of moved values
     /// passes with the bytes). A small body with room left is inlined into the caller (a copy of
     /// constant size); everything else goes through [`push_response_general`].
+    ///
+    /// [`push_response_general`]: Self::push_response_general
     #[inline(always)]
     pub(crate) fn push_response(&mut self, req: u32, status: u8, body: Src<'_>) {
         if body.len() <= SMALL {

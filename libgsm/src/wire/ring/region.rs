@@ -10,6 +10,9 @@
 //! This module knows offsets and ownership of memory; it does not know the protocol. Which side
 //! may touch which payload when is decided in the parent module, and every `unsafe fn` here says
 //! what it needs from its caller.
+//!
+//! [`RingLayout`]: super::RingLayout
+//! [`AtomicU64::from_ptr`]: std::sync::atomic::AtomicU64::from_ptr
 
 pub(super) use imp::{PayloadMut, PayloadRef, Region};
 pub(super) use std::sync::atomic::Ordering;
