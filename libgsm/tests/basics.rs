@@ -372,9 +372,10 @@ fn a_panic_in_a_fiber_whose_handle_was_dropped_ends_the_job() {
     let panicked = |worker: usize, f: fn()| {
         let e = gossamer::run(cfg(2), move || {
             f();
-            // Long enough for the fiber to run and its outcome to come back; the job ends on
-            // the failure first.
-            for _ in 0..100_000 {
+            // Long enough for the fiber to run and its outcome to come back, on a loaded
+            // machine too; the job ends on the failure first, and this fiber with it.
+            let start = std::time::Instant::now();
+            while start.elapsed() < std::time::Duration::from_secs(30) {
                 yield_now();
             }
         })

@@ -145,6 +145,10 @@ fn a_release_that_overtakes_the_registration_of_a_clone_keeps_the_property() {
         }
         STOP.store(true, Ordering::Relaxed);
         awake.join();
+        // The last round's clone went at the end of its round; its release may still travel.
+        wait_for("every round's property to be freed", || {
+            DROPS.load(Ordering::SeqCst) >= ROUNDS
+        });
         for _ in 0..1000 {
             yield_now();
         }
