@@ -673,7 +673,9 @@ impl<T: Send + 'static> Drop for Trust<T> {
 /// `property.rs`).
 ///
 /// Deserialise the bytes exactly once: every deserialised handle drops its id once, and bytes that
-/// are never deserialised keep the property alive until the job ends.
+/// are never deserialised keep the property alive until the job ends. Deserialise them on a
+/// worker of the same job: a handle read outside any worker, or from the bytes of a handle whose
+/// runtime had ended, names nothing (its applies fail with `DeadProperty`).
 ///
 /// # Panics
 /// Outside a gossamer worker (the registration is sent from the current worker).
