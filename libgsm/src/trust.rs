@@ -53,7 +53,7 @@ use crate::worker::{
 /// process: its applies fail with [`DelegationError::DeadProperty`].
 pub struct Trust<T: Send + 'static> {
     /// The trustee's global worker id in the low half, and in the high half the runtime that
-    /// made this handle (`WorkerCore::epoch`), or 0 for a handle that names nothing (one
+    /// made this handle (`Shared::epoch`), or 0 for a handle that names nothing (one
     /// serialised after its runtime ended). A handle kept past the end of its runtime names
     /// nothing in a later runtime of the same process, even where that runtime has a property
     /// of the same type at the same index and generation: its applies fail with
@@ -144,7 +144,7 @@ where
     );
     match r {
         Ok((idx, gn)) => Trust {
-            home: home(w, core.epoch),
+            home: home(w, core.epoch()),
             idx,
             gn,
             ty: type_index::<T>(),
@@ -431,7 +431,7 @@ impl<T: Send + 'static> Trust<T> {
     /// Whether this handle was made by the runtime `core` belongs to (see `home`).
     #[inline(always)]
     fn current(&self, core: &WorkerCore) -> bool {
-        (self.home >> 32) as u32 == core.epoch
+        self.home >> 32 == core.home >> 32
     }
 
     /// The trustee's global worker id.
@@ -697,7 +697,7 @@ impl<'de, T: Send + 'static> serde::Deserialize<'de> for Trust<T> {
         let (trustee, idx, gn, id) = <(u32, u32, u32, u64)>::deserialize(d)?;
         // A copy of a handle that named nothing (generation 0) names nothing here either.
         let epoch = match crate::worker::core() {
-            Some(core) if gn != 0 => core.epoch,
+            Some(core) if gn != 0 => core.epoch(),
             _ => 0,
         };
         Ok(Trust {
@@ -723,7 +723,7 @@ mod tests {
         gn: u32,
     ) -> std::mem::ManuallyDrop<Trust<T>> {
         std::mem::ManuallyDrop::new(Trust {
-            home: home(trustee, crate::worker::core_or_panic("test").epoch),
+            home: home(trustee, crate::worker::core_or_panic("test").epoch()),
             idx,
             gn,
             ty: type_index::<T>(),

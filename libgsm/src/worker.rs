@@ -387,10 +387,8 @@ pub(crate) struct Ends {
 pub(crate) struct WorkerCore {
     /// Global worker id.
     pub id: usize,
-    /// The runtime's number (`Shared::epoch`).
-    pub epoch: u32,
-    /// `id` and `epoch` in one word, as a trust of this runtime held here names its trustee
-    /// (`trust::home`): one compare tells an apply to run inline.
+    /// `id` and the runtime's number (`Shared::epoch`) in one word, as a trust of this runtime
+    /// held here names its trustee (`trust::home`): one compare tells an apply to run inline.
     pub home: u64,
     /// Index within this rank.
     pub local: usize,
@@ -535,7 +533,6 @@ impl WorkerCore {
         }
         WorkerCore {
             id,
-            epoch: shared.epoch,
             home: crate::trust::home(id, shared.epoch),
             local,
             count,
@@ -586,6 +583,12 @@ impl WorkerCore {
         let r = f();
         CORE.with(|c| c.set(std::ptr::null()));
         r
+    }
+
+    /// The runtime's number (`Shared::epoch`, kept in `home`).
+    #[inline(always)]
+    pub(crate) fn epoch(&self) -> u32 {
+        (self.home >> 32) as u32
     }
 
     /// A fresh trust id, unique in the job (worker id in the high bits).
