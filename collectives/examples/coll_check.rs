@@ -147,7 +147,7 @@ fn main() {
             );
         }
         Err(e) => {
-            eprintln!("coll_check: {e}");
+            gossamer::eprint_line(format_args!("coll_check: {e}"));
             std::process::exit(1);
         }
     }

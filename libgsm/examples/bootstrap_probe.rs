@@ -64,9 +64,7 @@ fn main() {
     let job = match Job::init(&endpoint(hint)) {
         Ok(job) => job,
         Err(err) => {
-            // One write per line, so the ranks' lines do not interleave in the launcher's output.
-            let line = format!("bootstrap_probe: rank {hint}: {err}\n");
-            let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
+            gossamer::eprint_line(format_args!("bootstrap_probe: rank {hint}: {err}"));
             // A mismatch keeps MPI initialised until here, so the message is out before
             // MPI_Finalize lets the launcher end the job.
             drop(err);

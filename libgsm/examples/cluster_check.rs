@@ -324,7 +324,7 @@ fn main() {
     let (n, w) = match r {
         Ok(v) => v,
         Err(e) => {
-            eprintln!("cluster_check: {e}");
+            gossamer::eprint_line(format_args!("cluster_check: {e}"));
             std::process::exit(1);
         }
     };
@@ -337,7 +337,7 @@ fn main() {
         Ok(42) => println!("ok second_run (rank {})", r_rank()),
         Ok(v) => panic!("second run computed {v}"),
         Err(e) => {
-            eprintln!("cluster_check: second run: {e}");
+            gossamer::eprint_line(format_args!("cluster_check: second run: {e}"));
             std::process::exit(1);
         }
     }

@@ -150,7 +150,7 @@ mod worker;
 
 pub use board::{BOARD_BYTES, Board, BoardRegion, host_board};
 pub use config::{Config, available_cpus};
-pub use error::{DelegationError, Error};
+pub use error::{DelegationError, Error, eprint_line};
 pub use mail::{flush, mail_pending, recv, send, try_recv};
 pub use noref::{NoRef, Wire};
 pub use runtime::{run, spmd};

@@ -139,7 +139,7 @@ fn unjoined_failure(worker: usize, message: String) {
         }),
         // A handle kept past its runtime (in a thread-local, say): the job is over, so the
         // report can only go to stderr.
-        None => eprintln!("gossamer: worker {worker}: {message}"),
+        None => crate::eprint_line(format_args!("gossamer: worker {worker}: {message}")),
     }
 }
 

@@ -33,13 +33,13 @@ fn main() -> ExitCode {
             if reporter {
                 // The reference's line for an invalid run, on stdout where the block would be.
                 println!("No results printed for invalid run.");
-                eprintln!("graph500: {e}");
+                gossamer::eprint_line(format_args!("graph500: {e}"));
             }
             ExitCode::from(1)
         }
         Err(e) => {
             if reporter {
-                eprintln!("graph500: {e}");
+                gossamer::eprint_line(format_args!("graph500: {e}"));
             }
             ExitCode::from(2)
         }

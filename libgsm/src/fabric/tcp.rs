@@ -1510,5 +1510,7 @@ fn fill(o: &mut Outgoing) -> bool {
 
 /// Drops an unauthenticated connection's report: one line on stderr.
 fn refuse(addr: SocketAddr, why: &str) {
-    eprintln!("gossamer: tcp: dropped a connection from {addr}: {why}");
+    crate::eprint_line(format_args!(
+        "gossamer: tcp: dropped a connection from {addr}: {why}"
+    ));
 }
