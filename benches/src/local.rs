@@ -5,7 +5,8 @@
 //! fibers per worker) against `std::sync::Mutex`, `parking_lot::Mutex`, `AtomicU64::fetch_add` and
 //! a crossbeam-channel server thread; the thesis's shared `HashMap<u64, u64>` (50 % inserts, 50 %
 //! lookups, keys uniform in `0..1<<16`, seeded, prefilled with the even keys) against
-//! `Mutex<HashMap>` and `dashmap`; and the latency of one blocking `apply` to the other worker
+//! `Mutex<HashMap>` and `dashmap`, with one thread alone on an unshared map beside them as the
+//! bound of any design that keeps the map with one owner; and the latency of one blocking `apply` to the other worker
 //! against the cache-line round trip of two threads ping-ponging an `AtomicU64`.
 //!
 //! The counter lives on worker 0, so worker 0's applies run inline and only worker 1's cross
@@ -61,6 +62,7 @@ pub mod names {
     pub const CHANNEL: &str = "crossbeam-channel server (32 in flight)";
     pub const MAP_MUTEX: &str = "Mutex<HashMap>";
     pub const MAP_DASHMAP: &str = "dashmap::DashMap";
+    pub const MAP_ONE_THREAD: &str = "one thread, unshared HashMap (bound of one owner)";
     pub const PINGPONG: &str = "cache-line round trip (AtomicU64 ping-pong)";
     pub const GSM_APPLY_THEN: &str = "gsm counter apply_then";
     pub const GSM_APPLY_1: &str = "gsm counter apply 1 fiber/worker";
@@ -99,6 +101,7 @@ fn peers_once(opts: &Options, run: usize) -> Sample {
         (names::CHANNEL, peers::counter_channel_server(limit)),
         (names::MAP_MUTEX, peers::map_mutex(limit, seed)),
         (names::MAP_DASHMAP, peers::map_dashmap(limit, seed)),
+        (names::MAP_ONE_THREAD, peers::map_one_thread(limit, seed)),
         (names::PINGPONG, peers::pingpong(opts.latency_limit())),
     ]
 }
@@ -206,7 +209,11 @@ pub fn run(opts: &Options) -> anyhow::Result<Vec<Case>> {
             "Mops/s",
             true,
             names::GSM_MAP_ONE,
-            vec![fig(names::MAP_MUTEX), fig(names::MAP_DASHMAP)],
+            vec![
+                fig(names::MAP_MUTEX),
+                fig(names::MAP_DASHMAP),
+                fig(names::MAP_ONE_THREAD),
+            ],
         ),
         case(
             "map 50/50: sharded by key over 2 workers",

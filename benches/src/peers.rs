@@ -196,13 +196,18 @@ pub fn counter_channel_server(limit: Limit) -> f64 {
     })
 }
 
-/// The shared-map workload on `Mutex<HashMap<u64, u64>>`, prefilled with every even key; in Mops/s.
-pub fn map_mutex(limit: Limit, seed: u64) -> f64 {
+/// The map of the map workload: room for every key, every even key present.
+fn prefilled_hashmap() -> HashMap<u64, u64> {
     let mut map = HashMap::with_capacity(KEY_RANGE as usize);
     for k in (0..KEY_RANGE).step_by(2) {
         map.insert(k, k);
     }
-    let map = Mutex::new(map);
+    map
+}
+
+/// The shared-map workload on `Mutex<HashMap<u64, u64>>`, prefilled with every even key; in Mops/s.
+pub fn map_mutex(limit: Limit, seed: u64) -> f64 {
+    let map = Mutex::new(prefilled_hashmap());
     let (ops, secs) = timed_threads(limit, |i, deadline| {
         let mut rng = SplitMix::new(seed, i as u64);
         let mut found = 0u64;
@@ -219,6 +224,31 @@ pub fn map_mutex(limit: Limit, seed: u64) -> f64 {
         n
     });
     mops(ops, secs)
+}
+
+/// The map workload of one thread on a `HashMap<u64, u64>` it alone uses, in Mops/s: no lock, no
+/// sharing, no delegation. Whatever design keeps the map with one owner (one trust, one lock held
+/// by one thread at a time) does every operation on one core at this cost at least, so this rate
+/// bounds the one-trust case from above, and its ratio to the shared peers says how far above
+/// them any such design can get on this machine at this moment. (The thread alone also draws its
+/// keys, ~2 ns of each operation, which the one-trust case draws on the client for the half it
+/// serves: the bound holds within that margin.)
+pub fn map_one_thread(limit: Limit, seed: u64) -> f64 {
+    let mut map = prefilled_hashmap();
+    let mut rng = SplitMix::new(seed, 0);
+    let mut found = 0u64;
+    let start = Instant::now();
+    let n = Limit::steps(limit.max_ops, start + limit.budget, |n| {
+        let (key, insert) = map_op(&mut rng);
+        if insert {
+            map.insert(key, n);
+        } else if map.contains_key(&key) {
+            found += 1;
+        }
+    });
+    let secs = start.elapsed().as_secs_f64();
+    std::hint::black_box((found, map));
+    mops(n, secs)
 }
 
 /// The shared-map workload on `DashMap<u64, u64>` (sharded, locks per shard); in Mops/s.
@@ -313,6 +343,7 @@ mod tests {
             counter_fetch_add(limit),
             counter_channel_server(limit),
             map_mutex(limit, 1),
+            map_one_thread(limit, 1),
             map_dashmap(limit, 1),
         ] {
             assert!(rate.is_finite() && rate > 0.0, "rate {rate}");
