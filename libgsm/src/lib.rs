@@ -37,7 +37,8 @@
 //! runs as a fiber on worker 0 ([`spmd`] runs a body on every worker). [`entrust`] places a value
 //! on the current worker and returns a [`Trust`]; [`Trust::apply`] runs a closure on that value
 //! on its trustee and suspends only the calling fiber until the answer is back;
-//! [`Trust::apply_then`] returns at once and runs a callback on the calling worker later.
+//! [`Trust::apply_then`] returns at once and runs a callback on the calling worker later (a
+//! worker keeps at most 16 384 of them unanswered; past that the issuing fiber waits).
 //! On the trustee itself the closure runs inline; to another worker it travels as bytes through
 //! a request ring (one per ordered pair of workers), batched with other requests to the same
 //! trustee, and the answer comes back batched in a response ring. A worker shares its time

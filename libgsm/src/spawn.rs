@@ -280,7 +280,7 @@ where
 
 /// # Safety
 /// `data[0]` must be an `Rc<JoinCell<R>>` raw pointer from `spawn_on::<_, R>`.
-unsafe fn fill_join<R: Wire>(data: &mut Data, st: u8, body: &[Byte]) {
+unsafe fn fill_join<R: Wire>(_core: &WorkerCore, data: &mut Data, st: u8, body: &[Byte]) {
     // SAFETY: per the contract; reclaimed once (the entry completes once).
     let cell = unsafe { Rc::from_raw(data[0].assume_init() as usize as *const JoinCell<R>) };
     // SAFETY: the response to this request carries a moved `R` when OK.

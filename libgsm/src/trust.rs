@@ -222,7 +222,7 @@ pub(crate) fn block_on<U: Wire>(
 
 /// # Safety
 /// `data` must come from `block_on::<U>` of a fiber that is still waiting.
-unsafe fn fill_fiber<U: Wire>(data: &mut Data, st: u8, body: &[Byte]) {
+unsafe fn fill_fiber<U: Wire>(core: &WorkerCore, data: &mut Data, st: u8, body: &[Byte]) {
     // SAFETY: `block_on` stored the fiber id and a pointer to its `(bool, MaybeUninit<..>)`.
     let (fiber, out) = unsafe {
         (
@@ -234,18 +234,18 @@ unsafe fn fill_fiber<U: Wire>(data: &mut Data, st: u8, body: &[Byte]) {
     // SAFETY: `st`/`body` are the response to this request, so an OK body holds a moved `U`.
     out.1 = MaybeUninit::new(unsafe { decode::<U>(st, body) });
     out.0 = true;
-    if let Some(core) = crate::worker::core() {
-        core.wake_fiber(fiber);
-    }
+    core.wake_fiber(fiber);
 }
 
 /// # Safety
 /// `data` must come from `push_callback::<U, G>`.
 unsafe fn fill_callback<U: Wire, G: FnOnce(Result<U, DelegationError>)>(
+    core: &WorkerCore,
     data: &mut Data,
     st: u8,
     body: &[Byte],
 ) {
+    core.then_answered();
     let g: G = if inline_fits::<G>() {
         // SAFETY: `push_callback` wrote a `G` into `data` (it fits) and it is read once.
         unsafe { std::ptr::read(data.as_ptr().cast::<G>()) }
@@ -544,6 +544,12 @@ impl<T: Send + 'static> Trust<T> {
     /// Runs `f` on the property without waiting; `then` runs on this worker with the result when
     /// it is back (at once when the property is on this worker and no closure is running here).
     ///
+    /// A worker keeps at most 16 384 `apply_then`s to other workers unanswered: a fiber that
+    /// issues one more waits (taking answers in and running their callbacks, while the worker
+    /// goes on serving) until fewer are, so a loop that issues faster than it is answered runs
+    /// in bounded memory. Inside a delegated closure or a callback, which cannot wait, the
+    /// bound is not enforced.
+    ///
     /// # Panics
     /// On the client's worker, when the answer comes back as a failure (panic, poison, dead
     /// property): this ends the runtime with an error. Use
@@ -604,6 +610,7 @@ impl<T: Send + 'static> Trust<T> {
             None,
             false,
         );
+        core.then_issued();
     }
 
     /// Registers trust id `id`, a trust made from this one (a clone or a serialised copy), with

@@ -100,6 +100,19 @@ const LOOK_GAP: Duration = Duration::from_micros(1);
 /// applies (a fraction of a millisecond at most). With 4096, one flooding client got 55-57% of
 /// the worker instead of 50%.
 const MAX_SHARE: u32 = 1 << 14;
+
+/// `apply_then` requests one worker may have unanswered before a fiber that issues one more
+/// waits (polling, so answers come in and run their callbacks) until fewer are: the pending
+/// queue's bound of the thesis (§3.2.4: the issuing fiber yields when its pending queue is
+/// full). Without it nothing bounded them: a fiber issuing `apply_then`s to another worker and
+/// yielding every 4096 reached 7 million unanswered (366 MB of pending entries and of answers
+/// queued on the trustee, whose full response ring the client emptied only at its rare polls)
+/// and ran at 15 against 23.5 M/s when yielding every 64. A full ring of continuations, like
+/// [`MAX_SHARE`]: 16 384 entries take 0.7 MB here, and at the tcp fabric's 50-80 us round
+/// trip they still allow 200 M requests/s. Blocking requests (`apply`, `join`) are not
+/// counted: each holds a fiber, so fibers bound them, and a spawned fiber's answer may wait on
+/// work that the spawner has yet to issue.
+pub(crate) const MAX_THEN_IN_FLIGHT: usize = 1 << 14;
 /// A share larger than this many applies is handed out this many at a time, with a look at the
 /// clock in between (see [`SHARE_TIME`]). 64 at a time cost the one-trust map 6-8% and the
 /// counter 2-3% (A/B within each process); 256 cost nothing measurable.
@@ -351,8 +364,8 @@ impl Shared {
 
 /// Inline storage of a pending entry.
 pub(crate) type Data = [MaybeUninit<u64>; 4];
-/// Completes a pending entry with `(status, body)`.
-pub(crate) type Completer = unsafe fn(&mut Data, u8, &[Byte]);
+/// Completes a pending entry with `(status, body)`, on the worker that made it.
+pub(crate) type Completer = unsafe fn(&WorkerCore, &mut Data, u8, &[Byte]);
 /// The shape of every trampoline (see `trust.rs` and `spawn.rs`): the worker, the client, the
 /// record, and the rest of its batch, from which a trampoline may serve the plain records of
 /// its own kind that follow (see [`WorkerCore::serve_run`]); it leaves the others to the caller.
@@ -414,6 +427,8 @@ pub(crate) struct WorkerCore {
     pending: RefCell<(Vec<PendingSlot>, Vec<u32>)>,
     /// Pending requests not yet answered.
     outstanding: Cell<usize>,
+    /// Of those, `apply_then` requests (see [`MAX_THEN_IN_FLIGHT`]).
+    then_in_flight: Cell<usize>,
     /// Closures run inline since the last poll from a fiber, counted from minus the fibers' share
     /// that poll granted (`poll_flushing`), or `INLINE_POLL` when the loopback queue has work
     /// that must run before the next inline closure (see [`WorkerCore::inline_ran`]).
@@ -552,6 +567,7 @@ impl WorkerCore {
             remote,
             pending: RefCell::new((Vec::new(), Vec::new())),
             outstanding: Cell::new(0),
+            then_in_flight: Cell::new(0),
             inline_runs: Cell::new(0),
             served: Cell::new(0),
             inline_polls: Cell::new(0),
@@ -1076,7 +1092,7 @@ impl WorkerCore {
         let (c, mut data) = slot;
         // SAFETY: `c` and `data` were registered together by `add_pending`, and the entry is
         // completed once (its completer was taken). `st`/`body` are the response to it.
-        let r = caught_at(&self.callback, || unsafe { c(&mut data, st, body) });
+        let r = caught_at(&self.callback, || unsafe { c(self, &mut data, st, body) });
         if let Err(e) = r {
             std::panic::resume_unwind(e);
         }
@@ -1145,15 +1161,39 @@ impl WorkerCore {
             }
         };
         if backlog > self.backlog_limit && self.can_block() {
-            // Back-pressure: let the poller drain rings before queueing more.
-            // When nothing moves, give the thread away: on an oversubscribed machine the trustee
-            // may need this core to drain the ring.
-            while self.out_req[dest].borrow().backlog() > self.backlog_limit && !self.stopping() {
-                if !self.poll() {
-                    std::thread::yield_now();
-                }
-                self.yield_fiber();
+            self.wait_for_room(|| self.out_req[dest].borrow().backlog() <= self.backlog_limit);
+        }
+    }
+
+    /// Counts an `apply_then` request just staged; past [`MAX_THEN_IN_FLIGHT`] unanswered ones,
+    /// a fiber that may block waits until fewer are.
+    #[inline]
+    pub(crate) fn then_issued(&self) {
+        let n = self.then_in_flight.get() + 1;
+        self.then_in_flight.set(n);
+        if n > MAX_THEN_IN_FLIGHT && self.can_block() {
+            self.wait_for_room(|| self.then_in_flight.get() <= MAX_THEN_IN_FLIGHT);
+        }
+    }
+
+    /// Counts the answer to an `apply_then` request (its completer runs).
+    #[inline]
+    pub(crate) fn then_answered(&self) {
+        self.then_in_flight.set(self.then_in_flight.get() - 1);
+    }
+
+    /// Back-pressure for a fiber that issues faster than its requests are taken or answered:
+    /// polls (which publishes what is staged, serves, and completes answers) and yields until
+    /// `room` holds or the runtime stops. When nothing moves it gives the thread away: on an
+    /// oversubscribed machine the trustee may need this core.
+    #[cold]
+    #[inline(never)]
+    fn wait_for_room(&self, room: impl Fn() -> bool) {
+        while !room() && !self.stopping() {
+            if !self.poll() {
+                std::thread::yield_now();
             }
+            self.yield_fiber();
         }
     }
 
@@ -2388,6 +2428,66 @@ mod tests {
             }
             // A poll, which served nothing: the count starts afresh.
             assert_eq!(core.inline_runs.get(), 0);
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn apply_then_waits_while_too_many_are_unanswered() {
+        use super::MAX_THEN_IN_FLIGHT;
+        use std::cell::Cell;
+        use std::rc::Rc;
+        crate::run(Config::default().workers(2), || {
+            let far = crate::entrust_on(crate::WorkerId::new(1), || 0u64);
+            let answered = Rc::new(Cell::new(0u64));
+            // Yielding every 4096: the client then polls for answers only every 16 yields,
+            // and without the bound 8 of them ran up ~100 000 unanswered requests.
+            let total = 8 * MAX_THEN_IN_FLIGHT as u64;
+            let mut widest = 0;
+            for i in 0..total {
+                let a = answered.clone();
+                far.apply_then(
+                    |c| {
+                        *c += 1;
+                        *c
+                    },
+                    // Answers come in the order the requests were issued.
+                    move |n| {
+                        assert_eq!(n, a.get() + 1);
+                        a.set(n);
+                    },
+                );
+                widest = widest.max(i + 1 - answered.get());
+                if i % 4096 == 4095 {
+                    yield_now();
+                }
+            }
+            assert!(
+                widest <= MAX_THEN_IN_FLIGHT as u64,
+                "{widest} apply_thens were unanswered at once (bound {MAX_THEN_IN_FLIGHT})"
+            );
+            while answered.get() < total {
+                yield_now();
+            }
+            assert_eq!(far.apply(|c| *c), total);
+            // In a callback the caller cannot wait: apply_thens issued there go past the
+            // bound instead of blocking, and are all answered.
+            let extra = MAX_THEN_IN_FLIGHT as u64 + 100;
+            let far2 = far.clone();
+            let more = answered.clone();
+            far.apply_then(
+                |c| *c,
+                move |_| {
+                    for _ in 0..extra {
+                        let m = more.clone();
+                        far2.apply_then(|c| *c += 1, move |()| m.set(m.get() + 1));
+                    }
+                },
+            );
+            while answered.get() < total + extra {
+                yield_now();
+            }
+            assert_eq!(far.apply(|c| *c), total + extra);
         })
         .unwrap();
     }
