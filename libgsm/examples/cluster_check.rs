@@ -29,7 +29,7 @@
 
 use gossamer::{
     Config, DelegationError, Trust, WorkerId, entrust, entrust_on, rank, rank_count, spawn,
-    spawn_on, worker_count,
+    spawn_on, worker_count, workers_of_rank, yield_now,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -106,6 +106,31 @@ fn checks(quick: bool) -> usize {
         assert_eq!(v, ((me as u64) << 32) + 1 + per, "counter on worker {i}");
     }
     assert_eq!(done.get(), per * w as u64, "apply_then callbacks run");
+    // A flood to the last worker of the next rank (another rank when there is one), yielding
+    // only every 4096: a worker keeps at most 16 384 apply_thens unanswered (`apply_then`'s
+    // docs), so the answers keep coming in while it issues.
+    let next = (me as usize + 1) % rank_count();
+    let far = entrust_on(WorkerId::new(workers_of_rank(next).end - 1), || 0u64);
+    let flood = 8 * 16_384u64;
+    let answered = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let mut widest = 0;
+    for i in 0..flood {
+        let a = answered.clone();
+        far.apply_then(|n| *n += 1, move |()| a.set(a.get() + 1));
+        widest = widest.max(i + 1 - answered.get());
+        if i % 4096 == 4095 {
+            yield_now();
+        }
+    }
+    while answered.get() < flood {
+        yield_now();
+    }
+    assert!(
+        widest <= 16_384,
+        "{widest} apply_thens to worker {} were unanswered at once",
+        far.trustee().index()
+    );
+    assert_eq!(far.apply(|n| *n), flood, "the flood's increments");
     ok("apply_then", &mut passed);
 
     // 64 fibers applying at once.
