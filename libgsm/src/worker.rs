@@ -104,15 +104,17 @@ const MAX_SHARE: u32 = 1 << 14;
 /// `apply_then` requests one worker may have unanswered before a fiber that issues one more
 /// waits (polling, so answers come in and run their callbacks) until fewer are: the pending
 /// queue's bound of the thesis (§3.2.4: the issuing fiber yields when its pending queue is
-/// full). Without it nothing bounded them: a fiber issuing `apply_then`s to another worker and
-/// yielding every 4096 reached 7 million unanswered (366 MB of pending entries and of answers
-/// queued on the trustee, whose full response ring the client emptied only at its rare polls)
-/// and ran at 15 against 23.5 M/s when yielding every 64. A full ring of continuations, like
-/// [`MAX_SHARE`]: 16 384 entries take 0.7 MB here, and at the tcp fabric's 50-80 us round
-/// trip they still allow 200 M requests/s. Blocking requests (`apply`, `join`) are not
-/// counted: each holds a fiber, so fibers bound them, and a spawned fiber's answer may wait on
-/// work that the spawner has yet to issue.
+/// full). Without it nothing bounded them: a fiber issuing 10 million `apply_then`s to another
+/// worker and yielding every 4096 had 5.8-6.8 million unanswered at once (312-357 MB of pending
+/// entries and of answers queued on the trustee, whose full response ring the client emptied
+/// only at its rare polls) and ran at 18-20 M/s; with the bound, at most 15 000, 5 MB and
+/// 26-35 M/s (alternated runs; yielding every 64 never meets the bound). A full ring of
+/// continuations, like [`MAX_SHARE`]: 16 384 entries take 0.7 MB here, and at the tcp fabric's
+/// 50-80 us round trip they still allow 200 M requests/s. Blocking requests (`apply`, `join`)
+/// are not counted: each holds a fiber, so fibers bound them, and a spawned fiber's answer may
+/// wait on work that the spawner has yet to issue.
 pub(crate) const MAX_THEN_IN_FLIGHT: usize = 1 << 14;
+
 /// A share larger than this many applies is handed out this many at a time, with a look at the
 /// clock in between (see [`SHARE_TIME`]). 64 at a time cost the one-trust map 6-8% and the
 /// counter 2-3% (A/B within each process); 256 cost nothing measurable.
@@ -2441,7 +2443,7 @@ mod tests {
             let far = crate::entrust_on(crate::WorkerId::new(1), || 0u64);
             let answered = Rc::new(Cell::new(0u64));
             // Yielding every 4096: the client then polls for answers only every 16 yields,
-            // and without the bound 8 of them ran up ~100 000 unanswered requests.
+            // and without the bound ~127 000 of these 131 072 were unanswered at once.
             let total = 8 * MAX_THEN_IN_FLIGHT as u64;
             let mut widest = 0;
             for i in 0..total {
