@@ -6,8 +6,9 @@
 //! a crossbeam-channel server thread; the thesis's shared `HashMap<u64, u64>` (50 % inserts, 50 %
 //! lookups, keys uniform in `0..1<<16`, seeded, prefilled with the even keys) against
 //! `Mutex<HashMap>` and `dashmap`, with one thread alone on an unshared map beside them as the
-//! bound of any design that keeps the map with one owner; and the latency of one blocking `apply` to the other worker
-//! against the cache-line round trip of two threads ping-ponging an `AtomicU64`.
+//! bound of any design that keeps the map with one owner; and the latency of one blocking `apply`
+//! to the other worker against the cache-line round trip of two threads ping-ponging an
+//! `AtomicU64`.
 //!
 //! The counter lives on worker 0, so worker 0's applies run inline and only worker 1's cross
 //! workers; each counter case therefore also has a row with worker 1's part alone (no peer), the
