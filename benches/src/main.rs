@@ -90,6 +90,9 @@ enum Cmd {
         /// Seed of the map workload's keys.
         #[arg(long, default_value_t = 0x5EED)]
         seed: u64,
+        /// A smoke run for tests: 10 ms per figure and any --runs (even 1).
+        #[arg(long)]
+        quick: bool,
     },
     /// Delegation between 2 ranks against MPI messages, in the same job: run it as
     /// `gsmrun -np 2 gsm-bench remote`, and for TCP as
@@ -206,15 +209,25 @@ fn main() {
                 ops,
                 budget_ms,
                 seed,
+                quick,
             } => {
-                check_runs(common.runs)?;
+                if !quick {
+                    check_runs(common.runs)?;
+                }
+                if common.runs == 0 {
+                    anyhow::bail!("--runs must be at least 1");
+                }
                 if ops < 1000 {
                     anyhow::bail!("--ops {ops} is too few to time; use at least 1000");
                 }
                 let opts = local::Options {
                     runs: common.runs,
                     ops,
-                    budget: std::time::Duration::from_millis(budget_ms.max(1)),
+                    budget: std::time::Duration::from_millis(if quick {
+                        10
+                    } else {
+                        budget_ms.max(1)
+                    }),
                     seed,
                 };
                 report::emit(&local::run(&opts)?, common.json.as_deref())?;
