@@ -27,24 +27,27 @@ const COUNTER_PEERS: [&str; 4] = [
     "crossbeam-channel server (32 in flight)",
 ];
 
+/// The counter cases, each with the row of worker 1's part of it.
+const COUNTER_CASES: [(&str, &str); 3] = [
+    (
+        "counter: apply_then (async)",
+        "counter: apply_then (async): worker 1's share (all remote)",
+    ),
+    (
+        "counter: apply, 1 fiber/worker",
+        "counter: apply, 1 fiber/worker: worker 1's share (all remote)",
+    ),
+    (
+        "counter: apply, 64 fibers/worker",
+        "counter: apply, 64 fibers/worker: worker 1's share (all remote)",
+    ),
+];
+
 /// Every (case, peer) row the report must have, in its order; `None`: a Gossamer figure without
 /// a peer (worker 1's part of a counter case, right below it).
 fn expected_rows() -> Vec<(&'static str, Option<&'static str>)> {
     let mut rows = Vec::new();
-    for (case, part) in [
-        (
-            "counter: apply_then (async)",
-            "counter: apply_then (async): worker 1's share (all remote)",
-        ),
-        (
-            "counter: apply, 1 fiber/worker",
-            "counter: apply, 1 fiber/worker: worker 1's share (all remote)",
-        ),
-        (
-            "counter: apply, 64 fibers/worker",
-            "counter: apply, 64 fibers/worker: worker 1's share (all remote)",
-        ),
-    ] {
+    for (case, part) in COUNTER_CASES {
         rows.extend(COUNTER_PEERS.map(|p| (case, Some(p))));
         rows.push((part, None));
     }
@@ -123,20 +126,7 @@ fn a_quick_run_reports_every_case_beside_every_peer() {
         );
     }
     // Worker 1's part of a counter case is part of its total.
-    for (total, part) in [
-        (
-            "counter: apply_then (async)",
-            "counter: apply_then (async): worker 1's share (all remote)",
-        ),
-        (
-            "counter: apply, 1 fiber/worker",
-            "counter: apply, 1 fiber/worker: worker 1's share (all remote)",
-        ),
-        (
-            "counter: apply, 64 fibers/worker",
-            "counter: apply, 64 fibers/worker: worker 1's share (all remote)",
-        ),
-    ] {
+    for (total, part) in COUNTER_CASES {
         let figure = |case: &str| {
             rows.iter()
                 .find(|r| r["case"] == case)
