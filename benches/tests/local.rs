@@ -11,7 +11,7 @@ use gsm_tests::scratch::{RunId, Scratch};
 use std::process::Command;
 use std::time::Duration;
 
-/// The time limit of one run (a quick run takes about a second).
+/// The time limit of one run (a quick run takes well under a second here).
 const LIMIT: Duration = Duration::from_secs(120);
 
 fn local(args: &[&str]) -> Finished {
