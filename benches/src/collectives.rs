@@ -469,13 +469,7 @@ pub fn command(
     quick: bool,
     sweep: bool,
 ) -> anyhow::Result<bool> {
-    if runs == 0 || (!quick && runs < crate::stats::MIN_RUNS) {
-        anyhow::bail!(
-            "--runs {runs} is too few: every figure is a median of at least {} runs (--quick \
-             allows fewer, but at least 1)",
-            crate::stats::MIN_RUNS
-        );
-    }
+    crate::check_runs(runs, quick)?;
     let opts = Options { runs, quick, sweep };
     crate::report::mpi_job(json, |world| {
         if opts.sweep {

@@ -126,10 +126,13 @@ enum Cmd {
     },
 }
 
-fn check_runs(runs: usize) -> anyhow::Result<()> {
-    if runs < stats::MIN_RUNS {
+/// Refuses a `--runs` too few to report medians from: fewer than [`stats::MIN_RUNS`], or, for
+/// a `--quick` smoke run (which allows fewer), none.
+pub(crate) fn check_runs(runs: usize, quick: bool) -> anyhow::Result<()> {
+    if runs == 0 || (!quick && runs < stats::MIN_RUNS) {
         anyhow::bail!(
-            "--runs {runs} is too few: every figure is a median of at least {} runs",
+            "--runs {runs} is too few: every figure is a median of at least {} runs (--quick \
+             allows fewer, but at least 1)",
             stats::MIN_RUNS
         );
     }
@@ -151,9 +154,7 @@ fn remote(
     workers: Option<usize>,
     quick: bool,
 ) -> anyhow::Result<bool> {
-    if !quick {
-        check_runs(common.runs)?;
-    }
+    check_runs(common.runs, quick)?;
     let workers = match workers {
         Some(w) => w,
         None => match std::env::var("GSM_THREADS") {
@@ -163,8 +164,8 @@ fn remote(
             Err(_) => 1,
         },
     };
-    if workers == 0 || common.runs == 0 {
-        anyhow::bail!("--workers and --runs must be at least 1");
+    if workers == 0 {
+        anyhow::bail!("--workers must be at least 1");
     }
     let opts = remote::Options {
         runs: common.runs,
@@ -194,7 +195,7 @@ fn main() {
                 hello,
                 mpirun,
             } => {
-                check_runs(common.runs)?;
+                check_runs(common.runs, false)?;
                 let opts = launch::Options {
                     runs: common.runs,
                     gsmrun: gsmrun.unwrap_or_else(|| launch::sibling("gsmrun")),
@@ -211,12 +212,7 @@ fn main() {
                 seed,
                 quick,
             } => {
-                if !quick {
-                    check_runs(common.runs)?;
-                }
-                if common.runs == 0 {
-                    anyhow::bail!("--runs must be at least 1");
-                }
+                check_runs(common.runs, quick)?;
                 if ops < 1000 {
                     anyhow::bail!("--ops {ops} is too few to time; use at least 1000");
                 }

@@ -155,7 +155,11 @@ fn too_few_runs_or_operations_are_refused_with_the_reason() {
             "--runs 3 is too few: every figure is a median of at least 5 runs",
         ),
         (&["--ops", "10"][..], "--ops 10 is too few to time"),
-        (&["--quick", "--runs", "0"][..], "--runs must be at least 1"),
+        (
+            &["--quick", "--runs", "0"][..],
+            "--runs 0 is too few: every figure is a median of at least 5 runs (--quick allows \
+             fewer, but at least 1)",
+        ),
     ] {
         let done = local(args);
         assert_exit(&done, 1, &format!("gsm-bench local {args:?}"));
