@@ -366,7 +366,7 @@ impl<A: Wire> OutArg<A> {
 #[inline(always)]
 fn blocking_core(what: &'static str) -> Result<&'static WorkerCore, DelegationError> {
     let core = core_or_panic(what);
-    if core.delegated_or_callback() > 0 {
+    if core.delegated_or_callback() {
         return Err(DelegationError::BlockingInDelegatedContext);
     }
     if core.current_fiber().is_none() {
@@ -447,15 +447,11 @@ impl<T: Send + 'static> Trust<T> {
 
     /// Whether to run inline: on the trustee, outside any delegated closure. Requests deferred
     /// to the loopback queue earlier are served first, so this worker's requests to itself keep
-    /// their issue order.
+    /// their issue order; if too many wait there to serve now, this one is queued behind them.
     #[inline]
     fn local(&self, core: &WorkerCore) -> bool {
         // Equal homes: the trustee is this worker, and the handle is of this runtime.
-        let l = self.home == core.home && !core.must_defer();
-        if l {
-            core.inline_ran();
-        }
-        l
+        self.home == core.home && !core.must_defer() && core.inline_ran()
     }
 
     /// Runs `f` on the property and returns its result; suspends the calling fiber (not the
@@ -576,7 +572,11 @@ impl<T: Send + 'static> Trust<T> {
         let core = core_or_panic("Trust::apply_then");
         if self.local(core) {
             let r = core.run_keyed::<T, U>(self.idx, self.gn, self.key(), f);
-            then(r);
+            // In callback context, as when the answer comes from another worker: the same
+            // callback may not block there, so it may not here either.
+            // In callback context, as when the answer comes from another worker: the same
+            // callback may not block there, so it may not here either.
+            core.as_callback(|| then(r));
             return;
         }
         self.send_then(core, f, then);
@@ -598,6 +598,9 @@ impl<T: Send + 'static> Trust<T> {
             return;
         }
         let req = push_callback(core, then);
+        // Counted before it is staged: staging may wait for room, polling, and the answer to
+        // this very request can come back during that wait and be counted off.
+        core.then_issued();
         core.send_request(
             self.trustee_id(),
             Some(codeptr::offset_of(
@@ -610,7 +613,6 @@ impl<T: Send + 'static> Trust<T> {
             None,
             false,
         );
-        core.then_issued();
     }
 
     /// Registers trust id `id`, a trust made from this one (a clone or a serialised copy), with

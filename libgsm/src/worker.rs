@@ -53,7 +53,7 @@ use crate::wire::record::{
 use crate::wire::ring::{Consumer, Producer};
 
 /// The message of a blocking call made where blocking is impossible.
-pub const BLOCKING_IN_DELEGATED: &str = "gossamer: blocking call (apply/try_apply/apply_with/join/yield_now/entrust_on) inside a delegated closure or an apply_then callback: a trustee runs delegated closures in its poller and cannot suspend there (it would stall every request it serves, or alias the property). Use apply_then (or spawn a fiber) instead";
+pub const BLOCKING_IN_DELEGATED: &str = "gossamer: blocking call (apply/try_apply/apply_with/join/yield_now/entrust_on) inside a delegated closure, an apply_then callback or other code its poller runs (a destructor of a value it drops): a trustee runs these in its poller and cannot suspend there (it would stall every request it serves, or alias the property). Use apply_then (or spawn a fiber) instead";
 
 /// Fiber resumes between two polls. Small enough that a client with many fibers publishes its
 /// first requests while its later fibers still run, so the trustee serves in parallel instead
@@ -125,6 +125,10 @@ const SHARE_CHUNK: u32 = 256;
 /// the worker's clients waiting for a tenth of a second. With the clock read only between chunks,
 /// the wait is at most this, or one chunk of applies, whichever is longer.
 const SHARE_TIME: Duration = Duration::from_millis(1);
+
+/// One level of delegated closure, and one of callback, in `WorkerCore::context`.
+const DELEGATED: u64 = 1;
+const CALLBACK: u64 = 1 << 32;
 
 /// Results of a run of requests (`WorkerCore::serve_run`) staged together.
 const RUN_GROUP: usize = 16;
@@ -415,8 +419,11 @@ pub(crate) struct WorkerCore {
     ready: RefCell<VecDeque<u32>>,
     current: Cell<Option<u32>>,
     stacks: RefCell<StackPool>,
-    delegated: Cell<u32>,
-    callback: Cell<u32>,
+    /// How deep the running code is in delegated closures (`DELEGATED` each, the low half) and
+    /// in callbacks (`CALLBACK` each, the high half); 0 outside both. One word, so that an
+    /// inline `apply_then` enters its closure's and then its callback's context with one store
+    /// each and leaves with one.
+    context: Cell<u64>,
     out_req: Vec<RefCell<OutQueue>>,
     out_resp: Vec<RefCell<OutQueue>>,
     req_in: Vec<RefCell<Option<Consumer>>>,
@@ -558,8 +565,7 @@ impl WorkerCore {
             ready: RefCell::new(VecDeque::new()),
             current: Cell::new(None),
             stacks: RefCell::new(StackPool::new(stack)),
-            delegated: Cell::new(0),
-            callback: Cell::new(0),
+            context: Cell::new(0),
             out_req,
             out_resp,
             req_in: ends.req_in.into_iter().map(RefCell::new).collect(),
@@ -627,28 +633,27 @@ impl WorkerCore {
     /// Whether the caller may suspend: on a fiber, not inside a delegated closure or callback.
     #[inline]
     pub(crate) fn can_block(&self) -> bool {
-        self.current.get().is_some() && self.delegated.get() == 0 && self.callback.get() == 0
+        self.current.get().is_some() && self.context.get() == 0
     }
 
     /// Whether requests to self must be deferred to the loopback queue (a property closure or
     /// callback is running on this worker).
     #[inline]
     pub(crate) fn must_defer(&self) -> bool {
-        self.delegated.get() != 0
+        self.context.get() as u32 != 0
     }
 
-    /// How deep the worker is in delegated closures and callbacks (0 = neither).
+    /// Whether a delegated closure or a callback is running on this worker.
     #[inline]
-    pub(crate) fn delegated_or_callback(&self) -> u32 {
-        self.delegated.get() + self.callback.get()
+    pub(crate) fn delegated_or_callback(&self) -> bool {
+        self.context.get() != 0
     }
 
     /// Panics with [`BLOCKING_IN_DELEGATED`] unless the caller may block.
     #[inline]
     pub(crate) fn assert_can_block(&self) {
         if !self.can_block() {
-            if self.current.get().is_none() && self.delegated.get() == 0 && self.callback.get() == 0
-            {
+            if self.current.get().is_none() && self.context.get() == 0 {
                 panic!(
                     "gossamer: a blocking call was made outside a fiber; run it in a fiber (gossamer::spawn)"
                 );
@@ -717,7 +722,7 @@ impl WorkerCore {
     /// poisoning on this worker since. Then it points to the live boxed property, and it is not
     /// freed while `f` runs: frees happen only in `toggle`, which runs from the poller's serve
     /// loop or loopback, never nested inside a delegated closure (requests to self are deferred
-    /// while `delegated > 0`), and no other `&mut T` exists since only this thread touches it
+    /// while a delegated closure runs), and no other `&mut T` exists since only this thread touches it
     /// and delegated closures do not nest on one property (nested requests to this worker are
     /// deferred).
     #[inline(always)]
@@ -729,7 +734,7 @@ impl WorkerCore {
         f: impl FnOnce(&mut T) -> U,
     ) -> Result<U, DelegationError> {
         // SAFETY: see the contract above.
-        let r = caught_at(&self.delegated, || f(unsafe { &mut *p }));
+        let r = caught_at(&self.context, DELEGATED, || f(unsafe { &mut *p }));
         r.map_err(|e| {
             self.props.borrow_mut().poison(idx, gn);
             panic_to_error(&*e)
@@ -850,8 +855,8 @@ impl WorkerCore {
                 // The continuations right behind this record name the same live property and
                 // closure type, so each needs only its id and captured bytes: no lookup or
                 // compare, and one depth count and one `catch_unwind` for all of them.
-                let level = self.delegated.get();
-                self.delegated.set(level + 1);
+                let level = self.context.get();
+                self.context.set(level + DELEGATED);
                 let mut at = NO_REPLY;
                 let mut running = false;
                 let caught = catch_unwind(AssertUnwindSafe(|| {
@@ -881,7 +886,7 @@ impl WorkerCore {
                         }
                     }
                 }));
-                self.delegated.set(level);
+                self.context.set(level);
                 if let Err(e) = caught {
                     if !running {
                         std::panic::resume_unwind(e);
@@ -900,7 +905,7 @@ impl WorkerCore {
 
     /// Runs `f` as a delegated closure that has no property (e.g. `entrust_on`'s maker).
     pub(crate) fn run_plain<U>(&self, f: impl FnOnce() -> U) -> Result<U, DelegationError> {
-        caught_at(&self.delegated, f).map_err(|e| panic_to_error(&*e))
+        caught_at(&self.context, DELEGATED, f).map_err(|e| panic_to_error(&*e))
     }
 
     // ----- fibers -----
@@ -966,7 +971,7 @@ impl WorkerCore {
                 return;
             }
             self.quick_yields.set(0);
-            self.poll();
+            self.poll_guarded(false, || self.poll());
             if self.nothing_ready() {
                 return;
             }
@@ -1094,11 +1099,23 @@ impl WorkerCore {
         let (c, mut data) = slot;
         // SAFETY: `c` and `data` were registered together by `add_pending`, and the entry is
         // completed once (its completer was taken). `st`/`body` are the response to it.
-        let r = caught_at(&self.callback, || unsafe { c(self, &mut data, st, body) });
+        let r = caught_at(&self.context, CALLBACK, || unsafe {
+            c(self, &mut data, st, body)
+        });
         if let Err(e) = r {
             std::panic::resume_unwind(e);
         }
         true
+    }
+
+    /// Runs `f`, an `apply_then` callback, in callback context (where blocking panics); a panic
+    /// in it goes on unwinding.
+    #[inline(always)]
+    pub(crate) fn as_callback<R>(&self, f: impl FnOnce() -> R) -> R {
+        match caught_at(&self.context, CALLBACK, f) {
+            Ok(r) => r,
+            Err(e) => std::panic::resume_unwind(e),
+        }
     }
 
     /// Completes request `req` with a response from worker `from`; a response that no request
@@ -1167,7 +1184,7 @@ impl WorkerCore {
         }
     }
 
-    /// Counts an `apply_then` request just staged; past [`MAX_THEN_IN_FLIGHT`] unanswered ones,
+    /// Counts an `apply_then` request about to be staged; past [`MAX_THEN_IN_FLIGHT`] unanswered ones,
     /// a fiber that may block waits until fewer are.
     #[inline]
     pub(crate) fn then_issued(&self) {
@@ -1192,7 +1209,7 @@ impl WorkerCore {
     #[inline(never)]
     fn wait_for_room(&self, room: impl Fn() -> bool) {
         while !room() && !self.stopping() {
-            if !self.poll() {
+            if !self.poll_guarded(true, || self.poll()) {
                 std::thread::yield_now();
             }
             self.yield_fiber();
@@ -1268,6 +1285,33 @@ impl WorkerCore {
     /// Serves, completes and flushes once. Returns whether anything happened.
     pub(crate) fn poll(&self) -> bool {
         self.poll_flushing(true)
+    }
+
+    /// Runs `f`, a poll or a drain of the loopback queue: from the scheduler loop, or from a
+    /// yield, a wait for room or an inline apply, and then mostly on a fiber's stack. Wherever
+    /// it runs:
+    /// - in callback context, so that user code it reaches which is neither a closure nor a
+    ///   callback (the destructor of an argument or result it drops, say) cannot block, and is
+    ///   told so ([`BLOCKING_IN_DELEGATED`]): on a fiber's stack that would suspend the fiber in
+    ///   the middle of the poll, with a ring borrowed;
+    /// - with a panic that escapes it (a panicking `apply_then` callback, a failed `apply_then`)
+    ///   ending the job with a report. Unwinding into a fiber instead, it would be taken for
+    ///   that fiber's own failure, and the rest of the batch being completed would be lost,
+    ///   leaving fibers waiting for answers forever.
+    ///
+    /// Returns what `f` returned, or `otherwise` after a panic.
+    fn poll_guarded<R>(&self, otherwise: R, f: impl FnOnce() -> R) -> R {
+        match caught_at(&self.context, CALLBACK, f) {
+            Ok(r) => r,
+            Err(p) => {
+                self.shared.fail(Error::Panicked {
+                    rank: self.shared.place.rank,
+                    worker: self.id,
+                    message: panic_message(&*p),
+                });
+                otherwise
+            }
+        }
     }
 
     /// [`poll`](Self::poll); `requests`: also publish the request batches being filled (responses
@@ -1449,23 +1493,30 @@ impl WorkerCore {
     /// queues on every inline apply cost more than the closure (gsm-bench local, A/B within each
     /// process: `apply_then` +18 to +20%, blocking `apply` with 1 and with 64 fibers per worker
     /// +18 to +24%).
+    ///
+    /// Returns whether the closure may run inline now: not while requests deferred earlier are
+    /// still waiting in the loopback queue (its draining is bounded), since the closure would
+    /// overtake them; then it must be queued behind them.
     #[inline]
-    pub(crate) fn inline_ran(&self) {
+    #[must_use]
+    pub(crate) fn inline_ran(&self) -> bool {
         let n = self.inline_runs.get() + 1;
         if n < INLINE_POLL {
             self.inline_runs.set(n);
+            true
         } else {
-            self.inline_turn(n > INLINE_POLL);
+            self.inline_turn(n > INLINE_POLL)
         }
     }
 
     /// The rare turn of [`inline_ran`](Self::inline_ran): polls if a batch has arrived, then
-    /// drains the loopback queue if it has work (`loopback`: it had before the poll).
+    /// drains the loopback queue if it has work (`loopback`: it had before the poll). Returns
+    /// whether the loopback queue is empty now.
     #[cold]
     #[inline(never)]
-    fn inline_turn(&self, loopback: bool) {
+    fn inline_turn(&self, loopback: bool) -> bool {
         if !loopback && self.next_share_chunk() {
-            return;
+            return true;
         }
         // While the loopback queue has work the counter keeps saying so, also to the inline
         // applies that callbacks make during the poll below.
@@ -1474,7 +1525,7 @@ impl WorkerCore {
             if self.incoming_waiting() {
                 let k = self.inline_polls.get().wrapping_add(1);
                 self.inline_polls.set(k);
-                self.poll_flushing(k % INLINE_REQUEST_FLUSH == 0);
+                self.poll_guarded(false, || self.poll_flushing(k % INLINE_REQUEST_FLUSH == 0));
             } else if !loopback {
                 self.look_later();
             }
@@ -1483,11 +1534,13 @@ impl WorkerCore {
         // some, or drained it), so the turns that only poll skip looking at it (gsm-bench local,
         // A/B within each process: `apply_then` +6 to +11%, blocking `apply` +3 to +9%).
         if self.inline_runs.get() < INLINE_POLL {
-            return;
+            return true;
         }
-        // Draining is bounded too: what is left waits for the next inline apply.
-        let left = self.drain_loopback();
+        // Draining is bounded too: what is left waits for the next inline apply, and this one
+        // queues behind it.
+        let left = self.poll_guarded(true, || self.drain_loopback());
         self.inline_runs.set(if left { INLINE_POLL } else { 0 });
+        !left
     }
 
     /// After a look at the rings by an inline apply that found nothing: the next look comes
@@ -1930,7 +1983,7 @@ impl WorkerCore {
             }
         };
         if let Some(v) = dead {
-            let r = caught_at(&self.delegated, move || drop(v));
+            let r = caught_at(&self.context, DELEGATED, move || drop(v));
             if let Err(e) = r {
                 std::panic::resume_unwind(e);
             }
@@ -2006,7 +2059,7 @@ impl WorkerCore {
         let mut drain_seen = false;
         while !self.stopping() {
             let ran = self.run_ready(POLL_EVERY);
-            let polled = self.poll();
+            let polled = self.poll_guarded(true, || self.poll());
             let worked = ran > 0 || polled;
             if self.shared.draining.load(Ordering::Relaxed) {
                 if worked || !drain_seen {
@@ -2069,17 +2122,17 @@ impl WorkerCore {
     }
 }
 
-/// Runs `f` one level deeper in `depth` (a worker's nesting of delegated closures or of
-/// callbacks), catching a panic, and puts the level back as it was.
+/// Runs `f` one level deeper in `depth` (`WorkerCore::context`: `step` is [`DELEGATED`] or
+/// [`CALLBACK`]), catching a panic, and puts the level back as it was.
 ///
 /// The level is restored by storing the value read before, not by a decrement: an increment and
 /// a decrement of the same word are two dependent read-modify-writes per closure, and in a loop of
 /// inline applies they made a chain through memory that every iteration waited on (gsm-bench
 /// local, A/B within each process: `apply_then` +6 to +7%, blocking `apply` +3 to +4%).
 #[inline(always)]
-fn caught_at<R>(depth: &Cell<u32>, f: impl FnOnce() -> R) -> std::thread::Result<R> {
+fn caught_at<R>(depth: &Cell<u64>, step: u64, f: impl FnOnce() -> R) -> std::thread::Result<R> {
     let level = depth.get();
-    depth.set(level + 1);
+    depth.set(level + step);
     let r = catch_unwind(AssertUnwindSafe(f));
     depth.set(level);
     r

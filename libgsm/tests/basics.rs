@@ -128,6 +128,27 @@ fn requests_deferred_to_self_run_before_the_next_inline_apply() {
 }
 
 #[test]
+fn deferred_requests_past_the_drain_bound_still_run_before_the_next_inline_apply() {
+    // Small slots, so that the deferred requests fill more batches than one drain of the
+    // loopback queue takes (1024): the inline apply that finds some left must queue behind them,
+    // not overtake them.
+    let n = 100_000u64;
+    let (marker, len) = gossamer::run(cfg(1).slot_size(256), move || {
+        let log = entrust(Vec::<u64>::new());
+        let host = entrust(());
+        host.apply_with(log.clone(), move |_, log| {
+            for i in 0..n {
+                log.apply_then(move |v| v.push(i), |_| {});
+            }
+        });
+        log.apply(|v| v.push(u64::MAX));
+        log.apply(|v| (v.iter().position(|&x| x == u64::MAX), v.len()))
+    })
+    .unwrap();
+    assert_eq!(marker, Some(n as usize), "of {len}");
+}
+
+#[test]
 fn spawn_join_and_spawn_on() {
     gossamer::run(cfg(3), || {
         let hs: Vec<_> = (0..50)
@@ -298,6 +319,132 @@ fn blocking_inside_a_delegated_closure_fails_at_once() {
         }
     })
     .unwrap();
+}
+
+#[test]
+fn a_blocking_call_in_an_apply_then_callback_is_refused_wherever_the_answer_comes_from() {
+    let refused = gossamer::run(cfg(2), || {
+        let out: Rc<Cell<Option<bool>>> = Rc::new(Cell::new(None));
+        let other = entrust_on(WorkerId::new(1), || 7u64);
+        // The trustee is this worker (the callback runs at once, on this fiber) and the other.
+        for w in 0..2 {
+            let t = entrust_on(WorkerId::new(w), || 0u64);
+            let (o, other) = (out.clone(), other.clone());
+            t.apply_then(
+                |c| *c,
+                move |_| {
+                    let r = other.try_apply(|c| *c);
+                    o.set(Some(matches!(
+                        r,
+                        Err(DelegationError::BlockingInDelegatedContext)
+                    )));
+                },
+            );
+            while out.get().is_none() {
+                yield_now();
+            }
+        }
+        out.take()
+    })
+    .unwrap();
+    assert_eq!(refused, Some(true));
+}
+
+/// Runs `job` on a thread of its own; fails the test if it has not ended within 60 s.
+fn ends_within_a_minute<R: Send + 'static>(job: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(job());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the job did not end within 60 s")
+}
+
+#[test]
+fn a_panicking_callback_run_by_a_poll_on_another_fibers_stack_ends_the_job() {
+    // A fiber that only yields: with no other fiber ready, its yields poll on its own stack, so
+    // the answers below are completed there. The failed callback's panic must end the job (not
+    // be taken for the yielding fiber's, losing the answers behind it in their batch).
+    let r = ends_within_a_minute(|| {
+        gossamer::run(cfg(2), || {
+            let t = entrust_on(WorkerId::new(1), || 0u64);
+            let stop = Rc::new(Cell::new(false));
+            let s = stop.clone();
+            let spinner = spawn(move || {
+                while !s.get() {
+                    yield_now();
+                }
+            });
+            t.apply_then(|_| -> u64 { panic!("boom") }, |_| {});
+            t.apply_then(|c| *c += 1, |()| {});
+            let v = t.apply(|c| *c);
+            stop.set(true);
+            let _ = spinner.try_join();
+            v
+        })
+    });
+    match r {
+        Err(gossamer::Error::Panicked {
+            worker, message, ..
+        }) => {
+            assert_eq!(worker, 0, "{message}");
+            assert!(
+                message.contains("apply_then failed") && message.contains("boom"),
+                "{message}"
+            );
+        }
+        other => panic!("expected the callback's panic to end the job, got {other:?}"),
+    }
+}
+
+/// An argument whose destructor makes a blocking apply (fine in a fiber, refused in a poll).
+struct BlockingDrop(Trust<u64>);
+impl Drop for BlockingDrop {
+    fn drop(&mut self) {
+        self.0.apply(|n| *n += 1);
+    }
+}
+impl serde::Serialize for BlockingDrop {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+impl<'de> serde::Deserialize<'de> for BlockingDrop {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Trust::deserialize(d).map(BlockingDrop)
+    }
+}
+
+#[test]
+fn a_value_dropped_by_a_poll_on_a_fibers_stack_cannot_block_there() {
+    // The argument of an apply_with to a poisoned property is dropped by the trustee's poll,
+    // which here runs on a yielding fiber's stack: its blocking apply must be refused (and end
+    // the job with the reason), not suspend that fiber in the middle of the poll.
+    let r = ends_within_a_minute(|| {
+        gossamer::run(cfg(3), || {
+            let p = entrust_on(WorkerId::new(1), || 0u64);
+            let q = entrust_on(WorkerId::new(2), || 0u64);
+            assert!(p.try_apply(|_| -> () { panic!("poison it") }).is_err());
+            let yielder = spawn_on(WorkerId::new(1), || {
+                let start = std::time::Instant::now();
+                while start.elapsed() < std::time::Duration::from_secs(30) {
+                    yield_now();
+                }
+            });
+            let r = p.try_apply_with(BlockingDrop(q.clone()), |_, _g| ());
+            drop(yielder);
+            r
+        })
+    });
+    match r {
+        Err(gossamer::Error::Panicked {
+            worker, message, ..
+        }) => {
+            assert_eq!(worker, 1, "{message}");
+            assert!(message.contains("blocking call"), "{message}");
+        }
+        other => panic!("expected the refused blocking drop to end the job, got {other:?}"),
+    }
 }
 
 #[test]
