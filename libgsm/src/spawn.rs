@@ -303,9 +303,11 @@ unsafe fn tramp_spawn<F: FnOnce() -> R + Copy + 'static, R: Wire>(
     rec: &Request<'_>,
     _more: &mut RequestReader<'_>,
 ) {
-    // SAFETY: the client copied exactly one `F` into the captured bytes.
-    let f: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
-    spawn_answering(core, client, rec.req, f);
+    // SAFETY: the client copied one `F` into the captured bytes (this function's contract).
+    match unsafe { crate::worker::captured::<F>(rec) } {
+        Ok(f) => spawn_answering(core, client, rec.req, f),
+        Err(e) => core.respond::<R>(client, rec.req, Err(e)),
+    }
 }
 
 /// Starts `f` as a fiber that answers request `req` of `client` with its result (or its panic).
@@ -395,8 +397,14 @@ unsafe fn tramp_spawn_with<A: Wire, F: FnOnce(A) -> R + Copy + 'static, R: Wire>
     rec: &Request<'_>,
     _more: &mut RequestReader<'_>,
 ) {
-    // SAFETY: the client copied exactly one `F` into the captured bytes.
-    let f: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
+    // SAFETY: the client copied one `F` into the captured bytes (this function's contract).
+    let f: F = match unsafe { crate::worker::captured::<F>(rec) } {
+        Ok(f) => f,
+        Err(e) => {
+            core.respond::<R>(client, rec.req, Err(e));
+            return;
+        }
+    };
     // SAFETY: the argument bytes are one moved `A` or its encoding (as encoded above).
     let a: A = match unsafe { crate::trust::take_arg::<A>(rec) } {
         Ok(a) => a,

@@ -41,7 +41,8 @@ use crate::spawn::WorkerId;
 use crate::wire::codeptr;
 use crate::wire::record::{Byte, Request, RequestReader, SER, Src};
 use crate::worker::{
-    CONTROL_REGISTER, CONTROL_RELEASE, Data, Trampoline, WorkerCore, core_or_panic, decode,
+    CONTROL_REGISTER, CONTROL_RELEASE, Data, Trampoline, WorkerCore, captured, core_or_panic,
+    decode,
 };
 
 /// A handle to a property held by a trustee worker. Cloning and dropping it updates the
@@ -164,12 +165,12 @@ unsafe fn tramp_entrust<T: Send + 'static, F: FnOnce() -> T + Copy>(
     rec: &Request<'_>,
     _more: &mut RequestReader<'_>,
 ) {
-    // SAFETY: the client copied exactly one `F` (Copy, no drop obligations) into the captured bytes.
-    let make: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
     let id = crate::worker::control_id(rec.arg());
-    let r = core
-        .run_plain(make)
-        .map(|v| core.props.borrow_mut().insert(v, id));
+    // SAFETY: the client copied one `F` into the captured bytes (this function's contract).
+    let r = unsafe { captured::<F>(rec) }.and_then(|make| {
+        core.run_plain(make)
+            .map(|v| core.props.borrow_mut().insert(v, id))
+    });
     core.respond(client, rec.req, r);
 }
 
@@ -407,8 +408,14 @@ unsafe fn tramp_apply_with<
     rec: &Request<'_>,
     _more: &mut RequestReader<'_>,
 ) {
-    // SAFETY: the client copied exactly one `F` into the captured bytes.
-    let f: F = unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) };
+    // SAFETY: the client copied one `F` into the captured bytes (this function's contract).
+    let f: F = match unsafe { captured::<F>(rec) } {
+        Ok(f) => f,
+        Err(e) => {
+            core.respond::<U>(client, rec.req, Err(e));
+            return;
+        }
+    };
     // SAFETY: the argument bytes are one moved `A` or its encoding (this function's contract).
     let a: A = match unsafe { take_arg::<A>(rec) } {
         Ok(a) => a,

@@ -780,13 +780,7 @@ impl WorkerCore {
         if first.cap_len != std::mem::size_of::<F>() {
             // Not what this trampoline's sender writes: refuse it (and the run with it, whose
             // records have the same length) rather than read past the captured bytes.
-            self.respond::<U>(
-                client,
-                first.req,
-                Err(DelegationError::Wire(
-                    "gossamer: a request's captured bytes do not fit its closure".into(),
-                )),
-            );
+            self.respond::<U>(client, first.req, Err(capture_mismatch()));
             return;
         }
         // Only a plain record starts a run; any other is served alone.
@@ -2138,6 +2132,25 @@ fn caught_at<R>(depth: &Cell<u64>, step: u64, f: impl FnOnce() -> R) -> std::thr
     r
 }
 
+/// The `F` (a `Copy` closure: its bytes carry no drop obligation) that request `rec` carries
+/// in its captured bytes. A record whose captured bytes are not one `F` long was written by no
+/// sender of this binary (it is corrupt): it is refused with an error rather than read past.
+///
+/// # Safety
+/// `rec` must have been encoded for a trampoline of `F`: captured bytes of `F`'s size are one `F`.
+pub(crate) unsafe fn captured<F: Copy>(rec: &Request<'_>) -> Result<F, DelegationError> {
+    if rec.cap_len != std::mem::size_of::<F>() {
+        return Err(capture_mismatch());
+    }
+    // SAFETY: `size_of::<F>()` initialised bytes that hold one `F` (the contract).
+    Ok(unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) })
+}
+
+#[cold]
+fn capture_mismatch() -> DelegationError {
+    DelegationError::Wire("gossamer: a request's captured bytes do not fit its closure".into())
+}
+
 /// Whether an incoming ring holds a published batch (one header load). A ring being served
 /// (borrowed mutably) counts as empty.
 ///
@@ -2254,6 +2267,28 @@ mod tests {
     use crate::wire::record::{Byte, CONT, CONTROL, HEADER};
     use crate::{Config, Error, entrust, yield_now};
     use std::mem::MaybeUninit;
+
+    #[test]
+    fn a_capture_of_the_wrong_length_is_refused_not_read_past() {
+        use crate::wire::record::{OutQueue, RequestReader, Sink, Src};
+        let mut q = OutQueue::new(256, Sink::Loopback, false);
+        let three = [1u8, 2, 3];
+        q.push_request(Some(0x100), 1, 1, 1, Src::of(&three), None, 0);
+        q.seal();
+        let b = q.queued.pop_front().expect("a sealed batch");
+        // SAFETY: written by our encoder, read once.
+        let rec = unsafe { RequestReader::new(&b, true) }
+            .and_then(|mut r| r.next())
+            .expect("one record");
+        // SAFETY: the captured bytes are one `[u8; 3]`; a `u64` is refused by its length.
+        unsafe {
+            assert_eq!(super::captured::<[u8; 3]>(&rec).ok(), Some(three));
+            match super::captured::<u64>(&rec) {
+                Err(crate::DelegationError::Wire(m)) => assert!(m.contains("do not fit"), "{m}"),
+                other => panic!("expected a Wire error, got {other:?}"),
+            }
+        }
+    }
 
     /// A batch of `records` (header, no code table).
     fn batch(records: &[u8]) -> Vec<Byte> {
