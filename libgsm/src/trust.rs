@@ -22,9 +22,19 @@
 //! `drop` releases the handle's id saying how many trusts were made from it, as asynchronous
 //! control records (to the worker's own loopback queue when the trustee is local, so that a
 //! property is never freed under a running closure). Requests from one worker to one trustee are
-//! served in the order they were issued (one FIFO ring per ordered pair), so a handle's own
-//! requests always precede its drop; records from different workers may arrive in any order,
-//! which the counts of `property.rs` make safe.
+//! served in the order they were issued (one FIFO ring per ordered pair), so a handle's requests
+//! from the worker it is dropped on precede its release; records from different workers may
+//! arrive in any order, which the counts of `property.rs` make safe.
+//!
+//! **A handle that moved.** Within a process a trust moves between workers by its bytes
+//! (`spawn_on_with`, `apply_with`, results), keeping its id. `apply_then`s it sent from one
+//! worker may then still wait in that worker's ring when it is dropped on another, whose release
+//! could overtake them and free the property under them. So a handle notes the workers it sent
+//! `apply_then`s from (`senders`; a blocking apply is answered before its handle can move), and
+//! its drop on another worker has each of those workers register and at once release a
+//! stand-in trust made from it, its release counting them as trusts made: the trustee frees the
+//! property only once every stand-in's registration has come, each behind its worker's earlier
+//! requests on that worker's ring.
 //!
 //! **`entrust_on(worker, make)`** ships a `NoRef` closure that builds the value on the trustee, so
 //! it works unchanged across processes; it blocks the calling fiber until the trustee has
@@ -41,8 +51,8 @@ use crate::spawn::WorkerId;
 use crate::wire::codeptr;
 use crate::wire::record::{Byte, Request, RequestReader, SER, Src};
 use crate::worker::{
-    CONTROL_REGISTER, CONTROL_RELEASE, Data, Trampoline, WorkerCore, captured, core_or_panic,
-    decode,
+    CONTROL_REGISTER, CONTROL_RELEASE, Data, NO_REPLY, Trampoline, WorkerCore, captured,
+    core_or_panic, decode,
 };
 
 /// A handle to a property held by a trustee worker. Cloning and dropping it updates the
@@ -73,6 +83,10 @@ pub struct Trust<T: Send + 'static> {
     /// release (see `property.rs`). Atomic only so that `Trust` stays `Sync`; one thread at a
     /// time uses a trust.
     made: AtomicU64,
+    /// The workers of this rank that sent `apply_then`s through this handle: bit `i` for local
+    /// worker `i`, bit 63 for any worker from 63 up (`WorkerCore::sender_bit`; see the module
+    /// docs, "A handle that moved").
+    senders: AtomicU64,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -107,6 +121,7 @@ pub fn entrust<T: Send + 'static>(value: T) -> Trust<T> {
         ty: type_index::<T>(),
         id,
         made: AtomicU64::new(0),
+        senders: AtomicU64::new(0),
         _t: PhantomData,
     }
 }
@@ -151,6 +166,7 @@ where
             ty: type_index::<T>(),
             id,
             made: AtomicU64::new(0),
+            senders: AtomicU64::new(0),
             _t: PhantomData,
         },
         Err(e) => panic!("gossamer: entrust_on({w}) failed: {e}"),
@@ -604,6 +620,9 @@ impl<T: Send + 'static> Trust<T> {
             then(Err(DelegationError::DeadProperty));
             return;
         }
+        if self.senders.load(Ordering::Relaxed) & core.sender_bit == 0 {
+            self.sent_from(core);
+        }
         let req = push_callback(core, then);
         // Counted before it is staged: staging may wait for room, polling, and the answer to
         // this very request can come back during that wait and be counted off.
@@ -629,23 +648,69 @@ impl<T: Send + 'static> Trust<T> {
         self.control(core, CONTROL_REGISTER, id, self.id);
     }
 
-    /// Sends a reference-counting record (`kind`: `CONTROL_REGISTER` or `CONTROL_RELEASE`, see
-    /// `worker::control_words`) for trust id `id` with its second word.
+    /// Sends a reference-counting record for trust id `id` (see [`control`]).
     fn control(&self, core: &WorkerCore, kind: u32, id: u64, word: u64) {
-        let mut cap = [0u8; 16];
-        cap[..8].copy_from_slice(&id.to_le_bytes());
-        cap[8..].copy_from_slice(&word.to_le_bytes());
-        core.send_request(
-            self.trustee_id(),
-            None,
-            self.idx,
-            self.gn,
-            kind,
-            Src::slice(&cap),
-            None,
-            false,
-        );
+        control(core, self.trustee_id(), self.idx, self.gn, kind, id, word);
     }
+
+    /// Notes that this handle sent an `apply_then` from `core`'s worker (the first time only).
+    #[cold]
+    #[inline(never)]
+    fn sent_from(&self, core: &WorkerCore) {
+        let senders = self.senders.load(Ordering::Relaxed);
+        self.senders
+            .store(senders | core.sender_bit, Ordering::Relaxed);
+    }
+
+    /// The workers other than this one that sent `apply_then`s through this handle, by global
+    /// id (bit 63 of `senders` stands for every local worker from 63 up).
+    fn other_senders(&self, core: &WorkerCore) -> Vec<usize> {
+        let senders = self.senders.load(Ordering::Relaxed);
+        let place = &core.shared.place;
+        (0..place.local)
+            .filter(|&l| l != core.local && senders & (1 << l.min(63)) != 0)
+            .map(|l| place.base + l)
+            .collect()
+    }
+}
+
+/// Sends a reference-counting record (`kind`: `CONTROL_REGISTER` or `CONTROL_RELEASE`, see
+/// `worker::control_words`) for trust id `id` of property `(idx, gn)` on `trustee`, with its
+/// second word.
+fn control(core: &WorkerCore, trustee: usize, idx: u32, gn: u32, kind: u32, id: u64, word: u64) {
+    let mut cap = [0u8; 16];
+    cap[..8].copy_from_slice(&id.to_le_bytes());
+    cap[8..].copy_from_slice(&word.to_le_bytes());
+    core.send_request(trustee, None, idx, gn, kind, Src::slice(&cap), None, false);
+}
+
+/// What a dropped handle asks a worker it sent `apply_then`s from to do (see the module docs, "A
+/// handle that moved"): register a stand-in trust made from `parent` and release it at once,
+/// behind that worker's earlier requests to the trustee.
+#[derive(Clone, Copy)]
+struct StandIn {
+    trustee: u32,
+    idx: u32,
+    gn: u32,
+    parent: u64,
+}
+
+/// # Safety
+/// `rec` must be a record encoded by `Trust::drop` (captured bytes: one `StandIn`).
+unsafe fn tramp_stand_in(
+    core: &WorkerCore,
+    _client: usize,
+    rec: &Request<'_>,
+    _more: &mut RequestReader<'_>,
+) {
+    // SAFETY: `Trust::drop` copied one `StandIn` into the captured bytes (the contract). A
+    // corrupt record is dropped: nobody waits for an answer, and the property stays alive.
+    let Ok(s) = (unsafe { captured::<StandIn>(rec) }) else {
+        return;
+    };
+    let (t, id) = (s.trustee as usize, core.new_trust_id());
+    control(core, t, s.idx, s.gn, CONTROL_REGISTER, id, s.parent);
+    control(core, t, s.idx, s.gn, CONTROL_RELEASE, id, 0);
 }
 
 impl<T: Send + 'static> Clone for Trust<T> {
@@ -662,6 +727,7 @@ impl<T: Send + 'static> Clone for Trust<T> {
             ty: self.ty,
             id,
             made: AtomicU64::new(0),
+            senders: AtomicU64::new(0),
             _t: PhantomData,
         }
     }
@@ -673,8 +739,31 @@ impl<T: Send + 'static> Drop for Trust<T> {
         // table; there is nobody left to tell.
         if let Some(core) = crate::worker::core() {
             if !core.stopping() && self.current(core) {
-                let made = self.made.load(Ordering::Relaxed);
+                let others = if self.senders.load(Ordering::Relaxed) & !core.sender_bit == 0 {
+                    Vec::new()
+                } else {
+                    self.other_senders(core)
+                };
+                let made = self.made.load(Ordering::Relaxed) + others.len() as u64;
                 self.control(core, CONTROL_RELEASE, self.id, made);
+                let stand_in = StandIn {
+                    trustee: self.trustee_id() as u32,
+                    idx: self.idx,
+                    gn: self.gn,
+                    parent: self.id,
+                };
+                for w in others {
+                    core.send_request(
+                        w,
+                        Some(codeptr::offset_of(tramp_stand_in as Trampoline as usize)),
+                        0,
+                        0,
+                        NO_REPLY,
+                        Src::of(&stand_in),
+                        None,
+                        false,
+                    );
+                }
             }
         }
     }
@@ -723,6 +812,7 @@ impl<'de, T: Send + 'static> serde::Deserialize<'de> for Trust<T> {
             ty: type_index::<T>(),
             id,
             made: AtomicU64::new(0),
+            senders: AtomicU64::new(0),
             _t: PhantomData,
         })
     }
@@ -745,6 +835,7 @@ mod tests {
             ty: type_index::<T>(),
             id: 0,
             made: AtomicU64::new(0),
+            senders: AtomicU64::new(0),
             _t: PhantomData,
         })
     }

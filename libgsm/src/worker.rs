@@ -411,6 +411,9 @@ pub(crate) struct WorkerCore {
     pub home: u64,
     /// Index within this rank.
     pub local: usize,
+    /// This worker's bit in a trust's set of the workers it sent `apply_then`s from
+    /// (`Trust::senders`): bit `local`, or bit 63 for every worker from 63 up.
+    pub sender_bit: u64,
     /// Workers in the job.
     pub count: usize,
     pub shared: Arc<Shared>,
@@ -559,6 +562,7 @@ impl WorkerCore {
             id,
             home: crate::trust::home(id, shared.epoch),
             local,
+            sender_bit: 1 << local.min(63),
             count,
             fibers: RefCell::new(Vec::new()),
             free_fibers: RefCell::new(Vec::new()),

@@ -1,6 +1,7 @@
 //! Reference counting by trust-id sets: the thesis's race (a clone's "add" processed after the
 //! clone's "remove"), the release of a trust processed before the registration of a clone made
-//! from it, and a seeded stress test of many fibers, trusts, clones, drops and applies.
+//! from it or before an `apply_then` sent through it from another worker, and a seeded stress
+//! test of many fibers, trusts, clones, drops and applies.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -155,6 +156,73 @@ fn a_release_that_overtakes_the_registration_of_a_clone_keeps_the_property() {
         assert_eq!(DROPS.load(Ordering::SeqCst), ROUNDS, "freed more than once");
     })
     .unwrap();
+}
+
+/// A trust that sent an `apply_then` from other workers (2, or 2 and 3) and then moved back
+/// (by its bytes, keeping its id) to worker 0, which drops it, while the trustee (1) is too busy
+/// to serve: when it polls again it serves worker 0's ring, with the release, before the
+/// others', with the requests. The property must still be there for the requests (they were
+/// sent through a live trust), and be freed once, after them.
+#[test]
+fn apply_thens_sent_before_their_trust_moved_and_was_dropped_still_find_the_property() {
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    static ANSWERS: AtomicUsize = AtomicUsize::new(0);
+    static DEAD: AtomicUsize = AtomicUsize::new(0);
+    struct P(u64);
+    impl Drop for P {
+        fn drop(&mut self) {
+            DROPS.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    const ROUNDS: usize = 8;
+    for senders in [&[2usize][..], &[2, 3]] {
+        DROPS.store(0, Ordering::SeqCst);
+        ANSWERS.store(0, Ordering::SeqCst);
+        gossamer::run(Config::default().workers(senders.len() + 2), move || {
+            for round in 0..ROUNDS {
+                let mut g = entrust_on(WorkerId::new(1), || P(5));
+                // The trustee spins without polling, so every record waits in its rings.
+                let busy = spawn_on(WorkerId::new(1), || {
+                    let until = std::time::Instant::now() + std::time::Duration::from_millis(30);
+                    while std::time::Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                });
+                for &w in senders {
+                    g = spawn_on_with(WorkerId::new(w), g, |g: Trust<P>| {
+                        g.try_apply_then(
+                            |p| p.0,
+                            |r| {
+                                if r.is_err() {
+                                    DEAD.fetch_add(1, Ordering::SeqCst);
+                                }
+                                ANSWERS.fetch_add(1, Ordering::SeqCst);
+                            },
+                        );
+                        g
+                    })
+                    .join();
+                }
+                drop(g);
+                busy.join();
+                wait_for("the answers and the free", || {
+                    ANSWERS.load(Ordering::SeqCst) == (round + 1) * senders.len()
+                        && DROPS.load(Ordering::SeqCst) == round + 1
+                });
+                assert_eq!(
+                    DEAD.load(Ordering::SeqCst),
+                    0,
+                    "senders {senders:?}, round {round}: the property was freed under a \
+                     request sent through a live trust"
+                );
+            }
+            for _ in 0..1000 {
+                yield_now();
+            }
+            assert_eq!(DROPS.load(Ordering::SeqCst), ROUNDS, "freed more than once");
+        })
+        .unwrap();
+    }
 }
 
 static LIVE: AtomicI64 = AtomicI64::new(0);
