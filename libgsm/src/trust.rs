@@ -597,8 +597,6 @@ impl<T: Send + 'static> Trust<T> {
             let r = core.run_keyed::<T, U>(self.idx, self.gn, self.key(), f);
             // In callback context, as when the answer comes from another worker: the same
             // callback may not block there, so it may not here either.
-            // In callback context, as when the answer comes from another worker: the same
-            // callback may not block there, so it may not here either.
             core.as_callback(|| then(r));
             return;
         }
@@ -739,7 +737,11 @@ impl<T: Send + 'static> Drop for Trust<T> {
         // table; there is nobody left to tell.
         if let Some(core) = crate::worker::core() {
             if !core.stopping() && self.current(core) {
-                let others = if self.senders.load(Ordering::Relaxed) & !core.sender_bit == 0 {
+                let senders = self.senders.load(Ordering::Relaxed);
+                // Sent from nowhere, or from this worker alone (whose bit 63, from 63 up, may
+                // stand for others too).
+                let alone = senders & !core.sender_bit == 0 && (senders == 0 || core.local < 63);
+                let others = if alone {
                     Vec::new()
                 } else {
                     self.other_senders(core)
