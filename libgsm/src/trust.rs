@@ -597,7 +597,7 @@ impl<T: Send + 'static> Trust<T> {
             let r = core.run_keyed::<T, U>(self.idx, self.gn, self.key(), f);
             // In callback context, as when the answer comes from another worker: the same
             // callback may not block there, so it may not here either.
-            core.as_callback(|| then(r));
+            core.guarded((), || then(r));
             return;
         }
         self.send_then(core, f, then);
@@ -615,7 +615,7 @@ impl<T: Send + 'static> Trust<T> {
         then: impl FnOnce(Result<U, DelegationError>) + 'static,
     ) {
         if !self.current(core) {
-            then(Err(DelegationError::DeadProperty));
+            core.guarded((), || then(Err(DelegationError::DeadProperty)));
             return;
         }
         if self.senders.load(Ordering::Relaxed) & core.sender_bit == 0 {

@@ -969,7 +969,7 @@ impl WorkerCore {
                 return;
             }
             self.quick_yields.set(0);
-            self.poll_guarded(false, || self.poll());
+            self.guarded(false, || self.poll());
             if self.nothing_ready() {
                 return;
             }
@@ -1106,16 +1106,6 @@ impl WorkerCore {
         true
     }
 
-    /// Runs `f`, an `apply_then` callback, in callback context (where blocking panics); a panic
-    /// in it goes on unwinding.
-    #[inline(always)]
-    pub(crate) fn as_callback<R>(&self, f: impl FnOnce() -> R) -> R {
-        match caught_at(&self.context, CALLBACK, f) {
-            Ok(r) => r,
-            Err(e) => std::panic::resume_unwind(e),
-        }
-    }
-
     /// Completes request `req` with a response from worker `from`; a response that no request
     /// is waiting for (an unknown id, or one answered already) breaks the protocol: answers
     /// cannot be matched any more, so the job ends with a report rather than go on unsure.
@@ -1207,7 +1197,7 @@ impl WorkerCore {
     #[inline(never)]
     fn wait_for_room(&self, room: impl Fn() -> bool) {
         while !room() && !self.stopping() {
-            if !self.poll_guarded(true, || self.poll()) {
+            if !self.guarded(true, || self.poll()) {
                 std::thread::yield_now();
             }
             self.yield_fiber();
@@ -1285,31 +1275,41 @@ impl WorkerCore {
         self.poll_flushing(true)
     }
 
-    /// Runs `f`, a poll or a drain of the loopback queue: from the scheduler loop, or from a
-    /// yield, a wait for room or an inline apply, and then mostly on a fiber's stack. Wherever
-    /// it runs:
-    /// - in callback context, so that user code it reaches which is neither a closure nor a
-    ///   callback (the destructor of an argument or result it drops, say) cannot block, and is
-    ///   told so ([`BLOCKING_IN_DELEGATED`]): on a fiber's stack that would suspend the fiber in
-    ///   the middle of the poll, with a ring borrowed;
-    /// - with a panic that escapes it (a panicking `apply_then` callback, a failed `apply_then`)
-    ///   ending the job with a report. Unwinding into a fiber instead, it would be taken for
-    ///   that fiber's own failure, and the rest of the batch being completed would be lost,
-    ///   leaving fibers waiting for answers forever.
+    /// Runs `f` in callback context, where a panic that escapes ends the job with a report:
+    /// an `apply_then` callback run at once (the trustee is this worker), or a poll or drain of
+    /// the loopback queue, from the scheduler loop or from a yield, a wait for room or an
+    /// inline apply (and then mostly on a fiber's stack).
+    /// - In callback context the same callback may not block whether its answer came from
+    ///   this worker or another, and user code a poll reaches which is neither closure nor
+    ///   callback (the destructor of an argument or result it drops, say) may not block either,
+    ///   and is told so ([`BLOCKING_IN_DELEGATED`]): on a fiber's stack that would suspend the
+    ///   fiber in the middle of the poll, with a ring borrowed.
+    /// - A panic (a panicking callback, a failed `apply_then`) ends the job as the same panic
+    ///   does from any other worker. Unwinding into a fiber instead, it would be taken for that
+    ///   fiber's own failure (a joiner could swallow it), and in a poll the rest of the batch
+    ///   being completed would be lost, leaving fibers waiting for answers forever.
     ///
     /// Returns what `f` returned, or `otherwise` after a panic.
-    fn poll_guarded<R>(&self, otherwise: R, f: impl FnOnce() -> R) -> R {
+    #[inline(always)]
+    pub(crate) fn guarded<R>(&self, otherwise: R, f: impl FnOnce() -> R) -> R {
         match caught_at(&self.context, CALLBACK, f) {
             Ok(r) => r,
             Err(p) => {
-                self.shared.fail(Error::Panicked {
-                    rank: self.shared.place.rank,
-                    worker: self.id,
-                    message: panic_message(&*p),
-                });
+                self.callback_panicked(&*p);
                 otherwise
             }
         }
+    }
+
+    /// Ends the job for panic `p`, which escaped a callback or a poll on this worker.
+    #[cold]
+    #[inline(never)]
+    fn callback_panicked(&self, p: &(dyn std::any::Any + Send)) {
+        self.shared.fail(Error::Panicked {
+            rank: self.shared.place.rank,
+            worker: self.id,
+            message: panic_message(p),
+        });
     }
 
     /// [`poll`](Self::poll); `requests`: also publish the request batches being filled (responses
@@ -1523,7 +1523,7 @@ impl WorkerCore {
             if self.incoming_waiting() {
                 let k = self.inline_polls.get().wrapping_add(1);
                 self.inline_polls.set(k);
-                self.poll_guarded(false, || self.poll_flushing(k % INLINE_REQUEST_FLUSH == 0));
+                self.guarded(false, || self.poll_flushing(k % INLINE_REQUEST_FLUSH == 0));
             } else if !loopback {
                 self.look_later();
             }
@@ -1536,7 +1536,7 @@ impl WorkerCore {
         }
         // Draining is bounded too: what is left waits for the next inline apply, and this one
         // queues behind it.
-        let left = self.poll_guarded(true, || self.drain_loopback());
+        let left = self.guarded(true, || self.drain_loopback());
         self.inline_runs.set(if left { INLINE_POLL } else { 0 });
         !left
     }
@@ -2057,7 +2057,7 @@ impl WorkerCore {
         let mut drain_seen = false;
         while !self.stopping() {
             let ran = self.run_ready(POLL_EVERY);
-            let polled = self.poll_guarded(true, || self.poll());
+            let polled = self.guarded(true, || self.poll());
             let worked = ran > 0 || polled;
             if self.shared.draining.load(Ordering::Relaxed) {
                 if worked || !drain_seen {

@@ -3,7 +3,7 @@
 
 use std::cell::Cell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use gossamer::{
     Config, DelegationError, Trust, WorkerId, entrust, entrust_on, spawn, spawn_on, spawn_on_with,
@@ -397,6 +397,35 @@ fn a_panicking_callback_run_by_a_poll_on_another_fibers_stack_ends_the_job() {
     }
 }
 
+#[test]
+fn a_failed_apply_then_ends_the_job_when_its_trustee_is_the_callers_worker_too() {
+    // The failure reaches the callback at once, on the calling fiber: it must end the job as
+    // it does when the answer comes from another worker, not become that fiber's own panic
+    // (which its joiner could swallow).
+    let r = ends_within_a_minute(|| {
+        gossamer::run(cfg(1), || {
+            let t = entrust(0u64);
+            let joined = spawn(move || t.apply_then(|_| -> u64 { panic!("boom") }, |_| {}))
+                .try_join()
+                .is_ok();
+            let start = std::time::Instant::now();
+            while start.elapsed() < std::time::Duration::from_secs(30) {
+                yield_now();
+            }
+            joined
+        })
+    });
+    match r {
+        Err(gossamer::Error::Panicked { message, .. }) => {
+            assert!(
+                message.contains("apply_then failed") && message.contains("boom"),
+                "{message}"
+            );
+        }
+        other => panic!("expected the failed apply_then to end the job, got {other:?}"),
+    }
+}
+
 /// An argument whose destructor makes a blocking apply (fine in a fiber, refused in a poll).
 struct BlockingDrop(Trust<u64>);
 impl Drop for BlockingDrop {
@@ -425,12 +454,18 @@ fn a_value_dropped_by_a_poll_on_a_fibers_stack_cannot_block_there() {
             let p = entrust_on(WorkerId::new(1), || 0u64);
             let q = entrust_on(WorkerId::new(2), || 0u64);
             assert!(p.try_apply(|_| -> () { panic!("poison it") }).is_err());
+            static YIELDING: AtomicBool = AtomicBool::new(false);
             let yielder = spawn_on(WorkerId::new(1), || {
+                YIELDING.store(true, Ordering::SeqCst);
                 let start = std::time::Instant::now();
                 while start.elapsed() < std::time::Duration::from_secs(30) {
                     yield_now();
                 }
             });
+            // Sent once the yielder runs, so that its polls serve it.
+            while !YIELDING.load(Ordering::SeqCst) {
+                yield_now();
+            }
             let r = p.try_apply_with(BlockingDrop(q.clone()), |_, _g| ());
             drop(yielder);
             r
