@@ -594,10 +594,9 @@ impl<T: Send + 'static> Trust<T> {
     ) {
         let core = core_or_panic("Trust::apply_then");
         if self.local(core) {
-            let r = core.run_keyed::<T, U>(self.idx, self.gn, self.key(), f);
-            // In callback context, as when the answer comes from another worker: the same
-            // callback may not block there, so it may not here either.
-            core.guarded((), || then(r));
+            // The callback in callback context, as when the answer comes from another worker:
+            // the same callback may not block there, so it may not here either.
+            core.run_keyed_then::<T, U>(self.idx, self.gn, self.key(), f, then);
             return;
         }
         self.send_then(core, f, then);

@@ -696,6 +696,44 @@ impl WorkerCore {
         unsafe { self.run_on(p, idx, gn, f) }
     }
 
+    /// [`run_keyed`](Self::run_keyed) and then `then` with its result, as an inline
+    /// `apply_then` does: the closure in delegated context, the callback in callback context
+    /// (a panic in it ends the job, see [`guarded`](Self::guarded)). The context word goes from
+    /// the closure's level straight to the callback's: three stores per apply instead of four.
+    #[inline(always)]
+    pub(crate) fn run_keyed_then<T: 'static, U>(
+        &self,
+        idx: u32,
+        gn: u32,
+        k: u64,
+        f: impl FnOnce(&mut T) -> U,
+        then: impl FnOnce(Result<U, DelegationError>),
+    ) {
+        let level = self.context.get();
+        // SAFETY: the reference ends with this statement, and a lookup runs no user code.
+        let r = match unsafe { self.table() }.get_keyed::<T>(idx, gn, k) {
+            Ok(p) => {
+                self.context.set(level + DELEGATED);
+                // SAFETY: `p` was just looked up, so it is live; see `run_on`.
+                let r = catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *p })));
+                self.context.set(level + CALLBACK);
+                r.map_err(|e| {
+                    self.props.borrow_mut().poison(idx, gn);
+                    panic_to_error(&*e)
+                })
+            }
+            Err(e) => {
+                self.context.set(level + CALLBACK);
+                Err(e)
+            }
+        };
+        let c = catch_unwind(AssertUnwindSafe(|| then(r)));
+        self.context.set(level);
+        if let Err(p) = c {
+            self.callback_panicked(&*p);
+        }
+    }
+
     /// Where the live, unpoisoned property `(idx, gn)` of type `T` is.
     #[inline(always)]
     fn lookup<T: 'static>(&self, idx: u32, gn: u32) -> Result<*mut T, DelegationError> {
