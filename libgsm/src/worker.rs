@@ -21,8 +21,12 @@
 //! **Contexts.** Code runs on a worker in one of three contexts: a *fiber* (may block: apply, join,
 //! yield), a *delegated closure* (a closure run against a property, inline or served; may not
 //! block, since blocking would have to suspend the poller or alias the property), or a *callback*
-//! (an `apply_then` callback, run by the poller; may not block either, it is not a fiber). A
-//! blocking call in the wrong context panics at once with [`BLOCKING_IN_DELEGATED`].
+//! (an `apply_then` callback, run by the poller, or at once on the calling fiber when the trustee
+//! is its own worker; may not block either way, so that it behaves the same wherever its answer
+//! comes from). Everything else a poll runs (destructors of values it drops) is in callback
+//! context too. A blocking call in the wrong context panics at once with
+//! [`BLOCKING_IN_DELEGATED`]; a panic that escapes a callback or a poll ends the job
+//! ([`WorkerCore::guarded`]).
 //!
 //! **Idle backoff and wake-up.** An idle worker spins, then yields its thread, then parks. Before
 //! parking it stores `sleeping = true`, issues a SeqCst fence and re-checks its rings; a producer
