@@ -1343,7 +1343,8 @@ impl WorkerCore {
         }
     }
 
-    /// Ends the job for panic `p`, which escaped a callback or a poll on this worker.
+    /// Ends the job for panic `p`, which escaped a callback, a poll or a property's destructor on
+    /// this worker.
     #[cold]
     #[inline(never)]
     fn callback_panicked(&self, p: &(dyn std::any::Any + Send)) {
@@ -1447,7 +1448,10 @@ impl WorkerCore {
                 }
             }
         }
-        self.flush_all(requests);
+        // Publishing counts as work: a batch that waited for room in a full ring and goes out
+        // now must bump the job's activity (`run_loop`) like the serving that will follow, or
+        // the termination wave could find every worker quiet with it unserved in the ring.
+        work |= self.flush_all(requests);
         self.publish_traffic();
         // The fibers' share: as many inline applies before the next look as requests were just
         // served (at least `INLINE_POLL`), unless the loopback queue has a claim on the next one.
@@ -1694,7 +1698,10 @@ impl WorkerCore {
         self.ready.borrow().is_empty()
     }
 
-    fn flush_all(&self, requests: bool) {
+    /// Publishes the staged batches to every other worker (request batches only if `requests`);
+    /// returns whether any slot was published.
+    fn flush_all(&self, requests: bool) -> bool {
+        let mut any = false;
         for d in 0..self.count {
             if d == self.id {
                 continue;
@@ -1713,7 +1720,9 @@ impl WorkerCore {
                 }
             }
             self.published(d, n);
+            any |= n > 0;
         }
+        any
     }
 
     /// Serves one request batch. `pointers`: the batch comes from this process, so its large
@@ -2150,9 +2159,14 @@ impl WorkerCore {
         for co in fibers.into_iter().flatten() {
             let _ = catch_unwind(AssertUnwindSafe(move || drop(co)));
         }
+        // A property still here lost its last trust to a leak (or never had it released
+        // before the end); its destructor runs now, and a panic in it is reported as one
+        // during the run is (`toggle`), not lost.
         let vals = self.props.borrow_mut().drain();
         for v in vals {
-            let _ = catch_unwind(AssertUnwindSafe(move || drop(v)));
+            if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(v))) {
+                self.callback_panicked(&*p);
+            }
         }
     }
 

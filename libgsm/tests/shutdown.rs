@@ -2,7 +2,7 @@
 //! served and answered, its callbacks run and its clone/drop toggles are applied, before `run`
 //! returns; leftover properties are dropped exactly once.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use gossamer::{Config, WorkerId, entrust_on};
 
@@ -89,4 +89,76 @@ fn spmd_drains_requests_between_all_workers() {
     })
     .unwrap();
     assert_eq!(DONE.load(Ordering::SeqCst), 3 * N);
+}
+
+/// Worker 0 sends `n` one-way messages to worker 1 and returns; a fiber on worker 1 whose
+/// handle was dropped receives them. Returns how many it received and whether it finished.
+fn detached_receiver(cfg: Config, n: u64) -> (u64, bool) {
+    static RECEIVED: AtomicU64 = AtomicU64::new(0);
+    static FINISHED: AtomicBool = AtomicBool::new(false);
+    RECEIVED.store(0, Ordering::SeqCst);
+    FINISHED.store(false, Ordering::SeqCst);
+    gossamer::spmd(cfg, move |w| {
+        if w.id() == 0 {
+            for i in 0..n {
+                gossamer::send(WorkerId::new(1), 7, i);
+            }
+        } else {
+            drop(gossamer::spawn(move || {
+                for _ in 0..n {
+                    let _: u64 = gossamer::recv(WorkerId::new(0), 7);
+                    RECEIVED.fetch_add(1, Ordering::SeqCst);
+                }
+                FINISHED.store(true, Ordering::SeqCst);
+            }));
+        }
+    })
+    .unwrap();
+    (
+        RECEIVED.load(Ordering::SeqCst),
+        FINISHED.load(Ordering::SeqCst),
+    )
+}
+
+#[test]
+fn one_way_messages_that_waited_for_room_are_all_delivered_before_the_job_ends() {
+    // The sender's last batches wait for room in the full ring and go out in a poll that serves
+    // nothing: the job must not end before the receiver has had them (it ended early in most
+    // runs when publishing did not count as work).
+    let small = cfg(2).slot_size(256).slots_per_ring(2);
+    for (config, n, runs) in [(small, 2_000u64, 60), (cfg(2), 200_000, 10)] {
+        for run in 0..runs {
+            assert_eq!(
+                detached_receiver(config.clone(), n),
+                (n, true),
+                "run {run} with {config:?}: the job ended before every message was received"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_panic_in_a_property_destructor_at_teardown_is_reported() {
+    static DROPS: AtomicU64 = AtomicU64::new(0);
+    struct Boom;
+    impl Drop for Boom {
+        fn drop(&mut self) {
+            DROPS.fetch_add(1, Ordering::SeqCst);
+            panic!("boom in a destructor");
+        }
+    }
+    // Its trust is leaked, so the property stays until the runtime's teardown drops it.
+    let r = gossamer::run(cfg(2), || {
+        std::mem::forget(entrust_on(WorkerId::new(1), || Boom));
+    });
+    assert_eq!(DROPS.load(Ordering::SeqCst), 1);
+    match r {
+        Err(gossamer::Error::Panicked {
+            worker, message, ..
+        }) => {
+            assert_eq!(worker, 1, "{message}");
+            assert!(message.contains("boom in a destructor"), "{message}");
+        }
+        other => panic!("expected the destructor's panic to be reported, got {other:?}"),
+    }
 }
