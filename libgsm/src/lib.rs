@@ -97,6 +97,15 @@
 //!     t.apply(move |p| *p += *b);
 //! });
 //! ```
+//! ```compile_fail,E0080
+//! // A capture larger than 65 535 bytes is refused when the program is built: pass large data
+//! // as the argument of `apply_with` instead.
+//! gossamer::run(gossamer::Config::default(), || {
+//!     let t = gossamer::entrust(0u8);
+//!     let big = [1u8; 70_000];
+//!     t.apply(move |p| *p += big[69_999]);
+//! });
+//! ```
 //! ```
 //! // Plain `Copy` captures are fine.
 //! gossamer::run(gossamer::Config::default().workers(1), || {

@@ -268,7 +268,7 @@ where
         0,
         0,
         req,
-        Src::of(&f),
+        Src::closure(&f),
         None,
         false,
     );
@@ -379,7 +379,7 @@ where
         0,
         0,
         req,
-        Src::of(&f),
+        Src::closure(&f),
         Some(arg.src()),
         arg.encoded(),
     );

@@ -154,7 +154,7 @@ where
         tramp_entrust::<T, F> as Trampoline,
         0,
         0,
-        Src::of(&make),
+        Src::closure(&make),
         Some(Src::of(&id)),
         false,
     );
@@ -511,7 +511,7 @@ impl<T: Send + 'static> Trust<T> {
             tramp_apply::<T, U, F> as Trampoline,
             self.idx,
             self.gn,
-            Src::of(&f),
+            Src::closure(&f),
             None,
             false,
         )
@@ -554,7 +554,7 @@ impl<T: Send + 'static> Trust<T> {
             tramp_apply_with::<T, A, U, F> as Trampoline,
             self.idx,
             self.gn,
-            Src::of(&f),
+            Src::closure(&f),
             Some(arg.src()),
             arg.encoded(),
         )
@@ -632,7 +632,7 @@ impl<T: Send + 'static> Trust<T> {
             self.idx,
             self.gn,
             req,
-            Src::of(&f),
+            Src::closure(&f),
             None,
             false,
         );

@@ -1707,20 +1707,23 @@ impl WorkerCore {
                 continue;
             }
             let mut n = 0;
-            if requests {
-                let mut q = self.out_req[d].borrow_mut();
-                if q.is_dirty() {
-                    n += q.flush();
-                }
-            }
-            {
-                let mut q = self.out_resp[d].borrow_mut();
-                if q.is_dirty() {
-                    n += q.flush();
+            let mut broken = None;
+            for (q, go) in [(&self.out_req[d], requests), (&self.out_resp[d], true)] {
+                let mut q = q.borrow_mut();
+                if go && q.is_dirty() {
+                    let k = q.flush();
+                    // Nothing went out while batches wait: back-pressure, or a broken ring.
+                    if k == 0 && q.backlog() > 0 {
+                        broken = broken.or_else(|| q.broken().map(|e| e.to_string()));
+                    }
+                    n += k;
                 }
             }
             self.published(d, n);
             any |= n > 0;
+            if let Some(e) = broken {
+                self.ring_broken(d, &format!("the ring to it takes no more slots: {e}"));
+            }
         }
         any
     }
@@ -2348,6 +2351,57 @@ mod tests {
                 other => panic!("expected a Wire error, got {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_ring_whose_consumer_broke_the_protocol_ends_the_job() {
+        use std::time::Duration;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(broken_ring_job());
+        });
+        // Waiting on the broken ring instead would hang: fail the test after a minute.
+        let r = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the job hung on a ring whose consumer broke the protocol");
+        match r {
+            Err(Error::Protocol { detail, .. }) => {
+                assert!(detail.contains("takes no more slots"), "{detail}")
+            }
+            other => panic!("expected a protocol error, got {other:?}"),
+        }
+    }
+
+    /// A 2-worker job whose worker 1 breaks the protocol of the ring from worker 0 to it.
+    fn broken_ring_job() -> Result<(), Error> {
+        use std::sync::atomic::Ordering;
+        use std::time::{Duration, Instant};
+        crate::run(Config::default().workers(2), || {
+            let t = crate::entrust_on(crate::WorkerId::new(1), || 0u64);
+            // Worker 1 consumes nothing for a while, so the word written below stays.
+            let busy = crate::spawn_on(crate::WorkerId::new(1), || {
+                let until = Instant::now() + Duration::from_millis(300);
+                while Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+            });
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_millis(20) {
+                yield_now();
+            }
+            // Worker 1 "releases" slots never published on the ring from worker 0 to it.
+            let core = super::core().expect("on a worker");
+            core.out_req[1]
+                .borrow()
+                .release_word()
+                .expect("a ring to worker 1")
+                .store(1 << 40, Ordering::Release);
+            // More requests than the ring holds: it must be found broken, not waited on.
+            for _ in 0..50_000 {
+                t.apply_then(|c| *c += 1, |()| {});
+            }
+            drop(busy);
+        })
     }
 
     /// A batch of `records` (header, no code table).

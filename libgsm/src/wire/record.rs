@@ -64,7 +64,7 @@ use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 
-use crate::wire::ring::Producer;
+use crate::wire::ring::{Producer, RingError};
 
 /// A byte that may be uninitialised (padding of a value moved by bytes).
 pub(crate) type Byte = MaybeUninit<u8>;
@@ -127,6 +127,20 @@ pub(crate) struct Src<'a> {
     _borrow: PhantomData<&'a ()>,
 }
 
+/// A capture's length for its 16-bit header field. `Src::closure` refuses closures of more than
+/// 65 535 bytes when the program is built, so a longer capture here is a bug, not data to cut.
+fn cap_len16(n: usize) -> u16 {
+    u16::try_from(n).expect("gossamer: a capture of more than 65 535 bytes reached the encoder")
+}
+
+/// An argument's length for its 32-bit field: an argument of 4 GiB or more cannot be moved in
+/// one record, and is refused with that reason rather than cut.
+fn arg_len32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or_else(|_| {
+        panic!("gossamer: an argument of {n} bytes (4 GiB or more) cannot be sent in one request")
+    })
+}
+
 impl<'a> Src<'a> {
     /// The `size_of::<V>()` bytes of `v`, padding included.
     #[inline]
@@ -136,6 +150,22 @@ impl<'a> Src<'a> {
             len: std::mem::size_of::<V>(),
             _borrow: PhantomData,
         }
+    }
+
+    /// The bytes of a closure `f` as a request record's captured bytes, whose length field is
+    /// 16 bits: a closure that captures more than 65 535 bytes is refused when the program is
+    /// built (the capture of a delegated closure is `Copy` data; a large value travels as an
+    /// `apply_with` argument instead, which has no such limit).
+    #[inline]
+    pub(crate) fn closure<F>(f: &'a F) -> Self {
+        const {
+            assert!(
+                std::mem::size_of::<F>() <= u16::MAX as usize,
+                "gossamer: a delegated closure captures more than 65 535 bytes; pass large data \
+                 as the argument of apply_with (or spawn_on_with) instead"
+            )
+        };
+        Src::of(f)
     }
 
     /// The bytes of a slice.
@@ -469,6 +499,25 @@ impl OutQueue {
         n
     }
 
+    /// Why the ring this queue publishes to will take no more slots, if its consumer broke the
+    /// protocol (a release counter it cannot have written; see `Producer::poisoned`). Its
+    /// batches then wait for ever, looking like back-pressure, so the worker must end the job.
+    pub(crate) fn broken(&self) -> Option<&RingError> {
+        match &self.sink {
+            Sink::Ring(prod) => prod.poisoned(),
+            _ => None,
+        }
+    }
+
+    /// The release word of the ring this queue publishes to (tests only).
+    #[cfg(test)]
+    pub(crate) fn release_word(&self) -> Option<&std::sync::atomic::AtomicU64> {
+        match &self.sink {
+            Sink::Ring(prod) => Some(prod.release_word()),
+            _ => None,
+        }
+    }
+
     pub(crate) fn recycle(&mut self, b: Vec<Byte>) {
         if self.pool.len() < POOL {
             self.pool.push(b);
@@ -607,10 +656,10 @@ impl OutQueue {
         let b = &mut self.buf;
         put_bytes(
             b,
-            &request_header(fidx, flags, cap.len() as u16, req, idx, gn),
+            &request_header(fidx, flags, cap_len16(cap.len()), req, idx, gn),
         );
         if let Some(a) = arg {
-            put_bytes(b, &(a.len() as u32).to_le_bytes());
+            put_bytes(b, &arg_len32(a.len()).to_le_bytes());
         }
         if large && self.remote {
             let mut v = Vec::with_capacity(body);
@@ -659,10 +708,10 @@ impl OutQueue {
         }
         let mut start = Vec::with_capacity(REQ_HEADER + 12);
         let fidx = if code.is_some() { 0 } else { CONTROL };
-        let cap_len = cap.len().min(u16::MAX as usize) as u16;
+        let cap_len = cap_len16(cap.len());
         start.extend_from_slice(&request_header(fidx, flags, cap_len, req, idx, gn));
         if let Some(a) = arg {
-            start.extend_from_slice(&(a.len() as u32).to_le_bytes());
+            start.extend_from_slice(&arg_len32(a.len()).to_le_bytes());
         }
         let mut body = Vec::with_capacity(cap.len() + arg.map_or(0, |a| a.len()));
         put(&mut body, cap);
@@ -1740,6 +1789,40 @@ mod tests {
             }
         }
         assert_eq!(seen, (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_ring_whose_consumer_broke_the_protocol_is_reported_not_taken_for_back_pressure() {
+        use crate::wire::ring::{RingLayout, RingMemory};
+        use std::sync::Arc;
+        let layout = RingLayout::new(2, 256).expect("a ring layout");
+        let mut region = vec![0u64; layout.bytes().div_ceil(8) + 16];
+        // Aligned as the ring asks (`RingLayout::align`, 128 bytes).
+        let bytes = region.as_mut_ptr().cast::<u8>();
+        let off = bytes.align_offset(RingLayout::align());
+        // SAFETY: `off` is less than 128 bytes, within the 16 spare words of the allocation.
+        let base = unsafe { bytes.add(off) };
+        // SAFETY: `layout.bytes()` zeroed, aligned bytes that outlive the ring (`region` lives
+        // to the end of the test, after `q` and `mem`).
+        let mem = Arc::new(unsafe { RingMemory::from_raw(base, layout) });
+        let (prod, _cons) = mem.split();
+        let mut q = OutQueue::new(256, Sink::Ring(prod), true);
+        for i in 0..2u32 {
+            q.push_request(Some(1), 1, 1, i, Src::slice(&[0; 8]), None, 0);
+            assert_eq!(q.flush(), 1);
+        }
+        assert!(q.broken().is_none());
+        // The consumer writes a release counter past what was published.
+        // SAFETY: the release counter is the region's first word (the ring's layout).
+        unsafe { std::ptr::write_volatile(base.cast::<u64>(), 99) };
+        q.push_request(Some(1), 1, 1, 7, Src::slice(&[0; 8]), None, 0);
+        assert_eq!(q.flush(), 0);
+        assert_eq!(q.backlog(), 1);
+        assert!(
+            q.broken().is_some(),
+            "the corrupt ring looks like back-pressure"
+        );
+        drop(q);
     }
 
     #[test]

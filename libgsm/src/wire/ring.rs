@@ -438,6 +438,12 @@ impl fmt::Debug for Producer {
 }
 
 impl Producer {
+    /// The consumer's release word, for tests that play a consumer breaking the protocol.
+    #[cfg(test)]
+    pub(crate) fn release_word(&self) -> &std::sync::atomic::AtomicU64 {
+        self.mem.region.released()
+    }
+
     /// A slot to fill, or `None` if the consumer has not yet released it (back-pressure) or the
     /// ring is poisoned (see [`Producer::poisoned`]).
     #[inline]
