@@ -61,7 +61,17 @@ fn pin_to(cpu: usize) {
 
 /// The ring geometry of `config`.
 pub(crate) fn layout_of(config: &Config) -> Result<RingLayout, Error> {
-    RingLayout::new(config.slots_per_ring as u32, config.slot_size as u32).map_err(|e| {
+    // Both are 32-bit in a ring's layout: larger values are refused, not wrapped.
+    let (Ok(slots), Ok(slot_size)) = (
+        u32::try_from(config.slots_per_ring),
+        u32::try_from(config.slot_size),
+    ) else {
+        return Err(Error::Config(format!(
+            "slots_per_ring = {}, slot_size = {} bytes (each must be below 2^32)",
+            config.slots_per_ring, config.slot_size
+        )));
+    };
+    RingLayout::new(slots, slot_size).map_err(|e| {
         Error::Config(format!(
             "{e} (slots_per_ring must be a power of two, slot_size a multiple of 64)"
         ))

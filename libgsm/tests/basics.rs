@@ -697,3 +697,17 @@ fn blocking_calls_outside_a_runtime_panic_with_what_to_do() {
         );
     }
 }
+
+#[test]
+fn ring_sizes_past_32_bits_are_refused_not_wrapped() {
+    // 2^32 + 256 would wrap to a 256-byte slot while batches were sized for the full value.
+    for config in [
+        cfg(2).slot_size((1 << 32) + 256),
+        cfg(2).slots_per_ring((1 << 32) + 2),
+    ] {
+        match gossamer::run(config, || ()) {
+            Err(gossamer::Error::Config(m)) => assert!(m.contains("below 2^32"), "{m}"),
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+    }
+}
