@@ -2354,6 +2354,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(not(loom))]
     fn a_ring_whose_consumer_broke_the_protocol_ends_the_job() {
         use std::time::Duration;
         let (tx, rx) = std::sync::mpsc::channel();
@@ -2373,6 +2374,7 @@ mod tests {
     }
 
     /// A 2-worker job whose worker 1 breaks the protocol of the ring from worker 0 to it.
+    #[cfg(not(loom))]
     fn broken_ring_job() -> Result<(), Error> {
         use std::sync::atomic::Ordering;
         use std::time::{Duration, Instant};

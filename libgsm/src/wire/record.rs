@@ -510,7 +510,7 @@ impl OutQueue {
     }
 
     /// The release word of the ring this queue publishes to (tests only).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn release_word(&self) -> Option<&std::sync::atomic::AtomicU64> {
         match &self.sink {
             Sink::Ring(prod) => Some(prod.release_word()),
@@ -1792,6 +1792,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(not(loom))]
     fn a_ring_whose_consumer_broke_the_protocol_is_reported_not_taken_for_back_pressure() {
         use crate::wire::ring::{RingLayout, RingMemory};
         use std::sync::Arc;

@@ -439,7 +439,7 @@ impl fmt::Debug for Producer {
 
 impl Producer {
     /// The consumer's release word, for tests that play a consumer breaking the protocol.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn release_word(&self) -> &std::sync::atomic::AtomicU64 {
         self.mem.region.released()
     }
