@@ -52,7 +52,7 @@ use crate::wire::codeptr;
 use crate::wire::record::{Byte, Request, RequestReader, SER, Src};
 use crate::worker::{
     CONTROL_REGISTER, CONTROL_RELEASE, Data, NO_REPLY, Trampoline, WorkerCore, captured,
-    core_or_panic, decode,
+    core_or_panic, decode, sender_bit,
 };
 
 /// A handle to a property held by a trustee worker. Cloning and dropping it updates the
@@ -665,7 +665,7 @@ impl<T: Send + 'static> Trust<T> {
         let senders = self.senders.load(Ordering::Relaxed);
         let place = &core.shared.place;
         (0..place.local)
-            .filter(|&l| l != core.local && senders & (1 << l.min(63)) != 0)
+            .filter(|&l| l != core.local && senders & sender_bit(l) != 0)
             .map(|l| place.base + l)
             .collect()
     }

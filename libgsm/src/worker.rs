@@ -130,6 +130,13 @@ const SHARE_CHUNK: u32 = 256;
 /// the wait is at most this, or one chunk of applies, whichever is longer.
 const SHARE_TIME: Duration = Duration::from_millis(1);
 
+/// Local worker `local`'s bit in a trust's set of the workers it sent `apply_then`s from
+/// (`Trust::senders`): bit `local`, or bit 63 for every worker from 63 up.
+#[inline]
+pub(crate) fn sender_bit(local: usize) -> u64 {
+    1 << local.min(63)
+}
+
 /// One level of delegated closure, and one of callback, in `WorkerCore::context`.
 const DELEGATED: u64 = 1;
 const CALLBACK: u64 = 1 << 32;
@@ -415,8 +422,7 @@ pub(crate) struct WorkerCore {
     pub home: u64,
     /// Index within this rank.
     pub local: usize,
-    /// This worker's bit in a trust's set of the workers it sent `apply_then`s from
-    /// (`Trust::senders`): bit `local`, or bit 63 for every worker from 63 up.
+    /// [`sender_bit`]`(local)`, kept for the `apply_then` send path.
     pub sender_bit: u64,
     /// Workers in the job.
     pub count: usize,
@@ -566,7 +572,7 @@ impl WorkerCore {
             id,
             home: crate::trust::home(id, shared.epoch),
             local,
-            sender_bit: 1 << local.min(63),
+            sender_bit: sender_bit(local),
             count,
             fibers: RefCell::new(Vec::new()),
             free_fibers: RefCell::new(Vec::new()),
@@ -721,10 +727,7 @@ impl WorkerCore {
                 // SAFETY: `p` was just looked up, so it is live; see `run_on`.
                 let r = catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *p })));
                 self.context.set(level + CALLBACK);
-                r.map_err(|e| {
-                    self.props.borrow_mut().poison(idx, gn);
-                    panic_to_error(&*e)
-                })
+                r.map_err(|e| self.closure_panicked(idx, gn, &*e))
             }
             Err(e) => {
                 self.context.set(level + CALLBACK);
@@ -781,10 +784,20 @@ impl WorkerCore {
     ) -> Result<U, DelegationError> {
         // SAFETY: see the contract above.
         let r = caught_at(&self.context, DELEGATED, || f(unsafe { &mut *p }));
-        r.map_err(|e| {
-            self.props.borrow_mut().poison(idx, gn);
-            panic_to_error(&*e)
-        })
+        r.map_err(|e| self.closure_panicked(idx, gn, &*e))
+    }
+
+    /// A delegated closure on property `(idx, gn)` panicked with `e`: poisons the property and
+    /// returns the error its caller gets.
+    #[cold]
+    fn closure_panicked(
+        &self,
+        idx: u32,
+        gn: u32,
+        e: &(dyn std::any::Any + Send),
+    ) -> DelegationError {
+        self.props.borrow_mut().poison(idx, gn);
+        panic_to_error(e)
     }
 
     /// Serves `first`, a request to run an `F` on a `T`, and then every record right behind it
@@ -1709,8 +1722,11 @@ impl WorkerCore {
             let mut n = 0;
             let mut broken = None;
             for (q, go) in [(&self.out_req[d], requests), (&self.out_resp[d], true)] {
+                if !go {
+                    continue;
+                }
                 let mut q = q.borrow_mut();
-                if go && q.is_dirty() {
+                if q.is_dirty() {
                     let k = q.flush();
                     // Nothing went out while batches wait: back-pressure, or a broken ring.
                     if k == 0 && q.backlog() > 0 {

@@ -350,6 +350,24 @@ fn a_blocking_call_in_an_apply_then_callback_is_refused_wherever_the_answer_come
     assert_eq!(refused, Some(true));
 }
 
+/// Asserts that `r` is the job's end by a panic on `worker` (any, if `None`) whose message
+/// holds every one of `words`.
+fn job_ended_by_a_panic<R: std::fmt::Debug>(
+    r: Result<R, gossamer::Error>,
+    worker: Option<usize>,
+    words: &[&str],
+) {
+    match r {
+        Err(gossamer::Error::Panicked {
+            worker: w, message, ..
+        }) => {
+            assert!(worker.is_none_or(|x| x == w), "worker {w}: {message}");
+            assert!(words.iter().all(|x| message.contains(x)), "{message}");
+        }
+        other => panic!("expected a panic to end the job, got {other:?}"),
+    }
+}
+
 /// Runs `job` on a thread of its own; fails the test if it has not ended within 60 s.
 fn ends_within_a_minute<R: Send + 'static>(job: impl FnOnce() -> R + Send + 'static) -> R {
     let (tx, rx) = std::sync::mpsc::channel();
@@ -383,18 +401,7 @@ fn a_panicking_callback_run_by_a_poll_on_another_fibers_stack_ends_the_job() {
             v
         })
     });
-    match r {
-        Err(gossamer::Error::Panicked {
-            worker, message, ..
-        }) => {
-            assert_eq!(worker, 0, "{message}");
-            assert!(
-                message.contains("apply_then failed") && message.contains("boom"),
-                "{message}"
-            );
-        }
-        other => panic!("expected the callback's panic to end the job, got {other:?}"),
-    }
+    job_ended_by_a_panic(r, Some(0), &["apply_then failed", "boom"]);
 }
 
 #[test]
@@ -415,15 +422,7 @@ fn a_failed_apply_then_ends_the_job_when_its_trustee_is_the_callers_worker_too()
             joined
         })
     });
-    match r {
-        Err(gossamer::Error::Panicked { message, .. }) => {
-            assert!(
-                message.contains("apply_then failed") && message.contains("boom"),
-                "{message}"
-            );
-        }
-        other => panic!("expected the failed apply_then to end the job, got {other:?}"),
-    }
+    job_ended_by_a_panic(r, None, &["apply_then failed", "boom"]);
 }
 
 /// An argument whose destructor makes a blocking apply (fine in a fiber, refused in a poll).
@@ -471,15 +470,7 @@ fn a_value_dropped_by_a_poll_on_a_fibers_stack_cannot_block_there() {
             r
         })
     });
-    match r {
-        Err(gossamer::Error::Panicked {
-            worker, message, ..
-        }) => {
-            assert_eq!(worker, 1, "{message}");
-            assert!(message.contains("blocking call"), "{message}");
-        }
-        other => panic!("expected the refused blocking drop to end the job, got {other:?}"),
-    }
+    job_ended_by_a_panic(r, Some(1), &["blocking call"]);
 }
 
 #[test]
