@@ -52,7 +52,7 @@ use crate::property::{PropertyTable, Toggle};
 use crate::wire::codeptr;
 use crate::wire::record::{
     Body, Byte, CONTROL, Large, OutQueue, Partial, RELEASE, RESP_CONT, Request, RequestReader,
-    ResponseReader, SER, SER_STATUS, SMALL, Sink, Src, classify,
+    ResponseReader, SER, SER_STATUS, SMALL, Sink, Src, classify, parked_by_responses,
 };
 use crate::wire::ring::{Consumer, Producer};
 
@@ -585,8 +585,8 @@ impl WorkerCore {
         let (out_req, out_resp) = (mk(ends.req_out), mk(ends.resp_out));
         for g in (0..count).filter(|&g| remote[g]) {
             if place.far.get(place.rank_of(g) as usize) == Some(&true) {
-                out_req[g].borrow_mut().allow_far();
-                out_resp[g].borrow_mut().allow_far();
+                out_req[g].borrow_mut().allow_far(false);
+                out_resp[g].borrow_mut().allow_far(true);
             }
         }
         WorkerCore {
@@ -1847,9 +1847,12 @@ impl WorkerCore {
         }
         if rec.fidx == RELEASE {
             let token = control_id(rec.cap());
-            if !self.out_req[client].borrow_mut().release(token) {
-                self.out_resp[client].borrow_mut().release(token);
-            }
+            let q = if parked_by_responses(token) {
+                &self.out_resp[client]
+            } else {
+                &self.out_req[client]
+            };
+            q.borrow_mut().release(token);
             return;
         }
         if rec.fidx == CONTROL {

@@ -284,6 +284,18 @@ pub(crate) enum Sink {
     Loopback,
 }
 
+/// The bit that marks the token of a body parked by a queue of responses. A destination releases
+/// the bodies of requests and of responses with the same record, so the two queues to it must
+/// not hand out the same token: numbered alike from 1, the release of response 1 freed request
+/// 1's body while the destination had yet to read it (it then read freed memory of this process).
+const RESPONSE_TOKEN: u64 = 1 << 63;
+
+/// Whether `token` names a body parked by a queue of responses (else one of requests).
+#[inline]
+pub(crate) fn parked_by_responses(token: u64) -> bool {
+    token & RESPONSE_TOKEN != 0
+}
+
 /// Staging for one destination: the batch being filled, sealed batches waiting for ring space,
 /// and spare buffers.
 #[derive(Debug)]
@@ -339,9 +351,12 @@ impl OutQueue {
         }
     }
 
-    /// Lets large bodies to this destination be read from this process's memory.
-    pub(crate) fn allow_far(&mut self) {
+    /// Lets large bodies to this destination be read from this process's memory; `responses`:
+    /// this is the queue of responses to that destination, whose tokens are numbered apart from
+    /// those of the requests to it (see [`parked_by_responses`]).
+    pub(crate) fn allow_far(&mut self, responses: bool) {
         self.far = self.remote;
+        self.next_token = if responses { RESPONSE_TOKEN | 1 } else { 1 };
     }
 
     /// Frees a body the destination has read. Unknown tokens are ignored.
@@ -2265,6 +2280,43 @@ mod tests {
         let (req, st, body) = reassemble(&mut q, false).into_response();
         assert_eq!((req, st), (9, SER_STATUS));
         assert_eq!(init(&body), big);
+    }
+
+    #[test]
+    fn a_release_frees_the_body_it_names_whether_a_request_or_a_response_parked_it() {
+        // One worker's two queues to the same peer in another process, each parking a large
+        // body; the peer releases both kinds with the same record, by token alone.
+        let mut requests = OutQueue::new(4096, Sink::Loopback, true);
+        let mut responses = OutQueue::new(4096, Sink::Loopback, true);
+        requests.allow_far(false);
+        responses.allow_far(true);
+        let big = vec![0xA5u8; FAR_MIN];
+        requests.push_request(
+            Some(0x4321),
+            1,
+            2,
+            3,
+            Src::slice(&[9]),
+            Some(Src::slice(&big)),
+            SER,
+        );
+        responses.push_response(4, 0, Src::slice(&big));
+        let token = |q: &OutQueue| -> u64 {
+            assert_eq!(q.parked.len(), 1, "the body was not parked");
+            *q.parked.keys().next().unwrap()
+        };
+        let (req_token, resp_token) = (token(&requests), token(&responses));
+        assert_ne!(
+            req_token, resp_token,
+            "both queues handed out token {req_token}"
+        );
+        assert!(!parked_by_responses(req_token));
+        assert!(parked_by_responses(resp_token));
+        // The response's release leaves the request's body, which the peer has yet to read.
+        assert!(!requests.release(resp_token));
+        assert!(responses.release(resp_token));
+        assert_eq!(requests.parked.len(), 1);
+        assert!(requests.release(req_token));
     }
 
     #[test]
