@@ -22,6 +22,7 @@
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 
+use crate::error::DelegationError;
 use crate::noref::Wire;
 use crate::spawn::WorkerId;
 use crate::trust::{OutArg, take_arg};
@@ -147,16 +148,31 @@ unsafe fn tramp_deliver<T: Wire>(
     _more: &mut RequestReader<'_>,
 ) {
     let cap = rec.cap();
-    let tag = if cap.len() == 8 {
-        // SAFETY: 8 initialised bytes: `send` copied a `u64` there.
-        u64::from_le_bytes(unsafe { std::ptr::read_unaligned(cap.as_ptr().cast::<[u8; 8]>()) })
-    } else {
-        0
-    };
+    if cap.len() != 8 {
+        // Not what `send` writes: delivered under some made-up tag, the message would be lost
+        // to its receiver, who would wait for it for ever.
+        core.ring_broken(
+            client,
+            &format!("a message whose tag is {} bytes long, not 8", cap.len()),
+        );
+        return;
+    }
+    // SAFETY: 8 initialised bytes: `send` copied a `u64` there.
+    let tag =
+        u64::from_le_bytes(unsafe { std::ptr::read_unaligned(cap.as_ptr().cast::<[u8; 8]>()) });
     // SAFETY: forwarded from this function's contract.
     match unsafe { take_arg::<T>(rec) } {
         Ok(v) => deposit(core, client as u32, tag, Box::new(v)),
-        Err(e) => core.respond::<()>(client, NO_REPLY, Err(e)),
+        Err(e) => core.respond::<()>(
+            client,
+            NO_REPLY,
+            Err(DelegationError::Wire(format!(
+                "gossamer::send from worker {client} to worker {} under tag {tag:#x}: the message \
+                 (a {}) could not be received: {e}",
+                core.id,
+                std::any::type_name::<T>()
+            ))),
+        ),
     }
 }
 
@@ -186,13 +202,21 @@ pub fn recv<T: Wire>(from: WorkerId, tag: u64) -> T {
             core.flush_now();
         }
         let fiber = core.current_fiber().unwrap_or(0);
-        core.mail
-            .borrow_mut()
-            .waiting
-            .entry(key)
-            .or_default()
-            .push(fiber);
-        core.wait_until(|| core.mail.borrow().queued.contains_key(&key));
+        // Registered afresh every time the wait goes on: a deposit wakes and forgets every
+        // waiter of its key, and another fiber (a `try_recv`, a second `recv`) may take the
+        // message before this one runs; registered only once, this fiber then slept on
+        // unregistered, and the next message under the key woke nobody.
+        core.wait_until(|| {
+            let mut mb = core.mail.borrow_mut();
+            if mb.queued.contains_key(&key) {
+                return true;
+            }
+            let waiters = mb.waiting.entry(key).or_default();
+            if !waiters.contains(&fiber) {
+                waiters.push(fiber);
+            }
+            false
+        });
     }
 }
 

@@ -1546,7 +1546,7 @@ impl WorkerCore {
 
     /// A ring or record from worker `peer` broke the protocol: the job cannot go on safely.
     #[cold]
-    fn ring_broken(&self, peer: usize, detail: &str) {
+    pub(crate) fn ring_broken(&self, peer: usize, detail: &str) {
         let place = &self.shared.place;
         let rank = place.rank_of(peer);
         self.shared.fail(Error::Protocol {

@@ -702,3 +702,22 @@ fn ring_sizes_past_32_bits_are_refused_not_wrapped() {
         }
     }
 }
+
+#[test]
+fn a_recv_woken_for_a_message_another_fiber_took_still_gets_the_next_one() {
+    // A deposit wakes the key's waiters; here the root takes the message before the woken
+    // receiver runs, so the receiver must wait again, registered, for the next one.
+    let got = ends_within_a_minute(|| {
+        gossamer::run(cfg(1), || {
+            let me = WorkerId::new(0);
+            let receiver = spawn(move || gossamer::recv::<u32>(me, 9));
+            yield_now();
+            gossamer::send(me, 9, 1u32);
+            assert_eq!(gossamer::try_recv::<u32>(me, 9), Some(1));
+            yield_now();
+            gossamer::send(me, 9, 2u32);
+            receiver.join()
+        })
+    });
+    assert_eq!(got.expect("the job failed"), 2);
+}
