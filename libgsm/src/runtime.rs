@@ -33,7 +33,7 @@ use crate::error::Error;
 use crate::fabric::Doorbell;
 use crate::spawn::Worker;
 use crate::wire::ring::{RingLayout, RingMemory};
-use crate::worker::{Ends, Place, Shared, WorkerCore, panic_message};
+use crate::worker::{Ends, Place, Shared, WorkerCore, fiber_panic, panic_message};
 
 pub(crate) type Root = Box<dyn FnOnce() + Send>;
 
@@ -137,13 +137,10 @@ pub(crate) fn spawn_workers(
                         core.spawn_fiber(move || {
                             let r = catch_unwind(AssertUnwindSafe(root));
                             if let Err(p) = r {
-                                if !(p.is::<String>() || p.is::<&str>()) {
-                                    std::panic::resume_unwind(p);
-                                }
                                 sh.fail(Error::Panicked {
                                     rank,
                                     worker: global,
-                                    message: panic_message(&*p),
+                                    message: fiber_panic(p),
                                 });
                             }
                             if sh.roots_left.fetch_sub(1, Ordering::AcqRel) == 1 {

@@ -27,7 +27,7 @@ use crate::error::{DelegationError, Error};
 use crate::noref::{NoRef, Wire};
 use crate::wire::codeptr;
 use crate::wire::record::{Byte, Request, RequestReader, Src};
-use crate::worker::{Data, Trampoline, WorkerCore, core_or_panic, decode, panic_message};
+use crate::worker::{Data, Trampoline, WorkerCore, core_or_panic, decode, fiber_panic};
 
 /// The index of a worker in the job.
 #[derive(
@@ -223,13 +223,7 @@ pub fn spawn<R: 'static>(f: impl FnOnce() -> R + 'static) -> JoinHandle<R> {
         let r = catch_unwind(AssertUnwindSafe(f));
         match r {
             Ok(v) => c2.set(Ok(v), false),
-            Err(p) => {
-                if !(p.is::<String>() || p.is::<&str>()) {
-                    // Possibly the coroutine library's forced unwind: let it pass.
-                    std::panic::resume_unwind(p);
-                }
-                c2.set(Err(panic_message(&*p)), true);
-            }
+            Err(p) => c2.set(Err(fiber_panic(p)), true),
         }
     });
     JoinHandle {
@@ -321,12 +315,7 @@ fn spawn_answering<R: Wire>(
         let r = catch_unwind(AssertUnwindSafe(f));
         let r = match r {
             Ok(v) => Ok(v),
-            Err(p) => {
-                if !(p.is::<String>() || p.is::<&str>()) {
-                    std::panic::resume_unwind(p);
-                }
-                Err(DelegationError::Panicked(panic_message(&*p)))
-            }
+            Err(p) => Err(DelegationError::Panicked(fiber_panic(p))),
         };
         if let Some(core) = crate::worker::core() {
             core.respond::<R>(client, req, r);

@@ -393,6 +393,17 @@ pub(crate) type Trampoline = unsafe fn(&WorkerCore, usize, &Request<'_>, &mut Re
 /// +10%, 32 ahead +7 to +13%; 32 is no better within the noise).
 const AHEAD: usize = 16;
 
+/// Marks the worker as running no fiber when dropped (see `run_ready`).
+struct OutOfFiber<'a>(&'a WorkerCore);
+
+impl Drop for OutOfFiber<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.0.current.set(None);
+        fiber::clear_current();
+    }
+}
+
 /// A value alone in its cache line: its neighbours in a struct are not next to it, so the
 /// compiler cannot merge an update of it with one of theirs into one wide load and store.
 #[repr(align(64))]
@@ -444,6 +455,8 @@ pub(crate) struct WorkerCore {
     free_fibers: RefCell<Vec<u32>>,
     ready: RefCell<VecDeque<u32>>,
     current: Cell<Option<u32>>,
+    /// Set while [`teardown`](Self::teardown) drops the unfinished fibers (see [`fiber_panic`]).
+    dropping_fibers: Cell<bool>,
     stacks: RefCell<StackPool>,
     /// How deep the running code is in delegated closures (`DELEGATED` each, the low half) and
     /// in callbacks (`CALLBACK` each, the high half); 0 outside both. One word, so that an
@@ -547,6 +560,19 @@ fn outside_worker(what: &str) -> ! {
     )
 }
 
+/// The message of a panic that a fiber's entry caught, or, while the fiber's worker drops its
+/// unfinished fibers at teardown, no message: what unwinds a fiber then is the coroutine
+/// library's forced unwind, which must reach the library and is passed on. Its payload's type is
+/// private, so only the time tells it apart: any other payload, a string or not
+/// (`panic_any(7)`), is the fiber's own panic and reaches its joiner. (Taking every payload that
+/// is not a string for the forced unwind ended the whole job instead.)
+pub(crate) fn fiber_panic(p: Box<dyn std::any::Any + Send>) -> String {
+    if core().is_some_and(|c| c.dropping_fibers.get()) {
+        std::panic::resume_unwind(p);
+    }
+    panic_message(&*p)
+}
+
 /// A panic payload as text.
 pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
@@ -599,6 +625,7 @@ impl WorkerCore {
             free_fibers: RefCell::new(Vec::new()),
             ready: RefCell::new(VecDeque::new()),
             current: Cell::new(None),
+            dropping_fibers: Cell::new(false),
             stacks: RefCell::new(StackPool::new(stack)),
             context: Lone(Cell::new(0)),
             out_req,
@@ -1096,9 +1123,13 @@ impl WorkerCore {
                 continue;
             };
             self.current.set(Some(id));
-            let r = co.resume(());
-            self.current.set(None);
-            fiber::clear_current();
+            let r = {
+                // No fiber runs once `resume` is back, whether it returned or a panic escaped
+                // the fiber: left set, `current` would let teardown's code block, and the
+                // yielder would point into a fiber's dropped stack.
+                let _out = OutOfFiber(self);
+                co.resume(())
+            };
             n += 1;
             if r.as_return().is_some() {
                 self.stacks.borrow_mut().recycle(co);
@@ -2199,9 +2230,11 @@ impl WorkerCore {
     /// Drops every fiber and property (at shutdown, while the core is still installed).
     pub(crate) fn teardown(&self) {
         let fibers = std::mem::take(&mut *self.fibers.borrow_mut());
+        self.dropping_fibers.set(true);
         for co in fibers.into_iter().flatten() {
             let _ = catch_unwind(AssertUnwindSafe(move || drop(co)));
         }
+        self.dropping_fibers.set(false);
         // A property still here lost its last trust to a leak (or never had it released
         // before the end); its destructor runs now, and a panic in it is reported as one
         // during the run is (`toggle`), not lost.

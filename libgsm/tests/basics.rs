@@ -721,3 +721,25 @@ fn a_recv_woken_for_a_message_another_fiber_took_still_gets_the_next_one() {
     });
     assert_eq!(got.expect("the job failed"), 2);
 }
+
+#[test]
+fn a_fiber_panic_whose_payload_is_not_a_string_reaches_its_joiner() {
+    // `panic_any` with a number: the joiner gets the fiber's panic, here and across workers,
+    // and the job goes on (it was taken for the coroutine library's own unwind and ended the job).
+    let r = ends_within_a_minute(|| {
+        gossamer::run(cfg(2), || {
+            let here = spawn(|| -> u8 { std::panic::panic_any(7u32) }).try_join();
+            let there =
+                spawn_on(WorkerId::new(1), || -> u8 { std::panic::panic_any(7u32) }).try_join();
+            let joined = |r: Result<u8, gossamer::Error>| match r {
+                Err(gossamer::Error::FiberPanicked(m)) => m,
+                other => panic!("expected the fiber's panic, got {other:?}"),
+            };
+            (joined(here), joined(there), spawn(|| 5u8).join())
+        })
+    });
+    let (here, there, next) = r.expect("the job failed");
+    assert!(here.contains("non-string"), "{here}");
+    assert!(there.contains("non-string"), "{there}");
+    assert_eq!(next, 5);
+}
