@@ -159,12 +159,10 @@ pub(crate) fn start(
 }
 
 /// Whether large records may be read in one copy from a peer's memory (`GSM_SINGLE_COPY`, default
-/// on; `0`/`off` streams them through the rings instead).
-fn single_copy_wanted() -> bool {
-    !matches!(
-        std::env::var("GSM_SINGLE_COPY").as_deref().map(str::trim),
-        Ok("0" | "off" | "false" | "no")
-    )
+/// on; `0`/`off` streams them through the rings instead). Any other value is an error: `OFF` or
+/// `disable` meant "on" before.
+fn single_copy_wanted() -> Result<bool, Error> {
+    crate::config::env_switch("GSM_SINGLE_COPY", true)
 }
 
 /// Fails on every rank if any rank passes `Err` (a checked barrier).
@@ -274,13 +272,14 @@ fn start_multi(
         Ok((shm, tcp))
     })();
     let (shm, tcp) = agree(job, prepared, "preparing the fabrics")?;
+    let single_copy = agree(job, single_copy_wanted(), "reading GSM_SINGLE_COPY")?;
     let offer = Offer {
         workers: config.workers as u32,
         slots: layout.slots,
         slot_size: layout.slot_size,
         tcp: tcp.as_ref().map(|t| t.1.clone()).unwrap_or_default(),
         shm: shm.as_ref().map(|s| s.1.clone()).unwrap_or_default(),
-        probe: if needs(FabricKind::Shm) && single_copy_wanted() {
+        probe: if needs(FabricKind::Shm) && single_copy {
             crate::wire::far::allow_peers()
         } else {
             0

@@ -47,14 +47,95 @@ impl Default for Config {
     }
 }
 
-fn env_usize(name: &'static str) -> Result<Option<usize>, Error> {
-    match std::env::var(name) {
-        Ok(v) => parse_size(&v).map(Some).ok_or(Error::Env {
+/// Most workers one process may run.
+const MAX_WORKERS: usize = 4096;
+/// Largest fiber stack: a fiber that needs more should not be a fiber, and a larger value is
+/// more likely a typo (`GSM_STACK_SIZE=256M` for `256K`) than a need.
+const MAX_STACK: usize = 1 << 30;
+/// Largest slot: records larger than a slot take the large-record path anyway, so bigger slots
+/// only cost memory (every ordered pair of workers has two rings of them).
+const MAX_SLOT: usize = 64 << 20;
+
+/// The value of variable `name`, if set. A value that is not UTF-8 is an error, not "unset".
+fn env_var(name: &'static str) -> Result<Option<String>, Error> {
+    var_value(name, std::env::var(name))
+}
+
+fn var_value(
+    name: &'static str,
+    v: Result<String, std::env::VarError>,
+) -> Result<Option<String>, Error> {
+    match v {
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(Error::Env {
+            name,
+            value: v.to_string_lossy().into_owned(),
+            reason: "not valid UTF-8",
+        }),
+    }
+}
+
+/// `name` read with `parse`, and checked with `problem` (why the value cannot be, if it
+/// cannot), the variable named in every error.
+fn env_number(
+    name: &'static str,
+    parse: fn(&str) -> Option<usize>,
+    syntax: &'static str,
+    problem: fn(usize) -> Option<&'static str>,
+) -> Result<Option<usize>, Error> {
+    let Some(v) = env_var(name)? else {
+        return Ok(None);
+    };
+    let err = |reason| Error::Env {
+        name,
+        value: v.clone(),
+        reason,
+    };
+    let n = parse(&v).ok_or_else(|| err(syntax))?;
+    match problem(n) {
+        Some(reason) => Err(err(reason)),
+        None => Ok(Some(n)),
+    }
+}
+
+/// On/off variable `name` (`1`/`true`/`on`/`yes` or `0`/`false`/`off`/`no`, any case; empty
+/// is off), `default` when unset; anything else is an error naming it.
+pub(crate) fn env_switch(name: &'static str, default: bool) -> Result<bool, Error> {
+    let Some(v) = env_var(name)? else {
+        return Ok(default);
+    };
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Ok(true),
+        "0" | "false" | "off" | "no" | "" => Ok(false),
+        _ => Err(Error::Env {
             name,
             value: v,
-            reason: "expected a positive integer, optionally with a K/M/G suffix",
+            reason: "expected 1/true/on or 0/false/off",
         }),
-        Err(_) => Ok(None),
+    }
+}
+
+/// A count: a positive integer, no suffix (`GSM_THREADS=1k` is a slip, not 1024 threads).
+fn parse_count(v: &str) -> Option<usize> {
+    v.trim().parse::<usize>().ok().filter(|n| *n > 0)
+}
+
+fn workers_problem(n: usize) -> Option<&'static str> {
+    (n == 0 || n > MAX_WORKERS).then_some("expected 1 to 4096 workers")
+}
+
+fn stack_problem(n: usize) -> Option<&'static str> {
+    (!(16 << 10..=MAX_STACK).contains(&n)).then_some("expected 16 KiB to 1 GiB")
+}
+
+fn slot_problem(n: usize) -> Option<&'static str> {
+    if !(256..=MAX_SLOT).contains(&n) {
+        Some("expected 256 bytes to 64 MiB")
+    } else if n % 64 != 0 {
+        Some("expected a multiple of 64 bytes")
+    } else {
+        None
     }
 }
 
@@ -75,30 +156,27 @@ fn parse_size(v: &str) -> Option<usize> {
 impl Config {
     /// The defaults, overridden by `GSM_THREADS`, `GSM_STACK_SIZE`, `GSM_SLOT_SIZE` (sizes accept
     /// K/M/G suffixes) and `GSM_PIN` (`1`/`true`/`on` or `0`/`false`/`off`).
+    ///
+    /// Each variable is checked as it is read, and an error names it with its value: junk, a
+    /// value out of range, or one that is not UTF-8 (never taken for "unset").
     pub fn from_env() -> Result<Config, Error> {
+        const SIZE: &str = "expected a positive integer, optionally with a K/M/G suffix";
         let mut c = Config::default();
-        if let Some(n) = env_usize("GSM_THREADS")? {
+        if let Some(n) = env_number(
+            "GSM_THREADS",
+            parse_count,
+            "expected a positive integer",
+            workers_problem,
+        )? {
             c.workers = n;
         }
-        if let Some(n) = env_usize("GSM_STACK_SIZE")? {
+        if let Some(n) = env_number("GSM_STACK_SIZE", parse_size, SIZE, stack_problem)? {
             c.stack_size = n;
         }
-        if let Some(n) = env_usize("GSM_SLOT_SIZE")? {
+        if let Some(n) = env_number("GSM_SLOT_SIZE", parse_size, SIZE, slot_problem)? {
             c.slot_size = n;
         }
-        if let Ok(v) = std::env::var("GSM_PIN") {
-            c.pin = match v.trim().to_ascii_lowercase().as_str() {
-                "1" | "true" | "on" | "yes" => true,
-                "0" | "false" | "off" | "no" | "" => false,
-                _ => {
-                    return Err(Error::Env {
-                        name: "GSM_PIN",
-                        value: v,
-                        reason: "expected 1/true/on or 0/false/off",
-                    });
-                }
-            };
-        }
+        c.pin = env_switch("GSM_PIN", c.pin)?;
         Ok(c)
     }
     /// Sets the number of workers.
@@ -131,28 +209,18 @@ impl Config {
         2 * self.workers * self.slots_per_ring * self.slot_size
     }
     pub(crate) fn validate(&self) -> Result<(), Error> {
-        if self.workers == 0 || self.workers > 4096 {
-            return Err(Error::Config(format!(
-                "workers = {} (expected 1..=4096)",
-                self.workers
-            )));
-        }
-        if self.slot_size < 256 {
-            return Err(Error::Config(format!(
-                "slot_size = {} bytes (expected at least 256)",
-                self.slot_size
-            )));
-        }
+        let check = |field: &str, value: usize, problem: fn(usize) -> Option<&'static str>| {
+            problem(value).map_or(Ok(()), |why| {
+                Err(Error::Config(format!("{field} = {value} ({why})")))
+            })
+        };
+        check("workers", self.workers, workers_problem)?;
+        check("slot_size", self.slot_size, slot_problem)?;
+        check("stack_size", self.stack_size, stack_problem)?;
         if self.slots_per_ring < 2 {
             return Err(Error::Config(format!(
                 "slots_per_ring = {} (expected at least 2)",
                 self.slots_per_ring
-            )));
-        }
-        if self.stack_size < 16 * 1024 {
-            return Err(Error::Config(format!(
-                "stack_size = {} bytes (expected at least 16 KiB)",
-                self.stack_size
             )));
         }
         Ok(())
@@ -170,6 +238,38 @@ mod tests {
         assert_eq!(parse_size("0"), None);
         assert_eq!(parse_size("x"), None);
     }
+    #[test]
+    fn bad_values_name_their_variable_and_range() {
+        use std::ffi::OsString;
+        use std::os::unix::ffi::OsStringExt;
+        let not_utf8 = Err(std::env::VarError::NotUnicode(OsString::from_vec(
+            b"8\xff".to_vec(),
+        )));
+        match var_value("GSM_THREADS", not_utf8) {
+            Err(Error::Env { name, reason, .. }) => {
+                assert_eq!((name, reason), ("GSM_THREADS", "not valid UTF-8"))
+            }
+            other => panic!("a value that is not UTF-8 was taken for {other:?}"),
+        }
+        assert_eq!(
+            var_value("GSM_THREADS", Err(std::env::VarError::NotPresent)).ok(),
+            Some(None)
+        );
+        assert_eq!(parse_count("1k"), None, "a count takes no suffix");
+        assert_eq!(parse_count(" 8 "), Some(8));
+        assert!(workers_problem(5000).is_some());
+        assert!(stack_problem(usize::MAX).is_some());
+        assert!(stack_problem(256 << 10).is_none());
+        assert!(slot_problem(3 << 30).is_some());
+        assert!(slot_problem(4000).is_some(), "not a multiple of 64");
+        assert!(slot_problem(4096).is_none());
+        let e = Config::default().stack_size(usize::MAX).validate();
+        assert!(
+            matches!(&e, Err(Error::Config(m)) if m.contains("stack_size")),
+            "{e:?}"
+        );
+    }
+
     #[test]
     fn memory_formula_matches_docs() {
         let c = Config::default().workers(16);

@@ -46,6 +46,11 @@ impl StackPool {
         }
     }
 
+    /// Usable bytes of each stack.
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
     /// Starts a coroutine running `f` on a pooled (or new) stack.
     pub(crate) fn fiber(&mut self, f: impl FnOnce() + 'static) -> std::io::Result<Co> {
         let stack = match self.stacks.pop() {

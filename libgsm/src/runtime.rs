@@ -134,7 +134,10 @@ pub(crate) fn spawn_workers(
                 core.enter(|| {
                     if let Some(root) = root {
                         let sh = shared2.clone();
-                        core.spawn_fiber(move || {
+                        // A root that cannot start ends the job with the reason; a panic here
+                        // would end this thread unseen, and the other workers and ranks would
+                        // wait for its root for ever.
+                        let started = core.try_spawn_fiber(move || {
                             let r = catch_unwind(AssertUnwindSafe(root));
                             if let Err(p) = r {
                                 sh.fail(Error::Panicked {
@@ -147,6 +150,11 @@ pub(crate) fn spawn_workers(
                                 sh.begin_drain();
                             }
                         });
+                        if let Err(e) = started {
+                            shared2.fail(Error::Start(format!(
+                                "the root fiber of worker {global}: {e}"
+                            )));
+                        }
                     }
                     let r = catch_unwind(AssertUnwindSafe(|| core.run_loop()));
                     if let Err(p) = r {

@@ -1012,13 +1012,24 @@ impl WorkerCore {
     // ----- fibers -----
 
     /// Starts a fiber and makes it ready.
+    ///
+    /// # Panics
+    /// If its stack cannot be had (see [`try_spawn_fiber`](Self::try_spawn_fiber)).
     pub(crate) fn spawn_fiber(&self, f: impl FnOnce() + 'static) {
-        let co = match self.stacks.borrow_mut().fiber(f) {
-            Ok(c) => c,
-            Err(e) => panic!(
-                "gossamer: cannot allocate a fiber stack ({e}); lower GSM_STACK_SIZE or spawn fewer fibers"
-            ),
-        };
+        if let Err(e) = self.try_spawn_fiber(f) {
+            panic!("{e}");
+        }
+    }
+
+    /// Starts a fiber and makes it ready, or says why its stack could not be had.
+    pub(crate) fn try_spawn_fiber(&self, f: impl FnOnce() + 'static) -> Result<(), String> {
+        let made = self.stacks.borrow_mut().fiber(f);
+        let co = made.map_err(|e| {
+            format!(
+                "gossamer: cannot allocate a fiber stack of {} bytes ({e}); lower GSM_STACK_SIZE or spawn fewer fibers",
+                self.stacks.borrow().size()
+            )
+        })?;
         let id = {
             let mut fibers = self.fibers.borrow_mut();
             match self.free_fibers.borrow_mut().pop() {
@@ -1033,6 +1044,7 @@ impl WorkerCore {
             }
         };
         self.ready.borrow_mut().push_back(id);
+        Ok(())
     }
 
     /// The running fiber's id.
