@@ -23,7 +23,9 @@
 //!
 //! Options: `--panic-rank R` makes rank R panic in a delegated closure's callback once the job
 //! runs (for the failure tests); `--hang-rank R` makes rank R's main loop forever, applying to
-//! other ranks (so a test can kill it); `--quick` skips the 64 MiB argument.
+//! other ranks (so a test can kill it); `--exit-rank R` makes rank R call
+//! `std::process::exit(3)` from its main fiber once the job runs (the process must end, and the
+//! job with it); `--quick` skips the 64 MiB argument.
 //!
 //! Output ends with `cluster_check: rank R of N passed C checks (W workers)` on every rank.
 
@@ -324,6 +326,7 @@ fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let panic_rank = arg("--panic-rank");
     let hang_rank = arg("--hang-rank");
+    let exit_rank = arg("--exit-rank");
     let config = Config::from_env().expect("configuration").workers(2);
     let r = gossamer::run(config.clone(), move || {
         let me = rank();
@@ -336,6 +339,11 @@ fn main() {
             loop {
                 gossamer::yield_now();
             }
+        }
+        if exit_rank == Some(me) {
+            let far = entrust_on(WorkerId::new(0), || 0u64);
+            far.apply(|n| *n += 1);
+            std::process::exit(3);
         }
         if hang_rank == Some(me) {
             let far = entrust_on(WorkerId::new(0), || 0u64);

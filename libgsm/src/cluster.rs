@@ -63,7 +63,12 @@ pub(crate) fn launched() -> bool {
 }
 
 fn mpi_initialised_by_program() -> bool {
-    let ours = JOB.lock().map(|j| j.is_some()).unwrap_or(false);
+    // Held: a run of this process is under way, so the job is ours.
+    let ours = match JOB.try_lock() {
+        Ok(j) => j.is_some(),
+        Err(std::sync::TryLockError::WouldBlock) => true,
+        Err(std::sync::TryLockError::Poisoned(_)) => false,
+    };
     !ours && mpi::environment::is_initialized() && !mpi::environment::is_finalized()
 }
 
@@ -84,10 +89,15 @@ unsafe impl Send for ProcessJob {}
 
 static JOB: Mutex<Option<ProcessJob>> = Mutex::new(None);
 
+/// At exit: finalises MPI if gossamer initialised it and no run failed. When the process exits
+/// in the middle of a run (`std::process::exit` in a fiber, say), the run holds the job and
+/// another thread may be the one exiting: then MPI is left as it is (waiting for the lock here
+/// hung the process for ever, and the job with it) and the launcher sees a rank that ended
+/// without finalising. Only the thread that initialised MPI may finalise it.
 extern "C" fn finalize_at_exit() {
-    let job = JOB.lock().ok().and_then(|mut j| j.take());
+    let job = JOB.try_lock().ok().and_then(|mut j| j.take());
     if let Some(mut pj) = job {
-        if pj.failed || !pj.owns_mpi {
+        if pj.failed || !pj.owns_mpi || pj.thread != std::thread::current().id() {
             pj.job.abandon();
         } else {
             pj.job.finalize();
@@ -96,10 +106,25 @@ extern "C" fn finalize_at_exit() {
 }
 
 /// Runs `f` with the process's job, bootstrapping it on first use.
+///
+/// The job stays locked for the whole run, so a `run`/`spmd` called inside another run of this
+/// process (from one of its fibers) is refused rather than left waiting for the lock for ever.
 fn with_job<R>(f: impl FnOnce(&mut ProcessJob) -> Result<R, Error>) -> Result<R, Error> {
-    let mut guard = JOB
-        .lock()
-        .map_err(|_| Error::Bootstrap("the job state is poisoned by an earlier panic".into()))?;
+    let mut guard = match JOB.try_lock() {
+        Ok(g) => g,
+        Err(std::sync::TryLockError::WouldBlock) => {
+            return Err(Error::Config(
+                "gossamer::run/spmd was called while another run of this process is under way \
+                 (from inside it?); in a multi-rank job runs cannot nest"
+                    .into(),
+            ));
+        }
+        Err(std::sync::TryLockError::Poisoned(_)) => {
+            return Err(Error::Bootstrap(
+                "the job state is poisoned by an earlier panic".into(),
+            ));
+        }
+    };
     if guard.is_none() {
         let user_mpi = mpi::environment::is_initialized();
         let job = if user_mpi {

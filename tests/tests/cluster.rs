@@ -273,6 +273,33 @@ fn a_panic_on_a_worker_ends_the_job_naming_rank_worker_and_message_tcp() {
     panic_on_rank_1(Some("tcp"));
 }
 
+/// A rank whose main fiber calls `std::process::exit(3)` in the middle of a run ends, and the
+/// job with it, with that status. (The exit handler waited for the job state the run held, so
+/// the process never ended and neither did the job.)
+#[test]
+fn a_rank_calling_exit_inside_a_run_ends_the_job_with_its_status() {
+    let _serial = serial();
+    let guard = PidGuard::new();
+    let what = "gsmrun -np 2 cluster_check --exit-rank 1";
+    let job = spawn(&mut job_command(2, None, &["--exit-rank", "1", "--quick"]));
+    let prefix = job_prefix(job.pid() as u32);
+    watch_ranks(&job, 2, &guard);
+    let done = job.wait(LIMIT);
+    let report = done.report();
+    assert!(!done.timed_out, "{what}: must end, not hang\n{report}");
+    assert_eq!(
+        done.code(),
+        Some(3),
+        "{what}: must end with rank 1's status\n{report}"
+    );
+    assert!(
+        done.elapsed < Duration::from_secs(30),
+        "{what}: took {:?} to end\n{report}",
+        done.elapsed
+    );
+    assert_nothing_left(&prefix, &guard, what, &done);
+}
+
 /// A `--hang-rank V` job started and then hit: rank V killed with SIGKILL.
 struct Killed {
     job: Running,
