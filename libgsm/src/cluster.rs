@@ -384,24 +384,20 @@ fn start_multi(
     };
 
     // The fabrics call back into the runtime, which exists only after they attached.
-    let cell: Arc<OnceLock<Arc<Shared>>> = Arc::new(OnceLock::new());
-    let early: Arc<Mutex<Option<FabricError>>> = Arc::new(Mutex::new(None));
+    let runtime: Arc<Handoff<Arc<Shared>, FabricError>> = Arc::new(Handoff::default());
     let hooks = {
-        let (c1, c2, e2) = (cell.clone(), cell.clone(), early.clone());
+        let (r1, r2) = (runtime.clone(), runtime.clone());
         Hooks {
             wake: Arc::new(move |l| {
-                if let Some(sh) = c1.get() {
+                if let Some(sh) = r1.get() {
                     if let Some(d) = sh.doors.get(l as usize) {
                         d.ring();
                     }
                 }
             }),
-            fail: Arc::new(move |e| match c2.get() {
-                Some(sh) => sh.fail(Error::Fabric(e)),
-                None => {
-                    if let Ok(mut x) = e2.lock() {
-                        x.get_or_insert(e);
-                    }
+            fail: Arc::new(move |e| {
+                if let Some((sh, e)) = r2.report(e) {
+                    sh.fail(Error::Fabric(e));
                 }
             }),
         }
@@ -472,8 +468,7 @@ fn start_multi(
     let roots = make_roots(&place);
     let nroots = roots.iter().filter(|r| r.is_some()).count();
     let shared = Arc::new(Shared::new(place, doors, bells, nroots, true));
-    let _ = cell.set(shared.clone());
-    if let Some(e) = early.lock().ok().and_then(|mut e| e.take()) {
+    if let Some(e) = runtime.attach(shared.clone()) {
         shared.fail(Error::Fabric(e));
     }
     if nroots == 0 {
@@ -690,8 +685,82 @@ impl Drop for PeerWatch {
     }
 }
 
+/// Hands the runtime (`S`) to the fabrics' callbacks once it exists, and the first failure
+/// (`E`) they report before then to the runtime: neither is lost whatever the interleaving. The
+/// failure is kept and the runtime set under one lock; checked apart, a failure reported while
+/// the runtime was being set could land in the "before" box just after it had been emptied, and
+/// the job went on with a link the fabric had given up on (it reports each failure once).
+struct Handoff<S, E> {
+    runtime: OnceLock<S>,
+    early: Mutex<Option<E>>,
+}
+
+impl<S, E> Default for Handoff<S, E> {
+    fn default() -> Self {
+        Handoff {
+            runtime: OnceLock::new(),
+            early: Mutex::new(None),
+        }
+    }
+}
+
+impl<S: Clone, E> Handoff<S, E> {
+    /// The runtime, once attached.
+    fn get(&self) -> Option<&S> {
+        self.runtime.get()
+    }
+
+    /// A failure from a fabric: the runtime to report it to, or `None` if it was kept (the
+    /// first of those before the runtime exists is kept, for [`attach`](Self::attach)).
+    fn report(&self, e: E) -> Option<(S, E)> {
+        let mut early = self.early.lock().unwrap_or_else(|p| p.into_inner());
+        match self.runtime.get() {
+            Some(s) => Some((s.clone(), e)),
+            None => {
+                early.get_or_insert(e);
+                None
+            }
+        }
+    }
+
+    /// Sets the runtime; returns the failure reported before, if any.
+    fn attach(&self, s: S) -> Option<E> {
+        let mut early = self.early.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = self.runtime.set(s);
+        early.take()
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_failure_reported_while_the_runtime_is_attached_is_delivered_once() {
+        use std::sync::Arc;
+        use std::time::Duration;
+        // The runtime is being attached (the lock held, as `attach` holds it) when a fabric
+        // reports: the report must wait and then go to the runtime. Deciding before the lock
+        // that there was no runtime yet, it was put in the box `attach` had already emptied.
+        let h: Arc<Handoff<u32, u32>> = Arc::new(Handoff::default());
+        let attaching = h.early.lock().unwrap();
+        let h2 = h.clone();
+        let reporter = std::thread::spawn(move || h2.report(7));
+        std::thread::sleep(Duration::from_millis(50));
+        h.runtime.set(1).unwrap();
+        drop(attaching);
+        assert_eq!(
+            reporter.join().unwrap(),
+            Some((1, 7)),
+            "the failure was lost"
+        );
+        assert_eq!(h.attach(2), None, "the failure was kept as well");
+        // Before the runtime exists, the first failure is kept for it.
+        let h: Handoff<u32, u32> = Handoff::default();
+        assert_eq!(h.report(3), None);
+        assert_eq!(h.report(4), None);
+        assert_eq!(h.attach(1), Some(3));
+        assert_eq!(h.report(5), Some((1, 5)));
+    }
+
     use super::*;
 
     #[test]
