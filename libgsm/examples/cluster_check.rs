@@ -25,7 +25,10 @@
 //! runs (for the failure tests); `--hang-rank R` makes rank R's main loop forever, applying to
 //! other ranks (so a test can kill it); `--exit-rank R` makes rank R call
 //! `std::process::exit(3)` from its main fiber once the job runs (the process must end, and the
-//! job with it); `--quick` skips the 64 MiB argument.
+//! job with it); `--panic-between-runs R` makes rank R panic between its first and second run,
+//! and `--bad-config-rank R` gives rank R's second run a configuration it refuses (both must end
+//! the job, not leave the other ranks waiting in the second run); `--quick` skips the 64 MiB
+//! argument.
 //!
 //! Output ends with `cluster_check: rank R of N passed C checks (W workers)` on every rank.
 
@@ -361,6 +364,14 @@ fn main() {
             std::process::exit(1);
         }
     };
+    if arg("--panic-between-runs") == rank_number() {
+        panic!("deliberate panic between two runs on rank {}", r_rank());
+    }
+    let config = if arg("--bad-config-rank") == rank_number() {
+        config.slot_size(100)
+    } else {
+        config
+    };
     // A second run in the same process: the fabrics are set up again.
     let again = gossamer::run(config, || {
         let t = entrust_on(WorkerId::new(worker_count() - 1), || 40u64);
@@ -380,6 +391,11 @@ fn main() {
         r_size(),
         n + 1
     );
+}
+
+/// This rank's number, as the launcher gave it.
+fn rank_number() -> Option<usize> {
+    r_rank().parse().ok()
 }
 
 fn r_rank() -> String {

@@ -33,7 +33,7 @@
 //! by the tcp fabric (a closed connection). Then every rank stops its workers, tells its fabrics
 //! that closing is expected, passes one more barrier, and drops them.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -89,6 +89,25 @@ unsafe impl Send for ProcessJob {}
 
 static JOB: Mutex<Option<ProcessJob>> = Mutex::new(None);
 
+/// A panic on the job's thread since its last run began: the process is most likely ending
+/// because of it, and the other ranks may be waiting for this one in their next run, where
+/// `MPI_Finalize` (which waits for every rank) would hang the whole job. Exiting without it
+/// lets the launcher see a failed rank and end the job. Cleared when a run starts (the panic was
+/// caught, and the program went on).
+static PANICKED_OUTSIDE_RUNS: AtomicBool = AtomicBool::new(false);
+
+/// Notes panics on `thread` (the job's) in [`PANICKED_OUTSIDE_RUNS`], then reports them as the
+/// hook installed before did. Runs execute user code on worker threads, never on this one.
+fn watch_panics_on(thread: std::thread::ThreadId) {
+    let before = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if std::thread::current().id() == thread {
+            PANICKED_OUTSIDE_RUNS.store(true, Ordering::Relaxed);
+        }
+        before(info);
+    }));
+}
+
 /// At exit: finalises MPI if gossamer initialised it and no run failed. When the process exits
 /// in the middle of a run (`std::process::exit` in a fiber, say), the run holds the job and
 /// another thread may be the one exiting: then MPI is left as it is (waiting for the lock here
@@ -97,7 +116,11 @@ static JOB: Mutex<Option<ProcessJob>> = Mutex::new(None);
 extern "C" fn finalize_at_exit() {
     let job = JOB.try_lock().ok().and_then(|mut j| j.take());
     if let Some(mut pj) = job {
-        if pj.failed || !pj.owns_mpi || pj.thread != std::thread::current().id() {
+        if pj.failed
+            || !pj.owns_mpi
+            || pj.thread != std::thread::current().id()
+            || PANICKED_OUTSIDE_RUNS.load(Ordering::Relaxed)
+        {
             pj.job.abandon();
         } else {
             pj.job.finalize();
@@ -136,6 +159,7 @@ fn with_job<R>(f: impl FnOnce(&mut ProcessJob) -> Result<R, Error>) -> Result<R,
         if !user_mpi {
             // SAFETY: registers a plain `extern "C" fn()` with the C library; it runs at exit.
             unsafe { libc::atexit(finalize_at_exit) };
+            watch_panics_on(std::thread::current().id());
         }
         *guard = Some(ProcessJob {
             job,
@@ -152,6 +176,7 @@ fn with_job<R>(f: impl FnOnce(&mut ProcessJob) -> Result<R, Error>) -> Result<R,
             "an earlier gossamer run of this job failed; the job cannot run again".into(),
         ));
     }
+    PANICKED_OUTSIDE_RUNS.store(false, Ordering::Relaxed);
     if pj.thread != std::thread::current().id() {
         return Err(Error::Config(
             "in a multi-rank job, gossamer::run/spmd must be called from the thread that called \
@@ -163,19 +188,24 @@ fn with_job<R>(f: impl FnOnce(&mut ProcessJob) -> Result<R, Error>) -> Result<R,
 }
 
 /// Runs one collective `run`/`spmd` of a launched job.
+///
+/// `checked` is this rank's verdict on its configuration; every rank takes part in checking it,
+/// so that all fail when one does.
 pub(crate) fn start(
     config: &Config,
-    layout: RingLayout,
+    checked: Result<RingLayout, Error>,
     make_roots: impl FnOnce(&Place) -> Vec<Option<Root>>,
 ) -> Result<(), Error> {
     with_job(|pj| {
         if pj.job.size() == 1 {
+            let layout = checked?;
             let mut place = Place::single(config.workers);
             place.hosts = vec![pj.job.peers()[0].hostname.clone()];
             let roots = make_roots(&place);
             return start_single(config, place, layout, roots);
         }
-        let r = start_multi(&pj.job, config, layout, make_roots);
+        let r = agree(&pj.job, checked, "checking its configuration")
+            .and_then(|layout| start_multi(&pj.job, config, layout, make_roots));
         if r.is_err() {
             pj.failed = true;
         }

@@ -202,11 +202,13 @@ fn start(
     config: &Config,
     make_roots: impl FnOnce(&Place) -> Vec<Option<Root>>,
 ) -> Result<(), Error> {
-    config.validate()?;
-    let layout = layout_of(config)?;
+    let checked = config.validate().and_then(|()| layout_of(config));
     if crate::cluster::launched() {
-        return crate::cluster::start(config, layout, make_roots);
+        // Checked together: a rank alone refusing its configuration would leave the others
+        // waiting for it in the run's first collective call.
+        return crate::cluster::start(config, checked, make_roots);
     }
+    let layout = checked?;
     let place = Place::single(config.workers);
     let roots = make_roots(&place);
     start_single(config, place, layout, roots)

@@ -278,26 +278,53 @@ fn a_panic_on_a_worker_ends_the_job_naming_rank_worker_and_message_tcp() {
 /// the process never ended and neither did the job.)
 #[test]
 fn a_rank_calling_exit_inside_a_run_ends_the_job_with_its_status() {
+    ends_promptly(&["--exit-rank", "1"], 3, "rank 1 on host");
+}
+
+/// Runs `gsmrun -np 2 cluster_check --quick ARGS` and asserts that it ends with `code` within
+/// 30 s (not hanging into the limit), that its output contains `says`, and that nothing is left.
+fn ends_promptly(args: &[&str], code: i32, says: &str) {
     let _serial = serial();
     let guard = PidGuard::new();
-    let what = "gsmrun -np 2 cluster_check --exit-rank 1";
-    let job = spawn(&mut job_command(2, None, &["--exit-rank", "1", "--quick"]));
+    let what = &format!("gsmrun -np 2 cluster_check {}", args.join(" "));
+    let mut all = args.to_vec();
+    all.push("--quick");
+    let job = spawn(&mut job_command(2, None, &all));
     let prefix = job_prefix(job.pid() as u32);
     watch_ranks(&job, 2, &guard);
     let done = job.wait(LIMIT);
     let report = done.report();
     assert!(!done.timed_out, "{what}: must end, not hang\n{report}");
-    assert_eq!(
-        done.code(),
-        Some(3),
-        "{what}: must end with rank 1's status\n{report}"
-    );
+    assert_eq!(done.code(), Some(code), "{what}\n{report}");
     assert!(
         done.elapsed < Duration::from_secs(30),
         "{what}: took {:?} to end\n{report}",
         done.elapsed
     );
+    assert!(
+        done.stdout.contains(says) || done.stderr.contains(says),
+        "{what}: the output does not say `{says}`\n{report}"
+    );
     assert_nothing_left(&prefix, &guard, what, &done);
+}
+
+/// A rank that panics between two runs ends the job with its status, though the other rank is
+/// already waiting for it in the second run. (Its exit finalised MPI, which waits for every
+/// rank: both waited for ever.)
+#[test]
+fn a_rank_panicking_between_runs_ends_the_job() {
+    ends_promptly(&["--panic-between-runs", "1"], 101, "rank 1 on host");
+}
+
+/// A rank whose second run has a configuration it refuses fails that run on every rank. (It
+/// returned alone, before any collective call, and the others waited for it.)
+#[test]
+fn a_configuration_one_rank_refuses_fails_the_run_on_every_rank() {
+    ends_promptly(
+        &["--bad-config-rank", "1"],
+        1,
+        "another rank failed while checking its configuration",
+    );
 }
 
 /// A `--hang-rank V` job started and then hit: rank V killed with SIGKILL.
