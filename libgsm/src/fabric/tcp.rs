@@ -19,7 +19,9 @@
 //!   completes it from the backlog without the peer doing anything), writes the hello, and starts
 //!   the I/O thread, which from then on owns every socket.
 //! - [`Fabric::attach`] waits, bounded by `Settings::connect_timeout`, until every remote worker
-//!   has connected and proved the key; on timeout it names a peer that is missing.
+//!   has connected and proved the key; on timeout it names a peer that is missing, and why
+//!   `accept` is failing if it is (out of descriptors, say: the I/O thread keeps retrying, and
+//!   the peers' connections wait in the listener's queue meanwhile).
 //!
 //! # Wire
 //!
@@ -132,6 +134,10 @@ pub const WRITE_LIMIT: usize = 256 * 1024;
 pub const LOSS_GRACE: Duration = Duration::from_secs(1);
 /// At most this many accepted connections may wait for their hello at once; more are dropped.
 const MAX_HELLOS: usize = 1024;
+/// How long the I/O thread waits before it retries an `accept` that failed for want of
+/// descriptors or memory: the connections stay queued, and each retry costs a syscall (on Linux
+/// even a failing `accept` allocates a socket).
+const ACCEPT_RETRY: Duration = Duration::from_millis(10);
 
 const MAGIC: [u8; 8] = *b"GSMTCP\0\0";
 const VERSION: u32 = 1;
@@ -401,6 +407,9 @@ struct AttachState {
     from: Vec<u32>,
     /// The first failure the I/O thread reported.
     failed: Option<FabricError>,
+    /// Why the last `accept` failed, while it keeps failing (`"accepting connections on ADDR:
+    /// ERROR"`): a peer that seems not to connect may have been refused by this rank.
+    accept_failure: Option<String>,
 }
 
 impl Shared {
@@ -557,6 +566,7 @@ impl Fabric for Tcp {
             attach: Mutex::new(AttachState {
                 from: vec![0; ranks as usize],
                 failed: None,
+                accept_failure: None,
             }),
             attached: Condvar::new(),
         });
@@ -661,6 +671,7 @@ impl Fabric for Tcp {
             hooks,
             listener,
             acceptable: true,
+            accept_retry: None,
             rank: topo.rank,
             workers: topo.workers.clone(),
             hosts: topo.hosts.clone(),
@@ -724,15 +735,27 @@ impl Fabric for Tcp {
             let Some(missing) = missing else { break };
             let now = Instant::now();
             if now >= deadline {
+                let host = self
+                    .hosts
+                    .get(missing as usize)
+                    .cloned()
+                    .unwrap_or_default();
+                let seconds = self.connect_timeout.as_secs();
+                // The peer may well have connected, into a queue this rank could not take from.
+                if let Some(why) = &st.accept_failure {
+                    return Err(FabricError::Os {
+                        fabric: FabricKind::Tcp,
+                        what: format!(
+                            "rank {missing} (host {host}) had not connected after {seconds} s"
+                        ),
+                        detail: why.clone(),
+                    });
+                }
                 return Err(FabricError::Timeout {
                     fabric: FabricKind::Tcp,
                     peer: missing,
-                    host: self
-                        .hosts
-                        .get(missing as usize)
-                        .cloned()
-                        .unwrap_or_default(),
-                    seconds: self.connect_timeout.as_secs(),
+                    host,
+                    seconds,
                 });
             }
             st = shared
@@ -886,6 +909,8 @@ struct Io {
     listener: TcpListener,
     /// The listener signalled (edge-triggered) and has not yet returned EAGAIN.
     acceptable: bool,
+    /// `accept` failed for want of resources; not retried before this time.
+    accept_retry: Option<Instant>,
     rank: u32,
     workers: Vec<u32>,
     hosts: Vec<String>,
@@ -994,7 +1019,7 @@ impl Io {
                     }
                 }
             }
-            if self.acceptable {
+            if self.acceptable && self.accept_retry.is_none_or(|t| t <= Instant::now()) {
                 progress |= self.accept();
             }
             progress |= self.collect_bells();
@@ -1060,13 +1085,33 @@ impl Io {
             let (sock, addr) = match self.listener.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                // WouldBlock, or a resource error that a later connection retries.
-                Err(_) => {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     self.acceptable = false;
+                    return any;
+                }
+                // That one connection failed before it was taken (reset, or refused by a
+                // firewall rule); the next may be fine.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ECONNABORTED | libc::EPROTO | libc::EPERM)
+                    ) =>
+                {
+                    continue;
+                }
+                // Out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) or worse: the
+                // connections stay queued and the edge-triggered listener will not signal them
+                // again, so stay `acceptable` and retry, and keep the cause for `attach`.
+                Err(e) => {
+                    self.accept_failed(&e);
                     return any;
                 }
             };
             any = true;
+            if self.accept_retry.take().is_some() {
+                let mut st = self.shared.attach.lock().unwrap_or_else(|p| p.into_inner());
+                st.accept_failure = None;
+            }
             if self.hellos >= MAX_HELLOS {
                 refuse(addr, "too many connections are waiting for their hello");
                 continue;
@@ -1098,6 +1143,28 @@ impl Io {
                 },
             });
         }
+    }
+
+    /// Notes that `accept` failed with `e`: retried after [`ACCEPT_RETRY`], reported once on
+    /// stderr, and kept for the message of an `attach` that times out meanwhile.
+    fn accept_failed(&mut self, e: &std::io::Error) {
+        let first = self.accept_retry.is_none();
+        self.accept_retry = Some(Instant::now() + ACCEPT_RETRY);
+        let at = self
+            .listener
+            .local_addr()
+            .map_or_else(|_| "the listener".to_string(), |a| a.to_string());
+        let hint = if e.raw_os_error() == Some(libc::EMFILE) {
+            "; raise the limit on open files (ulimit -n)"
+        } else {
+            ""
+        };
+        let why = format!("accepting connections on {at}: {e}{hint}");
+        if first {
+            crate::eprint_line(format_args!("gossamer: tcp: {why} (retrying)"));
+        }
+        let mut st = self.shared.attach.lock().unwrap_or_else(|p| p.into_inner());
+        st.accept_failure = Some(why);
     }
 
     /// Marks the connections to every remote worker whose bell rang as pending.

@@ -225,6 +225,98 @@ fn a_bad_frame_on_an_authenticated_connection_ends_the_job() {
     expect_dropped(&mut s, Duration::from_secs(5), "protocol breaker");
 }
 
+/// Set in the environment of a child process that [`run_in_child`] started.
+const CHILD_VAR: &str = "GSM_TCP_TEST_CHILD";
+
+/// Runs test `name` of this binary again, alone, in a child process with [`CHILD_VAR`] set (for a
+/// test that changes what the whole process may do), killing it after `within`; panics with its
+/// output unless it ran and passed.
+fn run_in_child(name: &str, within: Duration) {
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(CHILD_VAR, "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let mut killed = false;
+    while child.try_wait().unwrap().is_none() {
+        if !killed && start.elapsed() > within {
+            let _ = child.kill();
+            killed = true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && !killed && stdout.contains("1 passed"),
+        "{name} in a child process ({:?}{}):\n{stdout}\n{}",
+        out.status,
+        if killed {
+            format!(", killed after {within:?}")
+        } else {
+            String::new()
+        },
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_failing_accept_is_named_and_retried() {
+    if std::env::var_os(CHILD_VAR).is_none() {
+        // It exhausts the process's descriptors.
+        return run_in_child(
+            "fabric::tcp::tests::a_failing_accept_is_named_and_retried",
+            Duration::from_secs(60),
+        );
+    }
+    let layout = layout(4, 64);
+    let (mut t, _rank0, failures, key) = hand_made_rank_1(layout);
+    t.connect_timeout = Duration::from_secs(1);
+    // Use up every descriptor but one, which the connection below takes: the I/O thread's
+    // accept then fails with EMFILE.
+    let lim = libc::rlimit {
+        rlim_cur: 256,
+        rlim_max: 256,
+    };
+    // SAFETY: `lim` is a valid rlimit for the call to read.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+    let mut hog = Vec::new();
+    while let Ok(f) = std::fs::File::open("/dev/null") {
+        hog.push(f);
+    }
+    hog.pop();
+    let mut s = TcpStream::connect(t.local_addr()).unwrap();
+    let hello = Hello {
+        key,
+        src_rank: 0,
+        src_local: 0,
+        dst_rank: 1,
+        layout,
+    };
+    s.write_all(&hello.encode()).unwrap();
+    match t.attach() {
+        Err(e @ FabricError::Os { .. }) => {
+            let e = e.to_string();
+            assert!(
+                e.contains("accepting connections on")
+                    && e.contains("Too many open files")
+                    && e.contains("rank 0 (host host-a)"),
+                "{e}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // With descriptors again, the queued connection is taken without a new one.
+    drop(hog);
+    t.connect_timeout = Duration::from_secs(10);
+    t.attach()
+        .expect("the queued connection was accepted once descriptors were free");
+    assert!(failures.lock().unwrap().is_empty());
+}
+
 #[test]
 fn attach_names_a_peer_that_never_connects() {
     let (mut t, _rank0, failures, _) = hand_made_rank_1(layout(4, 64));
