@@ -38,7 +38,8 @@
 //! tcp peers, that the worker exists and that it has not connected before. A connection that
 //! fails any check, or does not complete its hello within [`HELLO_TIMEOUT`], is closed and
 //! reported by one line on stderr (`gossamer: tcp: dropped a connection from <addr>: <reason>`);
-//! it never reaches a ring and never ends the job.
+//! it never reaches a ring and never ends the job. At most [`MAX_HELLOS`] accepted connections
+//! wait for their hello; the rest wait in the listener's queue.
 //!
 //! After the hello, each slot is a frame: an 8-byte header — destination global worker (u32),
 //! then `lane << 31 | length` (u32) — and `length` payload bytes, `length <= slot_size`. A frame
@@ -132,8 +133,14 @@ pub const WRITE_LIMIT: usize = 256 * 1024;
 /// it reports the peer lost: at the end of a job a fast rank may close its sockets before a slow
 /// one has called `closing`.
 pub const LOSS_GRACE: Duration = Duration::from_secs(1);
-/// At most this many accepted connections may wait for their hello at once; more are dropped.
+/// At most this many accepted connections wait for their hello at once (which bounds what
+/// strangers can make this rank hold); more wait in the listener's queue until some have
+/// completed their hello or were dropped. Refusing them instead would drop legitimate peers of
+/// a large job, and end it. Tests lower it so that a small job crosses it.
+#[cfg(not(test))]
 const MAX_HELLOS: usize = 1024;
+#[cfg(test)]
+const MAX_HELLOS: usize = 8;
 /// How long the I/O thread waits before it retries an `accept` that failed for want of
 /// descriptors or memory: the connections stay queued, and each retry costs a syscall (on Linux
 /// even a failing `accept` allocates a socket).
@@ -1078,10 +1085,14 @@ impl Io {
     }
 
     /// Accepts every waiting connection (only after the listener's event: on Linux, even a
-    /// failing `accept` allocates a socket).
+    /// failing `accept` allocates a socket), or until [`MAX_HELLOS`] wait for their hello; the
+    /// listener then stays `acceptable`, to be taken up again by a later pass.
     fn accept(&mut self) -> bool {
         let mut any = false;
         loop {
+            if self.hellos >= MAX_HELLOS {
+                return any;
+            }
             let (sock, addr) = match self.listener.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -1111,10 +1122,6 @@ impl Io {
             if self.accept_retry.take().is_some() {
                 let mut st = self.shared.attach.lock().unwrap_or_else(|p| p.into_inner());
                 st.accept_failure = None;
-            }
-            if self.hellos >= MAX_HELLOS {
-                refuse(addr, "too many connections are waiting for their hello");
-                continue;
             }
             if let Err(e) = sock.set_nonblocking(true) {
                 refuse(addr, &format!("cannot make it non-blocking: {e}"));

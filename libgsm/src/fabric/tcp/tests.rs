@@ -142,6 +142,21 @@ fn hand_made_rank_1(
     Arc<Mutex<Vec<FabricError>>>,
     [u8; KEY_LEN],
 ) {
+    hand_made_rank_1_with(layout, 1, |_, _| {})
+}
+
+/// [`hand_made_rank_1`] with `workers0` workers on rank 0, and `early` called with rank 1's
+/// address and the key between its `prepare` and its `create`.
+fn hand_made_rank_1_with(
+    layout: RingLayout,
+    workers0: u32,
+    early: impl FnOnce(SocketAddr, [u8; KEY_LEN]),
+) -> (
+    Tcp,
+    std::net::TcpListener,
+    Arc<Mutex<Vec<FabricError>>>,
+    [u8; KEY_LEN],
+) {
     let rank0 = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let settings = Settings {
         bind: Some(Ipv4Addr::LOCALHOST.into()),
@@ -149,9 +164,10 @@ fn hand_made_rank_1(
     };
     let (mut t, _) = Tcp::prepare(&settings).unwrap();
     let key = [0x5au8; KEY_LEN];
+    early(t.local_addr(), key);
     let topo = Topology {
         rank: 1,
-        workers: vec![1, 1],
+        workers: vec![workers0, 1],
         hosts: vec!["host-a".into(), "host-b".into()],
         layout,
         job_id: "tcp-hand".into(),
@@ -314,6 +330,31 @@ fn a_failing_accept_is_named_and_retried() {
     t.connect_timeout = Duration::from_secs(10);
     t.attach()
         .expect("the queued connection was accepted once descriptors were free");
+    assert!(failures.lock().unwrap().is_empty());
+}
+
+#[test]
+fn more_peers_than_max_hellos_all_get_in() {
+    let layout = layout(4, 64);
+    let n = 2 * MAX_HELLOS as u32 + 3;
+    let mut socks = Vec::new();
+    // Every one of rank 0's workers connects and says hello before rank 1 accepts anything.
+    let (mut t, _rank0, failures, _) = hand_made_rank_1_with(layout, n, |addr, key| {
+        for l in 0..n {
+            let mut s = TcpStream::connect(addr).unwrap();
+            let hello = Hello {
+                key,
+                src_rank: 0,
+                src_local: l,
+                dst_rank: 1,
+                layout,
+            };
+            s.write_all(&hello.encode()).unwrap();
+            socks.push(s);
+        }
+    });
+    t.connect_timeout = Duration::from_secs(10);
+    t.attach().expect("every worker of rank 0 was accepted");
     assert!(failures.lock().unwrap().is_empty());
 }
 
