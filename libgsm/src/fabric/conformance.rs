@@ -79,6 +79,16 @@ static JOBS: AtomicU64 = AtomicU64::new(0);
 
 /// Sets up a job of `workers.len()` ranks in this process; rank `r` has `workers[r]` workers.
 pub(super) fn job<F: Fabric>(workers: &[u32], layout: RingLayout) -> Vec<Rank<F>> {
+    job_with(workers, layout, |_| {})
+}
+
+/// [`job`], with `after_prepare` called on each rank's fabric between its `prepare` and the
+/// exchange (to change what a test needs changed, such as a listener's backlog).
+pub(super) fn job_with<F: Fabric>(
+    workers: &[u32],
+    layout: RingLayout,
+    after_prepare: fn(&F),
+) -> Vec<Rank<F>> {
     let n = workers.len();
     let job_id = format!(
         "gsm-conf-{}-{}",
@@ -108,7 +118,8 @@ pub(super) fn job<F: Fabric>(workers: &[u32], layout: RingLayout) -> Vec<Rank<F>
                     connect_timeout: Duration::from_secs(10),
                 };
                 let prepared = F::prepare(&settings);
-                if let Ok((_, e)) = &prepared {
+                if let Ok((f, e)) = &prepared {
+                    after_prepare(f);
                     endpoints.lock().unwrap()[rank as usize] = e.clone();
                 }
                 // Every thread reaches every barrier, even after a failure, so none is left

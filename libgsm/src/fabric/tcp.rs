@@ -14,10 +14,13 @@
 //!   `Settings::bind` says so (and then advertises the hostname's address). The endpoint bytes
 //!   are the listener's address: `4` + 4 address bytes + port (big-endian), or `6` + 16 bytes +
 //!   port.
-//! - [`Fabric::create`] makes every ring, opens ONE connection per (local worker, remote rank)
-//!   with a blocking connect (every peer's listener exists before the exchange, so the kernel
-//!   completes it from the backlog without the peer doing anything), writes the hello, and starts
-//!   the I/O thread, which from then on owns every socket.
+//! - [`Fabric::create`] makes every ring, starts the I/O thread (which accepts from then on),
+//!   opens ONE connection per (local worker, remote rank) with a blocking connect (every peer's
+//!   listener exists before the exchange, so the kernel completes it from the backlog without the
+//!   peer doing anything), writes the hello, and hands the connections to the I/O thread, which
+//!   from then on owns every socket. Accepting before connecting matters when more connections
+//!   come than a listener's backlog holds (`listen` is capped by `net.core.somaxconn`, 128 on
+//!   older kernels): two ranks each blocked connecting to the other would never accept.
 //! - [`Fabric::attach`] waits, bounded by `Settings::connect_timeout`, until every remote worker
 //!   has connected and proved the key; on timeout it names a peer that is missing, and why
 //!   `accept` is failing if it is (out of descriptors, say: the I/O thread keeps retrying, and
@@ -407,6 +410,10 @@ struct Shared {
     closing: AtomicBool,
     attach: Mutex<AttachState>,
     attached: Condvar,
+    /// The outgoing connections, with their index in `Io::conns`, once `create` made them all.
+    handover: Mutex<Vec<(usize, Conn)>>,
+    /// `handover` is filled and the I/O thread has not taken it yet.
+    handed: AtomicBool,
 }
 
 struct AttachState {
@@ -492,8 +499,8 @@ impl Fabric for Tcp {
         let addr = listener
             .local_addr()
             .map_err(|e| os_error("reading the listener's address", &e))?;
-        // Room for every remote worker's connection while this rank has not started accepting
-        // yet (the kernel caps it at net.core.somaxconn).
+        // Room for the connections that come before this rank starts accepting in `create` (the
+        // kernel caps it at net.core.somaxconn; connects wait for room, bounded by their timeout).
         // SAFETY: listen on a bound socket this function owns; no pointers.
         unsafe {
             libc::listen(listener.as_raw_fd(), 4096);
@@ -576,6 +583,8 @@ impl Fabric for Tcp {
                 accept_failure: None,
             }),
             attached: Condvar::new(),
+            handover: Mutex::new(Vec::new()),
+            handed: AtomicBool::new(false),
         });
 
         // Rings. Incoming: producer ends wait, per source worker, for its connection.
@@ -600,8 +609,9 @@ impl Fabric for Tcp {
             }
         }
 
-        // Outgoing: one connection per (local worker, peer rank), with its shadow rings.
-        let mut conns: Vec<Option<Conn>> = Vec::new();
+        // Outgoing: one connection per (local worker, peer rank), with its shadow rings. The
+        // sockets come after the I/O thread started (below); `conns[i]` waits for `outgoing[i]`.
+        let mut outgoing: Vec<(SocketAddr, Outgoing)> = Vec::new();
         let mut outs_of_rank: Vec<Vec<usize>> = vec![Vec::new(); ranks as usize];
         for l in 0..nlocal {
             for &(r, addr) in &addrs {
@@ -621,27 +631,26 @@ impl Fabric for Tcp {
                         });
                     }
                 }
-                let sock = self.connect(topo, l, r, addr)?;
-                outs_of_rank[r as usize].push(conns.len());
-                conns.push(Some(Conn {
-                    sock,
+                outs_of_rank[r as usize].push(outgoing.len());
+                outgoing.push((
                     addr,
-                    readable: true,
-                    writable: true,
-                    role: Role::Out(Box::new(Outgoing {
+                    Outgoing {
                         rank: r,
                         local: l,
                         rings,
                         next: 0,
                         wbuf: Vec::with_capacity(WRITE_LIMIT + 64 * 1024),
                         wstart: 0,
-                        pending: false,
-                    })),
-                }));
+                        // A bell rung before the I/O thread took the connection found no
+                        // connection to mark.
+                        pending: true,
+                    },
+                ));
             }
         }
 
-        // Register everything and start the thread.
+        // Register the eventfd and the listener and start the thread.
+        let epoll = Arc::new(epoll);
         let reg = |fd: RawFd, ev: u32, token: u64, what: &str| {
             epoll
                 .add(fd, ev, token)
@@ -659,21 +668,12 @@ impl Fabric for Tcp {
             TOKEN_LISTENER,
             "the listener",
         )?;
-        for (i, c) in conns.iter().enumerate() {
-            let c = c.as_ref().expect("just made");
-            reg(
-                c.sock.as_raw_fd(),
-                (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
-                i as u64,
-                "a connection",
-            )?;
-        }
         let mut rank_of = Vec::with_capacity(total as usize);
         for (r, &n) in topo.workers.iter().enumerate() {
             rank_of.extend(std::iter::repeat_n(r as u32, n as usize));
         }
         let io = Io {
-            epoll,
+            epoll: epoll.clone(),
             shared: shared.clone(),
             hooks,
             listener,
@@ -688,7 +688,7 @@ impl Fabric for Tcp {
             nlocal,
             is_peer,
             rank_of,
-            conns,
+            conns: (0..outgoing.len()).map(|_| None).collect(),
             free: Vec::new(),
             hellos: 0,
             unclaimed,
@@ -703,6 +703,36 @@ impl Fabric for Tcp {
             .name("gsm-tcp-io".into())
             .spawn(move || io.run())
             .map_err(|e| os_error("starting the tcp I/O thread", &e))?;
+        // From here on, dropping `self` stops the thread, whatever fails below.
+        self.shared = Some(shared.clone());
+        self.io = Some(handle);
+
+        // Connect only now that this rank accepts: a peer's listen backlog may be smaller than
+        // the connections coming to it, and two ranks each blocked connecting to the other
+        // while neither accepts would wait until the connect timeout.
+        let mut handed = Vec::with_capacity(outgoing.len());
+        for (i, (addr, o)) in outgoing.into_iter().enumerate() {
+            let sock = self.connect(topo, o.local, o.rank, addr)?;
+            reg(
+                sock.as_raw_fd(),
+                (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
+                i as u64,
+                "a connection",
+            )?;
+            handed.push((
+                i,
+                Conn {
+                    sock,
+                    addr,
+                    readable: true,
+                    writable: true,
+                    role: Role::Out(Box::new(o)),
+                },
+            ));
+        }
+        *shared.handover.lock().unwrap_or_else(|p| p.into_inner()) = handed;
+        shared.handed.store(true, Ordering::Release);
+        shared.wake();
 
         for &(r, _) in &addrs {
             for g in topo.workers_of(r) {
@@ -718,8 +748,6 @@ impl Fabric for Tcp {
             .collect();
         self.hosts = topo.hosts.clone();
         self.links = Some(links);
-        self.shared = Some(shared);
-        self.io = Some(handle);
         Ok(())
     }
 
@@ -804,16 +832,18 @@ impl Tcp {
             )
         };
         let mut sock = TcpStream::connect_timeout(&addr, self.connect_timeout).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::TimedOut {
-                FabricError::Timeout {
-                    fabric: FabricKind::Tcp,
-                    peer: r,
-                    host: host(),
-                    seconds: self.connect_timeout.as_secs(),
-                }
+            // This rank could not reach `r`, which `FabricError::Timeout` ("rank r did not
+            // connect") would put the other way round.
+            let e = if e.kind() == std::io::ErrorKind::TimedOut {
+                std::io::Error::other(format!(
+                    "no answer within {} s; is rank {r} running, and can this host reach it? \
+                     (GSM_CONNECT_TIMEOUT raises the limit)",
+                    self.connect_timeout.as_secs()
+                ))
             } else {
-                os_error(what(), &e)
-            }
+                e
+            };
+            os_error(what(), &e)
         })?;
         let hello = Hello {
             key: topo.key,
@@ -910,7 +940,8 @@ enum Fate {
 }
 
 struct Io {
-    epoll: Epoll,
+    /// Shared with `create`, which registers the outgoing connections while this thread runs.
+    epoll: Arc<Epoll>,
     shared: Arc<Shared>,
     hooks: Hooks,
     listener: TcpListener,
@@ -1025,6 +1056,10 @@ impl Io {
                         }
                     }
                 }
+            }
+            if self.shared.handed.load(Ordering::Acquire) {
+                self.take_outgoing();
+                progress = true;
             }
             if self.acceptable && self.accept_retry.is_none_or(|t| t <= Instant::now()) {
                 progress |= self.accept();
@@ -1149,6 +1184,21 @@ impl Io {
                     deadline: Instant::now() + HELLO_TIMEOUT,
                 },
             });
+        }
+    }
+
+    /// Takes the outgoing connections `create` handed over into their reserved places.
+    fn take_outgoing(&mut self) {
+        self.shared.handed.store(false, Ordering::Relaxed);
+        let handed = std::mem::take(
+            &mut *self
+                .shared
+                .handover
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        for (i, c) in handed {
+            self.conns[i] = Some(c);
         }
     }
 

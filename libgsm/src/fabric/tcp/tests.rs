@@ -359,6 +359,65 @@ fn more_peers_than_max_hellos_all_get_in() {
 }
 
 #[test]
+fn set_up_does_not_jam_when_the_backlog_is_smaller_than_the_connections() {
+    // Each rank's listener queues 3 connections (backlog 2) and each rank makes 12 to the other:
+    // a rank that waited for its own connects before accepting would jam with its peer.
+    let start = Instant::now();
+    let mut ranks = crate::fabric::conformance::job_with::<Tcp>(&[12, 12], layout(8, 64), |t| {
+        let fd = t.listener.as_ref().unwrap().as_raw_fd();
+        // SAFETY: listen on a listening socket the fabric owns; no pointers.
+        assert_eq!(unsafe { libc::listen(fd, 2) }, 0);
+    });
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    moves_data(&mut ranks, 100);
+    no_data_anywhere(&ranks);
+}
+
+#[test]
+fn a_connect_that_times_out_names_this_rank_as_the_one_that_could_not_connect() {
+    // Rank 0's listener never accepts and its queue (backlog 0) is full: the kernel drops the
+    // SYNs of further connects.
+    let rank0 = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // SAFETY: listen on a listening socket this test owns; no pointers.
+    assert_eq!(unsafe { libc::listen(rank0.as_raw_fd(), 0) }, 0);
+    let addr0 = rank0.local_addr().unwrap();
+    let _filler = TcpStream::connect(addr0).unwrap();
+    let _more = TcpStream::connect_timeout(&addr0, Duration::from_millis(200));
+    let settings = Settings {
+        bind: Some(Ipv4Addr::LOCALHOST.into()),
+        connect_timeout: Duration::from_secs(1),
+    };
+    let (mut t, _) = Tcp::prepare(&settings).unwrap();
+    let topo = Topology {
+        rank: 1,
+        workers: vec![1, 1],
+        hosts: vec!["host-a".into(), "host-b".into()],
+        layout: layout(4, 64),
+        job_id: "tcp-hand".into(),
+        key: [1; KEY_LEN],
+    };
+    let hooks = Hooks {
+        wake: Arc::new(|_| {}),
+        fail: Arc::new(|e| panic!("{e}")),
+    };
+    let peer = Peer {
+        rank: 0,
+        endpoint: encode_endpoint(addr0),
+    };
+    let e = t.create(&topo, &[peer], hooks).unwrap_err().to_string();
+    assert!(
+        e.contains("connecting worker 0 to rank 0 (host host-a)")
+            && e.contains("no answer within 1 s")
+            && !e.contains("did not connect"),
+        "{e}"
+    );
+}
+
+#[test]
 fn attach_names_a_peer_that_never_connects() {
     let (mut t, _rank0, failures, _) = hand_made_rank_1(layout(4, 64));
     t.connect_timeout = Duration::from_millis(300);
