@@ -83,8 +83,10 @@
 //! job with [`FabricError::PeerLost`] (reported once per peer rank), unless `closing` comes
 //! within [`LOSS_GRACE`] (at the end of a job, a fast rank may close before a slow one has called
 //! `closing`); after `closing`, EOFs are expected and just closed. A frame that breaks the
-//! protocol is reported at once. Dropping a [`Tcp`] stops and joins the I/O thread (which never
-//! blocks for longer than [`IDLE_WAIT`]) and closes every socket.
+//! protocol is reported at once. A peer's host that vanishes without a FIN or RST (powered off,
+//! cut off) is noticed by TCP keepalive and [`USER_TIMEOUT`] within about 30 s, as an error on
+//! its connections (see [`keep_alive`]). Dropping a [`Tcp`] stops and joins the I/O thread (which
+//! never blocks for longer than [`IDLE_WAIT`]) and closes every socket.
 //!
 //! # Measured (loopback, this repository's 2-core test machine, release build)
 //!
@@ -144,6 +146,16 @@ pub const LOSS_GRACE: Duration = Duration::from_secs(1);
 const MAX_HELLOS: usize = 1024;
 #[cfg(test)]
 const MAX_HELLOS: usize = 8;
+/// An idle connection is probed after this long without traffic (the kernel's default is 2 h).
+pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+/// Between keepalive probes (the kernel's default is 75 s).
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+/// Unanswered keepalive probes before an idle connection is dropped (the kernel's default is 9).
+pub const KEEPALIVE_PROBES: u32 = 3;
+/// How long sent data may stay unacknowledged, or (with keepalive) how long probes may go
+/// unanswered, before the kernel drops the connection (without it: about 15 minutes of
+/// retransmissions).
+pub const USER_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the I/O thread waits before it retries an `accept` that failed for want of
 /// descriptors or memory: the connections stay queued, and each retry costs a syscall (on Linux
 /// even a failing `accept` allocates a socket).
@@ -379,6 +391,54 @@ fn eventfd_drain(fd: &OwnedFd) {
     unsafe {
         libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8);
     }
+}
+
+/// Makes the kernel drop `sock` when the peer's host stops answering, within about
+/// [`USER_TIMEOUT`]: keepalive probes after [`KEEPALIVE_IDLE`] of silence, every
+/// [`KEEPALIVE_INTERVAL`], and [`USER_TIMEOUT`] for unacknowledged data and unanswered probes.
+/// Without it a rank that waits for a peer whose host vanished without a FIN or RST (powered off,
+/// cut off) waits for ever on an idle connection, and about 15 minutes with data in flight; with
+/// it the I/O thread sees an error and reports the peer lost. A peer that is alive but slow is
+/// not affected: its kernel answers probes and acknowledges data even when its rings are full
+/// (a zero window is not a timeout). 30 s is far beyond any loss a working network recovers from,
+/// and short enough that a job does not outlive its dead host by much.
+fn keep_alive(sock: &TcpStream) -> std::io::Result<()> {
+    let secs = |d: Duration| d.as_secs() as libc::c_int;
+    for (level, name, value) in [
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, secs(KEEPALIVE_IDLE)),
+        (
+            libc::IPPROTO_TCP,
+            libc::TCP_KEEPINTVL,
+            secs(KEEPALIVE_INTERVAL),
+        ),
+        (
+            libc::IPPROTO_TCP,
+            libc::TCP_KEEPCNT,
+            KEEPALIVE_PROBES as libc::c_int,
+        ),
+        (
+            libc::IPPROTO_TCP,
+            libc::TCP_USER_TIMEOUT,
+            USER_TIMEOUT.as_millis() as libc::c_int,
+        ),
+    ] {
+        // SAFETY: `value` is a c_int valid for reads of its size for the call, which is what
+        // each of these options takes; the socket is open.
+        let rc = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                level,
+                name,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 fn hostname() -> Option<String> {
@@ -855,6 +915,7 @@ impl Tcp {
         sock.set_write_timeout(Some(self.connect_timeout))
             .and_then(|()| sock.write_all(&hello.encode()))
             .and_then(|()| sock.set_nodelay(true))
+            .and_then(|()| keep_alive(&sock))
             .and_then(|()| sock.set_nonblocking(true))
             .map_err(|e| os_error(what(), &e))?;
         Ok(sock)
@@ -1160,6 +1221,10 @@ impl Io {
             }
             if let Err(e) = sock.set_nonblocking(true) {
                 refuse(addr, &format!("cannot make it non-blocking: {e}"));
+                continue;
+            }
+            if let Err(e) = keep_alive(&sock) {
+                refuse(addr, &format!("cannot set its keepalive: {e}"));
                 continue;
             }
             let i = self.free.pop().unwrap_or_else(|| {

@@ -417,6 +417,92 @@ fn a_connect_that_times_out_names_this_rank_as_the_one_that_could_not_connect() 
     );
 }
 
+/// The port of `fd`'s address as `get` (getsockname or getpeername) gives it, if it is an IPv4
+/// socket.
+fn port_of(
+    fd: RawFd,
+    get: unsafe extern "C" fn(
+        libc::c_int,
+        *mut libc::sockaddr,
+        *mut libc::socklen_t,
+    ) -> libc::c_int,
+) -> Option<u16> {
+    // SAFETY: an all-zero sockaddr_in is a valid value of this plain C struct.
+    let mut a: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: `a` is valid for writes of `len` bytes, which bounds what the kernel writes.
+    let rc = unsafe { get(fd, (&mut a as *mut libc::sockaddr_in).cast(), &mut len) };
+    (rc == 0 && a.sin_family == libc::AF_INET as libc::sa_family_t)
+        .then(|| u16::from_be(a.sin_port))
+}
+
+fn int_option(fd: RawFd, level: libc::c_int, name: libc::c_int) -> libc::c_int {
+    let mut v: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` is valid for writes of `len` bytes, which bounds what the kernel writes.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(rc, 0, "getsockopt({level}, {name}) on {fd}");
+    v
+}
+
+#[test]
+fn both_ends_of_every_connection_keep_alive() {
+    let ranks = job::<Tcp>(&[1, 2], layout(8, 64));
+    let listeners: Vec<u16> = ranks.iter().map(|r| r.fabric.local_addr().port()).collect();
+    let (mut connected, mut accepted) = (0, 0);
+    // The fabric's sockets belong to its I/O thread: find them among this process's
+    // descriptors by their ports.
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap() {
+        let Ok(fd) = entry
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .parse::<RawFd>()
+        else {
+            continue;
+        };
+        let (Some(local), Some(peer)) = (
+            port_of(fd, libc::getsockname),
+            port_of(fd, libc::getpeername),
+        ) else {
+            continue;
+        };
+        if listeners.contains(&peer) {
+            connected += 1;
+        } else if listeners.contains(&local) {
+            accepted += 1;
+        } else {
+            continue;
+        }
+        let tcp = libc::IPPROTO_TCP;
+        let got = [
+            int_option(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE),
+            int_option(fd, tcp, libc::TCP_KEEPIDLE),
+            int_option(fd, tcp, libc::TCP_KEEPINTVL),
+            int_option(fd, tcp, libc::TCP_KEEPCNT),
+            int_option(fd, tcp, libc::TCP_USER_TIMEOUT),
+        ];
+        let want = [
+            1,
+            KEEPALIVE_IDLE.as_secs() as libc::c_int,
+            KEEPALIVE_INTERVAL.as_secs() as libc::c_int,
+            KEEPALIVE_PROBES as libc::c_int,
+            USER_TIMEOUT.as_millis() as libc::c_int,
+        ];
+        assert_eq!(got, want, "socket {fd} ({local} -> {peer})");
+    }
+    // Rank 0's worker connects to rank 1, rank 1's two workers to rank 0.
+    assert_eq!((connected, accepted), (3, 3));
+}
+
 #[test]
 fn attach_names_a_peer_that_never_connects() {
     let (mut t, _rank0, failures, _) = hand_made_rank_1(layout(4, 64));
