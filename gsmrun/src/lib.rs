@@ -251,6 +251,12 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
                 "--timeout {t}: give a positive number of seconds"
             )));
         }
+        if supervise::deadline(std::time::Instant::now(), t).is_none() {
+            return Err(Error::Usage(format!(
+                "--timeout {t}: too many seconds for this system's clock to count to; \
+                 give a smaller number"
+            )));
+        }
     }
     let (hosts, source) = resolve_hosts(cli, var)?;
     let placement = placement::place(&hosts, cli.np, cli.map_by.into(), cli.oversubscribe)?;

@@ -270,9 +270,7 @@ pub fn run(
 
     let launcher_name = plan.argv[0].clone();
     let start = Instant::now();
-    let timeout_at = opts
-        .timeout
-        .map(|t| start + Duration::from_secs_f64(t.max(0.0)));
+    let timeout_at = opts.timeout.and_then(|t| deadline(start, t));
     let mut conns: HashMap<usize, Conn> = HashMap::new();
     let mut ok_ranks: HashSet<String> = HashSet::new();
     let mut ending: Option<(i32, Instant)> = None;
@@ -414,6 +412,15 @@ pub fn run(
             }
         }
     }
+}
+
+/// The instant `secs` seconds after `start`, or `None` when no `Instant` can hold it (a huge
+/// `--timeout` such as 1e19 would otherwise panic once the launcher is running; `prepare`
+/// refuses such values with this same test).
+pub fn deadline(start: Instant, secs: f64) -> Option<Instant> {
+    Duration::try_from_secs_f64(secs)
+        .ok()
+        .and_then(|d| start.checked_add(d))
 }
 
 /// A SIGKILLed Open MPI `mpirun` leaves its session directory
@@ -646,6 +653,14 @@ mod tests {
         );
         assert_eq!(Outcome::Signaled(11).exit_code(), 139);
         assert!(!Outcome::Exited(0).failed());
+    }
+
+    #[test]
+    fn deadline_refuses_what_no_instant_holds() {
+        let now = Instant::now();
+        assert_eq!(deadline(now, 1.5), Some(now + Duration::from_millis(1500)));
+        assert_eq!(deadline(now, 1e19), None);
+        assert_eq!(deadline(now, f64::INFINITY), None);
     }
 
     #[test]

@@ -299,3 +299,16 @@ fn wrapper_removes_its_rank_s_segment_after_the_program_is_killed() {
     );
     assert!(other, "the wrapper removed another rank's segment");
 }
+
+fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn huge_timeout_is_refused_even_in_a_dry_run() {
+    for t in ["1e19", "1e20"] {
+        let out = gsmrun(&["--timeout", t, "--dry-run", "app"], "openmpi");
+        assert_eq!(out.status.code(), Some(2), "{t}: {}", stderr_of(&out));
+        assert!(stderr_of(&out).contains("--timeout"), "{}", stderr_of(&out));
+    }
+}
