@@ -89,6 +89,11 @@ pub const OPEN_MPI_ROOT: &[(&str, &str)] = &[
     ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
 ];
 
+/// Longest single argument or environment string (`NAME=value`) Linux passes to a program,
+/// counting its terminating NUL: `MAX_ARG_STRLEN`, 32 pages of 4 KiB. `execve` fails with "Argument
+/// list too long" beyond it, only once the launcher is being started, so `gsmrun` checks first.
+pub const MAX_STRING: usize = 32 * 4096;
+
 /// Every variable of [`job`] that may be exported to the ranks, in the order they are exported.
 pub const JOB_VARS: &[&str] = &[
     job::JOB_ID,

@@ -343,6 +343,7 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
         job_vars,
     };
     let plan = launch::build_plan(&backend, &spec);
+    check_string_lengths(&plan, job_env.iter().chain(&plan.env).chain(&mpi_env))?;
     Ok(Prepared {
         placement,
         source,
@@ -353,6 +354,36 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
         job_id,
         tmpdir,
     })
+}
+
+/// Refuse a launch whose argv or environment has a string over [`env::MAX_STRING`]: the kernel
+/// would refuse to start the launcher (`GSM_RANK_HOSTS` grows with the ranks, `-x` values and
+/// program arguments with the user).
+fn check_string_lengths<'a>(
+    plan: &Plan,
+    vars: impl Iterator<Item = &'a (String, String)>,
+) -> Result<(), Error> {
+    let too_long = |what: String, len: usize| {
+        Err(Error::Usage(format!(
+            "{what} would be {len} bytes, over the {} bytes Linux allows in one argument or \
+             environment string (MAX_ARG_STRLEN), so the launcher could not start; use fewer \
+             ranks or hosts, or shorter values",
+            env::MAX_STRING
+        )))
+    };
+    for (k, v) in vars {
+        let len = k.len() + 1 + v.len() + 1;
+        if len > env::MAX_STRING {
+            return too_long(format!("the variable {k}"), len);
+        }
+    }
+    for a in &plan.argv {
+        if a.len() + 1 > env::MAX_STRING {
+            let head: String = a.chars().take(20).collect();
+            return too_long(format!("the argument `{head}…`"), a.len() + 1);
+        }
+    }
+    Ok(())
 }
 
 /// What `--dry-run` and `-v` print: the placement, the generated hostfile, the command, and the

@@ -7,6 +7,12 @@
 
 use crate::hosts::Host;
 
+/// Most ranks a job may have. Every rank's environment carries `GSM_RANK_HOSTS`, at least two
+/// bytes per rank, and Linux refuses an environment string over 128 KiB (`MAX_ARG_STRLEN`), so no
+/// larger job could start; refusing it here also keeps a typo such as `-np 4294967295` from
+/// allocating the placement (34 GB) before that is found out.
+pub const MAX_RANKS: u32 = 65536;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MapBy {
     #[default]
@@ -46,6 +52,11 @@ pub enum PlacementError {
     NoHosts,
     #[error("-np 0: a job needs at least one rank")]
     ZeroRanks,
+    #[error(
+        "{np} ranks asked for but a job has at most {max} (every rank's environment lists every \
+         rank's host, and Linux limits its size); use fewer ranks"
+    )]
+    TooManyRanks { np: u32, max: u32 },
 }
 
 /// Place the ranks (see the module doc).
@@ -74,6 +85,9 @@ pub fn place(
     };
     if np == 0 {
         return Err(PlacementError::ZeroRanks);
+    }
+    if np > MAX_RANKS {
+        return Err(PlacementError::TooManyRanks { np, max: MAX_RANKS });
     }
     let clamp = |x: u64| u32::try_from(x).unwrap_or(u32::MAX);
     if u64::from(np) > slots_total && !oversubscribe {
@@ -240,6 +254,23 @@ mod tests {
         let hosts = [h("a", 1, Some(1)), h("b", 1, None)];
         let p = place(&hosts, Some(4), MapBy::Node, true).unwrap();
         assert_eq!(p.rank_host, vec![0, 1, 1, 1]);
+    }
+
+    #[test]
+    fn rank_count_is_capped() {
+        let hosts = [h("a", 1, None)];
+        assert_eq!(
+            place(&hosts, Some(u32::MAX), MapBy::Slot, true),
+            Err(PlacementError::TooManyRanks {
+                np: u32::MAX,
+                max: MAX_RANKS
+            })
+        );
+        let hosts = [h("a", u32::MAX, None)];
+        assert!(matches!(
+            place(&hosts, None, MapBy::Slot, false),
+            Err(PlacementError::TooManyRanks { .. })
+        ));
     }
 
     #[test]

@@ -312,3 +312,32 @@ fn huge_timeout_is_refused_even_in_a_dry_run() {
         assert!(stderr_of(&out).contains("--timeout"), "{}", stderr_of(&out));
     }
 }
+
+#[test]
+fn rank_counts_beyond_the_limits_are_refused() {
+    let out = gsmrun(
+        &["-np", "4294967295", "--oversubscribe", "--dry-run", "app"],
+        "openmpi",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("at most"), "{}", stderr_of(&out));
+    // Within the rank limit but GSM_RANK_HOSTS would exceed the kernel's limit on one string.
+    let out = gsmrun(
+        &[
+            "-np",
+            "65529",
+            "-H",
+            "a",
+            "--oversubscribe",
+            "--dry-run",
+            "app",
+        ],
+        "openmpi",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("GSM_RANK_HOSTS"),
+        "{}",
+        stderr_of(&out)
+    );
+}
