@@ -121,10 +121,15 @@ pub fn resolve_hosts(
             path: path.clone(),
             source,
         })?;
-        return Ok((
-            hosts::parse_hostfile(path, &text)?,
-            HostSource::Hostfile(path.clone()),
-        ));
+        let found = hosts::parse_hostfile(path, &text)?;
+        if found.is_empty() {
+            // Said here, where the file is known; placement would only say "no hosts".
+            return Err(Error::Usage(format!(
+                "hostfile {} names no host; add lines like `node1 slots=4`",
+                path.display()
+            )));
+        }
+        return Ok((found, HostSource::Hostfile(path.clone())));
     }
     if let Some(h) = &cli.host {
         return Ok((hosts::parse_host_option(h)?, HostSource::HostOption));

@@ -341,3 +341,43 @@ fn rank_counts_beyond_the_limits_are_refused() {
         stderr_of(&out)
     );
 }
+
+/// A private directory under the temporary directory, removed when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("gsmrun-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create test dir");
+        TempDir(dir)
+    }
+
+    fn write(&self, name: &str, bytes: &[u8]) -> String {
+        let path = self.0.join(name);
+        std::fs::write(&path, bytes).expect("write test file");
+        path.display().to_string()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn a_hostfile_without_hosts_is_named() {
+    let dir = TempDir::new("empty-hostfile");
+    for text in ["", "# only a comment\n\n"] {
+        let path = dir.write("hosts", text.as_bytes());
+        let out = gsmrun(&["--hostfile", &path, "--dry-run", "app"], "openmpi");
+        assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+        assert!(
+            stderr_of(&out).contains(&format!("hostfile {path} names no host"))
+                && stderr_of(&out).contains("node1 slots=4"),
+            "{}",
+            stderr_of(&out)
+        );
+    }
+}
