@@ -117,11 +117,11 @@ pub fn resolve_hosts(
         ));
     }
     if let Some(path) = &cli.hostfile {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::ReadHostfile {
+        let bytes = std::fs::read(path).map_err(|source| Error::ReadHostfile {
             path: path.clone(),
             source,
         })?;
-        let found = hosts::parse_hostfile(path, &text)?;
+        let found = hosts::parse_hostfile_bytes(path, &bytes)?;
         if found.is_empty() {
             // Said here, where the file is known; placement would only say "no hosts".
             return Err(Error::Usage(format!(

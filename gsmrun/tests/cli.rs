@@ -381,3 +381,16 @@ fn a_hostfile_without_hosts_is_named() {
         );
     }
 }
+
+#[test]
+fn a_non_utf8_hostfile_points_at_the_bad_byte() {
+    let dir = TempDir::new("latin1-hostfile");
+    let path = dir.write("hosts", b"a\n# M\xfcller\n");
+    let out = gsmrun(&["--hostfile", &path, "--dry-run", "app"], "openmpi");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains(&format!("{path}:2:4: ")),
+        "{}",
+        stderr_of(&out)
+    );
+}

@@ -80,6 +80,33 @@ pub fn parse_hostfile(path: &Path, text: &str) -> Result<Vec<Host>, HostsError> 
     })
 }
 
+/// Parse a hostfile's bytes as read from disk: like [`parse_hostfile`], after checking that they
+/// are UTF-8, so that a Latin-1 `ü` in a comment is reported at its file:line:column rather than
+/// as a bare "stream did not contain valid UTF-8".
+pub fn parse_hostfile_bytes(path: &Path, bytes: &[u8]) -> Result<Vec<Host>, HostsError> {
+    let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            let at = e.valid_up_to();
+            let label = path.display().to_string();
+            // Everything before `at` is valid, so the lossy text has the same offsets up to it.
+            let lossy = String::from_utf8_lossy(bytes);
+            return Err(report::Source {
+                label: &label,
+                text: &lossy,
+            }
+            .error(
+                at,
+                1,
+                &format!("byte 0x{:02x} is not UTF-8", bytes[at]),
+                "save the hostfile as UTF-8 (for Latin-1: iconv -f latin1 -t utf-8)",
+            ));
+        }
+    };
+    parse_hostfile(path, text)
+}
+
 /// Parse the value of `-H/--host`: comma-separated `[user@]host[:N]` items, where `host` may be a
 /// Slurm hostlist pattern whose own commas (inside `[...]`) do not split items. Each item has
 /// `N` slots (default 1); repeated hosts add up.

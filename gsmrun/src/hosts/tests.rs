@@ -336,6 +336,22 @@ fn examples() -> Vec<(PathBuf, String)> {
 }
 
 #[test]
+fn non_utf8_bytes_are_located() {
+    let path = std::path::Path::new("hosts");
+    let e = parse_hostfile_bytes(path, b"a\n# M\xfcller\n").unwrap_err();
+    assert_eq!((e.line, e.column), (Some(2), Some(4)), "{e}");
+    assert!(
+        e.report.starts_with("hosts:2:4: byte 0xfc is not UTF-8"),
+        "{e}"
+    );
+    // After a BOM, columns still count from the first character.
+    let e = parse_hostfile_bytes(path, b"\xef\xbb\xbfa \xff\n").unwrap_err();
+    assert_eq!((e.line, e.column), (Some(1), Some(3)), "{e}");
+    let hosts = parse_hostfile_bytes(path, b"\xef\xbb\xbfa slots=2\n").unwrap();
+    assert_eq!((hosts[0].name.as_str(), hosts[0].slots), ("a", 2));
+}
+
+#[test]
 fn every_example_hostfile_parses() {
     let ex = examples();
     assert!(
