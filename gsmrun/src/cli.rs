@@ -105,7 +105,8 @@ impl From<MapByArg> for MapBy {
     }
 }
 
-/// The options of `gsmrun`, as the user gave them.
+/// The options of `gsmrun`, as the user gave them. Numeric options take negative numbers as their
+/// value, so that `-np -1` is refused as a bad value of `--np`, not as an unknown argument `-1`.
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "gsmrun",
@@ -117,7 +118,12 @@ impl From<MapByArg> for MapBy {
 )]
 pub struct Cli {
     /// Number of ranks (default: one per slot). Also `-np N`.
-    #[arg(short = 'n', long = "np", value_name = "N")]
+    #[arg(
+        short = 'n',
+        long = "np",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
     pub np: Option<u32>,
 
     /// Hostfile (Open MPI, MPICH or Slurm-hostlist grammar). Also `-hostfile`, `-machinefile`.
@@ -145,11 +151,16 @@ pub struct Cli {
     pub tag_output: bool,
 
     /// End the job (exit 124) if it runs longer than SECONDS.
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub timeout: Option<f64>,
 
     /// Worker threads per rank, passed to the runtime as GSM_THREADS.
-    #[arg(short = 't', long = "threads-per-rank", value_name = "N")]
+    #[arg(
+        short = 't',
+        long = "threads-per-rank",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
     pub threads_per_rank: Option<u32>,
 
     /// Fabric between ranks, passed to the runtime as GSM_FABRIC.

@@ -394,3 +394,18 @@ fn a_non_utf8_hostfile_points_at_the_bad_byte() {
         stderr_of(&out)
     );
 }
+
+#[test]
+fn negative_numbers_name_the_option() {
+    for (opt, shown) in [
+        ("-np", "--np"),
+        ("-t", "--threads-per-rank"),
+        ("--timeout", "--timeout"),
+    ] {
+        let out = gsmrun(&[opt, "-1", "--dry-run", "app"], "openmpi");
+        assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+        let err = stderr_of(&out);
+        assert!(err.contains(shown) && err.contains("-1"), "{opt}: {err}");
+        assert!(!err.contains("unexpected argument"), "{opt}: {err}");
+    }
+}
