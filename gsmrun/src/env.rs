@@ -107,6 +107,14 @@ pub const JOB_VARS: &[&str] = &[
     input::LOG,
 ];
 
+/// Every variable of [`rank`], which the wrapper sets for its rank.
+pub const RANK_VARS: &[&str] = &[
+    rank::RANK,
+    rank::HOST_ADDR,
+    rank::LOCAL_RANK,
+    rank::LOCAL_SIZE,
+];
+
 /// Parse `GSM_RANK_HOSTS` and `GSM_HOSTS` back: the host of `rank`, its index among the ranks on
 /// that host, and how many ranks that host has.
 pub fn rank_location(hosts: &str, rank_hosts: &str, rank: usize) -> Option<(String, usize, usize)> {

@@ -243,7 +243,24 @@ pub struct Prepared {
 /// `mpirun --version` (unless GSM_MPI_FLAVOUR is set).
 pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepared, Error> {
     for e in &cli.export {
-        Export::parse(e).map_err(Error::Usage)?;
+        let export = Export::parse(e).map_err(Error::Usage)?;
+        // These would reach the ranks beside, or instead of, gsmrun's own values (the control
+        // key and job id among them), so they are refused rather than silently overridden.
+        let ours = env::JOB_VARS
+            .iter()
+            .chain(env::RANK_VARS)
+            .any(|v| *v == export.name && *v != env::input::LOG);
+        if ours {
+            let hint = match export.name.as_str() {
+                env::job::THREADS => "use -t N",
+                env::job::FABRIC => "use --fabric",
+                _ => "remove this -x",
+            };
+            return Err(Error::Usage(format!(
+                "-x {e}: gsmrun sets {} itself for every rank; {hint}",
+                export.name
+            )));
+        }
     }
     if cli.threads_per_rank == Some(0) {
         return Err(Error::Usage(

@@ -409,3 +409,16 @@ fn negative_numbers_name_the_option() {
         assert!(!err.contains("unexpected argument"), "{opt}: {err}");
     }
 }
+
+#[test]
+fn exporting_gsmrun_s_own_variables_is_refused() {
+    for x in ["GSM_JOB_ID=x", "GSM_CONTROL_KEY=k", "GSM_RANK_HOSTS"] {
+        let out = gsmrun(&["-x", x, "--dry-run", "app"], "openmpi");
+        assert_eq!(out.status.code(), Some(2), "{x}: {}", stderr_of(&out));
+        assert!(
+            stderr_of(&out).contains("gsmrun sets"),
+            "{}",
+            stderr_of(&out)
+        );
+    }
+}
