@@ -223,12 +223,15 @@ pub fn main(args: Vec<OsString>) -> i32 {
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            let _ = send(
-                wire::EXIT,
-                Outcome::NoStart(format!("{program:?}: {e}"))
-                    .encode()
-                    .as_bytes(),
-            );
+            // exec(2) fails on a directory with EACCES, which reads as a permission problem. A
+            // name with a `/` is a path, not looked up in PATH.
+            let is_path = program.as_encoded_bytes().contains(&b'/');
+            let why = if is_path && std::path::Path::new(&program).is_dir() {
+                format!("{program:?} is a directory, not a program")
+            } else {
+                format!("{program:?}: {e}")
+            };
+            let _ = send(wire::EXIT, Outcome::NoStart(why).encode().as_bytes());
             let _ = answer_rx.recv_timeout(ANSWER_WAIT);
             let _ = send(wire::ENDED, b"");
             return 127;

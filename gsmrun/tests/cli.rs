@@ -422,3 +422,32 @@ fn exporting_gsmrun_s_own_variables_is_refused() {
         );
     }
 }
+
+#[test]
+fn wrapper_says_a_directory_is_not_a_program() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dir = std::env::temp_dir();
+    let mut w = Command::new(BIN)
+        .arg("--rank-wrapper")
+        .arg("--")
+        .arg(&dir)
+        .env("GSM_CONTROL", listener.local_addr().unwrap().to_string())
+        .env("GSM_CONTROL_KEY", "k")
+        .env("OMPI_COMM_WORLD_RANK", "0")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start wrapper");
+    let (mut s, _) = listener.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(read_frame(&mut s).unwrap().0, b'H');
+    let (tag, report) = read_frame(&mut s).unwrap();
+    let report = String::from_utf8_lossy(&report).into_owned();
+    s.write_all(&[b'K', 0, 0, 0, 0]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while w.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "wrapper did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(tag, b'X');
+    assert!(report.contains("is a directory"), "{report}");
+}
