@@ -163,16 +163,45 @@ pub fn main(args: Vec<OsString>) -> i32 {
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    // Outside the launcher's process group, nothing ends the program when the wrapper is
+    // SIGKILLed (by the launcher or the OOM killer) unless the kernel does: the parent-death
+    // signal. It fires when the thread that forked ends; that is this main thread, which lives
+    // as long as the wrapper.
+    // SAFETY: getpid has no preconditions.
+    let wrapper_pid = unsafe { libc::getpid() };
+    let parent_death = move || {
+        // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of this (forked) process; it is
+        // async-signal-safe, as this code between fork and exec must be.
+        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } == -1 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // The wrapper may have died before the flag was set, and then no signal comes.
+        // SAFETY: getppid and _exit are async-signal-safe and have no preconditions.
+        if unsafe { libc::getppid() } != wrapper_pid {
+            // SAFETY: as above.
+            unsafe { libc::_exit(1) };
+        }
+        Ok(())
+    };
+    // SAFETY: `parent_death` only makes async-signal-safe calls and touches no memory shared
+    // with the parent, as a pre_exec closure must.
+    unsafe { cmd.pre_exec(parent_death) };
 
     // Control messages and signals both end the program; `told` says gsmrun has answered.
+    // `requested` says someone asked to end it: one asking before the program has a pid stored is
+    // acted on just after the spawn (the request is stored before the pid is read, and the pid
+    // before the request is read, so under SeqCst at least one side sees the other).
     let told = Arc::new(AtomicBool::new(false));
+    let requested = Arc::new(AtomicBool::new(false));
     let child_pid = Arc::new(AtomicI32::new(0));
     let child_done = Arc::new(AtomicBool::new(false));
     let (answer_tx, answer_rx) = mpsc::channel::<()>();
     let end_program = {
         let child_pid = child_pid.clone();
         let child_done = child_done.clone();
+        let requested = requested.clone();
         move || {
+            requested.store(true, Ordering::SeqCst);
             let pid = child_pid.load(Ordering::SeqCst);
             if pid <= 0 || child_done.load(Ordering::SeqCst) {
                 return;
@@ -238,7 +267,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         }
     };
     child_pid.store(child.id() as i32, Ordering::SeqCst);
-    if told.load(Ordering::SeqCst) {
+    if requested.load(Ordering::SeqCst) {
         end_program();
     }
     let pump = |pipe: Option<Box<dyn Read + Send>>, tag: u8| {

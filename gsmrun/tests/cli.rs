@@ -451,3 +451,40 @@ fn wrapper_says_a_directory_is_not_a_program() {
     assert_eq!(tag, b'X');
     assert!(report.contains("is a directory"), "{report}");
 }
+
+/// Whether `pid` runs (a zombie left to a parent that does not reap it counts as gone).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+fn kill9(pid: i32) {
+    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+}
+
+#[test]
+fn wrapper_sigkilled_takes_its_program_along() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut w = start_wrapper(&listener, "echo $$; exec sleep 30");
+    let (mut s, _) = listener.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(read_frame(&mut s).unwrap().0, b'H');
+    let (tag, pid) = read_frame(&mut s).unwrap();
+    assert_eq!(tag, b'O');
+    let pid: i32 = String::from_utf8_lossy(&pid).trim().parse().unwrap();
+    w.kill().unwrap();
+    w.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let survived = alive(pid);
+    if survived {
+        kill9(pid);
+    }
+    assert!(!survived, "program {pid} outlived its SIGKILLed wrapper");
+}
