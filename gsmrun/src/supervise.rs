@@ -2,7 +2,7 @@
 //! forward rank output, and end the job on the first failure, on SIGINT/SIGTERM, or at `--timeout`.
 //!
 //! Protocol (one TCP connection per rank, see [`wire`]): the wrapper sends `HELLO` (key, rank,
-//! host), then `STDOUT`/`STDERR` chunks of its program's output, then one `EXIT` report once the
+//! host; a connection without it within a few seconds is dropped and never counted), then `STDOUT`/`STDERR` chunks of its program's output, then one `EXIT` report once the
 //! program has ended and its output is drained. `gsmrun` may send `KILL`; the wrapper then ends its
 //! program (SIGTERM, SIGKILL after a grace period) and answers `ENDED`. On the first failure
 //! `gsmrun` prints one line, sends `KILL` to every wrapper, waits (at most 1.5 s) for every `ENDED`,
@@ -171,14 +171,12 @@ pub struct Options {
 }
 
 enum Event {
-    Accepted {
-        conn: usize,
-        writer: TcpStream,
-    },
+    /// A connection presented the job's key; only these count as ranks.
     Hello {
         conn: usize,
         rank: String,
         host: String,
+        writer: TcpStream,
     },
     Report {
         conn: usize,
@@ -208,6 +206,8 @@ const ENDED_WAIT: Duration = Duration::from_millis(1500);
 const LAUNCHER_TERM_WAIT: Duration = Duration::from_millis(200);
 /// How long after the launcher exits we wait for reports still in flight.
 const LATE_REPORT_WAIT: Duration = Duration::from_millis(1000);
+/// How long a new control connection has to present the job's key before it is dropped.
+const HELLO_WAIT: Duration = Duration::from_secs(5);
 
 /// Start the launcher of `plan` with `env` added and supervise the job; returns gsmrun's exit status.
 pub fn run(
@@ -356,14 +356,17 @@ pub fn run(
             }
         };
         match event {
-            Event::Accepted { conn, writer } => {
-                conns.entry(conn).or_default().writer = Some(writer);
-            }
-            Event::Hello { conn, rank, host } => {
+            Event::Hello {
+                conn,
+                rank,
+                host,
+                writer,
+            } => {
                 let c = conns.entry(conn).or_default();
                 tracing::debug!(conn, %rank, %host, "rank connected");
                 c.rank = Some(rank);
                 c.host = host;
+                c.writer = Some(writer);
                 if ending.is_some() {
                     if let Some(w) = c.writer.as_mut() {
                         let _ = wire::write_frame(w, wire::KILL, b"");
@@ -387,7 +390,10 @@ pub fn run(
             }
             Event::Ended { conn } => conns.entry(conn).or_default().ended = true,
             Event::Closed { conn } => {
-                let c = conns.entry(conn).or_default();
+                // A connection that never said hello is not a rank: nothing to wait for.
+                let Some(c) = conns.get_mut(&conn) else {
+                    continue;
+                };
                 c.closed = true;
                 c.writer = None;
             }
@@ -504,12 +510,6 @@ fn spawn_acceptor(listener: TcpListener, tx: mpsc::Sender<Event>, key: String, t
         for (conn, stream) in listener.incoming().enumerate() {
             let Ok(stream) = stream else { continue };
             let _ = stream.set_nodelay(true);
-            let Ok(writer) = stream.try_clone() else {
-                continue;
-            };
-            if tx.send(Event::Accepted { conn, writer }).is_err() {
-                break;
-            }
             let tx = tx.clone();
             let key = key.clone();
             std::thread::spawn(move || serve(conn, stream, &tx, &key, tag));
@@ -570,6 +570,9 @@ fn serve(conn: usize, mut stream: TcpStream, tx: &mpsc::Sender<Event>, key: &str
     let closed = |tx: &mpsc::Sender<Event>| {
         let _ = tx.send(Event::Closed { conn });
     };
+    // Anyone may connect (a port scanner, a stray process of the launcher's); a connection counts
+    // as a rank only once it presents the key, and one that says nothing valid in time is dropped.
+    let _ = stream.set_read_timeout(Some(HELLO_WAIT));
     let hello = match wire::read_frame(&mut stream) {
         Ok(Some((wire::HELLO, p))) => p,
         _ => return closed(tx),
@@ -582,10 +585,18 @@ fn serve(conn: usize, mut stream: TcpStream, tx: &mpsc::Sender<Event>, key: &str
     }
     let rank = parts.next().unwrap_or("").to_string();
     let host = parts.next().unwrap_or("?").to_string();
+    let writer = match stream
+        .set_read_timeout(None)
+        .and_then(|()| stream.try_clone())
+    {
+        Ok(w) => w,
+        Err(_) => return closed(tx),
+    };
     let _ = tx.send(Event::Hello {
         conn,
         rank: rank.clone(),
         host,
+        writer,
     });
     let prefix = |s: &str| {
         if tag {

@@ -488,3 +488,101 @@ fn wrapper_sigkilled_takes_its_program_along() {
     }
     assert!(!survived, "program {pid} outlived its SIGKILLed wrapper");
 }
+
+/// A fake `mpirun` first on PATH: starts one wrapper per rank (`-np N`) with
+/// `OMPI_COMM_WORLD_RANK` set, after running `pre`, and waits for them (only). Every process started writes its pid to
+/// `$GSM_TEST_DIR/pids`; dropping the launcher kills those still there and removes the directory.
+struct FakeLauncher {
+    dir: TempDir,
+}
+
+impl FakeLauncher {
+    fn new(name: &str, pre: &str) -> FakeLauncher {
+        let dir = TempDir::new(name);
+        let script = format!(
+            "#!/bin/bash\n\
+             echo $$ >> \"$GSM_TEST_DIR/pids\"\n\
+             np=1\n\
+             while [ $# -gt 0 ]; do\n\
+               case \"$1\" in\n\
+                 -np) np=$2; shift 2 ;;\n\
+                 --rank-wrapper) break ;;\n\
+                 *) wrapper=$1; shift ;;\n\
+               esac\n\
+             done\n\
+             {pre}\n\
+             i=0\n\
+             while [ $i -lt $np ]; do\n\
+               OMPI_COMM_WORLD_RANK=$i \"$wrapper\" \"$@\" &\n\
+               ranks=\"$ranks $!\"\n\
+               i=$((i+1))\n\
+             done\n\
+             wait $ranks\n"
+        );
+        let path = dir.write("mpirun", script.as_bytes());
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        FakeLauncher { dir }
+    }
+
+    /// Run gsmrun with these arguments for at most `limit`; its exit code (`None` when it had to
+    /// be killed or died by a signal) and its stderr.
+    fn run(&self, args: &[&str], limit: Duration) -> (Option<i32>, String) {
+        let path = format!(
+            "{}:{}",
+            self.dir.0.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let err_path = self.dir.0.join("stderr");
+        let mut child = Command::new(BIN)
+            .args(args)
+            .env("PATH", path)
+            .env("GSM_MPI_FLAVOUR", "openmpi")
+            .env("GSM_TEST_DIR", &self.dir.0)
+            .env("TMPDIR", &self.dir.0)
+            .env_remove("SLURM_JOB_ID")
+            .env_remove("PBS_NODEFILE")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err_path).unwrap())
+            .spawn()
+            .expect("run gsmrun");
+        let deadline = Instant::now() + limit;
+        let code = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st.code();
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        (code, std::fs::read_to_string(err_path).unwrap_or_default())
+    }
+}
+
+impl Drop for FakeLauncher {
+    fn drop(&mut self) {
+        let pids = std::fs::read_to_string(self.dir.0.join("pids")).unwrap_or_default();
+        for pid in pids.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+            if alive(pid) {
+                kill9(pid);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_stray_control_connection_does_not_fail_a_good_job() {
+    // The launcher opens a connection to gsmrun that says nothing and outlives the launcher.
+    let fake = FakeLauncher::new(
+        "stray-connection",
+        "exec 3<>\"/dev/tcp/${GSM_CONTROL%:*}/${GSM_CONTROL##*:}\"\n\
+         sleep 30 </dev/null >/dev/null 2>&1 &\n\
+         echo $! >> \"$GSM_TEST_DIR/pids\"\n\
+         exec 3>&-",
+    );
+    let (code, err) = fake.run(&["-np", "1", "true"], Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{err}");
+}
