@@ -182,6 +182,11 @@ enum Event {
         conn: usize,
         outcome: Outcome,
     },
+    /// An exit report that does not decode: the rank's fate is unknown, so it counts as failed.
+    BadReport {
+        conn: usize,
+        text: String,
+    },
     Ended {
         conn: usize,
     },
@@ -197,6 +202,8 @@ struct Conn {
     writer: Option<TcpStream>,
     rank: Option<String>,
     host: String,
+    /// An exit report (readable or not) came on this connection.
+    reported: bool,
     ended: bool,
     closed: bool,
 }
@@ -375,6 +382,7 @@ pub fn run(
             }
             Event::Report { conn, outcome } => {
                 let c = conns.entry(conn).or_default();
+                c.reported = true;
                 let rank = c.rank.clone().unwrap_or_else(|| "?".into());
                 tracing::debug!(%rank, ?outcome, "rank reported");
                 if ending.is_some() {
@@ -388,14 +396,45 @@ pub fn run(
                     ok_ranks.insert(rank);
                 }
             }
+            Event::BadReport { conn, text } => {
+                let c = conns.entry(conn).or_default();
+                c.reported = true;
+                if ending.is_some() {
+                    continue;
+                }
+                let rank = c.rank.clone().unwrap_or_else(|| "?".into());
+                eprintln!(
+                    "gsmrun: rank {rank} on host {}: its wrapper sent an exit report gsmrun cannot \
+                     read ({text:?}); ending the job",
+                    c.host
+                );
+                ending = Some((1, Instant::now()));
+                begin_ending(&mut conns, &quiet);
+            }
             Event::Ended { conn } => conns.entry(conn).or_default().ended = true,
             Event::Closed { conn } => {
                 // A connection that never said hello is not a rank: nothing to wait for.
                 let Some(c) = conns.get_mut(&conn) else {
                     continue;
                 };
+                tracing::debug!(conn, reported = c.reported, "connection closed");
                 c.closed = true;
                 c.writer = None;
+                // A wrapper that vanished without a report (SIGKILLed, OOM-killed) is a failed
+                // rank. Once the job is ending or the launcher is gone, the launcher's own teardown
+                // explains closed connections, so only a vanishing while both still run counts.
+                let known_rank = c.rank.as_ref().filter(|r| !r.is_empty());
+                if let Some(rank) = known_rank {
+                    if !c.reported && ending.is_none() && launcher_status.is_none() {
+                        eprintln!(
+                            "gsmrun: rank {rank} on host {}: its wrapper ended without a report; \
+                             ending the job",
+                            c.host
+                        );
+                        ending = Some((1, Instant::now()));
+                        begin_ending(&mut conns, &quiet);
+                    }
+                }
             }
             Event::LauncherExited(status) => {
                 let status = status.unwrap_or_else(|_| {
@@ -622,11 +661,14 @@ fn serve(conn: usize, mut stream: TcpStream, tx: &mpsc::Sender<Event>, key: &str
             Ok(Some((wire::EXIT, p))) => {
                 out.flush();
                 err.flush();
-                match Outcome::decode(&String::from_utf8_lossy(&p)) {
+                let text = String::from_utf8_lossy(&p).into_owned();
+                match Outcome::decode(&text) {
                     Some(outcome) => {
                         let _ = tx.send(Event::Report { conn, outcome });
                     }
-                    None => tracing::warn!(conn, "bad exit report"),
+                    None => {
+                        let _ = tx.send(Event::BadReport { conn, text });
+                    }
                 }
             }
             Ok(Some((wire::ENDED, _))) => {

@@ -586,3 +586,57 @@ fn a_stray_control_connection_does_not_fail_a_good_job() {
     let (code, err) = fake.run(&["-np", "1", "true"], Duration::from_secs(10));
     assert_eq!(code, Some(0), "{err}");
 }
+
+#[test]
+fn a_rank_whose_wrapper_dies_without_a_report_ends_the_job() {
+    let fake = FakeLauncher::new("wrapper-dies", "");
+    let start = Instant::now();
+    let (code, err) = fake.run(
+        &[
+            "-np",
+            "2",
+            "--oversubscribe",
+            "sh",
+            "-c",
+            "echo $$ >> \"$GSM_TEST_DIR/pids\"; \
+             if [ \"$GSM_RANK\" = 0 ]; then kill -9 $PPID; fi; exec sleep 30",
+        ],
+        Duration::from_secs(10),
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "gsmrun took {:?}: {err}",
+        start.elapsed()
+    );
+    assert!(code.is_some_and(|c| c != 0), "{code:?}: {err}");
+    assert!(
+        err.contains("rank 0 on host") && err.contains("its wrapper ended without a report"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unreadable_exit_report_ends_the_job() {
+    // The launcher itself plays rank 0's wrapper: a valid hello, then an exit report that does
+    // not decode, then it stays.
+    let fake = FakeLauncher::new(
+        "bad-report",
+        "exec 3<>\"/dev/tcp/${GSM_CONTROL%:*}/${GSM_CONTROL##*:}\"\n\
+         len=$(printf %02x $(( ${#GSM_CONTROL_KEY} + 4 )))\n\
+         printf \"H\\x$len\\x00\\x00\\x00%s\\x000\\x00h\" \"$GSM_CONTROL_KEY\" >&3\n\
+         printf 'X\\x03\\x00\\x00\\x00bad' >&3\n\
+         exec sleep 30",
+    );
+    let start = Instant::now();
+    let (code, err) = fake.run(&["-np", "1", "true"], Duration::from_secs(10));
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "gsmrun took {:?}: {err}",
+        start.elapsed()
+    );
+    assert!(code.is_some_and(|c| c != 0), "{code:?}: {err}");
+    assert!(
+        err.contains("rank 0 on host h") && err.contains("cannot read"),
+        "{err}"
+    );
+}
