@@ -469,6 +469,18 @@ pub fn run(cli: &Cli) -> Result<i32, Error> {
         let what = what.to_string();
         move |source| LaunchError::Io { what, source }
     };
+    // control_ip may wait for DNS; done before the job's directory exists, a Ctrl-C there leaves
+    // nothing behind.
+    let ip = control_ip(&prepared.placement);
+    let listener = TcpListener::bind(SocketAddr::new(ip, 0))
+        .map_err(io(&format!("cannot listen on {ip} for the ranks' reports")))?;
+    let addr = listener
+        .local_addr()
+        .map_err(io("cannot read the control address"))?;
+    // The control key authenticates the wrappers' reports, so it must be random: no fallback.
+    let key = random_hex(20).map_err(io("cannot read /dev/urandom for the job's control key"))?;
+    // From here on a signal is caught, not fatal, so the directory below is always removed.
+    let signals = supervise::catch_signals()?;
     let _guard = TmpDir(prepared.tmpdir.clone());
     if let Some(h) = &prepared.plan.hostfile {
         use std::os::unix::fs::DirBuilderExt as _;
@@ -479,14 +491,6 @@ pub fn run(cli: &Cli) -> Result<i32, Error> {
         std::fs::write(&h.path, &h.contents)
             .map_err(io(&format!("cannot write {}", h.path.display())))?;
     }
-    let ip = control_ip(&prepared.placement);
-    let listener = TcpListener::bind(SocketAddr::new(ip, 0))
-        .map_err(io(&format!("cannot listen on {ip} for the ranks' reports")))?;
-    let addr = listener
-        .local_addr()
-        .map_err(io("cannot read the control address"))?;
-    // The control key authenticates the wrappers' reports, so it must be random: no fallback.
-    let key = random_hex(20).map_err(io("cannot read /dev/urandom for the job's control key"))?;
     let mut env: Vec<(String, String)> = prepared.job_env.clone();
     env.push((env::job::CONTROL.to_string(), addr.to_string()));
     env.push((env::job::CONTROL_KEY.to_string(), key.clone()));
@@ -499,7 +503,7 @@ pub fn run(cli: &Cli) -> Result<i32, Error> {
         tag_output: cli.tag_output,
         timeout: cli.timeout,
     };
-    let result = supervise::run(&prepared.plan, &env, listener, &opts);
+    let result = supervise::run(&prepared.plan, &env, listener, &opts, signals);
     // Whatever happened, no segment of this job stays in this host's /dev/shm (ranks on other
     // hosts are cleaned by their wrappers).
     let removed = segments::remove_job_segments(&prepared.job_id)

@@ -16,6 +16,7 @@
 //! ([`crate::wrapper`]).
 
 use crate::launch::Plan;
+use signal_hook::iterator::Signals;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -216,18 +217,11 @@ const LATE_REPORT_WAIT: Duration = Duration::from_millis(1000);
 /// How long a new control connection has to present the job's key before it is dropped.
 const HELLO_WAIT: Duration = Duration::from_secs(5);
 
-/// Start the launcher of `plan` with `env` added and supervise the job; returns gsmrun's exit status.
-pub fn run(
-    plan: &Plan,
-    env: &[(String, String)],
-    listener: TcpListener,
-    opts: &Options,
-) -> Result<i32, crate::launch::LaunchError> {
-    let (tx, rx) = mpsc::channel::<Event>();
-    let quiet = Arc::new(AtomicBool::new(false));
-
-    // Signals first, so a Ctrl-C during start-up is not lost.
-    let mut signals = signal_hook::iterator::Signals::new([
+/// The signals that end a job (SIGINT, SIGTERM, SIGHUP), caught from now on and handed to
+/// [`run`]. The caller installs them before it creates anything that must be removed (the job's
+/// directory), so that a Ctrl-C before the launcher starts is not a kill that leaves it behind.
+pub fn catch_signals() -> Result<Signals, crate::launch::LaunchError> {
+    Signals::new([
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGHUP,
@@ -235,7 +229,29 @@ pub fn run(
     .map_err(|source| crate::launch::LaunchError::Io {
         what: "cannot install signal handlers".into(),
         source,
-    })?;
+    })
+}
+
+/// Start the launcher of `plan` with `env` added and supervise the job; returns gsmrun's exit status.
+/// `signals` comes from [`catch_signals`]; one that already arrived ends gsmrun before anything
+/// is started.
+pub fn run(
+    plan: &Plan,
+    env: &[(String, String)],
+    listener: TcpListener,
+    opts: &Options,
+    mut signals: Signals,
+) -> Result<i32, crate::launch::LaunchError> {
+    let (tx, rx) = mpsc::channel::<Event>();
+    let quiet = Arc::new(AtomicBool::new(false));
+
+    if let Some(sig) = signals.pending().next() {
+        eprintln!(
+            "gsmrun: received {}; the job was not started",
+            signal_name(sig)
+        );
+        return Ok(128 + sig);
+    }
     {
         let tx = tx.clone();
         std::thread::spawn(move || {
@@ -443,6 +459,12 @@ pub fn run(
                 });
                 tracing::debug!(?status, "launcher exited");
                 launcher_status = Some((status, Instant::now()));
+                // Killed from outside (not by us: the job is not ending), Open MPI leaves its
+                // session directory as it does when we kill it.
+                use std::os::unix::process::ExitStatusExt as _;
+                if ending.is_none() && status.signal().is_some() {
+                    remove_open_mpi_session_dir(launcher_pid);
+                }
             }
             Event::Signal(sig) => {
                 if ending.is_some() {

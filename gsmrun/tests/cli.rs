@@ -640,3 +640,25 @@ fn an_unreadable_exit_report_ends_the_job() {
         "{err}"
     );
 }
+
+#[test]
+fn a_launcher_killed_from_outside_leaves_no_session_dir() {
+    let fake = FakeLauncher::new(
+        "launcher-killed",
+        "d=\"$TMPDIR/ompi.$(uname -n).$(id -u)/pid.$$\"\n\
+         mkdir -p \"$d\" && touch \"$d/contact.txt\"\n\
+         echo \"$d\" > \"$GSM_TEST_DIR/session\"\n\
+         kill -9 $$",
+    );
+    let (code, err) = fake.run(&["-np", "1", "true"], Duration::from_secs(10));
+    assert_eq!(code, Some(128 + 9), "{err}");
+    let session = std::fs::read_to_string(fake.dir.0.join("session")).unwrap();
+    let session = std::path::Path::new(session.trim());
+    assert!(!session.exists(), "{} left behind", session.display());
+    let left: Vec<_> = std::fs::read_dir(&fake.dir.0)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("gsmrun."))
+        .collect();
+    assert!(left.is_empty(), "{left:?} left behind");
+}
