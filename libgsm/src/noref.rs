@@ -11,6 +11,17 @@
 /// On stable Rust "captures only plain data" is approximated by `Copy + Send + 'static`: a closure
 /// is `Copy` exactly when all its captures are, which excludes `String`, `Vec`, `Box` and `&mut`,
 /// and `'static` excludes borrows of locals.
+///
+/// The approximation lets through what stable Rust cannot tell apart from plain data: `&'static`
+/// references (to a `static`, a literal, or memory leaked with `Box::leak`), raw pointers and
+/// function pointers. Within one process they stay valid wherever the closure runs. **To a worker
+/// of another rank they are addresses of another process**: a leaked `&'static` never points to
+/// the same data there, and a `static`, a literal or a function only lines up while every rank
+/// runs the same binary with address-space randomisation off (`gsmrun`'s default, not something
+/// the runtime checks per closure). The closure's own code is not affected: it travels as an
+/// offset in the binary and is correct either way. Send such data by value instead: as the
+/// argument of [`Trust::apply_with`](crate::Trust::apply_with) or
+/// [`spawn_on_with`](crate::spawn_on_with), or as a message ([`send`](crate::send)).
 #[diagnostic::on_unimplemented(
     message = "the closure passed to gossamer cannot travel to another worker: it captures data that is not plain (`Copy + Send + 'static`)",
     label = "this closure captures a reference or an owned heap value (String, Vec, Box, ...)",
