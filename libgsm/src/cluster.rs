@@ -9,9 +9,10 @@
 //!
 //! **The job** is bootstrapped once per process, by the first `run`/`spmd` ([`Job::init`], or
 //! [`Job::join`] when the program initialised MPI), and kept for later calls. When gossamer
-//! initialised MPI, `MPI_Finalize` runs at process exit (an `atexit` handler), after the last
-//! `run`, unless a run failed: then a peer may be gone and finalising could wait for it forever,
-//! so MPI is abandoned and the launcher tears the job down when this process exits. All MPI
+//! initialised MPI, `MPI_Finalize` runs at process exit (an `on_exit` handler), after the last
+//! `run`, unless a run failed or the process ends with a failing status: then a peer may be gone,
+//! or waiting for this rank in a run it will never join, and finalising could wait forever, so
+//! MPI is abandoned and the launcher tears the job down when this process exits. All MPI
 //! calls happen on the thread that made the first call (MPI is initialised `FUNNELED`); a
 //! multi-rank `run` from another thread is refused.
 //!
@@ -33,7 +34,7 @@
 //! by the tcp fabric (a closed connection). Then every rank stops its workers, tells its fabrics
 //! that closing is expected, passes one more barrier, and drops them.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -84,48 +85,36 @@ struct ProcessJob {
 
 // SAFETY: the job's MPI handles are only used from `thread` (checked in `with_job` before every
 // use); the mutex only moves the box between calls of that same thread and the exit handler,
-// which runs on the exiting thread after every `run` returned.
+// which takes it only when no run holds it (and then only abandons or finalises it).
 unsafe impl Send for ProcessJob {}
 
 static JOB: Mutex<Option<ProcessJob>> = Mutex::new(None);
 
-/// A panic on the job's thread since its last run began: the process is most likely ending
-/// because of it, and the other ranks may be waiting for this one in their next run, where
-/// `MPI_Finalize` (which waits for every rank) would hang the whole job. Exiting without it
-/// lets the launcher see a failed rank and end the job. Cleared when a run starts (the panic was
-/// caught, and the program went on).
-static PANICKED_OUTSIDE_RUNS: AtomicBool = AtomicBool::new(false);
-
-/// Notes panics on `thread` (the job's) in [`PANICKED_OUTSIDE_RUNS`], then reports them as the
-/// hook installed before did. Runs execute user code on worker threads, never on this one.
-fn watch_panics_on(thread: std::thread::ThreadId) {
-    let before = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if std::thread::current().id() == thread {
-            PANICKED_OUTSIDE_RUNS.store(true, Ordering::Relaxed);
-        }
-        before(info);
-    }));
-}
-
-/// At exit: finalises MPI if gossamer initialised it and no run failed. When the process exits
-/// in the middle of a run (`std::process::exit` in a fiber, say), the run holds the job and
-/// another thread may be the one exiting: then MPI is left as it is (waiting for the lock here
-/// hung the process for ever, and the job with it) and the launcher sees a rank that ended
-/// without finalising. Only the thread that initialised MPI may finalise it.
-extern "C" fn finalize_at_exit() {
+/// At exit with `status`: finalises MPI if gossamer initialised it, no run failed and the process
+/// is ending well (status 0). Otherwise MPI is abandoned and the launcher, seeing the rank end
+/// without finalising (or with a failing status), ends the job:
+/// - a process ending with a failing status (a panic between runs ends it with 101, say) may be
+///   awaited by the other ranks in their next run, and `MPI_Finalize`, which waits for every
+///   rank, would hang the whole job;
+/// - when the process exits in the middle of a run (`std::process::exit` in a fiber), the run
+///   holds the job; waiting for it here hung the process for ever, and the job with it.
+extern "C" fn finalize_at_exit(status: libc::c_int, _: *mut libc::c_void) {
     let job = JOB.try_lock().ok().and_then(|mut j| j.take());
     if let Some(mut pj) = job {
-        if pj.failed
-            || !pj.owns_mpi
-            || pj.thread != std::thread::current().id()
-            || PANICKED_OUTSIDE_RUNS.load(Ordering::Relaxed)
-        {
+        if pj.failed || !pj.owns_mpi || status != 0 {
             pj.job.abandon();
         } else {
             pj.job.finalize();
         }
     }
+}
+
+unsafe extern "C" {
+    /// glibc's `atexit` that also hands the handler the exit status (not in the `libc` crate).
+    fn on_exit(
+        f: extern "C" fn(libc::c_int, *mut libc::c_void),
+        arg: *mut libc::c_void,
+    ) -> libc::c_int;
 }
 
 /// Runs `f` with the process's job, bootstrapping it on first use.
@@ -157,9 +146,9 @@ fn with_job<R>(f: impl FnOnce(&mut ProcessJob) -> Result<R, Error>) -> Result<R,
         };
         let job = job.map_err(|e: BootstrapError| Error::Bootstrap(e.to_string()))?;
         if !user_mpi {
-            // SAFETY: registers a plain `extern "C" fn()` with the C library; it runs at exit.
-            unsafe { libc::atexit(finalize_at_exit) };
-            watch_panics_on(std::thread::current().id());
+            // SAFETY: registers a plain `extern "C" fn` with the C library, which calls it at
+            // exit with the status and the (unused, null) argument.
+            unsafe { on_exit(finalize_at_exit, std::ptr::null_mut()) };
         }
         *guard = Some(ProcessJob {
             job,
@@ -176,7 +165,6 @@ fn with_job<R>(f: impl FnOnce(&mut ProcessJob) -> Result<R, Error>) -> Result<R,
             "an earlier gossamer run of this job failed; the job cannot run again".into(),
         ));
     }
-    PANICKED_OUTSIDE_RUNS.store(false, Ordering::Relaxed);
     if pj.thread != std::thread::current().id() {
         return Err(Error::Config(
             "in a multi-rank job, gossamer::run/spmd must be called from the thread that called \
