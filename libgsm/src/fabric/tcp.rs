@@ -84,8 +84,8 @@
 //! within [`LOSS_GRACE`] (at the end of a job, a fast rank may close before a slow one has called
 //! `closing`); after `closing`, EOFs are expected and just closed. A frame that breaks the
 //! protocol is reported at once. A peer's host that vanishes without a FIN or RST (powered off,
-//! cut off) is noticed by TCP keepalive and [`USER_TIMEOUT`] within about 30 s, as an error on
-//! its connections (see [`keep_alive`]). Dropping a [`Tcp`] stops and joins the I/O thread (which
+//! cut off) is noticed by TCP keepalive within about 25 s of silence, as an error on its
+//! connections (see [`keep_alive`]). Dropping a [`Tcp`] stops and joins the I/O thread (which
 //! never blocks for longer than [`IDLE_WAIT`]) and closes every socket.
 //!
 //! # Measured (loopback, this repository's 2-core test machine, release build)
@@ -152,10 +152,6 @@ pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 /// Unanswered keepalive probes before an idle connection is dropped (the kernel's default is 9).
 pub const KEEPALIVE_PROBES: u32 = 3;
-/// How long sent data may stay unacknowledged, or (with keepalive) how long probes may go
-/// unanswered, before the kernel drops the connection (without it: about 15 minutes of
-/// retransmissions).
-pub const USER_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the I/O thread waits before it retries an `accept` that failed for want of
 /// descriptors or memory: the connections stay queued, and each retry costs a syscall (on Linux
 /// even a failing `accept` allocates a socket).
@@ -393,15 +389,20 @@ fn eventfd_drain(fd: &OwnedFd) {
     }
 }
 
-/// Makes the kernel drop `sock` when the peer's host stops answering, within about
-/// [`USER_TIMEOUT`]: keepalive probes after [`KEEPALIVE_IDLE`] of silence, every
-/// [`KEEPALIVE_INTERVAL`], and [`USER_TIMEOUT`] for unacknowledged data and unanswered probes.
-/// Without it a rank that waits for a peer whose host vanished without a FIN or RST (powered off,
-/// cut off) waits for ever on an idle connection, and about 15 minutes with data in flight; with
-/// it the I/O thread sees an error and reports the peer lost. A peer that is alive but slow is
-/// not affected: its kernel answers probes and acknowledges data even when its rings are full
-/// (a zero window is not a timeout). 30 s is far beyond any loss a working network recovers from,
-/// and short enough that a job does not outlive its dead host by much.
+/// Makes the kernel drop `sock` when the peer's host stops answering: keepalive probes after
+/// [`KEEPALIVE_IDLE`] of silence, every [`KEEPALIVE_INTERVAL`], [`KEEPALIVE_PROBES`] of them (about
+/// 25 s in all). Without it a rank that waits for a peer whose host vanished without a FIN or RST
+/// (powered off, cut off) waits for ever on an idle connection; with it the I/O thread sees an
+/// error and reports the peer lost. A peer that is alive but slow is not affected: its kernel
+/// answers the probes even when its rings are full and it reads nothing.
+///
+/// `TCP_USER_TIMEOUT` is deliberately not set. It would also bound data in flight (about 15
+/// minutes of retransmissions otherwise), but since Linux 5.11 it also aborts a connection whose
+/// peer has kept a zero window that long: a live rank stopped in a debugger, or busy in a fiber
+/// that does not yield, would be reported lost.
+///
+/// Failing to set these options is not fatal (a kernel or sandbox may lack one): the connection
+/// works, only a vanished host is noticed later (see [`keep_alive_or_warn`]).
 fn keep_alive(sock: &TcpStream) -> std::io::Result<()> {
     let secs = |d: Duration| d.as_secs() as libc::c_int;
     for (level, name, value) in [
@@ -416,11 +417,6 @@ fn keep_alive(sock: &TcpStream) -> std::io::Result<()> {
             libc::IPPROTO_TCP,
             libc::TCP_KEEPCNT,
             KEEPALIVE_PROBES as libc::c_int,
-        ),
-        (
-            libc::IPPROTO_TCP,
-            libc::TCP_USER_TIMEOUT,
-            USER_TIMEOUT.as_millis() as libc::c_int,
         ),
     ] {
         // SAFETY: `value` is a c_int valid for reads of its size for the call, which is what
@@ -439,6 +435,20 @@ fn keep_alive(sock: &TcpStream) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// [`keep_alive`], or a warning (once per process) that a vanished peer host will be noticed
+/// late: the connection itself is fine.
+fn keep_alive_or_warn(sock: &TcpStream) {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if let Err(e) = keep_alive(sock) {
+        if !WARNED.swap(true, Ordering::Relaxed) {
+            eprintln!(
+                "gossamer: tcp: cannot turn on keepalive for a connection ({e}); a peer host that \
+                 vanishes may go unnoticed"
+            );
+        }
+    }
 }
 
 fn hostname() -> Option<String> {
@@ -915,9 +925,9 @@ impl Tcp {
         sock.set_write_timeout(Some(self.connect_timeout))
             .and_then(|()| sock.write_all(&hello.encode()))
             .and_then(|()| sock.set_nodelay(true))
-            .and_then(|()| keep_alive(&sock))
             .and_then(|()| sock.set_nonblocking(true))
             .map_err(|e| os_error(what(), &e))?;
+        keep_alive_or_warn(&sock);
         Ok(sock)
     }
 }
@@ -1147,10 +1157,16 @@ impl Io {
         if self.stalled > 0 {
             return 1;
         }
-        if self.hellos > 0 || !self.lost.is_empty() {
-            return 50;
+        let wait = if self.hellos > 0 || !self.lost.is_empty() {
+            50
+        } else {
+            IDLE_WAIT.as_millis() as i32
+        };
+        // A failed `accept` is retried on time: nothing else wakes this thread for it.
+        match self.accept_retry {
+            Some(t) => wait.min(t.saturating_duration_since(Instant::now()).as_millis() as i32 + 1),
+            None => wait,
         }
-        IDLE_WAIT.as_millis() as i32
     }
 
     /// Reports the peers whose connection ended more than [`LOSS_GRACE`] ago, unless the job
@@ -1223,10 +1239,7 @@ impl Io {
                 refuse(addr, &format!("cannot make it non-blocking: {e}"));
                 continue;
             }
-            if let Err(e) = keep_alive(&sock) {
-                refuse(addr, &format!("cannot set its keepalive: {e}"));
-                continue;
-            }
+            keep_alive_or_warn(&sock);
             let i = self.free.pop().unwrap_or_else(|| {
                 self.conns.push(None);
                 self.conns.len() - 1
