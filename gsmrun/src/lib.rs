@@ -243,24 +243,7 @@ pub struct Prepared {
 /// `mpirun --version` (unless GSM_MPI_FLAVOUR is set).
 pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepared, Error> {
     for e in &cli.export {
-        let export = Export::parse(e).map_err(Error::Usage)?;
-        // These would reach the ranks beside, or instead of, gsmrun's own values (the control
-        // key and job id among them), so they are refused rather than silently overridden.
-        let ours = env::JOB_VARS
-            .iter()
-            .chain(env::RANK_VARS)
-            .any(|v| *v == export.name && *v != env::input::LOG);
-        if ours {
-            let hint = match export.name.as_str() {
-                env::job::THREADS => "use -t N",
-                env::job::FABRIC => "use --fabric",
-                _ => "remove this -x",
-            };
-            return Err(Error::Usage(format!(
-                "-x {e}: gsmrun sets {} itself for every rank; {hint}",
-                export.name
-            )));
-        }
+        Export::parse(e).map_err(Error::Usage)?;
     }
     if cli.threads_per_rank == Some(0) {
         return Err(Error::Usage(
@@ -318,6 +301,29 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
     let mut job_vars: Vec<String> = job_env.iter().map(|(k, _)| k.clone()).collect();
     job_vars.push(env::job::CONTROL.to_string());
     job_vars.push(env::job::CONTROL_KEY.to_string());
+    // A -x of a variable gsmrun or the wrapper sets for this job would reach the ranks beside, or
+    // instead of, gsmrun's own value (the control key and job id among them): refused rather than
+    // silently overridden. Those gsmrun leaves unset here (GSM_THREADS without -t, say) may be
+    // exported.
+    for e in &cli.export {
+        let export = Export::parse(e).map_err(Error::Usage)?;
+        let ours = job_vars
+            .iter()
+            .map(String::as_str)
+            .chain(env::RANK_VARS.iter().copied())
+            .any(|v| v == export.name && v != env::input::LOG);
+        if ours {
+            let hint = match export.name.as_str() {
+                env::job::THREADS => "use -t N alone",
+                env::job::FABRIC => "use --fabric",
+                _ => "remove this -x",
+            };
+            return Err(Error::Usage(format!(
+                "-x {e}: gsmrun sets {} itself for every rank of this job; {hint}",
+                export.name
+            )));
+        }
+    }
     if var(env::input::LOG).is_some() {
         job_vars.push(env::input::LOG.to_string());
     }

@@ -2,8 +2,9 @@
 //! forward rank output, and end the job on the first failure, on SIGINT/SIGTERM, or at `--timeout`.
 //!
 //! Protocol (one TCP connection per rank, see [`wire`]): the wrapper sends `HELLO` (key, rank,
-//! host; a connection without it within a few seconds is dropped and never counted), then `STDOUT`/`STDERR` chunks of its program's output, then one `EXIT` report once the
-//! program has ended and its output is drained. `gsmrun` may send `KILL`; the wrapper then ends its
+//! host; a connection without it within a few seconds is dropped and never counted), then
+//! `STDOUT`/`STDERR` chunks of its program's output, then one `EXIT` report once the program has
+//! ended and its output is drained. `gsmrun` may send `KILL`; the wrapper then ends its
 //! program (SIGTERM, SIGKILL after a grace period) and answers `ENDED`. On the first failure
 //! `gsmrun` prints one line, sends `KILL` to every wrapper, waits (at most 1.5 s) for every `ENDED`,
 //! then terminates the launcher (SIGTERM, and SIGKILL of its process group 0.2 s later, removing

@@ -412,15 +412,26 @@ fn negative_numbers_name_the_option() {
 
 #[test]
 fn exporting_gsmrun_s_own_variables_is_refused() {
-    for x in ["GSM_JOB_ID=x", "GSM_CONTROL_KEY=k", "GSM_RANK_HOSTS"] {
-        let out = gsmrun(&["-x", x, "--dry-run", "app"], "openmpi");
-        assert_eq!(out.status.code(), Some(2), "{x}: {}", stderr_of(&out));
+    for args in [
+        &["-x", "GSM_JOB_ID=x"][..],
+        &["-x", "GSM_CONTROL_KEY=k"],
+        &["-x", "GSM_RANK_HOSTS"],
+        &["-x", "GSM_RANK=1"],
+        &["-t", "2", "-x", "GSM_THREADS=8"],
+    ] {
+        let mut all = args.to_vec();
+        all.extend(["--dry-run", "app"]);
+        let out = gsmrun(&all, "openmpi");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr_of(&out));
         assert!(
             stderr_of(&out).contains("gsmrun sets"),
             "{}",
             stderr_of(&out)
         );
     }
+    // Without -t gsmrun leaves GSM_THREADS to the user.
+    let out = gsmrun(&["-x", "GSM_THREADS=8", "--dry-run", "app"], "openmpi");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
 }
 
 #[test]
