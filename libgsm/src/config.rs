@@ -17,9 +17,11 @@ pub struct Config {
     /// Worker threads in this process (each runs a fiber scheduler). Default: the CPUs this
     /// process may use.
     pub workers: usize,
-    /// Usable stack size of one fiber in bytes (a guard page is added below it). Default 256 KiB.
+    /// Usable stack size of one fiber in bytes (a guard page is added below it). Default 256 KiB;
+    /// 16 KiB to 1 GiB.
     pub stack_size: usize,
-    /// Bytes of one request/response slot (one batch). Default 4096.
+    /// Bytes of one request/response slot (one batch). Default 4096; 256 bytes to 64 MiB, a
+    /// multiple of 64.
     pub slot_size: usize,
     /// Slots per ring. Default 16.
     pub slots_per_ring: usize,
@@ -99,15 +101,16 @@ fn env_number(
     }
 }
 
-/// On/off variable `name` (`1`/`true`/`on`/`yes` or `0`/`false`/`off`/`no`, any case; empty
-/// is off), `default` when unset; anything else is an error naming it.
+/// On/off variable `name` (`1`/`true`/`on`/`yes` or `0`/`false`/`off`/`no`, any case), `default`
+/// when unset or empty (`export GSM_X=` keeps the default); anything else is an error naming it.
 pub(crate) fn env_switch(name: &'static str, default: bool) -> Result<bool, Error> {
     let Some(v) = env_var(name)? else {
         return Ok(default);
     };
     match v.trim().to_ascii_lowercase().as_str() {
+        "" => Ok(default),
         "1" | "true" | "on" | "yes" => Ok(true),
-        "0" | "false" | "off" | "no" | "" => Ok(false),
+        "0" | "false" | "off" | "no" => Ok(false),
         _ => Err(Error::Env {
             name,
             value: v,
