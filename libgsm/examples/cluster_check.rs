@@ -27,7 +27,8 @@
 //! `std::process::exit(3)` from its main fiber once the job runs (the process must end, and the
 //! job with it); `--panic-between-runs R` makes rank R panic between its first and second run,
 //! and `--bad-config-rank R` gives rank R's second run a configuration it refuses (both must end
-//! the job, not leave the other ranks waiting in the second run); `--quick` skips the 64 MiB
+//! the job, not leave the other ranks waiting in the second run); `--run-on-thread` runs
+//! everything on a thread other than the process's main thread; `--quick` skips the 64 MiB
 //! argument.
 //!
 //! Output ends with `cluster_check: rank R of N passed C checks (W workers)` on every rank.
@@ -313,6 +314,18 @@ fn checks(quick: bool) -> usize {
 }
 
 fn main() {
+    if std::env::args().any(|a| a == "--run-on-thread") {
+        // The job's thread is not the process's main thread, which runs the exit handlers.
+        let on_thread = std::thread::spawn(checked_main);
+        if on_thread.join().is_err() {
+            std::process::exit(101);
+        }
+    } else {
+        checked_main();
+    }
+}
+
+fn checked_main() {
     // The `errors` check panics on purpose; keep its expected panic out of the output.
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {

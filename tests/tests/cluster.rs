@@ -308,6 +308,13 @@ fn ends_promptly(args: &[&str], code: i32, says: &str) {
     assert_nothing_left(&prefix, &guard, what, &done);
 }
 
+/// A job whose runs are on a thread other than main ends well: MPI is finalised at exit (by the
+/// main thread) and nobody reports the ranks as ending improperly.
+#[test]
+fn a_job_run_from_a_spawned_thread_ends_with_status_0() {
+    ends_promptly(&["--run-on-thread"], 0, "passed");
+}
+
 /// A rank that panics between two runs ends the job with its status, though the other rank is
 /// already waiting for it in the second run. (Its exit finalised MPI, which waits for every
 /// rank: both waited for ever.)
