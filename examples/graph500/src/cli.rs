@@ -81,8 +81,8 @@ pub enum Engine {
 pub enum RunError {
     /// The run would need more memory than this machine has available.
     #[error(
-        "SCALE {scale} with edgefactor {edgefactor} needs about {need_gib:.1} GiB on one core, \
-         more than the {available_gib:.1} GiB available here; choose a smaller SCALE"
+        "SCALE {scale} with edgefactor {edgefactor} needs about {need_gib:.1} GiB {place}, \
+         more than the {available_gib:.1} GiB available there; choose a smaller SCALE"
     )]
     TooLarge {
         /// Requested SCALE.
@@ -93,6 +93,21 @@ pub enum RunError {
         need_gib: f64,
         /// Available memory (MemAvailable, or the address space if unknown).
         available_gib: f64,
+        /// Where: "on one core", or a host and the members it runs.
+        place: String,
+    },
+    /// The members of a distributed run were not started with the same arguments.
+    #[error(
+        "member {member} of the job was started with {theirs}, member 0 with {ours}; every rank \
+         must get the same arguments"
+    )]
+    Mismatch {
+        /// The first member whose arguments differ from member 0's.
+        member: usize,
+        /// Member 0's plan.
+        ours: String,
+        /// That member's plan.
+        theirs: String,
     },
     /// The Gossamer runtime could not be configured or started, or stopped (`--engine gsm`).
     #[error("the Gossamer runtime failed for --engine gsm: {0}")]
@@ -162,6 +177,7 @@ fn run_sequential(args: &Args) -> Result<Results, RunError> {
             edgefactor: args.edgefactor,
             need_gib: need / GIB,
             available_gib: available / GIB,
+            place: "on one core".into(),
         });
     }
     let want_bfs = args.kernels.contains(&Kernel::Bfs);

@@ -1,7 +1,9 @@
 //! `graph500 SCALE [EDGEFACTOR]`: parses the arguments, runs the benchmark, prints the results
 //! block. Exit status: 0 on success, 1 when a search fails validation or the JSON cannot be
 //! written, 2 for bad arguments or an engine that cannot start (MPI, the Gossamer runtime). In a
-//! distributed run every rank exits with the same status and only rank 0 (worker 0) prints.
+//! distributed run every rank exits with the same status and only rank 0 (worker 0) prints the
+//! results; an error is printed by every rank, since the rank that ends first ends the job (under
+//! `gsmrun`) and rank 0 may not get to print it.
 
 use std::process::ExitCode;
 
@@ -33,14 +35,12 @@ fn main() -> ExitCode {
             if reporter {
                 // The reference's line for an invalid run, on stdout where the block would be.
                 println!("No results printed for invalid run.");
-                gossamer::eprint_line(format_args!("graph500: {e}"));
             }
+            gossamer::eprint_line(format_args!("graph500: {e}"));
             ExitCode::from(1)
         }
         Err(e) => {
-            if reporter {
-                gossamer::eprint_line(format_args!("graph500: {e}"));
-            }
+            gossamer::eprint_line(format_args!("graph500: {e}"));
             ExitCode::from(2)
         }
     }

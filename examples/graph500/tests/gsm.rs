@@ -9,7 +9,10 @@
 
 mod engines;
 
-use engines::{assert_reference_roots, assert_same_work, corrupt, distributed, sequential};
+use engines::{
+    assert_reference_roots, assert_same_work, corrupt, distributed,
+    mismatched_arguments_are_refused, sequential,
+};
 use gsm_tests::process::Finished;
 use serde_json::Value;
 
@@ -56,4 +59,9 @@ fn distributed_validation_rejects_a_corrupted_parent_and_distance_on_four_worker
         "worker 0 alone prints\n{}",
         done.report()
     );
+}
+
+#[test]
+fn ranks_started_with_different_arguments_refuse_the_run() {
+    mismatched_arguments_are_refused("gsm");
 }

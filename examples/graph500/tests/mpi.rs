@@ -8,7 +8,10 @@
 
 mod engines;
 
-use engines::{assert_reference_roots, assert_same_work, corrupt, distributed, sequential};
+use engines::{
+    assert_reference_roots, assert_same_work, corrupt, distributed,
+    mismatched_arguments_are_refused, sequential,
+};
 use gsm_tests::process::Finished;
 use serde_json::Value;
 
@@ -60,4 +63,9 @@ fn distributed_validation_rejects_a_corrupted_parent_and_distance_on_two_ranks()
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("an error count in {bfs_line:?}"));
     assert!(total > 8, "{bfs_line}");
+}
+
+#[test]
+fn ranks_started_with_different_arguments_refuse_the_run() {
+    mismatched_arguments_are_refused("mpi");
 }

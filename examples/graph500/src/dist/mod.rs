@@ -86,7 +86,7 @@ pub trait Exchange {
 }
 
 /// What every member needs of the arguments.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Plan {
     /// log2 of the number of vertices.
     pub scale: u32,
@@ -123,6 +123,67 @@ fn estimated_bytes_per_member(n: f64, m: f64, members: f64, per_vertex: f64) -> 
     (12.0 + 16.0) * m / members + per_vertex * n + 64.0 * (1u64 << 20) as f64
 }
 
+/// What a member tells the others before anything else (see [`agree`]).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Intro {
+    plan: Plan,
+    host: String,
+    /// Bytes available on its host (`None`: unknown).
+    available: Option<f64>,
+}
+
+/// Checks, on every member alike, that all were started with member 0's plan and that every
+/// host has the memory its members need (`per_member` each); every member returns the same
+/// error otherwise. Checked alone, a member refusing (its host short of memory, its arguments
+/// different) left the others waiting for it in the first collective call, and different
+/// arguments on two ranks built a wrong graph that validated (each rank generated the edges of
+/// its own edgefactor's share).
+fn agree<C: Exchange>(comm: &C, plan: &Plan, per_member: f64) -> Result<(), RunError> {
+    let mine = Intro {
+        plan: plan.clone(),
+        host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_default(),
+        available: crate::cli::available_bytes(),
+    };
+    let bytes = postcard::to_allocvec(&mine).expect("a plan and a host name always encode");
+    let all: Vec<Intro> = comm
+        .all_gather_bytes(&bytes)
+        .iter()
+        .map(|b| postcard::from_bytes(b).expect("every member encodes its intro alike"))
+        .collect();
+    let first = &all[0].plan;
+    if let Some((member, other)) = all.iter().enumerate().find(|(_, i)| i.plan != *first) {
+        return Err(RunError::Mismatch {
+            member,
+            ours: format!("{first:?}"),
+            theirs: format!("{:?}", other.plan),
+        });
+    }
+    match short_host(&all, per_member) {
+        Some((host, on_host, need, available)) => Err(RunError::TooLarge {
+            scale: plan.scale,
+            edgefactor: plan.edgefactor,
+            need_gib: need / crate::cli::GIB,
+            available_gib: available / crate::cli::GIB,
+            place: format!("on host {host} for its {on_host} members"),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The first host (in member order) whose members need more than it has available, `per_member`
+/// bytes each: `(host, its members, need, available)`. Only the members of a host count against
+/// it (every member of the job did, which refused runs spread over many hosts).
+fn short_host(all: &[Intro], per_member: f64) -> Option<(String, usize, f64, f64)> {
+    all.iter().find_map(|intro| {
+        let on_host = all.iter().filter(|i| i.host == intro.host).count();
+        let need = per_member * on_host as f64;
+        let available = intro.available.filter(|&a| need > a)?;
+        Some((intro.host.clone(), on_host, need, available))
+    })
+}
+
 /// Runs every phase on this member (collective): generation, construction, roots, the kernels
 /// the plan asks for. Every member returns the same results; timings are member 0's, each phase
 /// starting after a barrier and ending with a collective.
@@ -138,19 +199,9 @@ pub fn run<C: Exchange>(comm: &C, plan: &Plan) -> Result<Results, RunError> {
     let scale = plan.scale;
     let n = 1usize << scale;
     let m = u64::from(plan.edgefactor) << scale;
-    // Every member may share this host; ask for all of them at once, as the worst case.
-    let need = estimated_bytes_per_member(n as f64, m as f64, members as f64, C::BYTES_PER_VERTEX)
-        * members as f64;
-    if let Some(available) = crate::cli::available_bytes() {
-        if need > available {
-            return Err(RunError::TooLarge {
-                scale,
-                edgefactor: plan.edgefactor,
-                need_gib: need / crate::cli::GIB,
-                available_gib: available / crate::cli::GIB,
-            });
-        }
-    }
+    let per_member =
+        estimated_bytes_per_member(n as f64, m as f64, members as f64, C::BYTES_PER_VERTEX);
+    agree(comm, plan, per_member)?;
     let part = Partition::new(n, members, me);
 
     comm.barrier();
@@ -249,5 +300,53 @@ impl<C: Exchange> Context<'_, C> {
             check,
             || self.comm.barrier(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_is_short_of_memory_only_for_its_own_members() {
+        let plan = Plan {
+            scale: 10,
+            edgefactor: 16,
+            roots: 64,
+            bfs: true,
+            sssp: false,
+            validating: true,
+        };
+        let intro = |host: &str, gib: f64| Intro {
+            plan: plan.clone(),
+            host: host.into(),
+            available: Some(gib * crate::cli::GIB),
+        };
+        let gib = crate::cli::GIB;
+        // Four members over two hosts of 3 GiB each, 1 GiB per member: each host needs 2.
+        let spread = [
+            intro("a", 3.0),
+            intro("a", 3.0),
+            intro("b", 3.0),
+            intro("b", 3.0),
+        ];
+        assert_eq!(short_host(&spread, gib), None);
+        // Host b has only 1.5 GiB for its two members.
+        let short = [
+            intro("a", 3.0),
+            intro("b", 1.5),
+            intro("a", 3.0),
+            intro("b", 1.5),
+        ];
+        assert_eq!(
+            short_host(&short, gib),
+            Some(("b".into(), 2, 2.0 * gib, 1.5 * gib))
+        );
+        // Unknown memory is never short.
+        let unknown = [Intro {
+            available: None,
+            ..intro("c", 0.0)
+        }];
+        assert_eq!(short_host(&unknown, gib), None);
     }
 }

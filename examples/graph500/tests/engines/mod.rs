@@ -142,3 +142,20 @@ pub fn corrupt(engine: &str, launch: &[&str]) -> Finished {
     }
     done
 }
+
+/// Runs `--engine {engine}` on 2 ranks where rank 1 alone is started with edgefactor 8: every
+/// rank must refuse the run with exit 2 and rank 0 must say which member differs. (Each rank
+/// generated its own edgefactor's share of the edges, and the wrong graph validated.)
+pub fn mismatched_arguments_are_refused(engine: &str) {
+    let mut cmd = gsmrun(["-np", "2", "--oversubscribe", "--timeout", "50"]);
+    cmd.arg(gsm_tests::bins::testbed_script("by-rank"))
+        .args(["1", graph500(), "10", "8", "--engine", engine])
+        .args(["--", "10", "--engine", engine]);
+    let done = run(&mut cmd, LIMIT);
+    assert_exit(&done, 2, "ranks started with different edgefactors");
+    assert!(
+        done.stderr.contains("member ") && done.stderr.contains("every rank must get the same"),
+        "the error must name the member whose arguments differ\n{}",
+        done.report()
+    );
+}
