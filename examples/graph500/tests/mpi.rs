@@ -69,3 +69,13 @@ fn distributed_validation_rejects_a_corrupted_parent_and_distance_on_two_ranks()
 fn ranks_started_with_different_arguments_refuse_the_run() {
     mismatched_arguments_are_refused("mpi");
 }
+
+#[test]
+fn a_rank_panicking_while_others_wait_in_a_collective_ends_the_job_with_101() {
+    let program = gsm_tests::bins::profile_dir().join("examples/mpi_panic");
+    assert!(program.is_file(), "missing {}", program.display());
+    let mut cmd = gsm_tests::job::gsmrun(["-np", "2", "--oversubscribe", "--timeout", "50"]);
+    cmd.arg(&program);
+    let done = gsm_tests::process::run(&mut cmd, engines::LIMIT);
+    gsm_tests::job::assert_exit(&done, 101, "rank 1 panics while rank 0 waits in a barrier");
+}

@@ -16,13 +16,29 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use crate::dist::Exchange;
 use crate::kronecker::Vertex;
 
-/// An initialised MPI library and its world communicator; dropping it calls `MPI_Finalize`.
+/// An initialised MPI library and its world communicator; dropping it calls `MPI_Finalize`,
+/// except while a panic unwinds (see [`Finalizer`]).
 pub struct Comm {
     world: SimpleCommunicator,
     rank: usize,
     size: usize,
     // Declared last: dropped (finalising MPI) after the communicator.
-    _universe: Universe,
+    _universe: Finalizer,
+}
+
+/// Finalises MPI when dropped, unless a panic is unwinding: a panic on one rank (a failed
+/// assertion, an MPI count out of range) happens while the other ranks are in a collective call
+/// this rank will never make, and `MPI_Finalize`, which waits for every rank, would then hang the
+/// whole job instead of letting this rank exit (with 101) and the launcher end the job.
+struct Finalizer(std::mem::ManuallyDrop<Universe>);
+
+impl Drop for Finalizer {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            // SAFETY: dropped once, here; the field is not used after.
+            unsafe { std::mem::ManuallyDrop::drop(&mut self.0) };
+        }
+    }
 }
 
 impl std::fmt::Debug for Comm {
@@ -71,7 +87,7 @@ impl Comm {
             world,
             rank,
             size,
-            _universe: universe,
+            _universe: Finalizer(std::mem::ManuallyDrop::new(universe)),
         })
     }
 
