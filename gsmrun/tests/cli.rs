@@ -601,8 +601,8 @@ fn a_stray_control_connection_does_not_fail_a_good_job() {
 #[test]
 fn a_rank_whose_wrapper_dies_without_a_report_ends_the_job() {
     let fake = FakeLauncher::new("wrapper-dies", "");
-    let start = Instant::now();
-    let (code, err) = fake.run(
+    fails_fast_saying(
+        &fake,
         &[
             "-np",
             "2",
@@ -612,18 +612,23 @@ fn a_rank_whose_wrapper_dies_without_a_report_ends_the_job() {
             "echo $$ >> \"$GSM_TEST_DIR/pids\"; \
              if [ \"$GSM_RANK\" = 0 ]; then kill -9 $PPID; fi; exec sleep 30",
         ],
-        Duration::from_secs(10),
+        &["rank 0 on host", "its wrapper ended without a report"],
     );
+}
+
+/// Runs `fake` with `args` and asserts that gsmrun ends within 5 s with a failing status and a
+/// message containing every one of `says`.
+#[track_caller]
+fn fails_fast_saying(fake: &FakeLauncher, args: &[&str], says: &[&str]) {
+    let start = Instant::now();
+    let (code, err) = fake.run(args, Duration::from_secs(10));
     assert!(
         start.elapsed() < Duration::from_secs(5),
         "gsmrun took {:?}: {err}",
         start.elapsed()
     );
     assert!(code.is_some_and(|c| c != 0), "{code:?}: {err}");
-    assert!(
-        err.contains("rank 0 on host") && err.contains("its wrapper ended without a report"),
-        "{err}"
-    );
+    assert!(says.iter().all(|s| err.contains(s)), "{err}");
 }
 
 #[test]
@@ -638,17 +643,10 @@ fn an_unreadable_exit_report_ends_the_job() {
          printf 'X\\x03\\x00\\x00\\x00bad' >&3\n\
          exec sleep 30",
     );
-    let start = Instant::now();
-    let (code, err) = fake.run(&["-np", "1", "true"], Duration::from_secs(10));
-    assert!(
-        start.elapsed() < Duration::from_secs(5),
-        "gsmrun took {:?}: {err}",
-        start.elapsed()
-    );
-    assert!(code.is_some_and(|c| c != 0), "{code:?}: {err}");
-    assert!(
-        err.contains("rank 0 on host h") && err.contains("cannot read"),
-        "{err}"
+    fails_fast_saying(
+        &fake,
+        &["-np", "1", "true"],
+        &["rank 0 on host h", "cannot read"],
     );
 }
 

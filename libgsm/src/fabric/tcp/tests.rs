@@ -187,10 +187,8 @@ fn hand_made_rank_1_with(
     (t, rank0, failures, key)
 }
 
-#[test]
-fn a_bad_frame_on_an_authenticated_connection_ends_the_job() {
-    let layout = layout(4, 64);
-    let (mut t, _rank0, failures, key) = hand_made_rank_1(layout);
+/// Connects to `t` (rank 1) as rank 0's worker 0 and sends its hello.
+fn hello_as_rank_0(t: &Tcp, key: [u8; KEY_LEN], layout: RingLayout) -> TcpStream {
     let mut s = TcpStream::connect(t.local_addr()).unwrap();
     let hello = Hello {
         key,
@@ -200,6 +198,14 @@ fn a_bad_frame_on_an_authenticated_connection_ends_the_job() {
         layout,
     };
     s.write_all(&hello.encode()).unwrap();
+    s
+}
+
+#[test]
+fn a_bad_frame_on_an_authenticated_connection_ends_the_job() {
+    let layout = layout(4, 64);
+    let (mut t, _rank0, failures, key) = hand_made_rank_1(layout);
+    let mut s = hello_as_rank_0(&t, key, layout);
     let mut links = t.attach().expect("the hand-made peer authenticated");
     let i = links
         .incoming
@@ -304,15 +310,7 @@ fn a_failing_accept_is_named_and_retried() {
         hog.push(f);
     }
     hog.pop();
-    let mut s = TcpStream::connect(t.local_addr()).unwrap();
-    let hello = Hello {
-        key,
-        src_rank: 0,
-        src_local: 0,
-        dst_rank: 1,
-        layout,
-    };
-    s.write_all(&hello.encode()).unwrap();
+    let mut s = hello_as_rank_0(&t, key, layout);
     match t.attach() {
         Err(e @ FabricError::Os { .. }) => {
             let e = e.to_string();
