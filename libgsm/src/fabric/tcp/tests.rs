@@ -310,7 +310,7 @@ fn a_failing_accept_is_named_and_retried() {
         hog.push(f);
     }
     hog.pop();
-    let mut s = hello_as_rank_0(&t, key, layout);
+    let _peer = hello_as_rank_0(&t, key, layout);
     match t.attach() {
         Err(e @ FabricError::Os { .. }) => {
             let e = e.to_string();
