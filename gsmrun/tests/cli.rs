@@ -3,8 +3,8 @@
 //! wrapper on its own (personality, control protocol, no orphans).
 
 use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::process::{Command, Stdio};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_gsmrun");
@@ -225,16 +225,29 @@ fn wrapper_reports_output_and_failure_then_waits_for_the_answer() {
     assert_eq!(status.code(), Some(3));
 }
 
-#[test]
-fn wrapper_kills_its_program_when_gsmrun_disappears() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let mut w = start_wrapper(&listener, "echo $$; exec sleep 30");
+/// Accepts a wrapper's control connection on `listener` and reads its hello.
+fn accept_past_hello(listener: &TcpListener) -> TcpStream {
     let (mut s, _) = listener.accept().unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     assert_eq!(read_frame(&mut s).unwrap().0, b'H');
+    s
+}
+
+/// Starts a wrapper reporting to `listener` whose program prints its pid and sleeps 30 s; returns
+/// the wrapper, its control connection (past the hello) and the program's pid.
+fn wrapper_running_sleep(listener: &TcpListener) -> (Child, TcpStream, i32) {
+    let w = start_wrapper(listener, "echo $$; exec sleep 30");
+    let mut s = accept_past_hello(listener);
     let (tag, pid) = read_frame(&mut s).unwrap();
     assert_eq!(tag, b'O');
     let pid: i32 = String::from_utf8_lossy(&pid).trim().parse().unwrap();
+    (w, s, pid)
+}
+
+#[test]
+fn wrapper_kills_its_program_when_gsmrun_disappears() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (mut w, s, pid) = wrapper_running_sleep(&listener);
     let start = Instant::now();
     drop(s);
     let deadline = start + Duration::from_secs(5);
@@ -274,9 +287,7 @@ fn wrapper_removes_its_rank_s_segment_after_the_program_is_killed() {
         .stdout(Stdio::null())
         .spawn()
         .expect("start wrapper");
-    let (mut s, _) = listener.accept().unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    assert_eq!(read_frame(&mut s).unwrap().0, b'H');
+    let mut s = accept_past_hello(&listener);
     let (tag, outcome) = read_frame(&mut s).unwrap();
     assert_eq!(
         (tag, String::from_utf8_lossy(&outcome).as_ref()),
@@ -448,9 +459,7 @@ fn wrapper_says_a_directory_is_not_a_program() {
         .stdout(Stdio::null())
         .spawn()
         .expect("start wrapper");
-    let (mut s, _) = listener.accept().unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    assert_eq!(read_frame(&mut s).unwrap().0, b'H');
+    let mut s = accept_past_hello(&listener);
     let (tag, report) = read_frame(&mut s).unwrap();
     let report = String::from_utf8_lossy(&report).into_owned();
     s.write_all(&[b'K', 0, 0, 0, 0]).unwrap();
@@ -480,13 +489,7 @@ fn kill9(pid: i32) {
 #[test]
 fn wrapper_sigkilled_takes_its_program_along() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let mut w = start_wrapper(&listener, "echo $$; exec sleep 30");
-    let (mut s, _) = listener.accept().unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    assert_eq!(read_frame(&mut s).unwrap().0, b'H');
-    let (tag, pid) = read_frame(&mut s).unwrap();
-    assert_eq!(tag, b'O');
-    let pid: i32 = String::from_utf8_lossy(&pid).trim().parse().unwrap();
+    let (mut w, _control, pid) = wrapper_running_sleep(&listener);
     w.kill().unwrap();
     w.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(2);
