@@ -85,7 +85,7 @@ impl Team {
     ///
     /// # Errors
     /// [`Error::Length`] if `counts` does not have one entry per member or does not sum to
-    /// `send.len()`.
+    /// `send.len()` (a sum beyond `usize::MAX` included).
     pub fn alltoallv<T: Plain>(&self, send: &[T], counts: &[usize]) -> Result<Parts<T>, Error> {
         assert_sized::<T>();
         check_counts("alltoallv", send, counts, self.size())?;

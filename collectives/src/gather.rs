@@ -166,7 +166,7 @@ impl Team {
     ///
     /// # Errors
     /// [`Error::BadRoot`]; [`Error::Length`] if, at the root, `counts` does not have one entry
-    /// per member or does not sum to `send.len()`.
+    /// per member or does not sum to `send.len()` (a sum beyond `usize::MAX` included).
     pub fn scatterv<T: Plain>(
         &self,
         send: &[T],
@@ -362,7 +362,17 @@ pub(crate) fn check_counts<T>(
             why: "one count per member",
         });
     }
-    let total: usize = counts.iter().sum();
+    // Checked: counts that wrap around (`[usize::MAX, 2]` sums to 1 in release builds) would
+    // pass and then cut the buffer out of range in the middle of the protocol.
+    let Some(total) = counts.iter().try_fold(0usize, |a, &n| a.checked_add(n)) else {
+        return Err(Error::Length {
+            op,
+            buffer: "send",
+            got: buf.len(),
+            want: usize::MAX,
+            why: "the sum of counts, which overflows usize",
+        });
+    };
     if total != buf.len() {
         return Err(Error::Length {
             op,
@@ -373,4 +383,27 @@ pub(crate) fn check_counts<T>(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_whose_sum_overflows_are_a_length_error() {
+        // [usize::MAX, 2] wraps to 1 = send.len() without the overflow check.
+        let r = check_counts("alltoallv", &[0u8], &[usize::MAX, 2], 2);
+        assert!(
+            matches!(
+                r,
+                Err(Error::Length {
+                    buffer: "send",
+                    got: 1,
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
+        assert_eq!(check_counts("alltoallv", &[0u8], &[1, 0], 2), Ok(()));
+    }
 }
