@@ -14,6 +14,9 @@
 //! | [`rendezvous_min`](Tuning::rendezvous_min) | `GSM_COLL_RENDEZVOUS` (bytes) | 64 KiB | eager broadcast/reduce | acknowledged |
 //!
 //! Sizes accept `K`/`M` suffixes. The sizes compared are the bytes one member contributes.
+//! A variable that is set but malformed is an error naming it, never the default: a value that
+//! is not UTF-8, and 0 for a piece or chunk (`GSM_COLL_COPY_PIECE`, `GSM_COLL_BCAST_CHUNK`,
+//! `GSM_COLL_PIECE`; a switch point may be 0).
 //!
 //! **How the defaults were measured**: `gsm-bench collectives --sweep` (in
 //! `benches/src/collectives.rs`) times both algorithms of each switch, forced through a team
@@ -49,6 +52,7 @@
 //!
 //! This module does not look at the team: the same tuning holds for every size of team.
 
+use std::env::VarError;
 use std::sync::OnceLock;
 
 /// Switch points between algorithms (see the module docs for the table and how they were
@@ -116,8 +120,25 @@ pub struct TuningError {
     pub expected: &'static str,
 }
 
-fn size(name: &'static str) -> Result<Option<usize>, TuningError> {
-    let Ok(v) = std::env::var(name) else {
+/// The value of variable `name` as `std::env::var` gave it: `None` if unset. A value that is not
+/// UTF-8 is an error, not unset: the user set it, and ignoring it would run with a default they
+/// did not ask for.
+fn text(name: &'static str, v: Result<String, VarError>) -> Result<Option<String>, TuningError> {
+    match v {
+        Ok(v) => Ok(Some(v)),
+        Err(VarError::NotPresent) => Ok(None),
+        Err(VarError::NotUnicode(raw)) => Err(TuningError {
+            name,
+            value: raw.to_string_lossy().into_owned(),
+            expected: "UTF-8 text",
+        }),
+    }
+}
+
+const BYTES: &str = "a number of bytes, optionally with a K or M suffix";
+
+fn size(name: &'static str, v: Result<String, VarError>) -> Result<Option<usize>, TuningError> {
+    let Some(v) = text(name, v)? else {
         return Ok(None);
     };
     let t = v.trim();
@@ -133,12 +154,26 @@ fn size(name: &'static str) -> Result<Option<usize>, TuningError> {
         .ok_or(TuningError {
             name,
             value: v,
-            expected: "a number of bytes, optionally with a K or M suffix",
+            expected: BYTES,
         })
 }
 
-fn switch(name: &'static str) -> Result<Option<bool>, TuningError> {
-    let Ok(v) = std::env::var(name) else {
+/// A size that cuts vectors into pieces or chunks: 0 is refused (it used to be raised to one
+/// byte silently, which sends one element per message).
+fn piece(name: &'static str, v: Result<String, VarError>) -> Result<Option<usize>, TuningError> {
+    let shown = v.clone().unwrap_or_default();
+    match size(name, v)? {
+        Some(0) => Err(TuningError {
+            name,
+            value: shown,
+            expected: "a positive number of bytes, optionally with a K or M suffix",
+        }),
+        n => Ok(n),
+    }
+}
+
+fn switch(name: &'static str, v: Result<String, VarError>) -> Result<Option<bool>, TuningError> {
+    let Some(v) = text(name, v)? else {
         return Ok(None);
     };
     match v.trim() {
@@ -154,33 +189,46 @@ fn switch(name: &'static str) -> Result<Option<bool>, TuningError> {
 
 impl Tuning {
     /// The defaults, overridden by the `GSM_COLL_*` variables of the module docs.
+    ///
+    /// # Errors
+    /// A [`TuningError`] naming the first variable that is set but malformed: not UTF-8, not a
+    /// size or switch, or 0 for a piece or chunk size (`GSM_COLL_COPY_PIECE`,
+    /// `GSM_COLL_BCAST_CHUNK`, `GSM_COLL_PIECE`).
     pub fn from_env() -> Result<Tuning, TuningError> {
+        Tuning::from_vars(std::env::var)
+    }
+
+    /// [`Tuning::from_env`] with the variables read by `var` (the unit tests pass their own, so
+    /// they do not change the process environment).
+    fn from_vars(
+        var: impl Fn(&'static str) -> Result<String, VarError>,
+    ) -> Result<Tuning, TuningError> {
         let mut t = Tuning::default();
-        if let Some(b) = switch("GSM_COLL_HIERARCHICAL")? {
+        if let Some(b) = switch("GSM_COLL_HIERARCHICAL", var("GSM_COLL_HIERARCHICAL"))? {
             t.hierarchical = b;
         }
-        if let Some(b) = switch("GSM_COLL_BOARD")? {
+        if let Some(b) = switch("GSM_COLL_BOARD", var("GSM_COLL_BOARD"))? {
             t.board = b;
         }
-        if let Some(n) = size("GSM_COLL_COPY")? {
+        if let Some(n) = size("GSM_COLL_COPY", var("GSM_COLL_COPY"))? {
             t.copy_min = n;
         }
-        if let Some(n) = size("GSM_COLL_COPY_PIECE")? {
-            t.copy_piece = n.max(1);
+        if let Some(n) = piece("GSM_COLL_COPY_PIECE", var("GSM_COLL_COPY_PIECE"))? {
+            t.copy_piece = n;
         }
-        if let Some(n) = size("GSM_COLL_ALLREDUCE_RING")? {
+        if let Some(n) = size("GSM_COLL_ALLREDUCE_RING", var("GSM_COLL_ALLREDUCE_RING"))? {
             t.allreduce_ring_min = n;
         }
-        if let Some(n) = size("GSM_COLL_BCAST_PIPELINE")? {
+        if let Some(n) = size("GSM_COLL_BCAST_PIPELINE", var("GSM_COLL_BCAST_PIPELINE"))? {
             t.bcast_pipeline_min = n;
         }
-        if let Some(n) = size("GSM_COLL_BCAST_CHUNK")? {
-            t.bcast_chunk = n.max(1);
+        if let Some(n) = piece("GSM_COLL_BCAST_CHUNK", var("GSM_COLL_BCAST_CHUNK"))? {
+            t.bcast_chunk = n;
         }
-        if let Some(n) = size("GSM_COLL_PIECE")? {
-            t.piece = n.max(1);
+        if let Some(n) = piece("GSM_COLL_PIECE", var("GSM_COLL_PIECE"))? {
+            t.piece = n;
         }
-        if let Some(n) = size("GSM_COLL_RENDEZVOUS")? {
+        if let Some(n) = size("GSM_COLL_RENDEZVOUS", var("GSM_COLL_RENDEZVOUS"))? {
             t.rendezvous_min = n;
         }
         Ok(t)
@@ -196,5 +244,59 @@ impl Tuning {
             Ok(t) => *t,
             Err(e) => panic!("{e}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+
+    fn with(name: &'static str, value: Result<String, VarError>) -> Result<Tuning, TuningError> {
+        Tuning::from_vars(|n| {
+            if n == name {
+                value.clone()
+            } else {
+                Err(VarError::NotPresent)
+            }
+        })
+    }
+
+    #[test]
+    fn unset_variables_give_the_defaults_and_set_ones_override() {
+        assert_eq!(
+            with("GSM_COLL_PIECE", Err(VarError::NotPresent)),
+            Ok(Tuning::default())
+        );
+        let t = with("GSM_COLL_PIECE", Ok("64K".into())).unwrap();
+        assert_eq!(t.piece, 64 << 10);
+    }
+
+    #[test]
+    fn a_value_that_is_not_utf8_is_an_error_naming_the_variable() {
+        for name in ["GSM_COLL_BOARD", "GSM_COLL_COPY", "GSM_COLL_PIECE"] {
+            let raw = OsString::from_vec(vec![b'4', 0xff, b'K']);
+            let e = with(name, Err(VarError::NotUnicode(raw))).unwrap_err();
+            assert_eq!((e.name, e.expected), (name, "UTF-8 text"), "{e}");
+            assert_eq!(e.value, "4\u{fffd}K");
+        }
+    }
+
+    #[test]
+    fn a_piece_or_chunk_of_zero_bytes_is_an_error_naming_the_variable() {
+        for name in [
+            "GSM_COLL_COPY_PIECE",
+            "GSM_COLL_BCAST_CHUNK",
+            "GSM_COLL_PIECE",
+        ] {
+            for zero in ["0", "0K", " 0M "] {
+                let e = with(name, Ok(zero.into())).unwrap_err();
+                assert_eq!((e.name, e.value.as_str()), (name, zero), "{e}");
+                assert!(e.to_string().contains("positive"), "{e}");
+            }
+        }
+        // Switch points may be 0 (always the larger algorithm).
+        assert_eq!(with("GSM_COLL_COPY", Ok("0".into())).unwrap().copy_min, 0);
     }
 }
