@@ -305,14 +305,14 @@ impl HostBoard {
         let now = self.step_word(g, s).load(Ordering::Acquire);
         if now != s {
             // Step s + 2 needs this leader's step s + 1, which comes after this read.
-            panic!(
+            gossamer::fail_job(format!(
                 "gsm-collectives: team {:#x}, {} #{}: member {member} wrote board step {now} \
                  while step {s} was being read: two team values with the same id are in use at \
                  once (use Team::dup for a second one)",
                 team.id,
                 c.kind.name(),
                 c.seq
-            );
+            ));
         }
         // The header is on the line just read, so these checks cost nothing measurable and run
         // in every build (the message path checks operation and type in debug builds only).
@@ -631,15 +631,15 @@ impl Team {
         true
     }
 
-    /// Panics because a single copy failed after the runtime found it possible.
+    /// Ends the job because a single copy failed after the runtime found it possible.
     fn copy_failed(&self, c: &Call, e: std::io::Error) -> ! {
-        panic!(
+        gossamer::fail_job(format!(
             "gsm-collectives: team {:#x}, {} #{}: a single copy between ranks failed although it \
              worked when the run started: {e}",
             self.id,
             c.kind.name(),
             c.seq
-        )
+        ))
     }
 
     /// The allgather on the board when every group is one member: `recv[g·k..]` gets member

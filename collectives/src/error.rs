@@ -4,9 +4,10 @@
 //! as [`Error`]: the call then did nothing, so the member can fix its arguments without leaving
 //! half a protocol behind. Disagreements *between* members (a member passing a buffer of another
 //! length than the root's, a member calling another collective) are seen only in the middle of
-//! the protocol, where the other members already wait for this one; those panic with a message
-//! naming the team, the operation and both workers, and the panic ends the whole job (ranks
-//! share fate), which is the only way the waiting members learn about it.
+//! the protocol, where the other members already wait for this one; those end the whole job
+//! (`gossamer::fail_job`, then a panic, so even a spawned fiber's joiner cannot carry on) with a
+//! message naming the team, the operation and both workers, which is the only way the waiting
+//! members learn about it.
 
 /// A collective refused its arguments; nothing was sent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

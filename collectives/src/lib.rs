@@ -55,10 +55,12 @@
 //! Mistakes a member can see in its own arguments (a root that is no member, a receive buffer
 //! of the wrong length, counts that do not add up) are returned as [`Error`] before anything is
 //! sent. Disagreements between members (different lengths where equal ones are needed, a member
-//! in another collective, another element type) panic with a message naming the team, the
-//! operation and both workers; in debug builds every message carries a check of operation,
-//! sequence number and type, so a member calling a different collective is reported rather
-//! than left waiting. A panic in a fiber ends the job on every rank (ranks share fate).
+//! in another collective, another element type) end the job on every rank with a message naming
+//! the team, the operation and both workers (`gossamer::fail_job`, then a panic: even in a
+//! spawned fiber whose joiner would take the panic with `try_join` and carry on, the job ends,
+//! since the other members would otherwise wait for ever); in debug builds every message carries
+//! a check of operation, sequence number and type, so a member calling a different collective
+//! is reported rather than left waiting.
 //!
 //! Element types of no size have no bytes to count by, and are refused when the call is
 //! compiled:

@@ -462,9 +462,12 @@ impl Team {
         gossamer::recv(w, c.tag(step))
     }
 
-    /// Panics because member `from` is in collective `kind` #`seq` while this one is in `c`.
+    /// Ends the job because member `from` is in collective `kind` #`seq` while this one is in
+    /// `c`. Through `gossamer::fail_job`, not `panic!`, as every report of a disagreement
+    /// between members: a panic in a spawned fiber goes to its `JoinHandle`, and a joiner that
+    /// carries on would leave the other members waiting for ever.
     pub(crate) fn out_of_step(&self, c: &Call, from: usize, kind: u8, seq: u64) -> ! {
-        panic!(
+        gossamer::fail_job(format!(
             "gsm-collectives: team {:#x}: member {from} ({}) is in {} (collective #{seq} of the \
              team) while member {} ({}) is in {} (collective #{}): every member must call the \
              same collectives in the same order",
@@ -475,12 +478,12 @@ impl Team {
             self.members[self.me],
             c.kind.name(),
             c.seq
-        );
+        ));
     }
 
-    /// Panics because member `from` sent another element type than `expected`.
+    /// Ends the job because member `from` sent another element type than `expected`.
     pub(crate) fn other_type(&self, c: &Call, from: usize, expected: &str) -> ! {
-        panic!(
+        gossamer::fail_job(format!(
             "gsm-collectives: team {:#x}, {} #{}: member {from} ({}) sent another element type \
              than member {} ({}) expects ({expected}): every member must use the same element \
              type",
@@ -490,7 +493,7 @@ impl Team {
             self.members[from],
             self.me,
             self.members[self.me],
-        );
+        ));
     }
 
     /// Sends `data` to member `to` as pieces `(total length, part)`: one piece within a rank
@@ -593,11 +596,11 @@ impl Team {
         }
     }
 
-    /// Panics because member `from` contributed `got` elements where this member expects
+    /// Ends the job because member `from` contributed `got` elements where this member expects
     /// `want`.
     #[track_caller]
     pub(crate) fn mismatch(&self, c: &Call, from: usize, got: usize, want: usize) -> ! {
-        panic!(
+        gossamer::fail_job(format!(
             "gsm-collectives: team {:#x}, {} #{}: member {from} ({}) passed {got} elements where \
              member {} ({}) expects {want}: the buffers of this collective must have equal \
              lengths on every member",
@@ -607,7 +610,7 @@ impl Team {
             self.members[from],
             self.me,
             self.members[self.me]
-        )
+        ))
     }
 }
 

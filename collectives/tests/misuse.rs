@@ -64,3 +64,29 @@ fn a_member_in_another_collective_is_named() {
         "{msg}"
     );
 }
+
+/// A disagreement in a spawned fiber ends the job even when the joiner carries on: `try_join`
+/// would hand a plain panic back to it, and the other members would wait for ever.
+#[test]
+fn a_mismatch_in_a_spawned_fiber_ends_the_job() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The job runs on a thread of its own, so that a hang fails the test instead of blocking it.
+    std::thread::spawn(move || {
+        let r = gossamer::spmd(Config::default().workers(3), |_| {
+            let team = Team::world().dup();
+            let h = gossamer::spawn(move || {
+                let len = if team.index() == 1 { 5 } else { 4 };
+                let mut out = vec![0u64; len];
+                team.allreduce(&vec![1u64; len], &mut out, Sum).unwrap();
+            });
+            // Ignored on purpose: the member that saw the mismatch carries on.
+            let _ = h.try_join();
+        });
+        let _ = tx.send(r.map_err(|e| e.to_string()));
+    });
+    let r = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the job should end within 30 s, not hang");
+    let msg = r.expect_err("the job should have failed");
+    assert!(msg.contains("equal lengths"), "{msg}");
+}

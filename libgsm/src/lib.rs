@@ -56,8 +56,8 @@
 //! workers rank by rank ([`rank`], [`rank_count`], [`rank_of`], [`workers_of_rank`]), and every
 //! operation above works between ranks with the same types. [`run`]'s main runs once per rank;
 //! `run` returns on every rank when the whole job is quiet, and a failure anywhere (a panic that
-//! no `join` takes, a vanished peer, a batch that breaks the wire protocol) ends the run with an
-//! error naming the rank. MPI is not on the data path;
+//! no `join` takes, a [`fail_job`], a vanished peer, a batch that breaks the wire protocol) ends
+//! the run with an error naming the rank. MPI is not on the data path;
 //! see the `cluster` and [`fabric`] modules for how set-up and termination work. Without a
 //! launcher, the program is a job of one rank and MPI is never initialised.
 //!
@@ -163,7 +163,7 @@ pub use config::{Config, available_cpus};
 pub use error::{DelegationError, Error, eprint_line};
 pub use mail::{flush, mail_pending, recv, send, try_recv};
 pub use noref::{NoRef, Wire};
-pub use runtime::{run, spmd};
+pub use runtime::{fail_job, run, spmd};
 pub use spawn::{
     JoinHandle, Worker, WorkerId, current_worker, host_of_rank, live_properties_here,
     oversubscribed, rank, rank_count, rank_of, spawn, spawn_on, spawn_on_with, worker_count,

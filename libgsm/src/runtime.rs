@@ -264,6 +264,40 @@ pub fn run<R: Send + 'static>(
     v.ok_or(Error::Stopped)
 }
 
+/// Ends the whole job for a failure the caller cannot recover from, then panics with `message`
+/// so that the calling fiber unwinds.
+///
+/// A plain `panic!` in a fiber started by [`spawn`](crate::spawn) is caught and handed to its
+/// `JoinHandle`: if the joiner carries on (it uses [`try_join`](crate::JoinHandle::try_join))
+/// the job goes on too. That is right for a local mistake, but not for one that leaves other
+/// workers or ranks waiting on this one (a collective whose members disagree, say): they would
+/// wait for ever. `fail_job` first records [`Error::Panicked`] with this worker's rank and id and
+/// `message` as the job's failure, which stops every worker of this rank and so ends the job on
+/// every rank (as a panic of a root fiber does), and only then panics. Outside a worker there is
+/// no job to end, and it only panics.
+///
+/// ```
+/// let r = gossamer::spmd(gossamer::Config::default().workers(2), |_| {
+///     let h = gossamer::spawn(|| gossamer::fail_job("the peers disagree"));
+///     // The job is ending whatever this fiber does now.
+///     let _ignored = h.try_join();
+/// });
+/// assert!(matches!(r, Err(gossamer::Error::Panicked { message, .. }) if message == "the peers disagree"));
+/// ```
+#[cold]
+#[track_caller]
+pub fn fail_job(message: impl std::fmt::Display) -> ! {
+    let message = message.to_string();
+    if let Some(core) = crate::worker::core() {
+        core.shared.fail(Error::Panicked {
+            rank: core.shared.place.rank,
+            worker: core.id,
+            message: message.clone(),
+        });
+    }
+    panic!("{message}")
+}
+
 /// Runs `body` as a fiber on every worker (of every rank, under a launcher); returns this rank's
 /// workers' results, in the order of their worker ids, when all are done and the job has
 /// drained, as [`run`] does.
