@@ -57,10 +57,16 @@ impl Team {
         // The board only while the first member of each group leads it (see `board`).
         if let Some(hb) = self.board_for::<T>().filter(|_| shape.slot_of[root] == 0) {
             self.board_broadcast(hb, &c, buf, rg);
-        } else if n >= 3 && bytes >= self.tuning().bcast_pipeline_min && bytes > 0 {
-            self.chain(&c, buf, v, n, &member_at, root, ack);
         } else if n > 1 {
-            self.binomial(&c, buf, v, n, &member_at, ack);
+            // Leaders that disagree on the length would choose different algorithms (`agree`).
+            let (next, prev) = (member_at((v + 1) % n), member_at((v + n - 1) % n));
+            self.agree::<T>(&c, next, prev, buf.len(), Some(root));
+            if n >= 3 && bytes >= self.tuning().bcast_pipeline_min && bytes > 0 {
+                self.chain(&c, buf, v, n, &member_at, root, ack);
+            } else {
+                self.binomial(&c, buf, v, n, &member_at, ack);
+            }
+            self.agreed(&c);
         }
         if shape.groups[g].len() > 1 {
             let data = Arc::new(PodVec(buf.to_vec()));

@@ -181,12 +181,21 @@ impl Team {
         if let Some(hb) = self.board_for::<T>() {
             self.board_reduce(hb, &c, buf, &op, None);
         } else if leaders.len() > 1 {
+            let n = leaders.len();
+            self.agree::<T>(
+                &c,
+                leaders[(g + 1) % n],
+                leaders[(g + n - 1) % n],
+                buf.len(),
+                None,
+            );
             let bytes = std::mem::size_of_val(buf);
             if bytes >= self.tuning().allreduce_ring_min && buf.len() >= leaders.len() {
                 self.ring_allreduce(&c, &leaders, g, buf, &op);
             } else {
                 self.rd_allreduce(&c, &leaders, g, buf, &op);
             }
+            self.agreed(&c);
         }
         if group.len() > 1 {
             let shared = Arc::new(PodVec(buf.to_vec()));

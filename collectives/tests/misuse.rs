@@ -4,18 +4,44 @@
 //! message that precedes every message there).
 //! Mistakes in a member's own arguments are `Err`s (see `suite::teams`).
 
-use gossamer::Config;
-use gsm_collectives::{Team, op::Sum};
+use std::time::Duration;
 
+use gossamer::Config;
+use gsm_collectives::{Team, Tuning, op::Sum};
+
+/// How long a job that should fail may take (it takes well under a second).
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Runs `body` on the world team of 3 workers and returns the job's failure. The job runs on a
+/// thread of its own, so that a hang fails the test after [`LIMIT`] instead of blocking it.
 fn failure(body: impl Fn(&Team) + Send + Sync + 'static) -> String {
-    // The panic ends the job; keep the expected message out of the test output.
-    let r = gossamer::spmd(Config::default().workers(3), move |_| {
-        let team = Team::world();
-        body(&team);
+    failure_with(Tuning::default(), body)
+}
+
+/// [`failure`] on the world team with `tuning`.
+fn failure_with(tuning: Tuning, body: impl Fn(&Team) + Send + Sync + 'static) -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = gossamer::spmd(Config::default().workers(3), move |_| {
+            let team = Team::world().with_tuning(tuning);
+            body(&team);
+        });
+        let _ = tx.send(r.map(|_| ()).map_err(|e| e.to_string()));
     });
-    match r {
-        Ok(_) => panic!("the job should have failed"),
-        Err(e) => e.to_string(),
+    match rx.recv_timeout(LIMIT) {
+        Ok(Ok(())) => panic!("the job should have failed"),
+        Ok(Err(e)) => e,
+        Err(_) => panic!("the job should have failed within {LIMIT:?}, not hung"),
+    }
+}
+
+/// Every member its own group, on messages: the leaders' algorithms across groups run on every
+/// member.
+fn flat() -> Tuning {
+    Tuning {
+        hierarchical: false,
+        board: false,
+        ..Tuning::default()
     }
 }
 
@@ -69,24 +95,47 @@ fn a_member_in_another_collective_is_named() {
 /// would hand a plain panic back to it, and the other members would wait for ever.
 #[test]
 fn a_mismatch_in_a_spawned_fiber_ends_the_job() {
-    let (tx, rx) = std::sync::mpsc::channel();
-    // The job runs on a thread of its own, so that a hang fails the test instead of blocking it.
-    std::thread::spawn(move || {
-        let r = gossamer::spmd(Config::default().workers(3), |_| {
-            let team = Team::world().dup();
-            let h = gossamer::spawn(move || {
-                let len = if team.index() == 1 { 5 } else { 4 };
-                let mut out = vec![0u64; len];
-                team.allreduce(&vec![1u64; len], &mut out, Sum).unwrap();
-            });
-            // Ignored on purpose: the member that saw the mismatch carries on.
-            let _ = h.try_join();
+    let msg = failure(|team| {
+        let team = team.dup();
+        let h = gossamer::spawn(move || {
+            let len = if team.index() == 1 { 5 } else { 4 };
+            let mut out = vec![0u64; len];
+            team.allreduce(&vec![1u64; len], &mut out, Sum).unwrap();
         });
-        let _ = tx.send(r.map_err(|e| e.to_string()));
+        // Ignored on purpose: the member that saw the mismatch carries on.
+        let _ = h.try_join();
     });
-    let r = rx
-        .recv_timeout(std::time::Duration::from_secs(30))
-        .expect("the job should end within 30 s, not hang");
-    let msg = r.expect_err("the job should have failed");
     assert!(msg.contains("equal lengths"), "{msg}");
+}
+
+/// Leaders choose their algorithm by their own length: 40,000 `u64` is a ring allreduce (at
+/// least `allreduce_ring_min`), 100 recursive doubling; each side used to wait for a message
+/// the other never sends.
+#[test]
+fn leaders_with_lengths_on_either_side_of_the_ring_switch_are_reported() {
+    let msg = failure_with(flat(), |team| {
+        let len = if team.index() == 0 { 40_000 } else { 100 };
+        let mut out = vec![0u64; len];
+        team.allreduce(&vec![1u64; len], &mut out, Sum).unwrap();
+    });
+    assert!(
+        msg.contains("equal lengths") && msg.contains("allreduce"),
+        "{msg}"
+    );
+    assert!(msg.contains("40000") && msg.contains("100"), "{msg}");
+}
+
+/// With 3 groups, 16,384 `u64` (128 KiB) at the root is a pipelined chain, 100 elsewhere a
+/// binomial tree.
+#[test]
+fn leaders_with_lengths_on_either_side_of_the_chain_switch_are_reported() {
+    let msg = failure_with(flat(), |team| {
+        let mut buf = vec![0u64; if team.index() == 1 { 100 } else { 16_384 }];
+        team.broadcast(&mut buf, 0).unwrap();
+    });
+    assert!(
+        msg.contains("equal lengths") && msg.contains("broadcast"),
+        "{msg}"
+    );
+    assert!(msg.contains("16384") && msg.contains("100"), "{msg}");
 }
