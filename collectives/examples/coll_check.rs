@@ -15,6 +15,9 @@
 //!
 //! With `--misuse-rank R`, rank R calls an allreduce where the others call a barrier (a misuse
 //! test: the job must end with a report naming both collectives).
+//! With `--root-misuse-rank R`, rank R passes root 1 to a broadcast of 1 MiB where the others
+//! pass root 0 (a misuse test: the job must end with a report naming both roots; on the host
+//! board both would otherwise act as root and copy into each other's buffers).
 //! With `--panic-rank R`, rank R panics after a first barrier while the others wait in a second
 //! one (a failure test: the job must end with the panic's report).
 //!
@@ -39,6 +42,7 @@ fn main() {
     let large = arg("--large").unwrap_or(393_217);
     let panic_rank = arg("--panic-rank");
     let misuse_rank = arg("--misuse-rank");
+    let root_misuse_rank = arg("--root-misuse-rank");
     let mut config = Config::from_env().expect("configuration");
     if std::env::var_os("GSM_THREADS").is_none() {
         config = config.workers(2);
@@ -111,6 +115,15 @@ fn main() {
                 world.barrier();
             }
             unreachable!("different collectives completed together");
+        }
+        if let Some(r) = root_misuse_rank {
+            // A misuse test: rank r passes another root than the others.
+            world.barrier();
+            let root = usize::from(w.rank() == r);
+            let mut buf = vec![w.rank() as u8; 1 << 20];
+            world.broadcast(&mut buf, root).unwrap();
+            // Not a panic: the test must see the job end through the report, not this.
+            return (0, w.count(), w.rank(), gossamer::rank_count());
         }
         let mut passed = 0;
         for (name, tuning) in rounds {

@@ -36,7 +36,7 @@ impl Team {
     pub fn broadcast<T: Plain>(&self, buf: &mut [T], root: usize) -> Result<(), Error> {
         assert_sized::<T>();
         self.check_root("broadcast", root)?;
-        let c = self.begin(Kind::Broadcast);
+        let c = self.begin(Kind::Broadcast).rooted(root);
         let shape = &self.shape;
         let g = shape.group_of[self.me] as usize;
         let leader = shape.leader(g, Some(root));
@@ -60,7 +60,7 @@ impl Team {
         } else if n > 1 {
             // Leaders that disagree on the length would choose different algorithms (`agree`).
             let (next, prev) = (member_at((v + 1) % n), member_at((v + n - 1) % n));
-            self.agree::<T>(&c, next, prev, buf.len(), Some(root));
+            self.agree::<T>(&c, next, prev, buf.len());
             if n >= 3 && bytes >= self.tuning().bcast_pipeline_min && bytes > 0 {
                 self.chain(&c, buf, v, n, &member_at, root, ack);
             } else {

@@ -47,7 +47,7 @@ impl Team {
                 why: "the root's recv holds every member's send, size() × send.len()",
             });
         }
-        let c = self.begin(Kind::Gather);
+        let c = self.begin(Kind::Gather).rooted(root);
         if let Some(parts) = self.gather_parts(&c, send, root) {
             for (i, p) in parts.iter().enumerate() {
                 if p.0.len() != k {
@@ -67,7 +67,7 @@ impl Team {
     pub fn gatherv<T: Plain>(&self, send: &[T], root: usize) -> Result<Option<Parts<T>>, Error> {
         assert_sized::<T>();
         self.check_root("gatherv", root)?;
-        let c = self.begin(Kind::Gatherv);
+        let c = self.begin(Kind::Gatherv).rooted(root);
         Ok(self
             .gather_parts(&c, send, root)
             .map(|parts| Parts::concat(parts.iter().map(|p| &p.0[..]))))
@@ -144,7 +144,7 @@ impl Team {
                 why: "the root's send holds a part of recv.len() for every member",
             });
         }
-        let c = self.begin(Kind::Scatter);
+        let c = self.begin(Kind::Scatter).rooted(root);
         let parts = (self.me == root).then(|| send.chunks(k.max(1)).take(self.size()));
         let parts = parts.map(|p| {
             if k == 0 {
@@ -178,7 +178,7 @@ impl Team {
         if self.me == root {
             check_counts("scatterv", send, counts, self.size())?;
         }
-        let c = self.begin(Kind::Scatterv);
+        let c = self.begin(Kind::Scatterv).rooted(root);
         let parts = (self.me == root).then(|| {
             let mut at = 0;
             counts

@@ -80,6 +80,10 @@
 //! - Message tags with the top bit set are this crate's (see the `team` module).
 //! - `reduce`/`allreduce` assume a commutative operator; `scan`/`exscan` do not.
 //! - Nothing times out: a member that never calls leaves the others' fibers waiting.
+//! - Members passing different roots are reported wherever the leaders meet (on the board, in
+//!   every build; across ranks, before the algorithm), but when the roots put different members
+//!   at the head of a rank's group (the root leads its own group) the members wait for leaders
+//!   that never come, as for a member that never calls.
 //! - Gathers, scatters and all-to-alls send each bundle whole and without a rendezvous: a
 //!   program that runs many large ones back to back lets senders run ahead of receivers
 //!   (broadcast and reduce wait for an acknowledgement from 64 KiB on).

@@ -72,7 +72,7 @@ impl Team {
                 why: "the root's recv holds the result, as long as send",
             });
         }
-        let c = self.begin(Kind::Reduce);
+        let c = self.begin(Kind::Reduce).rooted(root);
         let shape = &self.shape;
         let g = shape.group_of[self.me] as usize;
         let leader = shape.leader(g, Some(root));
@@ -187,7 +187,6 @@ impl Team {
                 leaders[(g + 1) % n],
                 leaders[(g + n - 1) % n],
                 buf.len(),
-                None,
             );
             let bytes = std::mem::size_of_val(buf);
             if bytes >= self.tuning().allreduce_ring_min && buf.len() >= leaders.len() {

@@ -21,11 +21,11 @@
 //! repetitions, three runs): over tcp no difference beyond the noise (8 B allreduce 54–67 µs
 //! with it, 60–62 without); over shm with the board off an 8 B allreduce took 2.2–2.9 µs
 //! instead of 1.2–1.5 µs, 1 MiB 1.1–1.2 ms instead of 0.9–1.1 ms. The host board (the default
-//! on one host) has no such message: its headers carry operation, length and type.
+//! on one host) has no such message: its headers carry the same fields.
 //!
 //! In debug builds every message is preceded by a small check message (operation, sequence
-//! number, payload type), so a member that called another collective than its peers is reported
-//! by name instead of receiving bytes it cannot read.
+//! number, payload type, root), so a member that called another collective than its peers (or
+//! passed another root) is reported by name instead of receiving bytes it cannot read.
 //!
 //! This module does not implement the operations themselves (see the other modules).
 
@@ -148,9 +148,26 @@ pub(crate) struct Call {
     base: u64,
     pub(crate) seq: u64,
     pub(crate) kind: Kind,
+    /// The root of a rooted operation (team index): checked like the operation, since members
+    /// passing different roots run different protocols (two roots of one broadcast write into
+    /// each other's buffers on the host board).
+    pub(crate) root: Option<usize>,
 }
 
 impl Call {
+    /// The same call, of an operation with root `root`.
+    pub(crate) fn rooted(self, root: usize) -> Call {
+        Call {
+            root: Some(root),
+            ..self
+        }
+    }
+
+    /// The root as the board and the checks carry it: `u64::MAX` for none.
+    pub(crate) fn root_word(&self) -> u64 {
+        self.root.map_or(u64::MAX, |r| r as u64)
+    }
+
     fn tag(&self, step: u16) -> u64 {
         self.base | u64::from(step)
     }
@@ -163,6 +180,7 @@ struct Check {
     kind: u8,
     seq: u64,
     ty: u64,
+    root: u64,
 }
 
 /// What the leaders of a collective on the message path tell a neighbour before they choose an
@@ -444,6 +462,7 @@ impl Team {
             base: (1 << 63) | (h << 16),
             seq,
             kind,
+            root: None,
         }
     }
 
@@ -471,13 +490,14 @@ impl Team {
                 kind: c.kind as u8,
                 seq: c.seq,
                 ty: hash_str(std::any::type_name::<P>()),
+                root: c.root_word(),
             },
         );
         gossamer::send(w, c.tag(step), body);
     }
 
     /// Tells member `to` (the next leader of a ring of leaders) what this leader passes to
-    /// collective `c`: its operation, `len` elements of `T` and `root`; the same from member
+    /// collective `c`: its operation, `len` elements of `T` and `c`'s root; the same from member
     /// `from` (the previous one) is received and compared before this member's next receive
     /// ([`get`](Team::get)) or at [`agreed`](Team::agreed), whichever comes first.
     ///
@@ -488,19 +508,12 @@ impl Team {
     /// neighbour's, all are equal. The comparison comes before the first receive of either
     /// algorithm, so a mismatch is reported however the algorithms differ, while the message
     /// travels beside the algorithm's first one instead of taking a round of its own.
-    pub(crate) fn agree<T>(
-        &self,
-        c: &Call,
-        to: usize,
-        from: usize,
-        len: usize,
-        root: Option<usize>,
-    ) {
+    pub(crate) fn agree<T>(&self, c: &Call, to: usize, from: usize, len: usize) {
         let mine = Agree {
             kind: c.kind as u8,
             len: len as u64,
             ty: hash_str(std::any::type_name::<T>()),
-            root: root.map_or(u64::MAX, |r| r as u64),
+            root: c.root_word(),
         };
         gossamer::send(self.members[to], c.tag(AGREE_STEP), mine);
         self.agreeing
@@ -521,7 +534,7 @@ impl Team {
             self.other_type(c, from, ty_name);
         }
         if theirs.root != mine.root {
-            self.other_root(c, from, theirs.root as usize, mine.root as usize);
+            self.other_root(c, from, theirs.root, mine.root);
         }
         if theirs.len != mine.len {
             self.mismatch(c, from, theirs.len as usize, mine.len as usize);
@@ -540,6 +553,9 @@ impl Team {
             }
             if k.ty != hash_str(std::any::type_name::<P>()) {
                 self.other_type(c, from, std::any::type_name::<P>());
+            }
+            if k.root != c.root_word() {
+                self.other_root(c, from, k.root, c.root_word());
             }
         }
         gossamer::recv(w, c.tag(step))
@@ -580,8 +596,16 @@ impl Team {
     }
 
     /// Ends the job because member `from` passed root `theirs` where this member passes `mine`
-    /// (team indices).
-    pub(crate) fn other_root(&self, c: &Call, from: usize, theirs: usize, mine: usize) -> ! {
+    /// (team indices as [`Call::root_word`] gives them).
+    pub(crate) fn other_root(&self, c: &Call, from: usize, theirs: u64, mine: u64) -> ! {
+        let root = |r: u64| {
+            if r == u64::MAX {
+                "none".to_string()
+            } else {
+                r.to_string()
+            }
+        };
+        let (theirs, mine) = (root(theirs), root(mine));
         gossamer::fail_job(format!(
             "gsm-collectives: team {:#x}, {} #{}: member {from} ({}) passed root {theirs} where \
              member {} ({}) passes root {mine}: every member must pass the same root",

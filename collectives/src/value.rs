@@ -34,7 +34,7 @@ impl Team {
                 root,
             });
         }
-        let c = self.begin(Kind::BroadcastValue);
+        let c = self.begin(Kind::BroadcastValue).rooted(root);
         Ok(self.bcast_value_in(&c, value, root, 0))
     }
 
@@ -76,7 +76,7 @@ impl Team {
     /// [`Error::BadRoot`].
     pub fn gather_value<V: Wire>(&self, value: V, root: usize) -> Result<Option<Vec<V>>, Error> {
         self.check_root("gather_value", root)?;
-        let c = self.begin(Kind::GatherValue);
+        let c = self.begin(Kind::GatherValue).rooted(root);
         if self.me != root {
             self.put(&c, root, 0, value);
             return Ok(None);
@@ -154,7 +154,7 @@ impl Team {
                 Some(_) => {}
             }
         }
-        let c = self.begin(Kind::ScatterValues);
+        let c = self.begin(Kind::ScatterValues).rooted(root);
         if self.me != root {
             return Ok(self.get(&c, root, 0));
         }

@@ -191,6 +191,17 @@ fn different_collectives_on_the_board_are_reported() {
     );
 }
 
+/// Members passing different roots to a broadcast are reported (in every build), naming both
+/// roots, and the job ends: on the host board both took themselves for the root and copied into
+/// each other's buffers (1 MiB: single copies), and the job exited 0.
+#[test]
+fn different_roots_on_the_board_are_reported() {
+    failing_job(
+        &["--root-misuse-rank", "1"],
+        &["root 0", "root 1", "every member must pass the same root"],
+    );
+}
+
 #[test]
 fn one_rank() {
     job(1, "shm", MEDIUM);
