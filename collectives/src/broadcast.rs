@@ -58,8 +58,10 @@ impl Team {
         if let Some(hb) = self.board_for::<T>().filter(|_| shape.slot_of[root] == 0) {
             self.board_broadcast(hb, &c, buf, rg);
         } else if n > 1 {
-            // Leaders that disagree on the length would choose different algorithms (`agree`).
-            let (next, prev) = (member_at((v + 1) % n), member_at((v + n - 1) % n));
+            // Leaders that disagree on the length would choose different algorithms (`agree`):
+            // a chain from the root, which waits for nobody.
+            let next = (v + 1 < n).then(|| member_at(v + 1));
+            let prev = (v > 0).then(|| member_at(v - 1));
             self.agree::<T>(&c, next, prev, buf.len());
             if n >= 3 && bytes >= self.tuning().bcast_pipeline_min && bytes > 0 {
                 self.chain(&c, buf, v, n, &member_at, root, ack);

@@ -80,10 +80,16 @@
 //! - Message tags with the top bit set are this crate's (see the `team` module).
 //! - `reduce`/`allreduce` assume a commutative operator; `scan`/`exscan` do not.
 //! - Nothing times out: a member that never calls leaves the others' fibers waiting.
-//! - Members passing different roots are reported wherever the leaders meet (on the board, in
-//!   every build; across ranks, before the algorithm), but when the roots put different members
-//!   at the head of a rank's group (the root leads its own group) the members wait for leaders
-//!   that never come, as for a member that never calls.
+//! - Members passing different roots are reported on the board (every rooted operation, every
+//!   build) and in a broadcast between ranks (before the algorithm). Between ranks, the other
+//!   rooted operations (reduce, gather, scatter and their variants) may leave both members
+//!   waiting for each other instead, as may roots that put different members at the head of a
+//!   rank's group (the root leads its own group): as for a member that never calls.
+//! - In debug builds, a member in a collective that sends no length agreement (a gather, say)
+//!   while its neighbouring leader is in a broadcast or allreduce between ranks leaves that
+//!   leader waiting for the agreement instead of being reported by the debug check.
+//! - Leaders whose tuning differs (`GSM_COLL_*` set differently per rank) may choose different
+//!   algorithms for the same length and wait for each other.
 //! - Gathers, scatters and all-to-alls send each bundle whole and without a rendezvous: a
 //!   program that runs many large ones back to back lets senders run ahead of receivers
 //!   (broadcast and reduce wait for an acknowledgement from 64 KiB on).

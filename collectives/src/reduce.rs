@@ -184,8 +184,8 @@ impl Team {
             let n = leaders.len();
             self.agree::<T>(
                 &c,
-                leaders[(g + 1) % n],
-                leaders[(g + n - 1) % n],
+                Some(leaders[(g + 1) % n]),
+                Some(leaders[(g + n - 1) % n]),
                 buf.len(),
             );
             let bytes = std::mem::size_of_val(buf);

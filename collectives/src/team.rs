@@ -496,10 +496,11 @@ impl Team {
         gossamer::send(w, c.tag(step), body);
     }
 
-    /// Tells member `to` (the next leader of a ring of leaders) what this leader passes to
-    /// collective `c`: its operation, `len` elements of `T` and `c`'s root; the same from member
-    /// `from` (the previous one) is received and compared before this member's next receive
-    /// ([`get`](Team::get)) or at [`agreed`](Team::agreed), whichever comes first.
+    /// Tells member `to` (the next leader of a ring or chain of leaders), if any, what this
+    /// leader passes to collective `c`: its operation, `len` elements of `T` and `c`'s root; the
+    /// same from member `from` (the previous one), if any, is received and compared before this
+    /// member's next receive ([`get`](Team::get)) or at [`agreed`](Team::agreed), whichever
+    /// comes first.
     ///
     /// Leaders choose their algorithm across ranks by the length of their own buffer (recursive
     /// doubling or ring allreduce, binomial tree or chain broadcast): leaders passing lengths on
@@ -508,16 +509,23 @@ impl Team {
     /// neighbour's, all are equal. The comparison comes before the first receive of either
     /// algorithm, so a mismatch is reported however the algorithms differ, while the message
     /// travels beside the algorithm's first one instead of taking a round of its own.
-    pub(crate) fn agree<T>(&self, c: &Call, to: usize, from: usize, len: usize) {
+    ///
+    /// An allreduce closes the ring (every leader waits for all anyway). A broadcast runs a chain
+    /// from its root, which receives nothing: closed into a ring, the root of a small broadcast,
+    /// which used to send and return, waited for the last leader to enter the broadcast (a
+    /// program whose root then sends to a rank that receives before its broadcast deadlocked).
+    pub(crate) fn agree<T>(&self, c: &Call, to: Option<usize>, from: Option<usize>, len: usize) {
         let mine = Agree {
             kind: c.kind as u8,
             len: len as u64,
             ty: hash_str(std::any::type_name::<T>()),
             root: c.root_word(),
         };
-        gossamer::send(self.members[to], c.tag(AGREE_STEP), mine);
+        if let Some(to) = to {
+            gossamer::send(self.members[to], c.tag(AGREE_STEP), mine);
+        }
         self.agreeing
-            .set(Some((from, mine, std::any::type_name::<T>())));
+            .set(from.map(|from| (from, mine, std::any::type_name::<T>())));
     }
 
     /// Receives and compares the word [`agree`](Team::agree) expects, if it has not yet: a

@@ -139,3 +139,37 @@ fn leaders_with_lengths_on_either_side_of_the_chain_switch_are_reported() {
     );
     assert!(msg.contains("16384") && msg.contains("100"), "{msg}");
 }
+
+/// The root of a small broadcast between ranks returns without waiting for the other leaders:
+/// here it then sends to a member that receives that message before it enters the broadcast.
+/// (The leaders' length agreement ran in a ring, and the root waited for the last leader's
+/// word: a deadlock.)
+#[test]
+fn the_root_of_a_small_broadcast_waits_for_no_other_leader() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = gossamer::spmd(Config::default().workers(3), move |_| {
+            let team = Team::world().with_tuning(flat());
+            let mut buf = vec![team.index() as u64 + 1; 4];
+            let (root, last) = (gossamer::WorkerId::new(0), gossamer::WorkerId::new(2));
+            match team.index() {
+                0 => {
+                    team.broadcast(&mut buf, 0).unwrap();
+                    gossamer::send(last, 7, 1u32);
+                }
+                2 => {
+                    let _: u32 = gossamer::recv(root, 7);
+                    team.broadcast(&mut buf, 0).unwrap();
+                }
+                _ => team.broadcast(&mut buf, 0).unwrap(),
+            }
+            buf
+        });
+        let _ = tx.send(r.map_err(|e| e.to_string()));
+    });
+    let got = rx
+        .recv_timeout(LIMIT)
+        .unwrap_or_else(|_| panic!("the job hung for {LIMIT:?}"))
+        .expect("the job failed");
+    assert_eq!(got, vec![vec![1u64; 4]; 3]);
+}
