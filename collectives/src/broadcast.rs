@@ -62,8 +62,9 @@ impl Team {
             // a chain from the root, which waits for nobody.
             let next = (v + 1 < n).then(|| member_at(v + 1));
             let prev = (v > 0).then(|| member_at(v - 1));
-            self.agree::<T>(&c, next, prev, buf.len());
-            if n >= 3 && bytes >= self.tuning().bcast_pipeline_min && bytes > 0 {
+            let chain = n >= 3 && bytes >= self.tuning().bcast_pipeline_min && bytes > 0;
+            self.agree::<T>(&c, (next, prev), buf.len(), u8::from(chain));
+            if chain {
                 self.chain(&c, buf, v, n, &member_at, root, ack);
             } else {
                 self.binomial(&c, buf, v, n, &member_at, ack);

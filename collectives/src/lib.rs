@@ -88,8 +88,9 @@
 //! - In debug builds, a member in a collective that sends no length agreement (a gather, say)
 //!   while its neighbouring leader is in a broadcast or allreduce between ranks leaves that
 //!   leader waiting for the agreement instead of being reported by the debug check.
-//! - Leaders whose tuning differs (`GSM_COLL_*` set differently per rank) may choose different
-//!   algorithms for the same length and wait for each other.
+//! - Leaders whose tuning differs (`GSM_COLL_*` set differently per rank) are reported where the
+//!   difference makes them choose different algorithms in a broadcast or allreduce between ranks;
+//!   elsewhere (the size of pieces, say) it goes unchecked.
 //! - Gathers, scatters and all-to-alls send each bundle whole and without a rendezvous: a
 //!   program that runs many large ones back to back lets senders run ahead of receivers
 //!   (broadcast and reduce wait for an acknowledgement from 64 KiB on).

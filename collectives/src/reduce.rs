@@ -182,14 +182,15 @@ impl Team {
             self.board_reduce(hb, &c, buf, &op, None);
         } else if leaders.len() > 1 {
             let n = leaders.len();
+            let bytes = std::mem::size_of_val(buf);
+            let ring = bytes >= self.tuning().allreduce_ring_min && buf.len() >= leaders.len();
             self.agree::<T>(
                 &c,
-                Some(leaders[(g + 1) % n]),
-                Some(leaders[(g + n - 1) % n]),
+                (Some(leaders[(g + 1) % n]), Some(leaders[(g + n - 1) % n])),
                 buf.len(),
+                u8::from(ring),
             );
-            let bytes = std::mem::size_of_val(buf);
-            if bytes >= self.tuning().allreduce_ring_min && buf.len() >= leaders.len() {
+            if ring {
                 self.ring_allreduce(&c, &leaders, g, buf, &op);
             } else {
                 self.rd_allreduce(&c, &leaders, g, buf, &op);

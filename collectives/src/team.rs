@@ -194,6 +194,10 @@ pub(crate) struct Agree {
     ty: u64,
     /// The root's team index, `u64::MAX` for none.
     root: u64,
+    /// The algorithm this leader chose for that length with its tuning (an index the operation
+    /// defines): leaders whose `GSM_COLL_*` tuning differs may choose differently for equal
+    /// lengths, and would wait for each other as for unequal ones.
+    alg: u8,
 }
 
 /// The step of the leaders' [`Agree`] message (no algorithm uses it).
@@ -514,12 +518,19 @@ impl Team {
     /// from its root, which receives nothing: closed into a ring, the root of a small broadcast,
     /// which used to send and return, waited for the last leader to enter the broadcast (a
     /// program whose root then sends to a rank that receives before its broadcast deadlocked).
-    pub(crate) fn agree<T>(&self, c: &Call, to: Option<usize>, from: Option<usize>, len: usize) {
+    pub(crate) fn agree<T>(
+        &self,
+        c: &Call,
+        (to, from): (Option<usize>, Option<usize>),
+        len: usize,
+        alg: u8,
+    ) {
         let mine = Agree {
             kind: c.kind as u8,
             len: len as u64,
             ty: hash_str(std::any::type_name::<T>()),
             root: c.root_word(),
+            alg,
         };
         if let Some(to) = to {
             gossamer::send(self.members[to], c.tag(AGREE_STEP), mine);
@@ -546,6 +557,22 @@ impl Team {
         }
         if theirs.len != mine.len {
             self.mismatch(c, from, theirs.len as usize, mine.len as usize);
+        }
+        if theirs.alg != mine.alg {
+            gossamer::fail_job(format!(
+                "gsm-collectives: team {:#x}, {} #{}: member {from} ({}) chose algorithm {} for \
+                 {} elements where member {} ({}) chose {}: the members' tuning differs \
+                 (GSM_COLL_* or Team::with_tuning must be the same on every rank)",
+                self.id,
+                c.kind.name(),
+                c.seq,
+                self.members[from],
+                theirs.alg,
+                mine.len,
+                self.me,
+                self.members[self.me],
+                mine.alg,
+            ));
         }
     }
 

@@ -173,3 +173,37 @@ fn the_root_of_a_small_broadcast_waits_for_no_other_leader() {
         .expect("the job failed");
     assert_eq!(got, vec![vec![1u64; 4]; 3]);
 }
+
+/// Leaders whose tuning differs choose different algorithms for equal lengths (here member 0
+/// takes the ring allreduce for 8 KiB, the others recursive doubling): reported, not left
+/// waiting for each other.
+#[test]
+fn leaders_whose_tuning_makes_them_choose_differently_are_reported() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = gossamer::spmd(Config::default().workers(3), move |_| {
+            let world = Team::world();
+            let tuning = if world.index() == 0 {
+                Tuning {
+                    allreduce_ring_min: 0,
+                    ..flat()
+                }
+            } else {
+                flat()
+            };
+            let team = world.with_tuning(tuning);
+            let mut out = vec![0u64; 1024];
+            team.allreduce(&vec![1u64; 1024], &mut out, Sum).unwrap();
+        });
+        let _ = tx.send(r.map(|_| ()).map_err(|e| e.to_string()));
+    });
+    let msg = match rx.recv_timeout(LIMIT) {
+        Ok(Err(e)) => e,
+        Ok(Ok(())) => panic!("the job should have failed"),
+        Err(_) => panic!("the job should have failed within {LIMIT:?}, not hung"),
+    };
+    assert!(
+        msg.contains("tuning differs") && msg.contains("allreduce"),
+        "{msg}"
+    );
+}
