@@ -559,20 +559,14 @@ impl Team {
             self.mismatch(c, from, theirs.len as usize, mine.len as usize);
         }
         if theirs.alg != mine.alg {
-            gossamer::fail_job(format!(
-                "gsm-collectives: team {:#x}, {} #{}: member {from} ({}) chose algorithm {} for \
-                 {} elements where member {} ({}) chose {}: the members' tuning differs \
-                 (GSM_COLL_* or Team::with_tuning must be the same on every rank)",
-                self.id,
-                c.kind.name(),
-                c.seq,
-                self.members[from],
-                theirs.alg,
-                mine.len,
-                self.me,
-                self.members[self.me],
-                mine.alg,
-            ));
+            self.disagreement(
+                c,
+                from,
+                format_args!("chose algorithm {} for {} elements", theirs.alg, mine.len),
+                format_args!("chose {}", mine.alg),
+                "the members' tuning differs (GSM_COLL_* or Team::with_tuning must be the same \
+                 on every rank)",
+            );
         }
     }
 
@@ -617,17 +611,13 @@ impl Team {
 
     /// Ends the job because member `from` sent another element type than `expected`.
     pub(crate) fn other_type(&self, c: &Call, from: usize, expected: &str) -> ! {
-        gossamer::fail_job(format!(
-            "gsm-collectives: team {:#x}, {} #{}: member {from} ({}) sent another element type \
-             than member {} ({}) expects ({expected}): every member must use the same element \
-             type",
-            self.id,
-            c.kind.name(),
-            c.seq,
-            self.members[from],
-            self.me,
-            self.members[self.me],
-        ));
+        self.disagreement(
+            c,
+            from,
+            "sent another element type",
+            format_args!("expects {expected}"),
+            "every member must use the same element type",
+        )
     }
 
     /// Ends the job because member `from` passed root `theirs` where this member passes `mine`
@@ -640,17 +630,13 @@ impl Team {
                 r.to_string()
             }
         };
-        let (theirs, mine) = (root(theirs), root(mine));
-        gossamer::fail_job(format!(
-            "gsm-collectives: team {:#x}, {} #{}: member {from} ({}) passed root {theirs} where \
-             member {} ({}) passes root {mine}: every member must pass the same root",
-            self.id,
-            c.kind.name(),
-            c.seq,
-            self.members[from],
-            self.me,
-            self.members[self.me],
-        ));
+        self.disagreement(
+            c,
+            from,
+            format_args!("passed root {}", root(theirs)),
+            format_args!("passes root {}", root(mine)),
+            "every member must pass the same root",
+        )
     }
 
     /// Sends `data` to member `to` as pieces `(total length, part)`: one piece within a rank
@@ -757,10 +743,29 @@ impl Team {
     /// `want`.
     #[track_caller]
     pub(crate) fn mismatch(&self, c: &Call, from: usize, got: usize, want: usize) -> ! {
+        self.disagreement(
+            c,
+            from,
+            format_args!("passed {got} elements"),
+            format_args!("expects {want}"),
+            "the buffers of this collective must have equal lengths on every member",
+        )
+    }
+
+    /// Ends the job for a disagreement in `c`: "member `from` `theirs` where member (this one)
+    /// `mine`: `rule`", both members named with their workers.
+    #[track_caller]
+    fn disagreement(
+        &self,
+        c: &Call,
+        from: usize,
+        theirs: impl std::fmt::Display,
+        mine: impl std::fmt::Display,
+        rule: &str,
+    ) -> ! {
         gossamer::fail_job(format!(
-            "gsm-collectives: team {:#x}, {} #{}: member {from} ({}) passed {got} elements where \
-             member {} ({}) expects {want}: the buffers of this collective must have equal \
-             lengths on every member",
+            "gsm-collectives: team {:#x}, {} #{}: member {from} ({}) {theirs} where member {} \
+             ({}) {mine}: {rule}",
             self.id,
             c.kind.name(),
             c.seq,

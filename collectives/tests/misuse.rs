@@ -20,19 +20,29 @@ fn failure(body: impl Fn(&Team) + Send + Sync + 'static) -> String {
 
 /// [`failure`] on the world team with `tuning`.
 fn failure_with(tuning: Tuning, body: impl Fn(&Team) + Send + Sync + 'static) -> String {
+    failure_of(move |world| body(&world.with_tuning(tuning)))
+}
+
+/// Runs `body` with the world team on 3 workers and returns the job's failure.
+fn failure_of(body: impl Fn(Team) + Send + Sync + 'static) -> String {
+    match bounded(body) {
+        Ok(_) => panic!("the job should have failed"),
+        Err(e) => e,
+    }
+}
+
+/// Runs `body` with the world team on 3 workers, on a thread of its own, so that a hang fails the
+/// test after [`LIMIT`] instead of blocking it; returns the workers' results or the failure.
+fn bounded<R: Send + 'static>(
+    body: impl Fn(Team) -> R + Send + Sync + 'static,
+) -> Result<Vec<R>, String> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let r = gossamer::spmd(Config::default().workers(3), move |_| {
-            let team = Team::world().with_tuning(tuning);
-            body(&team);
-        });
-        let _ = tx.send(r.map(|_| ()).map_err(|e| e.to_string()));
+        let r = gossamer::spmd(Config::default().workers(3), move |_| body(Team::world()));
+        let _ = tx.send(r.map_err(|e| e.to_string()));
     });
-    match rx.recv_timeout(LIMIT) {
-        Ok(Ok(())) => panic!("the job should have failed"),
-        Ok(Err(e)) => e,
-        Err(_) => panic!("the job should have failed within {LIMIT:?}, not hung"),
-    }
+    rx.recv_timeout(LIMIT)
+        .unwrap_or_else(|_| panic!("the job did not end within {LIMIT:?}: it hung"))
 }
 
 /// Every member its own group, on messages: the leaders' algorithms across groups run on every
@@ -146,31 +156,24 @@ fn leaders_with_lengths_on_either_side_of_the_chain_switch_are_reported() {
 /// word: a deadlock.)
 #[test]
 fn the_root_of_a_small_broadcast_waits_for_no_other_leader() {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let r = gossamer::spmd(Config::default().workers(3), move |_| {
-            let team = Team::world().with_tuning(flat());
-            let mut buf = vec![team.index() as u64 + 1; 4];
-            let (root, last) = (gossamer::WorkerId::new(0), gossamer::WorkerId::new(2));
-            match team.index() {
-                0 => {
-                    team.broadcast(&mut buf, 0).unwrap();
-                    gossamer::send(last, 7, 1u32);
-                }
-                2 => {
-                    let _: u32 = gossamer::recv(root, 7);
-                    team.broadcast(&mut buf, 0).unwrap();
-                }
-                _ => team.broadcast(&mut buf, 0).unwrap(),
+    let got = bounded(|world| {
+        let team = world.with_tuning(flat());
+        let mut buf = vec![team.index() as u64 + 1; 4];
+        let (root, last) = (gossamer::WorkerId::new(0), gossamer::WorkerId::new(2));
+        match team.index() {
+            0 => {
+                team.broadcast(&mut buf, 0).unwrap();
+                gossamer::send(last, 7, 1u32);
             }
-            buf
-        });
-        let _ = tx.send(r.map_err(|e| e.to_string()));
-    });
-    let got = rx
-        .recv_timeout(LIMIT)
-        .unwrap_or_else(|_| panic!("the job hung for {LIMIT:?}"))
-        .expect("the job failed");
+            2 => {
+                let _: u32 = gossamer::recv(root, 7);
+                team.broadcast(&mut buf, 0).unwrap();
+            }
+            _ => team.broadcast(&mut buf, 0).unwrap(),
+        }
+        buf
+    })
+    .expect("the job failed");
     assert_eq!(got, vec![vec![1u64; 4]; 3]);
 }
 
@@ -179,29 +182,19 @@ fn the_root_of_a_small_broadcast_waits_for_no_other_leader() {
 /// waiting for each other.
 #[test]
 fn leaders_whose_tuning_makes_them_choose_differently_are_reported() {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let r = gossamer::spmd(Config::default().workers(3), move |_| {
-            let world = Team::world();
-            let tuning = if world.index() == 0 {
-                Tuning {
-                    allreduce_ring_min: 0,
-                    ..flat()
-                }
-            } else {
-                flat()
-            };
-            let team = world.with_tuning(tuning);
-            let mut out = vec![0u64; 1024];
-            team.allreduce(&vec![1u64; 1024], &mut out, Sum).unwrap();
-        });
-        let _ = tx.send(r.map(|_| ()).map_err(|e| e.to_string()));
+    let msg = failure_of(|world| {
+        let tuning = if world.index() == 0 {
+            Tuning {
+                allreduce_ring_min: 0,
+                ..flat()
+            }
+        } else {
+            flat()
+        };
+        let team = world.with_tuning(tuning);
+        let mut out = vec![0u64; 1024];
+        team.allreduce(&vec![1u64; 1024], &mut out, Sum).unwrap();
     });
-    let msg = match rx.recv_timeout(LIMIT) {
-        Ok(Err(e)) => e,
-        Ok(Ok(())) => panic!("the job should have failed"),
-        Err(_) => panic!("the job should have failed within {LIMIT:?}, not hung"),
-    };
     assert!(
         msg.contains("tuning differs") && msg.contains("allreduce"),
         "{msg}"

@@ -109,6 +109,7 @@ extern "C" fn finalize_at_exit(status: libc::c_int, _: *mut libc::c_void) {
     }
 }
 
+// SAFETY: the declaration matches glibc's `int on_exit(void (*)(int, void *), void *)`.
 unsafe extern "C" {
     /// glibc's `atexit` that also hands the handler the exit status (not in the `libc` crate).
     fn on_exit(
