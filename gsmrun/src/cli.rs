@@ -30,8 +30,9 @@ grammar (`node1 slots=4`), MPICH's (`node1:4`) or Slurm hostlists (`node[01-04] 
 Every rank starts with address-space randomisation off (unless --keep-aslr) through a small
 wrapper (this same binary) that also reports its exit to gsmrun: when any rank exits non-zero or is
 killed by a signal, gsmrun prints one line naming the rank and host, ends every other rank, and
-exits with that status. Rank output is forwarded line by line; --tag-output prefixes each line
-with `[1,RANK]<stdout>:` or `[1,RANK]<stderr>:` as Open MPI does.
+exits with that status. Rank output is forwarded line by line and byte for byte (a last line
+without a newline stays so); --tag-output prefixes each line with `[1,RANK]<stdout>:` or
+`[1,RANK]<stderr>:` as Open MPI does. If gsmrun's own output cannot be written, the job ends.
 
 Exit status:
   0          every rank exited 0
@@ -39,6 +40,7 @@ Exit status:
   128+S      the first rank that failed was killed by signal S (139 for SIGSEGV)
   124        the job exceeded --timeout
   130, 143   gsmrun was interrupted by SIGINT (Ctrl-C) or SIGTERM
+  141        gsmrun's output pipe was closed (`gsmrun … | head`), as SIGPIPE ends a filter
   127        the MPI launcher (mpirun, mpiexec, srun) is not installed, or a rank's
              program could not be started (not found, not executable)
   2          bad input: options, hostfile, host list, or placement

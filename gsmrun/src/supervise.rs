@@ -197,6 +197,11 @@ enum Event {
     },
     LauncherExited(io::Result<ExitStatus>),
     Signal(i32),
+    /// Writing the job's output to gsmrun's own stdout (`stderr` false) or stderr failed.
+    OutputFailed {
+        stderr: bool,
+        error: io::Error,
+    },
 }
 
 #[derive(Default)]
@@ -282,8 +287,8 @@ pub fn run(
         .map_err(|e| crate::launch::LaunchError::from_spawn(&plan.argv[0], e))?;
     let launcher_pid = child.id() as i32;
     tracing::debug!(launcher_pid, "launcher started");
-    let out_fwd = forward_launcher(child.stdout.take(), false, quiet.clone());
-    let err_fwd = forward_launcher(child.stderr.take(), true, quiet.clone());
+    let out_fwd = forward_launcher(child.stdout.take(), false, quiet.clone(), tx.clone());
+    let err_fwd = forward_launcher(child.stderr.take(), true, quiet.clone(), tx.clone());
     {
         let tx = tx.clone();
         std::thread::spawn(move || {
@@ -478,6 +483,29 @@ pub fn run(
                 ending = Some((128 + sig, Instant::now()));
                 begin_ending(&mut conns, &quiet);
             }
+            Event::OutputFailed { stderr, error } => {
+                if ending.is_some() {
+                    continue;
+                }
+                // A closed pipe ends gsmrun as SIGPIPE ends a filter, with its status and no
+                // word (`gsmrun … | head`); any other failure is said on the stream still open.
+                let code = if error.kind() == io::ErrorKind::BrokenPipe {
+                    128 + libc::SIGPIPE
+                } else {
+                    let which = if stderr {
+                        "standard error"
+                    } else {
+                        "standard output"
+                    };
+                    say(format_args!(
+                        "gsmrun: cannot write the job's output to gsmrun's {which}: {error}; \
+                         ending the job"
+                    ));
+                    1
+                };
+                ending = Some((code, Instant::now()));
+                begin_ending(&mut conns, &quiet);
+            }
         }
     }
 }
@@ -519,6 +547,12 @@ fn status_code(status: ExitStatus) -> i32 {
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
+/// Writes one line of gsmrun's own to stderr. Unlike `eprintln!`, a stderr that cannot be written
+/// (a closed pipe) does not panic: the job still has to be ended.
+fn say(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(io::stderr().lock(), "{line}");
+}
+
 fn describe(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt as _;
     match (status.code(), status.signal()) {
@@ -535,17 +569,20 @@ fn join_bounded(a: Option<mpsc::Receiver<()>>, b: Option<mpsc::Receiver<()>>) {
     }
 }
 
-/// Copy the launcher's stdout or stderr to ours, line by line, until `quiet` is set.
+/// Copy the launcher's stdout or stderr to ours, line by line, until `quiet` is set. A write
+/// that fails is reported on `tx` once ([`Event::OutputFailed`]); later lines are dropped.
 fn forward_launcher(
     pipe: Option<impl Read + Send + 'static>,
     is_err: bool,
     quiet: Arc<AtomicBool>,
+    tx: mpsc::Sender<Event>,
 ) -> Option<mpsc::Receiver<()>> {
     let pipe = pipe?;
     let (done_tx, done_rx) = mpsc::channel();
     std::thread::spawn(move || {
         let mut reader = BufReader::new(pipe);
         let mut line = Vec::new();
+        let mut out = Output::new(is_err, tx);
         loop {
             line.clear();
             match reader.read_until(b'\n', &mut line) {
@@ -554,11 +591,7 @@ fn forward_launcher(
                     if quiet.load(Ordering::SeqCst) {
                         continue;
                     }
-                    if is_err {
-                        let _ = io::stderr().lock().write_all(&line);
-                    } else {
-                        let _ = io::stdout().lock().write_all(&line);
-                    }
+                    out.write(&line);
                 }
             }
         }
@@ -579,12 +612,50 @@ fn spawn_acceptor(listener: TcpListener, tx: mpsc::Sender<Event>, key: String, t
     });
 }
 
+/// gsmrun's own stdout or stderr, as the job's output reaches it. A write that fails is reported
+/// to the supervisor once and ends the job ([`Event::OutputFailed`]): a reader that closed the
+/// pipe (`gsmrun … | head`) wants no more, and output that cannot be written (a full disk) must
+/// not be dropped while the job runs on. Later writes are dropped without a word.
+struct Output {
+    is_err: bool,
+    tx: Option<mpsc::Sender<Event>>,
+}
+
+impl Output {
+    fn new(is_err: bool, tx: mpsc::Sender<Event>) -> Self {
+        Output {
+            is_err,
+            tx: Some(tx),
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        if self.tx.is_none() {
+            return;
+        }
+        let r = if self.is_err {
+            io::stderr().lock().write_all(bytes)
+        } else {
+            let mut o = io::stdout().lock();
+            o.write_all(bytes).and_then(|()| o.flush())
+        };
+        if let Err(error) = r {
+            if let Some(tx) = self.tx.take() {
+                let _ = tx.send(Event::OutputFailed {
+                    stderr: self.is_err,
+                    error,
+                });
+            }
+        }
+    }
+}
+
 /// Per-stream line buffer: output is written a whole line at a time so ranks do not interleave
 /// inside a line.
 struct LineOut {
     buf: Vec<u8>,
     prefix: Vec<u8>,
-    is_err: bool,
+    out: Output,
 }
 
 impl LineOut {
@@ -600,15 +671,21 @@ impl LineOut {
         }
     }
 
+    /// Writes what is left of the last line. Without `--tag-output` it goes out as it is, so the
+    /// job's bytes reach gsmrun's stdout unchanged (as `mpirun` passes them: a binary dump or a
+    /// last line without a newline stays exact). Tagged output is made of lines, so there the
+    /// tagged remainder gets its newline.
     fn flush(&mut self) {
         if !self.buf.is_empty() {
             let mut rest = std::mem::take(&mut self.buf);
-            rest.push(b'\n');
+            if !self.prefix.is_empty() {
+                rest.push(b'\n');
+            }
             self.emit(&rest);
         }
     }
 
-    fn emit(&self, lines: &[u8]) {
+    fn emit(&mut self, lines: &[u8]) {
         let mut out = Vec::with_capacity(lines.len() + 16);
         if self.prefix.is_empty() {
             out.extend_from_slice(lines);
@@ -618,13 +695,7 @@ impl LineOut {
                 out.extend_from_slice(line);
             }
         }
-        if self.is_err {
-            let _ = io::stderr().lock().write_all(&out);
-        } else {
-            let mut o = io::stdout().lock();
-            let _ = o.write_all(&out);
-            let _ = o.flush();
-        }
+        self.out.write(&out);
     }
 }
 
@@ -670,12 +741,12 @@ fn serve(conn: usize, mut stream: TcpStream, tx: &mpsc::Sender<Event>, key: &str
     let mut out = LineOut {
         buf: Vec::new(),
         prefix: prefix("stdout"),
-        is_err: false,
+        out: Output::new(false, tx.clone()),
     };
     let mut err = LineOut {
         buf: Vec::new(),
         prefix: prefix("stderr"),
-        is_err: true,
+        out: Output::new(true, tx.clone()),
     };
     loop {
         match wire::read_frame(&mut stream) {

@@ -1,5 +1,6 @@
 //! How a `gsmrun` job ends when something goes wrong: fate sharing on a rank's failure (fast,
-//! naming the rank), a segfault, SIGINT to `gsmrun`, `--timeout`, and bad input (exit 2).
+//! naming the rank), a segfault, SIGINT to `gsmrun`, `--timeout`, bad input (exit 2), and a
+//! reader that closes gsmrun's stdout; and that output reaches it byte for byte.
 
 use gsm_tests::bins::{gsm_hello, testbed_script};
 use gsm_tests::hello::hellos;
@@ -241,4 +242,132 @@ fn more_ranks_than_slots_without_oversubscribe_exits_2() {
         "ranks started despite too few slots\n{}",
         done.report()
     );
+}
+
+/// `gsmrun … | head`: once the reader closes gsmrun's stdout, the job ends as a filter killed by
+/// SIGPIPE does (status 141, no message), instead of the ranks running on with their output
+/// thrown away. Each rank prints its PID, then floods stdout with `yes`.
+#[test]
+fn a_closed_stdout_pipe_ends_the_job_with_141() {
+    use std::io::{BufRead as _, BufReader};
+    use std::os::unix::process::CommandExt as _;
+    use std::process::Stdio;
+    let guard = PidGuard::new();
+    let mut cmd = gsmrun(["-np", "2", "sh", "-c", "echo pid $$; exec yes"]);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd.spawn().expect("gsmrun starts");
+    let gsmrun_pid = child.id() as i32;
+    // Kills gsmrun's group however the test ends; the ranks are in the guard.
+    let _group = scopeguard(move || {
+        // SAFETY: kill(2) on the process group this test created; ESRCH once it is gone.
+        unsafe { libc::kill(-gsmrun_pid, libc::SIGKILL) };
+    });
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let err_reader =
+        std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    let mut out = BufReader::new(child.stdout.take().expect("stdout is piped"));
+    let mut pids = Vec::new();
+    let mut line = String::new();
+    // Both PIDs come within the first lines of either rank; the bound keeps a broken job from
+    // keeping the test reading.
+    for _ in 0..1_000_000 {
+        line.clear();
+        if out.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        if let Some(pid) = line.trim().strip_prefix("pid ") {
+            let pid: u32 = pid.parse().expect("a PID");
+            guard.watch(pid, "yes");
+            pids.push(pid);
+            if pids.len() == 2 {
+                break;
+            }
+        }
+    }
+    assert_eq!(pids.len(), 2, "both ranks print their PID first");
+    drop(out);
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for gsmrun") {
+            break Some(status);
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    if status.is_none() {
+        // SAFETY: as above.
+        unsafe { libc::kill(-gsmrun_pid, libc::SIGKILL) };
+        let _ = child.wait();
+    }
+    let stderr = err_reader.join().unwrap_or_default();
+    let status = status.unwrap_or_else(|| {
+        panic!("gsmrun ran on for 20 s after its stdout was closed; stderr:\n{stderr}")
+    });
+    assert_eq!(
+        status.code(),
+        Some(141),
+        "gsmrun must end like a filter killed by SIGPIPE; stderr:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("ending the job"),
+        "a closed pipe is the reader's choice, not an error to report; stderr:\n{stderr}"
+    );
+    let left = guard.survivors(Duration::from_secs(5));
+    assert!(
+        left.is_empty(),
+        "ranks {left:?} still run; stderr:\n{stderr}"
+    );
+}
+
+/// A rank's output reaches gsmrun's stdout byte for byte, as `mpirun` passes it: no newline is
+/// added after a last line without one, and binary data goes through unchanged.
+#[test]
+fn output_arrives_byte_for_byte() {
+    let scratch = Scratch::new("failures", RunId::next());
+    let data: Vec<u8> = (0..200_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let file = scratch.join("data.bin");
+    std::fs::write(&file, &data).expect("the scratch directory is writable");
+    let exact = |args: &[&str], expected: &[u8], what: &str| {
+        let mut cmd = gsmrun(["--timeout", "60", "-np", "1"]);
+        cmd.args(args);
+        let out = cmd.output().expect("gsmrun starts");
+        assert_eq!(out.status.code(), Some(0), "{what}: {out:?}");
+        assert!(
+            out.stdout == expected,
+            "{what}: {} bytes out for {} in; the first difference at byte {:?}",
+            out.stdout.len(),
+            expected.len(),
+            out.stdout.iter().zip(expected).position(|(a, b)| a != b)
+        );
+    };
+    exact(
+        &["printf", "no newline"],
+        b"no newline",
+        "printf without a newline",
+    );
+    exact(
+        &["cat", file.to_str().expect("a UTF-8 path")],
+        &data,
+        "cat of binary data",
+    );
+}
+
+/// Runs `f` when dropped.
+fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
 }
