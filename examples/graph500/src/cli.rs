@@ -5,14 +5,17 @@
 //! the edge list (timed as `graph_generation`), build the graph (kernel 1, `construction_time`),
 //! choose the roots, then for each kernel one untimed warm-up search (validated, as the reference
 //! does) and the timed searches, each validated unless asked not to; then the results block.
+//! A `--json` path is checked before anything runs ([`check_json_path`]): a bad one found only
+//! after minutes of searching lost the JSON of the whole run.
 //!
 //! This module abstracts argument parsing and the order of the phases of the sequential engine;
 //! `--engine mpi` hands the whole run to [`crate::mpi_engine`], `--engine gsm` to
 //! [`crate::gsm_engine`]. Progress goes to stderr,
 //! and only when it is a terminal (in a distributed run, rank 0's).
 
-use std::io::IsTerminal as _;
-use std::path::PathBuf;
+use std::fs::OpenOptions;
+use std::io::{ErrorKind, IsTerminal as _};
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
@@ -47,7 +50,8 @@ pub struct Args {
     /// Which implementation runs the kernels.
     #[arg(long, value_enum, default_value_t = Engine::Gsm)]
     pub engine: Engine,
-    /// Also write the results as JSON to this file.
+    /// Also write the results as JSON to this file (checked before the run, where the file will
+    /// be written: on the reporting rank).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 }
@@ -109,6 +113,22 @@ pub enum RunError {
         /// That member's plan.
         theirs: String,
     },
+    /// The `--json` file cannot be written; found before the run ([`check_json_path`]), so nothing
+    /// was generated or searched.
+    #[error(
+        "cannot write the JSON results to {}{place}: {reason}; nothing was run: give --json a \
+         path that can be written",
+        .path.display()
+    )]
+    Json {
+        /// The `--json` path, as the reporting member has it.
+        path: PathBuf,
+        /// Where it was checked: empty for the sequential engine, the host and member that
+        /// write it for a distributed run.
+        place: String,
+        /// The OS error.
+        reason: String,
+    },
     /// The Gossamer runtime could not be configured or started, or stopped (`--engine gsm`).
     #[error("the Gossamer runtime failed for --engine gsm: {0}")]
     Gsm(String),
@@ -166,6 +186,13 @@ pub fn run(args: &Args) -> Outcome {
 /// The sequential engine: the whole benchmark on one core.
 fn run_sequential(args: &Args) -> Result<Results, RunError> {
     let progress = Progress(std::io::stderr().is_terminal());
+    if let Some(path) = &args.json {
+        check_json_path(path).map_err(|e| RunError::Json {
+            path: path.clone(),
+            place: String::new(),
+            reason: e.to_string(),
+        })?;
+    }
     let scale = args.scale;
     let n = 1usize << scale;
     let m = u64::from(args.edgefactor) << scale;
@@ -229,6 +256,35 @@ fn run_sequential(args: &Args) -> Result<Results, RunError> {
     Ok(results)
 }
 
+/// Checks that the JSON results could be written to `path`, without changing what is there. The
+/// reporting member calls it before the run; the write itself comes at the end (in `main`), and
+/// still reports what only it can meet (a full disk, a file removed in between).
+///
+/// Decision: the check opens `path` itself rather than creating a temporary name beside it, so it
+/// also refuses a path that is a directory or a file that may not be written, not only a missing
+/// or read-only directory. A missing file is created with `create_new` and removed at once: only
+/// a file this check created is ever removed, and a run that fails later leaves no empty file
+/// behind. An existing regular file is opened for writing without truncation and closed: nothing
+/// is written, so its contents survive a run that fails. Anything else that exists (a FIFO, which
+/// would block the open until a reader comes; a device such as `/dev/stdout`; a symbolic link to
+/// nothing, which the write would create through) is left to the write.
+pub fn check_json_path(path: &Path) -> std::io::Result<()> {
+    match OpenOptions::new().write(true).create_new(true).open(path) {
+        Ok(file) => {
+            drop(file);
+            std::fs::remove_file(path)
+        }
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => match std::fs::metadata(path) {
+            Ok(meta) if meta.is_file() || meta.is_dir() => {
+                // A directory fails here with EISDIR, as the write would.
+                OpenOptions::new().write(true).open(path).map(drop)
+            }
+            _ => Ok(()),
+        },
+        Err(e) => Err(e),
+    }
+}
+
 pub(crate) const GIB: f64 = (1u64 << 30) as f64;
 
 /// Peak bytes of a sequential run: the edge list with weights (12 bytes per edge), the CSR with
@@ -276,4 +332,37 @@ fn run_kernel(
         check,
         || {},
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_json_check_refuses_bad_paths_and_changes_nothing() {
+        let dir = std::env::temp_dir().join(format!("graph500-json-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+
+        // A new file would be writable: the check leaves no file behind.
+        let fresh = dir.join("fresh.json");
+        check_json_path(&fresh).unwrap();
+        assert!(!fresh.exists(), "the check left {}", fresh.display());
+
+        // An existing file would be writable: its contents stay.
+        let existing = dir.join("existing.json");
+        std::fs::write(&existing, "earlier results\n").unwrap();
+        check_json_path(&existing).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&existing).unwrap(),
+            "earlier results\n"
+        );
+
+        // A directory that does not exist, and a path that is a directory.
+        let missing = check_json_path(&dir.join("no-such-dir/results.json")).unwrap_err();
+        assert_eq!(missing.kind(), ErrorKind::NotFound);
+        let is_dir = check_json_path(&dir).unwrap_err();
+        assert_eq!(is_dir.kind(), ErrorKind::IsADirectory);
+
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

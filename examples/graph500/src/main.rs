@@ -1,9 +1,11 @@
 //! `graph500 SCALE [EDGEFACTOR]`: parses the arguments, runs the benchmark, prints the results
 //! block. Exit status: 0 on success, 1 when a search fails validation or the JSON cannot be
-//! written, 2 for bad arguments or an engine that cannot start (MPI, the Gossamer runtime). In a
-//! distributed run every rank exits with the same status and only rank 0 (worker 0) prints the
-//! results; an error is printed by every rank, since the rank that ends first ends the job (under
-//! `gsmrun`) and rank 0 may not get to print it.
+//! written at the end (a full disk; the block is printed all the same), 2 for bad arguments
+//! (among them a `--json` path that cannot be written, found before the run) or an engine that
+//! cannot start (MPI, the Gossamer runtime). In a distributed run every rank exits with the same
+//! status and only rank 0 (worker 0) prints the results and writes the JSON; an error is printed
+//! by every rank, since the rank that ends first ends the job (under `gsmrun`) and rank 0 may not
+//! get to print it.
 
 use std::process::ExitCode;
 

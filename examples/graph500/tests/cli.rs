@@ -1,5 +1,6 @@
 //! The binary end to end: a small run prints the reference's results block (parseable, in the
-//! reference's field order) and the same results as JSON; bad input exits with status 2.
+//! reference's field order) and the same results as JSON; bad input, a `--json` path that cannot
+//! be written among it, exits with status 2.
 
 use std::process::{Command, Output};
 
@@ -139,11 +140,52 @@ fn scale_12_bfs_only_without_validation() {
     );
 }
 
-fn assert_refused(args: &[&str], needle: &str) {
+#[test]
+fn a_json_path_that_cannot_be_written_is_refused_before_the_run() {
+    let dir = std::env::temp_dir().join(format!("graph500-cli-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A typo'd directory, and a path that is a directory: refused with the path and the OS
+    // error, before the run (no results block; found at the end, the block was printed and the
+    // run exited 1).
+    let missing = dir.join("no-such-dir/results.json");
+    for (path, reason) in [
+        (&missing, "No such file or directory"),
+        (&dir, "Is a directory"),
+    ] {
+        let path = path.to_str().unwrap();
+        let err = refused(&["10", "--engine", "seq", "--json", path]);
+        for needle in [path, reason, "nothing was run"] {
+            assert!(err.contains(needle), "{needle:?} in {err}");
+        }
+    }
+    // The check changes nothing: when the run then fails (SCALE 31 needs far more memory than
+    // a test machine has), an existing file keeps its contents and no new file is left.
+    let existing = dir.join("existing.json");
+    std::fs::write(&existing, "earlier results\n").unwrap();
+    let fresh = dir.join("fresh.json");
+    for path in [&existing, &fresh] {
+        let args = ["31", "--engine", "seq", "--json", path.to_str().unwrap()];
+        assert_refused(&args, "choose a smaller SCALE");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&existing).unwrap(),
+        "earlier results\n"
+    );
+    assert!(!fresh.exists(), "a failed run left {}", fresh.display());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Runs graph500 with `args`, which it must refuse (exit 2, no results); returns its stderr.
+fn refused(args: &[&str]) -> String {
     let out = graph500(args);
-    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
     assert!(out.stdout.is_empty(), "{args:?}: no results");
-    let err = String::from_utf8_lossy(&out.stderr);
+    err
+}
+
+fn assert_refused(args: &[&str], needle: &str) {
+    let err = refused(args);
     assert!(err.contains(needle), "{args:?}: {err}");
 }
 

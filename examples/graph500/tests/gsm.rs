@@ -3,6 +3,8 @@
 //! search, chooses the sequential engine's roots, and reports the same edge count m for every
 //! search; SCALE 10 also matches the reference's published values; and the engine's distributed
 //! validation rejects corrupted searches (the `corrupt` example with `gsm`, on 2 ranks of 2 workers).
+//! Ranks started with different arguments, or with a `--json` path rank 0 cannot write, refuse
+//! the run before it starts.
 //!
 //! Needs `gsmrun` built in the same target directory and profile as the test
 //! (`cargo build --release -p gsmrun -p graph500`); the runs are bounded by time limits.
@@ -10,8 +12,8 @@
 mod engines;
 
 use engines::{
-    assert_reference_roots, assert_same_work, corrupt, distributed,
-    mismatched_arguments_are_refused, sequential,
+    a_bad_json_path_is_refused_before_the_run, assert_reference_roots, assert_same_work, corrupt,
+    distributed, mismatched_arguments_are_refused, sequential,
 };
 use gsm_tests::process::Finished;
 use serde_json::Value;
@@ -59,6 +61,11 @@ fn distributed_validation_rejects_a_corrupted_parent_and_distance_on_four_worker
         "worker 0 alone prints\n{}",
         done.report()
     );
+}
+
+#[test]
+fn a_json_path_rank_0_cannot_write_is_refused_by_every_rank_before_the_run() {
+    a_bad_json_path_is_refused_before_the_run("gsm");
 }
 
 #[test]

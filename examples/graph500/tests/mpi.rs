@@ -2,6 +2,8 @@
 //! baseline validates every search, chooses the sequential engine's roots, and reports the same
 //! edge count m for every search; SCALE 10 also matches the reference's published values; and the
 //! distributed validation rejects corrupted searches (the `corrupt` example with `mpi`, on 2 ranks).
+//! Ranks started with different arguments, or with a `--json` path rank 0 cannot write, refuse
+//! the run before it starts.
 //!
 //! Needs `gsmrun` built in the same target directory and profile as the test
 //! (`cargo build --release -p gsmrun -p graph500`); the runs are bounded by time limits.
@@ -9,8 +11,8 @@
 mod engines;
 
 use engines::{
-    assert_reference_roots, assert_same_work, corrupt, distributed,
-    mismatched_arguments_are_refused, sequential,
+    a_bad_json_path_is_refused_before_the_run, assert_reference_roots, assert_same_work, corrupt,
+    distributed, mismatched_arguments_are_refused, sequential,
 };
 use gsm_tests::process::Finished;
 use serde_json::Value;
@@ -63,6 +65,11 @@ fn distributed_validation_rejects_a_corrupted_parent_and_distance_on_two_ranks()
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("an error count in {bfs_line:?}"));
     assert!(total > 8, "{bfs_line}");
+}
+
+#[test]
+fn a_json_path_rank_0_cannot_write_is_refused_by_every_rank_before_the_run() {
+    a_bad_json_path_is_refused_before_the_run("mpi");
 }
 
 #[test]

@@ -24,6 +24,7 @@ pub mod sssp;
 pub mod validate;
 
 use std::io::IsTerminal as _;
+use std::path::Path;
 use std::time::Instant;
 
 use graph::{LocalGraph, Partition};
@@ -130,21 +131,40 @@ struct Intro {
     host: String,
     /// Bytes available on its host (`None`: unknown).
     available: Option<f64>,
+    /// Member 0's `--json` path and why it cannot be written there, if it cannot; `None` on the
+    /// other members, which do not write it.
+    json_refused: Option<(String, String)>,
 }
 
-/// Checks, on every member alike, that all were started with member 0's plan and that every
-/// host has the memory its members need (`per_member` each); every member returns the same
-/// error otherwise. Checked alone, a member refusing (its host short of memory, its arguments
-/// different) left the others waiting for it in the first collective call, and different
-/// arguments on two ranks built a wrong graph that validated (each rank generated the edges of
-/// its own edgefactor's share).
-fn agree<C: Exchange>(comm: &C, plan: &Plan, per_member: f64) -> Result<(), RunError> {
+/// Checks, on every member alike, that all were started with member 0's plan, that member 0 can
+/// write the JSON results to `json` (its `--json`, if any), and that every host has the memory
+/// its members need (`per_member` each); every member returns the same error otherwise. Checked
+/// alone, a member refusing (its host short of memory, its arguments different) left the others
+/// waiting for it in the first collective call, and different arguments on two ranks built a
+/// wrong graph that validated (each rank generated the edges of its own edgefactor's share).
+///
+/// Only member 0 checks the JSON path, since only it writes the file (the reporter, see
+/// `main`), and in a job over several hosts the others may not see its file system; the other
+/// members' `--json` is not looked at, nor compared.
+fn agree<C: Exchange>(
+    comm: &C,
+    plan: &Plan,
+    per_member: f64,
+    json: Option<&Path>,
+) -> Result<(), RunError> {
+    let json_refused = match json {
+        Some(path) if comm.rank() == 0 => crate::cli::check_json_path(path)
+            .err()
+            .map(|e| (path.display().to_string(), e.to_string())),
+        _ => None,
+    };
     let mine = Intro {
         plan: plan.clone(),
         host: std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_default(),
         available: crate::cli::available_bytes(),
+        json_refused,
     };
     let bytes = postcard::to_allocvec(&mine).expect("a plan and a host name always encode");
     let all: Vec<Intro> = comm
@@ -158,6 +178,13 @@ fn agree<C: Exchange>(comm: &C, plan: &Plan, per_member: f64) -> Result<(), RunE
             member,
             ours: format!("{first:?}"),
             theirs: format!("{:?}", other.plan),
+        });
+    }
+    if let Some((path, reason)) = &all[0].json_refused {
+        return Err(RunError::Json {
+            path: path.into(),
+            place: format!(" on host {} (member 0 writes it)", all[0].host),
+            reason: reason.clone(),
         });
     }
     match short_host(&all, per_member) {
@@ -186,8 +213,9 @@ fn short_host(all: &[Intro], per_member: f64) -> Option<(String, usize, f64, f64
 
 /// Runs every phase on this member (collective): generation, construction, roots, the kernels
 /// the plan asks for. Every member returns the same results; timings are member 0's, each phase
-/// starting after a barrier and ending with a collective.
-pub fn run<C: Exchange>(comm: &C, plan: &Plan) -> Result<Results, RunError> {
+/// starting after a barrier and ending with a collective. `json` is this member's `--json`:
+/// member 0's is checked before anything else (see `agree`).
+pub fn run<C: Exchange>(comm: &C, plan: &Plan, json: Option<&Path>) -> Result<Results, RunError> {
     let me = comm.rank();
     let members = comm.size();
     let progress = me == 0 && std::io::stderr().is_terminal();
@@ -201,7 +229,7 @@ pub fn run<C: Exchange>(comm: &C, plan: &Plan) -> Result<Results, RunError> {
     let m = u64::from(plan.edgefactor) << scale;
     let per_member =
         estimated_bytes_per_member(n as f64, m as f64, members as f64, C::BYTES_PER_VERTEX);
-    agree(comm, plan, per_member)?;
+    agree(comm, plan, per_member, json)?;
     let part = Partition::new(n, members, me);
 
     comm.barrier();
@@ -321,6 +349,7 @@ mod tests {
             plan: plan.clone(),
             host: host.into(),
             available: Some(gib * crate::cli::GIB),
+            json_refused: None,
         };
         let gib = crate::cli::GIB;
         // Four members over two hosts of 3 GiB each, 1 GiB per member: each host needs 2.

@@ -78,9 +78,10 @@ pub fn run(args: &Args) -> Outcome {
     };
     config.stack_size = config.stack_size.max(STACK_BYTES);
     let plan = Arc::new(plan);
+    let json = args.json.clone();
     let outcome = gossamer::spmd(config, move |w| {
         let comm = Comm::world();
-        let result = crate::dist::run(&comm, &plan);
+        let result = crate::dist::run(&comm, &plan, json.as_deref());
         // A collective before leaving, so that no worker ends while another still validates.
         comm.barrier();
         (w.id(), result)

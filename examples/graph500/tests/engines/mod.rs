@@ -159,3 +159,51 @@ pub fn mismatched_arguments_are_refused(engine: &str) {
         done.report()
     );
 }
+
+/// Runs `--engine {engine}` at SCALE 8 on 2 ranks where rank 0, which writes the JSON, is given
+/// a `--json` path in a directory that does not exist and rank 1 none: every rank must refuse the
+/// run before it starts (exit 2, no results block), naming the path and the OS error; the path
+/// was found unwritable only after the run, which had printed its results and exited 1. Then the
+/// other way round, rank 0 given a good path and rank 1 the bad one: the run succeeds, since only
+/// rank 0's path is checked (rank 1 does not write, and on another host need not see rank 0's
+/// directories).
+pub fn a_bad_json_path_is_refused_before_the_run(engine: &str) {
+    let missing = scratch("no-such-dir").join("results.json");
+    let good = scratch(&format!("{engine}-rank-0-writes.json"));
+    let _ = std::fs::remove_file(&good);
+    // Rank `rank` gets `--json mine`, the other rank `--json theirs` if given.
+    let by_rank = |rank: &str, mine: &Path, theirs: Option<&Path>| {
+        let mut cmd = gsmrun(["-np", "2", "--oversubscribe", "--timeout", "50"]);
+        cmd.arg(gsm_tests::bins::testbed_script("by-rank"))
+            .args([rank, graph500(), "8", "--engine", engine, "--json"])
+            .arg(mine)
+            .args(["--", "8", "--engine", engine]);
+        if let Some(theirs) = theirs {
+            cmd.arg("--json").arg(theirs);
+        }
+        run(&mut cmd, LIMIT)
+    };
+
+    let done = by_rank("0", &missing, None);
+    assert_exit(&done, 2, "rank 0 given a --json path it cannot write");
+    let message = format!(
+        "cannot write the JSON results to {} on host",
+        missing.display()
+    );
+    assert!(
+        done.stderr.contains(&message) && done.stderr.contains("No such file or directory"),
+        "the error must name the path and the OS error\n{}",
+        done.report()
+    );
+    assert!(
+        !done.stdout.contains("SCALE:"),
+        "refused before the run: no results\n{}",
+        done.report()
+    );
+
+    let done = by_rank("1", &missing, Some(&good));
+    assert_exit(&done, 0, "rank 1 alone given a --json path it cannot write");
+    let written = read_json(&good, &done);
+    assert_eq!(written["SCALE"], 8, "{}", done.report());
+    std::fs::remove_file(&good).unwrap();
+}
