@@ -3,7 +3,8 @@
 //! `graph500 SCALE [EDGEFACTOR]` as the reference takes them, plus `--roots`, `--kernels`,
 //! `--no-validate`, `--engine` and `--json`. The driver runs the benchmark's sequence: generate
 //! the edge list (timed as `graph_generation`), build the graph (kernel 1, `construction_time`),
-//! choose the roots, then for each kernel one untimed warm-up search (validated, as the reference
+//! choose the roots (warning on stderr when the graph is too small for them to be distinct
+//! vertices with an edge, see [`crate::roots`]), then for each kernel one untimed warm-up search (validated, as the reference
 //! does) and the timed searches, each validated unless asked not to; then the results block.
 //! A `--json` path is checked before anything runs ([`check_json_path`]): a bad one found only
 //! after minutes of searching lost the JSON of the whole run.
@@ -24,7 +25,7 @@ use crate::bfs;
 use crate::csr::Csr;
 use crate::kronecker::{EdgeList, KroneckerGenerator, MAX_SCALE, Vertex};
 use crate::report::{KernelRuns, Results};
-use crate::roots::choose_roots;
+use crate::roots::choose_roots_counted;
 use crate::sssp;
 use crate::validate::{Claimed, ValidationFailure, validate};
 
@@ -221,7 +222,10 @@ fn run_sequential(args: &Args) -> Result<Results, RunError> {
     let construction_time = t.elapsed().as_secs_f64();
     progress.say(|| format!("construction_time:              {construction_time:.6} s"));
 
-    let roots = choose_roots(scale, args.roots as usize, |v| graph.degree(v) > 0);
+    let (roots, census) = choose_roots_counted(scale, args.roots as usize, |v| graph.degree(v) > 0);
+    if let Some(warning) = census.warning() {
+        gossamer::eprint_line(warning);
+    }
     let lists = [&list];
     let mut results = Results {
         scale,

@@ -1,6 +1,6 @@
 //! The binary end to end: a small run prints the reference's results block (parseable, in the
-//! reference's field order) and the same results as JSON; bad input, a `--json` path that cannot
-//! be written among it, exits with status 2.
+//! reference's field order) and the same results as JSON; on graphs too small for their roots it
+//! warns; bad input, a `--json` path that cannot be written among it, exits with status 2.
 
 use std::process::{Command, Output};
 
@@ -80,7 +80,7 @@ fn scale_10_prints_the_reference_block_and_json() {
     );
     assert!(
         out.stderr.is_empty(),
-        "no progress when stderr is not a terminal"
+        "no progress when stderr is not a terminal, and no warning about the roots"
     );
     let text = String::from_utf8(out.stdout).unwrap();
     let block = parse_block(&text);
@@ -110,6 +110,53 @@ fn scale_10_prints_the_reference_block_and_json() {
         "{teps} vs {printed}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn tiny_graphs_warn_that_their_roots_repeat_or_have_no_edge() {
+    // SCALE 5: the draws run out, 2 of the roots taken as drawn have no edge (searches of m = 0,
+    // so the harmonic means are 0); SCALE 6: roots repeat, but all have an edge. The block is
+    // the reference's either way. (SCALE 10 prints nothing on stderr, see above.)
+    for (scale, needles, harmonic) in [
+        (
+            "5",
+            &[
+                "only 30 of the 64 search roots are distinct vertices with an edge",
+                "graph of 32 vertices",
+                "32 repeat an earlier root and 2 have no edge",
+                "TEPS statistics include zeros",
+                "--roots 19 or fewer",
+            ][..],
+            Some(0.0),
+        ),
+        (
+            "6",
+            &[
+                "only 48 of the 64 search roots",
+                "16 repeat an earlier root, so",
+                "--roots 42 or fewer",
+            ][..],
+            None,
+        ),
+    ] {
+        let out = graph500(&[scale, "--engine", "seq"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "SCALE {scale}: {err}");
+        assert_eq!(err.lines().count(), 1, "SCALE {scale}: one warning\n{err}");
+        assert!(err.starts_with("graph500: warning: "), "{err}");
+        for needle in needles {
+            assert!(err.contains(needle), "SCALE {scale}: {needle:?} in {err}");
+        }
+        assert_eq!(err.contains("zeros"), harmonic.is_some(), "{err}");
+        let block = parse_block(&String::from_utf8(out.stdout).unwrap());
+        let get = |name: &str| block.iter().find(|(n, _)| n == name).unwrap().1;
+        assert_eq!(get("NBFS"), 64.0);
+        if let Some(h) = harmonic {
+            assert_eq!(get("bfs  harmonic_mean_TEPS"), h);
+            assert_eq!(get("sssp harmonic_mean_TEPS"), h);
+            assert_eq!(get("min_nedge"), 0.0);
+        }
+    }
 }
 
 #[test]

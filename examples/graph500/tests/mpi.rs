@@ -3,7 +3,8 @@
 //! edge count m for every search; SCALE 10 also matches the reference's published values; and the
 //! distributed validation rejects corrupted searches (the `corrupt` example with `mpi`, on 2 ranks).
 //! Ranks started with different arguments, or with a `--json` path rank 0 cannot write, refuse
-//! the run before it starts.
+//! the run before it starts. At SCALE 5, where the root draws run out, the reporting member alone
+//! warns that the roots repeat or have no edge; at SCALE 10 nobody does.
 //!
 //! Needs `gsmrun` built in the same target directory and profile as the test
 //! (`cargo build --release -p gsmrun -p graph500`); the runs are bounded by time limits.
@@ -11,8 +12,9 @@
 mod engines;
 
 use engines::{
-    a_bad_json_path_is_refused_before_the_run, assert_reference_roots, assert_same_work, corrupt,
-    distributed, mismatched_arguments_are_refused, sequential,
+    a_bad_json_path_is_refused_before_the_run, a_tiny_graph_warns_once_about_its_roots,
+    assert_no_root_warning, assert_reference_roots, assert_same_work, corrupt, distributed,
+    mismatched_arguments_are_refused, sequential,
 };
 use gsm_tests::process::Finished;
 use serde_json::Value;
@@ -29,6 +31,7 @@ fn scale_10_matches_the_reference_and_the_sequential_engine() {
     for ranks in [1, 2] {
         let (done, got) = mpi(10, Some(ranks));
         assert_same_work(&seq, &got, &done, ranks);
+        assert_no_root_warning(&done);
         // Every search reaches the first root's component: 16239 non-self-loop edges.
         assert_eq!(got["bfs_nedges"][0], 16239.0);
     }
@@ -65,6 +68,11 @@ fn distributed_validation_rejects_a_corrupted_parent_and_distance_on_two_ranks()
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("an error count in {bfs_line:?}"));
     assert!(total > 8, "{bfs_line}");
+}
+
+#[test]
+fn scale_5_on_two_ranks_warns_once_that_its_roots_repeat_or_have_no_edge() {
+    a_tiny_graph_warns_once_about_its_roots("mpi", None);
 }
 
 #[test]

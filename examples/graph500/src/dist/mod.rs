@@ -33,7 +33,7 @@ use crate::bfs::NO_PARENT;
 use crate::cli::{Args, Kernel, RunError};
 use crate::kronecker::{EdgeList, KroneckerGenerator, Vertex, share};
 use crate::report::{KernelRuns, Results};
-use crate::roots::choose_roots;
+use crate::roots::choose_roots_counted;
 
 /// The bulk-synchronous collectives the distributed kernels use, between the members of a job
 /// (MPI ranks, or Gossamer workers). Every method is collective except [`Self::rank`] and
@@ -247,10 +247,14 @@ pub fn run<C: Exchange>(comm: &C, plan: &Plan, json: Option<&Path>) -> Result<Re
     let construction_time = t.elapsed().as_secs_f64();
     say(&|| format!("construction_time:              {construction_time:.6} s"));
 
-    let roots = choose_roots(scale, plan.roots as usize, |v| {
+    let (roots, census) = choose_roots_counted(scale, plan.roots as usize, |v| {
         let owner = part.owner(v);
         comm.broadcast_bool(owner, owner == me && graph.has_edge(v))
     });
+    // Member 0 reports, and every member has the same census.
+    if let Some(warning) = census.warning().filter(|_| me == 0) {
+        gossamer::eprint_line(warning);
+    }
     let mut results = Results {
         scale,
         edgefactor: plan.edgefactor,

@@ -207,3 +207,48 @@ pub fn a_bad_json_path_is_refused_before_the_run(engine: &str) {
     assert_eq!(written["SCALE"], 8, "{}", done.report());
     std::fs::remove_file(&good).unwrap();
 }
+
+/// The start of the warning that the roots are not all distinct vertices with an edge.
+pub const ROOT_WARNING: &str = "graph500: warning: ";
+
+/// The run printed no warning about its roots (they were all real).
+pub fn assert_no_root_warning(done: &Finished) {
+    assert!(
+        !done.stderr.contains(ROOT_WARNING),
+        "no warning about the roots\n{}",
+        done.report()
+    );
+}
+
+/// Runs `--engine {engine}` at SCALE 5 on 2 ranks (of `workers` workers, when given), where the
+/// root draws run out: the searches run from the sequential engine's roots with the same m, the
+/// block is the reference's (harmonic means of 0, from the roots without an edge), and the
+/// reporting member alone warns, once, that only 30 of the 64 roots are real.
+pub fn a_tiny_graph_warns_once_about_its_roots(engine: &str, workers: Option<u32>) {
+    let seq = sequential(5);
+    let (done, got) = distributed(engine, 5, Some(2), workers);
+    assert_same_work(&seq, &got, &done, 2 * workers.unwrap_or(1));
+    assert!(
+        done.stdout.contains("bfs  harmonic_mean_TEPS:     !  0\n"),
+        "the reference's block, unchanged\n{}",
+        done.report()
+    );
+    assert_eq!(
+        done.stderr.matches(ROOT_WARNING).count(),
+        1,
+        "one warning, from the reporting member\n{}",
+        done.report()
+    );
+    for needle in [
+        "only 30 of the 64 search roots are distinct vertices with an edge",
+        "32 repeat an earlier root and 2 have no edge",
+        "TEPS statistics include zeros",
+        "--roots 19 or fewer",
+    ] {
+        assert!(
+            done.stderr.contains(needle),
+            "{needle:?}\n{}",
+            done.report()
+        );
+    }
+}
