@@ -188,6 +188,7 @@ pub(crate) fn start(
     with_job(|pj| {
         if pj.job.size() == 1 {
             let layout = checked?;
+            check_unused_settings()?;
             let mut place = Place::single(config.workers);
             place.hosts = vec![pj.job.peers()[0].hostname.clone()];
             let roots = make_roots(&place);
@@ -200,6 +201,15 @@ pub(crate) fn start(
         }
         r
     })
+}
+
+/// Refuses the fabric settings that a job of one rank does not use, if they cannot be
+/// understood, as every rank of a larger job refuses them: a value not understood is then found
+/// on the first small run, not on the first large one.
+pub(crate) fn check_unused_settings() -> Result<(), Error> {
+    FabricChoice::from_env()?;
+    single_copy_wanted()?;
+    Ok(())
 }
 
 /// Whether large records may be read in one copy from a peer's memory (`GSM_SINGLE_COPY`, default

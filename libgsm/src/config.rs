@@ -79,14 +79,26 @@ fn var_value(
 }
 
 /// `name` read with `parse`, and checked with `problem` (why the value cannot be, if it
-/// cannot), the variable named in every error.
+/// cannot), the variable named in every error; `None` when unset or empty, as for
+/// [`env_switch`] (`export GSM_THREADS=` keeps the default).
 fn env_number(
     name: &'static str,
     parse: fn(&str) -> Option<usize>,
     syntax: &'static str,
     problem: fn(usize) -> Option<&'static str>,
 ) -> Result<Option<usize>, Error> {
-    let Some(v) = env_var(name)? else {
+    number_value(name, env_var(name)?, parse, syntax, problem)
+}
+
+/// [`env_number`] of the value `v` of `name`.
+fn number_value(
+    name: &'static str,
+    v: Option<String>,
+    parse: fn(&str) -> Option<usize>,
+    syntax: &'static str,
+    problem: fn(usize) -> Option<&'static str>,
+) -> Result<Option<usize>, Error> {
+    let Some(v) = v.filter(|v| !v.trim().is_empty()) else {
         return Ok(None);
     };
     let err = |reason| Error::Env {
@@ -258,6 +270,19 @@ mod tests {
             var_value("GSM_THREADS", Err(std::env::VarError::NotPresent)).ok(),
             Some(None)
         );
+        let threads = |v: &str| {
+            number_value(
+                "GSM_THREADS",
+                Some(v.into()),
+                parse_count,
+                "a count",
+                workers_problem,
+            )
+        };
+        assert_eq!(threads("").ok(), Some(None), "empty means the default");
+        assert_eq!(threads(" ").ok(), Some(None), "blank means the default");
+        assert_eq!(threads("3").ok(), Some(Some(3)));
+        assert!(threads("0").is_err());
         assert_eq!(parse_count("1k"), None, "a count takes no suffix");
         assert_eq!(parse_count(" 8 "), Some(8));
         assert!(workers_problem(5000).is_some());

@@ -209,6 +209,7 @@ fn start(
         return crate::cluster::start(config, checked, make_roots);
     }
     let layout = checked?;
+    crate::cluster::check_unused_settings()?;
     let place = Place::single(config.workers);
     let roots = make_roots(&place);
     start_single(config, place, layout, roots)
