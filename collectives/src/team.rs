@@ -302,7 +302,9 @@ impl Team {
     /// and use [`Team::dup`] for a second, independent one.
     ///
     /// # Panics
-    /// Outside a gossamer worker, or if a `GSM_COLL_*` variable is malformed.
+    /// Outside a gossamer worker. A malformed `GSM_COLL_*` variable ends the job with a message
+    /// naming it ([`gossamer::fail_job`]); check [`Tuning::from_env`] before the run to report
+    /// it your own way.
     pub fn world() -> Team {
         let me = gossamer::current_worker().index();
         let members: Arc<[WorkerId]> = (0..gossamer::worker_count()).map(WorkerId::new).collect();

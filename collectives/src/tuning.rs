@@ -120,11 +120,13 @@ pub struct TuningError {
     pub expected: &'static str,
 }
 
-/// The value of variable `name` as `std::env::var` gave it: `None` if unset. A value that is not
-/// UTF-8 is an error, not unset: the user set it, and ignoring it would run with a default they
-/// did not ask for.
+/// The value of variable `name` as `std::env::var` gave it: `None` if unset or blank (an empty
+/// value means the default, as for the runtime's `GSM_*`). A value that is not UTF-8 is an
+/// error, not unset: the user set it, and ignoring it would run with a default they did not ask
+/// for.
 fn text(name: &'static str, v: Result<String, VarError>) -> Result<Option<String>, TuningError> {
     match v {
+        Ok(v) if v.trim().is_empty() => Ok(None),
         Ok(v) => Ok(Some(v)),
         Err(VarError::NotPresent) => Ok(None),
         Err(VarError::NotUnicode(raw)) => Err(TuningError {
@@ -176,13 +178,14 @@ fn switch(name: &'static str, v: Result<String, VarError>) -> Result<Option<bool
     let Some(v) = text(name, v)? else {
         return Ok(None);
     };
-    match v.trim() {
-        "1" | "on" | "true" => Ok(Some(true)),
-        "0" | "off" | "false" => Ok(Some(false)),
+    // The words the runtime's switches take (`GSM_PIN`, `GSM_SINGLE_COPY`), in any case.
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "on" | "true" | "yes" => Ok(Some(true)),
+        "0" | "off" | "false" | "no" => Ok(Some(false)),
         _ => Err(TuningError {
             name,
             value: v,
-            expected: "1/on/true or 0/off/false",
+            expected: "1/on/true/yes or 0/off/false/no",
         }),
     }
 }
@@ -237,12 +240,14 @@ impl Tuning {
     /// [`Tuning::from_env`], read once per process.
     ///
     /// # Panics
-    /// If a variable is malformed (the message names it).
+    /// If a variable is malformed, after ending the job with a message that names it
+    /// ([`gossamer::fail_job`]): every worker meets the same variable, and the job must end
+    /// once, with that message, not go on with some workers' teams missing.
     pub(crate) fn cached() -> Tuning {
         static T: OnceLock<Result<Tuning, TuningError>> = OnceLock::new();
         match T.get_or_init(Tuning::from_env) {
             Ok(t) => *t,
-            Err(e) => panic!("{e}"),
+            Err(e) => gossamer::fail_job(e),
         }
     }
 }
@@ -298,5 +303,24 @@ mod tests {
         }
         // Switch points may be 0 (always the larger algorithm).
         assert_eq!(with("GSM_COLL_COPY", Ok("0".into())).unwrap().copy_min, 0);
+    }
+
+    #[test]
+    fn switches_take_the_runtime_s_words_and_empty_values_mean_the_default() {
+        for (v, on) in [("OFF", false), ("No", false), ("yes", true), (" On ", true)] {
+            let t = with("GSM_COLL_BOARD", Ok(v.into())).unwrap();
+            assert_eq!(t.board, on, "GSM_COLL_BOARD={v:?}");
+        }
+        let e = with("GSM_COLL_BOARD", Ok("x".into())).unwrap_err();
+        assert_eq!((e.name, e.value.as_str()), ("GSM_COLL_BOARD", "x"), "{e}");
+        for name in ["GSM_COLL_BOARD", "GSM_COLL_PIECE", "GSM_COLL_COPY"] {
+            for empty in ["", "  "] {
+                assert_eq!(
+                    with(name, Ok(empty.into())),
+                    Ok(Tuning::default()),
+                    "{name}"
+                );
+            }
+        }
     }
 }

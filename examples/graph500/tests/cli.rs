@@ -248,3 +248,23 @@ fn bad_input_exits_2_with_a_clear_message() {
     assert_refused(&[], "<SCALE>");
     assert_refused(&["10", "--engine", "gpu"], "invalid value 'gpu'");
 }
+
+/// A malformed collectives variable is bad input like a malformed runtime one: one line naming
+/// it, status 2, before anything runs. (Read first inside the run, it made every worker panic.)
+#[test]
+fn a_malformed_collectives_variable_is_refused_before_the_run() {
+    let out = Command::new(env!("CARGO_BIN_EXE_graph500"))
+        .args(["6"])
+        .env("GSM_COLL_BOARD", "x")
+        .env("GSM_THREADS", "2")
+        .output()
+        .expect("run graph500");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("GSM_COLL_BOARD=\"x\""), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "no results for a run that did not happen"
+    );
+}

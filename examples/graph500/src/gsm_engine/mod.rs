@@ -67,12 +67,21 @@ const STACK_BYTES: usize = 1 << 20;
 /// 0) is the reporter. Every worker gets the same results.
 pub fn run(args: &Args) -> Outcome {
     let plan = Plan::from_args(args);
-    let mut config = match gossamer::Config::from_env() {
+    // The collectives' tuning is read here too, before the run: read first by `Team::world`
+    // inside it, a malformed variable would end the job from every worker at once.
+    let config = gossamer::Config::from_env()
+        .map_err(|e| e.to_string())
+        .and_then(|c| {
+            gsm_collectives::Tuning::from_env()
+                .map(|_| c)
+                .map_err(|e| e.to_string())
+        });
+    let mut config = match config {
         Ok(c) => c,
         Err(e) => {
             return Outcome {
                 reporter: true,
-                result: Err(RunError::Gsm(e.to_string())),
+                result: Err(RunError::Gsm(e)),
             };
         }
     };
