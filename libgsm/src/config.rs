@@ -15,7 +15,7 @@ use crate::error::Error;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// Worker threads in this process (each runs a fiber scheduler). Default: the CPUs this
-    /// process may use.
+    /// process may use, shared with the other ranks of its host ([`default_workers`]).
     pub workers: usize,
     /// Usable stack size of one fiber in bytes (a guard page is added below it). Default 256 KiB;
     /// 16 KiB to 1 GiB.
@@ -37,10 +37,45 @@ pub fn available_cpus() -> usize {
         .unwrap_or(1)
 }
 
+/// Variables in which launchers give the number of ranks on this rank's host: `gsmrun`'s, Open
+/// MPI's `mpirun`'s, MPICH's Hydra's.
+const LOCAL_SIZE_VARS: [&str; 3] = [
+    "GSM_LOCAL_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "MPI_LOCALNRANKS",
+];
+
+/// The default worker count of this process: the CPUs it may use, divided among the ranks of its
+/// host when a launcher says how many there are and left each of them the whole machine.
+///
+/// Decision: `gsmrun -np 2` (or `mpirun -np 2` without binding) on a 2-core host gave each rank
+/// both cores, so 4 workers took turns on 2 cores and every search ran slower than with one
+/// worker each (graph500 BFS 6.8e8 against 1.0e9 TEPS). A launcher that binds each rank to its
+/// own CPUs has already narrowed the affinity mask, and that mask is taken as it is. At least one
+/// worker; `GSM_THREADS` or `gsmrun -t` still choose freely.
+pub fn default_workers() -> usize {
+    let local = LOCAL_SIZE_VARS
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0);
+    // SAFETY: sysconf has no preconditions.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+    share_of_host(available_cpus(), online, local)
+}
+
+/// The workers a rank allowed `cpus` of a host's `online` CPUs runs when `local` ranks share
+/// the host (see [`default_workers`]).
+fn share_of_host(cpus: usize, online: usize, local: Option<usize>) -> usize {
+    match local {
+        Some(n) if n > 1 && cpus >= online => (cpus / n).max(1),
+        _ => cpus.max(1),
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
-            workers: available_cpus(),
+            workers: default_workers(),
             stack_size: 256 * 1024,
             slot_size: 4096,
             slots_per_ring: 16,
@@ -296,6 +331,21 @@ mod tests {
             matches!(&e, Err(Error::Config(m)) if m.contains("stack_size")),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn ranks_sharing_an_unbound_host_share_its_cpus() {
+        // Unbound (the mask is the whole host): the CPUs are divided, at least one each.
+        assert_eq!(share_of_host(2, 2, Some(2)), 1);
+        assert_eq!(share_of_host(16, 16, Some(4)), 4);
+        assert_eq!(share_of_host(16, 16, Some(3)), 5);
+        assert_eq!(share_of_host(2, 2, Some(8)), 1);
+        // Alone on the host, or nothing known: all the CPUs it may use.
+        assert_eq!(share_of_host(8, 8, Some(1)), 8);
+        assert_eq!(share_of_host(8, 8, None), 8);
+        // Bound by the launcher (a narrower mask): the mask as it is.
+        assert_eq!(share_of_host(4, 16, Some(4)), 4);
+        assert_eq!(share_of_host(1, 16, Some(16)), 1);
     }
 
     #[test]

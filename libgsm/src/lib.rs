@@ -159,7 +159,7 @@ pub mod wire;
 mod worker;
 
 pub use board::{BOARD_BYTES, Board, BoardRegion, host_board};
-pub use config::{Config, available_cpus};
+pub use config::{Config, available_cpus, default_workers};
 pub use error::{DelegationError, Error, eprint_line};
 pub use mail::{flush, mail_pending, recv, send, try_recv};
 pub use noref::{NoRef, Wire};

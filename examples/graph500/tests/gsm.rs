@@ -47,6 +47,16 @@ fn scale_12_on_two_ranks_of_two_workers_matches_the_sequential_engine() {
     assert_same_work(&seq, &got, &done, 4);
 }
 
+/// Without `-t`, the ranks of one host share its CPUs: 2 ranks on this machine's CPUs run one
+/// worker per CPU in all, not one per CPU each (they oversubscribed the cores twice over).
+#[test]
+fn ranks_without_a_worker_count_share_the_host_s_cpus() {
+    let seq = sequential(10);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let (done, got) = distributed("gsm", 10, Some(2), None);
+    assert_same_work(&seq, &got, &done, 2 * (cpus / 2).max(1));
+}
+
 #[test]
 fn scale_11_runs_alone_on_two_workers_without_a_launcher() {
     let seq = sequential(11);
