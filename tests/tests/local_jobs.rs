@@ -1,6 +1,7 @@
-//! Real jobs through `gsmrun` on this machine: every rank says hello once with the right size,
-//! ranks start with address-space randomisation off unless `--keep-aslr`, and `--dry-run` prints
-//! the placement and command without starting anything.
+//! Real jobs through `gsmrun` on this machine: every rank says hello once with the right size
+//! (also when the hostfile spells one host two ways), ranks start with address-space
+//! randomisation off unless `--keep-aslr`, and `--dry-run` prints the placement and command
+//! without starting anything.
 
 use gsm_tests::bins::gsm_hello;
 use gsm_tests::hello::{ADDR_NO_RANDOMIZE, personalities};
@@ -35,6 +36,20 @@ fn two_ranks_say_hello() {
 #[test]
 fn four_ranks_oversubscribed_say_hello() {
     hello_job(4, &["--oversubscribe"]);
+}
+
+#[test]
+fn two_spellings_of_one_host_are_one_host() {
+    // Passed on as two hosts, Open MPI refused them: "multiple definitions of the slot count".
+    let guard = PidGuard::new();
+    let scratch = Scratch::new("hostcase", RunId::next());
+    let hostfile = scratch.write("hosts", "Localhost slots=1\nlocalhost slots=1\n");
+    let mut cmd = gsmrun(["-np", "2", "-hostfile"]);
+    cmd.arg(&hostfile).arg(gsm_hello());
+    let done = run(&mut cmd, LIMIT);
+    let what = "a hostfile naming Localhost and localhost";
+    assert_exit(&done, 0, what);
+    assert_ranks(&done, 2, &guard, what);
 }
 
 fn personality_job(extra: &[&str]) -> (std::collections::BTreeMap<u32, u32>, String) {

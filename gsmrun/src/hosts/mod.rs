@@ -2,8 +2,8 @@
 //! grammar), from `-H a:2,b`, from a Slurm allocation, or from a PBS node file.
 //!
 //! CONTRACT (fixed by the lead; the hosts work fills in the bodies, the launch work calls them):
-//! - [`parse_hostfile`] parses a whole hostfile; hosts named on several lines are merged in order of
-//!   first appearance with their slots added up.
+//! - [`parse_hostfile`] parses a whole hostfile; hosts named on several lines (in any ASCII case)
+//!   are merged in order of first appearance with their slots added up.
 //! - [`parse_host_option`] parses the value of `-H/--host` (`a:2,b,node[1-2]:4`).
 //! - [`from_environment`] looks at `SLURM_*` then `PBS_NODEFILE` and returns `None` outside both.
 //! - Every error is a [`HostsError`] whose `Display` is the full user-facing report (file:line:column,
@@ -25,7 +25,7 @@ use std::path::Path;
 /// One host and its slots, after merging every line that names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Host {
-    /// Host name or address exactly as written (after hostlist expansion).
+    /// Host name or address exactly as first written (after hostlist expansion).
     pub name: String,
     /// `user@` prefix, if any.
     pub user: Option<String>,
@@ -70,7 +70,8 @@ pub struct HostsError {
 /// - keys are case-sensitive, as in Open MPI.
 ///
 /// Hosts named on several lines are merged in order of first appearance (see the merge rule on
-/// `Merger::add` in `parse.rs`: slots add up, `max_slots` add up unless a line is unlimited).
+/// `Merger::add` in `parse.rs`: names that differ only in ASCII case are one host, spelled as first
+/// written; slots add up, `max_slots` add up unless a line is unlimited).
 pub fn parse_hostfile(path: &Path, text: &str) -> Result<Vec<Host>, HostsError> {
     let label = path.display().to_string();
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
@@ -109,7 +110,7 @@ pub fn parse_hostfile_bytes(path: &Path, bytes: &[u8]) -> Result<Vec<Host>, Host
 
 /// Parse the value of `-H/--host`: comma-separated `[user@]host[:N]` items, where `host` may be a
 /// Slurm hostlist pattern whose own commas (inside `[...]`) do not split items. Each item has
-/// `N` slots (default 1); repeated hosts add up.
+/// `N` slots (default 1); repeated hosts (in any ASCII case) add up.
 pub fn parse_host_option(text: &str) -> Result<Vec<Host>, HostsError> {
     parse::host_option(report::Source {
         label: "-H/--host",

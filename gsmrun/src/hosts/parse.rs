@@ -65,10 +65,12 @@ struct Item {
     count: Option<(u32, usize)>,
 }
 
-/// Hosts in order of first appearance, merged by name.
+/// Hosts in order of first appearance, merged by name ignoring ASCII case.
 struct Merger<'s> {
     src: Source<'s>,
     hosts: Vec<Host>,
+    /// Host index by lowercased name: DNS names are case-insensitive, and Open MPI, which compares
+    /// them exactly, refuses `Localhost slots=1` and `localhost slots=1` in one hostfile.
     index: HashMap<String, usize>,
     /// Byte offset of each host's first item (its line is computed only for a report).
     first_at: Vec<usize>,
@@ -86,9 +88,11 @@ impl<'s> Merger<'s> {
         }
     }
 
-    /// Merge rule: slots add up; `max_slots` add up when every line naming the host gives one,
-    /// and a line without `max_slots` (no limit) makes the merged host unlimited; a user given on
-    /// one line applies to the host, and two different users for one host are an error.
+    /// Merge rule: names equal but for ASCII case are one host, spelled as it first appears; slots
+    /// add up; `max_slots` add up when every line naming the host gives one, and a line without
+    /// `max_slots` (no limit) makes the merged host unlimited; a user given on one line applies to
+    /// the host, and two different users for one host are an error. Different names of one
+    /// machine (`127.0.0.1` and `localhost`) stay different hosts: names are not resolved.
     fn add(&mut self, item: &Item, slots: u32, max: Option<u32>) -> Result<(), HostsError> {
         self.total = self.total.saturating_add(item.names.len() as u64);
         if self.total > MAX_TOTAL_NAMES {
@@ -100,9 +104,10 @@ impl<'s> Merger<'s> {
             ));
         }
         for name in &item.names {
-            match self.index.get(name) {
+            let key = name.to_ascii_lowercase();
+            match self.index.get(&key) {
                 None => {
-                    self.index.insert(name.clone(), self.hosts.len());
+                    self.index.insert(key, self.hosts.len());
                     self.first_at.push(item.at);
                     self.hosts.push(Host {
                         name: name.clone(),
@@ -128,11 +133,17 @@ impl<'s> Merger<'s> {
                     };
                     match (&host.user, &item.user) {
                         (Some(a), Some(b)) if a != b => {
+                            let first = &host.name;
+                            let spelled = if first == name {
+                                String::new()
+                            } else {
+                                format!(" (as `{first}`)")
+                            };
                             return Err(self.src.error(
                                 item.at,
                                 item.width,
                                 &format!(
-                                    "host `{name}` has user `{b}` here but `{a}` on line {}",
+                                    "host `{name}` has user `{b}` here but `{a}` on line {}{spelled}",
                                     self.src.text[..self.first_at[h]].matches('\n').count() + 1
                                 ),
                                 "use one user per host",

@@ -85,6 +85,25 @@ fn host_on_several_lines_adds_up() {
 }
 
 #[test]
+fn names_differing_only_in_case_are_one_host() {
+    // Host names are case-insensitive; passed on as two hosts, `Localhost slots=1` and
+    // `localhost slots=1` made Open MPI fail ("multiple definitions of the slot count").
+    let h = hf("Localhost slots=1\nlocalhost slots=1\nNODE[1-2]\nnode1:2\n");
+    assert_eq!(
+        names_slots(&h),
+        ns(&[("Localhost", 2), ("NODE1", 3), ("NODE2", 1)])
+    );
+    let h = parse_host_option("Localhost:1,localhost:1").unwrap();
+    assert_eq!(names_slots(&h), ns(&[("Localhost", 2)]));
+    // Different names of one machine are not resolved, so not merged.
+    let h = hf("127.0.0.1\nlocalhost\n");
+    assert_eq!(names_slots(&h), ns(&[("127.0.0.1", 1), ("localhost", 1)]));
+    // A user conflict names the spelling of the first line.
+    let e = err("u@Node\nv@node\n");
+    assert!(e.report.contains("on line 1 (as `Node`)"), "{e}");
+}
+
+#[test]
 fn hostlist_expansion_follows_slurm() {
     let names = |t: &str| hf(t).into_iter().map(|h| h.name).collect::<Vec<_>>();
     assert_eq!(names("n[08-11]"), ["n08", "n09", "n10", "n11"]);
