@@ -43,7 +43,7 @@ Exit status:
   141        gsmrun's output pipe was closed (`gsmrun … | head`), as SIGPIPE ends a filter
   127        the MPI launcher (mpirun, mpiexec, srun) is not installed, or a rank's
              program could not be started (not found, not executable)
-  2          bad input: options, hostfile, host list, or placement
+  2          bad input: options, hostfile, host list, placement, or GSM_MPI_FLAVOUR
   1          any other failure of gsmrun or of the launcher itself
 
 Logs: GSM_LOG=debug gsmrun … prints gsmrun's debug log on stderr.";

@@ -50,13 +50,15 @@ pub enum Error {
 }
 
 impl Error {
-    /// gsmrun's exit status for this error: 2 for bad input, 127 for a missing launcher, else 1.
+    /// gsmrun's exit status for this error: 2 for bad input (a `GSM_MPI_FLAVOUR` gsmrun does not
+    /// know among it: the user's setting, like an option), 127 for a missing launcher, else 1.
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Hosts(_)
             | Error::Placement(_)
             | Error::Usage(_)
-            | Error::ReadHostfile { .. } => 2,
+            | Error::ReadHostfile { .. }
+            | Error::Launch(LaunchError::BadFlavourVariable(_)) => 2,
             Error::Launch(LaunchError::NotFound { .. }) => 127,
             Error::Launch(_) => 1,
         }

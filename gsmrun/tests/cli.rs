@@ -134,6 +134,14 @@ fn bad_input_exits_2() {
     }
     let out = gsmrun(&["-np", "3", "-H", "a:1", "app"], "openmpi");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--oversubscribe"));
+    // The user's GSM_MPI_FLAVOUR is input too.
+    let out = gsmrun(&["--dry-run", "app"], "bogus");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("GSM_MPI_FLAVOUR=bogus"),
+        "{}",
+        stderr_of(&out)
+    );
 }
 
 #[test]
