@@ -510,6 +510,7 @@ pub fn run(cli: &Cli) -> Result<i32, Error> {
         key,
         tag_output: cli.tag_output,
         timeout: cli.timeout,
+        wrapper: prepared.spec.wrapper.clone(),
     };
     let result = supervise::run(&prepared.plan, &env, listener, &opts, signals);
     // Whatever happened, no segment of this job stays in this host's /dev/shm (ranks on other

@@ -9,7 +9,11 @@
 //! `gsmrun` prints one line, sends `KILL` to every wrapper, waits (at most 1.5 s) for every `ENDED`,
 //! then terminates the launcher (SIGTERM, and SIGKILL of its process group 0.2 s later, removing
 //! the session directory a killed Open MPI leaves behind) and exits with the
-//! failure's status. Launcher output is forwarded until the job starts ending, then dropped, so
+//! failure's status. A launcher that fails on its own (exits non-zero, or is killed, before every
+//! rank reported or after they all exited 0) makes `gsmrun` exit 1, "a failure of the launcher
+//! itself" in `--help`'s table, with the launcher's status in the message: passed on, mpirun's 255
+//! for an unreachable host, or 137 for a launcher killed from outside, would read as a rank's
+//! status or signal. Launcher output is forwarded until the job starts ending, then dropped, so
 //! the launcher's own reports about ranks we ended do not drown the one line that matters.
 //! Output of ranks comes through the wrappers, so it is never lost to a killed launcher.
 //!
@@ -170,6 +174,9 @@ pub struct Options {
     pub tag_output: bool,
     /// `--timeout`.
     pub timeout: Option<f64>,
+    /// Path of the rank wrapper (this binary), which every host must have: named when the
+    /// launcher fails before the ranks report.
+    pub wrapper: String,
 }
 
 enum Event {
@@ -356,22 +363,27 @@ pub fn run(
                             "gsmrun: every rank exited 0 but {launcher_name} exited with {}",
                             describe(status)
                         );
-                        return Ok(status_code(status).max(1));
+                        return Ok(1);
                     }
                     return Ok(0);
                 }
                 if now >= at + LATE_REPORT_WAIT {
                     join_bounded(out_fwd, err_fwd);
-                    let missing = opts.np.saturating_sub(ok_ranks.len());
-                    eprintln!(
-                        "gsmrun: {launcher_name} exited with {} before {missing} of {} ranks \
-                         reported; see its messages above (is gsmrun at the same path on every \
-                         host?)",
-                        describe(status),
-                        opts.np
-                    );
-                    let code = status_code(status);
-                    return Ok(if code == 0 { 1 } else { code });
+                    let started = conns
+                        .values()
+                        .filter(|c| c.rank.as_ref().is_some_and(|r| !r.is_empty()))
+                        .count();
+                    let failure = LauncherFailure {
+                        launcher: &launcher_name,
+                        srun: plan.backend == crate::launch::Backend::Srun,
+                        status,
+                        missing: opts.np.saturating_sub(ok_ranks.len()),
+                        np: opts.np,
+                        started,
+                        wrapper: &opts.wrapper,
+                    };
+                    eprintln!("{}", failure.line());
+                    return Ok(1);
                 }
             }
         }
@@ -510,6 +522,80 @@ pub fn run(
     }
 }
 
+/// A launcher that ended before every rank reported, and what is known of why.
+struct LauncherFailure<'a> {
+    launcher: &'a str,
+    /// The launcher is Slurm's `srun` (which also fails outside an allocation).
+    srun: bool,
+    status: ExitStatus,
+    /// Ranks that did not report success.
+    missing: usize,
+    np: usize,
+    /// Ranks whose wrapper connected to gsmrun.
+    started: usize,
+    wrapper: &'a str,
+}
+
+impl LauncherFailure<'_> {
+    /// The one line gsmrun prints: the launcher's status, how far the ranks got, and only the
+    /// causes that fit what is known (the launcher's own messages, above it, say which).
+    fn line(&self) -> String {
+        let LauncherFailure {
+            launcher,
+            status,
+            missing,
+            np,
+            started,
+            ..
+        } = *self;
+        use std::os::unix::process::ExitStatusExt as _;
+        let ended = match status.signal() {
+            Some(_) => format!("was killed by {}", describe(status)),
+            None => format!("exited with {}", describe(status)),
+        };
+        let head = format!(
+            "gsmrun: {launcher} {ended} before {missing} of {} reported",
+            plural(np, "rank")
+        );
+        let how_far = match started {
+            0 => "no rank started".to_string(),
+            n => format!("only {n} of {np} started"),
+        };
+        if status.signal().is_some() {
+            // Killed: whatever the job was like, the launcher did not get to fail by itself.
+            return format!("{head} ({how_far})");
+        }
+        if started >= np {
+            return format!(
+                "{head}; every rank had started, so {launcher} ended them or was ended itself; \
+                 see its messages above"
+            );
+        }
+        let mut causes = Vec::new();
+        if self.srun {
+            causes.push("no Slurm allocation (outside Slurm, use --launcher mpirun)");
+        }
+        causes.push("a host that cannot be reached or whose name does not resolve");
+        let missing_wrapper = format!("no gsmrun at {} on some host", self.wrapper);
+        causes.push(&missing_wrapper);
+        let refused = format!("{launcher} refusing the job");
+        causes.push(&refused);
+        format!(
+            "{head} ({how_far}); see its messages above. Likely causes: {}",
+            causes.join("; ")
+        )
+    }
+}
+
+/// `n thing` or `n things`.
+pub(crate) fn plural(n: usize, thing: &str) -> String {
+    if n == 1 {
+        format!("{n} {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
+}
+
 /// The instant `secs` seconds after `start`, or `None` when no `Instant` can hold it (a huge
 /// `--timeout` such as 1e19 would otherwise panic once the launcher is running; `prepare`
 /// refuses such values with this same test).
@@ -538,13 +624,6 @@ fn fmt_secs(s: f64) -> String {
     } else {
         format!("{s}")
     }
-}
-
-fn status_code(status: ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt as _;
-    status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
 /// Writes one line of gsmrun's own to stderr. Unlike `eprintln!`, a stderr that cannot be written
@@ -800,6 +879,45 @@ mod tests {
         );
         assert_eq!(Outcome::Signaled(11).exit_code(), 139);
         assert!(!Outcome::Exited(0).failed());
+    }
+
+    #[test]
+    fn a_failed_launcher_is_described_by_what_is_known() {
+        use std::os::unix::process::ExitStatusExt as _;
+        let failure = |srun, started| LauncherFailure {
+            launcher: if srun { "srun" } else { "mpirun" },
+            srun,
+            status: ExitStatus::from_raw(255 << 8),
+            missing: 2,
+            np: 2,
+            started,
+            wrapper: "/opt/gsm/gsmrun",
+        };
+        let line = failure(false, 0).line();
+        assert_eq!(
+            line,
+            "gsmrun: mpirun exited with status 255 before 2 of 2 ranks reported (no rank \
+             started); see its messages above. Likely causes: a host that cannot be reached or \
+             whose name does not resolve; no gsmrun at /opt/gsm/gsmrun on some host; mpirun \
+             refusing the job"
+        );
+        let line = failure(true, 1).line();
+        assert!(line.contains("(only 1 of 2 started)"), "{line}");
+        assert!(
+            line.contains("Likely causes: no Slurm allocation"),
+            "{line}"
+        );
+        let killed = LauncherFailure {
+            status: ExitStatus::from_raw(libc::SIGKILL),
+            ..failure(false, 0)
+        };
+        assert_eq!(
+            killed.line(),
+            "gsmrun: mpirun was killed by signal 9 (SIGKILL) before 2 of 2 ranks reported (no \
+             rank started)"
+        );
+        let line = failure(false, 2).line();
+        assert!(line.ends_with("every rank had started, so mpirun ended them or was ended itself; see its messages above"), "{line}");
     }
 
     #[test]

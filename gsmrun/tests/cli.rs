@@ -662,6 +662,28 @@ fn an_unreadable_exit_report_ends_the_job() {
 }
 
 #[test]
+fn a_launcher_failing_before_the_ranks_start_exits_1_listing_likely_causes() {
+    // What Open MPI's mpirun does for a host whose name does not resolve.
+    let fake = FakeLauncher::new(
+        "launcher-fails",
+        "echo 'ssh: Could not resolve hostname nosuchhost.invalid' >&2\nexit 255",
+    );
+    let (code, err) = fake.run(
+        &["-np", "2", "--oversubscribe", "true"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(code, Some(1), "{err}");
+    for says in [
+        "ssh: Could not resolve hostname",
+        "mpirun exited with status 255 before 2 of 2 ranks reported (no rank started)",
+        "a host that cannot be reached or whose name does not resolve",
+        &format!("no gsmrun at {BIN} on some host"),
+    ] {
+        assert!(err.contains(says), "lacks {says:?}: {err}");
+    }
+}
+
+#[test]
 fn a_launcher_killed_from_outside_leaves_no_session_dir() {
     let fake = FakeLauncher::new(
         "launcher-killed",
@@ -671,7 +693,12 @@ fn a_launcher_killed_from_outside_leaves_no_session_dir() {
          kill -9 $$",
     );
     let (code, err) = fake.run(&["-np", "1", "true"], Duration::from_secs(10));
-    assert_eq!(code, Some(128 + 9), "{err}");
+    // A failure of the launcher itself, not of a rank killed by SIGKILL (137).
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("mpirun was killed by signal 9 (SIGKILL)"),
+        "{err}"
+    );
     let session = std::fs::read_to_string(fake.dir.0.join("session")).unwrap();
     let session = std::path::Path::new(session.trim());
     assert!(!session.exists(), "{} left behind", session.display());

@@ -1,6 +1,7 @@
 //! How a `gsmrun` job ends when something goes wrong: fate sharing on a rank's failure (fast,
 //! naming the rank), a segfault, SIGINT to `gsmrun`, `--timeout`, bad input (exit 2), and a
-//! reader that closes gsmrun's stdout; and that output reaches it byte for byte.
+//! launcher that cannot reach a host (exit 1), a reader that closes gsmrun's stdout; and that
+//! output reaches it byte for byte.
 
 use gsm_tests::bins::{gsm_hello, testbed_script};
 use gsm_tests::hello::hellos;
@@ -220,6 +221,23 @@ fn a_bad_hostfile_exits_2_naming_file_line_and_column() {
     assert!(
         !done.stdout.contains("hello from rank"),
         "ranks started despite the bad hostfile\n{}",
+        done.report()
+    );
+}
+
+#[test]
+fn an_unresolvable_host_exits_1_naming_the_likely_causes() {
+    // mpirun exits 255 here; passed on, that read as a rank's status.
+    let scratch = Scratch::new("nohost", RunId::next());
+    let hostfile = scratch.write("hosts", "nosuchhost.invalid slots=1\n");
+    let mut cmd = gsmrun(["-np", "1", "-hostfile"]);
+    cmd.arg(&hostfile).arg(gsm_hello());
+    let done = run(&mut cmd, Duration::from_secs(30));
+    assert_exit(&done, 1, "a host whose name does not resolve");
+    assert!(
+        done.stderr.contains("no rank started")
+            && done.stderr.contains("whose name does not resolve"),
+        "stderr does not say that no rank started and why that may be\n{}",
         done.report()
     );
 }
