@@ -69,7 +69,8 @@ pub enum Kernel {
 /// The implementation that runs the kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Engine {
-    /// Sequential, on one core: direction-optimising BFS and delta-stepping SSSP.
+    /// Sequential, on one core: direction-optimising BFS and delta-stepping SSSP. One process;
+    /// refused in a rank of several (`gsmrun -np 2`), where each rank would run it alone.
     Seq,
     /// Distributed on Gossamer: SPMD kernels over every worker of every rank, visits and
     /// relaxations delegated to owner workers in batches; run under `gsmrun -np N [-t T]`, or
@@ -148,6 +149,18 @@ pub enum RunError {
         /// What was wrong.
         failure: ValidationFailure,
     },
+    /// `--engine seq` in a process that is one of several ranks: each rank would run the whole
+    /// benchmark alone and print its own results block.
+    #[error(
+        "--engine seq runs the whole benchmark in one process, but this process is one of {size} \
+         ranks ({var}={size}); start it without gsmrun or mpirun, or use --engine gsm or mpi"
+    )]
+    SeqInJob {
+        /// The launcher's variable that gave the job's size.
+        var: &'static str,
+        /// The number of ranks it gave.
+        size: u64,
+    },
 }
 
 /// Progress lines on stderr, only when stderr is a terminal.
@@ -184,8 +197,21 @@ pub fn run(args: &Args) -> Outcome {
     }
 }
 
-/// The sequential engine: the whole benchmark on one core.
+/// The job's size, and the variable that gave it, when a launcher started this process as one of
+/// several ranks: the variables the Gossamer runtime reads to know it is a rank (`GSM_SIZE` from
+/// gsmrun, `OMPI_COMM_WORLD_SIZE` from Open MPI, `PMI_SIZE` from Hydra), first one set.
+pub fn ranks_of_job(var: &dyn Fn(&str) -> Option<String>) -> Option<(&'static str, u64)> {
+    ["GSM_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
+        .into_iter()
+        .find_map(|name| Some((name, var(name)?.trim().parse::<u64>().ok()?)))
+        .filter(|&(_, size)| size > 1)
+}
+
+/// The sequential engine: the whole benchmark on one core, refused in a rank of several.
 fn run_sequential(args: &Args) -> Result<Results, RunError> {
+    if let Some((var, size)) = ranks_of_job(&|name| std::env::var(name).ok()) {
+        return Err(RunError::SeqInJob { var, size });
+    }
     let progress = Progress(std::io::stderr().is_terminal());
     if let Some(path) = &args.json {
         check_json_path(path).map_err(|e| RunError::Json {
