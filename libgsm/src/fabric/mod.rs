@@ -82,21 +82,21 @@ pub enum FabricChoice {
 pub const FABRIC_VAR: &str = "GSM_FABRIC";
 
 impl FabricChoice {
-    /// Parses `auto`, `shm` or `tcp` (case-insensitive).
+    /// Parses `auto`, `shm` or `tcp` (case-insensitive), the value of [`FABRIC_VAR`].
     pub fn parse(s: &str) -> Result<Self, FabricError> {
+        let err = |reason| FabricError::Env {
+            name: FABRIC_VAR,
+            value: s.to_string(),
+            reason,
+        };
         match s.trim().to_ascii_lowercase().as_str() {
             "" | "auto" => Ok(FabricChoice::Auto),
             "shm" => Ok(FabricChoice::Shm),
             "tcp" => Ok(FabricChoice::Tcp),
-            "verbs" | "rdma" => Err(FabricError::Choice {
-                value: s.to_string(),
-                reason: "this build has no RDMA fabric (build with --features rdma on a host with \
-                         an RDMA device); use auto, shm or tcp",
-            }),
-            _ => Err(FabricError::Choice {
-                value: s.to_string(),
-                reason: "expected auto, shm or tcp",
-            }),
+            "verbs" | "rdma" => Err(err(
+                "Gossamer has no RDMA (verbs) fabric yet; expected auto, shm or tcp",
+            )),
+            _ => Err(err("expected auto, shm or tcp")),
         }
     }
 
@@ -316,17 +316,16 @@ pub struct Settings {
 impl Settings {
     /// Reads `GSM_TCP_BIND`, `GSM_HOST_ADDR` and `GSM_CONNECT_TIMEOUT` (seconds, default 30).
     pub fn from_env() -> Result<Settings, FabricError> {
-        let timeout = match std::env::var("GSM_CONNECT_TIMEOUT") {
-            Ok(v) => v.trim().parse::<u64>().map_err(|_| FabricError::Choice {
-                value: v.clone(),
-                reason: "GSM_CONNECT_TIMEOUT must be a whole number of seconds",
-            })?,
+        let timeout = match std::env::var(CONNECT_TIMEOUT_VAR) {
+            Ok(v) => connect_timeout(&v)?,
             Err(_) => 30,
         };
-        let bind = if let Ok(v) = std::env::var("GSM_TCP_BIND") {
-            Some(v.trim().parse::<std::net::IpAddr>().map_err(|_| FabricError::Choice {
+        let bind = if let Ok(v) = std::env::var(TCP_BIND_VAR) {
+            Some(v.trim().parse::<std::net::IpAddr>().map_err(|_| FabricError::Env {
+                name: TCP_BIND_VAR,
                 value: v.clone(),
-                reason: "GSM_TCP_BIND must be an IP address (0.0.0.0 to listen on every interface)",
+                reason: "expected an IP address of this host, or 0.0.0.0 to listen on every \
+                         interface",
             })?)
         } else if let Ok(h) = std::env::var("GSM_HOST_ADDR") {
             Some(resolve(&h).ok_or_else(|| FabricError::Resolve { host: h.clone() })?)
@@ -338,6 +337,20 @@ impl Settings {
             connect_timeout: std::time::Duration::from_secs(timeout),
         })
     }
+}
+
+/// The variable for how long peers have to connect, in seconds.
+pub const CONNECT_TIMEOUT_VAR: &str = "GSM_CONNECT_TIMEOUT";
+/// The variable for the address the tcp fabric listens on.
+pub const TCP_BIND_VAR: &str = "GSM_TCP_BIND";
+
+/// Seconds from a [`CONNECT_TIMEOUT_VAR`] value: a whole number, surrounding blanks allowed.
+fn connect_timeout(v: &str) -> Result<u64, FabricError> {
+    v.trim().parse::<u64>().map_err(|_| FabricError::Env {
+        name: CONNECT_TIMEOUT_VAR,
+        value: v.to_string(),
+        reason: "expected a whole number of seconds, e.g. 60",
+    })
 }
 
 /// The first IPv4 address (else any address) `host` resolves to.
@@ -358,7 +371,20 @@ pub fn resolve(host: &str) -> Option<std::net::IpAddr> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FabricError {
-    /// `GSM_FABRIC` or another setting has a value that cannot be used.
+    /// An environment variable read by the fabrics (`GSM_FABRIC`, `GSM_CONNECT_TIMEOUT`,
+    /// `GSM_TCP_BIND`) has a value that cannot be used; worded as the runtime's own
+    /// `Error::Env`.
+    #[error("environment variable {name}={value:?} is invalid: {reason}")]
+    Env {
+        /// Variable name.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is expected.
+        reason: &'static str,
+    },
+    /// A fabric was set up with something it cannot use (a ring layout, a peer) or used out of
+    /// order.
     #[error("invalid fabric setting {value:?}: {reason}")]
     Choice {
         /// The value given.
@@ -458,4 +484,30 @@ pub trait Fabric: Sized + Send + 'static {
 
     /// Every rank agreed that the job is over: peers closing from now on is not a failure.
     fn closing(&mut self);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_settings_name_their_variable_and_the_accepted_form() {
+        assert_eq!(connect_timeout(" 45 "), Ok(45));
+        assert_eq!(
+            connect_timeout("-1").unwrap_err().to_string(),
+            "environment variable GSM_CONNECT_TIMEOUT=\"-1\" is invalid: expected a whole number \
+             of seconds, e.g. 60"
+        );
+        assert_eq!(FabricChoice::parse(" TCP"), Ok(FabricChoice::Tcp));
+        let e = FabricChoice::parse("bogus").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "environment variable GSM_FABRIC=\"bogus\" is invalid: expected auto, shm or tcp"
+        );
+        let e = FabricChoice::parse("verbs").unwrap_err().to_string();
+        assert!(
+            e.starts_with("environment variable GSM_FABRIC=\"verbs\""),
+            "{e}"
+        );
+    }
 }
