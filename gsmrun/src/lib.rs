@@ -201,6 +201,16 @@ fn new_job_id() -> String {
     format!("gsm-{}-{tail}", std::process::id())
 }
 
+/// `n thing` or `n things`, for messages (`1 slot`, `2 slots`).
+pub(crate) fn plural(n: impl Into<u64>, thing: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("{n} {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
+}
+
 /// Human-readable placement table.
 pub fn placement_table(p: &Placement, source: &HostSource) -> String {
     let from = match source {
@@ -210,14 +220,13 @@ pub fn placement_table(p: &Placement, source: &HostSource) -> String {
         HostSource::Pbs(path) => format!("PBS node file {}", path.display()),
         HostSource::Localhost => "this machine".to_string(),
     };
+    let used_hosts = (0..p.hosts.len())
+        .filter(|&h| p.ranks_on(h).next().is_some())
+        .count();
     let mut s = format!(
-        "placement: {} ranks on {} hosts (from {from})\n",
-        p.rank_host.len(),
-        {
-            (0..p.hosts.len())
-                .filter(|&h| p.ranks_on(h).next().is_some())
-                .count()
-        }
+        "placement: {} on {} (from {from})\n",
+        plural(p.rank_host.len() as u64, "rank"),
+        plural(used_hosts as u64, "host")
     );
     s.push_str("  rank  host\n");
     for (r, &h) in p.rank_host.iter().enumerate() {

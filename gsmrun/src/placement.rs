@@ -42,8 +42,9 @@ impl Placement {
 #[non_exhaustive]
 pub enum PlacementError {
     #[error(
-        "{np} ranks asked for but the hosts have only {slots} slots; \
-         add hosts or slots, or pass --oversubscribe"
+        "{np} ranks asked for but the hosts have only {}; \
+         add hosts or slots, or pass --oversubscribe",
+        crate::plural(*slots, "slot")
     )]
     NotEnoughSlots { np: u32, slots: u32 },
     #[error("{np} ranks exceed the hosts' max_slots total of {max}; add hosts or raise max_slots")]

@@ -555,7 +555,7 @@ impl LauncherFailure<'_> {
         };
         let head = format!(
             "gsmrun: {launcher} {ended} before {missing} of {} reported",
-            plural(np, "rank")
+            crate::plural(np as u64, "rank")
         );
         let how_far = match started {
             0 => "no rank started".to_string(),
@@ -584,15 +584,6 @@ impl LauncherFailure<'_> {
             "{head} ({how_far}); see its messages above. Likely causes: {}",
             causes.join("; ")
         )
-    }
-}
-
-/// `n thing` or `n things`.
-pub(crate) fn plural(n: usize, thing: &str) -> String {
-    if n == 1 {
-        format!("{n} {thing}")
-    } else {
-        format!("{n} {thing}s")
     }
 }
 

@@ -145,6 +145,28 @@ fn bad_input_exits_2() {
 }
 
 #[test]
+fn counts_of_one_are_singular() {
+    let out = gsmrun(&["-np", "1", "-H", "a", "--dry-run", "app"], "openmpi");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("placement: 1 rank on 1 host (from -H)"),
+        "{text}"
+    );
+    let out = gsmrun(&["-np", "3", "-H", "a:2,b", "--dry-run", "app"], "openmpi");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("placement: 3 ranks on 2 hosts (from -H)"),
+        "{text}"
+    );
+    let out = gsmrun(&["-np", "2", "-H", "a", "--dry-run", "app"], "openmpi");
+    assert!(
+        stderr_of(&out).contains("the hosts have only 1 slot;"),
+        "{}",
+        stderr_of(&out)
+    );
+}
+
+#[test]
 fn help_hides_the_wrapper_and_shows_examples() {
     let out = gsmrun(&["--help"], "openmpi");
     let text = String::from_utf8_lossy(&out.stdout);
