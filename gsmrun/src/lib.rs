@@ -426,11 +426,15 @@ fn check_string_lengths<'a>(
 }
 
 /// What `--dry-run` and `-v` print: the placement, the generated hostfile, the command, and the
-/// environment added for the launcher.
+/// environment added for the launcher. The hostfile's contents are printed with its path, since
+/// the file exists only while the job runs (a dry run never writes it).
 pub fn describe(p: &Prepared) -> String {
     let mut s = placement_table(&p.placement, &p.source);
     if let Some(h) = &p.plan.hostfile {
-        s.push_str(&format!("hostfile {}:\n", h.path.display()));
+        s.push_str(&format!(
+            "hostfile {} (exists only while the job runs):\n",
+            h.path.display()
+        ));
         for line in h.contents.lines() {
             s.push_str(&format!("  {line}\n"));
         }

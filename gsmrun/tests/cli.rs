@@ -75,7 +75,11 @@ fn dry_run_open_mpi_exact_command() {
         )
     );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("  a slots=2\n  b slots=1\n"), "{text}");
+    // The path is printed, but the file is only written for a real run.
+    assert!(
+        text.contains("/hostfile (exists only while the job runs):\n  a slots=2\n  b slots=1\n"),
+        "{text}"
+    );
     assert!(text.contains("  0     a\n  1     a\n  2     b\n"), "{text}");
 }
 
