@@ -49,17 +49,21 @@ Exit status:
 
 Logs: GSM_LOG=debug gsmrun … prints gsmrun's debug log on stderr.";
 
-/// Which MPI fabric the runtime should use.
+/// Which fabric the runtime should use between ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum Fabric {
-    /// Shared memory within a host, TCP (or verbs when built with RDMA) between hosts.
+    /// Shared memory within a host, TCP between hosts.
     #[default]
     Auto,
     /// Shared memory only (every rank on one host).
     Shm,
     /// TCP between every pair of ranks.
     Tcp,
-    /// RDMA verbs (needs the `rdma` build and an RDMA device).
+    /// RDMA verbs: not in any build of the runtime yet, so `gsmrun` refuses it before starting
+    /// anything (every rank would fail on it) and `--help` does not list it. gsmrun cannot see
+    /// which runtime a program links, only its own build; once a build has verbs, this value is
+    /// to be passed on and checked by the ranks.
+    #[value(hide = true)]
     Verbs,
 }
 

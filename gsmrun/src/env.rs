@@ -22,7 +22,7 @@ pub mod job {
     /// `GSM_THREADS`: worker threads per rank, from `-t/--threads-per-rank`. Not set when `-t` is
     /// not given; the runtime then chooses.
     pub const THREADS: &str = "GSM_THREADS";
-    /// `GSM_FABRIC`: `auto`, `shm`, `tcp` or `verbs`, from `--fabric`. Default `auto`.
+    /// `GSM_FABRIC`: `auto`, `shm` or `tcp`, from `--fabric`. Default `auto`.
     pub const FABRIC: &str = "GSM_FABRIC";
     /// `GSM_CONTROL`: `address:port` where `gsmrun` listens for the rank wrappers' reports
     /// (`127.0.0.1:…` when every host is this machine, else the local address that routes to the

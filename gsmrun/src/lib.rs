@@ -256,6 +256,13 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
     for e in &cli.export {
         Export::parse(e).map_err(Error::Usage)?;
     }
+    if cli.fabric == cli::Fabric::Verbs {
+        return Err(Error::Usage(
+            "--fabric verbs: Gossamer has no RDMA (verbs) fabric yet, so every rank would fail \
+             to start; use --fabric auto, shm or tcp"
+                .into(),
+        ));
+    }
     if cli.threads_per_rank == Some(0) {
         return Err(Error::Usage(
             "-t 0: a rank needs at least one worker thread".into(),

@@ -149,6 +149,20 @@ fn bad_input_exits_2() {
 }
 
 #[test]
+fn settings_every_rank_would_refuse_are_refused_up_front() {
+    let out = gsmrun(&["--fabric", "verbs", "--dry-run", "app"], "openmpi");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("--fabric verbs: Gossamer has no RDMA (verbs) fabric"),
+        "{}",
+        stderr_of(&out)
+    );
+    let help = gsmrun(&["--help"], "openmpi");
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(!help.contains("verbs"), "{help}");
+}
+
+#[test]
 fn counts_of_one_are_singular() {
     let out = gsmrun(&["-np", "1", "-H", "a", "--dry-run", "app"], "openmpi");
     let text = String::from_utf8_lossy(&out.stdout);
