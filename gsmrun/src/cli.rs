@@ -161,7 +161,7 @@ pub struct Cli {
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub timeout: Option<f64>,
 
-    /// Worker threads per rank, passed to the runtime as GSM_THREADS.
+    /// Worker threads per rank (1 to 4096), passed to the runtime as GSM_THREADS.
     #[arg(
         short = 't',
         long = "threads-per-rank",

@@ -22,6 +22,10 @@ pub mod job {
     /// `GSM_THREADS`: worker threads per rank, from `-t/--threads-per-rank`. Not set when `-t` is
     /// not given; the runtime then chooses.
     pub const THREADS: &str = "GSM_THREADS";
+    /// Most worker threads per rank: the runtime refuses a larger `GSM_THREADS` on every rank
+    /// (`MAX_WORKERS` in `libgsm/src/config.rs`; a test keeps the two equal), so `gsmrun`
+    /// refuses a larger `-t` before starting anything.
+    pub const MAX_THREADS: u32 = 4096;
     /// `GSM_FABRIC`: `auto`, `shm` or `tcp`, from `--fabric`. Default `auto`.
     pub const FABRIC: &str = "GSM_FABRIC";
     /// `GSM_CONTROL`: `address:port` where `gsmrun` listens for the rank wrappers' reports
@@ -133,6 +137,17 @@ pub fn rank_location(hosts: &str, rank_hosts: &str, rank: usize) -> Option<(Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_threads_is_the_runtime_s_cap() {
+        // gsmrun does not link the runtime, so its cap is read from the source.
+        let config = include_str!("../../libgsm/src/config.rs");
+        let line = format!("const MAX_WORKERS: usize = {};", job::MAX_THREADS);
+        assert!(
+            config.contains(&line),
+            "libgsm/src/config.rs no longer says `{line}`; update job::MAX_THREADS"
+        );
+    }
 
     #[test]
     fn rank_location_counts_ranks_on_the_same_host() {

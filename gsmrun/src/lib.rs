@@ -268,6 +268,14 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
             "-t 0: a rank needs at least one worker thread".into(),
         ));
     }
+    if let Some(t) = cli.threads_per_rank.filter(|&t| t > env::job::MAX_THREADS) {
+        return Err(Error::Usage(format!(
+            "-t {t}: the runtime runs at most {} worker threads per rank (GSM_THREADS), so every \
+             rank would fail; give 1 to {}",
+            env::job::MAX_THREADS,
+            env::job::MAX_THREADS
+        )));
+    }
     if let Some(t) = cli.timeout {
         if !(t > 0.0 && t.is_finite()) {
             return Err(Error::Usage(format!(

@@ -160,6 +160,16 @@ fn settings_every_rank_would_refuse_are_refused_up_front() {
     let help = gsmrun(&["--help"], "openmpi");
     let help = String::from_utf8_lossy(&help.stdout);
     assert!(!help.contains("verbs"), "{help}");
+    // The runtime's GSM_THREADS range is 1 to 4096.
+    let out = gsmrun(&["-t", "4097", "--dry-run", "app"], "openmpi");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("-t 4097: the runtime runs at most 4096 worker threads"),
+        "{}",
+        stderr_of(&out)
+    );
+    let out = gsmrun(&["-t", "4096", "--dry-run", "app"], "openmpi");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
 }
 
 #[test]
