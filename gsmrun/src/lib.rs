@@ -6,11 +6,12 @@
 //! [`placement`] (which rank runs where) → [`launch`] (the launcher's exact command line) →
 //! [`supervise`] (run it, forward output, share fate), with [`wrapper`] on every rank and the
 //! variables of [`env`](mod@env) between them; [`segments`] removes the shared memory a crashed job
-//! leaves.
+//! leaves, and [`jobdir`] the job's directory and what a killed `gsmrun` leaves.
 
 pub mod cli;
 pub mod env;
 pub mod hosts;
+pub mod jobdir;
 pub mod launch;
 pub mod placement;
 pub mod segments;
@@ -302,7 +303,7 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
         &launch::detect::detect,
     )?;
     let job_id = new_job_id();
-    let tmpdir = std::env::temp_dir().join(format!("gsmrun.{job_id}"));
+    let tmpdir = std::env::temp_dir().join(jobdir::dir_name(&job_id));
 
     let mut job_env = vec![
         (env::job::JOB_ID.to_string(), job_id.clone()),
@@ -470,15 +471,6 @@ pub fn describe(p: &Prepared) -> String {
     s
 }
 
-/// Removes the job's private directory when dropped.
-struct TmpDir(PathBuf);
-
-impl Drop for TmpDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Run `gsmrun` with these options; returns its exit status.
 pub fn run(cli: &Cli) -> Result<i32, Error> {
     let var = |k: &str| std::env::var(k).ok();
@@ -517,13 +509,17 @@ pub fn run(cli: &Cli) -> Result<i32, Error> {
     let key = random_hex(20).map_err(io("cannot read /dev/urandom for the job's control key"))?;
     // From here on a signal is caught, not fatal, so the directory below is always removed.
     let signals = supervise::catch_signals()?;
-    let _guard = TmpDir(prepared.tmpdir.clone());
+    // What killed gsmruns left on this host goes first (only theirs: see `jobdir`).
+    if let Some(parent) = prepared.tmpdir.parent() {
+        let cleaned = jobdir::remove_dead_jobs(parent);
+        if !cleaned.is_empty() {
+            tracing::debug!(?cleaned, "removed what killed gsmruns left behind");
+        }
+    }
+    // Always created, also without a hostfile: its lock tells later gsmruns this job lives.
+    let _dir = jobdir::JobDir::create(&prepared.tmpdir)
+        .map_err(io(&format!("cannot create {}", prepared.tmpdir.display())))?;
     if let Some(h) = &prepared.plan.hostfile {
-        use std::os::unix::fs::DirBuilderExt as _;
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&prepared.tmpdir)
-            .map_err(io(&format!("cannot create {}", prepared.tmpdir.display())))?;
         std::fs::write(&h.path, &h.contents)
             .map_err(io(&format!("cannot write {}", h.path.display())))?;
     }

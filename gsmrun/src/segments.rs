@@ -13,6 +13,10 @@
 //! removes it with what is in it after the job on the launching host. On other hosts the
 //! directory stays if a rank there is killed (the wrappers cannot tell which rank ends last).
 //!
+//! A `gsmrun` killed by SIGKILL removes nothing; a later `gsmrun` on the same host removes that
+//! job's segments once the job is provably dead (see [`crate::jobdir`]), with
+//! [`remove_dead_job_segments`].
+//!
 //! This module only deletes files named exactly `{job_id}-r{digits}` and the directory
 //! `{job_id}-ompi` with the regular files in it; it never looks at anything else in `/dev/shm`,
 //! and it does not know what a segment contains.
@@ -168,6 +172,36 @@ fn remove_job_segments_in(dir: &Path, job_id: &str) -> usize {
     removed
 }
 
+/// Removes job `job_id`'s segments and Open MPI directory from `/dev/shm` when they belong to
+/// user `uid`: for a job whose `gsmrun` died without cleaning up ([`crate::jobdir`] decides that).
+/// Returns how many files were removed.
+pub fn remove_dead_job_segments(job_id: &str, uid: u32) -> usize {
+    remove_dead_job_segments_in(Path::new(SHM_DIR), job_id, uid)
+}
+
+fn remove_dead_job_segments_in(dir: &Path, job_id: &str, uid: u32) -> usize {
+    use std::os::unix::fs::MetadataExt as _;
+    if !usable(job_id) {
+        return 0;
+    }
+    let mine = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.uid() == uid);
+    let mut removed = 0;
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if is_job_segment(name, job_id) && mine(&dir.join(name)) && remove_file(dir, name) {
+                removed += 1;
+            }
+        }
+    }
+    let mpi = dir.join(format!("{job_id}-ompi"));
+    if mine(&mpi) {
+        removed += remove_dir_files(&mpi);
+    }
+    removed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,6 +273,19 @@ mod tests {
         assert!(dir.join("keep-me").exists());
         assert_eq!(mpi_dir(""), None);
         assert!(dir.join("unrelated").exists());
+        // A dead job's segments and Open MPI directory go only when they are the user's.
+        std::fs::write(dir.join("gsm-5-ff-r1"), b"x").unwrap();
+        std::fs::create_dir_all(&mpi).unwrap();
+        std::fs::write(mpi.join("vader_segment.h.1.0"), b"x").unwrap();
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        assert_eq!(
+            remove_dead_job_segments_in(&dir, job, me.wrapping_add(1)),
+            0
+        );
+        assert_eq!(remove_dead_job_segments_in(&dir, job, me), 2);
+        assert!(!mpi.exists() && !dir.join("gsm-5-ff-r1").exists());
+        assert!(dir.join("gsm-5-ff0-r0").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -597,16 +597,15 @@ impl FakeLauncher {
         FakeLauncher { dir }
     }
 
-    /// Run gsmrun with these arguments for at most `limit`; its exit code (`None` when it had to
-    /// be killed or died by a signal) and its stderr.
-    fn run(&self, args: &[&str], limit: Duration) -> (Option<i32>, String) {
+    /// Start gsmrun with these arguments, its stderr going to the file `stderr`.
+    fn spawn(&self, args: &[&str]) -> Child {
         let path = format!(
             "{}:{}",
             self.dir.0.display(),
             std::env::var("PATH").unwrap_or_default()
         );
         let err_path = self.dir.0.join("stderr");
-        let mut child = Command::new(BIN)
+        Command::new(BIN)
             .args(args)
             .env("PATH", path)
             .env("GSM_MPI_FLAVOUR", "openmpi")
@@ -617,7 +616,14 @@ impl FakeLauncher {
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&err_path).unwrap())
             .spawn()
-            .expect("run gsmrun");
+            .expect("run gsmrun")
+    }
+
+    /// Run gsmrun with these arguments for at most `limit`; its exit code (`None` when it had to
+    /// be killed or died by a signal) and its stderr.
+    fn run(&self, args: &[&str], limit: Duration) -> (Option<i32>, String) {
+        let err_path = self.dir.0.join("stderr");
+        let mut child = self.spawn(args);
         let deadline = Instant::now() + limit;
         let code = loop {
             if let Some(st) = child.try_wait().unwrap() {
@@ -758,4 +764,80 @@ fn a_launcher_killed_from_outside_leaves_no_session_dir() {
         .filter(|e| e.file_name().to_string_lossy().starts_with("gsmrun."))
         .collect();
     assert!(left.is_empty(), "{left:?} left behind");
+}
+
+/// Sets `path`'s modification time `secs` seconds into the past.
+fn backdate(path: &std::path::Path, secs: u64) {
+    let then = std::time::SystemTime::now() - Duration::from_secs(secs);
+    std::fs::File::open(path)
+        .and_then(|f| f.set_modified(then))
+        .unwrap_or_else(|e| panic!("backdate {}: {e}", path.display()));
+}
+
+#[test]
+fn what_a_sigkilled_gsmrun_left_is_removed_by_the_next_one() {
+    let fake = FakeLauncher::new("killed-gsmrun", "");
+    let job_file = fake.dir.0.join("job");
+    let mut first = fake.spawn(&[
+        "-np",
+        "1",
+        "sh",
+        "-c",
+        "echo $$ >> \"$GSM_TEST_DIR/pids\"; echo $GSM_JOB_ID > \"$GSM_TEST_DIR/job\"; \
+         exec sleep 30",
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let job = loop {
+        let text = std::fs::read_to_string(&job_file).unwrap_or_default();
+        if text.ends_with('\n') {
+            break text.trim().to_string();
+        }
+        if Instant::now() >= deadline {
+            let _ = first.kill();
+            panic!("the rank did not start");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let dir = fake.dir.0.join(format!("gsmrun.{job}"));
+    let shm = std::path::PathBuf::from(format!("/dev/shm/{job}-ompi"));
+    let left = (dir.is_dir(), shm.is_dir());
+    // Look-alikes of live jobs, which must stay: a gsmrun pid that runs (ours), and a free pid
+    // whose directory is locked (a gsmrun in another pid namespace).
+    let live = fake
+        .dir
+        .0
+        .join(format!("gsmrun.gsm-{}-00000000", std::process::id()));
+    std::fs::create_dir(&live).unwrap();
+    let mut gone = Command::new("true").spawn().unwrap();
+    let free_pid = gone.id();
+    gone.wait().unwrap();
+    let locked = fake.dir.0.join(format!("gsmrun.gsm-{free_pid}-00000001"));
+    std::fs::create_dir(&locked).unwrap();
+    let lock = std::fs::File::open(&locked).unwrap();
+    use std::os::unix::io::AsRawFd as _;
+    // SAFETY: flock(2) on a descriptor `lock` keeps open.
+    let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(rc, 0, "cannot lock {}", locked.display());
+    // Dead jobs' directories are removed once older than a few seconds.
+    for d in [&dir, &live, &locked] {
+        if d.exists() {
+            backdate(d, 60);
+        }
+    }
+    let (code, err) = fake.run(&["-np", "1", "true"], Duration::from_secs(10));
+    let removed = (!dir.exists(), !shm.exists());
+    let kept = (live.exists(), locked.exists());
+    let _ = std::fs::remove_dir_all(&shm);
+    assert_eq!(left, (true, true), "the killed gsmrun left no directories");
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        removed,
+        (true, true),
+        "{} or {} left",
+        dir.display(),
+        shm.display()
+    );
+    assert_eq!(kept, (true, true), "a live job's directory was removed");
 }
