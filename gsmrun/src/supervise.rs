@@ -259,10 +259,10 @@ pub fn run(
     let quiet = Arc::new(AtomicBool::new(false));
 
     if let Some(sig) = signals.pending().next() {
-        eprintln!(
+        say(format_args!(
             "gsmrun: received {}; the job was not started",
             signal_name(sig)
-        );
+        ));
         return Ok(128 + sig);
     }
     {
@@ -344,10 +344,10 @@ pub fn run(
         } else {
             if let Some(t) = timeout_at {
                 if now >= t {
-                    eprintln!(
+                    say(format_args!(
                         "gsmrun: job exceeded --timeout {} s; ending the job",
                         fmt_secs(opts.timeout.unwrap_or(0.0))
-                    );
+                    ));
                     begin_ending(&mut conns, &quiet);
                     ending = Some((124, now));
                     continue;
@@ -359,10 +359,10 @@ pub fn run(
                 if ok_ranks.len() >= opts.np && all_closed {
                     join_bounded(out_fwd, err_fwd);
                     if !status.success() {
-                        eprintln!(
+                        say(format_args!(
                             "gsmrun: every rank exited 0 but {launcher_name} exited with {}",
                             describe(status)
-                        );
+                        ));
                         return Ok(1);
                     }
                     return Ok(0);
@@ -382,7 +382,7 @@ pub fn run(
                         started,
                         wrapper: &opts.wrapper,
                     };
-                    eprintln!("{}", failure.line());
+                    say(format_args!("{}", failure.line()));
                     return Ok(1);
                 }
             }
@@ -423,7 +423,7 @@ pub fn run(
                     continue;
                 }
                 if outcome.failed() {
-                    eprintln!("{}", outcome.failure_line(&rank, &c.host));
+                    say(format_args!("{}", outcome.failure_line(&rank, &c.host)));
                     ending = Some((outcome.exit_code(), Instant::now()));
                     begin_ending(&mut conns, &quiet);
                 } else {
@@ -437,11 +437,11 @@ pub fn run(
                     continue;
                 }
                 let rank = c.rank.clone().unwrap_or_else(|| "?".into());
-                eprintln!(
+                say(format_args!(
                     "gsmrun: rank {rank} on host {}: its wrapper sent an exit report gsmrun cannot \
                      read ({text:?}); ending the job",
                     c.host
-                );
+                ));
                 ending = Some((1, Instant::now()));
                 begin_ending(&mut conns, &quiet);
             }
@@ -460,11 +460,11 @@ pub fn run(
                 let known_rank = c.rank.as_ref().filter(|r| !r.is_empty());
                 if let Some(rank) = known_rank {
                     if !c.reported && ending.is_none() && launcher_status.is_none() {
-                        eprintln!(
+                        say(format_args!(
                             "gsmrun: rank {rank} on host {}: its wrapper ended without a report; \
                              ending the job",
                             c.host
-                        );
+                        ));
                         ending = Some((1, Instant::now()));
                         begin_ending(&mut conns, &quiet);
                     }
@@ -491,7 +491,10 @@ pub fn run(
                     unsafe { libc::kill(-launcher_pid, libc::SIGKILL) };
                     return Ok(128 + sig);
                 }
-                eprintln!("gsmrun: received {}; ending the job", signal_name(sig));
+                say(format_args!(
+                    "gsmrun: received {}; ending the job",
+                    signal_name(sig)
+                ));
                 ending = Some((128 + sig, Instant::now()));
                 begin_ending(&mut conns, &quiet);
             }
