@@ -31,6 +31,7 @@ use gsm_tests::scratch::{RunId, Scratch};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -334,29 +335,26 @@ fn a_configuration_one_rank_refuses_fails_the_run_on_every_rank() {
     );
 }
 
-/// A `--hang-rank V` job started and then hit: rank V killed with SIGKILL.
-struct Killed {
+/// A `--hang-rank V` job whose ranks all run, rank 0 having passed 3 checks.
+struct Started {
     job: Running,
     /// Rank → pid of the job's ranks.
     pids: BTreeMap<u32, u32>,
-    /// When the kill was sent, measured like the job's output (from its spawn).
-    at: Duration,
     /// The prefix of the job's id.
     prefix: String,
 }
 
-/// Starts `cmd` (an `np`-rank `cluster_check --hang-rank VICTIM` job whose processes carry a job
-/// id starting with `prefix_of(pid of the spawned process)`), waits until rank 0 has passed 3
-/// checks, and kills rank `victim` with SIGKILL. The victim loops delegating to rank 0 forever
-/// and the others wait for the job to end after their checks, so without the kill the job never
-/// ends.
-fn start_then_kill(
+/// Starts `cmd` (an `np`-rank `cluster_check --hang-rank V` job whose processes carry a job id
+/// starting with `prefix_of(pid of the spawned process)`), records its ranks in `guard`, and
+/// waits until rank 0 has passed 3 checks. Rank V then loops delegating to rank 0 forever and
+/// the others wait for the job to end after their checks, so the job never ends by itself.
+fn start_hanging(
     cmd: &mut Command,
     prefix_of: impl FnOnce(u32) -> String,
-    (np, victim): (usize, u32),
+    np: usize,
     guard: &PidGuard,
     what: &str,
-) -> Killed {
+) -> Started {
     let mut job = spawn(cmd);
     let prefix = prefix_of(job.pid() as u32);
     let pids = poll(Duration::from_secs(30), || {
@@ -381,6 +379,29 @@ fn start_then_kill(
         let done = job.wait(Duration::ZERO);
         panic!("{what}: rank 0 did not pass 3 checks\n{}", done.report());
     }
+    Started { job, pids, prefix }
+}
+
+/// A `--hang-rank V` job started and then hit: rank V killed with SIGKILL.
+struct Killed {
+    job: Running,
+    /// Rank → pid of the job's ranks.
+    pids: BTreeMap<u32, u32>,
+    /// When the kill was sent, measured like the job's output (from its spawn).
+    at: Duration,
+    /// The prefix of the job's id.
+    prefix: String,
+}
+
+/// [`start_hanging`], then kills rank `victim` with SIGKILL.
+fn start_then_kill(
+    cmd: &mut Command,
+    prefix_of: impl FnOnce(u32) -> String,
+    (np, victim): (usize, u32),
+    guard: &PidGuard,
+    what: &str,
+) -> Killed {
+    let Started { job, pids, prefix } = start_hanging(cmd, prefix_of, np, guard, what);
     // SAFETY: kill(2) has no memory-safety preconditions; the pid is a rank of our job, found by
     // its environment a moment ago; it loops forever, so it cannot have exited and been reused.
     unsafe { libc::kill(pids[&victim] as i32, libc::SIGKILL) };
@@ -507,27 +528,13 @@ fn a_vanished_peer_is_reported_by_the_runtime_itself_tcp() {
     vanished_peer_seen_by_the_runtime("tcp");
 }
 
-/// Two hosts × 2 ranks under plain `mpirun --enable-recovery` (no fate sharing), default `auto`
-/// fabric; rank 2 (on the second host) loops delegating to rank 0 and is killed with SIGKILL.
-/// Ranks 0 and 1 can only learn it through their tcp connections to rank 2 (its pid is on
-/// another host), rank 3 through its own watch of rank 2's process: all three must end within a
-/// few seconds, each reporting a vanished peer, and the tcp fabric must have reported rank 2.
-/// (The tcp fabric waits `LOSS_GRACE`, 1 s, before it reports a closed connection.)
+/// `mpirun --enable-recovery -np 4 cluster_check --hang-rank 2 --quick` over the two hosts of
+/// `bed` (`hostfile` is `bed.hostfile(2)`), default fabric, `GSM_JOB_ID=job_id`.
 ///
 /// Without `gsmrun` nothing sets `GSM_HOST_ADDR`, which the tcp fabric binds to; a shell sets it
 /// per rank from Open MPI's by-slot placement (ranks 0, 1 on the first host; 2, 3 on the second),
 /// which `two_hosts.rs` checks, and `exec`s the program.
-#[test]
-fn a_peer_on_another_host_that_vanishes_is_noticed_over_tcp() {
-    let _serial = serial();
-    let bed = TwoHosts::shared();
-    let scratch = Scratch::new("cluster", RunId::next());
-    let hostfile = scratch.write("hosts", &bed.hostfile(2));
-    let guard = PidGuard::new();
-    let id = RunId::next();
-    let job_id = format!("gsm-test{}x{}-hosts", id.pid, id.n);
-    let what =
-        "mpirun --enable-recovery -np 4 over two namespaces, --hang-rank 2, rank 2 SIGKILLed";
+fn two_hosts_hang_rank_2(bed: &TwoHosts, hostfile: &Path, job_id: &str) -> Command {
     let script = format!(
         "case $OMPI_COMM_WORLD_RANK in 0|1) GSM_HOST_ADDR={};; *) GSM_HOST_ADDR={};; esac; \
          export GSM_HOST_ADDR; exec {} --hang-rank 2 --quick",
@@ -543,13 +550,34 @@ fn a_peer_on_another_host_that_vanishes_is_noticed_over_tcp() {
         "4",
         "--hostfile",
     ]);
-    cmd.arg(&hostfile)
+    cmd.arg(hostfile)
         .arg("--mca")
         .arg("plm_rsh_agent")
         .arg(TwoHosts::agent())
         .args(["/bin/sh", "-c", &script, "rank"])
-        .env("GSM_JOB_ID", &job_id)
+        .env("GSM_JOB_ID", job_id)
         .envs(bed.mpi_env());
+    cmd
+}
+
+/// Two hosts × 2 ranks under plain `mpirun --enable-recovery` (no fate sharing), default `auto`
+/// fabric; rank 2 (on the second host) loops delegating to rank 0 and is killed with SIGKILL.
+/// Ranks 0 and 1 can only learn it through their tcp connections to rank 2 (its pid is on
+/// another host), rank 3 through its own watch of rank 2's process: all three must end within a
+/// few seconds, each reporting a vanished peer, and the tcp fabric must have reported rank 2.
+/// (The tcp fabric waits `LOSS_GRACE`, 1 s, before it reports a closed connection.)
+#[test]
+fn a_peer_on_another_host_that_vanishes_is_noticed_over_tcp() {
+    let _serial = serial();
+    let bed = TwoHosts::shared();
+    let scratch = Scratch::new("cluster", RunId::next());
+    let hostfile = scratch.write("hosts", &bed.hostfile(2));
+    let guard = PidGuard::new();
+    let id = RunId::next();
+    let job_id = format!("gsm-test{}x{}-hosts", id.pid, id.n);
+    let what =
+        "mpirun --enable-recovery -np 4 over two namespaces, --hang-rank 2, rank 2 SIGKILLed";
+    let mut cmd = two_hosts_hang_rank_2(&bed, &hostfile, &job_id);
     let Killed { job, pids, at, .. } =
         start_then_kill(&mut cmd, |_| job_id.clone(), (4, 2), &guard, what);
     let others = [0, 1, 3].map(|r| pids[&r]);
