@@ -16,8 +16,8 @@
 //! that way report the namespace's name as their host name.
 //!
 //! Everything is removed on drop, even when the test panics: processes still inside the namespaces
-//! are killed, the namespaces deleted (which deletes the veths), the bridge deleted. This module
-//! does not start any daemon and does not route anything off the machine.
+//! are killed, the namespaces and the veths deleted, the bridge deleted. This module does not
+//! start any daemon and does not route anything off the machine.
 
 use crate::error::{TestbedError, command};
 use crate::scratch::{RunId, owner_gone};
@@ -46,6 +46,8 @@ pub struct TwoHosts {
     subnet: u8,
     bridge: String,
     created_netns: Vec<String>,
+    /// The bridge-side ends of the veth pairs.
+    created_veths: Vec<String>,
     created_bridge: bool,
 }
 
@@ -153,6 +155,7 @@ impl TwoHosts {
             subnet,
             bridge: format!("{base}b"),
             created_netns: Vec::new(),
+            created_veths: Vec::new(),
             created_bridge: false,
         };
         let bridge = bed.bridge.clone();
@@ -180,6 +183,7 @@ impl TwoHosts {
                     "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", ns,
                 ],
             )?;
+            bed.created_veths.push(veth.clone());
             command("ip", &["link", "set", &veth, "master", &bridge])?;
             command("ip", &["link", "set", &veth, "up"])?;
             command(
@@ -238,12 +242,62 @@ impl TwoHosts {
     pub fn agent() -> PathBuf {
         crate::bins::testbed_script("nsagent")
     }
+
+    /// Pulls host `i`'s cable: its interface goes down, so nothing leaves it or reaches it, and
+    /// the other host hears nothing at all from it (no FIN, no RST, no ICMP from it); its sockets
+    /// stay as they are. Undo with [`TwoHosts::plug`].
+    pub fn unplug(&self, i: usize) -> Result<(), TestbedError> {
+        command(
+            "ip",
+            &["-n", &self.hosts[i].netns, "link", "set", "eth0", "down"],
+        )
+        .map(drop)
+    }
+
+    /// Plugs host `i`'s cable back in: its interface comes up with its address and route, as
+    /// [`TwoHosts::start`] made them.
+    pub fn plug(&self, i: usize) -> Result<(), TestbedError> {
+        let ns = &self.hosts[i].netns;
+        command("ip", &["-n", ns, "link", "set", "eth0", "up"])?;
+        let link = command("ip", &["-n", ns, "-o", "link", "show", "eth0"])?;
+        let addr = command("ip", &["-n", ns, "-o", "-4", "addr", "show", "dev", "eth0"])?;
+        let wanted = format!(" inet {}/24 ", self.hosts[i].addr);
+        if link.contains(",UP") && addr.contains(&wanted) {
+            Ok(())
+        } else {
+            Err(TestbedError::Command {
+                command: format!("ip -n {ns} link set eth0 up"),
+                detail: format!("eth0 is not up with {}: {link} {addr}", self.hosts[i].addr),
+            })
+        }
+    }
+}
+
+impl NsHost {
+    /// Whether process `pid` runs in this host's network namespace.
+    pub fn holds(&self, pid: u32) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let mine = std::fs::metadata(format!("/run/netns/{}", self.netns));
+        let its = std::fs::metadata(format!("/proc/{pid}/ns/net"));
+        match (mine, its) {
+            (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+            _ => false,
+        }
+    }
 }
 
 impl Drop for TwoHosts {
     fn drop(&mut self) {
         for ns in &self.created_netns {
             delete_netns(ns);
+        }
+        // Deleting a namespace deletes its veths only once the kernel frees it, which sockets
+        // still retransmitting (to a host that was unplugged, say) delay by minutes. Deleting
+        // the bridge's end deletes both ends at once.
+        for veth in &self.created_veths {
+            if command("ip", &["link", "show", veth]).is_ok() {
+                let _ = command("ip", &["link", "del", veth]);
+            }
         }
         if self.created_bridge {
             let _ = command("ip", &["link", "del", &self.bridge]);
