@@ -2,7 +2,8 @@
 //! runs every kind of cross-rank delegation and checks every result) launched through `gsmrun`
 //! on one host with `shm` and `tcp`, on two simulated hosts (network namespaces) where `auto`
 //! must pick tcp between hosts and shm within one, and in the ways a job can fail: a panic on a
-//! worker, a rank killed with SIGKILL, strangers connecting to a rank's tcp listener.
+//! worker, a rank killed with SIGKILL, a host that vanishes without closing its connections,
+//! strangers connecting to a rank's tcp listener.
 //!
 //! Every test reads the results (each rank's `ok <check>` line for every check the example's
 //! source runs, and its final `cluster_check: rank R of N passed C checks (W workers)`), not just
@@ -14,19 +15,22 @@
 //! A killed rank is tested twice: through `gsmrun`, whose fate sharing ends the job at once (exit
 //! 137), and through plain `mpirun --enable-recovery`, which leaves the other ranks running so
 //! that the runtime itself must notice the loss (by watching the process on its host, by its tcp
-//! connections across hosts).
+//! connections across hosts). A host that vanishes without a word (its cable pulled, its
+//! processes frozen: no FIN, no RST) can only be noticed by TCP keepalive; that test takes about
+//! 30 s, most of it the keepalive's 25 s.
 //!
 //! `cargo test -p gsm-tests` does not build other packages' examples: run
 //! `cargo build --release --workspace --all-targets` (`make test` does) with the same
 //! `CARGO_TARGET_DIR` first.
 
+use gsm_tests::bins::gsm_hello;
 use gsm_tests::cluster::{
     check_results, cluster_check, example_checks, frame, hello, job_prefix, job_processes,
     leftovers, oks, ranks, tcp_listeners,
 };
-use gsm_tests::job::{assert_exit, gsmrun, mpirun};
+use gsm_tests::job::{assert_exit, assert_ranks, gsmrun, mpirun};
 use gsm_tests::netns::TwoHosts;
-use gsm_tests::process::{Finished, PidGuard, Running, alive_as, spawn};
+use gsm_tests::process::{Finished, PidGuard, Running, alive_as, run, spawn};
 use gsm_tests::scratch::{RunId, Scratch};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -529,15 +533,25 @@ fn a_vanished_peer_is_reported_by_the_runtime_itself_tcp() {
 }
 
 /// `mpirun --enable-recovery -np 4 cluster_check --hang-rank 2 --quick` over the two hosts of
-/// `bed` (`hostfile` is `bed.hostfile(2)`), default fabric, `GSM_JOB_ID=job_id`.
+/// `bed` (`hostfile` is `bed.hostfile(2)`), default fabric, `GSM_JOB_ID=job_id`. With
+/// `stderr_to`, each rank writes its stderr to `rank<R>.stderr` in that directory instead of
+/// through Open MPI, which does not keep the ranks' lines whole.
 ///
 /// Without `gsmrun` nothing sets `GSM_HOST_ADDR`, which the tcp fabric binds to; a shell sets it
 /// per rank from Open MPI's by-slot placement (ranks 0, 1 on the first host; 2, 3 on the second),
 /// which `two_hosts.rs` checks, and `exec`s the program.
-fn two_hosts_hang_rank_2(bed: &TwoHosts, hostfile: &Path, job_id: &str) -> Command {
+fn two_hosts_hang_rank_2(
+    bed: &TwoHosts,
+    hostfile: &Path,
+    job_id: &str,
+    stderr_to: Option<&Path>,
+) -> Command {
+    let redirect = stderr_to
+        .map(|dir| format!(" 2>'{}/rank'$OMPI_COMM_WORLD_RANK.stderr", dir.display()))
+        .unwrap_or_default();
     let script = format!(
         "case $OMPI_COMM_WORLD_RANK in 0|1) GSM_HOST_ADDR={};; *) GSM_HOST_ADDR={};; esac; \
-         export GSM_HOST_ADDR; exec {} --hang-rank 2 --quick",
+         export GSM_HOST_ADDR; exec {} --hang-rank 2 --quick{redirect}",
         bed.hosts[0].addr,
         bed.hosts[1].addr,
         cluster_check().display()
@@ -577,7 +591,7 @@ fn a_peer_on_another_host_that_vanishes_is_noticed_over_tcp() {
     let job_id = format!("gsm-test{}x{}-hosts", id.pid, id.n);
     let what =
         "mpirun --enable-recovery -np 4 over two namespaces, --hang-rank 2, rank 2 SIGKILLed";
-    let mut cmd = two_hosts_hang_rank_2(&bed, &hostfile, &job_id);
+    let mut cmd = two_hosts_hang_rank_2(&bed, &hostfile, &job_id, None);
     let Killed { job, pids, at, .. } =
         start_then_kill(&mut cmd, |_| job_id.clone(), (4, 2), &guard, what);
     let others = [0, 1, 3].map(|r| pids[&r]);
@@ -628,6 +642,224 @@ fn a_peer_on_another_host_that_vanishes_is_noticed_over_tcp() {
         "{what}: the others ended {:.2} s after the kill; stderr:\n{}",
         took.as_secs_f64(),
         done.stderr
+    );
+}
+
+/// How long ranks may take to end after a peer's host vanished without a word: the tcp fabric's
+/// keepalive (silence before the first probe, then every unanswered probe; see
+/// `gossamer::fabric::tcp::keep_alive`), its `LOSS_GRACE` before it reports, and [`FAIL_FAST`]
+/// for the job to end once the loss is reported, as the other failure tests allow.
+fn silent_loss_bound() -> Duration {
+    use gossamer::fabric::tcp::{KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_PROBES, LOSS_GRACE};
+    KEEPALIVE_IDLE + KEEPALIVE_INTERVAL * KEEPALIVE_PROBES + LOSS_GRACE + FAIL_FAST
+}
+
+/// Host `host` of the bed, vanished: the job's processes on it frozen, its cable pulled.
+/// [`Vanished::restore`], or dropping it whatever happened, kills those processes by pid and
+/// plugs the cable back in, so that the tests after this one find the shared bed as it was.
+struct Vanished<'a> {
+    bed: &'a TwoHosts,
+    host: usize,
+    /// The frozen processes: pid, command name.
+    frozen: Vec<(u32, String)>,
+    unplugged: bool,
+}
+
+impl<'a> Vanished<'a> {
+    /// Makes host `host` vanish as a host that loses power does: every process of job `job_id`
+    /// on it stops (SIGSTOP), then its interface goes down. See
+    /// `a_host_that_vanishes_without_a_word_is_noticed_over_tcp` for why both.
+    fn now(bed: &'a TwoHosts, host: usize, job_id: &str) -> Self {
+        let mut gone = Vanished {
+            bed,
+            host,
+            frozen: Vec::new(),
+            unplugged: false,
+        };
+        for p in job_processes(job_id) {
+            if bed.hosts[host].holds(p.pid) {
+                // SAFETY: kill(2) has no memory-safety preconditions; the pid was found a moment
+                // ago by the job's id in its environment, and its process is not ours to reap,
+                // so the pid names it until it is killed in `restore`.
+                unsafe { libc::kill(p.pid as i32, libc::SIGSTOP) };
+                gone.frozen.push((p.pid, p.comm));
+            }
+        }
+        // Set first: a half-done `unplug` is undone too.
+        gone.unplugged = true;
+        if let Err(err) = bed.unplug(host) {
+            panic!("pulling the cable of host {host}: {err}");
+        }
+        gone
+    }
+
+    fn restore(&mut self) -> Result<(), gsm_tests::TestbedError> {
+        for (pid, comm) in self.frozen.drain(..) {
+            if alive_as(pid, &comm) {
+                // SAFETY: as in `now`; the name check keeps a recycled pid safe. SIGKILL ends a
+                // stopped process too.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+        }
+        if std::mem::take(&mut self.unplugged) {
+            self.bed.plug(self.host)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Vanished<'_> {
+    fn drop(&mut self) {
+        if let Err(err) = self.restore() {
+            eprintln!("restoring the vanished host: {err}");
+        }
+    }
+}
+
+/// Two hosts × 2 ranks under plain `mpirun --enable-recovery`, rank 2 looping delegating to rank
+/// 0 (as in `a_peer_on_another_host_that_vanishes_is_noticed_over_tcp`); then the second host
+/// vanishes without a word, as a host that loses power or its cable does: nothing of it reaches
+/// the first host again, no FIN, no RST. Ranks 0 and 1 can only notice by TCP keepalive on their
+/// connections to ranks 2 and 3 (their only link to that host: no pid to watch, and Open MPI
+/// neither reports nor kills anything that soon). Both must end within [`silent_loss_bound`] of
+/// the cut, each reporting a vanished peer, and no rank may pass. The first to end must name
+/// rank 2 or 3 of the second host; the other names one of those too, or, fate shared, the rank
+/// of its own host that ended a moment before (see the assertion for why either happens).
+///
+/// How the host vanishes, and why that way:
+/// - Killing its ranks would not do: their kernel closes their sockets, which sends a FIN (or an
+///   RST); that is the SIGKILL test above.
+/// - Freezing them (SIGSTOP) alone would not either: their kernel still acknowledges data and
+///   answers keepalive probes. That is a live peer that reads nothing, which must *not* be
+///   reported (the reason the fabric sets no `TCP_USER_TIMEOUT`).
+/// - So the second host's interface goes down (`ip link set eth0 down` in its namespace: the
+///   cable pulled). Nothing leaves it and nothing reaches it, its sockets stay open, and the
+///   first host, untouched, sees what it would see of a powered-off neighbour: silence, then
+///   failing address resolution. This machine has no nftables or iptables for a DROP rule, and a
+///   DROP rule would also leave ARP answered, which no dead host does.
+/// - Every process of the job on the second host is frozen first (ranks 2, 3 and Open MPI's
+///   daemon), as power loss would stop them: nothing there notices the cut or acts on it, and
+///   nothing is sent when the cable is plugged back in.
+///
+/// Afterwards, whatever happened, the frozen processes are killed by pid and the cable plugged
+/// back in ([`Vanished`]), and mpirun, which may wait for the vanished daemon, gets a short grace
+/// and is then killed with its process group, as in the SIGKILL test. Each rank's stderr goes to
+/// a file of its own, so that each report can be told apart.
+#[test]
+fn a_host_that_vanishes_without_a_word_is_noticed_over_tcp() {
+    let _serial = serial();
+    let bed = TwoHosts::shared();
+    let scratch = Scratch::new("cluster", RunId::next());
+    let hostfile = scratch.write("hosts", &bed.hostfile(2));
+    let guard = PidGuard::new();
+    let id = RunId::next();
+    let job_id = format!("gsm-test{}x{}-silent", id.pid, id.n);
+    let what = "mpirun --enable-recovery -np 4 over two namespaces, --hang-rank 2, second host \
+                frozen and unplugged";
+    let mut cmd = two_hosts_hang_rank_2(&bed, &hostfile, &job_id, Some(scratch.path()));
+    let Started { job, pids, .. } = start_hanging(&mut cmd, |_| job_id.clone(), 4, &guard, what);
+    let mut gone = Vanished::now(&bed, 1, &job_id);
+    let at = job.elapsed();
+    let frozen: Vec<(u32, String)> = gone.frozen.clone();
+    let bound = silent_loss_bound();
+    // When each rank of the first host was seen gone, from the cut.
+    let mut ended: BTreeMap<u32, Duration> = BTreeMap::new();
+    poll(bound, || {
+        for rank in [0, 1] {
+            if !ended.contains_key(&rank) && !alive_as(pids[&rank], "cluster_check") {
+                ended.insert(rank, job.elapsed().saturating_sub(at));
+            }
+        }
+        (ended.len() == 2).then_some(())
+    });
+    let grace = job.elapsed() + Duration::from_secs(3);
+    let done = job.wait(grace);
+    let restored = gone.restore();
+    let stderr_of = |rank: u32| {
+        std::fs::read_to_string(scratch.join(&format!("rank{rank}.stderr"))).unwrap_or_default()
+    };
+    let report = format!(
+        "{}\nfrozen on the second host: {frozen:?}\nranks gone after the cut: {ended:?}\n\
+         --- rank 0's stderr ---\n{}--- rank 1's stderr ---\n{}---",
+        done.report(),
+        stderr_of(0),
+        stderr_of(1)
+    );
+    if let Err(err) = restored {
+        panic!("{what}: restoring the second host: {err}\n{report}");
+    }
+    assert!(
+        [2, 3].iter().all(|r| frozen.iter().any(|f| f.0 == pids[r])),
+        "{what}: ranks 2 and 3 (pids {}, {}) were not among the processes frozen on the second \
+         host\n{report}",
+        pids[&2],
+        pids[&3]
+    );
+    assert!(
+        ended.len() == 2,
+        "{what}: ranks 0 and 1 did not both end within {bound:?} of the cut\n{report}"
+    );
+    // Each rank reports the first loss it noticed: rank 2 or 3, over tcp; or, fate shared, the
+    // other rank of its host, whose process ended first (having noticed rank 2 or 3). Keepalive
+    // expires on each connection by its own clock, and a rank reports `LOSS_GRACE` after that
+    // while the other sees its process end at once: expiries 0.1 s apart make the later rank
+    // report the earlier one (seen once in 16 runs). So one of the two, the first to end,
+    // must name the second host.
+    let far = &bed.hosts[1].hostname;
+    let near = &bed.hosts[0].hostname;
+    let mut lines = Vec::new();
+    for rank in [0, 1] {
+        let other = 1 - rank;
+        let text = stderr_of(rank);
+        let line = text
+            .lines()
+            .find(|l| {
+                l.starts_with("cluster_check: ") && l.contains("vanished while the job was running")
+            })
+            .unwrap_or_else(|| panic!("{what}: rank {rank} reported no vanished peer\n{report}"))
+            .to_string();
+        let names = |peer: u32, host: &str| line.contains(&format!("rank {peer} (host {host}"));
+        let second_host = names(2, far) || names(3, far);
+        let other_first = names(other, near) && ended[&other] <= ended[&rank];
+        assert!(
+            second_host || other_first,
+            "{what}: rank {rank} reported neither rank 2 or 3 of the second host nor rank \
+             {other}, ended before it: {line}\n{report}"
+        );
+        lines.push((line, second_host));
+    }
+    assert!(
+        lines.iter().any(|(_, second_host)| *second_host),
+        "{what}: neither rank 0 nor rank 1 reported rank 2 or 3 of the second host\n{report}"
+    );
+    assert!(
+        !done.stdout.contains(" passed "),
+        "{what}: no rank may report success\n{report}"
+    );
+    assert_nothing_left(&job_id, &guard, what, &done);
+    // The bed works again for the tests that share it: plain Open MPI across both hosts.
+    let mut check = mpirun(["-np", "4", "--hostfile"]);
+    check
+        .arg(&hostfile)
+        .arg("--mca")
+        .arg("plm_rsh_agent")
+        .arg(TwoHosts::agent())
+        .arg(gsm_hello())
+        .envs(bed.mpi_env());
+    let after = "plain mpirun across the two namespaces once the second host is back";
+    let hellos = run(&mut check, LIMIT);
+    assert_exit(&hellos, 0, after);
+    assert_ranks(&hellos, 4, &guard, after);
+    eprintln!(
+        "{what}: rank 0 ended {:.2} s, rank 1 {:.2} s after the cut (bound {bound:?}); frozen on \
+         the second host: {frozen:?}\n{}",
+        ended[&0].as_secs_f64(),
+        ended[&1].as_secs_f64(),
+        lines
+            .iter()
+            .map(|(line, _)| line.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }
 
