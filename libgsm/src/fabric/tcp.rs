@@ -401,6 +401,15 @@ fn eventfd_drain(fd: &OwnedFd) {
 /// peer has kept a zero window that long: a live rank stopped in a debugger, or busy in a fiber
 /// that does not yield, would be reported lost.
 ///
+/// Linux probes only a connection with nothing unacknowledged: one whose data to the vanished
+/// host is still in flight, or that waits on its closed window, retransmits or probes on its own
+/// clock instead and fails only after those 15 minutes. That does not delay the report, because
+/// a connection carries data one way: this rank's connections *from* the peer's workers (one per
+/// worker) only ever carry acknowledgements from this side, so they are always probed, and the
+/// first of them to fail reports the peer. The integration test
+/// `a_host_that_vanishes_without_a_word_is_noticed_over_tcp` (`tests/tests/cluster.rs`) shows it
+/// end to end: the ranks end about 26 s after the other host goes silent.
+///
 /// Failing to set these options is not fatal (a kernel or sandbox may lack one): the connection
 /// works, only a vanished host is noticed later (see [`keep_alive_or_warn`]).
 fn keep_alive(sock: &TcpStream) -> std::io::Result<()> {
