@@ -17,6 +17,15 @@ fn set(name: &str, value: Option<&str>) {
     }
 }
 
+/// Variables whose empty value must mean the default.
+const EMPTY_MEANS_DEFAULT: [&str; 5] = [
+    "GSM_THREADS",
+    "GSM_STACK_SIZE",
+    "GSM_SLOT_SIZE",
+    "GSM_FABRIC",
+    "GSM_PIN",
+];
+
 fn run_once() -> Result<usize, gossamer::Error> {
     let config = gossamer::Config::from_env()?;
     gossamer::run(config, gossamer::worker_count)
@@ -37,23 +46,11 @@ fn settings_are_checked_in_a_job_of_one_rank_and_empty_means_default() {
     }
     // The runtime still starts afterwards: the refusals left nothing behind.
     let default = run_once().expect("a run with no GSM_ variables set");
-    for name in [
-        "GSM_THREADS",
-        "GSM_STACK_SIZE",
-        "GSM_SLOT_SIZE",
-        "GSM_FABRIC",
-        "GSM_PIN",
-    ] {
+    for name in EMPTY_MEANS_DEFAULT {
         set(name, Some(""));
     }
     let r = run_once();
-    for name in [
-        "GSM_THREADS",
-        "GSM_STACK_SIZE",
-        "GSM_SLOT_SIZE",
-        "GSM_FABRIC",
-        "GSM_PIN",
-    ] {
+    for name in EMPTY_MEANS_DEFAULT {
         set(name, None);
     }
     assert_eq!(
