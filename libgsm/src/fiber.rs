@@ -38,6 +38,10 @@ impl std::fmt::Debug for StackPool {
 
 const POOL_MAX: usize = 256;
 
+/// Largest entry closure passed to `corosensei` by value (it takes at most 1 KiB, including
+/// what this module adds around the closure).
+const INLINE_ENTRY: usize = 512;
+
 impl StackPool {
     pub(crate) fn new(size: usize) -> Self {
         StackPool {
@@ -52,18 +56,29 @@ impl StackPool {
     }
 
     /// Starts a coroutine running `f` on a pooled (or new) stack.
-    pub(crate) fn fiber(&mut self, f: impl FnOnce() + 'static) -> std::io::Result<Co> {
+    ///
+    /// `corosensei` moves the entry closure onto the new stack by value and refuses one of more
+    /// than 1 KiB ("type is too big to transfer", a panic that ended the job for a `spawn` whose
+    /// closure captured an array of 200 `u64`s); a closure larger than [`INLINE_ENTRY`] is boxed
+    /// first, so any size goes, and the common small one costs no allocation.
+    pub(crate) fn fiber<F: FnOnce() + 'static>(&mut self, f: F) -> std::io::Result<Co> {
         let stack = match self.stacks.pop() {
             Some(s) => s,
             None => DefaultStack::new(self.size)?,
         };
-        Ok(Coroutine::with_stack(
-            stack,
-            move |y: &Yielder<(), ()>, ()| {
-                YIELDER.with(|c| c.set(y));
+        let enter = |y: &Yielder<(), ()>| YIELDER.with(|c| c.set(y));
+        Ok(if std::mem::size_of::<F>() <= INLINE_ENTRY {
+            Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
+                enter(y);
                 f();
-            },
-        ))
+            })
+        } else {
+            let f = Box::new(f);
+            Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
+                enter(y);
+                f();
+            })
+        })
     }
 
     /// Takes the stack back from a finished coroutine.

@@ -2248,11 +2248,13 @@ impl WorkerCore {
         }
         self.dropping_fibers.set(false);
         // A property still here lost its last trust to a leak (or never had it released
-        // before the end); its destructor runs now, and a panic in it is reported as one
-        // during the run is (`toggle`), not lost.
+        // before the end); its destructor runs now, in delegated context as during the run (a
+        // blocking `try_apply` in it gets `BlockingInDelegatedContext`, where it panicked with
+        // "called outside a fiber" and failed a run that had succeeded), and a panic in it is
+        // reported as one during the run is (`toggle`), not lost.
         let vals = self.props.borrow_mut().drain();
         for v in vals {
-            if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(v))) {
+            if let Err(p) = caught_at(&self.context, DELEGATED, move || drop(v)) {
                 self.callback_panicked(&*p);
             }
         }

@@ -745,3 +745,49 @@ fn a_fiber_panic_whose_payload_is_not_a_string_reaches_its_joiner() {
     assert!(there.contains("non-string"), "{there}");
     assert_eq!(next, 5);
 }
+
+/// A fiber's closure may capture any amount: `corosensei` takes an entry closure of at most
+/// 1 KiB by value, and a larger capture ended the whole job ("type is too big to transfer").
+#[test]
+fn fibers_whose_closures_capture_kilobytes_start() {
+    let r = gossamer::run(cfg(2), || {
+        let big = [3u64; 512];
+        let here = spawn(move || big.iter().sum::<u64>()).join();
+        let there = spawn_on(WorkerId::new(1), move || big.iter().sum::<u64>()).join();
+        let with = spawn_on_with(WorkerId::new(1), vec![1u64; 10], move |v: Vec<u64>| {
+            big.iter().sum::<u64>() + v.iter().sum::<u64>()
+        })
+        .join();
+        (here, there, with)
+    });
+    assert_eq!(r.unwrap(), (1536, 1536, 1546));
+}
+
+/// A property alive when the run ends is dropped in delegated context, as during the run: a
+/// blocking call in its destructor gets `BlockingInDelegatedContext` and the run its result.
+/// (It panicked with "called outside a fiber" and turned a good run into `Err`.)
+#[test]
+fn a_destructor_blocking_at_the_end_of_a_run_is_refused_as_during_it() {
+    static SEEN: AtomicUsize = AtomicUsize::new(0);
+    struct Holder(Trust<u64>);
+    impl Drop for Holder {
+        fn drop(&mut self) {
+            if let Err(DelegationError::BlockingInDelegatedContext) = self.0.try_apply(|n| *n) {
+                SEEN.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+    let r = gossamer::run(cfg(2), || {
+        let other = entrust_on(WorkerId::new(1), || 7u64);
+        let holder = entrust(Holder(other.clone()));
+        // Leaked, so that the property outlives the run and teardown drops it.
+        std::mem::forget(holder);
+        other.apply(|n| *n)
+    });
+    assert_eq!(r.unwrap(), 7);
+    assert_eq!(
+        SEEN.load(Ordering::SeqCst),
+        1,
+        "the destructor ran once, refused"
+    );
+}
