@@ -2,9 +2,10 @@
 //! suspend point every blocking operation goes through.
 //!
 //! Stacks are `corosensei::DefaultStack`s: an `mmap`ed region with a `PROT_NONE` guard page below
-//! the usable stack, so an overflow faults (the process dies of SIGSEGV; Rust's "stack overflow"
-//! message covers only thread stacks, so none is printed) instead
-//! of overwriting memory. Finished fibers give their stack back to the pool (up to a bound) so
+//! the usable stack, so an overflow faults instead of overwriting memory. Rust's "has overflowed
+//! its stack" message covers only thread stacks, so [`watch_overflow`] installs a SIGSEGV handler
+//! that says so for a fiber (worker, stack size, the variable that raises it) before the process
+//! dies of the signal as it would have anyway. Finished fibers give their stack back to the pool (up to a bound) so
 //! spawning does not `mmap` each time. A fiber never migrates between threads, which is what
 //! makes the thread-local "current yielder" below valid. Scheduling lives in `worker.rs`.
 
@@ -86,6 +87,145 @@ impl StackPool {
         if self.stacks.len() < POOL_MAX {
             self.stacks.push(co.into_stack());
         }
+    }
+}
+
+thread_local! {
+    /// This worker thread's global id + 1 (0: not a worker) and its fibers' stack size, for the
+    /// SIGSEGV handler. Plain constants in a `const` thread-local: reading them there touches
+    /// nothing that a signal could find half-changed.
+    static WATCHED: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+}
+
+/// The SIGSEGV action before [`on_segv`]'s, to which a fault that is not a fiber's overflow goes
+/// (Rust's own handler, which reports thread stack overflows).
+static PREVIOUS: std::sync::OnceLock<libc::sigaction> = std::sync::OnceLock::new();
+
+/// Clears this thread's [`WATCHED`] entry when dropped.
+pub(crate) struct Watch(());
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        WATCHED.with(|w| w.set((0, 0)));
+    }
+}
+
+/// Makes a fiber stack overflow on this thread (worker `worker`, stacks of `stack_size` bytes)
+/// print what happened before the process dies of SIGSEGV, as a thread's overflow does. The
+/// handler is installed once per process, with `SA_ONSTACK` (Rust gives every thread it starts
+/// an alternate signal stack), and passes every other fault on to the action it replaced.
+pub(crate) fn watch_overflow(worker: usize, stack_size: usize) -> Watch {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        // SAFETY: sigaction with a zeroed (valid: empty mask, no flags) struct to read the
+        // current action, then one that names a handler of the SA_SIGINFO signature.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(libc::SIGSEGV, std::ptr::null(), &mut old) != 0 {
+                return;
+            }
+            let _ = PREVIOUS.set(old);
+            let mut new: libc::sigaction = std::mem::zeroed();
+            new.sa_sigaction = on_segv as *const () as usize;
+            new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut new.sa_mask);
+            libc::sigaction(libc::SIGSEGV, &new, std::ptr::null_mut());
+        }
+    });
+    WATCHED.with(|w| w.set((worker + 1, stack_size)));
+    Watch(())
+}
+
+/// How close to the stack pointer a fault must be to count as the stack's overflow: a call or
+/// push faults just below it, a stack probe at it, a frame's store a few KiB above it.
+const NEAR_SP: usize = 64 << 10;
+
+/// The SIGSEGV handler of [`watch_overflow`]. A fault near the stack pointer of a fiber running on
+/// a watched worker is that fiber's overflow into its guard page: it writes one line and lets the
+/// fault recur under the default action (the process dies of SIGSEGV, as before). Any other
+/// fault goes to the action this one replaced, by restoring it and letting the fault recur.
+extern "C" fn on_segv(_sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let (worker, stack) = WATCHED.with(|w| w.get());
+    let on_fiber = !YIELDER.with(|c| c.get()).is_null();
+    // SAFETY: the kernel passes a valid siginfo_t for a SA_SIGINFO handler.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    let overflow =
+        worker != 0 && on_fiber && stack_pointer(ctx).is_some_and(|sp| addr.abs_diff(sp) < NEAR_SP);
+    if overflow {
+        let mut line = Line::default();
+        line.push(b"gossamer: a fiber on worker ");
+        line.number(worker - 1);
+        line.push(b" overflowed its stack of ");
+        line.number(stack);
+        line.push(
+            b" bytes (raise GSM_STACK_SIZE or Config::stack_size; closures delegated to a worker               and apply_then callbacks run on the stack of the fiber that was running there)\n",
+        );
+        // SAFETY: write(2) and sigaction(2) are async-signal-safe; the buffer is initialised.
+        unsafe {
+            libc::write(2, line.buf.as_ptr().cast(), line.len);
+            libc::signal(libc::SIGSEGV, libc::SIG_DFL);
+        }
+        return;
+    }
+    // SAFETY: `PREVIOUS` was set before this handler was installed; sigaction is async-signal-safe.
+    unsafe {
+        match PREVIOUS.get() {
+            Some(old) => libc::sigaction(libc::SIGSEGV, old, std::ptr::null_mut()),
+            None => libc::signal(libc::SIGSEGV, libc::SIG_DFL) as libc::c_int,
+        };
+    }
+}
+
+/// The interrupted stack pointer in a signal handler's context.
+fn stack_pointer(ctx: *mut libc::c_void) -> Option<usize> {
+    let uc = ctx.cast::<libc::ucontext_t>();
+    if uc.is_null() {
+        return None;
+    }
+    // SAFETY: the kernel passes a valid ucontext_t to a SA_SIGINFO handler.
+    #[cfg(target_arch = "x86_64")]
+    return Some(unsafe { (*uc).uc_mcontext.gregs[libc::REG_RSP as usize] } as usize);
+    // SAFETY: as above.
+    #[cfg(target_arch = "aarch64")]
+    return Some(unsafe { (*uc).uc_mcontext.sp } as usize);
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    None
+}
+
+/// A line built without allocating (in a signal handler).
+struct Line {
+    buf: [u8; 320],
+    len: usize,
+}
+
+impl Default for Line {
+    fn default() -> Self {
+        Line {
+            buf: [0; 320],
+            len: 0,
+        }
+    }
+}
+
+impl Line {
+    fn push(&mut self, bytes: &[u8]) {
+        let n = bytes.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
+        self.len += n;
+    }
+
+    fn number(&mut self, mut n: usize) {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.push(&digits[i..]);
     }
 }
 

@@ -128,7 +128,11 @@
 //!   `yield_now` inside them): they run in the trustee's poller; such a call panics at once.
 //!   `apply_then`, `entrust`, `Trust::clone` and dropping trusts work there.
 //! - A fiber stack is `Config::stack_size` bytes (default 256 KiB) with a guard page below it: an
-//!   overflow crashes the process with SIGSEGV instead of corrupting memory.
+//!   overflow crashes the process with SIGSEGV instead of corrupting memory, after a line naming
+//!   the worker and the stack size. Delegated closures and `apply_then` callbacks run on the
+//!   stack of whatever fiber was running when the worker served them (it serves when a fiber
+//!   yields or applies inline), or on the worker thread's own stack when it was idle: what they
+//!   put on the stack must fit in what a fiber leaves free, so keep large data on the heap there.
 //!
 //! # Memory
 //!

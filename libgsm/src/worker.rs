@@ -665,6 +665,7 @@ impl WorkerCore {
 
     /// Installs `self` as this thread's core for the duration of `f`.
     pub(crate) fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _watch = crate::fiber::watch_overflow(self.id, self.stacks.borrow().size());
         CORE.with(|c| c.set(self));
         let r = f();
         CORE.with(|c| c.set(std::ptr::null()));
