@@ -41,7 +41,7 @@
 //! tcp peers, that the worker exists and that it has not connected before. A connection that
 //! fails any check, or does not complete its hello within [`HELLO_TIMEOUT`], is closed and
 //! reported by one line on stderr (`gossamer: tcp: dropped a connection from <addr>: <reason>`);
-//! it never reaches a ring and never ends the job. At most [`MAX_HELLOS`] accepted connections
+//! it never reaches a ring and never ends the job. At most `MAX_HELLOS` accepted connections
 //! wait for their hello; the rest wait in the listener's queue.
 //!
 //! After the hello, each slot is a frame: an 8-byte header — destination global worker (u32),
@@ -85,7 +85,7 @@
 //! `closing`); after `closing`, EOFs are expected and just closed. A frame that breaks the
 //! protocol is reported at once. A peer's host that vanishes without a FIN or RST (powered off,
 //! cut off) is noticed by TCP keepalive within about 25 s of silence, as an error on its
-//! connections (see [`keep_alive`]). Dropping a [`Tcp`] stops and joins the I/O thread (which
+//! connections (see `keep_alive`). Dropping a [`Tcp`] stops and joins the I/O thread (which
 //! never blocks for longer than [`IDLE_WAIT`]) and closes every socket.
 //!
 //! # Measured (loopback, this repository's 2-core test machine, release build)
