@@ -17,7 +17,7 @@ use crate::dist::Exchange;
 use crate::kronecker::Vertex;
 
 /// An initialised MPI library and its world communicator; dropping it calls `MPI_Finalize`,
-/// except while a panic unwinds (see [`Finalizer`]).
+/// except while a panic unwinds (see `Finalizer`).
 pub struct Comm {
     world: SimpleCommunicator,
     rank: usize,
