@@ -22,6 +22,18 @@
 /// offset in the binary and is correct either way. Send such data by value instead: as the
 /// argument of [`Trust::apply_with`](crate::Trust::apply_with) or
 /// [`spawn_on_with`](crate::spawn_on_with), or as a message ([`send`](crate::send)).
+///
+/// # What the compiler says
+///
+/// A closure that captures a `String`, `Vec` or `Box` fails to compile with
+/// ``the trait bound `String: Copy` is not satisfied in `{closure@…}` `` and the note
+/// ``required for `{closure@…}` to implement `NoRef` ``, and one that borrows a local with
+/// ``borrowed value does not live long enough … argument requires that `x` is borrowed for
+/// `'static` ``. Both mean: the closure captures something that cannot travel; move owned data
+/// in as the argument of `apply_with` instead, and copy what you need out of a borrow first.
+/// (The trait's own message, below, is what rustc would print, but rustc 1.95 reports the
+/// failing `Copy` or `'static` bound behind the blanket impl instead: rust-lang/rust#119983,
+/// #130563. It stays for a compiler that shows it.)
 #[diagnostic::on_unimplemented(
     message = "the closure passed to gossamer cannot travel to another worker: it captures data that is not plain (`Copy + Send + 'static`)",
     label = "this closure captures a reference or an owned heap value (String, Vec, Box, ...)",
