@@ -128,7 +128,7 @@ fn with_job<R>(f: impl FnOnce(&mut ProcessJob) -> Result<R, Error>) -> Result<R,
         Err(std::sync::TryLockError::WouldBlock) => {
             return Err(Error::Config(
                 "gossamer::run/spmd was called while another run of this process is under way \
-                 (from inside it?); in a multi-rank job runs cannot nest"
+                 (from inside it, or from another thread?); runs of a launched job cannot nest or overlap"
                     .into(),
             ));
         }

@@ -202,6 +202,17 @@ fn start(
     config: &Config,
     make_roots: impl FnOnce(&Place) -> Vec<Option<Root>>,
 ) -> Result<(), Error> {
+    // A run inside a run (from one of its fibers) would stop the calling worker from serving
+    // its trustees, and everyone delegating to them, for as long as the inner run lasts; in a
+    // launched job it is refused by the job's lock as well. Refused the same way everywhere, so
+    // that a program tried alone behaves as it will under `gsmrun`.
+    if crate::worker::core().is_some() {
+        return Err(Error::Config(
+            "gossamer::run/spmd was called from inside a running gossamer worker; runs cannot \
+             nest (start more fibers with spawn or spawn_on instead)"
+                .into(),
+        ));
+    }
     let checked = config.validate().and_then(|()| layout_of(config));
     if crate::cluster::launched() {
         // Checked together: a rank alone refusing its configuration would leave the others

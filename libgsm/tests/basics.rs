@@ -791,3 +791,16 @@ fn a_destructor_blocking_at_the_end_of_a_run_is_refused_as_during_it() {
         "the destructor ran once, refused"
     );
 }
+
+/// A run inside a run is refused with a reason, as it is in a launched job; alone it ran and
+/// kept the outer worker from serving for as long as it lasted.
+#[test]
+fn a_run_inside_a_run_is_refused() {
+    let inner = gossamer::run(cfg(2), || {
+        gossamer::run(cfg(1), || 42)
+            .map_err(|e| e.to_string())
+            .unwrap_err()
+    })
+    .unwrap();
+    assert!(inner.contains("runs cannot nest"), "{inner}");
+}
