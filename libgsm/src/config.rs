@@ -23,7 +23,7 @@ pub struct Config {
     /// Bytes of one request/response slot (one batch). Default 4096; 256 bytes to 64 MiB, a
     /// multiple of 64.
     pub slot_size: usize,
-    /// Slots per ring. Default 16.
+    /// Slots per ring: a power of two, at least 2. Default 16.
     pub slots_per_ring: usize,
     /// Pin worker i to the i-th allowed CPU. Ignored (off) when there are more workers than
     /// allowed CPUs, since pinning then only makes workers fight over cores.
@@ -244,7 +244,7 @@ impl Config {
         self.slot_size = n;
         self
     }
-    /// Sets the number of slots per ring.
+    /// Sets the number of slots per ring (a power of two, at least 2).
     pub fn slots_per_ring(mut self, n: usize) -> Self {
         self.slots_per_ring = n;
         self

@@ -88,7 +88,9 @@ pub enum DelegationError {
         "the trust names a property that does not exist on its trustee (stale or foreign name)"
     )]
     DeadProperty,
-    /// A blocking operation was attempted inside a delegated closure.
+    /// A blocking operation was attempted inside a delegated closure or a callback. Inside a
+    /// delegated closure the refusal unwinds it as a panic would, so its property is poisoned
+    /// too (later applies get [`Poisoned`](Self::Poisoned)).
     #[error("{}", crate::worker::BLOCKING_IN_DELEGATED)]
     BlockingInDelegatedContext,
     /// The runtime stopped before the answer arrived.

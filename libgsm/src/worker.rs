@@ -1027,7 +1027,7 @@ impl WorkerCore {
         let made = self.stacks.borrow_mut().fiber(f);
         let co = made.map_err(|e| {
             format!(
-                "gossamer: cannot allocate a fiber stack of {} bytes ({e}); lower GSM_STACK_SIZE or spawn fewer fibers",
+                "gossamer: cannot allocate a fiber stack of {} bytes ({e}); lower GSM_STACK_SIZE or keep fewer fibers alive at once (each holds two memory mappings, and the kernel allows vm.max_map_count per process)",
                 self.stacks.borrow().size()
             )
         })?;
