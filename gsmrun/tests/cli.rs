@@ -452,6 +452,20 @@ fn a_hostfile_without_hosts_is_named() {
 }
 
 #[test]
+fn an_empty_host_list_is_named() {
+    for value in ["", " "] {
+        let out = gsmrun(&["-H", value, "--dry-run", "app"], "openmpi");
+        assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+        let err = stderr_of(&out);
+        assert!(
+            err.starts_with("gsmrun: -H/--host: the host list is empty\n"),
+            "{value:?}: {err}"
+        );
+        assert!(!err.contains("unexpected"), "{value:?}: {err}");
+    }
+}
+
+#[test]
 fn a_non_utf8_hostfile_points_at_the_bad_byte() {
     let dir = TempDir::new("latin1-hostfile");
     let path = dir.write("hosts", b"a\n# M\xfcller\n");

@@ -3,7 +3,7 @@
 //! It does not read files or the environment.
 
 use super::hostlist;
-use super::report::{Source, edit_distance};
+use super::report::{self, Source, edit_distance};
 use super::{Host, HostsError};
 use pest::Parser as _;
 use pest::iterators::Pair;
@@ -183,8 +183,15 @@ pub(crate) fn hostfile(src: Source<'_>) -> Result<Vec<Host>, HostsError> {
     Ok(merger.hosts)
 }
 
-/// Parse the value of `-H/--host`.
+/// Parse the value of `-H/--host`. An empty value (`-H ''`, `-H "$HOSTS"` with the variable
+/// unset) is named as such rather than reported as a syntax error at column 1.
 pub(crate) fn host_option(src: Source<'_>) -> Result<Vec<Host>, HostsError> {
+    if src.text.trim().is_empty() {
+        return Err(report::plain(
+            &format!("{}: the host list is empty", src.label),
+            "give at least one host, e.g. `-H node1:2,node2`, or leave out -H to use this machine",
+        ));
+    }
     let mut pairs = Grammar::parse(Rule::host_option, src.text).map_err(|e| src.syntax(&e))?;
     let mut merger = Merger::new(src);
     let Some(opt) = pairs.next() else {

@@ -50,9 +50,10 @@ impl Source<'_> {
             pest::error::InputLocation::Span((a, _)) => a,
         };
         let at = floor_char_boundary(self.text, at.min(self.text.len()));
+        // Read after "unexpected": "unexpected end of line", "unexpected `!`".
         let found = match self.text[at..].chars().next() {
-            None => "the end of the input".to_string(),
-            Some('\n') | Some('\r') => "the end of the line".to_string(),
+            None => "end of input".to_string(),
+            Some('\n') | Some('\r') => "end of line".to_string(),
             Some(c) => format!("`{}`", c.escape_debug()),
         };
         let expected = match &err.variant {

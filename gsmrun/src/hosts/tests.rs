@@ -244,6 +244,35 @@ fn error_other_syntax() {
 }
 
 #[test]
+fn syntax_reports_name_the_end_of_a_line_or_of_the_input() {
+    let e = err("alice@\nb");
+    assert!(
+        e.report
+            .starts_with("hosts:1:7: unexpected end of line; expected a host name\n"),
+        "{e}"
+    );
+    let e = err("a\nalice@");
+    assert!(
+        e.report
+            .starts_with("hosts:2:7: unexpected end of input; expected a host name\n"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_empty_host_option_says_the_list_is_empty() {
+    for text in ["", " ", "  \t"] {
+        let e = parse_host_option(text).unwrap_err();
+        assert!(
+            e.report.starts_with("-H/--host: the host list is empty\n"),
+            "{text:?}: {e}"
+        );
+        assert!(e.report.contains("-H node1:2,node2"), "{text:?}: {e}");
+        assert_eq!((e.line, e.column), (None, None));
+    }
+}
+
+#[test]
 fn empty_file_is_no_hosts() {
     assert!(hf("").is_empty());
     assert!(hf("# nothing\n\n").is_empty());
