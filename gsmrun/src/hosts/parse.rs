@@ -366,13 +366,7 @@ fn attr(src: &Source<'_>, pair: Pair<'_, Rule>) -> Result<Attr, HostsError> {
             &format!("remove `{key}=...`; gsmrun places ranks by slots only"),
         ));
     } else {
-        let known = SLOTS_KEYS.iter().chain(MAX_KEYS).chain(USER_KEYS);
-        let best = known.map(|k| (edit_distance(key, k), *k)).min();
-        let help = match best {
-            Some((d, k)) if d <= 2 || (d <= 3 && key.len() > 6) => format!("did you mean `{k}`?"),
-            _ => "known keys are `slots` (or `count`, `cpu`), `max_slots` and `user`".to_string(),
-        };
-        return Err(src.error(at, kw, &format!("unknown key `{key}`"), &help));
+        return Err(src.error(at, kw, &format!("unknown key `{key}`"), &key_help(key)));
     };
     let Some(v) = inner.next() else {
         return Err(src.error(
@@ -389,6 +383,29 @@ fn attr(src: &Source<'_>, pair: Pair<'_, Rule>) -> Result<Attr, HostsError> {
         kw,
         (v.as_str().to_string(), vs, v.as_str().chars().count()),
     ))
+}
+
+/// What to write instead of an unknown key. Keys are case-sensitive (Open MPI's lexer is), so a
+/// known key in another case (`SLOTS`, `Max_Slots`) is named in lower case; otherwise the nearest
+/// known key is suggested, comparing without case (`SLOT` → `slots`) and preferring the usual
+/// spelling (`max_slots`, not `max-slots`) among equally near ones.
+fn key_help(key: &str) -> String {
+    let lower = key.to_ascii_lowercase();
+    let known = [SLOTS_KEYS, MAX_KEYS, USER_KEYS].concat();
+    if known.contains(&lower.as_str()) {
+        return format!("keys are lower case: write `{lower}`");
+    }
+    // The usual spellings first: `min_by_key` keeps the first of equally near keys.
+    let preferred = ["slots", "max_slots", "user"];
+    let best = preferred
+        .iter()
+        .chain(known.iter().filter(|k| !preferred.contains(k)))
+        .map(|k| (edit_distance(&lower, k), *k))
+        .min_by_key(|&(d, _)| d);
+    match best {
+        Some((d, k)) if d <= 2 || (d <= 3 && key.len() > 6) => format!("did you mean `{k}`?"),
+        _ => "known keys are `slots` (or `count`, `cpu`), `max_slots` and `user`".to_string(),
+    }
 }
 
 /// A slot count: a positive decimal number that fits in 32 bits.

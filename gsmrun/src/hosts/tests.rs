@@ -197,6 +197,44 @@ fn error_unknown_key_suggests_nearest() {
 }
 
 #[test]
+fn error_key_in_another_case_or_misspelt_names_the_key() {
+    for (line, key, help) in [
+        ("n SLOTS=2", "SLOTS", "keys are lower case: write `slots`"),
+        ("n Slots=2", "Slots", "keys are lower case: write `slots`"),
+        (
+            "n MAX_SLOTS=4",
+            "MAX_SLOTS",
+            "keys are lower case: write `max_slots`",
+        ),
+        (
+            "n Max-Slots=4",
+            "Max-Slots",
+            "keys are lower case: write `max-slots`",
+        ),
+        ("n USER=me", "USER", "keys are lower case: write `user`"),
+        ("n CPU=2", "CPU", "keys are lower case: write `cpu`"),
+        ("n SLOT=2", "SLOT", "did you mean `slots`?"),
+        ("n maxslots=4", "maxslots", "did you mean `max_slots`?"),
+        ("n max-slot=4", "max-slot", "did you mean `max-slots`?"),
+        ("n Max_Slot=4", "Max_Slot", "did you mean `max_slots`?"),
+    ] {
+        let e = err(&format!("a\n{line}\n"));
+        assert_eq!((e.line, e.column), (Some(2), Some(3)), "{line}: {e}");
+        assert!(
+            e.report
+                .starts_with(&format!("hosts:2:3: unknown key `{key}`\n")),
+            "{line}: {e}"
+        );
+        assert!(
+            e.report.ends_with(&format!("= help: {help}")),
+            "{line}: {e}"
+        );
+    }
+    // The Open MPI spellings stay accepted.
+    assert_eq!(hf("n max-slots=4")[0].max_slots, Some(4));
+}
+
+#[test]
 fn error_ranges() {
     assert_eq!(at("x\n  n[5-3] slots=2"), (2, 5));
     assert!(err("n[5-3]").report.contains("descending range `5-3`"));
