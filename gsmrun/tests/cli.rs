@@ -479,6 +479,30 @@ fn a_non_utf8_hostfile_points_at_the_bad_byte() {
 }
 
 #[test]
+fn mpirun_options_gsmrun_does_not_take_exit_2_saying_what_to_do() {
+    for (args, says) in [
+        (
+            &["--bind-to", "core"][..],
+            "`--bind-to core` is an mpirun option",
+        ),
+        (&["--map-by", "ppr:1:node"], "`slots=1`"),
+        (&["--mca", "btl", "self,tcp"], "`-x OMPI_MCA_btl=self,tcp`"),
+        (&["-N", "2"], "`slots=2`"),
+        (&["-c", "2"], "`-np 2`"),
+        (&["-wdir", "/x"], "`cd /x`"),
+        (&["--report-bindings"], "nothing to report"),
+    ] {
+        let all: Vec<&str> = args.iter().copied().chain(["--dry-run", "app"]).collect();
+        let out = gsmrun(&all, "openmpi");
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("as a value"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing planned");
+    }
+}
+
+#[test]
 fn negative_numbers_name_the_option() {
     for (opt, shown) in [
         ("-np", "--np"),
