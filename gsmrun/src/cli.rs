@@ -8,8 +8,9 @@
 //! what the user asked for.
 //!
 //! Before that, [`refuse_mpirun_only`] refuses the mpirun options gsmrun does not take
-//! (`--bind-to`, `--mca`, `-N`, `-wdir`, …), saying what to write instead: clap alone would call
-//! them unexpected and suggest `-- --bind-to`, which would start a program named `--bind-to`.
+//! (`--bind-to`, `--mca`, `-N`, `-wdir`, …) and `-np4` written without its space, saying what to
+//! write instead: clap alone would call them unexpected and suggest `-- --bind-to`, which would
+//! start a program named `--bind-to`.
 
 use crate::placement::MapBy;
 use clap::error::ErrorKind;
@@ -390,9 +391,10 @@ fn refusal(kind: ErrorKind, what: &str, tip: &str) -> clap::Error {
 }
 
 /// Refuse, before clap parses them, the mpirun spellings gsmrun does not take, each with what to
-/// write instead: the options of [`MPIRUN_ONLY`], and Open MPI's `--map-by` policies other than
-/// `slot` and `node`. Only the arguments before the program are looked at, as in
-/// [`normalize_args`]; the values of gsmrun's own options are skipped.
+/// write instead: the options of [`MPIRUN_ONLY`], Open MPI's `--map-by` policies other than
+/// `slot` and `node`, and `-np4` for `-np 4` (which Open MPI's and MPICH's mpirun also refuse, as
+/// an unknown option: both match option names whole). Only the arguments before the program are
+/// looked at, as in [`normalize_args`]; the values of gsmrun's own options are skipped.
 pub fn refuse_mpirun_only(args: &[OsString]) -> Result<(), clap::Error> {
     let word = |i: usize| args.get(i).and_then(|a| a.to_str());
     let mut i = 1;
@@ -432,6 +434,18 @@ pub fn refuse_mpirun_only(args: &[OsString]) -> Result<(), clap::Error> {
                 ),
                 &instead_of(option, &values),
             ));
+        }
+        if let Some(count) = name.strip_prefix("-np") {
+            if inline.is_none() && !count.is_empty() && count.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(refusal(
+                    ErrorKind::UnknownArgument,
+                    &format!("`{text}` joins the number of ranks to the option"),
+                    &format!(
+                        "write `-np {count}`, with a space (or `-np={count}`); Open MPI's and \
+                         MPICH's mpirun refuse `{text}` as an unknown option too"
+                    ),
+                ));
+            }
         }
         let own = SINGLE_DASH_LONG
             .iter()
@@ -779,6 +793,17 @@ mod tests {
             // clap's own tip would run a program named after the option.
             assert!(!err.contains("as a value"), "{args:?}: {err}");
         }
+    }
+
+    #[test]
+    fn np_with_its_number_attached_says_to_add_a_space() {
+        let err = refused(&["-np4", "app"]);
+        assert!(
+            err.contains("`-np4` joins the number of ranks to the option")
+                && err.contains("write `-np 4`, with a space"),
+            "{err}"
+        );
+        assert!(!err.contains("invalid value 'p4'"), "{err}");
     }
 
     #[test]

@@ -491,6 +491,7 @@ fn mpirun_options_gsmrun_does_not_take_exit_2_saying_what_to_do() {
         (&["-c", "2"], "`-np 2`"),
         (&["-wdir", "/x"], "`cd /x`"),
         (&["--report-bindings"], "nothing to report"),
+        (&["-np1"], "write `-np 1`"),
     ] {
         let all: Vec<&str> = args.iter().copied().chain(["--dry-run", "app"]).collect();
         let out = gsmrun(&all, "openmpi");
