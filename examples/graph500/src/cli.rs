@@ -43,7 +43,13 @@ pub struct Args {
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1 << 16))]
     pub roots: u32,
     /// Kernels to run, comma-separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Kernel::Bfs, Kernel::Sssp])]
+    #[arg(
+        long,
+        value_enum,
+        value_parser = KernelParser,
+        value_delimiter = ',',
+        default_values_t = [Kernel::Bfs, Kernel::Sssp]
+    )]
     pub kernels: Vec<Kernel>,
     /// Skip validating the searches (validation times are then reported as -1).
     #[arg(long)]
@@ -64,6 +70,42 @@ pub enum Kernel {
     Bfs,
     /// Single-source shortest paths (kernel 3).
     Sssp,
+}
+
+/// Parses one entry of `--kernels` as clap's enum parser does, except that an empty entry
+/// (`bfs,`, `bfs,,sssp`) is named as one: clap's own message, "a value is required for
+/// '--kernels' but none was supplied", reads as if no list had been given.
+#[derive(Clone, Copy, Debug)]
+struct KernelParser;
+
+impl clap::builder::TypedValueParser for KernelParser {
+    type Value = Kernel;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Kernel, clap::Error> {
+        if value.is_empty() {
+            return Err(cmd.clone().error(
+                clap::error::ErrorKind::InvalidValue,
+                "the list given to --kernels has an empty entry (a stray comma, or nothing at \
+                 all); write e.g. `--kernels bfs` or `--kernels bfs,sssp`",
+            ));
+        }
+        clap::builder::EnumValueParser::<Kernel>::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            Kernel::value_variants()
+                .iter()
+                .filter_map(ValueEnum::to_possible_value),
+        ))
+    }
 }
 
 /// The implementation that runs the kernels.

@@ -245,6 +245,14 @@ fn bad_input_exits_2_with_a_clear_message() {
         &["10", "--kernels", "bfs,pagerank"],
         "invalid value 'pagerank'",
     );
+    for list in ["bfs,", ",sssp", "bfs,,sssp"] {
+        let err = refused(&["10", "--kernels", list]);
+        assert!(
+            err.contains("the list given to --kernels has an empty entry"),
+            "{list}: {err}"
+        );
+        assert!(!err.contains("none was supplied"), "{list}: {err}");
+    }
     assert_refused(&[], "<SCALE>");
     assert_refused(&["10", "--engine", "gpu"], "invalid value 'gpu'");
 }
