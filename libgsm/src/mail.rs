@@ -223,9 +223,16 @@ pub fn recv<T: Wire>(from: WorkerId, tag: u64) -> T {
 /// The next message from `from` under `tag` if one has arrived, without waiting.
 ///
 /// # Panics
-/// Outside a gossamer worker, or if the message has another type than `T`.
+/// Outside a gossamer worker, if `from` does not exist (as for [`recv`]: a loop polling a
+/// wrong id would otherwise spin for ever), or if the message has another type than `T`.
 pub fn try_recv<T: Wire>(from: WorkerId, tag: u64) -> Option<T> {
     let core = core_or_panic("gossamer::try_recv");
+    assert!(
+        from.index() < core.count,
+        "gossamer::try_recv: worker {} does not exist (this job has {} workers)",
+        from.index(),
+        core.count
+    );
     let v = core.mail.borrow_mut().take((from.index() as u32, tag))?;
     Some(downcast(v, from, tag))
 }

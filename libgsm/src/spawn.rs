@@ -37,13 +37,26 @@ pub struct WorkerId(u32);
 
 impl WorkerId {
     /// Worker number `i`.
+    ///
+    /// # Panics
+    /// If `i` does not fit the 32 bits of a worker id (no job has that many workers). Cut to 32
+    /// bits it named another worker: `send` to worker 2^32 + 1 reached worker 1.
     pub fn new(i: usize) -> Self {
-        WorkerId(i as u32)
+        match u32::try_from(i) {
+            Ok(i) => WorkerId(i),
+            Err(_) => worker_id_too_large(i),
+        }
     }
     /// Its number.
     pub fn index(self) -> usize {
         self.0 as usize
     }
+}
+
+#[cold]
+#[inline(never)]
+fn worker_id_too_large(i: usize) -> ! {
+    panic!("gossamer: worker {i} does not exist (a worker id has 32 bits)")
 }
 
 impl From<usize> for WorkerId {

@@ -57,7 +57,7 @@ use crate::wire::record::{
 use crate::wire::ring::{Consumer, Producer};
 
 /// The message of a blocking call made where blocking is impossible.
-pub const BLOCKING_IN_DELEGATED: &str = "gossamer: blocking call (apply/try_apply/apply_with/join/yield_now/entrust_on) inside a delegated closure, an apply_then callback or other code its poller runs (a destructor of a value it drops): a trustee runs these in its poller and cannot suspend there (it would stall every request it serves, or alias the property). Use apply_then (or spawn a fiber) instead";
+pub const BLOCKING_IN_DELEGATED: &str = "gossamer: blocking call (apply/try_apply/apply_with/join/yield_now/entrust_on/recv, or a collective) inside a delegated closure, an apply_then callback or other code its poller runs (a destructor of a value it drops): a trustee runs these in its poller and cannot suspend there (it would stall every request it serves, or alias the property). Use apply_then (or spawn a fiber) instead";
 
 /// Fiber resumes between two polls. Small enough that a client with many fibers publishes its
 /// first requests while its later fibers still run, so the trustee serves in parallel instead

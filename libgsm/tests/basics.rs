@@ -804,3 +804,24 @@ fn a_run_inside_a_run_is_refused() {
     .unwrap();
     assert!(inner.contains("runs cannot nest"), "{inner}");
 }
+
+/// A worker id past 32 bits is refused instead of being cut to another worker's (a `send` to
+/// worker 2^32 + 1 reached worker 1), and `try_recv` from a worker that does not exist panics as
+/// `recv` does instead of answering `None` for ever.
+#[test]
+fn worker_ids_that_do_not_exist_are_refused() {
+    let big = std::panic::catch_unwind(|| WorkerId::new((1usize << 32) + 1));
+    let message = big.expect_err("a 33-bit worker id was accepted");
+    let text = message
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(text.contains("does not exist"), "{text}");
+    let r = gossamer::run(cfg(2), || {
+        std::panic::catch_unwind(|| gossamer::try_recv::<u64>(WorkerId::new(5), 1))
+            .map_err(|p| p.downcast_ref::<String>().cloned().unwrap_or_default())
+    })
+    .unwrap();
+    let text = r.expect_err("try_recv from worker 5 of 2 did not panic");
+    assert!(text.contains("worker 5 does not exist"), "{text}");
+}
