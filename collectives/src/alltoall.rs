@@ -47,7 +47,7 @@ impl Team {
                 op: "alltoall",
                 buffer: "send",
                 got: send.len(),
-                want: send.len() / n * n,
+                want: send.len().div_ceil(n).max(1) * n,
                 why: "one part of equal length per member: a multiple of size()",
             });
         }

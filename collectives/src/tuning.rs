@@ -4,7 +4,7 @@
 //! | field | env | default | below | at or above |
 //! |---|---|---|---|---|
 //! | [`hierarchical`](Tuning::hierarchical) | `GSM_COLL_HIERARCHICAL` (`0`/`1`) | on | — | — |
-//! | [`board`](Tuning::board) | `GSM_COLL_BOARD` (`0`/`1`) | on | — | — |
+//! | [`board`](Tuning::board) | `GSM_COLL_BOARD` (`0`/`1`, `off`/`on`, `no`/`yes`) | on | — | — |
 //! | [`copy_min`](Tuning::copy_min) | `GSM_COLL_COPY` (bytes) | 32 KiB | board steps of 64 KiB | single copies between buffers (broadcast, allreduce) |
 //! | [`copy_piece`](Tuning::copy_piece) | `GSM_COLL_COPY_PIECE` (bytes) | 256 KiB | — | piece of a single-copy allreduce |
 //! | [`allreduce_ring_min`](Tuning::allreduce_ring_min) | `GSM_COLL_ALLREDUCE_RING` (bytes) | 256 KiB | recursive doubling | ring reduce-scatter + allgather |

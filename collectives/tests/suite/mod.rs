@@ -430,6 +430,23 @@ pub fn teams(team: &Team, t: &mut Tally) {
     let e = team.broadcast(&mut short, n).unwrap_err();
     assert!(matches!(e, Error::BadRoot { root, .. } if root == n), "{e}");
     assert!(e.to_string().contains("not a member"), "{e}");
+    if n != 1 {
+        // A send buffer that is not a multiple of size() wants the next multiple, not 0.
+        let mut r = [0u64; 1];
+        let e = team.alltoall(&[1u64], &mut r).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Length {
+                    op: "alltoall",
+                    got: 1,
+                    want,
+                    ..
+                } if want == n
+            ),
+            "{e}"
+        );
+    }
     let e = team.alltoallv(&[1u64], &[1]).unwrap_err();
     if n != 1 {
         assert!(
