@@ -701,6 +701,19 @@ impl<'a> Vanished<'a> {
                 unsafe { libc::kill(pid as i32, libc::SIGKILL) };
             }
         }
+        // Open MPI's shared-memory segments of the killed ranks (`vader_segment.<host>.…`),
+        // which they had no chance to remove; the host name is this test process's own.
+        let prefix = format!("vader_segment.{}.", self.bed.hosts[self.host].hostname);
+        if let Ok(entries) = std::fs::read_dir("/dev/shm") {
+            for e in entries.flatten() {
+                if e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.starts_with(&prefix))
+                {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
         if std::mem::take(&mut self.unplugged) {
             self.bed.plug(self.host)?;
         }
