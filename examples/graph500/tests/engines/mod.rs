@@ -17,8 +17,27 @@ fn graph500() -> &'static str {
     env!("CARGO_BIN_EXE_graph500")
 }
 
+const SCRATCH: &str = "graph500-engine-test-";
+
+/// A path for one run's JSON in this test process's directory. The tests of a process share the
+/// directory, so none of them can remove it at the end; instead each JSON file goes once read,
+/// and the first call removes the directories of test processes that are gone (every run left
+/// one behind before).
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("graph500-engine-test-{}", std::process::id()));
+    static SWEEP: std::sync::Once = std::sync::Once::new();
+    let tmp = std::env::temp_dir();
+    SWEEP.call_once(|| {
+        for e in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
+            let pid = e
+                .file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix(SCRATCH)?.parse().ok());
+            if pid.is_some_and(gsm_tests::scratch::owner_gone) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    });
+    let dir = tmp.join(format!("{SCRATCH}{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
 }
@@ -26,6 +45,7 @@ fn scratch(name: &str) -> PathBuf {
 fn read_json(path: &Path, done: &Finished) -> Value {
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("no JSON at {}: {e}\n{}", path.display(), done.report()));
+    let _ = std::fs::remove_file(path);
     serde_json::from_str(&text).unwrap()
 }
 
@@ -205,7 +225,6 @@ pub fn a_bad_json_path_is_refused_before_the_run(engine: &str) {
     assert_exit(&done, 0, "rank 1 alone given a --json path it cannot write");
     let written = read_json(&good, &done);
     assert_eq!(written["SCALE"], 8, "{}", done.report());
-    std::fs::remove_file(&good).unwrap();
 }
 
 /// The start of the warning that the roots are not all distinct vertices with an edge.
