@@ -35,7 +35,6 @@ use gsm_tests::scratch::{RunId, Scratch};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -533,22 +532,31 @@ fn a_vanished_peer_is_reported_by_the_runtime_itself_tcp() {
 }
 
 /// `mpirun --enable-recovery -np 4 cluster_check --hang-rank 2 --quick` over the two hosts of
-/// `bed` (`hostfile` is `bed.hostfile(2)`), default fabric, `GSM_JOB_ID=job_id`. With
-/// `stderr_to`, each rank writes its stderr to `rank<R>.stderr` in that directory instead of
-/// through Open MPI, which does not keep the ranks' lines whole.
+/// `bed` (a hostfile of 2 slots each, written in `scratch`), default fabric, and the job id it
+/// sets as `GSM_JOB_ID` (unique, ending in `-{label}`). With `rank_stderr`, each rank writes its
+/// stderr to `rank<R>.stderr` in `scratch` instead of through Open MPI, which does not keep the
+/// ranks' lines whole.
 ///
 /// Without `gsmrun` nothing sets `GSM_HOST_ADDR`, which the tcp fabric binds to; a shell sets it
 /// per rank from Open MPI's by-slot placement (ranks 0, 1 on the first host; 2, 3 on the second),
 /// which `two_hosts.rs` checks, and `exec`s the program.
 fn two_hosts_hang_rank_2(
     bed: &TwoHosts,
-    hostfile: &Path,
-    job_id: &str,
-    stderr_to: Option<&Path>,
-) -> Command {
-    let redirect = stderr_to
-        .map(|dir| format!(" 2>'{}/rank'$OMPI_COMM_WORLD_RANK.stderr", dir.display()))
-        .unwrap_or_default();
+    scratch: &Scratch,
+    label: &str,
+    rank_stderr: bool,
+) -> (Command, String) {
+    let hostfile = scratch.write("hosts", &bed.hostfile(2));
+    let id = RunId::next();
+    let job_id = format!("gsm-test{}x{}-{label}", id.pid, id.n);
+    let redirect = if rank_stderr {
+        format!(
+            " 2>'{}/rank'$OMPI_COMM_WORLD_RANK.stderr",
+            scratch.path().display()
+        )
+    } else {
+        String::new()
+    };
     let script = format!(
         "case $OMPI_COMM_WORLD_RANK in 0|1) GSM_HOST_ADDR={};; *) GSM_HOST_ADDR={};; esac; \
          export GSM_HOST_ADDR; exec {} --hang-rank 2 --quick{redirect}",
@@ -569,9 +577,9 @@ fn two_hosts_hang_rank_2(
         .arg("plm_rsh_agent")
         .arg(TwoHosts::agent())
         .args(["/bin/sh", "-c", &script, "rank"])
-        .env("GSM_JOB_ID", job_id)
+        .env("GSM_JOB_ID", &job_id)
         .envs(bed.mpi_env());
-    cmd
+    (cmd, job_id)
 }
 
 /// Two hosts × 2 ranks under plain `mpirun --enable-recovery` (no fate sharing), default `auto`
@@ -585,13 +593,10 @@ fn a_peer_on_another_host_that_vanishes_is_noticed_over_tcp() {
     let _serial = serial();
     let bed = TwoHosts::shared();
     let scratch = Scratch::new("cluster", RunId::next());
-    let hostfile = scratch.write("hosts", &bed.hostfile(2));
     let guard = PidGuard::new();
-    let id = RunId::next();
-    let job_id = format!("gsm-test{}x{}-hosts", id.pid, id.n);
     let what =
         "mpirun --enable-recovery -np 4 over two namespaces, --hang-rank 2, rank 2 SIGKILLed";
-    let mut cmd = two_hosts_hang_rank_2(&bed, &hostfile, &job_id, None);
+    let (mut cmd, job_id) = two_hosts_hang_rank_2(&bed, &scratch, "hosts", false);
     let Killed { job, pids, at, .. } =
         start_then_kill(&mut cmd, |_| job_id.clone(), (4, 2), &guard, what);
     let others = [0, 1, 3].map(|r| pids[&r]);
@@ -763,13 +768,10 @@ fn a_host_that_vanishes_without_a_word_is_noticed_over_tcp() {
     let _serial = serial();
     let bed = TwoHosts::shared();
     let scratch = Scratch::new("cluster", RunId::next());
-    let hostfile = scratch.write("hosts", &bed.hostfile(2));
     let guard = PidGuard::new();
-    let id = RunId::next();
-    let job_id = format!("gsm-test{}x{}-silent", id.pid, id.n);
     let what = "mpirun --enable-recovery -np 4 over two namespaces, --hang-rank 2, second host \
                 frozen and unplugged";
-    let mut cmd = two_hosts_hang_rank_2(&bed, &hostfile, &job_id, Some(scratch.path()));
+    let (mut cmd, job_id) = two_hosts_hang_rank_2(&bed, &scratch, "silent", true);
     let Started { job, pids, .. } = start_hanging(&mut cmd, |_| job_id.clone(), 4, &guard, what);
     let mut gone = Vanished::now(&bed, 1, &job_id);
     let at = job.elapsed();
@@ -853,7 +855,7 @@ fn a_host_that_vanishes_without_a_word_is_noticed_over_tcp() {
     // The bed works again for the tests that share it: plain Open MPI across both hosts.
     let mut check = mpirun(["-np", "4", "--hostfile"]);
     check
-        .arg(&hostfile)
+        .arg(scratch.join("hosts"))
         .arg("--mca")
         .arg("plm_rsh_agent")
         .arg(TwoHosts::agent())
