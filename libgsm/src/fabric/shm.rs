@@ -17,7 +17,7 @@
 //!        table offset u64 @40, table length in bytes u64 @48, segment bytes u64 @56,
 //!        ready u32 @64 (stored last, with Release, once all else is written), board offset
 //!        u64 @72, board bytes u64 @80
-//! 128    L doorbells, one futex word at the start of each 64-byte line
+//! 128    L doorbells, one per 64-byte line: futex word u32 @0, gate u64 @8 (`wire::doorbell`)
 //! T      ring table (T = 128 + 64·L rounded up to 64): R entries of 32 bytes:
 //!        consumer local worker u32, producer global worker u32, lane u32 (0 request,
 //!        1 response), zero u32, ring offset u64, ring bytes u64
@@ -67,12 +67,13 @@ use super::{
     Settings, Topology,
 };
 use crate::board::{BOARD_BYTES, Region};
+use crate::wire::doorbell::GATE_OFFSET;
 use crate::wire::ring::{RingLayout, RingMemory};
 
 /// "GSM_SHM1" as a little-endian word: the first 8 bytes of every segment.
 const MAGIC: u64 = u64::from_le_bytes(*b"GSM_SHM1");
 /// Format version; any change of the layout above changes it.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 /// The value of the ready word once the segment is complete ("REDY").
 const READY: u32 = u32::from_le_bytes(*b"REDY");
 
@@ -344,9 +345,14 @@ fn board_at(map: &Arc<Mapping>, off: usize) -> Region {
 /// The doorbell whose word is at `off` in `map`.
 fn bell_at(map: &Arc<Mapping>, off: usize) -> Option<Doorbell> {
     let word: *const AtomicU32 = map.u32_at(off)?;
+    if off % 8 != 0 {
+        return None;
+    }
+    map.u64_at(off + GATE_OFFSET)?;
     let keep: Arc<dyn std::any::Any + Send + Sync> = map.clone();
-    // SAFETY: `u32_at` checked bounds and alignment; `keep` keeps the word mapped; the word is
-    // a doorbell by the segment format and every process uses it only through `Doorbell`.
+    // SAFETY: `u32_at` and `u64_at` checked bounds and alignment of the futex word and the gate
+    // after it; `keep` keeps them mapped; they are a doorbell by the segment format and every
+    // process uses them only through `Doorbell`.
     Some(unsafe { Doorbell::in_mapping(word, keep) })
 }
 

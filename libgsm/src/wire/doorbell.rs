@@ -11,23 +11,50 @@
 //! returns at once when the word no longer holds 1. The wait uses the shared (not the
 //! process-private) futex operations, so it works for a word in a mapped segment.
 //!
-//! This module does not know rings or workers; it only waits and wakes.
+//! **The gate.** Beside the futex word, in the same line, a doorbell has a 64-bit *gate* word that
+//! tells an awake consumer whether anything was published to it since it last looked. The
+//! consumer opens the gate by storing a key of its own (never [`CLOSED`]), issuing a SeqCst fence,
+//! and re-checking its rings; every ring, after its fence, stores [`CLOSED`] into an open gate.
+//! The same Dekker argument holds: either the consumer's re-check sees the slot, or the ringer's
+//! store closes the gate after the consumer opened it. So while the gate still holds the key,
+//! nothing has been published to the consumer since its last look, and it need not look; the
+//! runtime compares its trusts' home words against it, so that an inline apply learns "this
+//! worker, and nothing to serve" from the one compare it makes anyway (`WorkerCore::gate`).
+//!
+//! This module does not know rings or workers; it only waits, wakes and closes the gate.
 
 use std::any::Any;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering, fence};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 use std::time::Duration;
 
-/// A handle to one doorbell word (cheap to clone; every clone names the same word).
+/// The value of a closed gate: something was published since the consumer last looked, or the
+/// consumer has not opened it. No key a consumer opens with may equal it.
+pub const CLOSED: u64 = u64::MAX;
+
+/// Where a doorbell's gate word lies after its futex word (the shm segment's doorbell lines
+/// have the same layout).
+pub const GATE_OFFSET: usize = 8;
+
+/// A doorbell in this process's heap: the futex word and the gate, on a line of their own so
+/// that ringing one worker does not disturb another's line.
+#[repr(C, align(64))]
+struct HeapLine {
+    word: AtomicU32,
+    gate: AtomicU64,
+}
+
+/// A handle to one doorbell (cheap to clone; every clone names the same words).
 #[derive(Clone)]
 pub struct Doorbell {
     word: *const AtomicU32,
-    /// Keeps the word's memory alive (the heap word itself, or the mapped segment).
+    gate: *const AtomicU64,
+    /// Keeps the words' memory alive (the heap line itself, or the mapped segment).
     _keep: Arc<dyn Any + Send + Sync>,
 }
 
-// SAFETY: the word is only accessed atomically, and `_keep` keeps its memory valid for as long as
-// any handle exists, whichever thread holds it.
+// SAFETY: the words are only accessed atomically, and `_keep` keeps their memory valid for as
+// long as any handle exists, whichever thread holds it.
 unsafe impl Send for Doorbell {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Doorbell {}
@@ -37,31 +64,47 @@ impl std::fmt::Debug for Doorbell {
         f.debug_struct("Doorbell")
             .field("word", &self.word)
             .field("sleeping", &(self.word().load(Ordering::Relaxed) != 0))
+            .field(
+                "gate_open",
+                &(self.gate().load(Ordering::Relaxed) != CLOSED),
+            )
             .finish()
     }
 }
 
 impl Doorbell {
-    /// A doorbell in this process's heap (for threads of one process).
+    /// A doorbell in this process's heap (for threads of one process), its gate closed.
     pub fn heap() -> Self {
-        let keep = Arc::new(AtomicU32::new(0));
+        let keep = Arc::new(HeapLine {
+            word: AtomicU32::new(0),
+            gate: AtomicU64::new(CLOSED),
+        });
         Doorbell {
-            word: Arc::as_ptr(&keep),
+            word: &keep.word,
+            gate: &keep.gate,
             _keep: keep,
         }
     }
 
-    /// A doorbell whose word lives in memory that `keep` keeps mapped (a shared segment).
+    /// A doorbell whose futex word lives at `word` and whose gate at `GATE_OFFSET` bytes past
+    /// it, in memory that `keep` keeps mapped (a shared segment).
     ///
     /// # Safety
-    /// `word` is valid for atomic access and aligned to 4 bytes for as long as `keep` lives, and
-    /// every process that maps it uses it only through this type (values 0 and 1).
+    /// The `GATE_OFFSET + 8` bytes at `word` are valid for atomic access for as long as `keep`
+    /// lives, `word` is aligned to 8 bytes, and every process that maps them uses them only
+    /// through this type.
     pub unsafe fn in_mapping(word: *const AtomicU32, keep: Arc<dyn Any + Send + Sync>) -> Self {
         assert!(
-            !word.is_null() && (word as usize) % 4 == 0,
-            "Doorbell::in_mapping: the word at {word:p} is null or misaligned"
+            !word.is_null() && (word as usize) % 8 == 0,
+            "Doorbell::in_mapping: the word at {word:p} is null or not aligned to 8 bytes"
         );
-        Doorbell { word, _keep: keep }
+        // SAFETY: within the bytes the caller vouches for (contract).
+        let gate = unsafe { word.cast::<u8>().add(GATE_OFFSET) }.cast::<AtomicU64>();
+        Doorbell {
+            word,
+            gate,
+            _keep: keep,
+        }
     }
 
     #[inline]
@@ -70,11 +113,37 @@ impl Doorbell {
         unsafe { &*self.word }
     }
 
-    /// Wakes the sleeper if it sleeps. Call it after publishing (the fence inside orders the
-    /// publication before the check).
+    /// The gate word (see the module docs): the consumer reads it with a relaxed load.
+    #[inline(always)]
+    pub fn gate(&self) -> &AtomicU64 {
+        // SAFETY: valid for as long as `_keep`, which `self` holds (constructor contracts).
+        unsafe { &*self.gate }
+    }
+
+    /// Opens the gate with `key` (not [`CLOSED`]). The caller must then look at everything a
+    /// ringer may have published to it, and close the gate again if anything waits: a ring that
+    /// came before the open may have found the gate still closed.
+    pub fn open_gate(&self, key: u64) {
+        debug_assert_ne!(key, CLOSED);
+        self.gate().store(key, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+    }
+
+    /// Closes the gate (a store only when it is open).
+    #[inline]
+    pub fn close_gate(&self) {
+        let g = self.gate();
+        if g.load(Ordering::Relaxed) != CLOSED {
+            g.store(CLOSED, Ordering::Relaxed);
+        }
+    }
+
+    /// Closes the gate, and wakes the sleeper if it sleeps. Call it after publishing (the fence
+    /// inside orders the publication before both).
     #[inline]
     pub fn ring(&self) {
         fence(Ordering::SeqCst);
+        self.close_gate();
         let w = self.word();
         if w.load(Ordering::Relaxed) != 0 && w.swap(0, Ordering::SeqCst) != 0 {
             futex_wake(w);
@@ -83,6 +152,7 @@ impl Doorbell {
 
     /// Wakes the sleeper unconditionally (used to stop a worker).
     pub fn force(&self) {
+        self.gate().store(CLOSED, Ordering::SeqCst);
         let w = self.word();
         w.store(0, Ordering::SeqCst);
         futex_wake(w);
@@ -156,6 +226,55 @@ mod tests {
         bell.ring();
         let waited = t.join().unwrap();
         assert!(waited < Duration::from_secs(5), "slept {waited:?}");
+    }
+
+    #[test]
+    fn a_ring_closes_the_gate_or_the_opener_sees_what_was_published() {
+        let bell = Doorbell::heap();
+        assert_eq!(
+            bell.gate().load(Ordering::Relaxed),
+            CLOSED,
+            "a new gate is closed"
+        );
+        bell.open_gate(7);
+        assert_eq!(bell.gate().load(Ordering::Relaxed), 7);
+        bell.ring();
+        assert_eq!(
+            bell.gate().load(Ordering::Relaxed),
+            CLOSED,
+            "a ring closes it"
+        );
+        // A publisher and a watcher racing, round after round: the watcher opens, then looks
+        // for the publication; the publisher publishes, then rings. Never may the gate stay
+        // open while the watcher missed the publication. (The rounds start together at a
+        // barrier, which rarely lines up the few instructions where a missing fence would show;
+        // the part above is what fails at once if a ring stops closing the gate.)
+        let rounds = 20_000;
+        let barrier = Arc::new(std::sync::Barrier::new(2));
+        let published = Arc::new(AtomicBool::new(false));
+        let (b2, p2, bell2) = (barrier.clone(), published.clone(), bell.clone());
+        let publisher = std::thread::spawn(move || {
+            for _ in 0..rounds {
+                b2.wait();
+                p2.store(true, Ordering::Relaxed);
+                bell2.ring();
+                b2.wait();
+            }
+        });
+        for round in 0..rounds {
+            bell.close_gate();
+            published.store(false, Ordering::Relaxed);
+            barrier.wait();
+            bell.open_gate(7);
+            let seen = published.load(Ordering::Relaxed);
+            barrier.wait();
+            let open = bell.gate().load(Ordering::Relaxed) != CLOSED;
+            assert!(
+                seen || !open,
+                "round {round}: the gate stayed open over an unseen publication"
+            );
+        }
+        publisher.join().unwrap();
     }
 
     #[test]
