@@ -17,6 +17,8 @@
 //!   dropped there; the property is dropped exactly once, on its trustee, after the last handle;
 //!   and a trust plus a `Vec<String>` as the argument of a fiber started there (`spawn_on_with`)
 //!   that applies back through the trust;
+//! - `inline_loop`: a loop of inline applies here that never yields ends when a worker of the
+//!   next rank sets the flag it reads, some milliseconds after the loop began;
 //! - `errors`: a remote closure that panics reaches the caller with its message and poisons the
 //!   property; a dead property is reported;
 //! - a second `run` in the same process (fabrics set up again).
@@ -261,6 +263,32 @@ fn checks(quick: bool) -> usize {
         "the property was not freed within 30 s after the last handle went"
     );
     ok("trust_passing", &mut passed);
+
+    // A loop of inline applies that never yields, on this worker, still serves a request that a
+    // worker of the next rank sends it some milliseconds later (through the shm segment or a
+    // tcp I/O thread, or within this process in a one-rank job): the ring that announces the
+    // request closes this worker's gate, and the loop's applies look again
+    // (`WorkerCore::gate`). That worker is not worker 0 of its rank, whose main fiber spins in
+    // the same loop (`main` gives every rank 2 workers).
+    let flag = entrust(false);
+    let setter = gossamer::spawn_on_with(WorkerId::new(far), flag.clone(), |flag: Trust<bool>| {
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_millis(20) {
+            yield_now();
+        }
+        flag.apply(|f| *f = true);
+    });
+    let start = std::time::Instant::now();
+    let mut spins = 0u64;
+    while !flag.apply(|f| *f) {
+        spins += 1;
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "a loop of {spins} inline applies never served the flag's request from worker {far}"
+        );
+    }
+    setter.join();
+    ok("inline_loop", &mut passed);
 
     // Errors across ranks.
     let fragile = entrust_on(WorkerId::new(far), || 1u32);

@@ -471,9 +471,17 @@ impl<T: Send + 'static> Trust<T> {
     /// Whether to run inline: on the trustee, outside any delegated closure. Requests deferred
     /// to the loopback queue earlier are served first, so this worker's requests to itself keep
     /// their issue order; if too many wait there to serve now, this one is queued behind them.
+    ///
+    /// While this worker watches its gate (`WorkerCore::gate`), that word equals its home word,
+    /// so the one compare also says that nothing waits to be looked at, and the apply is not
+    /// counted towards the next look; otherwise it is (`WorkerCore::inline_ran`).
     #[inline]
     fn local(&self, core: &WorkerCore) -> bool {
-        // Equal homes: the trustee is this worker, and the handle is of this runtime.
+        // Equal homes: the trustee is this worker, and the handle is of this runtime. A closed
+        // gate equals no home word.
+        if self.home == core.gate() {
+            return !core.must_defer();
+        }
         self.home == core.home && !core.must_defer() && core.inline_ran()
     }
 
