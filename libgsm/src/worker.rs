@@ -2706,9 +2706,10 @@ mod tests {
         .unwrap();
     }
 
-    /// Inline applies look at empty rings less and less often (every 16, 32, ... up to 256
-    /// applies), and as often as before once a batch arrives; applies too slow to gain from it
-    /// keep looking every 16 or 32.
+    /// Inline applies that find the rings empty for a step of looks stop looking and counting
+    /// (the worker watches its gate); a request they stage, or one that arrives, brings the
+    /// looks back, as often as before; applies too slow to gain from a wider spacing keep
+    /// looking every 16 or 32 while they look.
     #[test]
     fn looks_at_empty_rings_give_way_to_the_gate_until_something_arrives() {
         crate::run(Config::default().workers(2), || {
