@@ -15,6 +15,11 @@
 //! or when the batch fills a slot. A fiber that sends and then computes for long without
 //! blocking should call [`flush`] after sending.
 //!
+//! A message that arrived and was never received is dropped when the run ends; if the run ended
+//! well, each worker that holds such messages says so on standard error first, naming the first
+//! senders and tags (a send without its matching `recv` is a bug the program would not see
+//! otherwise). A run that failed says nothing of them: its error is the news.
+//!
 //! This module does not match messages by anything but `(sender, tag)`, does not buffer with a
 //! bound (a sender that outpaces its receiver grows the receiver's mailbox; the rings' back-pressure
 //! still bounds what is in flight), and does not know about teams or collectives.
@@ -84,6 +89,38 @@ impl Mailbox {
     /// Messages not yet received (a diagnostic).
     pub(crate) fn pending(&self) -> usize {
         self.queued.values().map(VecDeque::len).sum()
+    }
+
+    /// The warning for messages left here when a run ended well, naming the first senders and
+    /// tags in order, or `None` when every message was received.
+    pub(crate) fn unreceived_warning(&self, worker: usize) -> Option<String> {
+        const NAMED: usize = 4;
+        let total = self.pending();
+        if total == 0 {
+            return None;
+        }
+        let mut keys: Vec<(&Key, usize)> = self.queued.iter().map(|(k, q)| (k, q.len())).collect();
+        keys.sort_unstable();
+        let named: Vec<String> = keys
+            .iter()
+            .take(NAMED)
+            .map(|((from, tag), n)| format!("{n} from worker {from} under tag {tag:#x}"))
+            .collect();
+        let more = keys.len().saturating_sub(NAMED);
+        Some(format!(
+            "gossamer: warning: worker {worker} ended its run with {total} message{} it never \
+             received, now dropped: {}{} (a send without its recv?)",
+            if total == 1 { "" } else { "s" },
+            named.join(", "),
+            if more == 0 {
+                String::new()
+            } else {
+                format!(
+                    ", and {more} more sender/tag pair{}",
+                    if more == 1 { "" } else { "s" }
+                )
+            }
+        ))
     }
 }
 

@@ -2332,6 +2332,11 @@ impl WorkerCore {
 
     /// Drops every fiber and property (at shutdown, while the core is still installed).
     pub(crate) fn teardown(&self) {
+        if !self.shared.failed() {
+            if let Some(w) = self.mail.borrow().unreceived_warning(self.id) {
+                crate::error::eprint_line(w);
+            }
+        }
         let fibers = std::mem::take(&mut *self.fibers.borrow_mut());
         self.dropping_fibers.set(true);
         for co in fibers.into_iter().flatten() {
