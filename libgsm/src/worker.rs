@@ -870,7 +870,7 @@ impl WorkerCore {
     /// test was a load and a branch per inline apply: gsm-bench local's `apply_then` counter case
     /// in a probe, processes with and without it alternated, 10 pairs each: worker 0 alone
     /// +14% and +10% (medians; 9 and 6 pairs of 10 faster), both workers issuing +7% and +19%
-    /// (7 and 10 of 10). Debug builds still check it.
+    /// (6 and 10 of 10). Debug builds still check it.
     ///
     /// # Safety
     /// The caller must drop the reference before anything can borrow the table mutably: before
