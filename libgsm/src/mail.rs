@@ -147,11 +147,7 @@ fn deposit(core: &WorkerCore, from: u32, tag: u64, value: Box<dyn Any>) {
 pub fn send<T: Wire>(to: WorkerId, tag: u64, value: T) {
     let core = core_or_panic("gossamer::send");
     let w = to.index();
-    assert!(
-        w < core.count,
-        "gossamer::send: worker {w} does not exist (this job has {} workers)",
-        core.count
-    );
+    core.assert_worker("gossamer::send", w);
     let me = core.id as u32;
     if w == core.id {
         deposit(core, me, tag, Box::new(value));
@@ -223,12 +219,7 @@ pub fn recv<T: Wire>(from: WorkerId, tag: u64) -> T {
     let core = core_or_panic("gossamer::recv");
     core.assert_can_block();
     let key = (from.index() as u32, tag);
-    assert!(
-        from.index() < core.count,
-        "gossamer::recv: worker {} does not exist (this job has {} workers)",
-        from.index(),
-        core.count
-    );
+    core.assert_worker("gossamer::recv", from.index());
     loop {
         if let Some(v) = core.mail.borrow_mut().take(key) {
             return downcast(v, from, tag);
@@ -264,12 +255,7 @@ pub fn recv<T: Wire>(from: WorkerId, tag: u64) -> T {
 /// wrong id would otherwise spin for ever), or if the message has another type than `T`.
 pub fn try_recv<T: Wire>(from: WorkerId, tag: u64) -> Option<T> {
     let core = core_or_panic("gossamer::try_recv");
-    assert!(
-        from.index() < core.count,
-        "gossamer::try_recv: worker {} does not exist (this job has {} workers)",
-        from.index(),
-        core.count
-    );
+    core.assert_worker("gossamer::try_recv", from.index());
     let v = core.mail.borrow_mut().take((from.index() as u32, tag))?;
     Some(downcast(v, from, tag))
 }

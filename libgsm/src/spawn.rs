@@ -474,12 +474,7 @@ pub fn rank_count() -> usize {
 /// Outside a gossamer worker, or if `w` does not exist.
 pub fn rank_of(w: WorkerId) -> usize {
     let core = core_or_panic("rank_of");
-    assert!(
-        w.index() < core.count,
-        "gossamer: rank_of: worker {} does not exist (this job has {} workers)",
-        w.index(),
-        core.count
-    );
+    core.assert_worker("gossamer::rank_of", w.index());
     core.shared.place.rank_of(w.index()) as usize
 }
 

@@ -739,6 +739,14 @@ impl WorkerCore {
         self.inline_runs.set(INLINE_POLL - 1);
     }
 
+    /// Panics, naming `op` (as in `gossamer::send`), unless worker `w` exists in this job.
+    #[inline]
+    pub(crate) fn assert_worker(&self, op: &str, w: usize) {
+        if w >= self.count {
+            no_such_worker(op, w, self.count);
+        }
+    }
+
     /// A fresh trust id, unique in the job (worker id in the high bits).
     #[inline]
     pub(crate) fn new_trust_id(&self) -> u64 {
@@ -2360,6 +2368,12 @@ impl WorkerCore {
     pub(crate) fn live_properties(&self) -> usize {
         self.props.borrow().live()
     }
+}
+
+#[cold]
+#[inline(never)]
+fn no_such_worker(op: &str, w: usize, count: usize) -> ! {
+    panic!("{op}: worker {w} does not exist (this job has {count} workers)")
 }
 
 /// Runs `f` one level deeper in `depth` (`WorkerCore::context`: `step` is [`DELEGATED`] or
