@@ -50,7 +50,9 @@ Exit status:
   127        the MPI launcher (mpirun, mpiexec, srun) is not installed, or a rank's
              program could not be started (not found, not executable)
   2          bad input: options, hostfile, host list, placement, or GSM_MPI_FLAVOUR
-  1          any other failure of gsmrun or of the launcher itself (which exited
+  1          a rank exited 0 where the others would wait for it for ever (it never
+             joined the Gossamer job, ran fewer runs, or exited inside a run); or
+             any other failure of gsmrun or of the launcher itself (which exited
              non-zero or was killed; its own status is in the message)
 
 Logs: GSM_LOG=debug gsmrun … prints gsmrun's debug log on stderr.";

@@ -58,6 +58,11 @@ pub mod rank {
     pub const LOCAL_RANK: &str = "GSM_LOCAL_RANK";
     /// `GSM_LOCAL_SIZE`: number of ranks on this rank's host.
     pub const LOCAL_SIZE: &str = "GSM_LOCAL_SIZE";
+    /// `GSM_STATE_FD`: `FD:INODE` of the program's end of the stage channel, a Unix stream
+    /// socket on which the runtime tells the wrapper the stages of its job it enters (see
+    /// [`crate::progress`]; the runtime reads it as `gossamer::bootstrap::STATE_FD_VAR`).
+    /// Set only when the wrapper reports to `gsmrun`.
+    pub const STATE_FD: &str = "GSM_STATE_FD";
 }
 
 /// Variables `gsmrun` reads itself.
@@ -117,6 +122,7 @@ pub const RANK_VARS: &[&str] = &[
     rank::HOST_ADDR,
     rank::LOCAL_RANK,
     rank::LOCAL_SIZE,
+    rank::STATE_FD,
 ];
 
 /// Parse `GSM_RANK_HOSTS` and `GSM_HOSTS` back: the host of `rank`, its index among the ranks on
@@ -147,6 +153,23 @@ mod tests {
             config.contains(&line),
             "libgsm/src/config.rs no longer says `{line}`; update job::MAX_THREADS"
         );
+    }
+
+    #[test]
+    fn the_stage_channel_is_named_and_spoken_as_the_runtime_does() {
+        // gsmrun does not link the runtime, so the contract is read from its source.
+        let stage = include_str!("../../libgsm/src/bootstrap/stage.rs");
+        let var = format!("STATE_FD_VAR: &str = \"{}\";", rank::STATE_FD);
+        assert!(stage.contains(&var), "stage.rs no longer says `{var}`");
+        for (name, byte) in [
+            ("Joining", crate::progress::stage::JOINING),
+            ("Run", crate::progress::stage::RUN),
+            ("Leaving", crate::progress::stage::LEAVING),
+            ("Abandoned", crate::progress::stage::ABANDONED),
+        ] {
+            let line = format!("{name} = b'{}',", byte as char);
+            assert!(stage.contains(&line), "stage.rs no longer says `{line}`");
+        }
     }
 
     #[test]

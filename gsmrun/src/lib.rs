@@ -14,6 +14,7 @@ pub mod hosts;
 pub mod jobdir;
 pub mod launch;
 pub mod placement;
+pub mod progress;
 pub mod segments;
 pub mod supervise;
 pub mod wrapper;

@@ -3,8 +3,9 @@
 //!
 //! Protocol (one TCP connection per rank, see [`wire`]): the wrapper sends `HELLO` (key, rank,
 //! host; a connection without it within a few seconds is dropped and never counted), then
-//! `STDOUT`/`STDERR` chunks of its program's output, then one `EXIT` report once the program has
-//! ended and its output is drained. `gsmrun` may send `KILL`; the wrapper then ends its
+//! `STDOUT`/`STDERR` chunks of its program's output and `STATE` bytes (the stages of the rank's
+//! job, judged by [`crate::progress`]), then one `EXIT` report once the program has ended and its
+//! output is drained. `gsmrun` may send `KILL`; the wrapper then ends its
 //! program (SIGTERM, SIGKILL after a grace period) and answers `ENDED`. On the first failure
 //! `gsmrun` prints one line, sends `KILL` to every wrapper, waits (at most 1.5 s) for every `ENDED`,
 //! then terminates the launcher (SIGTERM, and SIGKILL of its process group 0.2 s later, removing
@@ -21,6 +22,7 @@
 //! ([`crate::wrapper`]).
 
 use crate::launch::Plan;
+use crate::progress::Progress;
 use signal_hook::iterator::Signals;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -44,6 +46,9 @@ pub mod wire {
     pub const EXIT: u8 = b'X';
     /// wrapper → gsmrun: the program is gone after a `KILL`.
     pub const ENDED: u8 = b'D';
+    /// wrapper → gsmrun: stages of the rank's job the runtime entered, one byte each (see
+    /// [`crate::progress`]); all of them come before the `EXIT` report.
+    pub const STATE: u8 = b'S';
     /// gsmrun → wrapper: end the program now.
     pub const KILL: u8 = b'K';
     /// Largest payload accepted.
@@ -191,6 +196,10 @@ enum Event {
         conn: usize,
         outcome: Outcome,
     },
+    Stages {
+        conn: usize,
+        bytes: Vec<u8>,
+    },
     /// An exit report that does not decode: the rank's fate is unknown, so it counts as failed.
     BadReport {
         conn: usize,
@@ -309,6 +318,7 @@ pub fn run(
     let timeout_at = opts.timeout.and_then(|t| deadline(start, t));
     let mut conns: HashMap<usize, Conn> = HashMap::new();
     let mut ok_ranks: HashSet<String> = HashSet::new();
+    let mut progress = Progress::default();
     let mut ending: Option<(i32, Instant)> = None;
     let mut launcher_termed: Option<Instant> = None;
     let mut launcher_status: Option<(ExitStatus, Instant)> = None;
@@ -405,6 +415,7 @@ pub fn run(
             } => {
                 let c = conns.entry(conn).or_default();
                 tracing::debug!(conn, %rank, %host, "rank connected");
+                progress.hello(conn, &rank, &host);
                 c.rank = Some(rank);
                 c.host = host;
                 c.writer = Some(writer);
@@ -426,8 +437,23 @@ pub fn run(
                     say(format_args!("{}", outcome.failure_line(&rank, &c.host)));
                     ending = Some((outcome.exit_code(), Instant::now()));
                     begin_ending(&mut conns, &quiet);
+                } else if let Some(line) = progress.exited_ok(conn) {
+                    say(format_args!("{line}"));
+                    ending = Some((1, Instant::now()));
+                    begin_ending(&mut conns, &quiet);
                 } else {
                     ok_ranks.insert(rank);
+                }
+            }
+            Event::Stages { conn, bytes } => {
+                tracing::debug!(conn, stages = %String::from_utf8_lossy(&bytes), "rank stages");
+                if ending.is_some() {
+                    continue;
+                }
+                if let Some(line) = progress.stages(conn, &bytes) {
+                    say(format_args!("{line}"));
+                    ending = Some((1, Instant::now()));
+                    begin_ending(&mut conns, &quiet);
                 }
             }
             Event::BadReport { conn, text } => {
@@ -840,6 +866,9 @@ fn serve(conn: usize, mut stream: TcpStream, tx: &mpsc::Sender<Event>, key: &str
             }
             Ok(Some((wire::ENDED, _))) => {
                 let _ = tx.send(Event::Ended { conn });
+            }
+            Ok(Some((wire::STATE, bytes))) => {
+                let _ = tx.send(Event::Stages { conn, bytes });
             }
             Ok(Some((tag, _))) => tracing::warn!(conn, tag, "unknown control frame"),
             Ok(None) | Err(_) => break,

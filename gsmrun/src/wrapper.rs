@@ -3,8 +3,9 @@
 //!
 //! It turns address-space randomisation off (`personality(ADDR_NO_RANDOMIZE)`, other personality
 //! flags kept) unless `--keep-aslr`, connects to `gsmrun` at `GSM_CONTROL`, starts the program as
-//! its child with the per-rank `GSM_*` variables, forwards the program's stdout/stderr over the
-//! control connection, and reports how the program ended. It ends the program (SIGTERM, then
+//! its child with the per-rank `GSM_*` variables, forwards the program's stdout/stderr and the
+//! stages of its job (a socket named in `GSM_STATE_FD`, see [`crate::progress`]) over the control
+//! connection, and reports how the program ended. It ends the program (SIGTERM, then
 //! SIGKILL after a grace period) when `gsmrun` says `KILL`, when the control connection disappears
 //! (so no rank outlives `gsmrun`), or when the wrapper itself gets SIGTERM/SIGINT/SIGHUP.
 //!
@@ -20,6 +21,8 @@ use crate::supervise::{Outcome, wire};
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd as _;
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -49,6 +52,20 @@ fn disable_aslr() -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// A connected pair of Unix stream sockets, both close-on-exec: the wrapper's end, and the
+/// program's end with its inode.
+fn stage_channel() -> std::io::Result<(UnixStream, (UnixStream, u64))> {
+    let (ours, theirs) = UnixStream::pair()?;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
+    // SAFETY: fstat writes one `stat` into the buffer for a descriptor we own.
+    if unsafe { libc::fstat(theirs.as_raw_fd(), st.as_mut_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fstat succeeded, so it filled the buffer.
+    let inode = unsafe { st.assume_init() }.st_ino;
+    Ok((ours, (theirs, inode)))
 }
 
 /// This rank's number, from whichever launcher started us.
@@ -159,6 +176,17 @@ pub fn main(args: Vec<OsString>) -> i32 {
             }
         }
     }
+    // The stage channel (see `crate::progress`): the program's end is inherited across its exec
+    // and named with its inode, so the runtime never writes to a descriptor it merely inherited.
+    let (stages, program_end) = match stage_channel() {
+        Ok(pair) => pair,
+        Err(e) => return fail(&format!("cannot create the rank's stage channel: {e}")),
+    };
+    let program_fd = program_end.0.as_raw_fd();
+    cmd.env(
+        env::rank::STATE_FD,
+        format!("{program_fd}:{}", program_end.1),
+    );
     // The program leads its own process group so that ending it also ends what it started.
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -170,6 +198,11 @@ pub fn main(args: Vec<OsString>) -> i32 {
     // SAFETY: getpid has no preconditions.
     let wrapper_pid = unsafe { libc::getpid() };
     let parent_death = move || {
+        // SAFETY: fcntl(F_SETFD) only clears the close-on-exec flag of the stage channel's end in
+        // this (forked) process; it is async-signal-safe.
+        if unsafe { libc::fcntl(program_fd, libc::F_SETFD, 0) } == -1 {
+            return Err(std::io::Error::last_os_error());
+        }
         // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of this (forked) process; it is
         // async-signal-safe, as this code between fork and exec must be.
         if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } == -1 {
@@ -270,6 +303,8 @@ pub fn main(args: Vec<OsString>) -> i32 {
     if requested.load(Ordering::SeqCst) {
         end_program();
     }
+    // Only the program holds its end now: the channel reaches end of stream when it exits.
+    drop(program_end);
     let pump = |pipe: Option<Box<dyn Read + Send>>, tag: u8| {
         let writer = writer.clone();
         let (done_tx, done_rx) = mpsc::channel::<()>();
@@ -304,6 +339,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
         wire::STDERR,
     );
+    let stages_done = pump(Some(Box::new(stages) as Box<dyn Read + Send>), wire::STATE);
     let status = child.wait();
     child_done.store(true, Ordering::SeqCst);
     // However the program ended, its shared-memory segment must not outlive it (a rank that
@@ -318,6 +354,8 @@ pub fn main(args: Vec<OsString>) -> i32 {
     // not keep us here forever.
     let _ = out_done.recv_timeout(Duration::from_secs(2));
     let _ = err_done.recv_timeout(Duration::from_secs(2));
+    // The stages come before the report, which gsmrun judges by them.
+    let _ = stages_done.recv_timeout(Duration::from_secs(2));
     let outcome = match status {
         Ok(s) => match (s.code(), s.signal()) {
             (Some(c), _) => Outcome::Exited(c),

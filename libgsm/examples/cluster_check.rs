@@ -26,8 +26,10 @@
 //! Options: `--panic-rank R` makes rank R panic in a delegated closure's callback once the job
 //! runs (for the failure tests); `--hang-rank R` makes rank R's main loop forever, applying to
 //! other ranks (so a test can kill it); `--exit-rank R` makes rank R call
-//! `std::process::exit(3)` from its main fiber once the job runs (the process must end, and the
-//! job with it); `--panic-between-runs R` makes rank R panic between its first and second run,
+//! `std::process::exit(3)` (or the status `--exit-status C` gives) from its main fiber once the
+//! job runs (the process must end, and the job with it, even with status 0);
+//! `--skip-rank R` makes rank R exit 0 before its first run, and `--one-run-rank R` after its
+//! first (the others must not wait for it for ever); `--panic-between-runs R` makes rank R panic between its first and second run,
 //! and `--bad-config-rank R` gives rank R's second run a configuration it refuses (both must end
 //! the job, not leave the other ranks waiting in the second run); `--run-on-thread` runs
 //! everything on a thread other than the process's main thread; `--quick` skips the 64 MiB
@@ -371,6 +373,11 @@ fn checked_main() {
     let panic_rank = arg("--panic-rank");
     let hang_rank = arg("--hang-rank");
     let exit_rank = arg("--exit-rank");
+    let exit_status = arg("--exit-status").map_or(3, |c| c as i32);
+    if arg("--skip-rank") == rank_number() {
+        println!("cluster_check: rank {} skips the job", r_rank());
+        return;
+    }
     let config = Config::from_env().expect("configuration").workers(2);
     let r = gossamer::run(config.clone(), move || {
         let me = rank();
@@ -387,7 +394,7 @@ fn checked_main() {
         if exit_rank == Some(me) {
             let far = entrust_on(WorkerId::new(0), || 0u64);
             far.apply(|n| *n += 1);
-            std::process::exit(3);
+            std::process::exit(exit_status);
         }
         if hang_rank == Some(me) {
             let far = entrust_on(WorkerId::new(0), || 0u64);
@@ -405,6 +412,10 @@ fn checked_main() {
             std::process::exit(1);
         }
     };
+    if arg("--one-run-rank") == rank_number() {
+        println!("cluster_check: rank {} leaves after one run", r_rank());
+        return;
+    }
     if arg("--panic-between-runs") == rank_number() {
         panic!("deliberate panic between two runs on rank {}", r_rank());
     }

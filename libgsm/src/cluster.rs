@@ -38,7 +38,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::bootstrap::{BootstrapError, Job};
+use crate::bootstrap::{BootstrapError, Job, Stage};
 use crate::config::Config;
 use crate::error::Error;
 use crate::fabric::shm::Shm;
@@ -98,6 +98,10 @@ static JOB: Mutex<Option<ProcessJob>> = Mutex::new(None);
 ///   rank, would hang the whole job;
 /// - when the process exits in the middle of a run (`std::process::exit` in a fiber), the run
 ///   holds the job; waiting for it here hung the process for ever, and the job with it.
+///
+/// When the program owns MPI, the job is only given up. Either way the rank wrapper hears that
+/// this rank left the job; a process that exits in the middle of a run does not, and `gsmrun`
+/// reports it even when its status is 0.
 extern "C" fn finalize_at_exit(status: libc::c_int, _: *mut libc::c_void) {
     let job = JOB.try_lock().ok().and_then(|mut j| j.take());
     if let Some(mut pj) = job {
@@ -146,11 +150,11 @@ fn with_job<R>(f: impl FnOnce(&mut ProcessJob) -> Result<R, Error>) -> Result<R,
             Job::init(b"")
         };
         let job = job.map_err(|e: BootstrapError| Error::Bootstrap(e.to_string()))?;
-        if !user_mpi {
-            // SAFETY: registers a plain `extern "C" fn` with the C library, which calls it at
-            // exit with the status and the (unused, null) argument.
-            unsafe { on_exit(finalize_at_exit, std::ptr::null_mut()) };
-        }
+        // Also when the program owns MPI: the handler then only gives the job up, which tells the
+        // rank wrapper this rank left it (see `bootstrap::Stage`).
+        // SAFETY: registers a plain `extern "C" fn` with the C library, which calls it at exit
+        // with the status and the (unused, null) argument.
+        unsafe { on_exit(finalize_at_exit, std::ptr::null_mut()) };
         *guard = Some(ProcessJob {
             job,
             thread: std::thread::current().id(),
@@ -186,6 +190,9 @@ pub(crate) fn start(
     make_roots: impl FnOnce(&Place) -> Vec<Option<Root>>,
 ) -> Result<(), Error> {
     with_job(|pj| {
+        // Before the run's first exchange: a rank that exits 0 without this stage, while another
+        // rank waits here, ends the job (see `bootstrap::Stage`).
+        crate::bootstrap::tell(Stage::Run);
         if pj.job.size() == 1 {
             let layout = checked?;
             check_unused_settings()?;

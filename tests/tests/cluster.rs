@@ -285,6 +285,61 @@ fn a_rank_calling_exit_inside_a_run_ends_the_job_with_its_status() {
     ends_promptly(&["--exit-rank", "1"], 3, "rank 1 on host");
 }
 
+/// The same with status 0: MPI counts an exit without `MPI_Finalize` as a failure only on some
+/// launchers, so `gsmrun` must know from the runtime that the rank was inside its job.
+#[test]
+fn a_rank_calling_exit_0_inside_a_run_ends_the_job_naming_it() {
+    ends_promptly(
+        &["--exit-rank", "1", "--exit-status", "0"],
+        1,
+        &format!(
+            "rank 1 on host {} exited with status 0 in the middle of its gossamer job",
+            this_host()
+        ),
+    );
+}
+
+/// A rank that exits 0 without joining the job ends it at once, whichever rank it is. (The other
+/// ranks waited for it in the bootstrap for ever, and the launcher counted its exit a success.)
+#[test]
+fn a_rank_that_never_joins_ends_the_job_naming_it() {
+    for rank in ["1", "0"] {
+        let other = if rank == "1" { "0" } else { "1" };
+        ends_promptly(
+            &["--skip-rank", rank],
+            1,
+            &format!(
+                "rank {rank} on host {} exited with status 0 without joining the gossamer job, \
+                 but rank {other} is in the gossamer job and waits for it",
+                this_host()
+            ),
+        );
+    }
+}
+
+/// A rank that runs once while the others run twice ends the job. (It waited in `MPI_Finalize`
+/// for the others, and they for it in their second run: nobody ever exited.)
+#[test]
+fn a_rank_with_fewer_runs_ends_the_job_naming_it() {
+    ends_promptly(
+        &["--one-run-rank", "1"],
+        1,
+        &format!(
+            "rank 1 on host {} is leaving the gossamer job (finalising MPI) after 1 gossamer run, \
+             but rank 0 is in gossamer run 2 and waits for it",
+            this_host()
+        ),
+    );
+}
+
+/// This machine's hostname, as the rank wrappers report it.
+fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .expect("the hostname is readable")
+        .trim()
+        .to_string()
+}
+
 /// Runs `gsmrun -np 2 cluster_check --quick ARGS` and asserts that it ends with `code` within
 /// 30 s (not hanging into the limit), that its output contains `says`, and that nothing is left.
 fn ends_promptly(args: &[&str], code: i32, says: &str) {

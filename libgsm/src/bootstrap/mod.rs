@@ -19,8 +19,11 @@
 
 mod identity;
 mod mpi_calls;
+mod stage;
 
 pub use identity::{BinaryId, IdentityError};
+pub use stage::STATE_FD_VAR;
+pub(crate) use stage::{Stage, tell};
 
 use std::fmt;
 use std::io::Read;
@@ -175,8 +178,8 @@ impl Job {
         // Everything that can fail locally is done before MPI_Init, so that one rank's local
         // failure does not leave the others waiting in a collective.
         let mine = own_record(endpoint)?;
-        let mpi = mpi_calls::init()?;
-        Self::exchange(mpi, &mine)
+        tell(Stage::Joining);
+        left_on_error(mpi_calls::init().and_then(|mpi| Self::exchange(mpi, &mine)))
     }
 
     /// Like [`init`](Self::init), but in a program that initialised MPI itself (for example to
@@ -188,8 +191,12 @@ impl Job {
     /// others as [`init`](Self::init).
     pub fn join(endpoint: &[u8]) -> Result<Job, BootstrapError> {
         let mine = own_record(endpoint)?;
-        let mpi = mpi_calls::join_existing().ok_or(BootstrapError::NotInitialised)?;
-        Self::exchange(mpi, &mine)
+        tell(Stage::Joining);
+        left_on_error(
+            mpi_calls::join_existing()
+                .ok_or(BootstrapError::NotInitialised)
+                .and_then(|mpi| Self::exchange(mpi, &mine)),
+        )
     }
 
     fn exchange(mpi: mpi_calls::Mpi, mine: &[u8]) -> Result<Job, BootstrapError> {
@@ -340,6 +347,7 @@ impl Job {
     pub fn abandon(&mut self) {
         if let Some(mpi) = self.mpi.take() {
             std::mem::forget(mpi);
+            tell(Stage::Abandoned);
         }
     }
 
@@ -383,6 +391,17 @@ impl Sum {
             w.abandon();
         }
     }
+}
+
+/// A failed bootstrap has given the job up (MPI is finalised by then), except a build mismatch,
+/// which leaves it when its [`Mismatch`] is dropped.
+fn left_on_error(r: Result<Job, BootstrapError>) -> Result<Job, BootstrapError> {
+    if let Err(e) = &r {
+        if !matches!(e, BootstrapError::BinaryMismatch(_)) {
+            tell(Stage::Abandoned);
+        }
+    }
+    r
 }
 
 /// This process's bootstrap record (everything that can fail locally, before any MPI call).

@@ -176,13 +176,22 @@ impl Mpi {
 }
 
 /// Calls `MPI_Finalize` when dropped (or by [`finalize`](Self::finalize)), if this process
-/// initialised MPI; `Send` and `Sync`, so it can live in an error value.
+/// initialised MPI, after telling the wrapper that this rank is leaving the job (also when the
+/// program owns MPI: the job is over for gossamer); `Send` and `Sync`, so it can live in an error
+/// value.
 pub(super) struct Finalizer(Option<Universe>);
 
 impl Finalizer {
     /// `MPI_Finalize` now.
     pub(super) fn finalize(self) {
-        drop(self.0);
+        drop(self);
+    }
+}
+
+impl Drop for Finalizer {
+    fn drop(&mut self) {
+        super::tell(super::Stage::Leaving);
+        drop(self.0.take());
     }
 }
 

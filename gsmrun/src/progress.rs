@@ -1,0 +1,317 @@
+//! How far each rank has got in its Gossamer job, and the clean exits that would leave the other
+//! ranks waiting for ever.
+//!
+//! MPI cannot tell a rank that will never come from one that is late, and Open MPI's `mpirun`
+//! counts a rank that exits 0 without ever calling `MPI_Init` as a success. So a rank whose program
+//! returns before `gossamer::run` hangs the job: the others wait in the bootstrap for a rank that
+//! is gone. A rank that calls `run`/`spmd` fewer times than the others hangs it too: it waits in
+//! `MPI_Finalize` for the others, and they for it in their next run. The runtime therefore tells
+//! its rank wrapper each stage it enters, one byte per stage (see [`stage`]; the runtime's side is
+//! `libgsm/src/bootstrap/stage.rs`), the wrapper passes them on in `STATE` frames before its exit
+//! report, and [`Progress`] decides, as stages and clean exits arrive in any order, whether the
+//! job cannot go on:
+//!
+//! - a rank **exited 0 inside its job**: it joined and neither left nor gave the job up, as when
+//!   `std::process::exit(0)` is called in the middle of a run;
+//! - a rank **is done short of a stage another rank reached** (it exited 0, or is leaving: about
+//!   to finalise MPI, it starts no more runs): it never joined while another rank has, or it ran
+//!   fewer `run`/`spmd`s than another rank has started.
+//!
+//! A rank that never says anything (a program that does not use the runtime, `hostname`, a
+//! script) has reached nothing, so a job of such ranks ends as before. Ranks that exit with a
+//! failure are the supervisor's business, not this module's.
+
+use std::collections::HashMap;
+
+/// The stage bytes a rank sends (the runtime's `bootstrap::Stage`).
+pub mod stage {
+    /// About to initialise MPI and wait for every rank in the bootstrap exchange.
+    pub const JOINING: u8 = b'J';
+    /// About to start one collective `run`/`spmd`.
+    pub const RUN: u8 = b'R';
+    /// About to finalise MPI: the rank starts no more runs.
+    pub const LEAVING: u8 = b'L';
+    /// MPI given up after a failure (the rank's exit status tells the rest).
+    pub const ABANDONED: u8 = b'A';
+}
+
+/// How far a rank got: joined the job, and how many runs it started. A later stage compares
+/// greater (a run implies having joined).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Reached {
+    joined: bool,
+    runs: u32,
+}
+
+impl Reached {
+    /// "is in the gossamer job" / "is in gossamer run 2", for a rank still running.
+    fn started(self) -> String {
+        match self.runs {
+            0 => "is in the gossamer job".into(),
+            n => format!("is in gossamer run {n}"),
+        }
+    }
+
+    /// "without joining the gossamer job" / "after 1 gossamer run", for a rank that is done.
+    fn exited(self) -> String {
+        match (self.joined, self.runs) {
+            (false, _) => "without joining the gossamer job".into(),
+            (true, 0) => "after joining the gossamer job without a run".into(),
+            (true, 1) => "after 1 gossamer run".into(),
+            (true, n) => format!("after {n} gossamer runs"),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Rank {
+    label: String,
+    host: String,
+    reached: Reached,
+    /// Joined and neither left nor gave up since.
+    inside: bool,
+    /// Exited with status 0.
+    exited: bool,
+    /// Leaving the job (about to finalise MPI) since its last stage.
+    leaving: bool,
+}
+
+impl Rank {
+    /// Will never reach a later stage.
+    fn done(&self) -> bool {
+        self.exited || self.leaving
+    }
+
+    /// "exited with status 0" / "is leaving the gossamer job".
+    fn how_done(&self) -> &'static str {
+        if self.exited {
+            "exited with status 0"
+        } else {
+            "is leaving the gossamer job (finalising MPI)"
+        }
+    }
+}
+
+/// The stages of every rank of a job, keyed by control connection.
+#[derive(Debug, Default)]
+pub struct Progress {
+    ranks: HashMap<usize, Rank>,
+}
+
+impl Progress {
+    /// Names connection `conn`'s rank (`label`, empty when the launcher did not say) and host.
+    pub fn hello(&mut self, conn: usize, label: &str, host: &str) {
+        let r = self.ranks.entry(conn).or_default();
+        r.label = if label.is_empty() {
+            "?".into()
+        } else {
+            label.into()
+        };
+        r.host = host.into();
+    }
+
+    /// Stages `bytes` of connection `conn`'s rank arrived. Returns the failure line when this
+    /// rank is now done short of where another rank is, or another rank, done, will never reach
+    /// where this one now is. Unknown bytes are ignored (a newer runtime's stages).
+    pub fn stages(&mut self, conn: usize, bytes: &[u8]) -> Option<String> {
+        let r = self.ranks.entry(conn).or_default();
+        for &b in bytes {
+            match b {
+                stage::JOINING | stage::RUN => {
+                    r.reached.joined = true;
+                    r.reached.runs += u32::from(b == stage::RUN);
+                    r.inside = true;
+                    r.leaving = false;
+                }
+                stage::LEAVING => {
+                    r.inside = false;
+                    r.leaving = true;
+                }
+                stage::ABANDONED => r.inside = false,
+                _ => {}
+            }
+        }
+        self.short_of_another(conn)
+    }
+
+    /// Connection `conn`'s rank exited with status 0. Returns the failure line when it exited
+    /// inside its job, or short of a stage another rank (still running) has reached.
+    pub fn exited_ok(&mut self, conn: usize) -> Option<String> {
+        let r = self.ranks.entry(conn).or_default();
+        r.exited = true;
+        if r.inside {
+            return Some(format!(
+                "gsmrun: rank {} on host {} exited with status 0 in the middle of its gossamer job \
+                 (during a run, or without finalising the job: std::process::exit inside a \
+                 run?); the other ranks cannot finish without it; ending the job",
+                r.label, r.host
+            ));
+        }
+        self.short_of_another(conn)
+    }
+
+    /// The failure line when connection `conn`'s rank is done short of where a rank not done is,
+    /// or is not done and ahead of a rank that is done.
+    fn short_of_another(&self, conn: usize) -> Option<String> {
+        let r = self.ranks.get(&conn)?;
+        let (behind, ahead) = if r.done() {
+            let ahead = self
+                .ranks
+                .values()
+                .filter(|a| !a.done() && a.reached > r.reached)
+                .max_by_key(|a| a.reached)?;
+            (r, ahead)
+        } else {
+            let behind = self
+                .ranks
+                .values()
+                .filter(|b| b.done() && b.reached < r.reached)
+                .min_by_key(|b| b.reached)?;
+            (behind, r)
+        };
+        Some(short_line(behind, ahead))
+    }
+}
+
+/// The line for rank `behind`, done, that will never reach where rank `ahead` is.
+fn short_line(behind: &Rank, ahead: &Rank) -> String {
+    let rule = if behind.reached.joined {
+        "every rank must call gossamer::run or spmd the same number of times"
+    } else {
+        "every rank must run the same gossamer program"
+    };
+    format!(
+        "gsmrun: rank {} on host {} {} {}, but rank {} {} and waits for it; {rule}; ending the job",
+        behind.label,
+        behind.host,
+        behind.how_done(),
+        behind.reached.exited(),
+        ahead.label,
+        ahead.reached.started(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(n: usize) -> Progress {
+        let mut p = Progress::default();
+        for conn in 0..n {
+            p.hello(conn, &conn.to_string(), "vm");
+        }
+        p
+    }
+
+    #[test]
+    fn ranks_that_never_join_end_nothing_alone() {
+        let mut p = job(2);
+        assert_eq!(p.exited_ok(1), None);
+        assert_eq!(p.exited_ok(0), None);
+    }
+
+    #[test]
+    fn a_rank_that_never_joined_is_reported_whichever_comes_first() {
+        let line = "gsmrun: rank 1 on host vm exited with status 0 without joining the gossamer \
+                    job, but rank 0 is in the gossamer job and waits for it; every rank \
+                    must run the same gossamer program; ending the job";
+        // The exit first, then rank 0 joins.
+        let mut p = job(2);
+        assert_eq!(p.exited_ok(1), None);
+        assert_eq!(p.stages(0, b"J").as_deref(), Some(line));
+        // Rank 0 joins first.
+        let mut p = job(2);
+        assert_eq!(p.stages(0, b"J"), None);
+        assert_eq!(p.exited_ok(1).as_deref(), Some(line));
+    }
+
+    #[test]
+    fn fewer_runs_than_another_rank_is_reported() {
+        let mut p = job(3);
+        assert_eq!(p.stages(0, b"JR"), None);
+        assert_eq!(p.stages(1, b"JR"), None);
+        assert_eq!(p.stages(2, b"JRL"), None);
+        assert_eq!(
+            p.exited_ok(2),
+            None,
+            "rank 2 did as many runs as the others"
+        );
+        assert_eq!(
+            p.stages(0, b"R").as_deref(),
+            Some(
+                "gsmrun: rank 2 on host vm exited with status 0 after 1 gossamer run, but rank 0 \
+                 is in gossamer run 2 and waits for it; every rank must call gossamer::run \
+                 or spmd the same number of times; ending the job"
+            )
+        );
+        // Joined (a program that only bootstraps) but no run, while others run.
+        let mut p = job(2);
+        assert_eq!(p.stages(1, b"JL"), None);
+        assert_eq!(p.exited_ok(1), None);
+        let line = p.stages(0, b"JR").expect("rank 0 waits in its run");
+        assert!(
+            line.contains(
+                "after joining the gossamer job without a run, but rank 0 is in gossamer run 1"
+            ),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn an_exit_inside_the_job_is_reported_and_a_clean_end_is_not() {
+        let mut p = job(2);
+        assert_eq!(p.stages(1, b"JR"), None);
+        let line = p.exited_ok(1).expect("exit during a run");
+        assert!(
+            line.starts_with(
+                "gsmrun: rank 1 on host vm exited with status 0 in the middle of its gossamer job"
+            ),
+            "{line}"
+        );
+        // Every rank ran twice and left: nothing to say, in any order.
+        let mut p = job(2);
+        assert_eq!(p.stages(0, b"JR"), None);
+        assert_eq!(p.stages(1, b"JRR"), None);
+        assert_eq!(p.stages(1, b"L"), None);
+        assert_eq!(p.exited_ok(1), None);
+        assert_eq!(p.stages(0, b"R"), None);
+        assert_eq!(p.stages(0, b"L?"), None, "unknown bytes are ignored");
+        assert_eq!(p.exited_ok(0), None);
+        // A rank that gave up after a failure is out of the job (its status tells the rest).
+        let mut p = job(2);
+        assert_eq!(p.stages(1, b"JRA"), None);
+        assert_eq!(p.exited_ok(1), None);
+    }
+
+    #[test]
+    fn leaving_short_of_another_rank_is_reported_before_any_exit() {
+        // Rank 1 waits in MPI_Finalize for rank 0, which waits for it in run 2: neither exits.
+        let mut p = job(2);
+        assert_eq!(p.stages(0, b"JRR"), None);
+        assert_eq!(p.stages(1, b"JR"), None);
+        assert_eq!(
+            p.stages(1, b"L").as_deref(),
+            Some(
+                "gsmrun: rank 1 on host vm is leaving the gossamer job (finalising MPI) after 1 \
+                 gossamer run, but rank 0 is in gossamer run 2 and waits for it; every rank must \
+                 call gossamer::run or spmd the same number of times; ending the job"
+            )
+        );
+        // The other order: rank 1 is leaving when rank 0 starts run 2.
+        let mut p = job(2);
+        assert_eq!(p.stages(1, b"JRL"), None);
+        assert_eq!(p.stages(0, b"JR"), None);
+        assert!(
+            p.stages(0, b"R")
+                .is_some_and(|l| l.contains("rank 1 on host vm is leaving"))
+        );
+        // A rank that gave up is not done until it exits: its status may be the failure.
+        let mut p = job(2);
+        assert_eq!(p.stages(0, b"JRR"), None);
+        assert_eq!(p.stages(1, b"JRA"), None);
+        assert!(
+            p.exited_ok(1)
+                .is_some_and(|l| l.contains("exited with status 0 after 1"))
+        );
+    }
+}
