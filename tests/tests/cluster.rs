@@ -317,6 +317,29 @@ fn a_rank_that_never_joins_ends_the_job_naming_it() {
     }
 }
 
+/// A rank whose program is no gossamer program (a script that exits 0) ends the job. (The other
+/// rank waited for it in the bootstrap for ever: the launcher saw nothing wrong.)
+#[test]
+fn a_rank_running_another_program_ends_the_job_naming_it() {
+    let mut cmd = gsmrun(["-np", "2", "-t", "2"]);
+    cmd.args([
+        "sh",
+        "-c",
+        r#"if [ "$GSM_RANK" = 1 ]; then exit 0; fi; exec "$0" --quick"#,
+    ])
+    .arg(cluster_check());
+    ends_promptly_cmd(
+        cmd,
+        "gsmrun -np 2 sh -c '…exit 0 on rank 1…' cluster_check",
+        1,
+        &format!(
+            "rank 1 on host {} exited with status 0 without joining the gossamer job, but rank 0 \
+             is in the gossamer job and waits for it",
+            this_host()
+        ),
+    );
+}
+
 /// A rank that runs once while the others run twice ends the job. (It waited in `MPI_Finalize`
 /// for the others, and they for it in their second run: nobody ever exited.)
 #[test]
@@ -343,12 +366,17 @@ fn this_host() -> String {
 /// Runs `gsmrun -np 2 cluster_check --quick ARGS` and asserts that it ends with `code` within
 /// 30 s (not hanging into the limit), that its output contains `says`, and that nothing is left.
 fn ends_promptly(args: &[&str], code: i32, says: &str) {
-    let _serial = serial();
-    let guard = PidGuard::new();
     let what = &format!("gsmrun -np 2 cluster_check {}", args.join(" "));
     let mut all = args.to_vec();
     all.push("--quick");
-    let job = spawn(&mut job_command(2, None, &all));
+    ends_promptly_cmd(job_command(2, None, &all), what, code, says);
+}
+
+/// [`ends_promptly`] for any 2-rank job command.
+fn ends_promptly_cmd(mut cmd: Command, what: &str, code: i32, says: &str) {
+    let _serial = serial();
+    let guard = PidGuard::new();
+    let job = spawn(&mut cmd);
     let prefix = job_prefix(job.pid() as u32);
     watch_ranks(&job, 2, &guard);
     let done = job.wait(LIMIT);
