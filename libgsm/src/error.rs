@@ -59,6 +59,27 @@ pub enum Error {
         /// What was wrong.
         detail: String,
     },
+    /// A trust's reference count no longer holds: a handle registered or released an id on a
+    /// property that is not alive. Some program misused the bytes of a serialised `Trust` (each
+    /// copy of them read as a handle releases the same id), so the property could be freed while
+    /// a handle still names it, or never: the job ends instead.
+    #[error(
+        "a trust's reference count broke on worker {worker} (rank {rank}): {detail}, from worker \
+         {from} (rank {from_rank}); the bytes of a serialised Trust were deserialised more than \
+         once, or bytes that are no serialised Trust of this job were read as one"
+    )]
+    TrustCount {
+        /// The trustee (global worker id) whose property's count broke.
+        worker: usize,
+        /// Its rank.
+        rank: u32,
+        /// The worker that sent the registration or release.
+        from: usize,
+        /// Its rank.
+        from_rank: u32,
+        /// Which trust id and property.
+        detail: String,
+    },
     /// A rank of the job vanished (its process ended) while the job was running.
     #[error("rank {rank} (host {host}, pid {pid}) vanished while the job was running: {detail}")]
     PeerLost {

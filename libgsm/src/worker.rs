@@ -1672,6 +1672,28 @@ impl WorkerCore {
         }
     }
 
+    /// A registration or release from worker `from` named property `idx` (generation `gn`),
+    /// which is not alive.
+    #[cold]
+    #[inline(never)]
+    fn count_broken(&self, from: usize, idx: u32, gn: u32, id: u64, what: Toggle) {
+        let verb = match what {
+            Toggle::Register { .. } => "registers",
+            Toggle::Release { .. } => "releases",
+        };
+        let place = &self.shared.place;
+        self.shared.fail(Error::TrustCount {
+            worker: self.id,
+            rank: place.rank,
+            from,
+            from_rank: place.rank_of(from),
+            detail: format!(
+                "a reference-counting record {verb} trust {id} of property {idx} (generation \
+                 {gn}), which is not alive"
+            ),
+        });
+    }
+
     /// A ring or record from worker `peer` broke the protocol: the job cannot go on safely.
     #[cold]
     pub(crate) fn ring_broken(&self, peer: usize, detail: &str) {
@@ -2196,23 +2218,13 @@ impl WorkerCore {
 
     /// Toggles a trust id on a local property, on behalf of worker `from`, and drops the
     /// property if that left no trust. A toggle that names a dead property ends the job with a
-    /// report: the counts of that property's trusts no longer hold, so it could be freed while
-    /// a trust still names it, or never.
+    /// report ([`Error::TrustCount`]): the counts of that property's trusts no longer hold, so
+    /// it could be freed while a trust still names it, or never.
     pub(crate) fn toggle(&self, from: usize, idx: u32, gn: u32, id: u64, what: Toggle) {
         let dead = match self.props.borrow_mut().toggle(idx, gn, id, what) {
             Ok(dead) => dead,
             Err(_) => {
-                let verb = match what {
-                    Toggle::Register { .. } => "registers",
-                    Toggle::Release { .. } => "releases",
-                };
-                self.ring_broken(
-                    from,
-                    &format!(
-                        "a reference-counting record {verb} trust {id} of property {idx} \
-                         (generation {gn}), which is not alive"
-                    ),
-                );
+                self.count_broken(from, idx, gn, id, what);
                 return;
             }
         };
@@ -2642,9 +2654,8 @@ mod tests {
         out.expect_err("a malformed batch must end the job")
     }
 
-    /// A malformed record, a response that no request waits for, or a reference count for a
-    /// property that is not alive ends the job with a report that names the peer and the
-    /// fault; the records behind it are never dropped unseen (their fibers would wait forever).
+    /// A malformed record or a response that no request waits for ends the job with a report
+    /// that names the peer and the fault; the records behind it are never dropped unseen (their fibers would wait forever).
     #[test]
     fn a_malformed_batch_ends_the_job_with_a_report() {
         let cases = [
@@ -2680,19 +2691,6 @@ mod tests {
                 false,
                 "a response to request 12345, which is not waiting for one",
             ),
-            // A well-formed release of a trust of a property that does not exist.
-            (
-                batch(&control(CONTROL_RELEASE, 7, 3, 42, 0)),
-                true,
-                "a reference-counting record releases trust 42 of property 7 (generation 3), \
-                 which is not alive",
-            ),
-            // The same for a registration.
-            (
-                batch(&control(CONTROL_REGISTER, 0, 9, 43, 42)),
-                true,
-                "a reference-counting record registers trust 43 of property 0 (generation 9)",
-            ),
         ];
         for (bytes, requests, want) in cases {
             match feed(bytes, requests) {
@@ -2705,6 +2703,37 @@ mod tests {
                 }
                 e => panic!("expected a protocol error saying {want:?}, got {e}"),
             }
+        }
+    }
+
+    /// A well-formed registration or release of a trust of a property that is not alive is no
+    /// broken ring but a broken count: the report says so, names both workers, and gives the
+    /// likely misuse (it read "rank 0 sent a batch that breaks the wire protocol").
+    #[test]
+    fn a_count_for_a_property_that_is_not_alive_ends_the_job_naming_the_misuse() {
+        let cases = [
+            (
+                control(CONTROL_RELEASE, 7, 3, 42, 0),
+                "a reference-counting record releases trust 42 of property 7 (generation 3), \
+                 which is not alive",
+            ),
+            (
+                control(CONTROL_REGISTER, 0, 9, 43, 42),
+                "a reference-counting record registers trust 43 of property 0 (generation 9), \
+                 which is not alive",
+            ),
+        ];
+        for (record, want) in cases {
+            let e = feed(batch(&record), true);
+            assert!(
+                matches!(&e, Error::TrustCount { worker: 0, rank: 0, from: 0, from_rank: 0, detail } if detail == want),
+                "expected a broken count saying {want:?}, got {e:?}"
+            );
+            assert!(
+                e.to_string()
+                    .ends_with("the bytes of a serialised Trust were deserialised more than once, or bytes that are no serialised Trust of this job were read as one"),
+                "{e}"
+            );
         }
     }
 

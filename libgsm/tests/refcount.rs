@@ -383,3 +383,36 @@ fn every_property_is_freed_once_before_the_runtime_stops() {
     // The counter may be checked only after every worker's own table emptied.
     assert_eq!(LIVE2.load(Ordering::SeqCst), 0);
 }
+
+/// The bytes of a serialised trust read as two handles release the same trust id twice: the
+/// second release reaches a property that is already freed, and the job ends with a report that
+/// says what broke and the likely misuse (it said "rank 0 sent a batch that breaks the wire
+/// protocol", which pointed at the runtime).
+#[test]
+fn a_trust_deserialised_twice_ends_the_job_naming_the_misuse() {
+    let r = gossamer::run(Config::default().workers(2), || {
+        // Trustee: worker 1; every registration and release goes from worker 0 in issue order.
+        let t = entrust_on(WorkerId::new(1), || 5u64);
+        let bytes = postcard::to_allocvec(&t).expect("a trust serialises");
+        let first: Trust<u64> = postcard::from_bytes(&bytes).expect("first read");
+        let second: Trust<u64> = postcard::from_bytes(&bytes).expect("second read");
+        assert_eq!(first.apply(|v| *v), 5);
+        drop(t);
+        drop(first);
+        // The property is freed by now (its last id released); this releases that id again.
+        drop(second);
+        wait_for("the job to end", || false);
+    });
+    match r {
+        Err(e @ gossamer::Error::TrustCount { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.starts_with("a trust's reference count broke on worker 1 (rank 0): a reference-counting record releases trust ")
+                    && text.contains("which is not alive, from worker 0 (rank 0)")
+                    && text.contains("deserialised more than once"),
+                "{text}"
+            );
+        }
+        other => panic!("expected a broken trust count, got {other:?}"),
+    }
+}
