@@ -79,12 +79,17 @@
 //! - One fiber per worker at a time per team value ([`Team::dup`] makes an independent one).
 //! - Message tags with the top bit set are this crate's (see the `team` module).
 //! - `reduce`/`allreduce` assume a commutative operator; `scan`/`exscan` do not.
-//! - Nothing times out: a member that never calls leaves the others' fibers waiting.
+//! - Nothing times out, but a member that never calls leaves the others' fibers waiting for
+//!   messages that never come, and once every worker of the job is idle the runtime ends the
+//!   job as deadlocked (`gossamer::Error::Deadlock`, naming the messages waited for). On the
+//!   host board members wait by spinning and yielding, which keeps their workers busy: a member
+//!   that never calls a step on the board leaves the others waiting there.
 //! - Members passing different roots are reported on the board (every rooted operation, every
 //!   build) and in a broadcast between ranks (before the algorithm). Between ranks, the other
 //!   rooted operations (reduce, gather, scatter and their variants) may leave both members
 //!   waiting for each other instead, as may roots that put different members at the head of a
-//!   rank's group (the root leads its own group): as for a member that never calls.
+//!   rank's group (the root leads its own group): then the job ends as deadlocked, as for a
+//!   member that never calls.
 //! - In debug builds, a member in a collective that sends no length agreement (a gather, say)
 //!   while its neighbouring leader is in a broadcast or allreduce between ranks leaves that
 //!   leader waiting for the agreement instead of being reported by the debug check.

@@ -200,3 +200,28 @@ fn leaders_whose_tuning_makes_them_choose_differently_are_reported() {
         "{msg}"
     );
 }
+
+/// A member that never calls, and members that pass different roots to a reduce, leave the
+/// others' fibers waiting for messages that never come: the job ends as deadlocked once every
+/// worker is idle, naming what the fibers wait for. (Both hung before; the roots are checked on
+/// the board and in a broadcast, not in a reduce on messages.)
+#[test]
+fn a_member_that_never_calls_and_different_roots_end_the_job_as_deadlocked() {
+    let msg = failure_with(flat(), |team| {
+        if team.index() != 2 {
+            team.barrier();
+        }
+    });
+    assert!(
+        msg.starts_with("the job is deadlocked")
+            && msg.contains("a fiber waits for a message from worker"),
+        "{msg}"
+    );
+    let msg = failure_with(flat(), |team| {
+        let root = if team.index() == 0 { 0 } else { 1 };
+        let mut out = [0u64; 4];
+        team.reduce(&[1u64; 4], &mut out, Sum, root)
+            .expect("valid arguments");
+    });
+    assert!(msg.starts_with("the job is deadlocked"), "{msg}");
+}

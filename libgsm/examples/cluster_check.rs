@@ -29,7 +29,10 @@
 //! `std::process::exit(3)` (or the status `--exit-status C` gives) from its main fiber once the
 //! job runs (the process must end, and the job with it, even with status 0);
 //! `--skip-rank R` makes rank R exit 0 before its first run, and `--one-run-rank R` after its
-//! first (the others must not wait for it for ever); `--panic-between-runs R` makes rank R panic between its first and second run,
+//! first (the others must not wait for it for ever); `--recv-forever` makes every rank's main
+//! fiber wait for a message nobody sends (the job must end as deadlocked), and `--slow-send`
+//! makes rank 0's main fiber wait for a message that rank 1's sends 2.5 s later, after a sleep
+//! (a slow job, which must not be taken for a deadlock); `--panic-between-runs R` makes rank R panic between its first and second run,
 //! and `--bad-config-rank R` gives rank R's second run a configuration it refuses (both must end
 //! the job, not leave the other ranks waiting in the second run); `--run-on-thread` runs
 //! everything on a thread other than the process's main thread; `--quick` skips the 64 MiB
@@ -374,6 +377,8 @@ fn checked_main() {
     let hang_rank = arg("--hang-rank");
     let exit_rank = arg("--exit-rank");
     let exit_status = arg("--exit-status").map_or(3, |c| c as i32);
+    let recv_forever = std::env::args().any(|a| a == "--recv-forever");
+    let slow_send = std::env::args().any(|a| a == "--slow-send");
     if arg("--skip-rank") == rank_number() {
         println!("cluster_check: rank {} skips the job", r_rank());
         return;
@@ -395,6 +400,23 @@ fn checked_main() {
             let far = entrust_on(WorkerId::new(0), || 0u64);
             far.apply(|n| *n += 1);
             std::process::exit(exit_status);
+        }
+        if recv_forever {
+            let last = WorkerId::new(worker_count() - 1);
+            let _: u64 = gossamer::recv(last, 0xd1);
+        }
+        if slow_send {
+            let first_of_1 = WorkerId::new(workers_of_rank(1).start);
+            match me {
+                0 => assert_eq!(gossamer::recv::<u64>(first_of_1, 0x5e), 2500),
+                1 => {
+                    std::thread::sleep(std::time::Duration::from_millis(2500));
+                    gossamer::send(WorkerId::new(0), 0x5e, 2500u64);
+                }
+                _ => {}
+            }
+            println!("ok slow_send (rank {me})");
+            return (0, worker_count());
         }
         if hang_rank == Some(me) {
             let far = entrust_on(WorkerId::new(0), || 0u64);

@@ -25,10 +25,16 @@
 //!
 //! **Ending together.** A rank whose roots are done and whose workers are all quiet may still be
 //! sent work by another rank. So this thread runs *waves*: when the rank is quiet it contributes
-//! `(not quiet, slots sent to other ranks, slots received from them)` to a non-blocking sum
+//! `(not quiet, slots sent to other ranks, slots received from them, …)` to a non-blocking sum
 //! (`MPI_Iallreduce`). The job is over when two consecutive waves find every rank quiet and the
 //! same totals with sent = received (the four-counter method of Mattern, 1987): every slot ever
-//! published has been consumed and nothing happened in between. While it waits, the thread
+//! published has been consumed and nothing happened in between. A rank whose roots are *not*
+//! done joins the waves too once all its workers are quiet (its workers watch for that as soon
+//! as one of them goes to sleep; see `WorkerCore::run_loop`), and says so in its contribution:
+//! when the job is found quiet with roots left somewhere, it is deadlocked (quiescence is
+//! stable: nothing can wake those roots' fibers), and once every rank has seen that for
+//! [`STALL_CONFIRM`] the run fails on every rank with [`Error::Deadlock`], naming what each
+//! rank's fibers wait for, instead of hanging. While it waits, the thread
 //! watches the processes of this host's peers (`pidfd`) and the runtime's failure flag, so a
 //! vanished peer or a failure never leaves it waiting in MPI; peers on other hosts are watched
 //! by the tcp fabric (a closed connection). Then every rank stops its workers, tells its fabrics
@@ -49,7 +55,7 @@ use crate::fabric::{
 };
 use crate::runtime::{Root, join_workers, local_mesh, spawn_workers, start_single};
 use crate::wire::ring::RingLayout;
-use crate::worker::{Ends, Place, Shared};
+use crate::worker::{Ends, Place, STALL_CONFIRM, Shared};
 
 /// Whether this process is a rank of a launched job (see the module docs).
 pub(crate) fn launched() -> bool {
@@ -585,9 +591,12 @@ fn check_mesh(place: &Place, ends: &[Ends]) -> Result<(), Error> {
     Ok(())
 }
 
-/// This rank's contribution to a wave, if it is quiet now (see the module docs).
-fn sample(sh: &Shared) -> Option<[u64; 3]> {
-    if sh.roots_left.load(Ordering::SeqCst) > 0 || !sh.draining.load(Ordering::SeqCst) {
+/// This rank's contribution to a wave, if it is quiet now (see the module docs): `(0, slots
+/// sent, slots received, whether roots are left, 0)`; the caller fills in the last element,
+/// whether this rank has seen the job stalled for [`STALL_CONFIRM`].
+fn sample(sh: &Shared) -> Option<[u64; 5]> {
+    let stalled = sh.roots_left.load(Ordering::SeqCst) > 0;
+    if !stalled && !sh.draining.load(Ordering::SeqCst) {
         return None;
     }
     let a = sh.rank_quiet.load(Ordering::SeqCst);
@@ -595,14 +604,22 @@ fn sample(sh: &Shared) -> Option<[u64; 3]> {
         return None;
     }
     let (s, r) = sh.traffic();
-    (sh.activity.load(Ordering::SeqCst) == a).then_some([0, s, r])
+    (sh.activity.load(Ordering::SeqCst) == a).then_some([0, s, r, u64::from(stalled), 0])
 }
 
 /// Waits until every rank agrees that the job is over, or something failed.
+///
+/// The job is over when two consecutive waves find every rank quiet with the same totals and
+/// sent = received, and no rank with roots left. When ranks with roots left are among them, the
+/// job is deadlocked instead: quiescence is stable, so nothing can ever wake their fibers. Each
+/// rank starts a clock at that wave (the same wave on every rank, since all see the same sums)
+/// and says in its later samples whether [`STALL_CONFIRM`] has passed on it; the first wave in
+/// which every rank says so ends the job as deadlocked on every rank, together.
 fn terminate(job: &Job, sh: &Shared) -> Result<(), Error> {
     let mut watch = PeerWatch::new(job);
     let mut wave: Option<crate::bootstrap::Sum> = None;
     let mut prev: Option<(u64, u64)> = None;
+    let mut stalled_since: Option<std::time::Instant> = None;
     loop {
         if sh.failed() {
             if let Some(w) = wave.take() {
@@ -618,25 +635,31 @@ fn terminate(job: &Job, sh: &Shared) -> Result<(), Error> {
         }
         match &mut wave {
             None => {
-                if let Some(v) = sample(sh) {
+                if let Some(mut v) = sample(sh) {
+                    v[4] = u64::from(stalled_since.is_some_and(|t| t.elapsed() >= STALL_CONFIRM));
                     wave = Some(job.start_sum(&v));
                 }
             }
             Some(w) => {
                 if let Some(v) = w.test() {
                     wave = None;
-                    let quiet = v.first() == Some(&0);
-                    let (s, r) = (
-                        v.get(1).copied().unwrap_or(0),
-                        v.get(2).copied().unwrap_or(1),
-                    );
-                    if quiet && s == r {
-                        if prev == Some((s, r)) {
+                    let at = |i: usize, or: u64| v.get(i).copied().unwrap_or(or);
+                    let quiet = at(0, 1) == 0;
+                    let (s, r, stalled, expired) = (at(1, 0), at(2, 1), at(3, 0), at(4, 0));
+                    if quiet && s == r && prev == Some((s, r)) {
+                        if stalled == 0 {
                             return Ok(());
                         }
-                        prev = Some((s, r));
+                        if expired == u64::from(job.size()) {
+                            return Err(Error::Deadlock {
+                                rank: job.rank(),
+                                waits: Vec::new(),
+                            });
+                        }
+                        stalled_since.get_or_insert_with(std::time::Instant::now);
                     } else {
-                        prev = None;
+                        prev = (quiet && s == r).then_some((s, r));
+                        stalled_since = None;
                     }
                 }
             }

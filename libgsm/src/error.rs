@@ -80,6 +80,21 @@ pub enum Error {
         /// Which trust id and property.
         detail: String,
     },
+    /// Every worker of every rank was idle, with nothing in flight between them, for a second
+    /// while fibers still waited: nothing could ever wake them. `waits` says what this rank's
+    /// fibers waited for, one entry per worker that had any.
+    #[error(
+        "the job is deadlocked: every worker of every rank is idle and nothing is in flight, yet \
+         fibers still wait (a recv whose send never comes, a collective a member never called or \
+         called with other arguments, fibers joining each other); on rank {rank}: {}",
+        if waits.is_empty() { "no fiber waits (the waiting ones are on other ranks)".to_string() } else { waits.join("; ") }
+    )]
+    Deadlock {
+        /// This rank.
+        rank: u32,
+        /// What this rank's waiting fibers wait for, per worker.
+        waits: Vec<String>,
+    },
     /// A rank of the job vanished (its process ended) while the job was running.
     #[error("rank {rank} (host {host}, pid {pid}) vanished while the job was running: {detail}")]
     PeerLost {

@@ -57,7 +57,11 @@
 //! operation above works between ranks with the same types. [`run`]'s main runs once per rank;
 //! `run` returns on every rank when the whole job is quiet, and a failure anywhere (a panic that
 //! no `join` takes, a [`fail_job`], a vanished peer, a batch that breaks the wire protocol) ends
-//! the run with an error naming the rank. MPI is not on the data path;
+//! the run with an error naming the rank. So does a deadlock: when every worker of every rank
+//! is idle with nothing in flight while fibers still wait (for a message whose send never comes,
+//! a fiber that waits in turn, a collective a member never called), nothing can wake them, and
+//! after a second the run fails with [`Error::Deadlock`], naming what they wait for. (A fiber
+//! that waits by yielding in a loop keeps its worker busy, and is not seen.) MPI is not on the data path;
 //! see the `cluster` and [`fabric`] modules for how set-up and termination work. Without a
 //! launcher, the program is a job of one rank and MPI is never initialised.
 //!

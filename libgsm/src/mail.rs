@@ -91,6 +91,36 @@ impl Mailbox {
         self.queued.values().map(VecDeque::len).sum()
     }
 
+    /// What the fibers waiting here wait for, the first few by sender and tag ("a fiber waits for
+    /// a message from worker 1 under tag 0x7"), with how many fibers wait in all.
+    pub(crate) fn waits(&self) -> Vec<String> {
+        const NAMED: usize = 4;
+        let mut keys: Vec<(&Key, usize)> = self.waiting.iter().map(|(k, f)| (k, f.len())).collect();
+        keys.sort_unstable();
+        let mut out: Vec<String> = keys
+            .iter()
+            .take(NAMED)
+            .map(|((from, tag), n)| {
+                let who = if *n == 1 {
+                    "a fiber waits".to_string()
+                } else {
+                    format!("{n} fibers wait")
+                };
+                format!("{who} for a message from worker {from} under tag {tag:#x}")
+            })
+            .collect();
+        let more = keys.len().saturating_sub(NAMED);
+        if more > 0 {
+            out.push(format!("and {more} more sender/tag pairs"));
+        }
+        out
+    }
+
+    /// Fibers waiting here for a message.
+    pub(crate) fn waiters(&self) -> usize {
+        self.waiting.values().map(Vec::len).sum()
+    }
+
     /// The warning for messages left here when a run ended well, naming the first senders and
     /// tags in order, or `None` when every message was received.
     pub(crate) fn unreceived_warning(&self, worker: usize) -> Option<String> {

@@ -191,6 +191,16 @@ pub(crate) fn join_workers(shared: &Shared, handles: Vec<JoinHandle<()>>) -> Res
         }
     }
     match shared.failure.lock().ok().and_then(|mut f| f.take()) {
+        Some(Error::Deadlock { rank, .. }) => {
+            // The workers said in their teardown what their fibers waited for.
+            let mut by_worker = shared.waits.lock().map(|w| w.clone()).unwrap_or_default();
+            by_worker.sort();
+            let waits = by_worker
+                .into_iter()
+                .map(|(w, what)| format!("worker {w}: {}", what.join(", ")))
+                .collect();
+            Err(Error::Deadlock { rank, waits })
+        }
         Some(e) => Err(e),
         None => Ok(()),
     }

@@ -83,6 +83,11 @@ pub(crate) const SPIN_OVERSUBSCRIBED: u32 = 1;
 /// poll over every ring) costs tens of nanoseconds, a look at the headers a few.
 const LIGHT_SPINS: u32 = 8;
 const YIELDS: u32 = 32;
+/// How long a job of one rank must stay stalled (every worker quiet, roots left, no activity)
+/// before it is reported deadlocked; the ranks of a larger job agree on the same wait (see
+/// `cluster::terminate`). Nothing can wake a stalled job, so this only keeps the report from
+/// resting on a single look.
+pub(crate) const STALL_CONFIRM: Duration = Duration::from_secs(1);
 /// Inline (local) applies from a fiber between two looks at the incoming rings (one header load
 /// per ring). 16 rather than 64: a remote client waiting on this worker is answered sooner
 /// (gsm-bench, 1 fiber/worker: worker 1's share 1.4 -> 2.4 M/s) at no measured cost to the
@@ -273,7 +278,12 @@ pub(crate) struct Shared {
     /// Set when the roots are done: workers keep serving until the job is quiet (see
     /// [`WorkerCore::try_finish`]).
     pub draining: AtomicBool,
-    /// Bumped by every worker after each loop turn that did work while draining.
+    /// Set by a worker that goes to sleep while roots are still running, cleared by the next
+    /// worker that does work: while it is set, the workers count their activity as when
+    /// draining, so that a rank whose workers are all idle with roots left (a deadlock) is seen.
+    pub watching: AtomicBool,
+    /// Bumped by every worker after each loop turn that did work while counting (draining or
+    /// watching), and once at the first turn that sees counting on after seeing it off.
     pub activity: AtomicU64,
     /// Per local worker: the `activity` value it last saw while locally quiet (`u64::MAX`: never).
     pub quiet: Vec<AtomicU64>,
@@ -282,6 +292,11 @@ pub(crate) struct Shared {
     pub multi: bool,
     /// The `activity` value at which every worker of this rank was last seen quiet.
     pub rank_quiet: AtomicU64,
+    /// A job of this rank alone found stalled (every worker quiet with roots left) at this
+    /// `activity` value, first at this time (see [`STALL_CONFIRM`]).
+    pub stall: Mutex<Option<(u64, Instant)>>,
+    /// After a deadlock: per local worker that had waiting fibers, what they waited for.
+    pub waits: Mutex<Vec<(usize, Vec<String>)>>,
     /// Per local worker: slots it published to, and consumed from, rings of other ranks.
     pub sent: Vec<Counter>,
     pub received: Vec<Counter>,
@@ -326,10 +341,13 @@ impl Shared {
             failure: Mutex::new(None),
             roots_left: AtomicUsize::new(roots),
             draining: AtomicBool::new(false),
+            watching: AtomicBool::new(false),
             activity: AtomicU64::new(0),
             quiet: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
             multi,
             rank_quiet: AtomicU64::new(u64::MAX),
+            stall: Mutex::new(None),
+            waits: Mutex::new(Vec::new()),
             sent: (0..n).map(|_| Counter::default()).collect(),
             received: (0..n).map(|_| Counter::default()).collect(),
             place,
@@ -494,6 +512,11 @@ pub(crate) struct WorkerCore {
     pending: RefCell<(Vec<PendingSlot>, Vec<u32>)>,
     /// Pending requests not yet answered.
     outstanding: Cell<usize>,
+    /// Of those, `spawn_on`s to other workers: answered when the fiber they started there ends,
+    /// they wait for that fiber, which its worker's quiet report covers, not for anything in
+    /// flight, so they do not keep this worker from being quiet (a fiber suspended for ever
+    /// there is a deadlock, or at the end of the run a fiber left behind, as on this worker).
+    fiber_results: Cell<usize>,
     /// Of those, `apply_then` requests (see [`MAX_THEN_IN_FLIGHT`]).
     then_in_flight: Cell<usize>,
     /// Closures run inline since the last poll from a fiber, counted from minus the fibers' share
@@ -654,6 +677,7 @@ impl WorkerCore {
             remote,
             pending: RefCell::new((Vec::new(), Vec::new())),
             outstanding: Cell::new(0),
+            fiber_results: Cell::new(0),
             then_in_flight: Cell::new(0),
             inline_runs: Cell::new(0),
             served: Cell::new(0),
@@ -1188,6 +1212,14 @@ impl WorkerCore {
         let r = self.inline_runs.get();
         r != self.runs_at_yield.replace(r)
             && ((r < 0 && self.empty_looks.get() == 0) || self.share_left.get() > 0)
+    }
+
+    /// Counts a pending `spawn_on` request in (`true`, once registered) or out (`false`, when
+    /// its answer completes it); see `fiber_results`.
+    pub(crate) fn fiber_result(&self, pending: bool) {
+        let n = self.fiber_results.get();
+        self.fiber_results
+            .set(if pending { n + 1 } else { n.saturating_sub(1) });
     }
 
     /// Suspends the running fiber until `done()` holds (someone must wake it).
@@ -2253,9 +2285,9 @@ impl WorkerCore {
     }
 
     /// Whether this worker has nothing left to do: no ready fiber, no unanswered request of its
-    /// own, nothing staged or queued outgoing, nothing waiting in its rings or loopback queue.
+    /// own (but `spawn_on`s, see `fiber_results`), nothing staged or queued outgoing, nothing waiting in its rings or loopback queue.
     fn locally_quiet(&self) -> bool {
-        self.outstanding.get() == 0
+        self.outstanding.get() == self.fiber_results.get()
             && !self.has_incoming()
             && !self
                 .out_req
@@ -2264,7 +2296,10 @@ impl WorkerCore {
                 .any(|q| q.borrow().is_dirty())
     }
 
-    /// While draining: reports this worker quiet and stops the runtime if every worker is.
+    /// While counting (draining, or watching for a deadlock): reports this worker quiet, and
+    /// when every worker is: stops the runtime if the roots are done, reports a deadlock if they
+    /// are not (in a job of one rank, after [`STALL_CONFIRM`]), or in a larger job leaves the
+    /// decision to the main thread with the other ranks (`cluster::terminate`).
     ///
     /// Termination argument: every worker bumps `activity` (SeqCst) after each loop turn that did
     /// work, i.e. after it published what that work produced. A worker reads `a = activity` and
@@ -2292,29 +2327,71 @@ impl WorkerCore {
             if sh.multi {
                 // Other ranks may still send work: the main thread decides with them.
                 sh.rank_quiet.store(a, Ordering::SeqCst);
-            } else {
+            } else if sh.roots_left.load(Ordering::SeqCst) == 0 {
                 sh.stop_all();
+            } else {
+                self.stalled(a);
             }
+        }
+    }
+
+    /// Every worker of this rank, the only one of its job, is quiet at activity `a` while roots
+    /// are left: nothing can wake their fibers. Reported once the same `a` has been seen for
+    /// [`STALL_CONFIRM`].
+    #[cold]
+    #[inline(never)]
+    fn stalled(&self, a: u64) {
+        let sh = &self.shared;
+        let Ok(mut stall) = sh.stall.lock() else {
+            return;
+        };
+        match *stall {
+            Some((at, since)) if at == a => {
+                if since.elapsed() >= STALL_CONFIRM {
+                    drop(stall);
+                    sh.fail(Error::Deadlock {
+                        rank: sh.place.rank,
+                        waits: Vec::new(),
+                    });
+                }
+            }
+            _ => *stall = Some((a, Instant::now())),
         }
     }
 
     /// The scheduler loop; returns when the runtime stops. After the roots are done it keeps
     /// running (serving, completing, running fibers) until the whole job is quiet.
+    ///
+    /// Counting (see [`try_finish`](Self::try_finish)) is on while draining, and while watching
+    /// for a deadlock: a worker about to sleep with roots left turns watching on, and the next
+    /// worker that does work turns it off (after its bump), so that a busy job pays for it once
+    /// per sleep, not once per turn. Soundness as with draining alone: a turn that did work and
+    /// saw counting on bumps after its work; a turn that saw counting off marks this worker, and
+    /// its next turn that sees counting on bumps before it records itself quiet. So work done
+    /// while counting was off is always followed by a bump of its worker before that worker can
+    /// agree with the others on a quiet `activity` value.
     pub(crate) fn run_loop(&self) {
         let mut idle = 0u32;
-        let mut drain_seen = false;
+        let mut off_seen = true;
         while !self.stopping() {
             let ran = self.run_ready(POLL_EVERY);
             let polled = self.guarded(true, || self.poll());
             let worked = ran > 0 || polled;
-            if self.shared.draining.load(Ordering::Relaxed) {
-                if worked || !drain_seen {
-                    drain_seen = true;
-                    self.shared.activity.fetch_add(1, Ordering::SeqCst);
+            let sh = &self.shared;
+            let draining = sh.draining.load(Ordering::Relaxed);
+            if draining || sh.watching.load(Ordering::Relaxed) {
+                if worked || off_seen {
+                    off_seen = false;
+                    sh.activity.fetch_add(1, Ordering::SeqCst);
+                    if worked && !draining {
+                        sh.watching.store(false, Ordering::SeqCst);
+                    }
                 }
                 if !worked {
                     self.try_finish();
                 }
+            } else {
+                off_seen = true;
             }
             if worked {
                 idle = 0;
@@ -2344,10 +2421,41 @@ impl WorkerCore {
                 } else {
                     Duration::from_millis(20)
                 };
+                self.watch_for_deadlock();
                 self.shared.doors[self.local].sleep(t, || !self.has_incoming() && !self.stopping());
                 idle = spin.saturating_sub(4);
             }
         }
+    }
+
+    /// Turns watching on (see [`run_loop`](Self::run_loop)) before this worker sleeps, if roots
+    /// are left and it is not on already.
+    #[inline]
+    fn watch_for_deadlock(&self) {
+        let sh = &self.shared;
+        if !sh.watching.load(Ordering::Relaxed)
+            && !sh.draining.load(Ordering::Relaxed)
+            && sh.roots_left.load(Ordering::Relaxed) > 0
+        {
+            sh.watching.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// What this worker's suspended fibers wait for (after a deadlock): messages by sender and
+    /// tag, and how many others wait (for a join, a collective's step, a yield's turn).
+    fn waits(&self) -> Vec<String> {
+        let mail = self.mail.borrow();
+        let mut waits = mail.waits();
+        let live = self.fibers.borrow().iter().filter(|f| f.is_some()).count();
+        let others = live.saturating_sub(mail.waiters() + self.ready.borrow().len());
+        if others > 0 {
+            waits.push(format!(
+                "{others} other fiber{} wait{} (a join, say)",
+                if others == 1 { "" } else { "s" },
+                if others == 1 { "s" } else { "" }
+            ));
+        }
+        waits
     }
 
     /// Drops every fiber and property (at shutdown, while the core is still installed).
@@ -2355,6 +2463,18 @@ impl WorkerCore {
         if !self.shared.failed() {
             if let Some(w) = self.mail.borrow().unreceived_warning(self.id) {
                 crate::error::eprint_line(w);
+            }
+        }
+        let deadlocked = matches!(
+            self.shared.failure.lock().as_deref(),
+            Ok(Some(Error::Deadlock { .. }))
+        );
+        if deadlocked {
+            let waits = self.waits();
+            if !waits.is_empty() {
+                if let Ok(mut all) = self.shared.waits.lock() {
+                    all.push((self.id, waits));
+                }
             }
         }
         let fibers = std::mem::take(&mut *self.fibers.borrow_mut());

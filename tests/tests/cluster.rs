@@ -363,6 +363,35 @@ fn this_host() -> String {
         .to_string()
 }
 
+/// Every rank's main fiber waits for a message nobody sends: the job ends as deadlocked on every
+/// rank, each naming what its fibers wait for (gsmrun shows the first), over either fabric. (It hung: every worker
+/// idle, nothing in flight, and nothing to wake the fibers.)
+#[test]
+fn a_job_whose_fibers_wait_for_ever_ends_as_deadlocked() {
+    for fabric in ["shm", "tcp"] {
+        let what = format!("gsmrun -np 2 --fabric {fabric} cluster_check --recv-forever");
+        ends_promptly_cmd(
+            job_command(2, Some(fabric), &["--recv-forever", "--quick"]),
+            &what,
+            1,
+            "the job is deadlocked: every worker of every rank is idle",
+        );
+        ends_promptly_cmd(
+            job_command(2, Some(fabric), &["--recv-forever", "--quick"]),
+            &what,
+            1,
+            // Rank 0's worker 0 or rank 1's worker 2, whichever rank's report comes first.
+            ": a fiber waits for a message from worker 3 under tag 0xd1",
+        );
+    }
+}
+
+/// A rank waiting 2.5 s for a message from a rank busy sleeping is no deadlock.
+#[test]
+fn a_rank_waiting_for_a_busy_rank_is_no_deadlock() {
+    ends_promptly(&["--slow-send"], 0, "ok slow_send (rank 0)");
+}
+
 /// Runs `gsmrun -np 2 cluster_check --quick ARGS` and asserts that it ends with `code` within
 /// 30 s (not hanging into the limit), that its output contains `says`, and that nothing is left.
 fn ends_promptly(args: &[&str], code: i32, says: &str) {

@@ -1,0 +1,81 @@
+//! A job whose fibers wait for something that can never come ends with a report naming what
+//! they wait for, instead of hanging; a job that is only slow does not.
+
+use gossamer::{Config, Error, WorkerId, recv, send};
+use std::time::{Duration, Instant};
+
+/// Runs `f` on another thread and fails the test if it takes longer than a minute (the job
+/// hung) rather than hang the test suite.
+fn within_a_minute<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> (R, Duration) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let start = Instant::now();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    let r = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the job hung instead of ending with a report");
+    (r, start.elapsed())
+}
+
+#[test]
+fn a_recv_whose_send_never_comes_ends_the_job_naming_it() {
+    let (r, took) = within_a_minute(|| {
+        gossamer::spmd(Config::default().workers(2), |w| {
+            if w.id() == 0 {
+                let _: u64 = recv(WorkerId::new(1), 7);
+            }
+        })
+    });
+    match r {
+        Err(Error::Deadlock { rank: 0, waits }) => assert_eq!(
+            waits,
+            ["worker 0: a fiber waits for a message from worker 1 under tag 0x7"],
+        ),
+        other => panic!("expected a deadlock, got {other:?}"),
+    }
+    assert!(took < Duration::from_secs(10), "the report took {took:?}");
+}
+
+#[test]
+fn fibers_joining_each_other_in_a_cycle_end_the_job() {
+    let (r, _) = within_a_minute(|| {
+        gossamer::run(Config::default().workers(2), || {
+            // The main fiber waits for a message its own worker's other fiber would send after
+            // receiving one from the main fiber: each waits for the other.
+            let h = gossamer::spawn_on(WorkerId::new(1), || {
+                let v: u64 = recv(WorkerId::new(0), 1);
+                send(WorkerId::new(0), 2, v);
+            });
+            let _: u64 = recv(WorkerId::new(1), 2);
+            h.join();
+        })
+    });
+    let e = r.expect_err("a deadlock");
+    let text = e.to_string();
+    assert!(
+        text.starts_with("the job is deadlocked: every worker of every rank is idle")
+            && text.contains("worker 0: a fiber waits for a message from worker 1 under tag 0x2")
+            && text.contains("worker 1: a fiber waits for a message from worker 0 under tag 0x1"),
+        "{text}"
+    );
+}
+
+/// A fiber that waits seconds for a worker busy in a long computation is no deadlock: that
+/// worker is not idle.
+#[test]
+fn a_long_wait_for_a_busy_worker_is_no_deadlock() {
+    let (r, took) = within_a_minute(|| {
+        gossamer::spmd(Config::default().workers(2), |w| {
+            if w.id() == 0 {
+                recv::<u64>(WorkerId::new(1), 3)
+            } else {
+                std::thread::sleep(Duration::from_millis(2500));
+                send(WorkerId::new(0), 3, 42u64);
+                0
+            }
+        })
+    });
+    assert_eq!(r.expect("no deadlock"), vec![42, 0]);
+    assert!(took >= Duration::from_millis(2500));
+}
