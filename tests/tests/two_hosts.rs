@@ -8,9 +8,19 @@ use gsm_tests::job::{assert_exit, assert_ranks, gsmrun, mpirun};
 use gsm_tests::netns::TwoHosts;
 use gsm_tests::process::{PidGuard, run};
 use gsm_tests::scratch::{RunId, Scratch};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(60);
+
+/// The tests share one pair of namespaces, and the test harness runs them on parallel threads:
+/// two Open MPI launches at once race to create the same session directory on a host (`mkdir
+/// /tmp/ompi.<host>.0: File exists`, then "ORTE was unable to reliably start one or more
+/// daemons", seen once in CI), so they take turns.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// Which host each rank said hello from, as `[(rank, host)]` sorted by rank.
 fn placement(found: &[Hello]) -> Vec<(u32, String)> {
@@ -21,6 +31,7 @@ fn placement(found: &[Hello]) -> Vec<(u32, String)> {
 
 #[test]
 fn testbed_plain_mpirun_reaches_both_namespaces_through_the_agent() {
+    let _serial = serial();
     let bed = TwoHosts::shared();
     let scratch = Scratch::new("twohosts", RunId::next());
     let hostfile = scratch.write("hosts", &bed.hostfile(2));
@@ -51,6 +62,7 @@ fn testbed_plain_mpirun_reaches_both_namespaces_through_the_agent() {
 }
 
 fn two_host_job(map_by: &str, expected_hosts: [usize; 4]) {
+    let _serial = serial();
     let bed = TwoHosts::shared();
     let scratch = Scratch::new("twohosts", RunId::next());
     let hostfile = scratch.write("hosts", &bed.hostfile(2));
