@@ -87,7 +87,7 @@ pub enum Error {
         "the job is deadlocked: every worker of every rank is idle and nothing is in flight, yet \
          fibers still wait (a recv whose send never comes, a collective a member never called or \
          called with other arguments, fibers joining each other); on rank {rank}: {}",
-        if waits.is_empty() { "no fiber waits (the waiting ones are on other ranks)".to_string() } else { waits.join("; ") }
+        waits_text(waits)
     )]
     Deadlock {
         /// This rank.
@@ -107,6 +107,15 @@ pub enum Error {
         /// How it was noticed.
         detail: String,
     },
+}
+
+/// The waits of [`Error::Deadlock`] as one text.
+fn waits_text(waits: &[String]) -> String {
+    if waits.is_empty() {
+        "no fiber waits (the waiting ones are on other ranks)".into()
+    } else {
+        waits.join("; ")
+    }
 }
 
 /// Why one delegated request did not produce a result.

@@ -61,8 +61,8 @@
 //! is idle with nothing in flight while fibers still wait (for a message whose send never comes,
 //! a fiber that waits in turn, a collective a member never called), nothing can wake them, and
 //! after a second the run fails with [`Error::Deadlock`], naming what they wait for. (A fiber
-//! that waits by yielding in a loop keeps its worker busy, and is not seen.) MPI is not on the data path;
-//! see the `cluster` and [`fabric`] modules for how set-up and termination work. Without a
+//! that waits by yielding in a loop keeps its worker busy, and is not seen.) MPI is not on the
+//! data path; see the `cluster` and [`fabric`] modules for how set-up and termination work. Without a
 //! launcher, the program is a job of one rank and MPI is never initialised.
 //!
 //! Closures that travel capture only plain data ([`NoRef`]: `Copy + Send + 'static`); owned

@@ -2285,7 +2285,8 @@ impl WorkerCore {
     }
 
     /// Whether this worker has nothing left to do: no ready fiber, no unanswered request of its
-    /// own (but `spawn_on`s, see `fiber_results`), nothing staged or queued outgoing, nothing waiting in its rings or loopback queue.
+    /// own (but `spawn_on`s, see `fiber_results`), nothing staged or queued outgoing, nothing
+    /// waiting in its rings or loopback queue.
     fn locally_quiet(&self) -> bool {
         self.outstanding.get() == self.fiber_results.get()
             && !self.has_incoming()
@@ -2775,7 +2776,8 @@ mod tests {
     }
 
     /// A malformed record or a response that no request waits for ends the job with a report
-    /// that names the peer and the fault; the records behind it are never dropped unseen (their fibers would wait forever).
+    /// that names the peer and the fault; the records behind it are never dropped unseen (their
+    /// fibers would wait forever).
     #[test]
     fn a_malformed_batch_ends_the_job_with_a_report() {
         let cases = [
