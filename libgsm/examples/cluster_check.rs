@@ -32,11 +32,12 @@
 //! first (the others must not wait for it for ever); `--recv-forever` makes every rank's main
 //! fiber wait for a message nobody sends (the job must end as deadlocked), and `--slow-send`
 //! makes rank 0's main fiber wait for a message that rank 1's sends 2.5 s later, after a sleep
-//! (a slow job, which must not be taken for a deadlock); `--panic-between-runs R` makes rank R
-//! panic between its first and second run, and `--bad-config-rank R` gives rank R's second run a
-//! configuration it refuses (both must end the job, not leave the other ranks waiting in the
-//! second run); `--run-on-thread` runs everything on a thread other than the process's main
-//! thread; `--quick` skips the 64 MiB argument.
+//! (a slow job, which must not be taken for a deadlock); `--own-mpi` initialises MPI in the
+//! program before the first run and finalises it at the end (gossamer joins it);
+//! `--panic-between-runs R` makes rank R panic between its first and second run, and
+//! `--bad-config-rank R` gives rank R's second run a configuration it refuses (both must end the
+//! job, not leave the other ranks waiting in the second run); `--run-on-thread` runs everything
+//! on a thread other than the process's main thread; `--quick` skips the 64 MiB argument.
 //!
 //! Output ends with `cluster_check: rank R of N passed C checks (W workers)` on every rank.
 
@@ -373,6 +374,12 @@ fn checked_main() {
         }
     }));
     let quick = std::env::args().any(|a| a == "--quick");
+    // Dropped when this function returns, early or not: MPI_Finalize.
+    let _universe = std::env::args().any(|a| a == "--own-mpi").then(|| {
+        mpi::initialize_with_threading(mpi::Threading::Funneled)
+            .expect("MPI is initialised once")
+            .0
+    });
     let panic_rank = arg("--panic-rank");
     let hang_rank = arg("--hang-rank");
     let exit_rank = arg("--exit-rank");

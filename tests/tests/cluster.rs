@@ -355,6 +355,28 @@ fn a_rank_with_fewer_runs_ends_the_job_naming_it() {
     );
 }
 
+/// The same in a program that initialised MPI itself and finalises it: its `MPI_Finalize` says
+/// the rank is leaving before it waits for the others. (The program's own `MPI_Finalize` waited
+/// for rank 0, and rank 0 for it in its second run: 15 s into a timeout.)
+#[test]
+fn a_rank_with_fewer_runs_in_a_program_owning_mpi_ends_the_job_naming_it() {
+    ends_promptly(
+        &["--own-mpi", "--one-run-rank", "1"],
+        1,
+        &format!(
+            "rank 1 on host {} is leaving the gossamer job (finalising MPI) after 1 gossamer run, \
+             but rank 0 is in gossamer run 2 and waits for it",
+            this_host()
+        ),
+    );
+}
+
+/// A program that owns MPI and runs as many runs on every rank ends well.
+#[test]
+fn a_program_owning_mpi_ends_with_status_0() {
+    ends_promptly(&["--own-mpi"], 0, "passed");
+}
+
 /// This machine's hostname, as the rank wrappers report it.
 fn this_host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")

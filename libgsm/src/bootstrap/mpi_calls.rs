@@ -8,8 +8,10 @@
 
 use super::BootstrapError;
 use mpi::Count;
+use mpi::attribute::CommAttribute;
 use mpi::datatype::PartitionMut;
 use mpi::environment::Universe;
+use mpi::topology::AnyCommunicator as _;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 
@@ -36,14 +38,38 @@ pub(super) fn init() -> Result<Mpi, BootstrapError> {
 }
 
 /// Uses an MPI library the program initialised itself (it keeps the duty to finalise it).
+/// Its `MPI_Finalize` will tell the wrapper that this rank is leaving (see [`LeavingMark`]).
 pub(super) fn join_existing() -> Option<Mpi> {
     if !mpi::environment::is_initialized() || mpi::environment::is_finalized() {
         return None;
     }
+    SimpleCommunicator::self_comm().set_attr(LeavingMark);
     Some(Mpi {
         universe: None,
         world: SimpleCommunicator::world(),
     })
+}
+
+/// An attribute of `MPI_COMM_SELF` in a program that owns MPI: `MPI_Finalize` deletes the
+/// attributes of `MPI_COMM_SELF` before anything else (the MPI standard's "Allowing User
+/// Functions at Process Termination"), and the deletion tells the rank wrapper that this rank
+/// is leaving the job, as gossamer's own finalising does ([`Finalizer`]), before it can wait in
+/// `MPI_Finalize` for ranks that are still running.
+#[derive(Clone, Copy)]
+struct LeavingMark;
+
+impl CommAttribute for LeavingMark {
+    unsafe extern "C" fn comm_delete_attr_fn(
+        _comm: mpi::ffi::MPI_Comm,
+        _key: std::os::raw::c_int,
+        val: *mut std::ffi::c_void,
+        _extra_state: *mut std::ffi::c_void,
+    ) -> std::os::raw::c_int {
+        super::tell(super::Stage::Leaving);
+        // SAFETY: `set_attr` stored a `Box<LeavingMark>` under this key, and MPI deletes it once.
+        drop(unsafe { Box::from_raw(val.cast::<LeavingMark>()) });
+        mpi::ffi::MPI_SUCCESS as std::os::raw::c_int
+    }
 }
 
 /// An `MPI_Iallreduce` (sum of `u64`s) in flight; its buffers are leaked on purpose (they are

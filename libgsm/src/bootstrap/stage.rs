@@ -30,7 +30,8 @@ pub(crate) enum Stage {
     /// About to start one collective `run`/`spmd` (its first exchange).
     Run = b'R',
     /// About to finalise MPI at the end of the job: this rank starts no more runs (it may then
-    /// wait in `MPI_Finalize` for ranks that do, which is why this comes first).
+    /// wait in `MPI_Finalize` for ranks that do, which is why this comes first). In a program
+    /// that owns MPI, its own `MPI_Finalize` says it (`mpi_calls::LeavingMark`).
     Leaving = b'L',
     /// MPI given up after a failure (never finalised): the job no longer waits for this rank,
     /// and how it ended is in its exit status.
