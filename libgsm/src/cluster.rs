@@ -604,7 +604,10 @@ fn sample(sh: &Shared) -> Option<[u64; 5]> {
         return None;
     }
     let (s, r) = sh.traffic();
-    (sh.activity.load(Ordering::SeqCst) == a).then_some([0, s, r, u64::from(stalled), 0])
+    // Every worker still stands by its report: one that did work while counting was off has
+    // withdrawn it without moving `activity` (see `WorkerCore::run_loop`).
+    let reports = sh.quiet.iter().all(|q| q.load(Ordering::SeqCst) == a);
+    (reports && sh.activity.load(Ordering::SeqCst) == a).then_some([0, s, r, u64::from(stalled), 0])
 }
 
 /// Waits until every rank agrees that the job is over, or something failed.

@@ -79,3 +79,28 @@ fn a_long_wait_for_a_busy_worker_is_no_deadlock() {
     assert_eq!(r.expect("no deadlock"), vec![42, 0]);
     assert!(took >= Duration::from_millis(2500));
 }
+
+/// A worker that a message wakes and that then computes for 1.5 s without a system call, while
+/// the other worker sleeps waiting for its answer, is no deadlock (its quiet report from before
+/// the message must not stand while it computes).
+#[test]
+fn computing_after_a_message_is_no_deadlock() {
+    let (r, _) = within_a_minute(|| {
+        gossamer::spmd(Config::default().workers(2), |w| {
+            if w.id() == 0 {
+                send(WorkerId::new(1), 1, 7u64);
+                recv::<u64>(WorkerId::new(1), 2)
+            } else {
+                let v: u64 = recv(WorkerId::new(0), 1);
+                let start = Instant::now();
+                let mut x = v;
+                while start.elapsed() < Duration::from_millis(1500) {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+                send(WorkerId::new(0), 2, v + u64::from(x == 0));
+                0
+            }
+        })
+    });
+    assert_eq!(r.expect("no deadlock"), vec![7, 0]);
+}
