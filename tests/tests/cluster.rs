@@ -344,15 +344,7 @@ fn a_rank_running_another_program_ends_the_job_naming_it() {
 /// for the others, and they for it in their second run: nobody ever exited.)
 #[test]
 fn a_rank_with_fewer_runs_ends_the_job_naming_it() {
-    ends_promptly(
-        &["--one-run-rank", "1"],
-        1,
-        &format!(
-            "rank 1 on host {} is leaving the gossamer job (finalising MPI) after 1 gossamer run, \
-             but rank 0 is in gossamer run 2 and waits for it",
-            this_host()
-        ),
-    );
+    ends_promptly(&["--one-run-rank", "1"], 1, &fewer_runs_line());
 }
 
 /// The same in a program that initialised MPI itself and finalises it: its `MPI_Finalize` says
@@ -360,21 +352,22 @@ fn a_rank_with_fewer_runs_ends_the_job_naming_it() {
 /// for rank 0, and rank 0 for it in its second run: 15 s into a timeout.)
 #[test]
 fn a_rank_with_fewer_runs_in_a_program_owning_mpi_ends_the_job_naming_it() {
-    ends_promptly(
-        &["--own-mpi", "--one-run-rank", "1"],
-        1,
-        &format!(
-            "rank 1 on host {} is leaving the gossamer job (finalising MPI) after 1 gossamer run, \
-             but rank 0 is in gossamer run 2 and waits for it",
-            this_host()
-        ),
-    );
+    ends_promptly(&["--own-mpi", "--one-run-rank", "1"], 1, &fewer_runs_line());
 }
 
 /// A program that owns MPI and runs as many runs on every rank ends well.
 #[test]
 fn a_program_owning_mpi_ends_with_status_0() {
     ends_promptly(&["--own-mpi"], 0, "passed");
+}
+
+/// What gsmrun says of rank 1 leaving after one run while rank 0 is in its second.
+fn fewer_runs_line() -> String {
+    format!(
+        "rank 1 on host {} is leaving the gossamer job (finalising MPI) after 1 gossamer run, but \
+         rank 0 is in gossamer run 2 and waits for it",
+        this_host()
+    )
 }
 
 /// This machine's hostname, as the rank wrappers report it.
