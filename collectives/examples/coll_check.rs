@@ -20,6 +20,10 @@
 //! board both would otherwise act as root and copy into each other's buffers).
 //! With `--panic-rank R`, rank R panics after a first barrier while the others wait in a second
 //! one (a failure test: the job must end with the panic's report).
+//! With `--absent-rank R`, rank R returns after a first barrier while the others wait in a
+//! second one (a deadlock test: the job must end as deadlocked, not hang).
+//! With `--late-rank R`, rank R computes for 2.5 s between two barriers (no deadlock: the job
+//! must pass).
 //!
 //! Output: `ok <round> (rank R, host board|messages)` per round (how the ranks' leaders met), then `coll_check: rank R of N passed C checks
 //! (W workers)` on every rank; any difference panics with what differed, which ends the job.
@@ -43,6 +47,8 @@ fn main() {
     let panic_rank = arg("--panic-rank");
     let misuse_rank = arg("--misuse-rank");
     let root_misuse_rank = arg("--root-misuse-rank");
+    let absent_rank = arg("--absent-rank");
+    let late_rank = arg("--late-rank");
     let mut config = Config::from_env().expect("configuration");
     if std::env::var_os("GSM_THREADS").is_none() {
         config = config.workers(2);
@@ -103,6 +109,29 @@ fn main() {
             }
             world.barrier();
             unreachable!("a barrier passed without every member");
+        }
+        if let Some(r) = absent_rank {
+            // A deadlock test: rank r never calls the second barrier, and its run ends; the
+            // others wait for it on the host board for ever, which must end the job.
+            world.barrier();
+            if w.rank() != r {
+                world.barrier();
+                unreachable!("a barrier passed without every member");
+            }
+            return (0, w.count(), w.rank(), gossamer::rank_count());
+        }
+        if let Some(r) = late_rank {
+            // Rank r keeps its worker busy (not waiting: computing) for 2.5 s between two
+            // barriers; the others wait for it, which is no deadlock.
+            world.barrier();
+            if w.rank() == r {
+                let t = std::time::Instant::now();
+                while t.elapsed() < std::time::Duration::from_millis(2500) {
+                    std::hint::black_box(t);
+                }
+            }
+            world.barrier();
+            return (1, w.count(), w.rank(), gossamer::rank_count());
         }
         if let Some(r) = misuse_rank {
             // A misuse test: rank r calls an allreduce where the others call a barrier; the

@@ -44,11 +44,13 @@
 //! of a broadcast in steps reads the others' last headers for this), where the message path
 //! checks operation, type and root in debug builds only (but see `Team::agree`).
 //!
-//! **Waiting** spins on the peer's header for a few microseconds, then yields the fiber (so the
-//! worker serves its other fibers and trustees) and the thread (so that, with more workers than
-//! cores, the peer gets the core), and after a millisecond sleeps 20 µs between looks. It never
-//! times out: like the message path, a member that never comes keeps its peers waiting, and a
-//! peer that dies ends the job through the runtime.
+//! **Waiting** spins on the peer's header for a few microseconds (not at all when the host has
+//! more workers than CPUs), then suspends the fiber in `gossamer::wait_for`: its worker tests
+//! the header between its other fibers and trustees, yields the thread when it has nothing else
+//! to do (so that, with more workers than cores, the peer gets the core), and sleeps 20 µs
+//! between looks after a while. It never times out; a peer that dies ends the job through the
+//! runtime, and members that wait for each other for ever (one never calls) are seen by the
+//! runtime as a deadlock, as on the message path.
 //!
 //! This module does not carry gathers, scatters or scans, nor groups of several ranks on
 //! several hosts: those use messages.
@@ -56,7 +58,6 @@
 use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use gossamer::Board;
 
@@ -252,29 +253,23 @@ impl HostBoard {
         }
     }
 
-    /// Waits until group `g` has reached step `s`.
+    /// Waits until group `g` has reached step `s`: spins a little (a partner on another core
+    /// is usually a few hundred nanoseconds away), then waits in `gossamer::wait_for`, where
+    /// the worker tests the word between its other work, sleeps in short spells when it has none,
+    /// and sees a job whose members wait for each other for ever as deadlocked.
     fn wait(&self, g: usize, s: u64) {
         let word = self.step_word(g, s);
-        if word.load(Ordering::Acquire) >= s {
+        let reached = || word.load(Ordering::Acquire) >= s;
+        if reached() {
             return;
         }
-        let spins_max = spin_limit();
-        let mut spins = 0u32;
-        let mut since: Option<Instant> = None;
-        while word.load(Ordering::Acquire) < s {
-            spins += 1;
-            if spins < spins_max {
-                std::hint::spin_loop();
-                continue;
-            }
-            gossamer::yield_now();
-            let t = *since.get_or_insert_with(Instant::now);
-            if t.elapsed() < Duration::from_millis(1) {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(20));
+        for _ in 1..spin_limit() {
+            std::hint::spin_loop();
+            if reached() {
+                return;
             }
         }
+        gossamer::wait_for(reached);
     }
 
     /// Takes the next step: waits until the buffer is free, lets `write` fill the payload, then
@@ -358,7 +353,7 @@ impl HostBoard {
     }
 }
 
-/// Looks at a peer's header this many times before yielding: a few microseconds, or once when
+/// Looks at a peer's header this many times before suspending: a few microseconds, or once when
 /// the host has more workers than CPUs (the peer may need this CPU).
 fn spin_limit() -> u32 {
     if gossamer::oversubscribed() { 1 } else { 1024 }

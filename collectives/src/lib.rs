@@ -82,8 +82,8 @@
 //! - Nothing times out, but a member that never calls leaves the others' fibers waiting for
 //!   messages that never come, and once every worker of the job is idle the runtime ends the
 //!   job as deadlocked (`gossamer::Error::Deadlock`, naming the messages waited for). On the
-//!   host board members wait by spinning and yielding, which keeps their workers busy: a member
-//!   that never calls a step on the board leaves the others waiting there.
+//!   host board members wait in `gossamer::wait_for`, which the runtime sees in the same way
+//!   (the report counts them as fibers waiting in `wait_for`).
 //! - Members passing different roots are reported on the board (every rooted operation, every
 //!   build) and in a broadcast between ranks (before the algorithm). Between ranks, the other
 //!   rooted operations (reduce, gather, scatter and their variants) may leave both members

@@ -181,6 +181,30 @@ fn a_panic_ends_a_job_waiting_on_the_board() {
     failing_job(&["--panic-rank", "1"], &["panics on purpose"]);
 }
 
+/// A rank that never calls a barrier the others wait in on the host board (its run ends) no
+/// longer leaves them waiting for ever: the job ends as deadlocked within seconds, and the
+/// waiting rank's report counts its fiber waiting on the board.
+#[test]
+fn a_member_that_never_calls_a_board_step_ends_the_job_as_deadlocked() {
+    failing_job(
+        &["--absent-rank", "1"],
+        &["the job is deadlocked: every worker of every rank is idle"],
+    );
+}
+
+/// A member that computes for 2.5 s before a barrier on the host board, while the others wait
+/// there, is no deadlock: the job passes.
+#[test]
+fn a_member_late_for_a_board_step_is_no_deadlock() {
+    let _serial = serial();
+    let mut cmd = gsmrun(["-np", "2", "-t", "1", "--oversubscribe"]);
+    cmd.arg(coll_check()).args(["--late-rank", "1"]);
+    let what = "gsmrun -np 2 -t 1 coll_check --late-rank 1";
+    let done = spawn(&mut cmd).wait(LIMIT);
+    assert_exit(&done, 0, what);
+    assert_eq!(results(&done.stdout).len(), 2, "{what}\n{}", done.report());
+}
+
 /// Members in different collectives on the board are reported (in every build), naming both
 /// operations, and the job ends.
 #[test]

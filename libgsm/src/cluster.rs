@@ -607,7 +607,23 @@ fn sample(sh: &Shared) -> Option<[u64; 5]> {
     // Every worker still stands by its report: one that did work while counting was off has
     // withdrawn it without moving `activity` (see `WorkerCore::run_loop`).
     let reports = sh.quiet.iter().all(|q| q.load(Ordering::SeqCst) == a);
-    (reports && sh.activity.load(Ordering::SeqCst) == a).then_some([0, s, r, u64::from(stalled), 0])
+    // Fibers in `wait_for` wait for another rank's write to the host board, which no slot
+    // counts: every worker with such fibers must have tested them since the last wave ended
+    // here, which was after every rank's sample in it. A write that the test missed was made
+    // after that rank's last sample, by a turn that bumps its `activity`, so the next wave sees
+    // that rank move.
+    let waves = sh.waves.load(Ordering::SeqCst);
+    let fresh = sh.board_fresh.iter().all(|f| {
+        let f = f.load(Ordering::SeqCst);
+        f == u64::MAX || f == waves
+    });
+    (reports && fresh && sh.activity.load(Ordering::SeqCst) == a).then_some([
+        0,
+        s,
+        r,
+        u64::from(stalled),
+        0,
+    ])
 }
 
 /// Waits until every rank agrees that the job is over, or something failed.
@@ -646,6 +662,7 @@ fn terminate(job: &Job, sh: &Shared) -> Result<(), Error> {
             Some(w) => {
                 if let Some(v) = w.test() {
                     wave = None;
+                    sh.waves.fetch_add(1, Ordering::SeqCst);
                     let at = |i: usize, or: u64| v.get(i).copied().unwrap_or(or);
                     let quiet = at(0, 1) == 0;
                     let (s, r, stalled, expired) = (at(1, 0), at(2, 1), at(3, 0), at(4, 0));

@@ -60,10 +60,12 @@
 //! the run with an error naming the rank. So does a deadlock: when every worker of every rank
 //! is idle with nothing in flight while fibers still wait (for a message whose send never comes,
 //! a fiber that waits in turn, a collective a member never called), nothing can wake them, and
-//! after a second the run fails with [`Error::Deadlock`], naming what they wait for. (A fiber
-//! that waits by yielding in a loop keeps its worker busy, and is not seen.) MPI is not on the
-//! data path; see the `cluster` and [`fabric`] modules for how set-up and termination work. Without a
-//! launcher, the program is a job of one rank and MPI is never initialised.
+//! after a second the run fails with [`Error::Deadlock`], naming what they wait for. A fiber
+//! waiting for a condition that no message announces (a word on the [`host_board`]) waits in
+//! [`wait_for`], which counts as waiting too; one that waits by yielding in a loop keeps its
+//! worker busy, and is not seen. MPI is not on the data path; see the `cluster` and [`fabric`]
+//! modules for how set-up and termination work. Without a launcher, the program is a job of one
+//! rank and MPI is never initialised.
 //!
 //! Closures that travel capture only plain data ([`NoRef`]: `Copy + Send + 'static`); owned
 //! data goes as the argument of [`Trust::apply_with`] and results are [`Wire`] values.
@@ -174,8 +176,8 @@ pub use noref::{NoRef, Wire};
 pub use runtime::{fail_job, run, spmd};
 pub use spawn::{
     JoinHandle, Worker, WorkerId, current_worker, host_of_rank, live_properties_here,
-    oversubscribed, rank, rank_count, rank_of, spawn, spawn_on, spawn_on_with, worker_count,
-    workers_of_rank, yield_now,
+    oversubscribed, rank, rank_count, rank_of, spawn, spawn_on, spawn_on_with, wait_for,
+    worker_count, workers_of_rank, yield_now,
 };
 pub use trust::{Trust, entrust, entrust_on};
 pub use worker::BLOCKING_IN_DELEGATED;

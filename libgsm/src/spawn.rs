@@ -436,6 +436,29 @@ pub fn yield_now() {
     core.yield_fiber();
 }
 
+/// Suspends the calling fiber until `cond()` returns `true`: a wait for a condition that no
+/// message announces, such as a word that another rank writes on the host board
+/// ([`host_board`](crate::host_board)). `gsm-collectives` waits so for its steps on the board.
+///
+/// The condition is tested at once, and then by the worker once per turn of its loop, between
+/// fibers, until it holds; then the fiber is ready again (and tests it once more itself). So a
+/// waiting fiber costs its worker no switch, and a worker whose fibers all wait is idle: it
+/// sleeps in spells of 20 µs, as no doorbell rings for a write to the board.
+///
+/// The condition must be cheap, must not block, and should only read (atomics of the board,
+/// say). It must be made true by fibers of this job only: a job whose fibers all wait
+/// (`recv`, `join`, or here) while no message is in flight and no condition holds is reported
+/// deadlocked ([`Error::Deadlock`](crate::Error::Deadlock)) after a second; so do not wait here
+/// for a thread or a process outside the job. A panic in the condition is raised in the
+/// calling fiber.
+///
+/// # Panics
+/// Outside a fiber, inside a delegated closure or a callback.
+pub fn wait_for(mut cond: impl FnMut() -> bool) {
+    let core = core_or_panic("wait_for");
+    core.wait_for(&mut cond);
+}
+
 /// Whether this host runs more workers than it has CPUs (this rank's workers beyond the CPUs it
 /// may use, or all its ranks' workers beyond the online CPUs). Code that waits by spinning
 /// should then yield at once: the worker it waits for may need this CPU.

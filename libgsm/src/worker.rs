@@ -88,6 +88,16 @@ const YIELDS: u32 = 32;
 /// `cluster::terminate`). Nothing can wake a stalled job, so this only keeps the report from
 /// resting on a single look.
 pub(crate) const STALL_CONFIRM: Duration = Duration::from_secs(1);
+/// The longest an idle worker sleeps while fibers of it wait in [`crate::wait_for`]: their
+/// conditions are set by other processes through the host board, which ring no doorbell. The
+/// 20 µs that `gsm-collectives`' board waits slept before the runtime took them over.
+const WAITER_SLEEP: Duration = Duration::from_micros(20);
+/// How long such a worker yields the thread between looks before it sleeps at all: a sleep
+/// lasts the timer's slack (about 50 µs here) however short it is asked to be, and a partner
+/// that another rank's worker on this core is about to become is usually much nearer. The
+/// millisecond of `gsm-collectives`' board waits before the runtime took them over (sleeping
+/// after a hundred idle turns instead: a barrier of 2 ranks of 1 worker 0.09 -> 50 µs).
+const WAITER_YIELDING: Duration = Duration::from_millis(1);
 /// Inline (local) applies from a fiber between two looks at the incoming rings (one header load
 /// per ring). 16 rather than 64: a remote client waiting on this worker is answered sooner
 /// (gsm-bench, 1 fiber/worker: worker 1's share 1.4 -> 2.4 M/s) at no measured cost to the
@@ -297,6 +307,14 @@ pub(crate) struct Shared {
     pub stall: Mutex<Option<(u64, Instant)>>,
     /// After a deadlock: per local worker that had waiting fibers, what they waited for.
     pub waits: Mutex<Vec<(usize, Vec<String>)>>,
+    /// Waves of the termination protocol this rank has completed (`cluster::terminate`).
+    pub waves: AtomicU64,
+    /// Per local worker with fibers in [`crate::wait_for`]: the `waves` value read before it
+    /// last found all their conditions false while counting; `u64::MAX` while it has none. A
+    /// rank whose waiters were not all looked at since its last wave is not quiet in the next
+    /// one (see `cluster::sample`): a condition is set by another rank's write to the host
+    /// board, which no message counts.
+    pub board_fresh: Vec<AtomicU64>,
     /// Per local worker: slots it published to, and consumed from, rings of other ranks.
     pub sent: Vec<Counter>,
     pub received: Vec<Counter>,
@@ -348,6 +366,8 @@ impl Shared {
             rank_quiet: AtomicU64::new(u64::MAX),
             stall: Mutex::new(None),
             waits: Mutex::new(Vec::new()),
+            waves: AtomicU64::new(0),
+            board_fresh: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
             sent: (0..n).map(|_| Counter::default()).collect(),
             received: (0..n).map(|_| Counter::default()).collect(),
             place,
@@ -457,6 +477,14 @@ pub(crate) struct Ends {
     pub resp_in: Vec<Option<Consumer>>,
 }
 
+/// A fiber suspended in [`crate::wait_for`] and its condition, which lives on that fiber's
+/// stack: the fiber stays suspended while its entry exists (only the worker, on taking the entry
+/// out, makes it ready), and teardown forgets the entries before it drops the fibers.
+struct Waiter {
+    fiber: u32,
+    cond: *mut (dyn FnMut() -> bool + 'static),
+}
+
 /// Everything one worker owns. Reached through a thread-local pointer; all mutation goes through
 /// `Cell`/`RefCell`, and no `RefCell` borrow is held while user code runs, except the incoming
 /// ring being served (user code cannot reach it).
@@ -519,6 +547,10 @@ pub(crate) struct WorkerCore {
     fiber_results: Cell<usize>,
     /// This worker's quiet report stands (`Shared::quiet`); see [`not_quiet`](Self::not_quiet).
     reported: Cell<bool>,
+    /// Fibers suspended in [`crate::wait_for`], with their conditions (see
+    /// [`wait_for`](Self::wait_for)), and how many there are (tested once per loop turn).
+    waiting: RefCell<Vec<Waiter>>,
+    waiters: Cell<usize>,
     /// Of those, `apply_then` requests (see [`MAX_THEN_IN_FLIGHT`]).
     then_in_flight: Cell<usize>,
     /// Closures run inline since the last poll from a fiber, counted from minus the fibers' share
@@ -681,6 +713,8 @@ impl WorkerCore {
             outstanding: Cell::new(0),
             fiber_results: Cell::new(0),
             reported: Cell::new(false),
+            waiting: RefCell::new(Vec::new()),
+            waiters: Cell::new(0),
             then_in_flight: Cell::new(0),
             inline_runs: Cell::new(0),
             served: Cell::new(0),
@@ -1235,6 +1269,81 @@ impl WorkerCore {
                 fiber::suspend();
             }
         }
+    }
+
+    /// Suspends the running fiber until `cond()` holds ([`crate::wait_for`]). The worker tests
+    /// the condition once per loop turn, between fibers ([`wake_waiters`](Self::wake_waiters)),
+    /// so a waiting fiber costs no switch until it can go on, and a worker whose fibers all wait
+    /// is idle: it sleeps in short spells, and it can be found quiet, which is how a job whose
+    /// ranks wait for each other on the host board is seen deadlocked.
+    pub(crate) fn wait_for(&self, cond: &mut dyn FnMut() -> bool) {
+        self.assert_can_block();
+        let Some(id) = self.current.get() else {
+            return;
+        };
+        while !cond() {
+            let short: *mut (dyn FnMut() -> bool + '_) = cond;
+            // SAFETY: only the lifetime is erased. The entry is taken out of `waiting` before
+            // this fiber is made ready again, so the pointer is used only while this frame is
+            // suspended below (its stack intact); teardown forgets every entry before it drops
+            // the fibers.
+            let cond: *mut (dyn FnMut() -> bool + 'static) = unsafe { std::mem::transmute(short) };
+            let mut waiting = self.waiting.borrow_mut();
+            if waiting.is_empty() {
+                self.shared.board_fresh[self.local].store(0, Ordering::SeqCst);
+            }
+            waiting.push(Waiter { fiber: id, cond });
+            self.waiters.set(waiting.len());
+            drop(waiting);
+            while self.waiting.borrow().iter().any(|w| w.fiber == id) {
+                fiber::suspend();
+            }
+            // Tested again here: the worker's test may have panicked (that made the fiber
+            // ready so that the panic is raised where it belongs, in the fiber).
+        }
+    }
+
+    /// Makes ready every fiber in [`wait_for`](Self::wait_for) whose condition holds; returns
+    /// whether there was one. One load per loop turn when no fiber waits.
+    #[inline]
+    fn wake_waiters(&self) -> bool {
+        self.waiters.get() > 0 && self.wake_waiters_slow()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wake_waiters_slow(&self) -> bool {
+        // Taken out while the conditions run: no borrow is held across user code.
+        let mut waiting = std::mem::take(&mut *self.waiting.borrow_mut());
+        let before = waiting.len();
+        waiting.retain(|w| {
+            // SAFETY: see `Waiter`: the fiber that owns the condition is suspended.
+            let holds = catch_unwind(AssertUnwindSafe(|| unsafe { (*w.cond)() }));
+            let go = !matches!(holds, Ok(false));
+            if go {
+                self.wake_fiber(w.fiber);
+            }
+            !go
+        });
+        let woke = waiting.len() < before;
+        if waiting.is_empty() {
+            self.shared.board_fresh[self.local].store(u64::MAX, Ordering::SeqCst);
+        }
+        self.waiters.set(waiting.len());
+        *self.waiting.borrow_mut() = waiting;
+        woke
+    }
+
+    /// Whether a fiber in [`wait_for`](Self::wait_for) could go on (tested while spinning).
+    fn waiter_ready(&self) -> bool {
+        (0..self.waiters.get()).any(|i| {
+            let Some(cond) = self.waiting.borrow().get(i).map(|w| w.cond) else {
+                return false;
+            };
+            // SAFETY: as in `wake_waiters_slow`; a panic counts as ready (the next turn makes
+            // the fiber ready, which raises it there).
+            catch_unwind(AssertUnwindSafe(|| unsafe { (*cond)() })).unwrap_or(true)
+        })
     }
 
     fn run_ready(&self, max: usize) -> usize {
@@ -2312,9 +2421,21 @@ impl WorkerCore {
     /// those reads, and any batch published before the last bump is visible to the later quiet
     /// checks (the bump is a release, the read an acquire). So every ring is empty, every
     /// request answered and every toggle applied, and nothing can create new work: stop.
+    ///
+    /// Fibers in [`wait_for`](Self::wait_for) wait for writes to the host board, which are done
+    /// in other workers' turns (bumps) but counted by no message. So their conditions are tested
+    /// again after `a` is read: a write before the bump that made `a` is seen. For the ranks'
+    /// waves, the test also records the wave it follows (`Shared::board_fresh`).
     fn try_finish(&self) {
         let sh = &self.shared;
         let a = sh.activity.load(Ordering::SeqCst);
+        if self.waiters.get() > 0 {
+            let wave = sh.waves.load(Ordering::SeqCst);
+            if self.wake_waiters() {
+                return;
+            }
+            sh.board_fresh[self.local].store(wave, Ordering::SeqCst);
+        }
         if !self.locally_quiet() {
             return;
         }
@@ -2383,10 +2504,12 @@ impl WorkerCore {
     pub(crate) fn run_loop(&self) {
         let mut idle = 0u32;
         let mut off_seen = true;
+        // When this worker's idle spell reached the sleeping stage (see `WAITER_YIELDING`).
+        let mut sleepy_since: Option<Instant> = None;
         while !self.stopping() {
             let ran = self.run_ready(POLL_EVERY);
             let polled = self.guarded(true, || self.poll());
-            let worked = ran > 0 || polled;
+            let worked = ran > 0 || polled || self.wake_waiters();
             let sh = &self.shared;
             let draining = sh.draining.load(Ordering::Relaxed);
             if draining || sh.watching.load(Ordering::Relaxed) {
@@ -2408,6 +2531,7 @@ impl WorkerCore {
             }
             if worked {
                 idle = 0;
+                sleepy_since = None;
                 continue;
             }
             idle += 1;
@@ -2418,7 +2542,7 @@ impl WorkerCore {
                 // a few nanoseconds of landing. A backlog needs the full poll to retry flushing.
                 if !self.has_backlog() {
                     for _ in 0..LIGHT_SPINS {
-                        if self.has_incoming() || self.stopping() {
+                        if self.has_incoming() || self.stopping() || self.waiter_ready() {
                             break;
                         }
                         std::hint::spin_loop();
@@ -2426,11 +2550,16 @@ impl WorkerCore {
                 } else {
                     std::hint::spin_loop();
                 }
-            } else if idle < spin + YIELDS {
+            } else if idle < spin + YIELDS
+                || (self.waiters.get() > 0
+                    && sleepy_since.get_or_insert_with(Instant::now).elapsed() < WAITER_YIELDING)
+            {
                 std::thread::yield_now();
             } else {
                 let t = if self.has_backlog() {
                     Duration::from_micros(50)
+                } else if self.waiters.get() > 0 {
+                    WAITER_SLEEP
                 } else {
                     Duration::from_millis(20)
                 };
@@ -2472,7 +2601,16 @@ impl WorkerCore {
         let mail = self.mail.borrow();
         let mut waits = mail.waits();
         let live = self.fibers.borrow().iter().filter(|f| f.is_some()).count();
-        let others = live.saturating_sub(mail.waiters() + self.ready.borrow().len());
+        let board = self.waiters.get();
+        if board > 0 {
+            waits.push(format!(
+                "{board} fiber{} wait{} in gossamer::wait_for (a collective's step on the host \
+                 board, say)",
+                if board == 1 { "" } else { "s" },
+                if board == 1 { "s" } else { "" }
+            ));
+        }
+        let others = live.saturating_sub(mail.waiters() + board + self.ready.borrow().len());
         if others > 0 {
             waits.push(format!(
                 "{others} other fiber{} wait{} (a join, say)",
@@ -2502,6 +2640,9 @@ impl WorkerCore {
                 }
             }
         }
+        // The conditions of waiting fibers live on their stacks (see `Waiter`).
+        self.waiting.borrow_mut().clear();
+        self.waiters.set(0);
         let fibers = std::mem::take(&mut *self.fibers.borrow_mut());
         self.dropping_fibers.set(true);
         for co in fibers.into_iter().flatten() {

@@ -104,3 +104,75 @@ fn computing_after_a_message_is_no_deadlock() {
     });
     assert_eq!(r.expect("no deadlock"), vec![7, 0]);
 }
+
+/// Fibers waiting in `wait_for` for conditions nobody will make true are seen like any other
+/// wait: the job ends as deadlocked, the report counting them.
+#[test]
+fn a_wait_for_that_nothing_can_satisfy_ends_the_job_naming_it() {
+    let (r, took) = within_a_minute(|| {
+        gossamer::spmd(Config::default().workers(2), |w| {
+            let flag = std::sync::atomic::AtomicBool::new(false);
+            if w.id() == 1 {
+                gossamer::wait_for(|| flag.load(std::sync::atomic::Ordering::Acquire));
+            }
+        })
+    });
+    match r {
+        Err(Error::Deadlock { rank: 0, waits }) => assert_eq!(
+            waits,
+            [
+                "worker 1: 1 fiber waits in gossamer::wait_for (a collective's step on the host \
+                 board, say)"
+            ],
+        ),
+        other => panic!("expected a deadlock, got {other:?}"),
+    }
+    assert!(took < Duration::from_secs(10), "the report took {took:?}");
+}
+
+/// A `wait_for` whose condition another worker makes true only after computing for 1.5 s (and
+/// one waiting for a value from a spawned fiber of its own worker) ends when it holds, with the
+/// value, and is no deadlock; a panic in a condition reaches the waiting fiber's joiner.
+#[test]
+fn a_wait_for_ends_when_its_condition_holds_and_raises_its_panics() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let (r, _) = within_a_minute(|| {
+        let word = Arc::new(AtomicU64::new(0));
+        let mine = Arc::clone(&word);
+        gossamer::spmd(Config::default().workers(2), move |w| {
+            if w.id() == 0 {
+                gossamer::wait_for(|| mine.load(Ordering::Acquire) >= 1);
+                let local = Arc::new(AtomicU64::new(0));
+                let setter = Arc::clone(&local);
+                let h = gossamer::spawn(move || {
+                    gossamer::yield_now();
+                    setter.store(5, Ordering::Release);
+                });
+                gossamer::wait_for(|| local.load(Ordering::Acquire) == 5);
+                h.join();
+                let calls = std::cell::Cell::new(0u32);
+                let panicked = gossamer::spawn(move || {
+                    gossamer::wait_for(|| {
+                        calls.set(calls.get() + 1);
+                        assert!(calls.get() < 3, "the condition panics on its third test");
+                        false
+                    })
+                })
+                .try_join();
+                let text = panicked.expect_err("a panic in the condition").to_string();
+                assert!(text.contains("the condition panics"), "{text}");
+                mine.load(Ordering::Acquire) + local.load(Ordering::Acquire)
+            } else {
+                let start = Instant::now();
+                let mut x = 1u64;
+                while start.elapsed() < Duration::from_millis(1500) {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+                mine.store(1 + u64::from(x == 0), Ordering::Release);
+                0
+            }
+        })
+    });
+    assert_eq!(r.expect("no deadlock"), vec![6, 0]);
+}
