@@ -188,7 +188,11 @@ fn a_panic_ends_a_job_waiting_on_the_board() {
 fn a_member_that_never_calls_a_board_step_ends_the_job_as_deadlocked() {
     failing_job(
         &["--absent-rank", "1"],
-        &["the job is deadlocked: every worker of every rank is idle"],
+        &[
+            "the job is deadlocked: every worker of every rank is idle",
+            "on rank 0: worker 0: 1 fiber waits in gossamer::wait_for (a collective's step on \
+             the host board, say)",
+        ],
     );
 }
 

@@ -166,6 +166,7 @@ mod tests {
             ("Run", crate::progress::stage::RUN),
             ("Leaving", crate::progress::stage::LEAVING),
             ("Abandoned", crate::progress::stage::ABANDONED),
+            ("Deadlocked", crate::progress::stage::DEADLOCKED),
         ] {
             let line = format!("{name} = b'{}',", byte as char);
             assert!(stage.contains(&line), "stage.rs no longer says `{line}`");

@@ -33,6 +33,9 @@ pub mod stage {
     pub const LEAVING: u8 = b'L';
     /// MPI given up after a failure (the rank's exit status tells the rest).
     pub const ABANDONED: u8 = b'A';
+    /// The job was found deadlocked: every rank found it in the same wave, and each is ending
+    /// with its own report of what its fibers wait for.
+    pub const DEADLOCKED: u8 = b'D';
 }
 
 /// How far a rank got: joined the job, and how many runs it started. A later stage compares
@@ -74,6 +77,8 @@ struct Rank {
     exited: bool,
     /// Leaving the job (about to finalise MPI) since its last stage.
     leaving: bool,
+    /// Found the job deadlocked.
+    deadlocked: bool,
 }
 
 impl Rank {
@@ -128,10 +133,17 @@ impl Progress {
                     r.leaving = true;
                 }
                 stage::ABANDONED => r.inside = false,
+                stage::DEADLOCKED => r.deadlocked = true,
                 _ => {}
             }
         }
         self.short_of_another(conn)
+    }
+
+    /// Whether connection `conn`'s rank found the job deadlocked: then every rank did, in the
+    /// same wave, and each is about to report what its own fibers wait for.
+    pub fn deadlocked(&self, conn: usize) -> bool {
+        self.ranks.get(&conn).is_some_and(|r| r.deadlocked)
     }
 
     /// Connection `conn`'s rank exited with status 0. Returns the failure line when it exited
@@ -281,6 +293,21 @@ mod tests {
         let mut p = job(2);
         assert_eq!(p.stages(1, b"JRA"), None);
         assert_eq!(p.exited_ok(1), None);
+    }
+
+    #[test]
+    fn a_rank_that_found_the_job_deadlocked_is_known_as_such() {
+        let mut p = job(2);
+        assert_eq!(p.stages(0, b"JR"), None);
+        assert!(!p.deadlocked(0));
+        assert_eq!(
+            p.stages(0, b"D"),
+            None,
+            "a deadlock is no stage short of another"
+        );
+        assert!(p.deadlocked(0));
+        assert!(!p.deadlocked(1));
+        assert!(!p.deadlocked(7), "an unknown connection");
     }
 
     #[test]

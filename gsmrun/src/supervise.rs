@@ -7,7 +7,9 @@
 //! job, judged by [`crate::progress`]), then one `EXIT` report once the program has ended and its
 //! output is drained. `gsmrun` may send `KILL`; the wrapper then ends its
 //! program (SIGTERM, SIGKILL after a grace period) and answers `ENDED`. On the first failure
-//! `gsmrun` prints one line, sends `KILL` to every wrapper, waits (at most 1.5 s) for every `ENDED`,
+//! `gsmrun` prints one line, sends `KILL` to every wrapper (when the failed rank had found the job
+//! deadlocked, only once every rank has reported or after a second: every rank found it in the
+//! same wave and reports what its own fibers wait for), waits (at most 1.5 s) for every `ENDED`,
 //! then terminates the launcher (SIGTERM, and SIGKILL of its process group 0.2 s later, removing
 //! the session directory a killed Open MPI leaves behind) and exits with the
 //! failure's status. A launcher that fails on its own (exits non-zero, or is killed, before every
@@ -236,6 +238,10 @@ const ENDED_WAIT: Duration = Duration::from_millis(1500);
 const LAUNCHER_TERM_WAIT: Duration = Duration::from_millis(200);
 /// How long after the launcher exits we wait for reports still in flight.
 const LATE_REPORT_WAIT: Duration = Duration::from_millis(1000);
+/// How long a job whose ranks found it deadlocked waits, after the first rank's failure, for
+/// the others to end by themselves before they are ended: each reports what its own fibers wait
+/// for, and they decided together, so their reports follow within milliseconds.
+const DEADLOCK_REPORTS_WAIT: Duration = Duration::from_millis(1000);
 /// How long a new control connection has to present the job's key before it is dropped.
 const HELLO_WAIT: Duration = Duration::from_secs(5);
 
@@ -320,6 +326,9 @@ pub fn run(
     let mut ok_ranks: HashSet<String> = HashSet::new();
     let mut progress = Progress::default();
     let mut ending: Option<(i32, Instant)> = None;
+    // Ending a deadlocked job: the other ranks are told to end at this time, unless they have
+    // all reported before (see `DEADLOCK_REPORTS_WAIT`).
+    let mut end_others_at: Option<Instant> = None;
     let mut launcher_termed: Option<Instant> = None;
     let mut launcher_status: Option<(ExitStatus, Instant)> = None;
 
@@ -335,21 +344,35 @@ pub fn run(
     loop {
         let now = Instant::now();
         let mut wake = now + Duration::from_millis(100);
-        if let Some((code, since)) = ending {
-            let all_ended = conns.values().all(|c| c.ended || c.closed);
-            if launcher_termed.is_none() && (all_ended || now >= since + ENDED_WAIT) {
-                tracing::debug!(all_ended, "terminating the launcher");
-                // SAFETY: kill(2) with a pid we started and have not reaped yet (or ESRCH).
-                unsafe { libc::kill(launcher_pid, libc::SIGTERM) };
-                launcher_termed = Some(now);
+        if let Some(at) = end_others_at {
+            let reported = conns.values().filter(|c| c.reported || c.closed).count();
+            if now >= at || reported >= opts.np {
+                tracing::debug!(reported, "ending the other ranks of a deadlocked job");
+                end_others_at = None;
+                begin_ending(&mut conns, &quiet);
+                ending = ending.map(|(code, _)| (code, now));
+            } else {
+                wake = wake.min(at);
             }
-            let term_expired = launcher_termed.is_some_and(|t| now >= t + LAUNCHER_TERM_WAIT);
-            if launcher_status.is_some() || term_expired {
-                // SAFETY: kill(2) on the launcher's own process group (it was started with
-                // process_group(0), so its pgid is its pid); ESRCH if already empty.
-                unsafe { libc::kill(-launcher_pid, libc::SIGKILL) };
-                remove_open_mpi_session_dir(launcher_pid);
-                return Ok(code);
+        }
+        if let Some((code, since)) = ending {
+            // Not while the other ranks of a deadlocked job may still report by themselves.
+            if end_others_at.is_none() {
+                let all_ended = conns.values().all(|c| c.ended || c.closed);
+                if launcher_termed.is_none() && (all_ended || now >= since + ENDED_WAIT) {
+                    tracing::debug!(all_ended, "terminating the launcher");
+                    // SAFETY: kill(2) with a pid we started and have not reaped yet (or ESRCH).
+                    unsafe { libc::kill(launcher_pid, libc::SIGTERM) };
+                    launcher_termed = Some(now);
+                }
+                let term_expired = launcher_termed.is_some_and(|t| now >= t + LAUNCHER_TERM_WAIT);
+                if launcher_status.is_some() || term_expired {
+                    // SAFETY: kill(2) on the launcher's own process group (it was started with
+                    // process_group(0), so its pgid is its pid); ESRCH if already empty.
+                    unsafe { libc::kill(-launcher_pid, libc::SIGKILL) };
+                    remove_open_mpi_session_dir(launcher_pid);
+                    return Ok(code);
+                }
             }
         } else {
             if let Some(t) = timeout_at {
@@ -436,7 +459,11 @@ pub fn run(
                 if outcome.failed() {
                     say(format_args!("{}", outcome.failure_line(&rank, &c.host)));
                     ending = Some((outcome.exit_code(), Instant::now()));
-                    begin_ending(&mut conns, &quiet);
+                    if progress.deadlocked(conn) {
+                        end_others_at = Some(Instant::now() + DEADLOCK_REPORTS_WAIT);
+                    } else {
+                        begin_ending(&mut conns, &quiet);
+                    }
                 } else if let Some(line) = progress.exited_ok(conn) {
                     say(format_args!("{line}"));
                     ending = Some((1, Instant::now()));

@@ -671,6 +671,7 @@ fn terminate(job: &Job, sh: &Shared) -> Result<(), Error> {
                             return Ok(());
                         }
                         if expired == u64::from(job.size()) {
+                            crate::bootstrap::tell(crate::bootstrap::Stage::Deadlocked);
                             return Err(Error::Deadlock {
                                 rank: job.rank(),
                                 waits: Vec::new(),

@@ -379,25 +379,30 @@ fn this_host() -> String {
 }
 
 /// Every rank's main fiber waits for a message nobody sends: the job ends as deadlocked on every
-/// rank, each naming what its fibers wait for (gsmrun shows the first), over either fabric. (It hung: every worker
-/// idle, nothing in flight, and nothing to wake the fibers.)
+/// rank, each naming what its fibers wait for, over either fabric. (It hung: every worker idle,
+/// nothing in flight, and nothing to wake the fibers.) Every rank's report is shown: gsmrun
+/// lets the others end by themselves once one says the job is deadlocked (it used to end them
+/// at the first report, so only that rank's line came out).
 #[test]
 fn a_job_whose_fibers_wait_for_ever_ends_as_deadlocked() {
     for fabric in ["shm", "tcp"] {
         let what = format!("gsmrun -np 2 --fabric {fabric} cluster_check --recv-forever");
-        ends_promptly_cmd(
+        let done = ends_promptly_cmd(
             job_command(2, Some(fabric), &["--recv-forever", "--quick"]),
             &what,
             1,
             "the job is deadlocked: every worker of every rank is idle",
         );
-        ends_promptly_cmd(
-            job_command(2, Some(fabric), &["--recv-forever", "--quick"]),
-            &what,
-            1,
-            // Rank 0's worker 0 or rank 1's worker 2, whichever rank's report comes first.
-            ": a fiber waits for a message from worker 3 under tag 0xd1",
-        );
+        for line in [
+            "on rank 0: worker 0: a fiber waits for a message from worker 3 under tag 0xd1",
+            "on rank 1: worker 2: a fiber waits for a message from worker 3 under tag 0xd1",
+        ] {
+            assert!(
+                done.stderr.contains(line),
+                "{what}: every rank's report should come out, this one says `{line}`\n{}",
+                done.report()
+            );
+        }
     }
 }
 
@@ -416,8 +421,8 @@ fn ends_promptly(args: &[&str], code: i32, says: &str) {
     ends_promptly_cmd(job_command(2, None, &all), what, code, says);
 }
 
-/// [`ends_promptly`] for any 2-rank job command.
-fn ends_promptly_cmd(mut cmd: Command, what: &str, code: i32, says: &str) {
+/// [`ends_promptly`] for any 2-rank job command; returns what the job did.
+fn ends_promptly_cmd(mut cmd: Command, what: &str, code: i32, says: &str) -> Finished {
     let _serial = serial();
     let guard = PidGuard::new();
     let job = spawn(&mut cmd);
@@ -437,6 +442,7 @@ fn ends_promptly_cmd(mut cmd: Command, what: &str, code: i32, says: &str) {
         "{what}: the output does not say `{says}`\n{report}"
     );
     assert_nothing_left(&prefix, &guard, what, &done);
+    done
 }
 
 /// A job whose runs are on a thread other than main ends well: MPI is finalised at exit (by the

@@ -36,6 +36,10 @@ pub(crate) enum Stage {
     /// MPI given up after a failure (never finalised): the job no longer waits for this rank,
     /// and how it ended is in its exit status.
     Abandoned = b'A',
+    /// The job was found deadlocked (`cluster::terminate`): every rank found it in the same
+    /// wave and fails its run with its own report, so the launcher waits a little for the
+    /// others' reports before it ends them.
+    Deadlocked = b'D',
 }
 
 /// This rank's end of the channel, found once: `None` when there is none to use.
@@ -123,13 +127,19 @@ mod tests {
         // SAFETY: reads the descriptor's flags only.
         let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
         assert_ne!(flags & libc::FD_CLOEXEC, 0, "the channel is not inherited");
-        for stage in [Stage::Joining, Stage::Run, Stage::Leaving, Stage::Abandoned] {
+        for stage in [
+            Stage::Joining,
+            Stage::Run,
+            Stage::Leaving,
+            Stage::Abandoned,
+            Stage::Deadlocked,
+        ] {
             send_stage(fd, stage);
         }
         ours.set_nonblocking(true).expect("nonblocking");
         let mut got = [0u8; 8];
         let n = (&ours).read(&mut got).expect("the stages arrived");
-        assert_eq!(&got[..n], b"JRLA");
+        assert_eq!(&got[..n], b"JRLAD");
 
         // Another inode, a descriptor that is not a socket, stdin/out/err, a closed one, and
         // text that is not `FD:INODE` are all refused.
