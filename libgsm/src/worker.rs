@@ -1334,7 +1334,8 @@ impl WorkerCore {
         woke
     }
 
-    /// Whether a fiber in [`wait_for`](Self::wait_for) could go on (tested while spinning).
+    /// Whether a fiber in [`wait_for`](Self::wait_for) could go on (tested while spinning, and
+    /// before a quiet report), without making it ready.
     fn waiter_ready(&self) -> bool {
         (0..self.waiters.get()).any(|i| {
             let Some(cond) = self.waiting.borrow().get(i).map(|w| w.cond) else {
@@ -2431,7 +2432,9 @@ impl WorkerCore {
         let a = sh.activity.load(Ordering::SeqCst);
         if self.waiters.get() > 0 {
             let wave = sh.waves.load(Ordering::SeqCst);
-            if self.wake_waiters() {
+            if self.waiter_ready() {
+                // Not quiet: the next turn makes the fiber ready, as work (a bump), so that no
+                // report of this worker stands while that fiber runs.
                 return;
             }
             sh.board_fresh[self.local].store(wave, Ordering::SeqCst);

@@ -176,3 +176,29 @@ fn a_wait_for_ends_when_its_condition_holds_and_raises_its_panics() {
     });
     assert_eq!(r.expect("no deadlock"), vec![6, 0]);
 }
+
+/// A fiber that a `wait_for` lets go on and that then computes for 2.5 s, while the other
+/// worker waits for its message, is no deadlock: the worker's quiet report from before must not
+/// stand while the fiber runs. (The condition comes true while the worker sleeps between looks,
+/// so this does not reach the narrow window of a condition coming true between the turn's test
+/// and the quiet report's; that one is closed by construction, see `WorkerCore::try_finish`.)
+#[test]
+fn computing_after_a_wait_for_is_no_deadlock() {
+    let (r, _) = within_a_minute(|| {
+        gossamer::spmd(Config::default().workers(2), |w| {
+            if w.id() == 0 {
+                recv::<u64>(WorkerId::new(1), 4)
+            } else {
+                let start = Instant::now();
+                gossamer::wait_for(|| start.elapsed() >= Duration::from_millis(300));
+                let mut x = 1u64;
+                while start.elapsed() < Duration::from_millis(2800) {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+                send(WorkerId::new(0), 4, 9 + u64::from(x == 0));
+                0
+            }
+        })
+    });
+    assert_eq!(r.expect("no deadlock"), vec![9, 0]);
+}
