@@ -130,6 +130,9 @@
 //! - **No thread-locals across a yield**: every blocking gossamer call may let other fibers of the
 //!   worker run in between, and they share the thread's locals.
 //! - **Yield in long loops** ([`yield_now`]) so that the worker keeps serving its trustees.
+//!   To wait for a condition that no message announces (a word another rank writes on the
+//!   [`host_board`]), use [`wait_for`] rather than a loop of yields: the worker tests the
+//!   condition between its other work, and the wait counts as one for the deadlock report.
 //! - **Delegated closures and `apply_then` callbacks must not block** (no `apply`, `join`,
 //!   `yield_now` inside them): they run in the trustee's poller; such a call panics at once.
 //!   `apply_then`, `entrust`, `Trust::clone` and dropping trusts work there.

@@ -202,3 +202,37 @@ fn computing_after_a_wait_for_is_no_deadlock() {
     });
     assert_eq!(r.expect("no deadlock"), vec![9, 0]);
 }
+
+/// Many fibers on both workers in `wait_for` at once, each waiting for its turn in a chain that
+/// the fibers before it make (through an atomic shared by both workers): every one gets its
+/// turn, in order, and the job is no deadlock while the chain moves.
+#[test]
+fn a_chain_of_fibers_in_wait_for_on_both_workers_takes_its_turns_in_order() {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    const FIBERS: u64 = 200;
+    // Statics: closures sent to another worker capture plain data only. This test alone uses them.
+    static TURN: AtomicU64 = AtomicU64::new(0);
+    static LOG: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+    let (r, _) = within_a_minute(|| {
+        gossamer::run(Config::default().workers(2), || {
+            // Spawned in reverse so that no fiber finds its turn already come.
+            let handles: Vec<_> = (0..FIBERS)
+                .rev()
+                .map(|i| {
+                    gossamer::spawn_on(WorkerId::new((i % 2) as usize), move || {
+                        gossamer::wait_for(|| TURN.load(Ordering::Acquire) == i);
+                        LOG.lock().unwrap().push(i);
+                        TURN.store(i + 1, Ordering::Release);
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join();
+            }
+        })
+    });
+    r.expect("no deadlock");
+    assert_eq!(TURN.load(Ordering::Relaxed), FIBERS);
+    assert_eq!(*LOG.lock().unwrap(), (0..FIBERS).collect::<Vec<_>>());
+}
