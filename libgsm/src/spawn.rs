@@ -443,7 +443,8 @@ pub fn yield_now() {
 /// The condition is tested at once, and then by the worker once per turn of its loop, between
 /// fibers, until it holds; then the fiber is ready again (and tests it once more itself). So a
 /// waiting fiber costs its worker no switch, and a worker whose fibers all wait is idle: it
-/// sleeps in spells of 20 µs, as no doorbell rings for a write to the board.
+/// yields its thread for a millisecond, then sleeps in spells of 20 µs (no doorbell rings for
+/// a write to the board).
 ///
 /// The condition must be cheap, must not block, and should only read (atomics of the board,
 /// say). It must be made true by fibers of this job only: a job whose fibers all wait
