@@ -483,6 +483,31 @@ pub(crate) struct Ends {
 struct Waiter {
     fiber: u32,
     cond: *mut (dyn FnMut() -> bool + 'static),
+    /// Where the worker leaves a panic of the condition (on the same fiber's stack), which the
+    /// fiber then raises without testing again (so the panic is reported once).
+    panic: *mut Option<Box<dyn std::any::Any + Send>>,
+}
+
+impl Waiter {
+    /// Tests the condition on the worker: a panic is kept for the fiber and counts as true.
+    ///
+    /// # Safety
+    /// The fiber that owns `cond` and `panic` is suspended in `wait_for` (see the type's docs).
+    unsafe fn holds(&self) -> bool {
+        // SAFETY: the caller's; both live in the suspended fiber's frame.
+        unsafe {
+            if (*self.panic).is_some() {
+                return true;
+            }
+            match catch_unwind(AssertUnwindSafe(|| (*self.cond)())) {
+                Ok(holds) => holds,
+                Err(p) => {
+                    *self.panic = Some(p);
+                    true
+                }
+            }
+        }
+    }
 }
 
 /// Everything one worker owns. Reached through a thread-local pointer; all mutation goes through
@@ -1281,10 +1306,11 @@ impl WorkerCore {
         let Some(id) = self.current.get() else {
             return;
         };
+        let mut panic: Option<Box<dyn std::any::Any + Send>> = None;
         while !cond() {
             let short: *mut (dyn FnMut() -> bool + '_) = cond;
             // SAFETY: only the lifetime is erased. The entry is taken out of `waiting` before
-            // this fiber is made ready again, so the pointer is used only while this frame is
+            // this fiber is made ready again, so the pointers are used only while this frame is
             // suspended below (its stack intact); teardown forgets every entry before it drops
             // the fibers.
             let cond: *mut (dyn FnMut() -> bool + 'static) = unsafe { std::mem::transmute(short) };
@@ -1292,14 +1318,20 @@ impl WorkerCore {
             if waiting.is_empty() {
                 self.shared.board_fresh[self.local].store(0, Ordering::SeqCst);
             }
-            waiting.push(Waiter { fiber: id, cond });
+            waiting.push(Waiter {
+                fiber: id,
+                cond,
+                panic: &mut panic,
+            });
             self.waiters.set(waiting.len());
             drop(waiting);
             while self.waiting.borrow().iter().any(|w| w.fiber == id) {
                 fiber::suspend();
             }
-            // Tested again here: the worker's test may have panicked (that made the fiber
-            // ready so that the panic is raised where it belongs, in the fiber).
+            // The worker's test panicked: raised here, in the fiber, where it belongs.
+            if let Some(p) = panic.take() {
+                std::panic::resume_unwind(p);
+            }
         }
     }
 
@@ -1317,9 +1349,8 @@ impl WorkerCore {
         let mut waiting = std::mem::take(&mut *self.waiting.borrow_mut());
         let before = waiting.len();
         waiting.retain(|w| {
-            // SAFETY: see `Waiter`: the fiber that owns the condition is suspended.
-            let holds = catch_unwind(AssertUnwindSafe(|| unsafe { (*w.cond)() }));
-            let go = !matches!(holds, Ok(false));
+            // SAFETY: an entry's fiber is suspended in `wait_for` (see `Waiter`).
+            let go = unsafe { w.holds() };
             if go {
                 self.wake_fiber(w.fiber);
             }
@@ -1338,12 +1369,17 @@ impl WorkerCore {
     /// before a quiet report), without making it ready.
     fn waiter_ready(&self) -> bool {
         (0..self.waiters.get()).any(|i| {
-            let Some(cond) = self.waiting.borrow().get(i).map(|w| w.cond) else {
+            let Some((fiber, cond, panic)) = self
+                .waiting
+                .borrow()
+                .get(i)
+                .map(|w| (w.fiber, w.cond, w.panic))
+            else {
                 return false;
             };
-            // SAFETY: as in `wake_waiters_slow`; a panic counts as ready (the next turn makes
-            // the fiber ready, which raises it there).
-            catch_unwind(AssertUnwindSafe(|| unsafe { (*cond)() })).unwrap_or(true)
+            // SAFETY: as in `wake_waiters_slow`; no borrow of `waiting` is held while it runs.
+            // A panic is kept for the next turn, which makes the fiber ready to raise it.
+            unsafe { Waiter { fiber, cond, panic }.holds() }
         })
     }
 
