@@ -18,6 +18,16 @@ fn within_a_minute<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) ->
     (r, start.elapsed())
 }
 
+/// Computes without a system call or a yield until `deadline` (the worker is busy, not idle);
+/// returns the result, which callers fold into theirs so the work is not optimised away.
+fn compute_until(deadline: Instant, seed: u64) -> u64 {
+    let mut x = seed;
+    while Instant::now() < deadline {
+        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+    x
+}
+
 #[test]
 fn a_recv_whose_send_never_comes_ends_the_job_naming_it() {
     let (r, took) = within_a_minute(|| {
@@ -92,11 +102,7 @@ fn computing_after_a_message_is_no_deadlock() {
                 recv::<u64>(WorkerId::new(1), 2)
             } else {
                 let v: u64 = recv(WorkerId::new(0), 1);
-                let start = Instant::now();
-                let mut x = v;
-                while start.elapsed() < Duration::from_millis(1500) {
-                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-                }
+                let x = compute_until(Instant::now() + Duration::from_millis(1500), v);
                 send(WorkerId::new(0), 2, v + u64::from(x == 0));
                 0
             }
@@ -164,11 +170,7 @@ fn a_wait_for_ends_when_its_condition_holds_and_raises_its_panics() {
                 assert!(text.contains("the condition panics"), "{text}");
                 mine.load(Ordering::Acquire) + local.load(Ordering::Acquire)
             } else {
-                let start = Instant::now();
-                let mut x = 1u64;
-                while start.elapsed() < Duration::from_millis(1500) {
-                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-                }
+                let x = compute_until(Instant::now() + Duration::from_millis(1500), 1);
                 mine.store(1 + u64::from(x == 0), Ordering::Release);
                 0
             }
@@ -191,10 +193,7 @@ fn computing_after_a_wait_for_is_no_deadlock() {
             } else {
                 let start = Instant::now();
                 gossamer::wait_for(|| start.elapsed() >= Duration::from_millis(300));
-                let mut x = 1u64;
-                while start.elapsed() < Duration::from_millis(2800) {
-                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-                }
+                let x = compute_until(start + Duration::from_millis(2800), 1);
                 send(WorkerId::new(0), 4, 9 + u64::from(x == 0));
                 0
             }
