@@ -60,12 +60,15 @@ pub enum PlacementError {
     TooManyRanks { np: u32, max: u32 },
 }
 
-/// Place the ranks (see the module doc).
+/// Place the ranks (see the module doc). How many ranks each host gets:
 ///
 /// - By slot: host 0 gets its `slots` ranks, then host 1, …; when oversubscribing, further passes
 ///   give each host up to `slots` more ranks, in host order, until all ranks are placed.
 /// - By node: one rank per host in turn, skipping hosts whose slots are full; when
 ///   oversubscribing, the turns continue over every host.
+///
+/// Which ranks those are follows from the counts alone, as the launcher numbers them (see
+/// `in_launcher_order`): by slot, each host's ranks form one block.
 /// - Without `--oversubscribe` no host gets more than `slots`; with it, no host gets more than
 ///   `max_slots` (unlimited when absent), so [`PlacementError::ExceedsMaxSlots`] when all hosts
 ///   have a `max_slots` and their total is too small.
@@ -170,8 +173,41 @@ pub fn place(
     }
     Ok(Placement {
         hosts: hosts.to_vec(),
-        rank_host,
+        rank_host: in_launcher_order(&count, map_by),
     })
+}
+
+/// The ranks of `count[h]` ranks per host in the order the launchers give them when each host is
+/// listed with exactly that many slots, as [`crate::launch`] writes the hostfile: by slot, each
+/// host's ranks in one block, in host order; by node, one rank per host in turn, skipping hosts
+/// whose ranks are all placed (Open MPI's `--map-by node`, Hydra's `-rr`).
+///
+/// Without oversubscription this is the order the passes of [`place`] make anyway. With it, the
+/// passes interleave (`a,b` with one slot each and 4 ranks gave `a,b,a,b`) while `mpirun`, which
+/// sees `a slots=2` and `b slots=2`, starts `a,a,b,b`: the ranks then ran elsewhere than the
+/// `GSM_RANK_HOSTS`, `GSM_LOCAL_RANK` and `GSM_HOST_ADDR` they were given said, and the tcp fabric
+/// bound to another host's address. So the passes only decide how many ranks each host gets.
+fn in_launcher_order(count: &[u64], map_by: MapBy) -> Vec<usize> {
+    let mut left = count.to_vec();
+    let mut order = Vec::with_capacity(count.iter().sum::<u64>() as usize);
+    match map_by {
+        MapBy::Slot => {
+            for (h, &n) in count.iter().enumerate() {
+                order.extend(std::iter::repeat_n(h, n as usize));
+            }
+        }
+        MapBy::Node => {
+            while left.iter().any(|&n| n > 0) {
+                for (h, n) in left.iter_mut().enumerate() {
+                    if *n > 0 {
+                        order.push(h);
+                        *n -= 1;
+                    }
+                }
+            }
+        }
+    }
+    order
 }
 
 #[cfg(test)]
@@ -230,21 +266,31 @@ mod tests {
     fn oversubscribe_by_slot_wraps_around() {
         let hosts = [h("a", 2, None), h("b", 1, None)];
         let p = place(&hosts, Some(7), MapBy::Slot, true).unwrap();
-        assert_eq!(p.rank_host, vec![0, 0, 1, 0, 0, 1, 0]);
+        // Passes of 2 and 1: a gets 5, b 2; each host's ranks in one block, as mpirun starts
+        // them from `a slots=5`, `b slots=2`.
+        assert_eq!(p.rank_host, vec![0, 0, 0, 0, 0, 1, 1]);
+        // One slot each, 4 ranks: `a,a,b,b`, not `a,b,a,b` (what mpirun did not do).
+        let hosts = [h("a", 1, None), h("b", 1, None)];
+        let p = place(&hosts, Some(4), MapBy::Slot, true).unwrap();
+        assert_eq!(p.rank_host, vec![0, 0, 1, 1]);
     }
 
     #[test]
     fn oversubscribe_by_node_continues_round_robin() {
         let hosts = [h("a", 1, None), h("b", 2, None)];
         let p = place(&hosts, Some(5), MapBy::Node, true).unwrap();
-        assert_eq!(p.rank_host, vec![0, 1, 1, 0, 1]);
+        assert_eq!(p.rank_host, vec![0, 1, 0, 1, 1]);
+        // a gets 3, b 2 (the soft pass gives a,b,a, the hard one a,b); in turn: a,b,a,b,a.
+        let hosts = [h("a", 2, None), h("b", 1, None)];
+        let p = place(&hosts, Some(5), MapBy::Node, true).unwrap();
+        assert_eq!(p.rank_host, vec![0, 1, 0, 1, 0]);
     }
 
     #[test]
     fn max_slots_is_never_exceeded() {
         let hosts = [h("a", 1, Some(2)), h("b", 1, Some(1))];
         let p = place(&hosts, Some(3), MapBy::Slot, true).unwrap();
-        assert_eq!(p.rank_host, vec![0, 1, 0]);
+        assert_eq!(p.rank_host, vec![0, 0, 1]);
         let p = place(&hosts, Some(3), MapBy::Node, true).unwrap();
         assert_eq!(p.rank_host, vec![0, 1, 0]);
         assert_eq!(

@@ -139,3 +139,83 @@ fn dry_run_prints_the_placement_and_command_and_starts_nothing() {
         done.report()
     );
 }
+
+/// `path`, made executable.
+fn executable(path: std::path::PathBuf) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
+    path
+}
+
+/// Ranks start on the host gsmrun says they run on, also when it oversubscribes: every rank's
+/// `GSM_HOST_ADDR`, `GSM_LOCAL_RANK` and `GSM_LOCAL_SIZE` agree with where Open MPI started it.
+/// The hosts are names of this machine reached through a launch agent that runs the command
+/// here, as ssh to each host would there; Open MPI starts one daemon per host name, and the
+/// daemon a rank runs under and its `OMPI_COMM_WORLD_LOCAL_RANK`/`LOCAL_SIZE` say where it is.
+/// (Oversubscribed by slot, gsmrun placed `a,b,a,b` while mpirun started `a,a,b,b`.)
+#[test]
+fn oversubscribed_ranks_run_where_gsmrun_says() {
+    let scratch = Scratch::new("placement", RunId::next());
+    let agent = executable(scratch.write(
+        "agent",
+        "#!/bin/sh\n# like ssh HOST COMMAND, but here\n\
+         while [ $# -gt 0 ]; do case \"$1\" in -*) shift;; *) break;; esac; done\n\
+         shift\nexec sh -c \"$*\"\n",
+    ));
+    // The daemon's id ends its URI (`802816000.1;tcp://…`): 0 is mpirun's own, which starts no
+    // rank here, and the others follow the hostfile's hosts, which gsmrun writes in the order of
+    // GSM_HOSTS.
+    let probe = executable(scratch.write(
+        "probe",
+        "#!/bin/sh\nd=${OMPI_MCA_orte_local_daemon_uri%%;*}\n\
+         echo \"placed $GSM_RANK $GSM_HOSTS $GSM_HOST_ADDR $GSM_LOCAL_RANK/$GSM_LOCAL_SIZE \
+         ${d##*.} $OMPI_COMM_WORLD_LOCAL_RANK/$OMPI_COMM_WORLD_LOCAL_SIZE\"\n",
+    ));
+    let cases: [(&str, &[&str]); 5] = [
+        ("placea,placeb", &["-np", "4", "--oversubscribe"]),
+        ("placea:2,placeb:1", &["-np", "5", "--oversubscribe"]),
+        (
+            "placea:2,placeb:1",
+            &["-np", "5", "--oversubscribe", "--map-by", "node"],
+        ),
+        ("placea,placeb,placec", &["-np", "7", "--oversubscribe"]),
+        ("placea:2,placeb:2", &["-np", "3", "--map-by", "node"]),
+    ];
+    for (hosts, extra) in cases {
+        let what = format!("gsmrun -H {hosts} {}", extra.join(" "));
+        let mut cmd = gsmrun(["-H", hosts, "--launch-agent"]);
+        cmd.arg(&agent).args(extra).arg(&probe);
+        let done = run(&mut cmd, LIMIT);
+        assert_exit(&done, 0, &what);
+        let lines: Vec<Vec<&str>> = done
+            .stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("placed "))
+            .map(|l| l.split(' ').collect())
+            .collect();
+        let np: usize = extra[1].parse().expect("-np N");
+        assert_eq!(
+            lines.len(),
+            np,
+            "{what}: a line per rank\n{}",
+            done.report()
+        );
+        for w in &lines {
+            let told = w.get(1).and_then(|hosts| {
+                let h = hosts.split(',').position(|h| Some(&h) == w.get(2))?;
+                Some(format!("daemon {} as local rank {}", h + 1, w.get(3)?))
+            });
+            let started = (w.len() == 6).then(|| format!("daemon {} as local rank {}", w[4], w[5]));
+            assert!(
+                told.is_some() && told == started,
+                "{what}: rank {} was told {:?} (host {}), but Open MPI started it on {:?}\n{}",
+                w[0],
+                told,
+                w.get(2).unwrap_or(&"?"),
+                started,
+                done.report()
+            );
+        }
+    }
+}
