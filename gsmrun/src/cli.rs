@@ -178,9 +178,10 @@ pub struct Cli {
     )]
     pub threads_per_rank: Option<u32>,
 
-    /// Fabric between ranks, passed to the runtime as GSM_FABRIC.
-    #[arg(long, value_enum, default_value_t = Fabric::Auto, value_name = "FABRIC")]
-    pub fabric: Fabric,
+    /// Fabric between ranks, passed to the runtime as GSM_FABRIC [default: GSM_FABRIC of
+    /// gsmrun's environment, else auto].
+    #[arg(long, value_enum, value_name = "FABRIC")]
+    pub fabric: Option<Fabric>,
 
     /// Program that starts the ranks.
     #[arg(long, value_enum, default_value_t = LauncherChoice::Auto, value_name = "LAUNCHER")]
@@ -691,7 +692,7 @@ mod tests {
         assert_eq!(cli.export, ["A", "B=2"]);
         assert_eq!(cli.timeout, Some(5.0));
         assert_eq!(cli.threads_per_rank, Some(4));
-        assert_eq!(cli.fabric, Fabric::Tcp);
+        assert_eq!(cli.fabric, Some(Fabric::Tcp));
         assert_eq!(cli.launcher, LauncherChoice::Mpiexec);
         assert_eq!(cli.launch_agent.as_deref(), Some("ssh -p 2"));
         assert_eq!(cli.program, "./app");

@@ -125,6 +125,30 @@ pub const RANK_VARS: &[&str] = &[
     rank::STATE_FD,
 ];
 
+/// The runtime settings of `gsmrun`'s environment that it passes on to every rank, in name
+/// order: each `GSM_*` variable among `names` (`GSM_SLOT_SIZE`, `GSM_PIN`, `GSM_COLL_*`, …) that
+/// is not [`taken`](self): set by `gsmrun` for the job, by the wrapper for its rank, read by
+/// `gsmrun` alone ([`input::MPI_FLAVOUR`]) or exported with `-x`, whose value wins.
+///
+/// `srun` passes its whole environment to the tasks, but `mpirun` and `mpiexec` start the ranks on
+/// other hosts from a login shell's: there a setting reached only the ranks on the launching host,
+/// and a job whose ranks disagree on one (`GSM_SLOT_SIZE`, say) fails at start-up. Passing every
+/// `GSM_*` variable, rather than a list of the runtime's, also covers settings added later.
+pub fn passed_settings<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+    taken: &[&str],
+) -> Vec<String> {
+    let mut passed: Vec<String> = names
+        .into_iter()
+        .filter(|n| n.starts_with("GSM_") && n.len() > 4)
+        .filter(|n| !taken.contains(n) && !RANK_VARS.contains(n) && *n != input::MPI_FLAVOUR)
+        .map(str::to_string)
+        .collect();
+    passed.sort();
+    passed.dedup();
+    passed
+}
+
 /// Parse `GSM_RANK_HOSTS` and `GSM_HOSTS` back: the host of `rank`, its index among the ranks on
 /// that host, and how many ranks that host has.
 pub fn rank_location(hosts: &str, rank_hosts: &str, rank: usize) -> Option<(String, usize, usize)> {
@@ -171,6 +195,25 @@ mod tests {
             let line = format!("{name} = b'{}',", byte as char);
             assert!(stage.contains(&line), "stage.rs no longer says `{line}`");
         }
+    }
+
+    #[test]
+    fn every_gsm_setting_not_taken_is_passed_on() {
+        let env = [
+            "PATH",
+            "GSM_SLOT_SIZE",
+            "GSM_COLL_PIECE",
+            "GSM_JOB_ID",
+            "GSM_RANK",
+            "GSM_MPI_FLAVOUR",
+            "GSM_PIN",
+            "GSM_",
+            "XGSM_PIN",
+        ];
+        assert_eq!(
+            passed_settings(env, &["GSM_JOB_ID", "GSM_PIN"]),
+            ["GSM_COLL_PIECE", "GSM_SLOT_SIZE"]
+        );
     }
 
     #[test]

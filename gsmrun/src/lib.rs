@@ -252,18 +252,41 @@ pub struct Prepared {
     pub tmpdir: PathBuf,
 }
 
+/// The fabric of the job: `--fabric`, else `GSM_FABRIC` of gsmrun's environment (which the ranks
+/// would otherwise have seen only on the launching host, and there overridden), else `auto`.
+fn fabric(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<cli::Fabric, Error> {
+    use clap::ValueEnum;
+    if let Some(f) = cli.fabric {
+        return Ok(f);
+    }
+    let Some(v) = var(env::job::FABRIC) else {
+        return Ok(cli::Fabric::Auto);
+    };
+    cli::Fabric::from_str(v.trim(), true).map_err(|_| {
+        Error::Usage(format!(
+            "GSM_FABRIC={v} in gsmrun's environment: expected auto, shm or tcp (or pass --fabric, \
+             which takes precedence)"
+        ))
+    })
+}
+
 /// Resolve hosts, place ranks, choose the backend and build the plan. Spawns only
 /// `mpirun --version` (unless GSM_MPI_FLAVOUR is set).
 pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepared, Error> {
     for e in &cli.export {
         Export::parse(e).map_err(Error::Usage)?;
     }
-    if cli.fabric == cli::Fabric::Verbs {
-        return Err(Error::Usage(
-            "--fabric verbs: Gossamer has no RDMA (verbs) fabric yet, so every rank would fail \
-             to start; use --fabric auto, shm or tcp"
-                .into(),
-        ));
+    let fabric = fabric(cli, var)?;
+    if fabric == cli::Fabric::Verbs {
+        let given = if cli.fabric.is_some() {
+            "--fabric verbs"
+        } else {
+            "GSM_FABRIC=verbs in gsmrun's environment"
+        };
+        return Err(Error::Usage(format!(
+            "{given}: Gossamer has no RDMA (verbs) fabric yet, so every rank would fail to \
+             start; use --fabric auto, shm or tcp"
+        )));
     }
     if cli.threads_per_rank == Some(0) {
         return Err(Error::Usage(
@@ -316,10 +339,7 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
     if let Some(t) = cli.threads_per_rank {
         job_env.push((env::job::THREADS.to_string(), t.to_string()));
     }
-    job_env.push((
-        env::job::FABRIC.to_string(),
-        cli.fabric.as_str().to_string(),
-    ));
+    job_env.push((env::job::FABRIC.to_string(), fabric.as_str().to_string()));
     if backend != Backend::Srun {
         let names: Vec<&str> = placement.hosts.iter().map(|h| h.name.as_str()).collect();
         let idx: Vec<String> = placement.rank_host.iter().map(|h| h.to_string()).collect();
@@ -355,6 +375,21 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
     if var(env::input::LOG).is_some() {
         job_vars.push(env::input::LOG.to_string());
     }
+    let names: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .collect();
+    let exported: Vec<String> = cli
+        .export
+        .iter()
+        .filter_map(|e| Export::parse(e).ok().map(|x| x.name))
+        .collect();
+    let taken: Vec<&str> = job_vars
+        .iter()
+        .chain(&exported)
+        .map(String::as_str)
+        .collect();
+    let settings = env::passed_settings(names.iter().map(String::as_str), &taken);
+    job_vars.extend(settings);
 
     let mut mpi_env = Vec::new();
     if backend.uses_open_mpi_settings() {

@@ -10,8 +10,20 @@ use std::time::{Duration, Instant};
 const BIN: &str = env!("CARGO_BIN_EXE_gsmrun");
 
 fn gsmrun(args: &[&str], flavour: &str) -> std::process::Output {
-    Command::new(BIN)
-        .args(args)
+    gsmrun_with(args, flavour, &[])
+}
+
+/// [`gsmrun`] with `env` set, and no other `GSM_*` variable of the tests' environment (gsmrun
+/// passes them all on, so they would change the command lines the tests expect).
+fn gsmrun_with(args: &[&str], flavour: &str, env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = Command::new(BIN);
+    for (k, _) in std::env::vars_os() {
+        if k.to_str().is_some_and(|k| k.starts_with("GSM_")) {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.args(args)
+        .envs(env.iter().copied())
         .env("GSM_MPI_FLAVOUR", flavour)
         .env_remove("SLURM_JOB_ID")
         .env_remove("PBS_NODEFILE")
@@ -516,6 +528,64 @@ fn negative_numbers_name_the_option() {
         assert!(err.contains(shown) && err.contains("-1"), "{opt}: {err}");
         assert!(!err.contains("unexpected argument"), "{opt}: {err}");
     }
+}
+
+/// Runtime settings in gsmrun's environment reach every rank, on every host: mpirun and mpiexec
+/// start remote ranks in a login environment, so they are exported by name (a `-x` of one keeps
+/// its own value), and `GSM_FABRIC` is `--fabric`'s default instead of being overridden by it.
+#[test]
+fn runtime_settings_of_the_environment_reach_every_rank() {
+    let env = [
+        ("GSM_SLOT_SIZE", "65536"),
+        ("GSM_PIN", "0"),
+        ("GSM_COLL_PIECE", "4096"),
+        ("GSM_FABRIC", "tcp"),
+    ];
+    let args = [
+        "-np",
+        "2",
+        "-H",
+        "a,b",
+        "-x",
+        "GSM_PIN=1",
+        "--dry-run",
+        "app",
+    ];
+    let out = gsmrun_with(&args, "openmpi", &env);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        dry_command(&out),
+        format!(
+            "mpirun --hostfile TMP/hostfile -np 2 --map-by slot --bind-to none -x GSM_JOB_ID \
+             -x GSM_SIZE -x GSM_FABRIC -x GSM_HOSTS -x GSM_RANK_HOSTS -x GSM_CONTROL \
+             -x GSM_CONTROL_KEY -x GSM_COLL_PIECE -x GSM_SLOT_SIZE -x GSM_PIN=1 {BIN} \
+             --rank-wrapper -- app"
+        )
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("  GSM_FABRIC=tcp\n"), "{text}");
+    let out = gsmrun_with(&args, "hydra", &env);
+    assert!(
+        dry_command(&out).contains(
+            " -genvlist GSM_JOB_ID,GSM_SIZE,GSM_FABRIC,GSM_HOSTS,GSM_RANK_HOSTS,GSM_CONTROL,\
+             GSM_CONTROL_KEY,GSM_COLL_PIECE,GSM_SLOT_SIZE -genv GSM_PIN 1 "
+        ),
+        "{}",
+        dry_command(&out)
+    );
+    // --fabric wins over the environment; a bad GSM_FABRIC is named as such.
+    let mut with_flag = args.to_vec();
+    with_flag.splice(0..0, ["--fabric", "shm"]);
+    let out = gsmrun_with(&with_flag, "openmpi", &env);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("  GSM_FABRIC=shm\n"), "{text}");
+    let out = gsmrun_with(&args, "openmpi", &[("GSM_FABRIC", "infiniband")]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("GSM_FABRIC=infiniband in gsmrun's environment"),
+        "{}",
+        stderr_of(&out)
+    );
 }
 
 #[test]
