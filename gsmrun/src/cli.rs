@@ -45,7 +45,8 @@ Exit status:
   N          the first rank that failed exited with status N
   128+S      the first rank that failed was killed by signal S (139 for SIGSEGV)
   124        the job exceeded --timeout
-  130, 143   gsmrun was interrupted by SIGINT (Ctrl-C) or SIGTERM
+  130, 143   gsmrun was interrupted by SIGINT (Ctrl-C) or SIGTERM (129 SIGHUP, 131 SIGQUIT);
+             SIGUSR1 and SIGUSR2 are passed to every rank and the job goes on
   141        gsmrun's output pipe was closed (`gsmrun … | head`), as SIGPIPE ends a filter
   127        the MPI launcher (mpirun, mpiexec, srun) is not installed, or a rank's
              program could not be started (not found, not executable)

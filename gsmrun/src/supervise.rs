@@ -1,5 +1,6 @@
 //! Supervision: run the launcher, collect the rank wrappers' reports over the control connection,
-//! forward rank output, and end the job on the first failure, on SIGINT/SIGTERM, or at `--timeout`.
+//! forward rank output, and end the job on the first failure, on SIGINT/SIGTERM/SIGHUP/SIGQUIT, or
+//! at `--timeout`; SIGUSR1 and SIGUSR2 are passed on to every rank (`SIGNAL`).
 //!
 //! Protocol (one TCP connection per rank, see [`wire`]): the wrapper sends `HELLO` (key, rank,
 //! host; a connection without it within a few seconds is dropped and never counted), then
@@ -53,6 +54,9 @@ pub mod wire {
     pub const STATE: u8 = b'S';
     /// gsmrun → wrapper: end the program now.
     pub const KILL: u8 = b'K';
+    /// gsmrun → wrapper: send the program's process group the signal whose number is the
+    /// payload (4 bytes, little-endian); one of [`super::FORWARDED`].
+    pub const SIGNAL: u8 = b'G';
     /// Largest payload accepted.
     pub const MAX_PAYLOAD: usize = 1 << 20;
 
@@ -245,14 +249,24 @@ const DEADLOCK_REPORTS_WAIT: Duration = Duration::from_millis(1000);
 /// How long a new control connection has to present the job's key before it is dropped.
 const HELLO_WAIT: Duration = Duration::from_secs(5);
 
-/// The signals that end a job (SIGINT, SIGTERM, SIGHUP), caught from now on and handed to
-/// [`run`]. The caller installs them before it creates anything that must be removed (the job's
-/// directory), so that a Ctrl-C before the launcher starts is not a kill that leaves it behind.
+/// Signals that `gsmrun` passes on to every rank's program instead of ending the job, as
+/// `mpirun` does: applications and batch systems use them to ask for a checkpoint or a report
+/// (Slurm's `--signal=USR1@60`). Their default action would kill `gsmrun` on the spot, leaving
+/// the job's directory and shared-memory segments behind.
+pub const FORWARDED: [i32; 2] = [libc::SIGUSR1, libc::SIGUSR2];
+
+/// The signals that end a job (SIGINT, SIGTERM, SIGHUP, SIGQUIT) and those passed on to the ranks
+/// ([`FORWARDED`]), caught from now on and handed to [`run`]. The caller installs them before it
+/// creates anything that must be removed (the job's directory), so that a Ctrl-C before the
+/// launcher starts is not a kill that leaves it behind.
 pub fn catch_signals() -> Result<Signals, crate::launch::LaunchError> {
     Signals::new([
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGHUP,
+        signal_hook::consts::SIGQUIT,
+        signal_hook::consts::SIGUSR1,
+        signal_hook::consts::SIGUSR2,
     ])
     .map_err(|source| crate::launch::LaunchError::Io {
         what: "cannot install signal handlers".into(),
@@ -273,7 +287,8 @@ pub fn run(
     let (tx, rx) = mpsc::channel::<Event>();
     let quiet = Arc::new(AtomicBool::new(false));
 
-    if let Some(sig) = signals.pending().next() {
+    // A signal to pass on that came before any rank exists has nobody to reach.
+    if let Some(sig) = signals.pending().find(|s| !FORWARDED.contains(s)) {
         say(format_args!(
             "gsmrun: received {}; the job was not started",
             signal_name(sig)
@@ -535,6 +550,21 @@ pub fn run(
                 use std::os::unix::process::ExitStatusExt as _;
                 if ending.is_none() && status.signal().is_some() {
                     remove_open_mpi_session_dir(launcher_pid);
+                }
+            }
+            Event::Signal(sig) if FORWARDED.contains(&sig) => {
+                if ending.is_some() {
+                    continue;
+                }
+                say(format_args!(
+                    "gsmrun: received {}; passing it to every rank",
+                    signal_name(sig)
+                ));
+                let payload = (sig as u32).to_le_bytes();
+                for c in conns.values_mut() {
+                    if let Some(w) = c.writer.as_mut() {
+                        let _ = wire::write_frame(w, wire::SIGNAL, &payload);
+                    }
                 }
             }
             Event::Signal(sig) => {

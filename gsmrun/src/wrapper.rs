@@ -7,7 +7,9 @@
 //! stages of its job (a socket named in `GSM_STATE_FD`, see [`crate::progress`]) over the control
 //! connection, and reports how the program ended. It ends the program (SIGTERM, then
 //! SIGKILL after a grace period) when `gsmrun` says `KILL`, when the control connection disappears
-//! (so no rank outlives `gsmrun`), or when the wrapper itself gets SIGTERM/SIGINT/SIGHUP.
+//! (so no rank outlives `gsmrun`), or when the wrapper itself gets SIGTERM/SIGINT/SIGHUP/SIGQUIT.
+//! It passes SIGUSR1 and SIGUSR2 on to the program's process group, whether `gsmrun` sends them
+//! (a `SIGNAL` frame) or they reach the wrapper itself.
 //!
 //! After the program has exited, in whatever way, the wrapper removes its rank's shared-memory
 //! segment `/dev/shm/{GSM_JOB_ID}-r{rank}` if the program left it (see [`crate::segments`]).
@@ -252,12 +254,33 @@ pub fn main(args: Vec<OsString>) -> i32 {
             });
         }
     };
+    // A signal of `supervise::FORWARDED` for the program's process group, from gsmrun or sent to
+    // the wrapper itself (by a batch system that signals every process of the job, say).
+    let pass_on = {
+        let child_pid = child_pid.clone();
+        let child_done = child_done.clone();
+        move |sig: i32| {
+            let pid = child_pid.load(Ordering::SeqCst);
+            if crate::supervise::FORWARDED.contains(&sig)
+                && pid > 0
+                && !child_done.load(Ordering::SeqCst)
+            {
+                // SAFETY: kill(2) on our own child's process group, not reaped (as above).
+                unsafe { libc::kill(-pid, sig) };
+            }
+        }
+    };
     {
         let told = told.clone();
         let end_program = end_program.clone();
+        let pass_on = pass_on.clone();
         std::thread::spawn(move || {
-            // Any KILL, end of stream or error means: end the program.
-            let _ = wire::read_frame(&mut reader);
+            // A SIGNAL is passed on; any KILL, end of stream or error means: end the program.
+            while let Ok(Some((wire::SIGNAL, payload))) = wire::read_frame(&mut reader) {
+                if let Ok(n) = <[u8; 4]>::try_from(payload.as_slice()) {
+                    pass_on(u32::from_le_bytes(n) as i32);
+                }
+            }
             told.store(true, Ordering::SeqCst);
             end_program();
             let _ = answer_tx.send(());
@@ -270,11 +293,18 @@ pub fn main(args: Vec<OsString>) -> i32 {
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGHUP,
+        signal_hook::consts::SIGQUIT,
+        signal_hook::consts::SIGUSR1,
+        signal_hook::consts::SIGUSR2,
     ]) {
         let end_program = end_program.clone();
         std::thread::spawn(move || {
-            for _ in signals.forever() {
-                end_program();
+            for sig in signals.forever() {
+                if crate::supervise::FORWARDED.contains(&sig) {
+                    pass_on(sig);
+                } else {
+                    end_program();
+                }
             }
         });
     }

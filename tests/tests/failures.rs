@@ -173,6 +173,69 @@ fn sigint_to_gsmrun_ends_every_rank_with_130() {
     assert_no_rank_left(&guard, &done.stdout, "SIGINT to gsmrun", &done.report());
 }
 
+/// SIGUSR1 to `gsmrun` reaches every rank's program and the job goes on, as under `mpirun`
+/// (Slurm's `--signal=USR1@…` asks for a checkpoint so); SIGQUIT ends it as SIGTERM does. Both
+/// used to kill `gsmrun` on the spot (exit 138 and 131, no word), leaving the ranks to the
+/// launcher and the job's files behind.
+#[test]
+fn sigusr1_reaches_every_rank_and_sigquit_ends_the_job() {
+    let scratch = Scratch::new("usr1", RunId::next());
+    let script = scratch.write(
+        "trap.sh",
+        "got=0\ntrap 'echo \"rank $GSM_RANK got USR1\"; got=1' USR1\necho \"ready $GSM_RANK\"\n\
+         for i in $(seq 150); do [ $got = 1 ] && break; sleep 0.1; done\necho \"rank $GSM_RANK done\"\n",
+    );
+    let ready = |lines: &[gsm_tests::process::Line]| {
+        lines
+            .iter()
+            .filter(|l| l.text.starts_with("ready "))
+            .count()
+            >= 2
+    };
+    let mut cmd = gsmrun(["-np", "2", "bash"]);
+    cmd.arg(&script);
+    let mut job = spawn(&mut cmd);
+    let started = job.wait_for_stdout(Duration::from_secs(30), ready);
+    job.signal(libc::SIGUSR1);
+    let done = job.wait(Duration::from_secs(30));
+    assert!(started, "the ranks did not start\n{}", done.report());
+    assert_exit(&done, 0, "SIGUSR1 to gsmrun");
+    for r in 0..2 {
+        for line in [format!("rank {r} got USR1"), format!("rank {r} done")] {
+            assert!(
+                done.stdout.lines().any(|l| l == line),
+                "SIGUSR1 to gsmrun: no `{line}`\n{}",
+                done.report()
+            );
+        }
+    }
+    assert!(
+        done.elapsed < Duration::from_secs(12),
+        "the ranks did not see SIGUSR1 (they wait 15 s for it)\n{}",
+        done.report()
+    );
+    assert!(
+        done.stderr
+            .contains("received SIGUSR1; passing it to every rank"),
+        "{}",
+        done.report()
+    );
+
+    let mut cmd = gsmrun(["-np", "2", "bash"]);
+    cmd.arg(&script);
+    let mut job = spawn(&mut cmd);
+    let started = job.wait_for_stdout(Duration::from_secs(30), ready);
+    job.signal(libc::SIGQUIT);
+    let done = job.wait(Duration::from_secs(15));
+    assert!(started, "the ranks did not start\n{}", done.report());
+    assert_exit(&done, 131, "SIGQUIT to gsmrun");
+    assert!(
+        done.stderr.contains("received SIGQUIT; ending the job") && !done.stdout.contains(" done"),
+        "SIGQUIT to gsmrun: the job was not ended with a report\n{}",
+        done.report()
+    );
+}
+
 #[test]
 fn timeout_ends_the_job_and_names_the_timeout() {
     let guard = PidGuard::new();
