@@ -807,52 +807,124 @@ impl Output {
 }
 
 /// Per-stream line buffer: output is written a whole line at a time so ranks do not interleave
-/// inside a line.
+/// inside a line. A line longer than [`PIECE`] goes out in pieces (memory stays bounded); its
+/// stream then holds the [`Turn`] of gsmrun's stdout or stderr until the line ends, and only its
+/// first piece is tagged.
 struct LineOut {
     buf: Vec<u8>,
     prefix: Vec<u8>,
     out: Output,
+    /// The connection whose stream this is (the owner's name in the [`Turn`]).
+    conn: usize,
+    /// The last piece written ended inside a line.
+    mid_line: bool,
 }
 
+/// Most bytes of one line a stream holds back before it writes them as a piece.
+const PIECE: usize = 64 * 1024;
+
+/// How long a stream waits for another one's long line to end before it writes anyway: the
+/// rest of that line normally follows within milliseconds, but a rank stopped in the middle of a
+/// line must not hold every other rank's output (and the reports behind it) for ever.
+const TURN_WAIT: Duration = Duration::from_secs(1);
+
+/// Which connection's stream is in the middle of a line on one of gsmrun's outputs.
+struct Turn {
+    owner: std::sync::Mutex<Option<usize>>,
+    free: std::sync::Condvar,
+}
+
+impl Turn {
+    const fn new() -> Self {
+        Turn {
+            owner: std::sync::Mutex::new(None),
+            free: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Waits (at most `wait`) until no other stream than `conn`'s is inside a line, writes with
+    /// `write`, and then owns the output if `mid_line` (the write ended inside a line) or frees it.
+    fn write_as(&self, conn: usize, wait: Duration, mid_line: bool, write: impl FnOnce()) {
+        let owner = self.owner.lock().unwrap_or_else(|p| p.into_inner());
+        let (mut owner, _) = self
+            .free
+            .wait_timeout_while(owner, wait, |o| o.is_some_and(|o| o != conn))
+            .unwrap_or_else(|p| p.into_inner());
+        write();
+        if mid_line {
+            *owner = Some(conn);
+        } else if *owner == Some(conn) {
+            *owner = None;
+            self.free.notify_all();
+        }
+    }
+}
+
+/// The [`Turn`]s of gsmrun's stdout and stderr.
+static TURNS: [Turn; 2] = [Turn::new(), Turn::new()];
+
 impl LineOut {
+    fn new(conn: usize, prefix: Vec<u8>, out: Output) -> Self {
+        LineOut {
+            buf: Vec::new(),
+            prefix,
+            out,
+            conn,
+            mid_line: false,
+        }
+    }
+
     fn push(&mut self, data: &[u8]) {
         self.buf.extend_from_slice(data);
         if let Some(pos) = self.buf.iter().rposition(|&b| b == b'\n') {
             let rest = self.buf.split_off(pos + 1);
             let lines = std::mem::replace(&mut self.buf, rest);
-            self.emit(&lines);
-        } else if self.buf.len() > 64 * 1024 {
-            let lines = std::mem::take(&mut self.buf);
-            self.emit(&lines);
+            self.emit(&lines, false);
+        } else if self.buf.len() > PIECE {
+            let piece = std::mem::take(&mut self.buf);
+            self.emit(&piece, true);
         }
     }
 
     /// Writes what is left of the last line. Without `--tag-output` it goes out as it is, so the
     /// job's bytes reach gsmrun's stdout unchanged (as `mpirun` passes them: a binary dump or a
     /// last line without a newline stays exact). Tagged output is made of lines, so there the
-    /// tagged remainder gets its newline.
+    /// tagged remainder gets its newline. Either way the stream's line is over: no more of it
+    /// comes, so the output is free for the others.
     fn flush(&mut self) {
-        if !self.buf.is_empty() {
+        if !self.buf.is_empty() || self.mid_line {
             let mut rest = std::mem::take(&mut self.buf);
             if !self.prefix.is_empty() {
                 rest.push(b'\n');
             }
-            self.emit(&rest);
+            self.emit(&rest, false);
         }
     }
 
-    fn emit(&mut self, lines: &[u8]) {
-        let mut out = Vec::with_capacity(lines.len() + 16);
-        if self.prefix.is_empty() {
-            out.extend_from_slice(lines);
-        } else {
-            for line in lines.split_inclusive(|&b| b == b'\n') {
-                out.extend_from_slice(&self.prefix);
-                out.extend_from_slice(line);
-            }
-        }
-        self.out.write(&out);
+    /// Writes `bytes`, which end a line unless `mid_line`; each line is tagged, except the
+    /// continuation of a line whose start an earlier piece wrote.
+    fn emit(&mut self, bytes: &[u8], mid_line: bool) {
+        let out = tagged(&self.prefix, bytes, self.mid_line);
+        let turn = &TURNS[usize::from(self.out.is_err)];
+        turn.write_as(self.conn, TURN_WAIT, mid_line, || self.out.write(&out));
+        self.mid_line = mid_line;
     }
+}
+
+/// `bytes` with `prefix` before each line, except the first when it `continues` a line whose
+/// start was written before.
+fn tagged(prefix: &[u8], bytes: &[u8], continues: bool) -> Vec<u8> {
+    if prefix.is_empty() {
+        return bytes.to_vec();
+    }
+    let mut out = Vec::with_capacity(bytes.len() + 2 * prefix.len());
+    for (i, line) in bytes.split_inclusive(|&b| b == b'\n').enumerate() {
+        if i > 0 || !continues {
+            out.extend_from_slice(prefix);
+        }
+        out.extend_from_slice(line);
+    }
+    out
 }
 
 fn serve(conn: usize, mut stream: TcpStream, tx: &mpsc::Sender<Event>, key: &str, tag: bool) {
@@ -894,16 +966,8 @@ fn serve(conn: usize, mut stream: TcpStream, tx: &mpsc::Sender<Event>, key: &str
             Vec::new()
         }
     };
-    let mut out = LineOut {
-        buf: Vec::new(),
-        prefix: prefix("stdout"),
-        out: Output::new(false, tx.clone()),
-    };
-    let mut err = LineOut {
-        buf: Vec::new(),
-        prefix: prefix("stderr"),
-        out: Output::new(true, tx.clone()),
-    };
+    let mut out = LineOut::new(conn, prefix("stdout"), Output::new(false, tx.clone()));
+    let mut err = LineOut::new(conn, prefix("stderr"), Output::new(true, tx.clone()));
     loop {
         match wire::read_frame(&mut stream) {
             Ok(Some((wire::STDOUT, p))) => out.push(&p),
@@ -939,6 +1003,44 @@ fn serve(conn: usize, mut stream: TcpStream, tx: &mpsc::Sender<Event>, key: &str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_start_of_a_line_is_tagged() {
+        assert_eq!(tagged(b"T:", b"a\nb\n", false), b"T:a\nT:b\n");
+        assert_eq!(tagged(b"T:", b"rest\nnext", true), b"rest\nT:next");
+        assert_eq!(tagged(b"", b"x\ny", true), b"x\ny");
+    }
+
+    /// A stream inside a long line keeps the output until the line ends; another stream's line
+    /// waits for it, but only for the wait given.
+    #[test]
+    fn a_long_line_keeps_the_output_until_it_ends() {
+        let turn = Arc::new(Turn::new());
+        let sink = Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+        let put = |s: &Arc<std::sync::Mutex<Vec<u8>>>, b: &'static [u8]| {
+            let s = s.clone();
+            move || s.lock().unwrap().extend_from_slice(b)
+        };
+        turn.write_as(1, TURN_WAIT, true, put(&sink, b"long "));
+        let other = {
+            let (turn, put) = (turn.clone(), put(&sink, b"other\n"));
+            std::thread::spawn(move || turn.write_as(2, Duration::from_secs(10), false, put))
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        turn.write_as(1, TURN_WAIT, true, put(&sink, b"line "));
+        turn.write_as(1, TURN_WAIT, false, put(&sink, b"ends\n"));
+        other.join().unwrap();
+        assert_eq!(&*sink.lock().unwrap(), b"long line ends\nother\n");
+        // A stream stopped inside its line holds the others up only for the wait.
+        turn.write_as(3, TURN_WAIT, true, put(&sink, b"stuck"));
+        let start = Instant::now();
+        turn.write_as(4, Duration::from_millis(200), false, put(&sink, b"\n"));
+        let waited = start.elapsed();
+        assert!(
+            (Duration::from_millis(200)..Duration::from_secs(5)).contains(&waited),
+            "{waited:?}"
+        );
+    }
 
     #[test]
     fn outcome_round_trip_and_lines() {
