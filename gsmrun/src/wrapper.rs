@@ -11,8 +11,10 @@
 //! It passes SIGUSR1 and SIGUSR2 on to the program's process group, whether `gsmrun` sends them
 //! (a `SIGNAL` frame) or they reach the wrapper itself.
 //!
-//! After the program has exited, in whatever way, the wrapper removes its rank's shared-memory
-//! segment `/dev/shm/{GSM_JOB_ID}-r{rank}` if the program left it (see [`crate::segments`]).
+//! After the program has exited, in whatever way, the wrapper ends what it left running in its
+//! process group (SIGTERM, SIGKILL after `LEFT_OVER_GRACE`), as Slurm ends a step's processes,
+//! and removes its rank's shared-memory segment `/dev/shm/{GSM_JOB_ID}-r{rank}` if the program
+//! left it (see [`crate::segments`]). A process that left the group (`setsid`) is not followed.
 //!
 //! After a failure report the wrapper stays alive until `gsmrun` answers, so that the MPI launcher
 //! does not start its own (slower, noisier) teardown; `gsmrun` then ends the launcher. Without
@@ -29,7 +31,35 @@ use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How long what the program left running after it exited has, after SIGTERM, to end and close
+/// the program's output before SIGKILL and the report.
+const LEFT_OVER_GRACE: Duration = Duration::from_secs(2);
+
+/// Waits until child `pid` has exited, without reaping it; `false` if that cannot be learnt
+/// (then the caller reaps it without ending its process group).
+fn wait_exited(pid: i32) -> bool {
+    loop {
+        // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid(2).
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid(2) on our own child, writing only `info`; WNOWAIT leaves it unreaped.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if r == 0 {
+            return true;
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return false;
+        }
+    }
+}
 
 /// Time between SIGTERM and SIGKILL of the program.
 const GRACE: Duration = Duration::from_millis(1000);
@@ -370,6 +400,28 @@ pub fn main(args: Vec<OsString>) -> i32 {
         wire::STDERR,
     );
     let stages_done = pump(Some(Box::new(stages) as Box<dyn Read + Send>), wire::STATE);
+    // The program has exited, but stays unreaped while what it left in its process group (a
+    // `sleep 100 &`, say) is ended: until it is reaped its pid cannot name another process, so
+    // the group's id stays its own. Left running, such a process kept the output pipes and the
+    // stage channel open (the report waited 2 s for each) and outlived the job.
+    let pid = child.id() as i32;
+    let exited = wait_exited(pid);
+    let left_over = Instant::now();
+    if exited {
+        // SAFETY: kill(2) on the process group our unreaped child leads (ESRCH if empty).
+        unsafe { libc::kill(-pid, libc::SIGTERM) };
+    }
+    // Output still in the pipes belongs before the report; a process that ignores SIGTERM and
+    // holds them must not keep us here for long.
+    let until = left_over + LEFT_OVER_GRACE;
+    let _ = out_done.recv_timeout(until.saturating_duration_since(Instant::now()));
+    let _ = err_done.recv_timeout(until.saturating_duration_since(Instant::now()));
+    // The stages come before the report, which gsmrun judges by them.
+    let _ = stages_done.recv_timeout(until.saturating_duration_since(Instant::now()));
+    if exited {
+        // SAFETY: as above; the child is still unreaped.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    }
     let status = child.wait();
     child_done.store(true, Ordering::SeqCst);
     // However the program ended, its shared-memory segment must not outlive it (a rank that
@@ -380,12 +432,6 @@ pub fn main(args: Vec<OsString>) -> i32 {
     ) {
         crate::segments::remove_rank_segment(&job, r);
     }
-    // Output still in the pipes belongs before the report; a grandchild holding them open must
-    // not keep us here forever.
-    let _ = out_done.recv_timeout(Duration::from_secs(2));
-    let _ = err_done.recv_timeout(Duration::from_secs(2));
-    // The stages come before the report, which gsmrun judges by them.
-    let _ = stages_done.recv_timeout(Duration::from_secs(2));
     let outcome = match status {
         Ok(s) => match (s.code(), s.signal()) {
             (Some(c), _) => Outcome::Exited(c),

@@ -493,6 +493,51 @@ fn long_lines_of_two_ranks_stay_whole() {
     }
 }
 
+/// What a rank's program leaves running in its process group when it exits ends with it, and
+/// does not hold the rank's report back: a `sleep 300 &` kept the output pipes open, so each
+/// rank's end was reported only after the wrapper's waits (6 s), and the `sleep` outlived the
+/// job, when the rank exited 0 as when it failed.
+#[test]
+fn what_a_rank_leaves_running_ends_with_it() {
+    for (code, script) in [
+        (0, "sleep 300 & echo \"left $!\"; exit 0"),
+        (
+            3,
+            "sleep 300 & echo \"left $!\"; [ $GSM_RANK = 1 ] && exit 3; sleep 30",
+        ),
+    ] {
+        let guard = PidGuard::new();
+        let mut cmd = gsmrun(["--timeout", "60", "-np", "2", "bash", "-c", script]);
+        let done = run(&mut cmd, LIMIT);
+        let left: Vec<u32> = done
+            .stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("left ")?.parse().ok())
+            .collect();
+        for &pid in &left {
+            guard.watch(pid, "sleep");
+        }
+        assert_exit(&done, code, script);
+        assert!(
+            !left.is_empty(),
+            "{script}: no rank said what it left\n{}",
+            done.report()
+        );
+        assert!(
+            done.elapsed < Duration::from_secs(4),
+            "{script}: the job took {:?}\n{}",
+            done.elapsed,
+            done.report()
+        );
+        let alive = guard.survivors(Duration::from_millis(500));
+        assert!(
+            alive.is_empty(),
+            "{script}: {alive:?} outlived the job\n{}",
+            done.report()
+        );
+    }
+}
+
 /// Runs `f` when dropped.
 fn scopeguard(f: impl FnOnce()) -> impl Drop {
     struct Guard<F: FnOnce()>(Option<F>);
