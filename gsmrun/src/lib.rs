@@ -95,6 +95,34 @@ pub fn usable_cpus() -> u32 {
     }
 }
 
+/// Is `name` plainly this machine, without asking the resolver: `localhost`, a loopback
+/// address, or this machine's hostname (full or short)?
+fn plainly_this_machine(name: &str, me: &str) -> bool {
+    name == "localhost"
+        || name == me
+        || me.split('.').next() == Some(name)
+        || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Refuses a placement that uses this machine under two names (`localhost` and its hostname, say):
+/// the MPI launcher takes them for two hosts, starts a second daemon here and fails with an
+/// internal error (Open MPI 4.1: "ORTE ... FORCE-TERMINATE") that points nowhere near the cause.
+fn one_name_for_this_machine(placement: &Placement, me: &str) -> Result<(), Error> {
+    let names: Vec<&str> = (0..placement.hosts.len())
+        .filter(|&h| placement.ranks_on(h).next().is_some())
+        .map(|h| placement.hosts[h].name.as_str())
+        .filter(|n| plainly_this_machine(n, me))
+        .collect();
+    if let [first, second, ..] = names[..] {
+        return Err(Error::Usage(format!(
+            "the hosts name this machine twice, as `{first}` and `{second}`; the MPI launcher \
+             would take them for two hosts and fail. Name it once, with the slots of both \
+             (`{first}:N` or `{first} slots=N`)"
+        )));
+    }
+    Ok(())
+}
+
 /// Is `name` this machine (loopback, our hostname, or an address of ours)?
 pub fn is_local_host(name: &str) -> bool {
     let me = hostname();
@@ -316,6 +344,7 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
     }
     let (hosts, source) = resolve_hosts(cli, var)?;
     let placement = placement::place(&hosts, cli.np, cli.map_by.into(), cli.oversubscribe)?;
+    one_name_for_this_machine(&placement, &hostname())?;
     let explicit = cli.hostfile.is_some() || cli.host.is_some();
     let in_slurm = var("SLURM_JOB_ID").is_some();
     let forced = var(env::input::MPI_FLAVOUR);

@@ -588,6 +588,41 @@ fn runtime_settings_of_the_environment_reach_every_rank() {
     );
 }
 
+/// This machine under two names would be two hosts to the MPI launcher, which then failed with
+/// an internal error that named neither; gsmrun says what is wrong before starting anything.
+#[test]
+fn this_machine_under_two_names_is_refused_saying_so() {
+    let me = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("the hostname");
+    let me = me.trim();
+    for hosts in [
+        format!("localhost:1,{me}:1"),
+        "127.0.0.1,localhost".to_string(),
+    ] {
+        let out = gsmrun(&["-np", "2", "-H", &hosts, "--dry-run", "app"], "openmpi");
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "-H {hosts}: {}",
+            stderr_of(&out)
+        );
+        assert!(
+            stderr_of(&out).contains("the hosts name this machine twice"),
+            "-H {hosts}: {}",
+            stderr_of(&out)
+        );
+    }
+    // One name, or a second host left without ranks, is fine.
+    for hosts in [format!("{me}:2"), format!("localhost:2,{me}:1")] {
+        let out = gsmrun(&["-np", "2", "-H", &hosts, "--dry-run", "app"], "openmpi");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "-H {hosts}: {}",
+            stderr_of(&out)
+        );
+    }
+}
+
 #[test]
 fn exporting_gsmrun_s_own_variables_is_refused() {
     for args in [
