@@ -435,7 +435,12 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
             }
         }
         // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
+        // Only when the user has not allowed it already: then there is nothing to warn about.
+        if unsafe { libc::geteuid() } == 0
+            && env::OPEN_MPI_ROOT
+                .iter()
+                .any(|(k, v)| var(k).as_deref() != Some(*v))
+        {
             for (k, v) in env::OPEN_MPI_ROOT {
                 mpi_env.push((k.to_string(), v.to_string()));
             }

@@ -219,3 +219,25 @@ fn oversubscribed_ranks_run_where_gsmrun_says() {
         }
     }
 }
+
+/// As root, gsmrun allows Open MPI to run as root and says so, but only when the user has not
+/// allowed it already (the warning then told them what they had just done).
+#[test]
+fn the_root_warning_comes_only_when_gsmrun_sets_the_permission() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: nothing to check");
+        return;
+    }
+    let warning = "allowing Open MPI to run as root";
+    let mut cmd = gsmrun(["-np", "1", "/bin/true"]);
+    let done = run(&mut cmd, LIMIT);
+    assert_exit(&done, 0, "gsmrun as root");
+    assert!(done.stderr.contains(warning), "{}", done.report());
+    let mut cmd = gsmrun(["-np", "1", "/bin/true"]);
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    let done = run(&mut cmd, LIMIT);
+    assert_exit(&done, 0, "gsmrun as root, allowed by the user");
+    assert!(!done.stderr.contains(warning), "{}", done.report());
+}

@@ -12,7 +12,13 @@ pub fn hostfile(spec: &JobSpec) -> String {
     let mut text = String::new();
     for (host, n) in spec.hosts_with_ranks() {
         if host.user.is_some() {
-            tracing::warn!(host = %host.name, "Hydra hostfiles cannot name a user; dropping it");
+            eprintln!(
+                "gsmrun: warning: Hydra's hostfile cannot name a user; {}@{} is reached as {} \
+                 (set the user in the launch agent's configuration, ~/.ssh/config say)",
+                host.user.as_deref().unwrap_or_default(),
+                host.name,
+                host.name
+            );
         }
         text.push_str(&format!("{}:{n}\n", host.name));
     }

@@ -25,7 +25,7 @@ pub fn plan(spec: &JobSpec) -> Plan {
         argv.push("--overcommit".to_string());
     }
     if spec.launch_agent.is_some() {
-        tracing::warn!("--launch-agent is ignored under srun");
+        eprintln!("gsmrun: warning: --launch-agent is ignored under srun (Slurm starts the ranks)");
     }
     argv.extend(spec.rank_command());
     let env = spec
