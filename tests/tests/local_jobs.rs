@@ -157,11 +157,18 @@ fn executable(path: std::path::PathBuf) -> std::path::PathBuf {
 #[test]
 fn oversubscribed_ranks_run_where_gsmrun_says() {
     let scratch = Scratch::new("placement", RunId::next());
+    // Each host's daemon gets its own session directory: daemons of one job on one machine
+    // otherwise race to create the same one, and one of them fails (`orte_session_dir failed`,
+    // in 3 runs of 6 here).
     let agent = executable(scratch.write(
         "agent",
-        "#!/bin/sh\n# like ssh HOST COMMAND, but here\n\
-         while [ $# -gt 0 ]; do case \"$1\" in -*) shift;; *) break;; esac; done\n\
-         shift\nexec sh -c \"$*\"\n",
+        &format!(
+            "#!/bin/sh\n# like ssh HOST COMMAND, but here\n\
+             while [ $# -gt 0 ]; do case \"$1\" in -*) shift;; *) break;; esac; done\n\
+             export OMPI_MCA_orte_tmpdir_base='{}'/\"$1\"\nmkdir -p \"$OMPI_MCA_orte_tmpdir_base\"\n\
+             shift\nexec sh -c \"$*\"\n",
+            scratch.path().display()
+        ),
     ));
     // The daemon's id ends its URI (`802816000.1;tcp://…`): 0 is mpirun's own, which starts no
     // rank here, and the others follow the hostfile's hosts, which gsmrun writes in the order of
