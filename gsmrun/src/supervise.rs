@@ -645,6 +645,7 @@ impl LauncherFailure<'_> {
         );
         let how_far = match started {
             0 => "no rank started".to_string(),
+            n if n >= np => format!("all {np} had started"),
             n => format!("only {n} of {np} started"),
         };
         if status.signal().is_some() {
@@ -1100,6 +1101,16 @@ mod tests {
         );
         let line = failure(false, 2).line();
         assert!(line.ends_with("every rank had started, so mpirun ended them or was ended itself; see its messages above"), "{line}");
+        // Killed once every rank had started: not "only 2 of 2".
+        let killed = LauncherFailure {
+            status: ExitStatus::from_raw(libc::SIGKILL),
+            ..failure(false, 2)
+        };
+        assert!(
+            killed.line().ends_with("(all 2 had started)"),
+            "{}",
+            killed.line()
+        );
     }
 
     #[test]
