@@ -206,7 +206,7 @@ pub struct Cli {
 
     /// The program to run on every rank.
     #[arg(value_name = "PROGRAM", required = true)]
-    pub program: String,
+    pub program: OsString,
 
     /// Arguments passed to the program unchanged.
     #[arg(
@@ -214,7 +214,7 @@ pub struct Cli {
         trailing_var_arg = true,
         allow_hyphen_values = true
     )]
-    pub args: Vec<String>,
+    pub args: Vec<OsString>,
 }
 
 /// Options taking a value, in the spelling clap understands after [`normalize_args`]. Used to find

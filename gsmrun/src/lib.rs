@@ -504,7 +504,7 @@ fn check_string_lengths<'a>(
     }
     for a in &plan.argv {
         if a.len() + 1 > env::MAX_STRING {
-            let head: String = a.chars().take(20).collect();
+            let head: String = a.to_string_lossy().chars().take(20).collect();
             return too_long(format!("the argument `{head}…`"), a.len() + 1);
         }
     }

@@ -321,7 +321,7 @@ pub fn run(
     use std::os::unix::process::CommandExt as _;
     let mut child = cmd
         .spawn()
-        .map_err(|e| crate::launch::LaunchError::from_spawn(&plan.argv[0], e))?;
+        .map_err(|e| crate::launch::LaunchError::from_spawn(&plan.argv[0].to_string_lossy(), e))?;
     let launcher_pid = child.id() as i32;
     tracing::debug!(launcher_pid, "launcher started");
     let out_fwd = forward_launcher(child.stdout.take(), false, quiet.clone(), tx.clone());
@@ -334,7 +334,7 @@ pub fn run(
     }
     drop(tx);
 
-    let launcher_name = plan.argv[0].clone();
+    let launcher_name = plan.argv[0].to_string_lossy().into_owned();
     let start = Instant::now();
     let timeout_at = opts.timeout.and_then(|t| deadline(start, t));
     let mut conns: HashMap<usize, Conn> = HashMap::new();

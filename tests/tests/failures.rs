@@ -438,6 +438,16 @@ fn output_arrives_byte_for_byte() {
         &data,
         "cat of binary data",
     );
+    // Arguments reach the program unchanged, bytes that are not UTF-8 included (gsmrun refused
+    // them: "invalid UTF-8 was detected").
+    use std::os::unix::ffi::OsStrExt as _;
+    let odd = std::ffi::OsStr::from_bytes(b"\xff\xfe-arg");
+    let out = gsmrun(["--timeout", "60", "-np", "1", "printf", "%s"])
+        .arg(odd)
+        .output()
+        .expect("gsmrun starts");
+    assert_eq!(out.status.code(), Some(0), "a non-UTF-8 argument: {out:?}");
+    assert_eq!(out.stdout, b"\xff\xfe-arg", "a non-UTF-8 argument: {out:?}");
 }
 
 /// Lines longer than gsmrun's 64 KiB pieces stay whole and tagged once, while two ranks print

@@ -55,6 +55,7 @@ pub fn plan(program: &str, spec: &JobSpec) -> Plan {
             argv.extend(["-genv".to_string(), e.name.clone(), v.clone()]);
         }
     }
+    let mut argv: Vec<std::ffi::OsString> = argv.into_iter().map(Into::into).collect();
     argv.extend(spec.rank_command());
     Plan::with_hostfile(
         super::Backend::Hydra {

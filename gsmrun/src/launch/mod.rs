@@ -19,6 +19,7 @@ pub mod srun;
 
 use crate::cli::{Export, LauncherChoice};
 use crate::placement::{MapBy, Placement};
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 /// Which MPI implementation a `mpirun`/`mpiexec` belongs to.
@@ -168,8 +169,8 @@ pub struct JobSpec {
     /// `--keep-aslr`.
     pub keep_aslr: bool,
     /// The user's program and its arguments.
-    pub program: String,
-    pub args: Vec<String>,
+    pub program: OsString,
+    pub args: Vec<OsString>,
     /// Where the generated hostfile goes.
     pub hostfile_path: PathBuf,
     /// Names of the job-wide `GSM_*` variables to export (their values are in the launcher's
@@ -179,12 +180,12 @@ pub struct JobSpec {
 
 impl JobSpec {
     /// The wrapper and the program: the tail shared by every backend's command line.
-    pub fn rank_command(&self) -> Vec<String> {
-        let mut v = vec![self.wrapper.clone(), "--rank-wrapper".to_string()];
+    pub fn rank_command(&self) -> Vec<OsString> {
+        let mut v: Vec<OsString> = vec![self.wrapper.clone().into(), "--rank-wrapper".into()];
         if self.keep_aslr {
-            v.push("--keep-aslr".to_string());
+            v.push("--keep-aslr".into());
         }
-        v.push("--".to_string());
+        v.push("--".into());
         v.push(self.program.clone());
         v.extend(self.args.iter().cloned());
         v
@@ -218,7 +219,7 @@ pub struct GeneratedHostfile {
 pub struct Plan {
     pub backend: Backend,
     /// Full argv, `argv[0]` being the launcher program.
-    pub argv: Vec<String>,
+    pub argv: Vec<OsString>,
     /// Variables to set in the launcher's environment (user `-x VAR=value` for `srun`; the job's
     /// `GSM_*` values are added by the caller).
     pub env: Vec<(String, String)>,
@@ -230,7 +231,7 @@ impl Plan {
     /// hostfile path; the job's variables travel on the command line, so `env` starts empty.
     fn with_hostfile(
         backend: Backend,
-        argv: Vec<String>,
+        argv: Vec<OsString>,
         spec: &JobSpec,
         contents: String,
     ) -> Plan {
@@ -269,9 +270,9 @@ pub fn shell_quote(arg: &str) -> String {
 }
 
 /// The argv as one shell-quoted line.
-pub fn command_line(argv: &[String]) -> String {
+pub fn command_line(argv: &[OsString]) -> String {
     argv.iter()
-        .map(|a| shell_quote(a))
+        .map(|a| shell_quote(&a.to_string_lossy()))
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -51,6 +51,7 @@ pub fn plan(program: &str, spec: &JobSpec) -> Plan {
         };
         argv.extend(["-x".to_string(), item]);
     }
+    let mut argv: Vec<std::ffi::OsString> = argv.into_iter().map(Into::into).collect();
     argv.extend(spec.rank_command());
     Plan::with_hostfile(
         super::Backend::OpenMpi {

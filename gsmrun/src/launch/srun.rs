@@ -27,6 +27,7 @@ pub fn plan(spec: &JobSpec) -> Plan {
     if spec.launch_agent.is_some() {
         eprintln!("gsmrun: warning: --launch-agent is ignored under srun (Slurm starts the ranks)");
     }
+    let mut argv: Vec<std::ffi::OsString> = argv.into_iter().map(Into::into).collect();
     argv.extend(spec.rank_command());
     let env = spec
         .exports
