@@ -61,6 +61,29 @@ fn wait_exited(pid: i32) -> bool {
     }
 }
 
+/// The interpreter named by the `#!` line of `program` when exec(2) failed with ENOENT although
+/// the script exists: the kernel then reports the missing interpreter as a missing program.
+fn missing_interpreter(program: &OsString, e: &std::io::Error) -> Option<String> {
+    if e.kind() != std::io::ErrorKind::NotFound {
+        return None;
+    }
+    let path = if program.as_encoded_bytes().contains(&b'/') {
+        std::path::PathBuf::from(program)
+    } else {
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())?
+    };
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
+    let line = head[..n]
+        .strip_prefix(b"#!")?
+        .split(|&b| b == b'\n')
+        .next()?;
+    let text = String::from_utf8_lossy(line);
+    Some(text.split_whitespace().next()?.to_string())
+}
+
 /// Time between SIGTERM and SIGKILL of the program.
 const GRACE: Duration = Duration::from_millis(1000);
 /// Longest wait for gsmrun's answer after a failure report.
@@ -350,6 +373,11 @@ pub fn main(args: Vec<OsString>) -> i32 {
             let is_path = program.as_encoded_bytes().contains(&b'/');
             let why = if is_path && std::path::Path::new(&program).is_dir() {
                 format!("{program:?} is a directory, not a program")
+            } else if let Some(interpreter) = missing_interpreter(&program, &e) {
+                format!(
+                    "{program:?}: its interpreter {interpreter:?} (its #! line) was not found; \
+                     the script itself exists"
+                )
             } else {
                 format!("{program:?}: {e}")
             };

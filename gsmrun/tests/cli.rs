@@ -649,12 +649,33 @@ fn exporting_gsmrun_s_own_variables_is_refused() {
 
 #[test]
 fn wrapper_says_a_directory_is_not_a_program() {
+    let report = no_start_report(&std::env::temp_dir());
+    assert!(report.contains("is a directory"), "{report}");
+}
+
+/// A script whose `#!` interpreter is missing is not reported as a missing program (exec(2)'s
+/// ENOENT said "No such file or directory" of a file that was there).
+#[test]
+fn wrapper_names_a_missing_interpreter() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let script = std::env::temp_dir().join(format!("gsmrun-cli-interp-{}", std::process::id()));
+    std::fs::write(&script, "#!/no/such/interpreter -x\necho hi\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let report = no_start_report(&script);
+    let _ = std::fs::remove_file(&script);
+    assert!(
+        report.contains("its interpreter \"/no/such/interpreter\" (its #! line) was not found"),
+        "{report}"
+    );
+}
+
+/// The exit report of a wrapper asked to start `program`, which cannot start.
+fn no_start_report(program: &std::path::Path) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let dir = std::env::temp_dir();
     let mut w = Command::new(BIN)
         .arg("--rank-wrapper")
         .arg("--")
-        .arg(&dir)
+        .arg(program)
         .env("GSM_CONTROL", listener.local_addr().unwrap().to_string())
         .env("GSM_CONTROL_KEY", "k")
         .env("OMPI_COMM_WORLD_RANK", "0")
@@ -671,7 +692,7 @@ fn wrapper_says_a_directory_is_not_a_program() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(tag, b'X');
-    assert!(report.contains("is a directory"), "{report}");
+    report
 }
 
 /// Whether `pid` runs (a zombie left to a parent that does not reap it counts as gone).
