@@ -159,14 +159,17 @@ fn oversubscribed_ranks_run_where_gsmrun_says() {
     let scratch = Scratch::new("placement", RunId::next());
     // Each host's daemon gets its own session directory: daemons of one job on one machine
     // otherwise race to create the same one, and one of them fails (`orte_session_dir failed`,
-    // in 3 runs of 6 here).
+    // in 3 runs of 6 here). As ssh would, the agent starts it in a clean environment, so a
+    // runtime setting of gsmrun's environment reaches the ranks only if gsmrun passes it on
+    // (GSM_SLOT_SIZE reached only the ranks of the launching host).
     let agent = executable(scratch.write(
         "agent",
         &format!(
             "#!/bin/sh\n# like ssh HOST COMMAND, but here\n\
              while [ $# -gt 0 ]; do case \"$1\" in -*) shift;; *) break;; esac; done\n\
-             export OMPI_MCA_orte_tmpdir_base='{}'/\"$1\"\nmkdir -p \"$OMPI_MCA_orte_tmpdir_base\"\n\
-             shift\nexec sh -c \"$*\"\n",
+             tmp='{}'/\"$1\"\nmkdir -p \"$tmp\"\nshift\n\
+             exec env -i PATH=\"$PATH\" HOME=\"$HOME\" OMPI_MCA_orte_tmpdir_base=\"$tmp\" \
+             OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 sh -c \"$*\"\n",
             scratch.path().display()
         ),
     ));
@@ -177,7 +180,7 @@ fn oversubscribed_ranks_run_where_gsmrun_says() {
         "probe",
         "#!/bin/sh\nd=${OMPI_MCA_orte_local_daemon_uri%%;*}\n\
          echo \"placed $GSM_RANK $GSM_HOSTS $GSM_HOST_ADDR $GSM_LOCAL_RANK/$GSM_LOCAL_SIZE \
-         ${d##*.} $OMPI_COMM_WORLD_LOCAL_RANK/$OMPI_COMM_WORLD_LOCAL_SIZE\"\n",
+         ${d##*.} $OMPI_COMM_WORLD_LOCAL_RANK/$OMPI_COMM_WORLD_LOCAL_SIZE $GSM_SLOT_SIZE\"\n",
     ));
     let cases: [(&str, &[&str]); 5] = [
         ("placea,placeb", &["-np", "4", "--oversubscribe"]),
@@ -192,7 +195,10 @@ fn oversubscribed_ranks_run_where_gsmrun_says() {
     for (hosts, extra) in cases {
         let what = format!("gsmrun -H {hosts} {}", extra.join(" "));
         let mut cmd = gsmrun(["-H", hosts, "--launch-agent"]);
-        cmd.arg(&agent).args(extra).arg(&probe);
+        cmd.arg(&agent)
+            .args(extra)
+            .arg(&probe)
+            .env("GSM_SLOT_SIZE", "65536");
         let done = run(&mut cmd, LIMIT);
         assert_exit(&done, 0, &what);
         let lines: Vec<Vec<&str>> = done
@@ -213,7 +219,13 @@ fn oversubscribed_ranks_run_where_gsmrun_says() {
                 let h = hosts.split(',').position(|h| Some(&h) == w.get(2))?;
                 Some(format!("daemon {} as local rank {}", h + 1, w.get(3)?))
             });
-            let started = (w.len() == 6).then(|| format!("daemon {} as local rank {}", w[4], w[5]));
+            let started = (w.len() >= 6).then(|| format!("daemon {} as local rank {}", w[4], w[5]));
+            assert!(
+                w.get(6) == Some(&"65536"),
+                "{what}: rank {} did not get gsmrun's GSM_SLOT_SIZE=65536\n{}",
+                w[0],
+                done.report()
+            );
             assert!(
                 told.is_some() && told == started,
                 "{what}: rank {} was told {:?} (host {}), but Open MPI started it on {:?}\n{}",
