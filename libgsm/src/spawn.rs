@@ -199,13 +199,19 @@ impl<R> JoinHandle<R> {
         }
     }
 
-    /// Waits for the result; a panic in the fiber comes back as [`Error::FiberPanicked`].
+    /// Waits for the result; a panic in the fiber comes back as [`Error::FiberPanicked`]. In a
+    /// destructor that runs because the run ended with its fiber unfinished, it answers
+    /// [`Error::Stopped`] (a panic there would abort the process).
     ///
     /// # Panics
     /// Where blocking is impossible (outside a fiber, inside a delegated closure or a callback).
     pub fn try_join(self) -> Result<R, Error> {
         if self.cell.result.borrow().is_none() {
             let core = core_or_panic("JoinHandle::join");
+            if core.unwinding_fibers() {
+                // A destructor of a fiber the ended run drops: no result can come.
+                return Err(Error::Stopped);
+            }
             core.assert_can_block();
             let cell = self.cell.clone();
             core.wait_until(|| {

@@ -846,6 +846,14 @@ impl WorkerCore {
         self.shared.stop.load(Ordering::Relaxed)
     }
 
+    /// Whether the caller is a destructor run while the worker drops its unfinished fibers at
+    /// the end of a run (no fiber is current then, and the fiber's stack is being unwound).
+    /// There a blocking `try_*` call answers [`Error::Stopped`](crate::Error::Stopped): a panic
+    /// would be a panic during unwinding, which aborts the whole process.
+    pub(crate) fn unwinding_fibers(&self) -> bool {
+        self.dropping_fibers.get() && self.current.get().is_none()
+    }
+
     // ----- contexts -----
 
     /// Whether the caller may suspend: on a fiber, not inside a delegated closure or callback.

@@ -235,3 +235,44 @@ fn a_chain_of_fibers_in_wait_for_on_both_workers_takes_its_turns_in_order() {
     assert_eq!(TURN.load(Ordering::Relaxed), FIBERS);
     assert_eq!(*LOG.lock().unwrap(), (0..FIBERS).collect::<Vec<_>>());
 }
+
+/// What a fiber's destructor does with its trust when the run drops that fiber unfinished.
+struct ApplyOnDrop(
+    gossamer::Trust<u64>,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+);
+
+impl Drop for ApplyOnDrop {
+    fn drop(&mut self) {
+        let r = self.0.try_apply(|x: &mut u64| *x);
+        self.1.lock().unwrap().push(format!("{r:?}"));
+    }
+}
+
+/// A run that ends with fibers unfinished drops them, running their destructors; a `try_apply`
+/// or `try_join` there answers `Stopped`. It panicked ("called outside a fiber"), and a panic
+/// while the fiber's stack unwinds aborted the whole process instead of returning the run's
+/// result (found by an API walkthrough).
+#[test]
+fn destructors_of_fibers_a_failed_run_drops_get_stopped_not_an_abort() {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let (r, _) = within_a_minute(move || {
+        gossamer::run(Config::default().workers(2), move || {
+            let _guard = ApplyOnDrop(gossamer::entrust_on(WorkerId::new(1), || 7u64), log);
+            struct JoinOnDrop(Option<gossamer::JoinHandle<u64>>);
+            impl Drop for JoinOnDrop {
+                fn drop(&mut self) {
+                    let r = self.0.take().map(|h| h.try_join());
+                    assert!(matches!(r, Some(Err(Error::Stopped))), "{r:?}");
+                }
+            }
+            let _join = JoinOnDrop(Some(gossamer::spawn_on(WorkerId::new(1), || {
+                recv::<u64>(WorkerId::new(0), 9)
+            })));
+            let _: u8 = recv(WorkerId::new(1), 42);
+        })
+    });
+    assert!(matches!(r, Err(Error::Deadlock { .. })), "{r:?}");
+    assert_eq!(*seen.lock().unwrap(), ["Err(Stopped)"]);
+}
