@@ -157,9 +157,11 @@ extern "C" fn on_segv(_sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut l
         line.number(worker - 1);
         line.push(b" overflowed its stack of ");
         line.number(stack);
+        line.push(b" bytes (raise GSM_STACK_SIZE or Config::stack_size; closures delegated to a ");
         line.push(
-            b" bytes (raise GSM_STACK_SIZE or Config::stack_size; closures delegated to a worker               and apply_then callbacks run on the stack of the fiber that was running there)\n",
+            b"worker and apply_then callbacks run on the stack of the fiber that was running ",
         );
+        line.push(b"there)\n");
         // SAFETY: write(2) and sigaction(2) are async-signal-safe; the buffer is initialised.
         unsafe {
             libc::write(2, line.buf.as_ptr().cast(), line.len);

@@ -48,7 +48,9 @@ fn stack_overflow_in_a_fiber_hits_the_guard_page() {
     );
     assert!(
         stderr.contains(
-            "gossamer: a fiber on worker 0 overflowed its stack of 65536 bytes (raise GSM_STACK_SIZE"
+            "gossamer: a fiber on worker 0 overflowed its stack of 65536 bytes (raise \
+             GSM_STACK_SIZE or Config::stack_size; closures delegated to a worker and apply_then \
+             callbacks run on the stack of the fiber that was running there)\n"
         ),
         "the overflow must be reported; stderr: {stderr}"
     );
