@@ -71,11 +71,51 @@ pub(crate) fn layout_of(config: &Config) -> Result<RingLayout, Error> {
             config.slots_per_ring, config.slot_size
         )));
     };
-    RingLayout::new(slots, slot_size).map_err(|e| {
+    let layout = RingLayout::new(slots, slot_size).map_err(|e| {
         Error::Config(format!(
             "{e} (slots_per_ring must be a power of two, slot_size a multiple of 64)"
         ))
-    })
+    })?;
+    rings_fit_in_memory(config, physical_memory())?;
+    Ok(layout)
+}
+
+/// Bytes of RAM this machine has, if the system says.
+fn physical_memory() -> Option<u128> {
+    // SAFETY: sysconf has no preconditions.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    (pages > 0 && page > 0).then(|| pages as u128 * page as u128)
+}
+
+/// Refuses a ring geometry whose rings alone would not fit in `memory` bytes. The rings between
+/// this rank's own workers take `2 × workers² × slots_per_ring × slot_size` bytes (the rings to
+/// other ranks' workers come on top); a geometry past the machine's memory aborted the process
+/// on a failed allocation (`slots_per_ring(1 << 30)`), or ran it out of memory for minutes
+/// (`workers(4096)` with the default slots: about 2.2 TB).
+pub(crate) fn rings_fit_in_memory(config: &Config, memory: Option<u128>) -> Result<(), Error> {
+    let Some(memory) = memory else {
+        return Ok(());
+    };
+    let w = config.workers as u128;
+    let need = 2 * w * w * config.slots_per_ring as u128 * config.slot_size as u128;
+    if need > memory {
+        return Err(Error::Config(format!(
+            "{} workers with {} slots of {} bytes per ring need {} GiB of rings between them, \
+             more than this machine's {} GiB of memory; lower workers, slots_per_ring or \
+             slot_size (GSM_THREADS, GSM_SLOT_SIZE)",
+            config.workers,
+            config.slots_per_ring,
+            config.slot_size,
+            need >> 30,
+            memory >> 30
+        )));
+    }
+    Ok(())
 }
 
 /// Empty ring ends for this rank's workers, with heap rings between every two of them.

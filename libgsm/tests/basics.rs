@@ -825,3 +825,22 @@ fn worker_ids_that_do_not_exist_are_refused() {
     let text = r.expect_err("try_recv from worker 5 of 2 did not panic");
     assert!(text.contains("worker 5 does not exist"), "{text}");
 }
+
+/// A ring geometry whose rings cannot fit in this machine's memory is a configuration error, not
+/// an aborted allocation (`slots_per_ring(1 << 30)` aborted the process) or minutes of swapping
+/// (`workers(4096)` with the default slots needs about 2.2 TB); one that fits still runs.
+#[test]
+fn rings_larger_than_the_machine_are_refused_up_front() {
+    for config in [
+        cfg(2).slots_per_ring(1 << 30),
+        Config::default().workers(4096),
+    ] {
+        match gossamer::run(config, || ()) {
+            Err(gossamer::Error::Config(m)) => {
+                assert!(m.contains("more than this machine's"), "{m}")
+            }
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+    }
+    assert!(gossamer::run(cfg(2).slots_per_ring(64), || ()).is_ok());
+}
