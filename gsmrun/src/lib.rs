@@ -434,8 +434,8 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
                 mpi_env.push((segments::MPI_DIR_VAR.to_string(), d.display().to_string()));
             }
         }
-        // SAFETY: geteuid has no preconditions.
         // Only when the user has not allowed it already: then there is nothing to warn about.
+        // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0
             && env::OPEN_MPI_ROOT
                 .iter()
