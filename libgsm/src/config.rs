@@ -18,7 +18,8 @@ pub struct Config {
     /// process may use, shared with the other ranks of its host ([`default_workers`]).
     pub workers: usize,
     /// Usable stack size of one fiber in bytes (a guard page is added below it). Default 256 KiB;
-    /// 16 KiB to 1 GiB.
+    /// 16 KiB to 1 GiB. A worker thread's own stack, where an idle worker serves delegated
+    /// closures and callbacks, is this plus 64 KiB, and at least 2 MiB (or `RUST_MIN_STACK`).
     pub stack_size: usize,
     /// Bytes of one request/response slot (one batch). Default 4096; 256 bytes to 64 MiB, a
     /// multiple of 64.
@@ -234,7 +235,8 @@ impl Config {
         self.workers = n;
         self
     }
-    /// Sets the fiber stack size in bytes.
+    /// Sets the fiber stack size in bytes (and with it the worker threads', see
+    /// [`Config::stack_size`](Self#structfield.stack_size)).
     pub fn stack_size(mut self, n: usize) -> Self {
         self.stack_size = n;
         self

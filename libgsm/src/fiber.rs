@@ -5,7 +5,8 @@
 //! the usable stack, so an overflow faults instead of overwriting memory. Rust's "has overflowed
 //! its stack" message covers only thread stacks, so [`watch_overflow`] installs a SIGSEGV handler
 //! that says so for a fiber (worker, stack size, the variable that raises it) before the process
-//! dies of the signal as it would have anyway. Finished fibers give their stack back to the pool (up to a bound) so
+//! dies of the signal as it would have anyway. A worker thread's own stack, where closures run
+//! that an idle worker serves, is sized from the fibers' ([`worker_thread_stack`]). Finished fibers give their stack back to the pool (up to a bound) so
 //! spawning does not `mmap` each time. A fiber never migrates between threads, which is what
 //! makes the thread-local "current yielder" below valid. Scheduling lives in `worker.rs`.
 
@@ -91,10 +92,74 @@ impl StackPool {
 }
 
 thread_local! {
-    /// This worker thread's global id + 1 (0: not a worker) and its fibers' stack size, for the
-    /// SIGSEGV handler. Plain constants in a `const` thread-local: reading them there touches
-    /// nothing that a signal could find half-changed.
-    static WATCHED: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// This worker thread's global id + 1 (0: not a worker), its fibers' stack size, its own
+    /// stack's size and lowest address (0: unknown), for the SIGSEGV handler. Plain constants in
+    /// a `const` thread-local: reading them there touches nothing that a signal could find
+    /// half-changed.
+    static WATCHED: Cell<Watched> = const { Cell::new(Watched::NONE) };
+}
+
+/// What the SIGSEGV handler knows of a worker thread (see [`WATCHED`]).
+#[derive(Clone, Copy)]
+struct Watched {
+    worker_plus_one: usize,
+    fiber_stack: usize,
+    thread_stack: usize,
+    thread_low: usize,
+}
+
+impl Watched {
+    const NONE: Watched = Watched {
+        worker_plus_one: 0,
+        fiber_stack: 0,
+        thread_stack: 0,
+        thread_low: 0,
+    };
+}
+
+/// The lowest address of the calling thread's stack (where its guard page is), 0 if unknown.
+fn thread_stack_low() -> usize {
+    // SAFETY: a zeroed attribute object filled in by pthread_getattr_np for this thread, read
+    // with pthread_attr_getstack and destroyed only when filled in.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return 0;
+        }
+        let mut addr = std::ptr::null_mut();
+        let mut size = 0;
+        let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
+        libc::pthread_attr_destroy(&mut attr);
+        if ok { addr as usize } else { 0 }
+    }
+}
+
+/// The least stack a worker thread gets: Rust's default for the threads it starts.
+const MIN_WORKER_STACK: usize = 2 << 20;
+
+/// What a worker thread's own stack holds below a delegated closure it serves while idle: the
+/// scheduler loop, the poll and the trampoline (a few KiB; the rest is margin).
+const WORKER_FRAMES: usize = 64 << 10;
+
+/// The stack of a worker thread whose fibers have stacks of `fiber_stack` bytes.
+///
+/// A worker that serves while none of its fibers runs (idle, or between fibers) runs delegated
+/// closures and `apply_then` callbacks on its thread's own stack, so that stack must be at least
+/// what a fiber leaves them: `fiber_stack` plus the worker's own frames. Then raising
+/// `GSM_STACK_SIZE` is the one remedy for an overflow in a closure, wherever it happened to run;
+/// with Rust's fixed 2 MiB a closure that fits a fiber of 8 MiB crashed the process whenever an
+/// idle worker served it. Never less than 2 MiB, nor less than `RUST_MIN_STACK` when that is
+/// set, which a user may have raised for exactly this (the thread builder ignores it once a size
+/// is given). Thread stacks are reserved, not committed, so the size costs address space only.
+pub(crate) fn worker_thread_stack(fiber_stack: usize) -> usize {
+    let asked = std::env::var("RUST_MIN_STACK")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    fiber_stack
+        .saturating_add(WORKER_FRAMES)
+        .max(MIN_WORKER_STACK)
+        .max(asked)
 }
 
 /// The SIGSEGV action before [`on_segv`]'s, to which a fault that is not a fiber's overflow goes
@@ -106,12 +171,13 @@ pub(crate) struct Watch(());
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        WATCHED.with(|w| w.set((0, 0)));
+        WATCHED.with(|w| w.set(Watched::NONE));
     }
 }
 
 /// Makes a fiber stack overflow on this thread (worker `worker`, stacks of `stack_size` bytes)
-/// print what happened before the process dies of SIGSEGV, as a thread's overflow does. The
+/// print what happened before the process dies of SIGSEGV, as a thread's overflow does, and an
+/// overflow of the worker thread's own stack say what raises it before Rust reports it. The
 /// handler is installed once per process, with `SA_ONSTACK` (Rust gives every thread it starts
 /// an alternate signal stack), and passes every other fault on to the action it replaced.
 pub(crate) fn watch_overflow(worker: usize, stack_size: usize) -> Watch {
@@ -132,7 +198,13 @@ pub(crate) fn watch_overflow(worker: usize, stack_size: usize) -> Watch {
             libc::sigaction(libc::SIGSEGV, &new, std::ptr::null_mut());
         }
     });
-    WATCHED.with(|w| w.set((worker + 1, stack_size)));
+    let watched = Watched {
+        worker_plus_one: worker + 1,
+        fiber_stack: stack_size,
+        thread_stack: worker_thread_stack(stack_size),
+        thread_low: thread_stack_low(),
+    };
+    WATCHED.with(|w| w.set(watched));
     Watch(())
 }
 
@@ -142,16 +214,37 @@ const NEAR_SP: usize = 64 << 10;
 
 /// The SIGSEGV handler of [`watch_overflow`]. A fault near the stack pointer of a fiber running on
 /// a watched worker is that fiber's overflow into its guard page: it writes one line and lets the
-/// fault recur under the default action (the process dies of SIGSEGV, as before). Any other
-/// fault goes to the action this one replaced, by restoring it and letting the fault recur.
+/// fault recur under the default action (the process dies of SIGSEGV, as before). A fault near
+/// the stack pointer and the bottom of a watched worker thread's own stack, with no fiber
+/// running, is that thread's overflow: it writes what ran there and what raises the stack, and
+/// goes on as for any other fault, which goes to the action this one replaced (Rust's, which
+/// reports a thread's overflow), by restoring it and letting the fault recur.
 extern "C" fn on_segv(_sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    let (worker, stack) = WATCHED.with(|w| w.get());
+    let Watched {
+        worker_plus_one: worker,
+        fiber_stack: stack,
+        thread_stack,
+        thread_low,
+    } = WATCHED.with(|w| w.get());
     let on_fiber = !YIELDER.with(|c| c.get()).is_null();
     // SAFETY: the kernel passes a valid siginfo_t for a SA_SIGINFO handler.
     let addr = unsafe { (*info).si_addr() } as usize;
-    let overflow =
-        worker != 0 && on_fiber && stack_pointer(ctx).is_some_and(|sp| addr.abs_diff(sp) < NEAR_SP);
-    if overflow {
+    let near_sp = worker != 0 && stack_pointer(ctx).is_some_and(|sp| addr.abs_diff(sp) < NEAR_SP);
+    if near_sp && !on_fiber && thread_low != 0 && addr.abs_diff(thread_low) < NEAR_SP {
+        // The worker thread's own stack, while it served with no fiber running: say what ran
+        // there and what raises it, then let Rust's handler report the overflow as its own.
+        let mut line = Line::default();
+        line.push(b"gossamer: worker ");
+        line.number(worker - 1);
+        line.push(b" overflowed its thread's stack of ");
+        line.number(thread_stack);
+        line.push(b" bytes serving a delegated closure or an apply_then callback with no fiber ");
+        line.push(b"running (raise GSM_STACK_SIZE or Config::stack_size: a worker thread's ");
+        line.push(b"stack is that plus 64 KiB, at least 2 MiB)\n");
+        // SAFETY: write(2) is async-signal-safe; the buffer is initialised.
+        unsafe { libc::write(2, line.buf.as_ptr().cast(), line.len) };
+    }
+    if near_sp && on_fiber {
         let mut line = Line::default();
         line.push(b"gossamer: a fiber on worker ");
         line.number(worker - 1);
@@ -196,14 +289,14 @@ fn stack_pointer(ctx: *mut libc::c_void) -> Option<usize> {
 
 /// A line built without allocating (in a signal handler).
 struct Line {
-    buf: [u8; 320],
+    buf: [u8; 384],
     len: usize,
 }
 
 impl Default for Line {
     fn default() -> Self {
         Line {
-            buf: [0; 320],
+            buf: [0; 384],
             len: 0,
         }
     }

@@ -140,8 +140,10 @@
 //!   overflow crashes the process with SIGSEGV instead of corrupting memory, after a line naming
 //!   the worker and the stack size. Delegated closures and `apply_then` callbacks run on the
 //!   stack of whatever fiber was running when the worker served them (it serves when a fiber
-//!   yields or applies inline), or on the worker thread's own stack when it was idle: what they
-//!   put on the stack must fit in what a fiber leaves free, so keep large data on the heap there.
+//!   yields or applies inline), or on the worker thread's own stack when it was idle (that stack
+//!   is the fiber stack size plus 64 KiB, at least 2 MiB): what they put on the stack must fit in
+//!   what a fiber leaves free, so keep large data on the heap there. Raising the stack size
+//!   raises both.
 //!
 //! # Memory
 //!

@@ -166,6 +166,7 @@ pub(crate) fn spawn_workers(
         let cpu = pin.then(|| cpus[local % cpus.len()]);
         let h = std::thread::Builder::new()
             .name(format!("gsm-worker-{global}"))
+            .stack_size(crate::fiber::worker_thread_stack(stack))
             .spawn(move || {
                 if let Some(c) = cpu {
                     pin_to(c);

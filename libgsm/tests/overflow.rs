@@ -1,7 +1,9 @@
 //! A fiber that overflows its stack hits the guard page: the process dies of SIGSEGV instead of
 //! corrupting memory, and says first which worker's fiber overflowed, its stack size and how to
 //! raise it (Rust's own report covers only thread stacks: the process died without a word).
-//! Runs itself as a child process.
+//! A delegated closure that an idle worker serves runs on the worker thread's own stack, which
+//! follows the fibers' stack size, so raising it is the remedy there too, and an overflow there
+//! says so. Runs itself as a child process.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
@@ -14,6 +16,93 @@ fn recurse(n: u64, buf: &mut [u8; 1024]) -> u64 {
         return 0;
     }
     recurse(n + 1, &mut local) + u64::from(std::hint::black_box(local[0]))
+}
+
+/// Recurses `depth` frames of at least 1 KiB each; returns a value that depends on all of them.
+#[inline(never)]
+fn recurse_to(depth: u64, buf: &mut [u8; 1024]) -> u64 {
+    let mut local = [0u8; 1024];
+    local[0] = buf[(depth % 1024) as usize].wrapping_add(1);
+    if depth == 0 {
+        return u64::from(std::hint::black_box(local[0]));
+    }
+    recurse_to(depth - 1, &mut local) + u64::from(std::hint::black_box(local[0]))
+}
+
+/// Runs this test binary's test `name` as a child with `GSM_OVERFLOW_CHILD` set.
+fn child(name: &str) -> std::process::Output {
+    let exe = std::env::current_exe().unwrap();
+    Command::new(exe)
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env("GSM_OVERFLOW_CHILD", "1")
+        .env_remove("RUST_MIN_STACK")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_deep_closure_an_idle_worker_serves_fits_the_stack_size_asked_for() {
+    if std::env::var_os("GSM_OVERFLOW_CHILD").is_some() {
+        // Worker 1 runs no fiber, so it serves the closure on its thread's own stack: 3000
+        // frames of over 1 KiB, more than Rust's 2 MiB default, well within 8 MiB.
+        let r = gossamer::run(
+            gossamer::Config::default().workers(2).stack_size(8 << 20),
+            || {
+                let t = gossamer::entrust_on(gossamer::WorkerId::new(1), || 0u64);
+                t.apply(|_| {
+                    let mut b = [0u8; 1024];
+                    recurse_to(3000, &mut b)
+                })
+            },
+        );
+        println!("deep closure answered {r:?}");
+        return;
+    }
+    let out = child("a_deep_closure_an_idle_worker_serves_fits_the_stack_size_asked_for");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("deep closure answered Ok("),
+        "the closure must run to its end; status {:?}, stdout: {stdout}, stderr: {stderr}",
+        out.status
+    );
+}
+
+#[test]
+fn an_overflow_of_a_worker_threads_stack_says_what_raises_it() {
+    if std::env::var_os("GSM_OVERFLOW_CHILD").is_some() {
+        let _ = gossamer::run(
+            gossamer::Config::default().workers(2).stack_size(64 * 1024),
+            || {
+                let t = gossamer::entrust_on(gossamer::WorkerId::new(1), || 0u64);
+                t.apply(|_| {
+                    let mut b = [0u8; 1024];
+                    recurse(0, &mut b)
+                })
+            },
+        );
+        unreachable!("the overflow must kill the process");
+    }
+    let out = child("an_overflow_of_a_worker_threads_stack_says_what_raises_it");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        matches!(out.status.signal(), Some(6 | 11)),
+        "expected death by SIGABRT or SIGSEGV, got {:?}; stderr: {stderr}",
+        out.status
+    );
+    assert!(
+        stderr.contains(
+            "gossamer: worker 1 overflowed its thread's stack of 2097152 bytes serving a \
+             delegated closure or an apply_then callback with no fiber running (raise \
+             GSM_STACK_SIZE or Config::stack_size: a worker thread's stack is that plus 64 KiB, \
+             at least 2 MiB)\n"
+        ),
+        "the overflow must be reported; stderr: {stderr}"
+    );
+    assert!(
+        stderr.contains("thread 'gsm-worker-1'") && stderr.contains("has overflowed its stack"),
+        "Rust's own report must follow; stderr: {stderr}"
+    );
 }
 
 #[test]
