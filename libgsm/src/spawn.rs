@@ -453,7 +453,10 @@ pub fn yield_now() {
 /// a write to the board).
 ///
 /// The condition must be cheap, must not block, and should only read (atomics of the board,
-/// say). It must be made true by fibers of this job only: a job whose fibers all wait
+/// say). It is run as a callback is, on the fiber and on the worker alike: a blocking call in
+/// it (`apply`, `join`, `recv`, …) panics with
+/// [`BLOCKING_IN_DELEGATED`](crate::BLOCKING_IN_DELEGATED), and `try_apply` answers
+/// [`BlockingInDelegatedContext`](crate::DelegationError::BlockingInDelegatedContext). It must be made true by fibers of this job only: a job whose fibers all wait
 /// (`recv`, `join`, or here) while no message is in flight and no condition holds is reported
 /// deadlocked ([`Error::Deadlock`](crate::Error::Deadlock)) after a second; so do not wait here
 /// for a thread or a process outside the job. A panic in the condition is raised in the

@@ -64,7 +64,7 @@ use crate::wire::record::{
 use crate::wire::ring::{Consumer, Producer};
 
 /// The message of a blocking call made where blocking is impossible.
-pub const BLOCKING_IN_DELEGATED: &str = "gossamer: blocking call (apply/try_apply/apply_with/join/yield_now/entrust_on/recv, or a collective) inside a delegated closure, an apply_then callback or other code its poller runs (a destructor of a value it drops): a trustee runs these in its poller and cannot suspend there (it would stall every request it serves, or alias the property). Use apply_then (or spawn a fiber) instead";
+pub const BLOCKING_IN_DELEGATED: &str = "gossamer: blocking call (apply/try_apply/apply_with/join/yield_now/entrust_on/recv, or a collective) inside a delegated closure, an apply_then callback, a wait_for condition or other code its poller runs (a destructor of a value it drops): a trustee runs these in its poller and cannot suspend there (it would stall every request it serves, or alias the property). Use apply_then (or spawn a fiber) instead";
 
 /// Fiber resumes between two polls. Small enough that a client with many fibers publishes its
 /// first requests while its later fibers still run, so the trustee serves in parallel instead
@@ -489,17 +489,18 @@ struct Waiter {
 }
 
 impl Waiter {
-    /// Tests the condition on the worker: a panic is kept for the fiber and counts as true.
+    /// Tests the condition on worker `core` (in condition context, see
+    /// [`WorkerCore::condition`]): a panic is kept for the fiber and counts as true.
     ///
     /// # Safety
     /// The fiber that owns `cond` and `panic` is suspended in `wait_for` (see the type's docs).
-    unsafe fn holds(&self) -> bool {
+    unsafe fn holds(&self, core: &WorkerCore) -> bool {
         // SAFETY: the caller's; both live in the suspended fiber's frame.
         unsafe {
             if (*self.panic).is_some() {
                 return true;
             }
-            match catch_unwind(AssertUnwindSafe(|| (*self.cond)())) {
+            match core.condition(&mut *self.cond) {
                 Ok(holds) => holds,
                 Err(p) => {
                     *self.panic = Some(p);
@@ -1315,7 +1316,10 @@ impl WorkerCore {
             return;
         };
         let mut panic: Option<Box<dyn std::any::Any + Send>> = None;
-        while !cond() {
+        while !self
+            .condition(cond)
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        {
             let short: *mut (dyn FnMut() -> bool + '_) = cond;
             // SAFETY: only the lifetime is erased. The entry is taken out of `waiting` before
             // this fiber is made ready again, so the pointers are used only while this frame is
@@ -1343,6 +1347,17 @@ impl WorkerCore {
         }
     }
 
+    /// Tests a [`wait_for`](Self::wait_for) condition in callback context, on the fiber and on
+    /// the worker alike. The worker tests it between fibers, where nothing may block; a
+    /// blocking call in it then panicked with "called outside a fiber" (the caller was in a
+    /// fiber) while the same call passed in the fiber's own first test. Now it is refused in
+    /// every test with [`BLOCKING_IN_DELEGATED`], which names conditions, and `try_apply`
+    /// there answers `BlockingInDelegatedContext`. A panic in `cond` is caught, with the
+    /// level put back, for the caller to raise in the fiber.
+    fn condition(&self, cond: &mut dyn FnMut() -> bool) -> std::thread::Result<bool> {
+        caught_at(&self.context, CALLBACK, cond)
+    }
+
     /// Makes ready every fiber in [`wait_for`](Self::wait_for) whose condition holds; returns
     /// whether there was one. One load per loop turn when no fiber waits.
     #[inline]
@@ -1358,7 +1373,7 @@ impl WorkerCore {
         let before = waiting.len();
         waiting.retain(|w| {
             // SAFETY: an entry's fiber is suspended in `wait_for` (see `Waiter`).
-            let go = unsafe { w.holds() };
+            let go = unsafe { w.holds(self) };
             if go {
                 self.wake_fiber(w.fiber);
             }
@@ -1387,7 +1402,7 @@ impl WorkerCore {
             };
             // SAFETY: as in `wake_waiters_slow`; no borrow of `waiting` is held while it runs.
             // A panic is kept for the next turn, which makes the fiber ready to raise it.
-            unsafe { Waiter { fiber, cond, panic }.holds() }
+            unsafe { Waiter { fiber, cond, panic }.holds(self) }
         })
     }
 

@@ -179,6 +179,53 @@ fn a_wait_for_ends_when_its_condition_holds_and_raises_its_panics() {
     assert_eq!(r.expect("no deadlock"), vec![6, 0]);
 }
 
+/// A `wait_for` condition may not block, and is told so the same way in every test of it: on
+/// the fiber (its first test) and on the worker between fibers (the later ones). `try_apply`
+/// answers `BlockingInDelegatedContext` in both; before, the fiber's test ran the apply and the
+/// worker's panicked with "called outside a fiber", though the caller was in one. A blocking
+/// `apply` there reaches the waiting fiber's joiner as that refusal.
+#[test]
+fn a_blocking_call_in_a_wait_for_condition_is_refused_in_every_test_of_it() {
+    use gossamer::DelegationError;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let (r, _) = within_a_minute(|| {
+        gossamer::run(Config::default().workers(2), || {
+            let t = gossamer::entrust_on(WorkerId::new(1), || 7u64);
+            let seen: Rc<RefCell<Vec<Result<u64, DelegationError>>>> = Rc::default();
+            let tests = Rc::clone(&seen);
+            gossamer::wait_for(|| {
+                let mut s = tests.borrow_mut();
+                s.push(t.try_apply(|v| *v));
+                s.len() >= 3
+            });
+            // The worker may test a condition more than once before it wakes the fiber.
+            let answers = seen.take();
+            let blocking = gossamer::spawn(move || {
+                gossamer::wait_for(|| t.apply(|v| *v) == 7);
+            })
+            .try_join();
+            (
+                answers,
+                blocking.expect_err("apply in a condition").to_string(),
+            )
+        })
+    });
+    let (answers, blocking) = r.expect("the run ends well");
+    assert!(
+        answers.len() >= 3
+            && answers
+                .iter()
+                .all(|a| *a == Err(DelegationError::BlockingInDelegatedContext)),
+        "every test of the condition must be refused alike: {answers:?}"
+    );
+    assert!(
+        blocking.contains(gossamer::BLOCKING_IN_DELEGATED)
+            && blocking.contains("wait_for condition"),
+        "{blocking}"
+    );
+}
+
 /// A fiber that a `wait_for` lets go on and that then computes for 2.5 s, while the other
 /// worker waits for its message, is no deadlock: the worker's quiet report from before must not
 /// stand while the fiber runs. (The condition comes true while the worker sleeps between looks,
