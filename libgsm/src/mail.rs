@@ -174,6 +174,7 @@ fn deposit(core: &WorkerCore, from: u32, tag: u64, value: Box<dyn Any>) {
 /// # Panics
 /// Outside a gossamer worker, if `to` does not exist, or if `value` cannot be serialised for
 /// another rank.
+#[track_caller]
 pub fn send<T: Wire>(to: WorkerId, tag: u64, value: T) {
     let core = core_or_panic("gossamer::send");
     let w = to.index();
@@ -245,6 +246,7 @@ unsafe fn tramp_deliver<T: Wire>(
 /// # Panics
 /// Outside a fiber (or inside a delegated closure or callback), if `from` does not exist, or if
 /// the message has another type than `T` (the sender and receiver disagree).
+#[track_caller]
 pub fn recv<T: Wire>(from: WorkerId, tag: u64) -> T {
     let core = core_or_panic("gossamer::recv");
     core.assert_can_block();
@@ -283,6 +285,7 @@ pub fn recv<T: Wire>(from: WorkerId, tag: u64) -> T {
 /// # Panics
 /// Outside a gossamer worker, if `from` does not exist (as for [`recv`]: a loop polling a
 /// wrong id would otherwise spin for ever), or if the message has another type than `T`.
+#[track_caller]
 pub fn try_recv<T: Wire>(from: WorkerId, tag: u64) -> Option<T> {
     let core = core_or_panic("gossamer::try_recv");
     core.assert_worker("gossamer::try_recv", from.index());
@@ -295,11 +298,13 @@ pub fn try_recv<T: Wire>(from: WorkerId, tag: u64) -> Option<T> {
 ///
 /// # Panics
 /// Outside a gossamer worker.
+#[track_caller]
 pub fn flush() {
     core_or_panic("gossamer::flush").flush_now();
 }
 
 /// Messages that arrived at this worker and were not received yet.
+#[track_caller]
 pub fn mail_pending() -> usize {
     core_or_panic("gossamer::mail_pending")
         .mail
@@ -307,6 +312,7 @@ pub fn mail_pending() -> usize {
         .pending()
 }
 
+#[track_caller]
 fn downcast<T: 'static>(v: Box<dyn Any>, from: WorkerId, tag: u64) -> T {
     match v.downcast::<T>() {
         Ok(b) => *b,

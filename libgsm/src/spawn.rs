@@ -191,6 +191,7 @@ impl<R> JoinHandle<R> {
     ///
     /// # Panics
     /// If the fiber panicked (re-raising its message), or where blocking is impossible.
+    #[track_caller]
     pub fn join(self) -> R {
         match self.try_join() {
             Ok(r) => r,
@@ -205,6 +206,7 @@ impl<R> JoinHandle<R> {
     ///
     /// # Panics
     /// Where blocking is impossible (outside a fiber, inside a delegated closure or a callback).
+    #[track_caller]
     pub fn try_join(self) -> Result<R, Error> {
         if self.cell.result.borrow().is_none() {
             let core = core_or_panic("JoinHandle::join");
@@ -234,6 +236,7 @@ impl<R> JoinHandle<R> {
 ///
 /// # Panics
 /// Outside a gossamer worker.
+#[track_caller]
 pub fn spawn<R: 'static>(f: impl FnOnce() -> R + 'static) -> JoinHandle<R> {
     let core = core_or_panic("spawn");
     let cell = JoinCell::new(core.id);
@@ -255,6 +258,7 @@ pub fn spawn<R: 'static>(f: impl FnOnce() -> R + 'static) -> JoinHandle<R> {
 ///
 /// # Panics
 /// Outside a gossamer worker, or if `worker` does not exist.
+#[track_caller]
 pub fn spawn_on<F, R>(worker: WorkerId, f: F) -> JoinHandle<R>
 where
     F: FnOnce() -> R + NoRef,
@@ -351,6 +355,7 @@ fn spawn_answering<R: Wire>(
 /// # Panics
 /// Outside a gossamer worker, or if `worker` does not exist. If `arg` cannot be serialised
 /// for another rank, the fiber is not started and `join` reports the error.
+#[track_caller]
 pub fn spawn_on_with<A, F, R>(worker: WorkerId, arg: A, f: F) -> JoinHandle<R>
 where
     A: Wire,
@@ -437,6 +442,7 @@ unsafe fn tramp_spawn_with<A: Wire, F: FnOnce(A) -> R + Copy + 'static, R: Wire>
 ///
 /// # Panics
 /// Inside a delegated closure or a callback (where no fiber may be suspended).
+#[track_caller]
 pub fn yield_now() {
     let core = core_or_panic("yield_now");
     core.yield_fiber();
@@ -464,6 +470,7 @@ pub fn yield_now() {
 ///
 /// # Panics
 /// Outside a fiber, inside a delegated closure or a callback.
+#[track_caller]
 pub fn wait_for(mut cond: impl FnMut() -> bool) {
     let core = core_or_panic("wait_for");
     core.wait_for(&mut cond);
@@ -475,6 +482,7 @@ pub fn wait_for(mut cond: impl FnMut() -> bool) {
 ///
 /// # Panics
 /// Outside a gossamer worker.
+#[track_caller]
 pub fn oversubscribed() -> bool {
     core_or_panic("oversubscribed").shared.spin == crate::worker::SPIN_OVERSUBSCRIBED
 }
@@ -485,21 +493,25 @@ pub(crate) fn board_here() -> Option<std::sync::Arc<crate::board::Board>> {
 }
 
 /// The worker the caller runs on.
+#[track_caller]
 pub fn current_worker() -> WorkerId {
     WorkerId::new(core_or_panic("current_worker").id)
 }
 
 /// The number of workers in the job (every rank's).
+#[track_caller]
 pub fn worker_count() -> usize {
     core_or_panic("worker_count").count
 }
 
 /// This process's rank in the job (0 for a program started without a launcher).
+#[track_caller]
 pub fn rank() -> usize {
     core_or_panic("rank").shared.place.rank as usize
 }
 
 /// The number of ranks in the job.
+#[track_caller]
 pub fn rank_count() -> usize {
     core_or_panic("rank_count").shared.place.rank_workers.len()
 }
@@ -508,6 +520,7 @@ pub fn rank_count() -> usize {
 ///
 /// # Panics
 /// Outside a gossamer worker, or if `w` does not exist.
+#[track_caller]
 pub fn rank_of(w: WorkerId) -> usize {
     let core = core_or_panic("rank_of");
     core.assert_worker("gossamer::rank_of", w.index());
@@ -519,6 +532,7 @@ pub fn rank_of(w: WorkerId) -> usize {
 ///
 /// # Panics
 /// Outside a gossamer worker, or if `rank` does not exist.
+#[track_caller]
 pub fn host_of_rank(rank: usize) -> String {
     let place = &core_or_panic("host_of_rank").shared.place;
     assert!(
@@ -533,6 +547,7 @@ pub fn host_of_rank(rank: usize) -> String {
 ///
 /// # Panics
 /// Outside a gossamer worker, or if `rank` does not exist.
+#[track_caller]
 pub fn workers_of_rank(rank: usize) -> std::ops::Range<usize> {
     let place = &core_or_panic("workers_of_rank").shared.place;
     assert!(
@@ -545,6 +560,7 @@ pub fn workers_of_rank(rank: usize) -> std::ops::Range<usize> {
 }
 
 /// Properties currently alive on this worker's table (a diagnostic for tests and leak checks).
+#[track_caller]
 pub fn live_properties_here() -> usize {
     core_or_panic("live_properties_here").live_properties()
 }

@@ -110,6 +110,7 @@ pub(crate) fn home(worker: usize, epoch: u32) -> u64 {
 ///
 /// # Panics
 /// Outside a gossamer worker.
+#[track_caller]
 pub fn entrust<T: Send + 'static>(value: T) -> Trust<T> {
     let core = core_or_panic("entrust");
     let id = core.new_trust_id();
@@ -132,6 +133,7 @@ pub fn entrust<T: Send + 'static>(value: T) -> Trust<T> {
 /// # Panics
 /// Outside a fiber or inside a delegated closure (when `worker` is another worker), if `worker`
 /// does not exist, or if `make` panics.
+#[track_caller]
 pub fn entrust_on<T, F>(worker: WorkerId, make: F) -> Trust<T>
 where
     F: FnOnce() -> T + NoRef,
@@ -381,6 +383,7 @@ impl<A: Wire> OutArg<A> {
 /// closure instead of three calls (gsm-bench local, A/B within each process: blocking apply
 /// with 1 and with 64 fibers per worker 77 -> 117 and 88 -> 132 Mops/s).
 #[inline(always)]
+#[track_caller]
 fn blocking_core(what: &'static str) -> Result<&'static WorkerCore, DelegationError> {
     let core = core_or_panic(what);
     if core.delegated_or_callback() {
@@ -397,6 +400,7 @@ fn blocking_core(what: &'static str) -> Result<&'static WorkerCore, DelegationEr
 
 #[cold]
 #[inline(never)]
+#[track_caller]
 fn outside_fiber(what: &str) -> ! {
     panic!("gossamer: {what} was called outside a fiber; spawn a fiber or use apply_then");
 }
@@ -404,6 +408,7 @@ fn outside_fiber(what: &str) -> ! {
 /// The panic of a failed `apply`/`apply_with` (`what` names the call).
 #[cold]
 #[inline(never)]
+#[track_caller]
 fn apply_failed(what: &str, e: DelegationError) -> ! {
     match e {
         DelegationError::BlockingInDelegatedContext => {
@@ -496,6 +501,7 @@ impl<T: Send + 'static> Trust<T> {
     /// called where blocking is impossible (inside a delegated closure or a callback). Use
     /// [`try_apply`](Self::try_apply) to get these as errors.
     #[inline]
+    #[track_caller]
     pub fn apply<U: Wire>(&self, f: impl FnOnce(&mut T) -> U + NoRef) -> U {
         match self.try_apply(f) {
             Ok(u) => u,
@@ -508,6 +514,7 @@ impl<T: Send + 'static> Trust<T> {
     /// fiber still waiting at the end), it answers [`DelegationError::Stopped`]: a panic there
     /// would abort the process, so destructors that delegate should use the `try_` calls.
     #[inline]
+    #[track_caller]
     pub fn try_apply<U: Wire, F: FnOnce(&mut T) -> U + NoRef>(
         &self,
         f: F,
@@ -536,6 +543,7 @@ impl<T: Send + 'static> Trust<T> {
     /// # Panics
     /// As [`apply`](Self::apply).
     #[inline]
+    #[track_caller]
     pub fn apply_with<A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + NoRef>(
         &self,
         arg: A,
@@ -549,6 +557,7 @@ impl<T: Send + 'static> Trust<T> {
 
     /// Like [`apply_with`](Self::apply_with), but returns failures as errors.
     #[inline]
+    #[track_caller]
     pub fn try_apply_with<A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + NoRef>(
         &self,
         arg: A,
@@ -588,6 +597,7 @@ impl<T: Send + 'static> Trust<T> {
     /// property): this ends the runtime with an error. Use
     /// [`try_apply_then`](Self::try_apply_then) to handle failures.
     #[inline]
+    #[track_caller]
     pub fn apply_then<U: Wire, F: FnOnce(&mut T) -> U + NoRef>(
         &self,
         f: F,
@@ -601,6 +611,7 @@ impl<T: Send + 'static> Trust<T> {
 
     /// Like [`apply_then`](Self::apply_then), but hands the callback a `Result`.
     #[inline]
+    #[track_caller]
     pub fn try_apply_then<U: Wire, F: FnOnce(&mut T) -> U + NoRef>(
         &self,
         f: F,

@@ -639,6 +639,7 @@ pub(crate) fn core() -> Option<&'static WorkerCore> {
 
 /// The current worker's core, or a panic explaining that a runtime is needed.
 #[inline]
+#[track_caller]
 pub(crate) fn core_or_panic(what: &str) -> &'static WorkerCore {
     match core() {
         Some(c) => c,
@@ -648,6 +649,7 @@ pub(crate) fn core_or_panic(what: &str) -> &'static WorkerCore {
 
 #[cold]
 #[inline(never)]
+#[track_caller]
 fn outside_worker(what: &str) -> ! {
     panic!(
         "gossamer: {what} was called outside a gossamer worker; run this code inside gossamer::run or gossamer::spmd"
@@ -828,6 +830,7 @@ impl WorkerCore {
 
     /// Panics, naming `op` (as in `gossamer::send`), unless worker `w` exists in this job.
     #[inline]
+    #[track_caller]
     pub(crate) fn assert_worker(&self, op: &str, w: usize) {
         if w >= self.count {
             no_such_worker(op, w, self.count);
@@ -878,6 +881,7 @@ impl WorkerCore {
 
     /// Panics with [`BLOCKING_IN_DELEGATED`] unless the caller may block.
     #[inline]
+    #[track_caller]
     pub(crate) fn assert_can_block(&self) {
         if !self.can_block() {
             if self.current.get().is_none() && self.context.get() == 0 {
@@ -1248,6 +1252,7 @@ impl WorkerCore {
     /// The switches cost a loop that yields every 64 local applies 21% of its time (inline
     /// `apply_then` alone: 313 Mops/s, against 379 when yielding every 1024); without them it
     /// runs at 360.
+    #[track_caller]
     pub(crate) fn yield_fiber(&self) {
         self.assert_can_block();
         let Some(id) = self.current.get() else {
@@ -1294,6 +1299,7 @@ impl WorkerCore {
     }
 
     /// Suspends the running fiber until `done()` holds (someone must wake it).
+    #[track_caller]
     pub(crate) fn wait_until(&self, done: impl Fn() -> bool) {
         self.assert_can_block();
         while !done() {
@@ -1310,6 +1316,7 @@ impl WorkerCore {
     /// so a waiting fiber costs no switch until it can go on, and a worker whose fibers all wait
     /// is idle: it sleeps in short spells, and it can be found quiet, which is how a job whose
     /// ranks wait for each other on the host board is seen deadlocked.
+    #[track_caller]
     pub(crate) fn wait_for(&self, cond: &mut dyn FnMut() -> bool) {
         self.assert_can_block();
         let Some(id) = self.current.get() else {
@@ -2732,6 +2739,7 @@ impl WorkerCore {
 
 #[cold]
 #[inline(never)]
+#[track_caller]
 fn no_such_worker(op: &str, w: usize, count: usize) -> ! {
     panic!("{op}: worker {w} does not exist (this job has {count} workers)")
 }
