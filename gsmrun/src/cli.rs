@@ -121,6 +121,21 @@ impl From<MapByArg> for MapBy {
     }
 }
 
+/// The value of a count option (`-np`, `-t`): a whole number. Clap's own check of a `u32` said
+/// "-1 is not in 0..=4294967295"; this says what is wrong with the value in words. The range
+/// each option accepts is checked later, with the option's own message (`-np 0`).
+fn count(s: &str) -> Result<u32, String> {
+    s.trim().parse::<u32>().map_err(|_| {
+        if s.trim().starts_with('-') {
+            "a count cannot be negative; expected a whole number, such as 4".to_string()
+        } else if !s.trim().is_empty() && s.trim().bytes().all(|b| b.is_ascii_digit()) {
+            format!("expected a whole number up to {}", u32::MAX)
+        } else {
+            "expected a whole number, such as 4".to_string()
+        }
+    })
+}
+
 /// The options of `gsmrun`, as the user gave them. Numeric options take negative numbers as their
 /// value, so that `-np -1` is refused as a bad value of `--np`, not as an unknown argument `-1`.
 #[derive(Debug, Clone, Parser)]
@@ -138,7 +153,8 @@ pub struct Cli {
         short = 'n',
         long = "np",
         value_name = "N",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        value_parser = count
     )]
     pub np: Option<u32>,
 
@@ -175,7 +191,8 @@ pub struct Cli {
         short = 't',
         long = "threads-per-rank",
         value_name = "N",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        value_parser = count
     )]
     pub threads_per_rank: Option<u32>,
 

@@ -527,7 +527,19 @@ fn negative_numbers_name_the_option() {
         let err = stderr_of(&out);
         assert!(err.contains(shown) && err.contains("-1"), "{opt}: {err}");
         assert!(!err.contains("unexpected argument"), "{opt}: {err}");
+        // Said in words, not as the range of a `u32`.
+        assert!(!err.contains("4294967295"), "{opt}: {err}");
+        if opt != "--timeout" {
+            assert!(err.contains("a count cannot be negative"), "{opt}: {err}");
+        }
     }
+    let out = gsmrun(&["-np", "four", "--dry-run", "app"], "openmpi");
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("'four'") && err.contains("expected a whole number, such as 4"),
+        "{err}"
+    );
 }
 
 /// Runtime settings in gsmrun's environment reach every rank, on every host: mpirun and mpiexec

@@ -21,13 +21,17 @@ impl Source<'_> {
             .find('\n')
             .map_or(self.text.len(), |i| at + i);
         let line_no = self.text[..at].matches('\n').count() + 1;
-        let line_text = self.text[line_start..line_end].trim_end_matches('\r');
+        let line_text = shown(self.text[line_start..line_end].trim_end_matches('\r'));
         let before = &self.text[line_start..at];
         let column = before.chars().count() + 1;
-        // Mirror tabs so the caret lines up in a terminal.
+        // Mirror tabs so the caret lines up in a terminal, and the width of what a control
+        // character is shown as.
         let pad: String = before
             .chars()
-            .map(|c| if c == '\t' { '\t' } else { ' ' })
+            .map(|c| match c {
+                '\t' => "\t".to_string(),
+                c => " ".repeat(shown(c.encode_utf8(&mut [0; 4])).chars().count()),
+            })
             .collect();
         let carets = "^".repeat(width.max(1));
         let num = line_no.to_string();
@@ -83,6 +87,22 @@ pub(crate) fn plain(what: &str, help: &str) -> HostsError {
         line: None,
         column: None,
     }
+}
+
+/// `text` as the report shows it: control characters other than tab escaped (`\0`, `\r`,
+/// `\u{1b}`), so that a NUL, a bare carriage return or an escape sequence in a hostfile is seen
+/// for what it is instead of being sent to the terminal, where it is invisible or rewrites the
+/// line.
+fn shown(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\t' {
+                c.escape_debug().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 fn floor_char_boundary(s: &str, mut i: usize) -> usize {
@@ -145,6 +165,20 @@ mod tests {
         assert_eq!(
             e.report,
             "f:2:5: bad\n  |\n2 | \tbb slot=2\n  | \t   ^^^^\n  = help: fix it"
+        );
+    }
+
+    #[test]
+    fn control_characters_are_shown_escaped_and_the_caret_follows() {
+        let src = Source {
+            label: "f",
+            text: "a\0b\rc\u{1b}[2Jd x=1\r\n",
+        };
+        let e = src.error(11, 1, "bad", "fix it");
+        assert_eq!((e.line, e.column), (Some(1), Some(12)));
+        assert_eq!(
+            e.report,
+            "f:1:12: bad\n  |\n1 | a\\0b\\rc\\u{1b}[2Jd x=1\n  |                   ^\n  = help: fix it"
         );
     }
 
