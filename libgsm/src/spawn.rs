@@ -16,6 +16,19 @@
 //! panic in a detached `spawn` aborts by default. `std::thread` instead drops it; a thread there
 //! is a process-level resource, not one step of a computation.) Dropping the handle of a fiber
 //! that ends normally is fine: the fiber runs on, detached.
+//!
+//! **Detached fibers at the end of a run.** A fiber that is still running (ready, or computing
+//! between yields) when the roots return keeps the run going until it ends: the job drains
+//! before it stops. A fiber still *waiting* (in `recv`, `join`, `wait_for`) once the whole job
+//! is quiet is dropped: its stack unwinds, its destructors run (where blocking `try_` calls
+//! answer [`Error::Stopped`](crate::Error::Stopped)), and the run returns the roots' result.
+//! That is the pattern of a server fiber, a loop of `recv`s that waits for the next request
+//! for ever, and it is what Go does with goroutines and Tokio with tasks when `main` returns.
+//! The same wait while a root still runs is different: the root then waits too, or will, and
+//! nothing could ever wake them, so the job is reported deadlocked
+//! ([`Error::Deadlock`](crate::Error::Deadlock)). A detached fiber whose wait is a bug (a
+//! `recv` whose `send` was never written) is therefore silent once the roots are done; join
+//! the fibers whose work the result depends on.
 
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;

@@ -59,6 +59,11 @@ use crate::worker::{
 /// trustee's reference count asynchronously; the property is dropped on its trustee when the last
 /// handle is gone.
 ///
+/// The release is sent by the worker the handle is dropped on. A handle dropped on a thread that
+/// is no worker (moved into a `std::thread`, say) has nobody to send it, so its property stays
+/// alive until the run ends, when every trustee drops what its table still holds: drop handles
+/// on a worker (or return them to one) when the property should go sooner.
+///
 /// A trust belongs to the runtime that made it. Kept past that runtime's end (returned from
 /// [`run`](crate::run), or left in a static), it names nothing in a later runtime of the same
 /// process: its applies fail with [`DelegationError::DeadProperty`].
