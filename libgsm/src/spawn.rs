@@ -453,6 +453,9 @@ unsafe fn tramp_spawn_with<A: Wire, F: FnOnce(A) -> R + Copy + 'static, R: Wire>
 /// resumes, without the cost of the switches. So yielding every few dozen operations of a loop
 /// is cheap.
 ///
+/// In a destructor that runs because the run ended with its fiber unfinished, it returns at
+/// once: nothing else will run there.
+///
 /// # Panics
 /// Inside a delegated closure or a callback (where no fiber may be suspended).
 #[track_caller]

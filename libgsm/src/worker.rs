@@ -884,12 +884,10 @@ impl WorkerCore {
     #[track_caller]
     pub(crate) fn assert_can_block(&self) {
         if !self.can_block() {
-            if self.current.get().is_none() && self.context.get() == 0 {
-                panic!(
-                    "gossamer: a blocking call was made outside a fiber; run it in a fiber (gossamer::spawn)"
-                );
-            }
-            panic!("{}", BLOCKING_IN_DELEGATED);
+            cannot_block(
+                self.unwinding_fibers(),
+                self.current.get().is_none() && self.context.get() == 0,
+            );
         }
     }
 
@@ -1254,6 +1252,11 @@ impl WorkerCore {
     /// runs at 360.
     #[track_caller]
     pub(crate) fn yield_fiber(&self) {
+        if self.unwinding_fibers() {
+            // A destructor of a fiber the ended run drops: nothing else will run, so there is
+            // nothing to yield to (and a panic here would abort the process).
+            return;
+        }
         self.assert_can_block();
         let Some(id) = self.current.get() else {
             return;
@@ -2735,6 +2738,32 @@ impl WorkerCore {
     pub(crate) fn live_properties(&self) -> usize {
         self.props.borrow().live()
     }
+}
+
+/// The panic of [`WorkerCore::assert_can_block`]: in a destructor of a fiber that an ended run
+/// drops (`unwinding`), outside any fiber (`outside`), or in a delegated closure or callback.
+///
+/// In the first case the panic aborts the process (it is a panic while the fiber's stack
+/// unwinds), so its message is all the user gets: it says where the call was and what to use
+/// instead, rather than "outside a fiber", which is what the worker saw.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn cannot_block(unwinding: bool, outside: bool) -> ! {
+    if unwinding {
+        panic!(
+            "gossamer: a blocking call (recv, wait_for, apply, join, a collective) in a destructor \
+             that runs because the run ended with its fiber unfinished; nothing can wait there, \
+             and this panic aborts the process: use try_apply or try_join, which answer Stopped \
+             there, or do the work before the fiber can be left waiting"
+        );
+    }
+    if outside {
+        panic!(
+            "gossamer: a blocking call was made outside a fiber; run it in a fiber (gossamer::spawn)"
+        );
+    }
+    panic!("{}", BLOCKING_IN_DELEGATED);
 }
 
 #[cold]

@@ -317,9 +317,56 @@ fn destructors_of_fibers_a_failed_run_drops_get_stopped_not_an_abort() {
             let _join = JoinOnDrop(Some(gossamer::spawn_on(WorkerId::new(1), || {
                 recv::<u64>(WorkerId::new(0), 9)
             })));
+            // A yield there has nothing to yield to, and returns (it aborted the process).
+            struct YieldOnDrop;
+            impl Drop for YieldOnDrop {
+                fn drop(&mut self) {
+                    gossamer::yield_now();
+                }
+            }
+            let _yield = YieldOnDrop;
             let _: u8 = recv(WorkerId::new(1), 42);
         })
     });
     assert!(matches!(r, Err(Error::Deadlock { .. })), "{r:?}");
     assert_eq!(*seen.lock().unwrap(), ["Err(Stopped)"]);
+}
+
+/// A call that can only wait (`recv` here) in such a destructor cannot answer at all, and its
+/// panic aborts the process, as any panic while a stack unwinds does; its message then says
+/// where the call was and what to use instead. It said "outside a fiber", though the code was
+/// written in one. Runs itself as a child process.
+#[test]
+fn a_recv_in_the_destructor_of_a_dropped_fiber_says_what_to_use_instead() {
+    if std::env::var_os("GSM_DEADLOCK_CHILD").is_some() {
+        struct RecvOnDrop;
+        impl Drop for RecvOnDrop {
+            fn drop(&mut self) {
+                let _: u64 = recv(WorkerId::new(1), 5);
+            }
+        }
+        let _ = gossamer::run(Config::default().workers(2), || {
+            let _guard = RecvOnDrop;
+            let _: u8 = recv(WorkerId::new(1), 42);
+        });
+        unreachable!("the recv in the destructor must abort the process");
+    }
+    let name = "a_recv_in_the_destructor_of_a_dropped_fiber_says_what_to_use_instead";
+    let (out, _) = within_a_minute(move || {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", name, "--nocapture", "--test-threads=1"])
+            .env("GSM_DEADLOCK_CHILD", "1")
+            .output()
+            .unwrap()
+    });
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "gossamer: a blocking call (recv, wait_for, apply, join, a collective) in a \
+             destructor that runs because the run ended with its fiber unfinished"
+        ) && stderr.contains("use try_apply or try_join"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("outside a fiber"), "{stderr}");
 }
