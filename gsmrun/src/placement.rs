@@ -180,7 +180,7 @@ pub fn place(
 /// The ranks of `count[h]` ranks per host in the order the launchers give them when each host is
 /// listed with exactly that many slots, as [`crate::launch`] writes the hostfile: by slot, each
 /// host's ranks in one block, in host order; by node, one rank per host in turn, skipping hosts
-/// whose ranks are all placed (Open MPI's `--map-by node`, Hydra's `-rr`).
+/// whose ranks are all placed (Open MPI's `--map-by node`; Hydra is given the order itself, in its hostfile).
 ///
 /// Without oversubscription this is the order the passes of [`place`] make anyway. With it, the
 /// passes interleave (`a,b` with one slot each and 4 ranks gave `a,b,a,b`) while `mpirun`, which

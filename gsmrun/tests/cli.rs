@@ -123,12 +123,13 @@ fn dry_run_hydra_exact_command_by_node() {
     assert_eq!(
         dry_command(&out),
         format!(
-            "mpirun -f TMP/hostfile -n 3 -rr -launcher-exec /x/rsh -genvlist \
+            "mpirun -f TMP/hostfile -n 3 -launcher-exec /x/rsh -genvlist \
              GSM_JOB_ID,GSM_SIZE,GSM_THREADS,GSM_FABRIC,GSM_HOSTS,GSM_RANK_HOSTS,GSM_CONTROL,GSM_CONTROL_KEY \
              {BIN} --rank-wrapper --keep-aslr -- app"
         )
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("  a:2\n  b:1\n"));
+    // By node, rank by rank (Hydra follows the file's order; it has no `-rr`).
+    assert!(String::from_utf8_lossy(&out.stdout).contains("  a:1\n  b:1\n  a:1\n"));
 }
 
 #[test]

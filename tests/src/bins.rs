@@ -82,3 +82,28 @@ pub fn which(program: &str) -> Option<PathBuf> {
 pub fn on_path(program: &str) -> bool {
     which(program).is_some()
 }
+
+/// A `PATH` on which `mpiexec` is MPICH's Hydra (`mpiexec.hydra`), as on a machine where MPICH is
+/// the MPI, made in `dir`; Open MPI stays this machine's `mpirun`. Hydra starts its proxy from the
+/// directory it was started from, so `hydra_pmi_proxy` is linked there too.
+///
+/// # Panics
+/// If MPICH is not installed, saying that `make test` installs it.
+pub fn hydra_path(dir: &Path) -> String {
+    let hydra = which("mpiexec.hydra").expect(
+        "MPICH's mpiexec.hydra is not installed; run `make test`, which installs it (package mpich)",
+    );
+    let hydra = std::fs::canonicalize(&hydra).expect("the path of mpiexec.hydra");
+    let bin = dir.join("hydra-bin");
+    std::fs::create_dir_all(&bin).unwrap_or_else(|e| panic!("mkdir {}: {e}", bin.display()));
+    let proxy = hydra.with_file_name("hydra_pmi_proxy");
+    for (link, target) in [("mpiexec", &hydra), ("hydra_pmi_proxy", &proxy)] {
+        std::os::unix::fs::symlink(target, bin.join(link))
+            .unwrap_or_else(|e| panic!("symlink {link} -> {}: {e}", target.display()));
+    }
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}

@@ -239,6 +239,90 @@ fn oversubscribed_ranks_run_where_gsmrun_says() {
     }
 }
 
+/// Under MPICH's Hydra, too, every rank starts on the host gsmrun says, by slot and by node,
+/// oversubscribed or not: gsmrun spells the placement out in Hydra's hostfile, rank by rank.
+/// (It passed `-rr` for `--map-by node`, which Hydra 4.0.2 refuses, so those jobs never
+/// started, and whose old meaning, one rank per host in turn, ignores the per-host counts.)
+/// Hydra is reached as `mpiexec` ([`gsm_tests::bins::hydra_path`]). The launch agent starts each
+/// host's proxy here in a clean environment and names the host in `FAKEHOST`.
+#[test]
+fn under_hydra_every_rank_starts_where_gsmrun_says() {
+    let scratch = Scratch::new("hydra", RunId::next());
+    let path = gsm_tests::bins::hydra_path(scratch.path());
+    let agent = executable(scratch.write(
+        "agent",
+        "#!/bin/sh\n# like ssh HOST COMMAND, but here\n\
+         while [ $# -gt 0 ]; do case \"$1\" in -*) shift;; *) break;; esac; done\n\
+         host=\"$1\"\nshift\n\
+         exec env -i PATH=\"$PATH\" HOME=\"$HOME\" FAKEHOST=\"$host\" sh -c \"$*\"\n",
+    ));
+    let probe = executable(scratch.write(
+        "probe",
+        "#!/bin/sh\necho \"placed $GSM_RANK $GSM_HOST_ADDR $GSM_LOCAL_RANK $GSM_LOCAL_SIZE \
+         $FAKEHOST $GSM_SLOT_SIZE\"\n",
+    ));
+    let cases: [(&str, &[&str]); 5] = [
+        ("placea,placeb", &["-np", "4", "--oversubscribe"]),
+        ("placea:2,placeb:1", &["-np", "5", "--oversubscribe"]),
+        (
+            "placea:2,placeb:1",
+            &["-np", "5", "--oversubscribe", "--map-by", "node"],
+        ),
+        ("placea:3,placeb:1", &["-np", "4", "--map-by", "node"]),
+        ("placea:2,placeb:2", &["-np", "3", "--map-by", "node"]),
+    ];
+    for (hosts, extra) in cases {
+        let what = format!(
+            "gsmrun --launcher mpiexec (Hydra) -H {hosts} {}",
+            extra.join(" ")
+        );
+        let mut cmd = gsmrun(["--launcher", "mpiexec", "-H", hosts, "--launch-agent"]);
+        cmd.arg(&agent)
+            .args(extra)
+            .arg(&probe)
+            .env("PATH", &path)
+            .env("GSM_SLOT_SIZE", "65536");
+        let done = run(&mut cmd, LIMIT);
+        assert_exit(&done, 0, &what);
+        let mut lines: Vec<Vec<&str>> = done
+            .stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("placed "))
+            .map(|l| l.split(' ').collect())
+            .collect();
+        lines.sort_by_key(|w| w[0].parse::<usize>().unwrap_or(usize::MAX));
+        let np: usize = extra[1].parse().expect("-np N");
+        let ranks: Vec<String> = lines.iter().map(|w| w[0].to_string()).collect();
+        let all: Vec<String> = (0..np).map(|r| r.to_string()).collect();
+        assert_eq!(ranks, all, "{what}: a line per rank\n{}", done.report());
+        for w in &lines {
+            assert!(
+                w.len() == 6 && w[1] == w[4] && w[5] == "65536",
+                "{what}: rank {} was told host {:?}, but Hydra started it on {:?} \
+                 (GSM_SLOT_SIZE {:?})\n{}",
+                w[0],
+                w.get(1),
+                w.get(4),
+                w.get(5),
+                done.report()
+            );
+            // The local ranks of a host are 0..size, each once, size being its rank count.
+            let here: Vec<&Vec<&str>> = lines.iter().filter(|o| o[4] == w[4]).collect();
+            let mut local: Vec<&str> = here.iter().map(|o| o[2]).collect();
+            local.sort_by_key(|l| l.parse::<usize>().unwrap_or(usize::MAX));
+            let expected: Vec<String> = (0..here.len()).map(|l| l.to_string()).collect();
+            assert!(
+                local == expected && w[3] == here.len().to_string(),
+                "{what}: local ranks on {} are {local:?} of {}, for {} ranks\n{}",
+                w[4],
+                w[3],
+                here.len(),
+                done.report()
+            );
+        }
+    }
+}
+
 /// As root, gsmrun allows Open MPI to run as root and says so, but only when the user has not
 /// allowed it already (the warning then told them what they had just done).
 #[test]

@@ -1,17 +1,36 @@
-//! MPICH's Hydra `mpiexec`: hostfile lines `host:N`, `-n`, `-rr` for round-robin (by node)
-//! mapping (Hydra's default fills each host in turn, which is by slot), `-genvlist` for variables
-//! passed with their current value, `-genv VAR value` for `-x VAR=value`, and `-launcher-exec CMD`
-//! for the launch agent. Hydra's hostfile has no user names; a `user@` is dropped with a warning
-//! (use the launch agent's own configuration for remote users).
+//! MPICH's Hydra `mpiexec`: a hostfile that spells out the placement rank by rank, `-n`,
+//! `-genvlist` for variables passed with their current value, `-genv VAR value` for
+//! `-x VAR=value`, and `-launcher-exec CMD` for the launch agent. Hydra's hostfile has no user
+//! names; a `user@` is dropped with a warning (use the launch agent's own configuration for
+//! remote users).
+//!
+//! **No mapping option.** Hydra places ranks in the order of its hostfile, `host:N` giving the
+//! next N ranks to `host`, and a host may appear on several lines. So the hostfile lists the
+//! runs of consecutive ranks gsmrun placed on one host, in rank order (`a:1`, `b:1`, `a:2` for
+//! `a,b,a,a`), and Hydra starts every rank where gsmrun placed it, by slot or by node,
+//! oversubscribed or not. Checked with MPICH 4.0.2's `mpiexec.hydra` (Debian 12). The mapping
+//! options would not do: `-rr`, which gsmrun passed for `--map-by node` before, is refused by
+//! that Hydra ("unrecognized argument rr", so every such job failed to start), and `-ppn 1`
+//! deals ranks one per host in turn whatever the counts (`a,b,a,b` for `a:3,b:1`).
 
 use super::{JobSpec, Plan};
-use crate::placement::MapBy;
 
-/// Hydra's hostfile for the placement: `host:N` with N the ranks placed there.
+/// Hydra's hostfile for the placement: a `host:N` line for each run of N consecutive ranks
+/// placed on one host, in rank order.
 pub fn hostfile(spec: &JobSpec) -> String {
+    let p = &spec.placement;
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &h in &p.rank_host {
+        match runs.last_mut() {
+            Some((last, n)) if *last == h => *n += 1,
+            _ => runs.push((h, 1)),
+        }
+    }
+    let mut warned = vec![false; p.hosts.len()];
     let mut text = String::new();
-    for (host, n) in spec.hosts_with_ranks() {
-        if host.user.is_some() {
+    for (h, n) in runs {
+        let host = &p.hosts[h];
+        if host.user.is_some() && !std::mem::replace(&mut warned[h], true) {
             eprintln!(
                 "gsmrun: warning: Hydra's hostfile cannot name a user; {}@{} is reached as {} \
                  (set the user in the launch agent's configuration, ~/.ssh/config say)",
@@ -34,9 +53,6 @@ pub fn plan(program: &str, spec: &JobSpec) -> Plan {
         "-n".to_string(),
         spec.np().to_string(),
     ];
-    if spec.map_by == MapBy::Node {
-        argv.push("-rr".to_string());
-    }
     if let Some(agent) = &spec.launch_agent {
         argv.extend(["-launcher-exec".to_string(), agent.clone()]);
     }
@@ -71,6 +87,7 @@ pub fn plan(program: &str, spec: &JobSpec) -> Plan {
 mod tests {
     use super::super::testutil::spec;
     use super::*;
+    use crate::placement::MapBy;
 
     #[test]
     fn exact_argv_by_slot() {
@@ -117,7 +134,6 @@ mod tests {
                 "/tmp/gsmrun.J/hostfile",
                 "-n",
                 "4",
-                "-rr",
                 "-launcher-exec",
                 "/usr/bin/nsrsh",
                 "/opt/gsm/gsmrun",
@@ -129,6 +145,21 @@ mod tests {
                 "x y",
             ]
         );
-        assert_eq!(p.hostfile.unwrap().contents, "a:2\nb:1\nc:1\n");
+        // Rank by rank: 0 on a, 1 on b, 2 on c, 3 on a again.
+        assert_eq!(p.hostfile.unwrap().contents, "a:1\nb:1\nc:1\na:1\n");
+    }
+
+    #[test]
+    fn the_hostfile_spells_out_every_placement_rank_by_rank() {
+        let mut s = spec();
+        for (rank_host, file) in [
+            (vec![0, 0, 1], "a:2\nb:1\n"),
+            (vec![0, 1, 0, 0], "a:1\nb:1\na:2\n"),
+            (vec![0, 0, 0, 1, 0, 0], "a:3\nb:1\na:2\n"),
+            (vec![1, 2, 1], "b:1\nc:1\nb:1\n"),
+        ] {
+            s.placement.rank_host = rank_host.clone();
+            assert_eq!(hostfile(&s), file, "{rank_host:?}");
+        }
     }
 }
