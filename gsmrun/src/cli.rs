@@ -52,9 +52,10 @@ Exit status:
              program could not be started (not found, not executable)
   2          bad input: options, hostfile, host list, placement, or GSM_MPI_FLAVOUR
   1          a rank exited 0 where the others would wait for it for ever (it never
-             joined the Gossamer job, ran fewer runs, or exited inside a run); or
-             any other failure of gsmrun or of the launcher itself (which exited
-             non-zero or was killed; its own status is in the message)
+             joined the Gossamer job, ran fewer runs, or exited inside a run); not
+             every rank started within --start-timeout; or any other failure of
+             gsmrun or of the launcher itself (which exited non-zero or was
+             killed; its own status is in the message)
 
 Logs: GSM_LOG=debug gsmrun … prints gsmrun's debug log on stderr.";
 
@@ -186,6 +187,16 @@ pub struct Cli {
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub timeout: Option<f64>,
 
+    /// End the job (exit 1) if not every rank has started within SECONDS, naming the ranks and
+    /// hosts that did not [default: 60 under mpirun or mpiexec, none under srun, whose steps may
+    /// wait for their nodes].
+    #[arg(
+        long = "start-timeout",
+        value_name = "SECONDS",
+        allow_negative_numbers = true
+    )]
+    pub start_timeout: Option<f64>,
+
     /// Worker threads per rank (1 to 4096), passed to the runtime as GSM_THREADS.
     #[arg(
         short = 't',
@@ -246,6 +257,7 @@ const WITH_VALUE: &[&str] = &[
     "--map-by",
     "-x",
     "--timeout",
+    "--start-timeout",
     "-t",
     "--threads-per-rank",
     "--fabric",
@@ -263,6 +275,7 @@ const SINGLE_DASH_LONG: &[(&str, &str)] = &[
     ("-oversubscribe", "--oversubscribe"),
     ("-tag-output", "--tag-output"),
     ("-timeout", "--timeout"),
+    ("-start-timeout", "--start-timeout"),
     ("-threads-per-rank", "--threads-per-rank"),
     ("-fabric", "--fabric"),
     ("-launcher", "--launcher"),

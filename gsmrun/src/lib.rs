@@ -329,15 +329,19 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
             env::job::MAX_THREADS
         )));
     }
-    if let Some(t) = cli.timeout {
+    for (name, t) in [
+        ("--timeout", cli.timeout),
+        ("--start-timeout", cli.start_timeout),
+    ] {
+        let Some(t) = t else { continue };
         if !(t > 0.0 && t.is_finite()) {
             return Err(Error::Usage(format!(
-                "--timeout {t}: give a positive number of seconds"
+                "{name} {t}: give a positive number of seconds"
             )));
         }
         if supervise::deadline(std::time::Instant::now(), t).is_none() {
             return Err(Error::Usage(format!(
-                "--timeout {t}: too many seconds for this system's clock to count to; \
+                "{name} {t}: too many seconds for this system's clock to count to; \
                  give a smaller number"
             )));
         }
@@ -604,6 +608,13 @@ pub fn run(cli: &Cli) -> Result<i32, Error> {
         key,
         tag_output: cli.tag_output,
         timeout: cli.timeout,
+        start_timeout: cli.start_timeout.or(match prepared.plan.backend {
+            launch::Backend::Srun => None,
+            _ => Some(supervise::START_TIMEOUT),
+        }),
+        rank_hosts: (prepared.placement.rank_host.iter())
+            .map(|&h| prepared.placement.hosts[h].name.clone())
+            .collect(),
         wrapper: prepared.spec.wrapper.clone(),
     };
     let result = supervise::run(&prepared.plan, &env, listener, &opts, signals);

@@ -185,6 +185,10 @@ pub struct Options {
     pub tag_output: bool,
     /// `--timeout`.
     pub timeout: Option<f64>,
+    /// `--start-timeout`, or its default ([`START_TIMEOUT`] unless the launcher is `srun`).
+    pub start_timeout: Option<f64>,
+    /// The host of each rank, by rank, to name where ranks did not start.
+    pub rank_hosts: Vec<String>,
     /// Path of the rank wrapper (this binary), which every host must have: named when the
     /// launcher fails before the ranks report.
     pub wrapper: String,
@@ -246,6 +250,15 @@ const LATE_REPORT_WAIT: Duration = Duration::from_millis(1000);
 /// the others to end by themselves before they are ended: each reports what its own fibers wait
 /// for, and they decided together, so their reports follow within milliseconds.
 const DEADLOCK_REPORTS_WAIT: Duration = Duration::from_millis(1000);
+/// The default of `--start-timeout` under `mpirun` and `mpiexec`, in seconds.
+///
+/// A launcher that cannot start a rank does not always give up: MPICH's Hydra waits for ever
+/// for a proxy whose launch failed ("hydra_pmi_proxy: not found" on a host), and `ssh` may wait
+/// for a password or a host-key answer nobody will type. Without a limit the job then hung with
+/// nothing to say. A minute leaves room for slow `ssh` to many hosts; `srun` has no default,
+/// since a step may rightly wait for nodes of its allocation to become free.
+pub const START_TIMEOUT: f64 = 60.0;
+
 /// How long a new control connection has to present the job's key before it is dropped.
 const HELLO_WAIT: Duration = Duration::from_secs(5);
 
@@ -337,6 +350,7 @@ pub fn run(
     let launcher_name = plan.argv[0].to_string_lossy().into_owned();
     let start = Instant::now();
     let timeout_at = opts.timeout.and_then(|t| deadline(start, t));
+    let mut start_at = opts.start_timeout.and_then(|t| deadline(start, t));
     let mut conns: HashMap<usize, Conn> = HashMap::new();
     let mut ok_ranks: HashSet<String> = HashSet::new();
     let mut progress = Progress::default();
@@ -401,6 +415,24 @@ pub fn run(
                     continue;
                 }
                 wake = wake.min(t);
+            }
+            if let Some(t) = start_at {
+                let started: HashSet<&str> = (conns.values())
+                    .filter_map(|c| c.rank.as_deref().filter(|r| !r.is_empty()))
+                    .collect();
+                if started.len() >= opts.np {
+                    start_at = None;
+                } else if now >= t {
+                    say(format_args!(
+                        "{}",
+                        not_started(&launcher_name, opts, &started)
+                    ));
+                    begin_ending(&mut conns, &quiet);
+                    ending = Some((1, now));
+                    continue;
+                } else {
+                    wake = wake.min(t);
+                }
             }
             if let Some((status, at)) = launcher_status {
                 let all_closed = conns.values().all(|c| c.closed);
@@ -606,6 +638,43 @@ pub fn run(
             }
         }
     }
+}
+
+/// The line for a job whose ranks did not all start within `--start-timeout`: how many did,
+/// which did not and on which hosts (the first few), and what to do.
+fn not_started(launcher: &str, opts: &Options, started: &HashSet<&str>) -> String {
+    let missing: Vec<usize> = (0..opts.np)
+        .filter(|r| !started.contains(r.to_string().as_str()))
+        .collect();
+    let mut hosts: Vec<&str> = Vec::new();
+    for &r in &missing {
+        let h = opts.rank_hosts.get(r).map_or("?", String::as_str);
+        if !hosts.contains(&h) {
+            hosts.push(h);
+        }
+    }
+    let list = |items: Vec<String>| {
+        const SHOWN: usize = 8;
+        let more = items.len().saturating_sub(SHOWN);
+        let mut text = items.into_iter().take(SHOWN).collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            text.push_str(&format!(" and {more} more"));
+        }
+        text
+    };
+    format!(
+        "gsmrun: only {} of {} started within --start-timeout {} s (missing: {} {}, on {} {}); \
+         {launcher} may be stuck starting them (a host that does not answer, ssh asking for a \
+         password, a launcher daemon missing there: see its messages above); ending the job \
+         (raise --start-timeout if the start is only slow)",
+        started.len(),
+        crate::plural(opts.np as u64, "rank"),
+        fmt_secs(opts.start_timeout.unwrap_or(0.0)),
+        if missing.len() == 1 { "rank" } else { "ranks" },
+        list(missing.iter().map(|r| r.to_string()).collect()),
+        if hosts.len() == 1 { "host" } else { "hosts" },
+        list(hosts.iter().map(|h| h.to_string()).collect()),
+    )
 }
 
 /// A launcher that ended before every rank reported, and what is known of why.

@@ -548,6 +548,91 @@ fn what_a_rank_leaves_running_ends_with_it() {
     }
 }
 
+/// A launcher that never starts every rank ends the job at `--start-timeout`, with a line that
+/// names the ranks missing and their hosts, and nothing of the start is left running. Here one
+/// host's launch agent hangs, as ssh waiting for a password does: Open MPI waits for that host's
+/// daemon for ever, and Hydra for its proxy. The job hung until killed.
+#[test]
+fn a_launcher_stuck_starting_ranks_ends_the_job_at_the_start_timeout() {
+    let scratch = Scratch::new("stuck", RunId::next());
+    let hydra = gsm_tests::bins::hydra_path(scratch.path());
+    let stuck_pids = scratch.path().join("stuck-pids");
+    // As in the placement tests: each host's daemon runs here, with a session directory of its
+    // own; `stuckhost` never answers (its agent becomes a `sleep` and says which).
+    let agent = scratch.write(
+        "agent",
+        &format!(
+            "#!/bin/sh\nwhile [ $# -gt 0 ]; do case \"$1\" in -*) shift;; *) break;; esac; done\n\
+             host=\"$1\"\nshift\n\
+             if [ \"$host\" = stuckhost ]; then echo $$ >> '{pids}'; exec sleep 300; fi\n\
+             tmp='{dir}'/\"$host\"\nmkdir -p \"$tmp\"\n\
+             exec env -i PATH=\"$PATH\" HOME=\"$HOME\" OMPI_MCA_orte_tmpdir_base=\"$tmp\" \
+             OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 sh -c \"$*\"\n",
+            pids = stuck_pids.display(),
+            dir = scratch.path().display()
+        ),
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for (launcher, path) in [("mpirun", None), ("mpiexec", Some(&hydra))] {
+        let guard = PidGuard::new();
+        let what = format!("gsmrun --launcher {launcher} with a host that never answers");
+        let mut cmd = gsmrun([
+            "--launcher",
+            launcher,
+            "-H",
+            "placea,stuckhost",
+            "-np",
+            "2",
+            "--start-timeout",
+            "2",
+            "--launch-agent",
+        ]);
+        cmd.arg(&agent).args(["sh", "-c", "sleep 30"]);
+        if let Some(path) = path {
+            cmd.env("PATH", path);
+        }
+        let done = run(&mut cmd, LIMIT);
+        let stuck: Vec<u32> = std::fs::read_to_string(&stuck_pids)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|pid| pid.trim().parse().ok())
+            .collect();
+        let _ = std::fs::remove_file(&stuck_pids);
+        assert!(
+            !stuck.is_empty(),
+            "{what}: the launcher never tried the stuck host\n{}",
+            done.report()
+        );
+        for pid in stuck {
+            guard.watch(pid, "the stuck host's launch agent");
+        }
+        assert_exit(&done, 1, &what);
+        assert!(
+            done.elapsed < Duration::from_secs(10),
+            "{what}: the job took {:?}\n{}",
+            done.elapsed,
+            done.report()
+        );
+        assert!(
+            done.stderr
+                .contains("started within --start-timeout 2 s (missing: ")
+                && done.stderr.contains("stuckhost);")
+                && done.stderr.contains("may be stuck starting them"),
+            "{what}: the line must say which ranks and hosts did not start\n{}",
+            done.report()
+        );
+        let left = guard.survivors(Duration::from_millis(1000));
+        assert!(
+            left.is_empty(),
+            "{what}: {left:?} outlived the job\n{}",
+            done.report()
+        );
+    }
+}
+
 /// Runs `f` when dropped.
 fn scopeguard(f: impl FnOnce()) -> impl Drop {
     struct Guard<F: FnOnce()>(Option<F>);
