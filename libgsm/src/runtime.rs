@@ -164,9 +164,10 @@ pub(crate) fn spawn_workers(
         let global = shared.place.base + local;
         let (slot, stack, slots) = (config.slot_size, config.stack_size, config.slots_per_ring);
         let cpu = pin.then(|| cpus[local % cpus.len()]);
+        let thread_stack = crate::fiber::worker_thread_stack(stack);
         let h = std::thread::Builder::new()
             .name(format!("gsm-worker-{global}"))
-            .stack_size(crate::fiber::worker_thread_stack(stack))
+            .stack_size(thread_stack)
             .spawn(move || {
                 if let Some(c) = cpu {
                     pin_to(c);
@@ -208,7 +209,13 @@ pub(crate) fn spawn_workers(
                     core.teardown();
                 });
             })
-            .map_err(|e| Error::Start(format!("worker thread {global}: {e}")));
+            .map_err(|e| {
+                Error::Start(format!(
+                    "worker thread {global}, with a stack of {thread_stack} bytes (the fiber \
+                     stack size plus 64 KiB, at least 2 MiB; lower GSM_STACK_SIZE or \
+                     Config::stack_size if the address space is short): {e}"
+                ))
+            });
         match h {
             Ok(h) => handles.push(h),
             Err(e) => {
