@@ -80,6 +80,45 @@ pub enum BootstrapError {
     /// The ranks run different builds of the program.
     #[error("{0}")]
     BinaryMismatch(Mismatch),
+    /// MPI made a job of another size than the launcher started: the program's MPI library is
+    /// not the launcher's, so every rank would run as a job of its own.
+    #[error(
+        "MPI_Init made a job of {mpi} rank(s), but the launcher started {launcher} ({var}={launcher}): \
+         this program's MPI library is not the one of its launcher (a program built against Open \
+         MPI started by MPICH's mpiexec, or the reverse), and every rank would run alone; build \
+         the program against the launcher's MPI, or start it with its own MPI's launcher \
+         (gsmrun --launcher mpirun or mpiexec, whichever belongs to it)"
+    )]
+    WorldMismatch {
+        /// The size of `MPI_COMM_WORLD`.
+        mpi: u32,
+        /// The number of ranks the launcher started.
+        launcher: u32,
+        /// The variable that said so.
+        var: &'static str,
+    },
+}
+
+/// The number of ranks the launcher says it started, and the variable that says it: gsmrun's
+/// `GSM_SIZE`, Open MPI's `OMPI_COMM_WORLD_SIZE` or Hydra's `PMI_SIZE`, the first one set to a
+/// number. (Slurm's task counts are left out: one inherited from an allocation may differ from
+/// the job an `mpirun` inside it starts.)
+fn launcher_size(var: &dyn Fn(&str) -> Option<String>) -> Option<(&'static str, u32)> {
+    ["GSM_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
+        .into_iter()
+        .find_map(|name| Some((name, var(name)?.trim().parse().ok()?)))
+}
+
+/// [`BootstrapError::WorldMismatch`] unless MPI's world has the size the launcher said.
+fn check_world(mpi_size: u32, var: &dyn Fn(&str) -> Option<String>) -> Result<(), BootstrapError> {
+    match launcher_size(var) {
+        Some((name, said)) if said != mpi_size => Err(BootstrapError::WorldMismatch {
+            mpi: mpi_size,
+            launcher: said,
+            var: name,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// The ranks of a job whose builds differ from rank 0's.
@@ -203,6 +242,9 @@ impl Job {
         let hostname = hostname();
         let rank = mpi.rank();
         let size = mpi.size();
+        // Before any collective: with a foreign MPI every rank is a world of one, and each finds
+        // that out alone.
+        check_world(size, &|name| std::env::var(name).ok())?;
 
         let counts = mpi.all_gather_count(mine.len())?;
         let all = mpi.all_gather_bytes(mine, &counts)?;
@@ -510,6 +552,42 @@ mod tests {
     fn errors_can_cross_threads() {
         fn send_sync<T: Send + Sync + 'static>() {}
         send_sync::<BootstrapError>();
+    }
+
+    #[test]
+    fn a_world_of_another_size_than_the_launcher_started_is_refused() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| (*v).to_string())
+            }
+        };
+        // gsmrun's count comes first, then Open MPI's, then Hydra's.
+        assert!(check_world(2, &env(&[("GSM_SIZE", "2"), ("PMI_SIZE", "1")])).is_ok());
+        assert!(check_world(4, &env(&[("OMPI_COMM_WORLD_SIZE", "4")])).is_ok());
+        assert!(check_world(1, &env(&[])).is_ok());
+        assert!(check_world(1, &env(&[("PMI_SIZE", "not a number")])).is_ok());
+        let e = check_world(1, &env(&[("PMI_SIZE", " 2 ")])).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                BootstrapError::WorldMismatch {
+                    mpi: 1,
+                    launcher: 2,
+                    var: "PMI_SIZE"
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string().starts_with(
+                "MPI_Init made a job of 1 rank(s), but the launcher started 2 (PMI_SIZE=2): this \
+                 program's MPI library is not the one of its launcher"
+            ),
+            "{e}"
+        );
     }
 
     #[test]
