@@ -325,31 +325,57 @@ fn under_hydra_every_rank_starts_where_gsmrun_says() {
 
 /// A Gossamer program built against one MPI and started by another's launcher is refused on
 /// every rank, with a line that says so, instead of running as that many jobs of one rank each:
-/// `cluster_check`, built against Open MPI, under MPICH's Hydra. (Each rank's `MPI_Init` made
-/// a world of its own; both ran every check alone and the job exited 0.)
+/// `cluster_check` and both Graph500 engines, built against Open MPI, under MPICH's Hydra.
+/// (Each rank's `MPI_Init` made a world of its own; every rank ran the whole program alone and
+/// the job exited 0.)
 #[test]
 fn a_program_of_another_mpi_than_its_launcher_is_refused_not_run_alone() {
     let scratch = Scratch::new("foreign-mpi", RunId::next());
     let path = gsm_tests::bins::hydra_path(scratch.path());
-    let what = "gsmrun --launcher mpiexec (Hydra) -np 2 cluster_check (Open MPI)";
-    let mut cmd = gsmrun(["--launcher", "mpiexec", "-np", "2"]);
-    cmd.arg(gsm_tests::cluster::cluster_check())
-        .env("PATH", &path);
-    let done = run(&mut cmd, LIMIT);
-    assert_exit(&done, 1, what);
-    assert!(
-        !done.stdout.contains("passed"),
-        "{what}: a rank ran the checks alone\n{}",
-        done.report()
-    );
-    assert!(
-        done.stderr.contains(
-            "MPI_Init made a job of 1 rank(s), but the launcher started 2 (GSM_SIZE=2): this \
-             program's MPI library is not the one of its launcher"
+    let graph500 = gsm_tests::bins::bin("graph500");
+    let cases: [(&str, std::path::PathBuf, &[&str], i32, &str); 3] = [
+        (
+            "cluster_check",
+            gsm_tests::cluster::cluster_check(),
+            &[],
+            1,
+            "passed",
         ),
-        "{what}: the refusal must say why\n{}",
-        done.report()
-    );
+        (
+            "graph500 --engine gsm",
+            graph500.clone(),
+            &["8", "--engine", "gsm"],
+            2,
+            "TEPS",
+        ),
+        (
+            "graph500 --engine mpi",
+            graph500,
+            &["8", "--engine", "mpi"],
+            2,
+            "TEPS",
+        ),
+    ];
+    for (name, program, args, code, done_word) in cases {
+        let what = format!("gsmrun --launcher mpiexec (Hydra) -np 2 {name} (built with Open MPI)");
+        let mut cmd = gsmrun(["--launcher", "mpiexec", "-np", "2", "-t", "1"]);
+        cmd.arg(program).args(args).env("PATH", &path);
+        let done = run(&mut cmd, LIMIT);
+        assert_exit(&done, code, &what);
+        assert!(
+            !done.stdout.contains(done_word),
+            "{what}: a rank ran the program alone\n{}",
+            done.report()
+        );
+        assert!(
+            done.stderr.contains(
+                "MPI_Init made a job of 1 rank(s), but the launcher started 2 (GSM_SIZE=2): this \
+                 program's MPI library is not the one of its launcher"
+            ),
+            "{what}: the refusal must say why\n{}",
+            done.report()
+        );
+    }
 }
 
 /// As root, gsmrun allows Open MPI to run as root and says so, but only when the user has not

@@ -109,6 +109,15 @@ fn launcher_size(var: &dyn Fn(&str) -> Option<String>) -> Option<(&'static str, 
         .find_map(|name| Some((name, var(name)?.trim().parse().ok()?)))
 }
 
+/// [`BootstrapError::WorldMismatch`] unless `MPI_COMM_WORLD`, of `mpi_size` ranks, is as large
+/// as the job the launcher says it started (this process's environment). For a program that
+/// initialises MPI itself outside [`Job`] (a pure-MPI engine beside a Gossamer one): with a
+/// launcher of another MPI than the program's, every rank is a world of one and would run
+/// alone. A process no launcher started passes.
+pub fn check_world_size(mpi_size: u32) -> Result<(), BootstrapError> {
+    check_world(mpi_size, &|name| std::env::var(name).ok())
+}
+
 /// [`BootstrapError::WorldMismatch`] unless MPI's world has the size the launcher said.
 fn check_world(mpi_size: u32, var: &dyn Fn(&str) -> Option<String>) -> Result<(), BootstrapError> {
     match launcher_size(var) {
@@ -244,7 +253,7 @@ impl Job {
         let size = mpi.size();
         // Before any collective: with a foreign MPI every rank is a world of one, and each finds
         // that out alone.
-        check_world(size, &|name| std::env::var(name).ok())?;
+        check_world_size(size)?;
 
         let counts = mpi.all_gather_count(mine.len())?;
         let all = mpi.all_gather_bytes(mine, &counts)?;

@@ -54,6 +54,9 @@ pub enum CommError {
     /// `MPI_Init` was already called in this process.
     #[error("MPI is already initialised in this process")]
     AlreadyInitialised,
+    /// `MPI_COMM_WORLD` is not the job the launcher started (another MPI's launcher).
+    #[error(transparent)]
+    World(#[from] gossamer::bootstrap::BootstrapError),
 }
 
 fn count(len: usize, what: &str) -> Count {
@@ -83,6 +86,8 @@ impl Comm {
         // Ranks and sizes are never negative.
         let rank = world.rank() as usize;
         let size = world.size() as usize;
+        // Under another MPI's launcher every rank would run the whole benchmark alone.
+        gossamer::bootstrap::check_world_size(size as u32)?;
         Ok(Self {
             world,
             rank,
