@@ -217,8 +217,13 @@ impl<R> JoinHandle<R> {
     /// destructor that runs because the run ended with its fiber unfinished, it answers
     /// [`Error::Stopped`] (a panic there would abort the process).
     ///
+    /// Joining a fiber that has finished never waits, so it works anywhere on its worker, in a
+    /// callback too; check [`is_finished`](Self::is_finished) first there, since joining an
+    /// unfinished one in a callback panics.
+    ///
     /// # Panics
-    /// Where blocking is impossible (outside a fiber, inside a delegated closure or a callback).
+    /// Where blocking is impossible (outside a fiber, inside a delegated closure or a callback)
+    /// and the fiber has not finished.
     #[track_caller]
     pub fn try_join(self) -> Result<R, Error> {
         if self.cell.result.borrow().is_none() {
