@@ -647,8 +647,19 @@ fn terminate(job: &Job, sh: &Shared) -> Result<(), Error> {
             return Ok(()); // the failure itself is returned by `join_workers`
         }
         if let Some(e) = watch.wait(Duration::from_millis(1)) {
-            if let Some(w) = wave.take() {
-                w.abandon();
+            // A peer that found the job deadlocked in the wave in flight ends at once (no
+            // barrier follows that verdict), and its exit can be seen here before the same
+            // verdict is: read the wave once more, so that every rank reports the deadlock,
+            // not the first one's exit ("vanished" on rank 1, seen in CI).
+            if let Some(mut w) = wave.take() {
+                match w.test() {
+                    Some(v) => {
+                        if let Some(Err(deadlock)) = judge(&v, job, &mut prev, &mut stalled_since) {
+                            return Err(deadlock);
+                        }
+                    }
+                    None => w.abandon(),
+                }
             }
             return Err(e);
         }
@@ -663,29 +674,44 @@ fn terminate(job: &Job, sh: &Shared) -> Result<(), Error> {
                 if let Some(v) = w.test() {
                     wave = None;
                     sh.waves.fetch_add(1, Ordering::SeqCst);
-                    let at = |i: usize, or: u64| v.get(i).copied().unwrap_or(or);
-                    let quiet = at(0, 1) == 0;
-                    let (s, r, stalled, expired) = (at(1, 0), at(2, 1), at(3, 0), at(4, 0));
-                    if quiet && s == r && prev == Some((s, r)) {
-                        if stalled == 0 {
-                            return Ok(());
-                        }
-                        if expired == u64::from(job.size()) {
-                            crate::bootstrap::tell(crate::bootstrap::Stage::Deadlocked);
-                            return Err(Error::Deadlock {
-                                rank: job.rank(),
-                                waits: Vec::new(),
-                            });
-                        }
-                        stalled_since.get_or_insert_with(std::time::Instant::now);
-                    } else {
-                        prev = (quiet && s == r).then_some((s, r));
-                        stalled_since = None;
+                    if let Some(verdict) = judge(&v, job, &mut prev, &mut stalled_since) {
+                        return verdict;
                     }
                 }
             }
         }
     }
+}
+
+/// What the sums `v` of a completed wave say (see [`terminate`]): the job is over (`Ok`),
+/// deadlocked (`Err`), or neither yet (`None`), with the previous wave's totals and the
+/// stall clock brought up to date.
+fn judge(
+    v: &[u64],
+    job: &Job,
+    prev: &mut Option<(u64, u64)>,
+    stalled_since: &mut Option<std::time::Instant>,
+) -> Option<Result<(), Error>> {
+    let at = |i: usize, or: u64| v.get(i).copied().unwrap_or(or);
+    let quiet = at(0, 1) == 0;
+    let (s, r, stalled, expired) = (at(1, 0), at(2, 1), at(3, 0), at(4, 0));
+    if quiet && s == r && *prev == Some((s, r)) {
+        if stalled == 0 {
+            return Some(Ok(()));
+        }
+        if expired == u64::from(job.size()) {
+            crate::bootstrap::tell(crate::bootstrap::Stage::Deadlocked);
+            return Some(Err(Error::Deadlock {
+                rank: job.rank(),
+                waits: Vec::new(),
+            }));
+        }
+        stalled_since.get_or_insert_with(std::time::Instant::now);
+    } else {
+        *prev = (quiet && s == r).then_some((s, r));
+        *stalled_since = None;
+    }
+    None
 }
 
 /// Watches the processes of this host's peer ranks.
