@@ -233,28 +233,32 @@ extern "C" fn on_segv(_sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut l
     if near_sp && !on_fiber && thread_low != 0 && addr.abs_diff(thread_low) < NEAR_SP {
         // The worker thread's own stack, while it served with no fiber running: say what ran
         // there and what raises it, then let Rust's handler report the overflow as its own.
-        let mut line = Line::default();
-        line.push(b"gossamer: worker ");
-        line.number(worker - 1);
-        line.push(b" overflowed its thread's stack of ");
-        line.number(thread_stack);
-        line.push(b" bytes serving a delegated closure or an apply_then callback with no fiber ");
-        line.push(b"running (raise GSM_STACK_SIZE or Config::stack_size: a worker thread's ");
-        line.push(b"stack is that plus 64 KiB, at least 2 MiB)\n");
+        let line = Line::overflow(
+            b"gossamer: worker ",
+            worker - 1,
+            b" overflowed its thread's stack of ",
+            thread_stack,
+            &[
+                b" bytes serving a delegated closure or an apply_then callback with no fiber ",
+                b"running (raise GSM_STACK_SIZE or Config::stack_size: a worker thread's ",
+                b"stack is that plus 64 KiB, at least 2 MiB)\n",
+            ],
+        );
         // SAFETY: write(2) is async-signal-safe; the buffer is initialised.
         unsafe { libc::write(2, line.buf.as_ptr().cast(), line.len) };
     }
     if near_sp && on_fiber {
-        let mut line = Line::default();
-        line.push(b"gossamer: a fiber on worker ");
-        line.number(worker - 1);
-        line.push(b" overflowed its stack of ");
-        line.number(stack);
-        line.push(b" bytes (raise GSM_STACK_SIZE or Config::stack_size; closures delegated to a ");
-        line.push(
-            b"worker and apply_then callbacks run on the stack of the fiber that was running ",
+        let line = Line::overflow(
+            b"gossamer: a fiber on worker ",
+            worker - 1,
+            b" overflowed its stack of ",
+            stack,
+            &[
+                b" bytes (raise GSM_STACK_SIZE or Config::stack_size; closures delegated to a ",
+                b"worker and apply_then callbacks run on the stack of the fiber that was running ",
+                b"there)\n",
+            ],
         );
-        line.push(b"there)\n");
         // SAFETY: write(2) and sigaction(2) are async-signal-safe; the buffer is initialised.
         unsafe {
             libc::write(2, line.buf.as_ptr().cast(), line.len);
@@ -303,6 +307,20 @@ impl Default for Line {
 }
 
 impl Line {
+    /// `head`, the worker's number, `middle`, the stack size and then `tail`: the shape of both
+    /// overflow reports.
+    fn overflow(head: &[u8], worker: usize, middle: &[u8], size: usize, tail: &[&[u8]]) -> Line {
+        let mut line = Line::default();
+        line.push(head);
+        line.number(worker);
+        line.push(middle);
+        line.number(size);
+        for piece in tail {
+            line.push(piece);
+        }
+        line
+    }
+
     fn push(&mut self, bytes: &[u8]) {
         let n = bytes.len().min(self.buf.len() - self.len);
         self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
