@@ -22,8 +22,11 @@ const SCRATCH: &str = "graph500-engine-test-";
 /// A path for one run's JSON in this test process's directory. The tests of a process share the
 /// directory, so none of them can remove it at the end; instead each JSON file goes once read,
 /// and the first call removes the directories of test processes that are gone (every run left
-/// one behind before).
+/// one behind before). Every call gets a file of its own: two tests of a process that ran the
+/// same reference (`sequential(10)`) at once wrote one file, and the first to read it removed
+/// it from under the other ("no JSON at …/seq-10.json", seen once in CI).
 fn scratch(name: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     static SWEEP: std::sync::Once = std::sync::Once::new();
     let tmp = std::env::temp_dir();
     SWEEP.call_once(|| {
@@ -39,7 +42,8 @@ fn scratch(name: &str) -> PathBuf {
     });
     let dir = tmp.join(format!("{SCRATCH}{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    dir.join(format!("{n}-{name}"))
 }
 
 fn read_json(path: &Path, done: &Finished) -> Value {
