@@ -376,6 +376,16 @@ fn start_multi(
             return Err(Error::Config(format!("rank {r} has no workers")));
         }
     }
+    // Hosts differ in memory, so a host's ranks may refuse alone: checked together.
+    let workers: Vec<u32> = offers.iter().map(|o| o.workers).collect();
+    let fits = crate::runtime::job_rings_fit(
+        &workers,
+        &hosts,
+        &hosts[me as usize],
+        layout,
+        crate::runtime::physical_memory(),
+    );
+    agree(job, fits, "checking the rings' memory")?;
     // Single-copy reads between ranks of this host: who can read whom, then who may park for whom.
     let pids: Vec<u32> = job.peers().iter().map(|p| p.pid).collect();
     let can_read: Vec<u8> = (0..size)

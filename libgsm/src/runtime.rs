@@ -81,7 +81,7 @@ pub(crate) fn layout_of(config: &Config) -> Result<RingLayout, Error> {
 }
 
 /// Bytes of RAM this machine has, if the system says.
-fn physical_memory() -> Option<u128> {
+pub(crate) fn physical_memory() -> Option<u128> {
     // SAFETY: sysconf has no preconditions.
     let (pages, page) = unsafe {
         (
@@ -94,7 +94,7 @@ fn physical_memory() -> Option<u128> {
 
 /// Refuses a ring geometry whose rings alone would not fit in `memory` bytes. The rings between
 /// this rank's own workers take `2 × workers² × slots_per_ring × slot_size` bytes (the rings to
-/// other ranks' workers come on top); a geometry past the machine's memory aborted the process
+/// other ranks' workers come on top, checked by [`job_rings_fit`] once the job is known); a geometry past the machine's memory aborted the process
 /// on a failed allocation (`slots_per_ring(1 << 30)`), or ran it out of memory for minutes
 /// (`workers(4096)` with the default slots: about 2.2 TB).
 pub(crate) fn rings_fit_in_memory(config: &Config, memory: Option<u128>) -> Result<(), Error> {
@@ -111,6 +111,49 @@ pub(crate) fn rings_fit_in_memory(config: &Config, memory: Option<u128>) -> Resu
             config.workers,
             config.slots_per_ring,
             config.slot_size,
+            need >> 30,
+            memory >> 30
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a job whose rings on host `host` would not fit in its `memory` bytes, once every
+/// rank's worker count is known (`workers[r]` for rank `r` on `hosts[r]`).
+///
+/// Every worker consumes a request ring and a response ring from every other worker of the job,
+/// and the rings a worker consumes live on its host, whatever the fabric (heap, a shared
+/// segment, or a tcp fabric's receiving side). So the workers of `host` need at least
+/// `2 × their number × (job's workers − 1) × slots × slot size` bytes. That grows with the
+/// whole job, which [`rings_fit_in_memory`] (this rank's workers alone) cannot see: two ranks
+/// of three workers with 64 MiB slots passed it and were killed by the kernel's OOM killer,
+/// with nothing said.
+pub(crate) fn job_rings_fit(
+    workers: &[u32],
+    hosts: &[String],
+    host: &str,
+    layout: RingLayout,
+    memory: Option<u128>,
+) -> Result<(), Error> {
+    let Some(memory) = memory else {
+        return Ok(());
+    };
+    let total: u128 = workers.iter().map(|&w| u128::from(w)).sum();
+    let (ranks, here) = workers
+        .iter()
+        .zip(hosts)
+        .filter(|(_, h)| h.as_str() == host)
+        .fold((0u32, 0u128), |(n, w), (&x, _)| (n + 1, w + u128::from(x)));
+    let ring = u128::from(layout.slots) * u128::from(layout.slot_size);
+    let need = 2 * here * total.saturating_sub(1) * ring;
+    if need > memory {
+        return Err(Error::Config(format!(
+            "the job's {total} workers with {} slots of {} bytes per ring need at least {} GiB of \
+             rings on host {host} ({ranks} rank(s), {here} workers there), more than its {} GiB \
+             of memory; lower the workers per rank, slots_per_ring or slot_size (gsmrun -t, \
+             GSM_THREADS, GSM_SLOT_SIZE), or spread the ranks over more hosts",
+            layout.slots,
+            layout.slot_size,
             need >> 30,
             memory >> 30
         )));
@@ -404,4 +447,36 @@ pub fn spmd<R: Send + 'static>(
     v.into_iter()
         .collect::<Option<Vec<R>>>()
         .ok_or(Error::Stopped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rings_of_a_host_grow_with_the_whole_job() {
+        const GIB: u128 = 1 << 30;
+        let layout = RingLayout {
+            slots: 16,
+            slot_size: 64 << 20,
+        };
+        let hosts = |h: &[&str]| h.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // Two ranks of three workers on one host: 2 x 6 x 5 rings of 1 GiB consumed there.
+        let one_host = hosts(&["a", "a"]);
+        assert!(job_rings_fit(&[3, 3], &one_host, "a", layout, Some(60 * GIB)).is_ok());
+        let e = job_rings_fit(&[3, 3], &one_host, "a", layout, Some(59 * GIB)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid gossamer configuration: the job's 6 workers with 16 slots of 67108864 bytes \
+             per ring need at least 60 GiB of rings on host a (2 rank(s), 6 workers there), more \
+             than its 59 GiB of memory; lower the workers per rank, slots_per_ring or slot_size \
+             (gsmrun -t, GSM_THREADS, GSM_SLOT_SIZE), or spread the ranks over more hosts"
+        );
+        // Spread over two hosts, each holds the rings its own workers consume: 2 x 3 x 5.
+        let two_hosts = hosts(&["a", "b"]);
+        assert!(job_rings_fit(&[3, 3], &two_hosts, "b", layout, Some(30 * GIB)).is_ok());
+        assert!(job_rings_fit(&[3, 3], &two_hosts, "b", layout, Some(29 * GIB)).is_err());
+        // Memory unknown: nothing to check against.
+        assert!(job_rings_fit(&[3, 3], &one_host, "a", layout, None).is_ok());
+    }
 }

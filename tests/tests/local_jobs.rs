@@ -378,6 +378,50 @@ fn a_program_of_another_mpi_than_its_launcher_is_refused_not_run_alone() {
     }
 }
 
+/// A job whose rings would not fit in this host's memory is refused on every rank, before any
+/// is allocated, with the numbers and what to lower. Each rank's own rings pass the check a rank
+/// makes alone; only the whole job's do not: with 64 MiB slots (16 per ring, so 1 GiB a ring)
+/// and L workers per rank, a rank's own rings take 2L² GiB and the two ranks' on this host
+/// 4L(2L-1) GiB. L is picked from this machine's memory so that the first fits and the second
+/// does not. (Both ranks were killed by the kernel's OOM killer, with nothing said.)
+#[test]
+fn a_job_whose_rings_exceed_the_hosts_memory_is_refused_up_front() {
+    let mem_gib: u64 = std::fs::read_to_string("/proc/meminfo")
+        .expect("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kib| kib >> 20)
+        .expect("MemTotal in /proc/meminfo");
+    let workers = ((mem_gib / 2) as f64).sqrt().floor().max(1.0) as u64;
+    assert!(2 * workers * workers <= mem_gib && 4 * workers * (2 * workers - 1) > mem_gib);
+    let threads = workers.to_string();
+    let what = format!("gsmrun -np 2 -t {threads} with GSM_SLOT_SIZE=64M ({mem_gib} GiB here)");
+    let mut cmd = gsmrun(["-np", "2", "-t", threads.as_str(), "--oversubscribe"]);
+    // Graph500 takes its workers from -t (cluster_check sets its own).
+    cmd.arg(gsm_tests::bins::bin("graph500"))
+        .args(["8", "--engine", "gsm"])
+        .env("GSM_SLOT_SIZE", "64M");
+    let done = run(&mut cmd, LIMIT);
+    assert_exit(&done, 2, &what);
+    let need = 4 * workers * (2 * workers - 1);
+    assert!(
+        done.stderr.contains(&format!(
+            "the job's {} workers with 16 slots of 67108864 bytes per ring need at least {need} \
+             GiB of rings on host",
+            2 * workers
+        )) && done.stderr.contains("lower the workers per rank"),
+        "{what}: the refusal must give the numbers\n{}",
+        done.report()
+    );
+    assert!(
+        done.elapsed < std::time::Duration::from_secs(20),
+        "{what}: took {:?}\n{}",
+        done.elapsed,
+        done.report()
+    );
+}
+
 /// As root, gsmrun allows Open MPI to run as root and says so, but only when the user has not
 /// allowed it already (the warning then told them what they had just done).
 #[test]
