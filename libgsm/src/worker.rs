@@ -1252,12 +1252,14 @@ impl WorkerCore {
     /// runs at 360.
     #[track_caller]
     pub(crate) fn yield_fiber(&self) {
-        if self.unwinding_fibers() {
-            // A destructor of a fiber the ended run drops: nothing else will run, so there is
-            // nothing to yield to (and a panic here would abort the process).
-            return;
+        if !self.can_block() {
+            if self.unwinding_fibers() {
+                // A destructor of a fiber the ended run drops: nothing else will run, so there
+                // is nothing to yield to (and a panic here would abort the process).
+                return;
+            }
+            self.assert_can_block();
         }
-        self.assert_can_block();
         let Some(id) = self.current.get() else {
             return;
         };
