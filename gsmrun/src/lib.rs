@@ -96,11 +96,14 @@ pub fn usable_cpus() -> u32 {
 }
 
 /// Is `name` plainly this machine, without asking the resolver: `localhost`, a loopback
-/// address, or this machine's hostname (full or short)?
+/// address, or this machine's hostname (full or short), in any ASCII case (as DNS compares)?
 fn plainly_this_machine(name: &str, me: &str) -> bool {
-    name == "localhost"
-        || name == me
-        || me.split('.').next() == Some(name)
+    name.eq_ignore_ascii_case("localhost")
+        || name.eq_ignore_ascii_case(me)
+        || me
+            .split('.')
+            .next()
+            .is_some_and(|short| name.eq_ignore_ascii_case(short))
         || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
@@ -125,8 +128,7 @@ fn one_name_for_this_machine(placement: &Placement, me: &str) -> Result<(), Erro
 
 /// Is `name` this machine (loopback, our hostname, or an address of ours)?
 pub fn is_local_host(name: &str) -> bool {
-    let me = hostname();
-    if name == "localhost" || name == me || me.split('.').next() == Some(name) {
+    if plainly_this_machine(name, &hostname()) {
         return true;
     }
     let Ok(addrs) = (name, 0u16).to_socket_addrs() else {

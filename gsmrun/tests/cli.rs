@@ -604,6 +604,39 @@ fn runtime_settings_of_the_environment_reach_every_rank() {
     );
 }
 
+/// A PBS node file's names are merged in any ASCII case, as a hostfile's are: Open MPI, given
+/// `vm` and `VM`, counted one host's slots twice and ended with an internal error.
+#[test]
+fn a_pbs_node_file_names_one_host_in_any_case_and_refuses_more_than_names() {
+    let dir = std::env::temp_dir().join(format!("gsmrun-cli-pbs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a test directory");
+    let file = dir.join("nodes");
+    let run = |text: &str| {
+        std::fs::write(&file, text).expect("the node file");
+        let mut cmd = Command::new(BIN);
+        for (k, _) in std::env::vars_os() {
+            if k.to_str().is_some_and(|k| k.starts_with("GSM_")) {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.args(["-np", "2", "--dry-run", "app"])
+            .env("GSM_MPI_FLAVOUR", "openmpi")
+            .env_remove("SLURM_JOB_ID")
+            .env("PBS_NODEFILE", &file)
+            .output()
+            .expect("run gsmrun")
+    };
+    let out = run("localhost\nLOCALHOST\n");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(text.contains("  localhost slots=2\n"), "{text}");
+    let out = run("localhost\nlocalhost slots=2\n");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let at = format!("{}:2:11: `slots=2` follows the host name", file.display());
+    assert!(stderr_of(&out).contains(&at), "{}", stderr_of(&out));
+    std::fs::remove_dir_all(&dir).expect("remove the test directory");
+}
+
 /// This machine under two names would be two hosts to the MPI launcher, which then failed with
 /// an internal error that named neither; gsmrun says what is wrong before starting anything.
 #[test]
@@ -613,6 +646,9 @@ fn this_machine_under_two_names_is_refused_saying_so() {
     for hosts in [
         format!("localhost:1,{me}:1"),
         "127.0.0.1,localhost".to_string(),
+        // DNS names compare in any ASCII case, and so does the launcher's resolver.
+        format!("LocalHost:1,{me}:1"),
+        format!("localhost:1,{}:1", me.to_ascii_uppercase()),
     ] {
         let out = gsmrun(&["-np", "2", "-H", &hosts, "--dry-run", "app"], "openmpi");
         assert_eq!(

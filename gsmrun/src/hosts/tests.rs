@@ -2,7 +2,7 @@
 //! scheduler variables, the example hostfiles, and a seeded mutation run through both parsers.
 
 use super::*;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn hf(text: &str) -> Vec<Host> {
     match parse_hostfile(Path::new("hosts"), text) {
@@ -401,6 +401,35 @@ fn pbs_environment() {
     assert_eq!(names_slots(&h), ns(&[("n1", 3), ("n2", 1)]));
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(from_environment(&var).unwrap().is_err());
+}
+
+#[test]
+fn pbs_names_in_two_cases_are_one_host() {
+    let h = pbs::parse_nodefile(Path::new("nodes"), "vm\nVM\n# c\n  n2 # two\nN2\r\nvm\n").unwrap();
+    assert_eq!(names_slots(&h), ns(&[("vm", 3), ("n2", 2)]));
+}
+
+#[test]
+fn pbs_lines_with_more_than_a_name_are_refused_where_they_go_wrong() {
+    let refused = |text: &str| pbs::parse_nodefile(Path::new("nodes"), text).unwrap_err();
+    let e = refused("n1\nlocalhost slots=2\n");
+    assert_eq!((e.line, e.column), (Some(2), Some(11)), "{e}");
+    assert!(
+        e.report
+            .contains("`slots=2` follows the host name `localhost`"),
+        "{e}"
+    );
+    assert!(e.report.contains("nodes:2:11"), "{e}");
+    let e = refused("n1\n  n2:4\n");
+    assert_eq!((e.line, e.column), (Some(2), Some(5)), "{e}");
+    assert!(e.report.contains("`n2:4` is not a host name"), "{e}");
+    let e = refused("n[1-2]\n");
+    assert_eq!(e.column, Some(2), "{e}");
+    let e = refused("n1\u{a0}\n");
+    assert_eq!(e.column, Some(3), "{e}");
+    let e = refused(&format!("{}\n", "a".repeat(MAX_NAME_LEN + 1)));
+    assert!(e.report.contains("longer than"), "{e}");
+    assert!(pbs::parse_nodefile(Path::new("nodes"), "# none\n\n").is_err());
 }
 
 fn example_dir() -> PathBuf {
