@@ -13,6 +13,7 @@
 //! start a program named `--bind-to`.
 
 use crate::placement::MapBy;
+use clap::builder::TypedValueParser as _;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, ValueEnum};
 use std::ffi::OsString;
@@ -137,6 +138,15 @@ fn count(s: &str) -> Result<u32, String> {
     })
 }
 
+/// The program to run: any name but the empty one, which no rank could start (each of them
+/// would report it, after the whole launch).
+fn program(p: OsString) -> Result<OsString, String> {
+    if p.is_empty() {
+        return Err("the program's name is empty; give a program, such as ./app".to_string());
+    }
+    Ok(p)
+}
+
 /// The options of `gsmrun`, as the user gave them. Numeric options take negative numbers as their
 /// value, so that `-np -1` is refused as a bad value of `--np`, not as an unknown argument `-1`.
 #[derive(Debug, Clone, Parser)]
@@ -233,7 +243,11 @@ pub struct Cli {
     pub verbose: bool,
 
     /// The program to run on every rank.
-    #[arg(value_name = "PROGRAM", required = true)]
+    #[arg(
+        value_name = "PROGRAM",
+        required = true,
+        value_parser = clap::builder::OsStringValueParser::new().try_map(program)
+    )]
     pub program: OsString,
 
     /// Arguments passed to the program unchanged.

@@ -378,6 +378,18 @@ pub fn main(args: Vec<OsString>) -> i32 {
                     "{program:?}: its interpreter {interpreter:?} (its #! line) was not found; \
                      the script itself exists"
                 )
+            } else if !is_path
+                && e.kind() == std::io::ErrorKind::NotFound
+                && std::path::Path::new(&program).is_file()
+            {
+                // `mpirun` also looks in the working directory; a shell, and this wrapper, run
+                // only what PATH or the path given names, so that a file left in the directory
+                // cannot stand in for a command. The user is told how to name it.
+                let shown = program.to_string_lossy();
+                format!(
+                    "{program:?} is not in PATH; there is a file of that name in the working \
+                     directory: to run it, write ./{shown}"
+                )
             } else {
                 format!("{program:?}: {e}")
             };

@@ -699,6 +699,19 @@ fn exporting_gsmrun_s_own_variables_is_refused() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
 }
 
+/// An empty program name is bad input, refused before anything starts: every rank failed to
+/// start it, after the whole launch.
+#[test]
+fn an_empty_program_name_is_refused_up_front() {
+    let out = gsmrun(&["-np", "2", ""], "openmpi");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("the program's name is empty"),
+        "{}",
+        stderr_of(&out)
+    );
+}
+
 #[test]
 fn wrapper_says_a_directory_is_not_a_program() {
     let report = no_start_report(&std::env::temp_dir());
@@ -721,10 +734,40 @@ fn wrapper_names_a_missing_interpreter() {
     );
 }
 
+/// A program named without a `/` is looked up in PATH only (a shell's rule); one that is not
+/// there but in the working directory, where `mpirun` would have found it, is not run, and the
+/// report says how to name it.
+#[test]
+fn wrapper_says_how_to_run_a_program_of_the_working_directory() {
+    let dir = TempDir::new("cli-cwd");
+    let name = "gsmrun-cli-here";
+    dir.write(name, b"#!/bin/sh\nexit 0\n");
+    let report = no_start_report_in(std::path::Path::new(name), &dir.0);
+    assert!(
+        report.contains(&format!(
+            "is not in PATH; there is a file of that name in the working directory: to run it, \
+             write ./{name}"
+        )),
+        "{report}"
+    );
+    // Anywhere else the report is exec(2)'s.
+    let report = no_start_report(std::path::Path::new(name));
+    assert!(report.contains("No such file or directory"), "{report}");
+}
+
 /// The exit report of a wrapper asked to start `program`, which cannot start.
 fn no_start_report(program: &std::path::Path) -> String {
+    no_start_report_in(
+        program,
+        &std::env::current_dir().expect("a working directory"),
+    )
+}
+
+/// [`no_start_report`] of a wrapper working in `dir`.
+fn no_start_report_in(program: &std::path::Path, dir: &std::path::Path) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let mut w = Command::new(BIN)
+        .current_dir(dir)
         .arg("--rank-wrapper")
         .arg("--")
         .arg(program)
