@@ -221,6 +221,7 @@ pub(crate) fn start(
 /// on the first small run, not on the first large one.
 pub(crate) fn check_unused_settings() -> Result<(), Error> {
     FabricChoice::from_env()?;
+    Settings::check_env()?;
     single_copy_wanted()?;
     Ok(())
 }

@@ -45,7 +45,7 @@ pub enum Error {
     #[error("gossamer could not bootstrap the job: {0}")]
     Bootstrap(String),
     /// A fabric failed: set-up, a vanished peer, a broken connection.
-    #[error("gossamer: {0}")]
+    #[error(transparent)]
     Fabric(#[from] crate::fabric::FabricError),
     /// A peer rank sent bytes that break the wire protocol.
     #[error(

@@ -18,12 +18,14 @@ fn set(name: &str, value: Option<&str>) {
 }
 
 /// Variables whose empty value must mean the default.
-const EMPTY_MEANS_DEFAULT: [&str; 5] = [
+const EMPTY_MEANS_DEFAULT: [&str; 7] = [
     "GSM_THREADS",
     "GSM_STACK_SIZE",
     "GSM_SLOT_SIZE",
     "GSM_FABRIC",
     "GSM_PIN",
+    "GSM_CONNECT_TIMEOUT",
+    "GSM_TCP_BIND",
 ];
 
 fn run_once() -> Result<usize, gossamer::Error> {
@@ -33,7 +35,12 @@ fn run_once() -> Result<usize, gossamer::Error> {
 
 #[test]
 fn settings_are_checked_in_a_job_of_one_rank_and_empty_means_default() {
-    for (name, bad) in [("GSM_FABRIC", "infiniband"), ("GSM_SINGLE_COPY", "maybe")] {
+    for (name, bad) in [
+        ("GSM_FABRIC", "infiniband"),
+        ("GSM_SINGLE_COPY", "maybe"),
+        ("GSM_CONNECT_TIMEOUT", "x"),
+        ("GSM_TCP_BIND", "nowhere"),
+    ] {
         set(name, Some(bad));
         let r = run_once();
         set(name, None);
@@ -42,6 +49,11 @@ fn settings_are_checked_in_a_job_of_one_rank_and_empty_means_default() {
         assert!(
             message.contains(name) || message.contains(bad),
             "{name}={bad}: the error does not say what: {message}"
+        );
+        // Worded as the runtime's other errors, which programs put behind their own name.
+        assert!(
+            !message.starts_with("gossamer:"),
+            "{name}={bad}: the error names gossamer again: {message}"
         );
     }
     // The runtime still starts afterwards: the refusals left nothing behind.

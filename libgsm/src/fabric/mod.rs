@@ -315,27 +315,57 @@ pub struct Settings {
 
 impl Settings {
     /// Reads `GSM_TCP_BIND`, `GSM_HOST_ADDR` and `GSM_CONNECT_TIMEOUT` (seconds, default 30).
+    /// An empty value is the default, as for every `GSM_*` variable.
     pub fn from_env() -> Result<Settings, FabricError> {
-        let timeout = match std::env::var(CONNECT_TIMEOUT_VAR) {
-            Ok(v) => connect_timeout(&v)?,
-            Err(_) => 30,
-        };
-        let bind = if let Ok(v) = std::env::var(TCP_BIND_VAR) {
-            Some(v.trim().parse::<std::net::IpAddr>().map_err(|_| FabricError::Env {
-                name: TCP_BIND_VAR,
-                value: v.clone(),
-                reason: "expected an IP address of this host, or 0.0.0.0 to listen on every \
-                         interface",
-            })?)
-        } else if let Ok(h) = std::env::var("GSM_HOST_ADDR") {
-            Some(resolve(&h).ok_or_else(|| FabricError::Resolve { host: h.clone() })?)
-        } else {
-            None
+        let timeout = connect_timeout_from_env()?;
+        let bind = match tcp_bind_from_env()? {
+            Some(ip) => Some(ip),
+            None => match std::env::var("GSM_HOST_ADDR") {
+                Ok(h) if !h.trim().is_empty() => {
+                    Some(resolve(&h).ok_or_else(|| FabricError::Resolve { host: h.clone() })?)
+                }
+                _ => None,
+            },
         };
         Ok(Settings {
             bind,
             connect_timeout: std::time::Duration::from_secs(timeout),
         })
+    }
+
+    /// Refuses a `GSM_CONNECT_TIMEOUT` or `GSM_TCP_BIND` that [`from_env`](Self::from_env)
+    /// would refuse, resolving nothing: what a job of one rank, which sets up no fabric, checks,
+    /// so that a value not understood is found on the first small run.
+    pub fn check_env() -> Result<(), FabricError> {
+        connect_timeout_from_env()?;
+        tcp_bind_from_env()?;
+        Ok(())
+    }
+}
+
+/// `GSM_CONNECT_TIMEOUT` in seconds, 30 when unset or empty.
+fn connect_timeout_from_env() -> Result<u64, FabricError> {
+    match std::env::var(CONNECT_TIMEOUT_VAR) {
+        Ok(v) if !v.trim().is_empty() => connect_timeout(&v),
+        _ => Ok(30),
+    }
+}
+
+/// `GSM_TCP_BIND`, `None` when unset or empty.
+fn tcp_bind_from_env() -> Result<Option<std::net::IpAddr>, FabricError> {
+    match std::env::var(TCP_BIND_VAR) {
+        Ok(v) if !v.trim().is_empty() => {
+            v.trim()
+                .parse::<std::net::IpAddr>()
+                .map(Some)
+                .map_err(|_| FabricError::Env {
+                    name: TCP_BIND_VAR,
+                    value: v.clone(),
+                    reason: "expected an IP address of this host, or 0.0.0.0 to listen on every \
+                             interface",
+                })
+        }
+        _ => Ok(None),
     }
 }
 
