@@ -325,7 +325,8 @@ fn under_hydra_every_rank_starts_where_gsmrun_says() {
 
 /// A Gossamer program built against one MPI and started by another's launcher is refused on
 /// every rank, with a line that says so, instead of running as that many jobs of one rank each:
-/// `cluster_check` and both Graph500 engines, built against Open MPI, under MPICH's Hydra.
+/// `gsm-hello`, `cluster_check` and both Graph500 engines, built against Open MPI, under MPICH's
+/// Hydra.
 /// (Each rank's `MPI_Init` made a world of its own; every rank ran the whole program alone and
 /// the job exited 0.)
 #[test]
@@ -333,7 +334,14 @@ fn a_program_of_another_mpi_than_its_launcher_is_refused_not_run_alone() {
     let scratch = Scratch::new("foreign-mpi", RunId::next());
     let path = gsm_tests::bins::hydra_path(scratch.path());
     let graph500 = gsm_tests::bins::bin("graph500");
-    let cases: [(&str, std::path::PathBuf, &[&str], i32, &str); 3] = [
+    let cases: [(&str, std::path::PathBuf, &[&str], i32, &str); 4] = [
+        (
+            "gsm-hello",
+            gsm_tests::bins::bin("gsm-hello"),
+            &[],
+            2,
+            "hello from rank",
+        ),
         (
             "cluster_check",
             gsm_tests::cluster::cluster_check(),

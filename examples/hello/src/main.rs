@@ -1,7 +1,10 @@
 //! `gsm-hello`: prints `hello from rank R of N on HOST (pid P)` from every rank.
 //!
-//! It goes through MPI directly (the `mpi` crate) until the runtime's bootstrap exists. Its test
-//! switches let `gsmrun`'s tests provoke each way a job can end:
+//! It goes through MPI directly (the `mpi` crate), so that it starts as a bare MPI program does
+//! (`gsm-bench launch` times it under `gsmrun` and under `mpirun`); of the runtime it uses only
+//! the check that MPI's world is the job its launcher started (a launcher of another MPI than
+//! the one it was built with makes each rank a world of one, and every rank said "rank 0 of 1").
+//! Its test switches let `gsmrun`'s tests provoke each way a job can end:
 //!
 //! - `--fail-rank R --exit-code C`: rank R exits with status C after saying hello;
 //! - `--segfault-rank R`: rank R dies of SIGSEGV;
@@ -81,6 +84,10 @@ fn main() {
     };
     let world = universe.world();
     let (rank, size) = (world.rank(), world.size());
+    if let Err(e) = gossamer::bootstrap::check_world_size(size as u32) {
+        eprintln!("gsm-hello: {e}");
+        std::process::exit(2);
+    }
     println!(
         "hello from rank {rank} of {size} on {} (pid {})",
         hostname(),
