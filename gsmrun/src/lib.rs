@@ -630,12 +630,16 @@ pub fn run(cli: &Cli) -> Result<i32, Error> {
     Ok(result?)
 }
 
-/// Turn on `tracing` output on stderr when `GSM_LOG` is set.
+/// Turn on `tracing` output on stderr when `GSM_LOG` is set, coloured only when stderr is a
+/// terminal (a log sent to a file or a pipe gets no escape sequences) and `NO_COLOR` is unset.
 pub fn init_logging() {
     if let Ok(filter) = std::env::var(env::input::LOG) {
+        use std::io::IsTerminal as _;
+        let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
             .with_writer(std::io::stderr)
+            .with_ansi(colour)
             .try_init();
     }
 }

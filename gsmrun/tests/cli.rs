@@ -699,6 +699,26 @@ fn exporting_gsmrun_s_own_variables_is_refused() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
 }
 
+/// A log sent to a file or a pipe has no terminal escape sequences in it.
+#[test]
+fn the_debug_log_is_plain_text_off_a_terminal() {
+    // The launcher's detection logs (a forced flavour skips it).
+    let out = Command::new(BIN)
+        .args(["--dry-run", "app"])
+        .env("GSM_LOG", "debug")
+        .env_remove("GSM_MPI_FLAVOUR")
+        .env_remove("SLURM_JOB_ID")
+        .env_remove("PBS_NODEFILE")
+        .output()
+        .expect("run gsmrun");
+    let log = stderr_of(&out);
+    assert!(log.contains("DEBUG"), "no debug log: {log}");
+    assert!(
+        !log.contains('\x1b'),
+        "escape sequences in a piped log: {log:?}"
+    );
+}
+
 /// An empty program name is bad input, refused before anything starts: every rank failed to
 /// start it, after the whole launch.
 #[test]
