@@ -505,7 +505,7 @@ pub fn wait_for(mut cond: impl FnMut() -> bool) {
 /// Outside a gossamer worker.
 #[track_caller]
 pub fn oversubscribed() -> bool {
-    core_or_panic("oversubscribed").shared.spin == crate::worker::SPIN_OVERSUBSCRIBED
+    core_or_panic("oversubscribed").shared.oversubscribed
 }
 
 /// The current run's host boards (`crate::board::host_board`).
