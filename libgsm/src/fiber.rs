@@ -83,6 +83,40 @@ impl StackPool {
         })
     }
 
+    /// Why a stack of this pool could not be had (`e`, from [`fiber`](Self::fiber)), and what
+    /// to do about it. Each stack is two memory mappings (the stack and its guard page), and the
+    /// kernel allows a process `vm.max_map_count` of them (65 530 by default): about 32 700 live
+    /// fibers in a process, whatever their stack size. When the process is at that limit, a
+    /// smaller stack does not help, so the message says which limit it met.
+    pub(crate) fn explain(&self, e: &std::io::Error) -> String {
+        let what = format!(
+            "gossamer: cannot allocate a fiber stack of {} bytes ({e})",
+            self.size
+        );
+        let limit = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok());
+        let held = std::fs::read_to_string("/proc/self/maps")
+            .ok()
+            .map(|s| s.lines().count());
+        match (limit, held) {
+            // Within a few mappings of the limit: a new stack needs two, and a thread or an
+            // allocation of this process may have taken one since.
+            (Some(limit), Some(held)) if held + 16 >= limit => format!(
+                "{what}: this process holds {held} memory mappings, the kernel's limit \
+                 (vm.max_map_count = {limit}), and each live fiber holds two of them (its stack \
+                 and its guard page), so about {} fibers can be alive at once in a process \
+                 whatever their stack size. Keep fewer alive (start more as earlier ones finish), \
+                 or raise the limit (sysctl -w vm.max_map_count=N, as root)",
+                limit / 2
+            ),
+            _ => format!(
+                "{what}: the memory for it was refused; lower GSM_STACK_SIZE (or \
+                 Config::stack_size), or keep fewer fibers alive at once"
+            ),
+        }
+    }
+
     /// Takes the stack back from a finished coroutine.
     pub(crate) fn recycle(&mut self, co: Co) {
         if self.stacks.len() < POOL_MAX {

@@ -143,7 +143,13 @@
 //!   yields or applies inline), or on the worker thread's own stack when it was idle (that stack
 //!   is the fiber stack size plus 64 KiB, at least 2 MiB): what they put on the stack must fit in
 //!   what a fiber leaves free, so keep large data on the heap there. Raising the stack size
-//!   raises both.
+//!   raises both. Debug builds put far more on the stack than release builds (a closure that
+//!   captures 32 KiB can overflow the default stack there); test deep code in release mode or
+//!   raise the size for debug runs.
+//! - **At most about 32 700 live fibers per process** on a default Linux kernel, whatever their
+//!   stack size: each stack is two memory mappings (the stack and its guard page) and the kernel
+//!   allows `vm.max_map_count` (65 530) per process. Spawning past that fails with a message that
+//!   says so; keep fewer fibers alive (start more as earlier ones finish), or raise the limit.
 //!
 //! # Memory
 //!

@@ -1231,12 +1231,7 @@ impl WorkerCore {
     /// Starts a fiber and makes it ready, or says why its stack could not be had.
     pub(crate) fn try_spawn_fiber(&self, f: impl FnOnce() + 'static) -> Result<(), String> {
         let made = self.stacks.borrow_mut().fiber(f);
-        let co = made.map_err(|e| {
-            format!(
-                "gossamer: cannot allocate a fiber stack of {} bytes ({e}); lower GSM_STACK_SIZE or keep fewer fibers alive at once (each holds two memory mappings, and the kernel allows vm.max_map_count per process)",
-                self.stacks.borrow().size()
-            )
-        })?;
+        let co = made.map_err(|e| self.stacks.borrow().explain(&e))?;
         let id = {
             let mut fibers = self.fibers.borrow_mut();
             match self.free_fibers.borrow_mut().pop() {
