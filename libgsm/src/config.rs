@@ -18,7 +18,7 @@ pub struct Config {
     /// process may use, shared with the other ranks of its host ([`default_workers`]).
     pub workers: usize,
     /// Usable stack size of one fiber in bytes (a guard page is added below it). Default 256 KiB;
-    /// 16 KiB to 1 GiB. A worker thread's own stack, where an idle worker serves delegated
+    /// 64 KiB to 1 GiB. A worker thread's own stack, where an idle worker serves delegated
     /// closures and callbacks, is this plus 64 KiB, and at least 2 MiB (or `RUST_MIN_STACK`).
     pub stack_size: usize,
     /// Bytes of one request/response slot (one batch). Default 4096; 256 bytes to 64 MiB, a
@@ -87,6 +87,11 @@ impl Default for Config {
 
 /// Most workers one process may run.
 const MAX_WORKERS: usize = 4096;
+/// Smallest fiber stack: what a panic needs to be reported from a fiber with its backtrace
+/// (`RUST_BACKTRACE=1` or `full`: 20-30 KiB to capture and print it, measured in release
+/// builds), with room left for the code that panicked. With 16 KiB, once the minimum, such a
+/// panic overflowed the stack and the process died of SIGSEGV instead of reporting it.
+const MIN_STACK: usize = 64 << 10;
 /// Largest fiber stack: a fiber that needs more should not be a fiber, and a larger value is
 /// more likely a typo (`GSM_STACK_SIZE=256M` for `256K`) than a need.
 const MAX_STACK: usize = 1 << 30;
@@ -177,7 +182,7 @@ fn workers_problem(n: usize) -> Option<&'static str> {
 }
 
 fn stack_problem(n: usize) -> Option<&'static str> {
-    (!(16 << 10..=MAX_STACK).contains(&n)).then_some("expected 16 KiB to 1 GiB")
+    (!(MIN_STACK..=MAX_STACK).contains(&n)).then_some("expected 64 KiB to 1 GiB")
 }
 
 fn slot_problem(n: usize) -> Option<&'static str> {

@@ -40,6 +40,63 @@ fn child(name: &str) -> std::process::Output {
         .unwrap()
 }
 
+/// Uses 16 KiB of stack, then panics.
+#[inline(never)]
+fn panic_after_16_kib() -> u32 {
+    let buf = std::hint::black_box([0u8; 16 << 10]);
+    if buf[100] == 0 {
+        panic!("deliberate panic in a fiber");
+    }
+    u32::from(buf[7])
+}
+
+/// The smallest stack size accepted still lets a fiber's panic be reported with its backtrace
+/// (capturing and printing it takes 20-30 KiB of stack): with 16 KiB, once accepted, the
+/// process died of SIGSEGV under `RUST_BACKTRACE=1` instead.
+#[test]
+fn a_panic_in_a_fiber_of_the_smallest_stack_is_reported_with_its_backtrace() {
+    if std::env::var_os("GSM_OVERFLOW_CHILD").is_some() {
+        let smallest = (1..=64)
+            .map(|k| k << 10)
+            .find(|&size| {
+                let config = gossamer::Config::default().workers(1).stack_size(size);
+                !matches!(gossamer::run(config, || ()), Err(gossamer::Error::Config(_)))
+            })
+            .expect("no stack size up to 64 KiB accepted");
+        let r = gossamer::run(
+            gossamer::Config::default().workers(1).stack_size(smallest),
+            || {
+                gossamer::spawn(panic_after_16_kib)
+                    .try_join()
+                    .map_err(|e| e.to_string())
+            },
+        );
+        println!("stack of {smallest} bytes: {r:?}");
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(exe)
+        .args([
+            "--exact",
+            "a_panic_in_a_fiber_of_the_smallest_stack_is_reported_with_its_backtrace",
+            "--nocapture",
+        ])
+        .env("GSM_OVERFLOW_CHILD", "1")
+        .env("RUST_BACKTRACE", "full")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success()
+            && stdout.contains("Ok(Err(")
+            && stdout.contains("deliberate panic in a fiber")
+            && stderr.contains("stack backtrace:"),
+        "status {:?}, stdout: {stdout}, stderr: {stderr}",
+        out.status
+    );
+}
+
 #[test]
 fn a_deep_closure_an_idle_worker_serves_fits_the_stack_size_asked_for() {
     if std::env::var_os("GSM_OVERFLOW_CHILD").is_some() {
