@@ -138,6 +138,26 @@ fn count(s: &str) -> Result<u32, String> {
     })
 }
 
+/// The value of a time limit (`--timeout`, `--start-timeout`): a positive number of seconds,
+/// finite and within what the clock counts to. Checked here, where the user's text is at hand:
+/// the number parsed from it printed `1e300` as 301 digits and 2^64 rounded, and clap's own
+/// message for a word was "invalid float literal".
+fn seconds(s: &str) -> Result<f64, String> {
+    let t: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| "expected a number of seconds, such as 30 or 0.5".to_string())?;
+    if !(t > 0.0 && t.is_finite()) {
+        return Err("give a positive number of seconds".to_string());
+    }
+    if crate::supervise::deadline(std::time::Instant::now(), t).is_none() {
+        return Err(
+            "too many seconds for this system's clock to count to; give a smaller number".into(),
+        );
+    }
+    Ok(t)
+}
+
 /// The program to run: any name but the empty one, which no rank could start (each of them
 /// would report it, after the whole launch).
 fn program(p: OsString) -> Result<OsString, String> {
@@ -185,7 +205,8 @@ pub struct Cli {
     #[arg(long)]
     pub oversubscribe: bool,
 
-    /// Export VAR (its current value) or set VAR=value in every rank. Repeatable.
+    /// Export VAR (its current value; left out with a warning if it is not set) or set
+    /// VAR=value in every rank. Repeatable.
     #[arg(short = 'x', value_name = "VAR[=VALUE]")]
     pub export: Vec<String>,
 
@@ -194,7 +215,12 @@ pub struct Cli {
     pub tag_output: bool,
 
     /// End the job (exit 124) if it runs longer than SECONDS.
-    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        allow_negative_numbers = true,
+        value_parser = seconds
+    )]
     pub timeout: Option<f64>,
 
     /// End the job (exit 1) if not every rank has started within SECONDS, naming the ranks and
@@ -203,7 +229,8 @@ pub struct Cli {
     #[arg(
         long = "start-timeout",
         value_name = "SECONDS",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        value_parser = seconds
     )]
     pub start_timeout: Option<f64>,
 

@@ -280,6 +280,8 @@ pub struct Prepared {
     pub mpi_env: Vec<(String, String)>,
     pub job_id: String,
     pub tmpdir: PathBuf,
+    /// What `gsmrun` says before it starts the job (on stderr, also for `--dry-run`).
+    pub warnings: Vec<String>,
 }
 
 /// The fabric of the job: `--fabric`, else `GSM_FABRIC` of gsmrun's environment (which the ranks
@@ -330,23 +332,6 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
             env::job::MAX_THREADS,
             env::job::MAX_THREADS
         )));
-    }
-    for (name, t) in [
-        ("--timeout", cli.timeout),
-        ("--start-timeout", cli.start_timeout),
-    ] {
-        let Some(t) = t else { continue };
-        if !(t > 0.0 && t.is_finite()) {
-            return Err(Error::Usage(format!(
-                "{name} {t}: give a positive number of seconds"
-            )));
-        }
-        if supervise::deadline(std::time::Instant::now(), t).is_none() {
-            return Err(Error::Usage(format!(
-                "{name} {t}: too many seconds for this system's clock to count to; \
-                 give a smaller number"
-            )));
-        }
     }
     let (hosts, source) = resolve_hosts(cli, var)?;
     let placement = placement::place(&hosts, cli.np, cli.map_by.into(), cli.oversubscribe)?;
@@ -453,6 +438,26 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
         }
     }
 
+    // `-x NAME` of a variable gsmrun's environment does not have is passed on as nothing, with
+    // a word from gsmrun: Open MPI printed a warning of its own for it (about a variable
+    // "requested to be forwarded but not found"), and MPICH and srun said nothing.
+    let mut warnings = Vec::new();
+    let exports: Vec<Export> = cli
+        .export
+        .iter()
+        .filter_map(|e| Export::parse(e).ok())
+        .filter(|e| {
+            let unset = e.value.is_none() && var(&e.name).is_none();
+            if unset {
+                warnings.push(format!(
+                    "gsmrun: warning: -x {0}: {0} is not set in gsmrun's environment, so the \
+                     ranks do not get it (write -x {0}=VALUE to give it a value)",
+                    e.name
+                ));
+            }
+            !unset
+        })
+        .collect();
     let wrapper = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "gsmrun".to_string());
@@ -460,11 +465,7 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
         placement: placement.clone(),
         map_by: cli.map_by.into(),
         oversubscribe: cli.oversubscribe,
-        exports: cli
-            .export
-            .iter()
-            .filter_map(|e| Export::parse(e).ok())
-            .collect(),
+        exports,
         launch_agent: cli.launch_agent.clone(),
         wrapper,
         keep_aslr: cli.keep_aslr,
@@ -484,6 +485,7 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
         mpi_env,
         job_id,
         tmpdir,
+        warnings,
     })
 }
 
@@ -551,6 +553,9 @@ pub fn describe(p: &Prepared) -> String {
 pub fn run(cli: &Cli) -> Result<i32, Error> {
     let var = |k: &str| std::env::var(k).ok();
     let prepared = prepare(cli, &var)?;
+    for w in &prepared.warnings {
+        eprintln!("{w}");
+    }
     if cli.dry_run {
         print!("{}", describe(&prepared));
         let _ = std::io::stdout().flush();

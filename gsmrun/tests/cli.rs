@@ -388,6 +388,36 @@ fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// A bad time limit is refused quoting the user's text and saying what is wrong with it.
+#[test]
+fn a_bad_time_limit_is_quoted_as_given_and_explained() {
+    for (option, value, why) in [
+        (
+            "--timeout",
+            "1e300",
+            "too many seconds for this system's clock",
+        ),
+        ("--timeout", "18446744073709551616", "too many seconds"),
+        (
+            "--start-timeout",
+            "soon",
+            "expected a number of seconds, such as 30",
+        ),
+        ("--timeout", "nan", "give a positive number of seconds"),
+        ("--start-timeout", "-5", "give a positive number of seconds"),
+    ] {
+        let out = gsmrun(&[option, value, "--dry-run", "app"], "openmpi");
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{option} {value}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "invalid value '{value}' for '{option} <SECONDS>': {why}"
+            )) && stderr.len() < 400,
+            "{option} {value}: {stderr}"
+        );
+    }
+}
+
 #[test]
 fn huge_timeout_is_refused_even_in_a_dry_run() {
     for t in ["1e19", "1e20"] {
@@ -544,6 +574,49 @@ fn negative_numbers_name_the_option() {
         err.contains("'four'") && err.contains("expected a whole number, such as 4"),
         "{err}"
     );
+}
+
+/// `-x NAME` of a variable gsmrun's environment does not have is left out of the launch, with a
+/// warning in gsmrun's words (Open MPI printed one of its own, MPICH and srun nothing); one that
+/// is set, if only to the empty string, is passed on.
+#[test]
+fn an_exported_variable_that_is_not_set_is_left_out_saying_so() {
+    let args = [
+        "-np",
+        "1",
+        "-x",
+        "GOSSAMER_TEST_NOT_SET",
+        "-x",
+        "GOSSAMER_TEST_EMPTY",
+        "--dry-run",
+        "app",
+    ];
+    for flavour in ["openmpi", "hydra"] {
+        let mut cmd = Command::new(BIN);
+        let out = cmd
+            .args(args)
+            .env("GSM_MPI_FLAVOUR", flavour)
+            .env("GOSSAMER_TEST_EMPTY", "")
+            .env_remove("GOSSAMER_TEST_NOT_SET")
+            .env_remove("SLURM_JOB_ID")
+            .env_remove("PBS_NODEFILE")
+            .output()
+            .expect("run gsmrun");
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let command = dry_command(&out);
+        assert!(
+            !command.contains("GOSSAMER_TEST_NOT_SET") && command.contains("GOSSAMER_TEST_EMPTY"),
+            "{flavour}: {command}"
+        );
+        assert!(
+            stderr.contains(
+                "gsmrun: warning: -x GOSSAMER_TEST_NOT_SET: GOSSAMER_TEST_NOT_SET is not set in \
+                 gsmrun's environment, so the ranks do not get it"
+            ) && !stderr.contains("GOSSAMER_TEST_EMPTY"),
+            "{flavour}: {stderr}"
+        );
+    }
 }
 
 /// Runtime settings in gsmrun's environment reach every rank, on every host: mpirun and mpiexec
