@@ -161,7 +161,8 @@ impl<'s> Merger<'s> {
 
 /// Parse a whole hostfile (BOM already stripped) into merged hosts.
 pub(crate) fn hostfile(src: Source<'_>) -> Result<Vec<Host>, HostsError> {
-    let mut pairs = Grammar::parse(Rule::hostfile, src.text).map_err(|e| src.syntax(&e))?;
+    let mut pairs =
+        Grammar::parse(Rule::hostfile, src.text).map_err(|e| src.syntax(Rule::hostfile, &e))?;
     let mut merger = Merger::new(src);
     let Some(file) = pairs.next() else {
         return Ok(Vec::new());
@@ -192,7 +193,8 @@ pub(crate) fn host_option(src: Source<'_>) -> Result<Vec<Host>, HostsError> {
             "give at least one host, e.g. `-H node1:2,node2`, or leave out -H to use this machine",
         ));
     }
-    let mut pairs = Grammar::parse(Rule::host_option, src.text).map_err(|e| src.syntax(&e))?;
+    let mut pairs = Grammar::parse(Rule::host_option, src.text)
+        .map_err(|e| src.syntax(Rule::host_option, &e))?;
     let mut merger = Merger::new(src);
     let Some(opt) = pairs.next() else {
         return Ok(Vec::new());
@@ -209,7 +211,8 @@ pub(crate) fn host_option(src: Source<'_>) -> Result<Vec<Host>, HostsError> {
 
 /// Expand a Slurm node list such as `n[01-04,07],login1` (no slots, duplicates kept).
 pub(crate) fn nodelist(src: Source<'_>) -> Result<Vec<String>, HostsError> {
-    let mut pairs = Grammar::parse(Rule::nodelist, src.text).map_err(|e| src.syntax(&e))?;
+    let mut pairs =
+        Grammar::parse(Rule::nodelist, src.text).map_err(|e| src.syntax(Rule::nodelist, &e))?;
     let mut out = Vec::new();
     let Some(list) = pairs.next() else {
         return Ok(out);
@@ -421,7 +424,11 @@ fn count(
             at,
             width,
             &format!("{what} `{v}` is not a number"),
-            &format!("write a positive whole number, e.g. `{what}=4`"),
+            &if what == "slot count" {
+                "write a positive whole number, e.g. `host:4`".to_string()
+            } else {
+                format!("write a positive whole number, e.g. `{what}=4`")
+            },
         ));
     }
     let digits = v.trim_start_matches('0');

@@ -47,8 +47,9 @@ impl Source<'_> {
         }
     }
 
-    /// A pest syntax error rendered in the same style.
-    pub fn syntax(&self, err: &pest::error::Error<Rule>) -> HostsError {
+    /// A pest syntax error rendered in the same style, with the syntax of the input parsed as
+    /// `start` (a hostfile line, a `-H` list or a Slurm node list) as its help.
+    pub fn syntax(&self, start: Rule, err: &pest::error::Error<Rule>) -> HostsError {
         let at = match err.location {
             pest::error::InputLocation::Pos(p) => p,
             pest::error::InputLocation::Span((a, _)) => a,
@@ -74,9 +75,16 @@ impl Source<'_> {
         } else {
             format!("unexpected {found}; expected {}", expected.join(" or "))
         };
-        let help = "a line is `[user@]host[:N] [slots=N] [max_slots=M]`; host names use letters, \
-                    digits, `-`, `_`, `.` and Slurm ranges such as `n[01-04,07]`";
-        self.error(at, 1, &what, help)
+        let form = match start {
+            Rule::host_option => "the list is `[user@]host[:N],...`",
+            Rule::nodelist => "a node list is `name,...`",
+            _ => "a line is `[user@]host[:N] [slots=N] [max_slots=M]`",
+        };
+        let help = format!(
+            "{form}; host names use letters, digits, `-`, `_`, `.` and Slurm ranges such as \
+             `n[01-04,07]`"
+        );
+        self.error(at, 1, &what, &help)
     }
 }
 

@@ -598,3 +598,28 @@ fn mixed_example_merges_as_documented() {
     assert_eq!(h[5].user.as_deref(), Some("bob"));
     assert_eq!(h[5].max_slots, Some(8));
 }
+
+/// A mistake in `-H` is explained with the syntax of `-H`, not a hostfile line's (whose
+/// `slots=N` the option does not take), and a bad count with the `host:N` it is written as.
+#[test]
+fn host_option_errors_show_the_host_option_syntax() {
+    let e = parse_host_option("a slots=2").unwrap_err();
+    assert!(
+        e.report.starts_with("-H/--host:1:3: unexpected `s`")
+            && e.report.contains("help: the list is `[user@]host[:N],...`")
+            && !e.report.contains("slots=N"),
+        "{e}"
+    );
+    let e = parse_host_option("a:x").unwrap_err();
+    assert!(
+        e.report.contains("slot count `x` is not a number") && e.report.contains("e.g. `host:4`"),
+        "{e}"
+    );
+    // A hostfile line still shows the line's syntax.
+    let e = err("a !\n");
+    assert!(
+        e.report
+            .contains("help: a line is `[user@]host[:N] [slots=N] [max_slots=M]`"),
+        "{e}"
+    );
+}
