@@ -60,7 +60,10 @@ fn a_panic_in_a_fiber_of_the_smallest_stack_is_reported_with_its_backtrace() {
             .map(|k| k << 10)
             .find(|&size| {
                 let config = gossamer::Config::default().workers(1).stack_size(size);
-                !matches!(gossamer::run(config, || ()), Err(gossamer::Error::Config(_)))
+                !matches!(
+                    gossamer::run(config, || ()),
+                    Err(gossamer::Error::Config(_))
+                )
             })
             .expect("no stack size up to 64 KiB accepted");
         let r = gossamer::run(
