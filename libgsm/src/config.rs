@@ -172,9 +172,17 @@ pub(crate) fn env_switch(name: &'static str, default: bool) -> Result<bool, Erro
     }
 }
 
-/// A count: a positive integer, no suffix (`GSM_THREADS=1k` is a slip, not 1024 threads).
+/// A whole number written in decimal digits; one too large for a `usize` is `usize::MAX`, and
+/// 0 is 0, so that the range check names the range (`GSM_THREADS=0` or a 30-digit count are
+/// out of range, not "not a positive integer").
+fn digits(v: &str) -> Option<usize> {
+    (!v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| v.parse::<usize>().unwrap_or(usize::MAX))
+}
+
+/// A count: a whole number, no suffix (`GSM_THREADS=1k` is a slip, not 1024 threads).
 fn parse_count(v: &str) -> Option<usize> {
-    v.trim().parse::<usize>().ok().filter(|n| *n > 0)
+    digits(v.trim())
 }
 
 fn workers_problem(n: usize) -> Option<&'static str> {
@@ -203,10 +211,7 @@ fn parse_size(v: &str) -> Option<usize> {
         'g' | 'G' => (&v[..v.len() - 1], 1 << 30),
         _ => (v, 1),
     };
-    num.parse::<usize>()
-        .ok()
-        .filter(|n| *n > 0)?
-        .checked_mul(mult)
+    Some(digits(num)?.saturating_mul(mult))
 }
 
 impl Config {
@@ -216,12 +221,12 @@ impl Config {
     /// Each variable is checked as it is read, and an error names it with its value: junk, a
     /// value out of range, or one that is not UTF-8 (never taken for "unset").
     pub fn from_env() -> Result<Config, Error> {
-        const SIZE: &str = "expected a positive integer, optionally with a K/M/G suffix";
+        const SIZE: &str = "expected a whole number of bytes, optionally with a K/M/G suffix";
         let mut c = Config::default();
         if let Some(n) = env_number(
             "GSM_THREADS",
             parse_count,
-            "expected a positive integer",
+            "expected a whole number of workers",
             workers_problem,
         )? {
             c.workers = n;
@@ -292,7 +297,7 @@ mod tests {
         assert_eq!(parse_size("4096"), Some(4096));
         assert_eq!(parse_size("64k"), Some(65536));
         assert_eq!(parse_size("1M"), Some(1 << 20));
-        assert_eq!(parse_size("0"), None);
+        assert_eq!(parse_size("-1"), None);
         assert_eq!(parse_size("x"), None);
     }
     #[test]
@@ -324,7 +329,21 @@ mod tests {
         assert_eq!(threads("").ok(), Some(None), "empty means the default");
         assert_eq!(threads(" ").ok(), Some(None), "blank means the default");
         assert_eq!(threads("3").ok(), Some(Some(3)));
-        assert!(threads("0").is_err());
+        for (v, why) in [
+            ("0", "expected 1 to 4096 workers"),
+            ("99999999999999999999999", "expected 1 to 4096 workers"),
+            ("5000", "expected 1 to 4096 workers"),
+            ("two", "a count"),
+            ("-1", "a count"),
+        ] {
+            match threads(v) {
+                Err(Error::Env { reason, .. }) => assert_eq!(reason, why, "GSM_THREADS={v}"),
+                other => panic!("GSM_THREADS={v}: {other:?}"),
+            }
+        }
+        assert_eq!(parse_size("0"), Some(0), "zero is out of range, not junk");
+        assert_eq!(parse_size("99999999999999999999999K"), Some(usize::MAX));
+        assert!(stack_problem(parse_size("16777216G").unwrap()).is_some());
         assert_eq!(parse_count("1k"), None, "a count takes no suffix");
         assert_eq!(parse_count(" 8 "), Some(8));
         assert!(workers_problem(5000).is_some());
