@@ -320,6 +320,25 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
              start; use --fabric auto, shm or tcp"
         )));
     }
+    // GSM_THREADS of gsmrun's environment reaches every rank when -t is not given (see
+    // `env::passed_settings`): a value the runtime would refuse is refused here, before the
+    // launch, as -t's is, instead of by every rank after it.
+    if let Some(v) = var(env::job::THREADS).filter(|v| !v.trim().is_empty())
+        && cli.threads_per_rank.is_none()
+    {
+        let t = v.trim();
+        let in_range = t.bytes().all(|b| b.is_ascii_digit())
+            && t.parse::<u32>()
+                .is_ok_and(|n| (1..=env::job::MAX_THREADS).contains(&n));
+        if !in_range {
+            return Err(Error::Usage(format!(
+                "{}={v} in gsmrun's environment: every rank would refuse it; give a whole number \
+                 of worker threads from 1 to {} (or pass -t N, which takes precedence)",
+                env::job::THREADS,
+                env::job::MAX_THREADS
+            )));
+        }
+    }
     if cli.threads_per_rank == Some(0) {
         return Err(Error::Usage(
             "-t 0: a rank needs at least one worker thread".into(),

@@ -388,6 +388,37 @@ fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// GSM_THREADS of gsmrun's environment reaches every rank unless -t is given: a value every
+/// rank would refuse is refused before the launch, as -t's is; with -t it does not matter.
+#[test]
+fn a_worker_count_every_rank_would_refuse_is_refused_before_the_launch() {
+    for v in ["0", "5000", "99999999999999999999999", "four", "-2"] {
+        let out = gsmrun_with(&["--dry-run", "app"], "openmpi", &[("GSM_THREADS", v)]);
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "GSM_THREADS={v}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "GSM_THREADS={v} in gsmrun's environment: every rank would refuse it; give a \
+                 whole number of worker threads from 1 to 4096"
+            )),
+            "GSM_THREADS={v}: {stderr}"
+        );
+    }
+    for (env, args) in [
+        ("3", &["--dry-run", "app"][..]),
+        ("", &["--dry-run", "app"]),
+        ("0", &["-t", "2", "--dry-run", "app"]),
+    ] {
+        let out = gsmrun_with(args, "openmpi", &[("GSM_THREADS", env)]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "GSM_THREADS={env:?} {args:?}: {}",
+            stderr_of(&out)
+        );
+    }
+}
+
 /// A bad time limit is refused quoting the user's text and saying what is wrong with it.
 #[test]
 fn a_bad_time_limit_is_quoted_as_given_and_explained() {
