@@ -62,7 +62,9 @@ pub enum Error {
     /// A trust's reference count no longer holds: a handle registered or released an id on a
     /// property that is not alive. Some program misused the bytes of a serialised `Trust` (each
     /// copy of them read as a handle releases the same id), so the property could be freed while
-    /// a handle still names it, or never: the job ends instead.
+    /// a handle still names it: the job ends instead. (When the same misuse instead leaves the
+    /// property alive after its last handle, nothing is seen until the end of the run, which then
+    /// says so on standard error.)
     #[error(
         "a trust's reference count broke on worker {worker} (rank {rank}): {detail}, from worker \
          {from} (rank {from_rank}); the bytes of a serialised Trust were deserialised more than \

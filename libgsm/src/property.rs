@@ -91,8 +91,8 @@ struct Slot {
     tag: Option<TypeId>,
     ptr: *mut u8,
     /// The trust-id set: the ids registered and not released, and those released before their
-    /// registration arrived.
-    ids: IdMap<()>,
+    /// registration arrived (marked `true`: see [`PropertyTable::released_twice`]).
+    ids: IdMap<bool>,
     /// Per parent trust id: the trusts its release announced (made from it), minus the
     /// registrations naming it that arrived; only non-zero balances (negative while
     /// registrations run ahead of the parent's release).
@@ -125,6 +125,14 @@ impl<V: Copy> IdMap<V> {
         match self {
             IdMap::Few(v) => v.is_empty(),
             IdMap::Many(m) => m.is_empty(),
+        }
+    }
+
+    /// Whether some value satisfies `f`.
+    fn any(&self, f: impl Fn(&V) -> bool) -> bool {
+        match self {
+            IdMap::Few(v) => v.iter().any(|e| f(&e.1)),
+            IdMap::Many(m) => m.values().any(f),
         }
     }
 
@@ -209,7 +217,7 @@ impl PropertyTable {
             s.tag = tag;
             s.ptr = ptr;
             s.ids.clear();
-            s.ids.update(id, |_| Some(()));
+            s.ids.update(id, |_| Some(false));
             s.owed.clear();
             (i, s.gn)
         } else {
@@ -219,7 +227,7 @@ impl PropertyTable {
                 value: Some(value),
                 tag,
                 ptr,
-                ids: IdMap::one(id, ()),
+                ids: IdMap::one(id, false),
                 owed: IdMap::Few(Vec::new()),
             });
             ((self.slots.len() - 1) as u32, 1)
@@ -294,8 +302,13 @@ impl PropertyTable {
         let Some(s) = self.slot(idx, gn) else {
             return Err(DelegationError::DeadProperty);
         };
-        // Symmetric difference: an id that is in goes out, one that is not comes in.
-        s.ids.update(id, |here| here.xor(Some(())));
+        // Symmetric difference: an id that is in goes out, one that is not comes in (marked
+        // when a release brought it).
+        let release = matches!(what, Toggle::Release { .. });
+        s.ids.update(id, |here| match here {
+            Some(_) => None,
+            None => Some(release),
+        });
         match what {
             Toggle::Register { parent } => owe(&mut s.owed, parent, -1),
             Toggle::Release { made } => {
@@ -313,6 +326,19 @@ impl PropertyTable {
         self.free.push(idx);
         self.live -= 1;
         Ok(v)
+    }
+
+    /// Live properties that hold an id a release brought in, after every message of the job
+    /// has been applied (at the end of a run that went well): a registration that never came,
+    /// so the id was released twice. Only the bytes of a serialised trust read as two handles
+    /// do that (each releases the id the bytes carry); the property then outlived every handle
+    /// and is freed only with the table. Before the end, such an id is a release that overtook
+    /// its registration, which is fine.
+    pub(crate) fn released_twice(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| s.value.is_some() && s.ids.any(|&r| r))
+            .count()
     }
 
     /// Properties alive in this table.

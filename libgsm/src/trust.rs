@@ -811,7 +811,11 @@ impl<T: Send + 'static> Drop for Trust<T> {
 /// `property.rs`).
 ///
 /// Deserialise the bytes exactly once: every deserialised handle drops its id once, and bytes that
-/// are never deserialised keep the property alive until the job ends. Deserialise them on a
+/// are never deserialised keep the property alive until the job ends. Bytes read twice release
+/// their id twice: if the property was freed by the first release, the second ends the job
+/// ([`Error::TrustCount`](crate::Error::TrustCount)); if another handle still kept it, the id
+/// stays counted and the property outlives every handle, which a run that ends well reports on
+/// standard error. Deserialise them on a
 /// worker of the same job: a handle read outside any worker, or from the bytes of a handle whose
 /// runtime had ended, names nothing (its applies fail with `DeadProperty`).
 ///
