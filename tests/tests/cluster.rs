@@ -762,9 +762,10 @@ fn a_peer_on_another_host_that_vanishes_is_noticed_over_tcp() {
         "{what}: expected ranks 0, 1 and 3 each to report one vanished peer\n{report}"
     );
     // Only the tcp fabric reports in this form (the process watch adds the pid), and only ranks
-    // 0 and 1 reach rank 2 over tcp: the loss went over the network.
+    // 0 and 1 reach rank 2 over tcp: the loss went over the network. (The program puts its own
+    // name in front: `cluster_check: rank 2 …`.)
     let over_tcp = format!(
-        "gossamer: rank 2 (host {}) vanished while the job was running: ",
+        ": rank 2 (host {}) vanished while the job was running: ",
         bed.hosts[1].hostname
     );
     assert!(
