@@ -31,11 +31,17 @@ fn recurse_to(depth: u64, buf: &mut [u8; 1024]) -> u64 {
 
 /// Runs this test binary's test `name` as a child with `GSM_OVERFLOW_CHILD` set.
 fn child(name: &str) -> std::process::Output {
+    child_with(name, &[])
+}
+
+/// [`child`] with `env` set too.
+fn child_with(name: &str, env: &[(&str, &str)]) -> std::process::Output {
     let exe = std::env::current_exe().unwrap();
     Command::new(exe)
         .args(["--exact", name, "--nocapture", "--test-threads=1"])
         .env("GSM_OVERFLOW_CHILD", "1")
         .env_remove("RUST_MIN_STACK")
+        .envs(env.iter().copied())
         .output()
         .unwrap()
 }
@@ -77,17 +83,10 @@ fn a_panic_in_a_fiber_of_the_smallest_stack_is_reported_with_its_backtrace() {
         println!("stack of {smallest} bytes: {r:?}");
         return;
     }
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new(exe)
-        .args([
-            "--exact",
-            "a_panic_in_a_fiber_of_the_smallest_stack_is_reported_with_its_backtrace",
-            "--nocapture",
-        ])
-        .env("GSM_OVERFLOW_CHILD", "1")
-        .env("RUST_BACKTRACE", "full")
-        .output()
-        .unwrap();
+    let out = child_with(
+        "a_panic_in_a_fiber_of_the_smallest_stack_is_reported_with_its_backtrace",
+        &[("RUST_BACKTRACE", "full")],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
