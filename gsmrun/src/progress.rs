@@ -20,8 +20,20 @@
 //! A rank that never says anything (a program that does not use the runtime, `hostname`, a
 //! script) has reached nothing, so a job of such ranks ends as before. Ranks that exit with a
 //! failure are the supervisor's business, not this module's.
+//!
+//! One hang is left that nothing here can end: a rank that runs, but another program than the
+//! others (an MPI program that never calls `gossamer::run`, a different binary at the same path
+//! on one host), while they wait for it in the bootstrap. It may also be a rank that is merely
+//! slow to get there (reading its input first), so the job is not ended; after
+//! [`JOIN_WAIT_NOTE`] [`Progress::waiting_note`] says once which ranks wait for which.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// How long ranks wait in the bootstrap for running ranks that have not joined before `gsmrun`
+/// says so (once). Far longer than ranks of one program take to get there from their start,
+/// short enough that a user looking at a silent job gets the word before giving up on it.
+pub const JOIN_WAIT_NOTE: Duration = Duration::from_secs(30);
 
 /// The stage bytes a rank sends (the runtime's `bootstrap::Stage`).
 pub mod stage {
@@ -79,6 +91,8 @@ struct Rank {
     leaving: bool,
     /// Found the job deadlocked.
     deadlocked: bool,
+    /// When it joined (its first stage).
+    joined_at: Option<Instant>,
 }
 
 impl Rank {
@@ -101,6 +115,8 @@ impl Rank {
 #[derive(Debug, Default)]
 pub struct Progress {
     ranks: HashMap<usize, Rank>,
+    /// [`waiting_note`](Self::waiting_note) has said its line.
+    noted: bool,
 }
 
 impl Progress {
@@ -123,6 +139,7 @@ impl Progress {
         for &b in bytes {
             match b {
                 stage::JOINING | stage::RUN => {
+                    r.joined_at.get_or_insert_with(Instant::now);
                     r.reached.joined = true;
                     r.reached.runs += u32::from(b == stage::RUN);
                     r.inside = true;
@@ -162,6 +179,57 @@ impl Progress {
         self.short_of_another(conn)
     }
 
+    /// Once, when a rank has waited [`JOIN_WAIT_NOTE`] in the bootstrap (joined, no run yet)
+    /// while ranks that run (they said hello and have not exited) have not joined: the line that
+    /// says so, naming both (see the module docs).
+    pub fn waiting_note(&mut self, now: Instant) -> Option<String> {
+        if self.noted {
+            return None;
+        }
+        let mut waiting: Vec<&Rank> = (self.ranks.values())
+            .filter(|r| {
+                r.inside
+                    && r.reached.runs == 0
+                    && r.joined_at
+                        .is_some_and(|t| now.saturating_duration_since(t) >= JOIN_WAIT_NOTE)
+            })
+            .collect();
+        let mut absent: Vec<&Rank> = (self.ranks.values())
+            .filter(|r| !r.reached.joined && !r.exited && !r.label.is_empty())
+            .collect();
+        if waiting.is_empty() || absent.is_empty() {
+            return None;
+        }
+        self.noted = true;
+        let order = |r: &&Rank| (r.label.parse::<u64>().unwrap_or(u64::MAX), r.label.clone());
+        waiting.sort_by_key(order);
+        absent.sort_by_key(order);
+        let waited = waiting
+            .iter()
+            .filter_map(|r| r.joined_at)
+            .map(|t| now.saturating_duration_since(t))
+            .max()
+            .unwrap_or(JOIN_WAIT_NOTE);
+        Some(format!(
+            "gsmrun: note: {} {} waited {} s in the gossamer bootstrap for {}, which {} running \
+             but {} not joined the gossamer job. If {} another program (one that does not call \
+             gossamer::run or spmd, or a different build at the same path), the job waits for \
+             ever: every rank must run the same gossamer program. End it with Ctrl-C, or give \
+             --timeout",
+            ranks_on_hosts(&waiting),
+            if waiting.len() == 1 { "has" } else { "have" },
+            waited.as_secs(),
+            ranks_on_hosts(&absent),
+            if absent.len() == 1 { "is" } else { "are" },
+            if absent.len() == 1 { "has" } else { "have" },
+            if absent.len() == 1 {
+                "it runs"
+            } else {
+                "they run"
+            },
+        ))
+    }
+
     /// The failure line when connection `conn`'s rank is done short of where a rank not done is,
     /// or is not done and ahead of a rank that is done.
     fn short_of_another(&self, conn: usize) -> Option<String> {
@@ -183,6 +251,30 @@ impl Progress {
         };
         Some(short_line(behind, ahead))
     }
+}
+
+/// "rank 1 on host b" / "ranks 1 and 2 on host b" / "ranks 0 (host a), 3 (host b) and 4 more".
+fn ranks_on_hosts(ranks: &[&Rank]) -> String {
+    const NAMED: usize = 8;
+    let one_host = ranks.windows(2).all(|w| w[0].host == w[1].host);
+    let names: Vec<String> = (ranks.iter().take(NAMED))
+        .map(|r| {
+            if one_host {
+                r.label.clone()
+            } else {
+                format!("{} (host {})", r.label, r.host)
+            }
+        })
+        .collect();
+    let mut list = match names.as_slice() {
+        [one] => one.clone(),
+        [rest @ .., last] if ranks.len() <= NAMED => format!("{} and {last}", rest.join(", ")),
+        all => format!("{} and {} more", all.join(", "), ranks.len() - NAMED),
+    };
+    if one_host {
+        list = format!("{list} on host {}", ranks[0].host);
+    }
+    format!("rank{} {list}", if ranks.len() == 1 { "" } else { "s" })
 }
 
 /// The line for rank `behind`, done, that will never reach where rank `ahead` is.
@@ -213,6 +305,44 @@ mod tests {
             p.hello(conn, &conn.to_string(), "vm");
         }
         p
+    }
+
+    #[test]
+    fn ranks_waiting_in_the_bootstrap_for_running_ranks_are_noted_once() {
+        let later = |secs| Instant::now() + Duration::from_secs(secs);
+        let mut p = job(4);
+        assert_eq!(p.stages(0, b"J"), None);
+        assert_eq!(p.stages(3, b"J"), None);
+        assert_eq!(p.waiting_note(later(5)), None, "not yet");
+        let line = p.waiting_note(later(31)).expect("the note");
+        assert!(
+            line.starts_with(
+                "gsmrun: note: ranks 0 and 3 on host vm have waited 3"
+            ) && line.contains(
+                "s in the gossamer bootstrap for ranks 1 and 2 on host vm, which are running but \
+                 have not joined the gossamer job. If they run another program"
+            ),
+            "{line}"
+        );
+        assert_eq!(p.waiting_note(later(60)), None, "said once");
+        // Nobody is missing once every running rank joined, nor waits once its run started.
+        let mut p = job(2);
+        assert_eq!(p.stages(0, b"J"), None);
+        assert_eq!(p.stages(1, b"J"), None);
+        assert_eq!(p.waiting_note(later(31)), None);
+        let mut p = job(2);
+        assert_eq!(p.stages(0, b"JR"), None);
+        assert_eq!(p.waiting_note(later(31)), None);
+        // A rank on another host is named with its host.
+        let mut p = job(2);
+        p.hello(1, "1", "far");
+        p.hello(2, "2", "farther");
+        assert_eq!(p.stages(0, b"J"), None);
+        let line = p.waiting_note(later(31)).expect("the note");
+        assert!(
+            line.contains("for ranks 1 (host far) and 2 (host farther), which are running"),
+            "{line}"
+        );
     }
 
     #[test]

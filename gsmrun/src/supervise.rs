@@ -434,6 +434,9 @@ pub fn run(
                     wake = wake.min(t);
                 }
             }
+            if let Some(note) = progress.waiting_note(now) {
+                say(format_args!("{note}"));
+            }
             if let Some((status, at)) = launcher_status {
                 let all_closed = conns.values().all(|c| c.closed);
                 if ok_ranks.len() >= opts.np && all_closed {

@@ -340,6 +340,42 @@ fn a_rank_running_another_program_ends_the_job_naming_it() {
     );
 }
 
+/// A rank that runs another program and keeps running (it may as well be a rank that is slow to
+/// join) leaves the other waiting in the bootstrap: the job is not ended for it, but after 30 s
+/// gsmrun says which rank waits for which and what to do. (Nothing was said: the job hung in
+/// silence.) Ended here by `--timeout`.
+#[test]
+fn a_rank_running_another_program_that_keeps_running_is_named_after_30_s() {
+    let _serial = serial();
+    let guard = PidGuard::new();
+    let what = "gsmrun -np 2 --timeout 36 sh -c '…sleep on rank 1…' cluster_check";
+    let mut cmd = gsmrun(["-np", "2", "-t", "2", "--timeout", "36"]);
+    cmd.args([
+        "sh",
+        "-c",
+        r#"if [ "$GSM_RANK" = 1 ]; then exec sleep 60; fi; exec "$0" --quick"#,
+    ])
+    .arg(cluster_check());
+    let job = spawn(&mut cmd);
+    let prefix = job_prefix(job.pid() as u32);
+    watch_ranks(&job, 1, &guard);
+    let done = job.wait(Duration::from_secs(60));
+    let report = done.report();
+    assert!(!done.timed_out, "{what}: must end, not hang\n{report}");
+    assert_eq!(done.code(), Some(124), "{what}\n{report}");
+    let host = this_host();
+    assert!(
+        done.stderr.contains(&format!(
+            "gsmrun: note: rank 0 on host {host} has waited 3"
+        )) && done.stderr.contains(&format!(
+            "s in the gossamer bootstrap for rank 1 on host {host}, which is running but has not \
+             joined the gossamer job. If it runs another program"
+        )),
+        "{what}: no note of the wait\n{report}"
+    );
+    assert_nothing_left(&prefix, &guard, what, &done);
+}
+
 /// A rank that runs once while the others run twice ends the job. (It waited in `MPI_Finalize`
 /// for the others, and they for it in their second run: nobody ever exited.)
 #[test]
