@@ -348,13 +348,15 @@ unsafe fn tramp_spawn<F: FnOnce() -> R + Copy + 'static, R: Wire>(
 }
 
 /// Starts `f` as a fiber that answers request `req` of `client` with its result (or its panic).
+/// A fiber whose stack cannot be had (the process's fiber limit, say) is answered with why, for
+/// the client's `join` to report: a panic here, in the poller, ended the whole run.
 fn spawn_answering<R: Wire>(
     core: &WorkerCore,
     client: usize,
     req: u32,
     f: impl FnOnce() -> R + 'static,
 ) {
-    core.spawn_fiber(move || {
+    let started = core.try_spawn_fiber(move || {
         let r = catch_unwind(AssertUnwindSafe(f));
         let r = match r {
             Ok(v) => Ok(v),
@@ -364,6 +366,9 @@ fn spawn_answering<R: Wire>(
             core.respond::<R>(client, req, r);
         }
     });
+    if let Err(why) = started {
+        core.respond::<R>(client, req, Err(DelegationError::Panicked(why)));
+    }
 }
 
 /// Starts `f(arg)` as a fiber on `worker` (this one included), moving `arg` there: how owned data

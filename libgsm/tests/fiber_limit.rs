@@ -7,7 +7,7 @@ use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::rc::Rc;
 
-use gossamer::{Config, spawn, yield_now};
+use gossamer::{Config, WorkerId, spawn, spawn_on, yield_now};
 
 #[test]
 fn the_fiber_limit_of_a_process_is_named_as_the_kernels_mapping_limit() {
@@ -20,8 +20,8 @@ fn the_fiber_limit_of_a_process_is_named_as_the_kernels_mapping_limit() {
         eprintln!("vm.max_map_count is {limit}: too many fibers to reach it in a test; skipped");
         return;
     }
-    let (alive, message) = gossamer::run(
-        Config::default().workers(1).stack_size(64 << 10),
+    let (alive, message, remote) = gossamer::run(
+        Config::default().workers(2).stack_size(64 << 10),
         move || {
             let go = Rc::new(Cell::new(false));
             let mut fibers = Vec::new();
@@ -47,13 +47,17 @@ fn the_fiber_limit_of_a_process_is_named_as_the_kernels_mapping_limit() {
                 }
             };
             let alive = fibers.len();
+            // A fiber asked of another worker meets the same limit there: its join says so,
+            // and the run goes on (that worker's poller panicked, which ended the run).
+            let remote = spawn_on(WorkerId::new(1), || 7u32).try_join();
             go.set(true);
             for f in fibers {
                 f.join();
             }
-            // The stacks are back: fibers start again.
-            spawn(|| 7).join();
-            (alive, message)
+            // The stacks are back: fibers start again, here and there.
+            assert_eq!(spawn(|| 7).join(), 7);
+            assert_eq!(spawn_on(WorkerId::new(1), || 8u32).join(), 8);
+            (alive, message, remote)
         },
     )
     .unwrap();
@@ -68,5 +72,20 @@ fn the_fiber_limit_of_a_process_is_named_as_the_kernels_mapping_limit() {
             && message.contains("fibers can be alive at once")
             && !message.contains("GSM_STACK_SIZE"),
         "{message}"
+    );
+    match remote {
+        Err(e) => assert!(e.to_string().contains("vm.max_map_count"), "{e}"),
+        Ok(v) => panic!("a fiber started on worker 1 past the limit (it returned {v})"),
+    }
+    // The mappings it says the process holds are those the kernel counts: not past the limit.
+    let held: usize = message
+        .split("this process holds ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of mappings in: {message}"));
+    assert!(
+        held <= limit && held + 16 >= limit,
+        "{held} of {limit}: {message}"
     );
 }
