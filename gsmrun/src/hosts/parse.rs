@@ -201,7 +201,7 @@ pub(crate) fn host_option(src: Source<'_>) -> Result<Vec<Host>, HostsError> {
     };
     for p in opt.into_inner() {
         if p.as_rule() == Rule::item {
-            let it = item(&src, p)?;
+            let it = item(&src, p, false)?;
             let slots = it.count.map_or(1, |(n, _)| n);
             merger.add(&it, slots, None)?;
         }
@@ -244,7 +244,7 @@ fn entry(
     let mut user: Option<(String, usize)> = None;
     for p in pair.into_inner() {
         match p.as_rule() {
-            Rule::item => items.push(item(src, p)?),
+            Rule::item => items.push(item(src, p, true)?),
             Rule::attr => {
                 let (key, at, kw, value) = attr(src, p)?;
                 match key {
@@ -450,7 +450,9 @@ fn count(
     })
 }
 
-fn item(src: &Source<'_>, pair: Pair<'_, Rule>) -> Result<Item, HostsError> {
+/// One `[user@]host[:N]` item of a hostfile line (`keys`: the line may carry `slots=N`) or of
+/// `-H` (no keys there).
+fn item(src: &Source<'_>, pair: Pair<'_, Rule>, keys: bool) -> Result<Item, HostsError> {
     let span = pair.as_span();
     let mut it = Item {
         at: span.start(),
@@ -475,12 +477,25 @@ fn item(src: &Source<'_>, pair: Pair<'_, Rule>) -> Result<Item, HostsError> {
             Rule::ipv6 => it.names.push(p.as_str().to_string()),
             Rule::pattern => it.names = hostlist::expand(src, p)?,
             Rule::count => it.count = Some((count(src, p.as_str(), at, w, "slot count")?, at)),
+            // `host:` with nothing after the `:` (the count rule needs a character).
+            Rule::extra if it.count.is_none() && w == 0 => {
+                return Err(src.error(
+                    at.saturating_sub(1),
+                    1,
+                    "nothing after `:`: the slot count is missing",
+                    "write `host:N` with the number of slots, or leave out the `:`",
+                ));
+            }
             Rule::extra => {
                 return Err(src.error(
                     at.saturating_sub(1),
                     w + 1,
                     "a second `:` field after `host:N` is not supported",
-                    "write `host:N`; for an IPv6 address give its slots with `slots=N`",
+                    if keys {
+                        "write `host:N`; for an IPv6 address give its slots with `slots=N`"
+                    } else {
+                        "write `host:N`"
+                    },
                 ));
             }
             _ => {}

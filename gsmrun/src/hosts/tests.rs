@@ -615,6 +615,18 @@ fn host_option_errors_show_the_host_option_syntax() {
         e.report.contains("slot count `x` is not a number") && e.report.contains("e.g. `host:4`"),
         "{e}"
     );
+    // `host:` lacks its count, and a third field is refused without the hostfile's `slots=`.
+    let e = parse_host_option("a:").unwrap_err();
+    assert!(
+        e.report
+            .starts_with("-H/--host:1:2: nothing after `:`: the slot count is missing"),
+        "{e}"
+    );
+    let e = parse_host_option("node1:2:x").unwrap_err();
+    assert!(
+        e.report.contains("a second `:` field") && !e.report.contains("slots="),
+        "{e}"
+    );
     // A hostfile line still shows the line's syntax.
     let e = err("a !\n");
     assert!(
