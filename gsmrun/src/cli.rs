@@ -147,6 +147,9 @@ fn seconds(s: &str) -> Result<f64, String> {
         .trim()
         .parse()
         .map_err(|_| "expected a number of seconds, such as 30 or 0.5".to_string())?;
+    if t == f64::INFINITY {
+        return Err("give a finite number of seconds (leave the option out for no limit)".into());
+    }
     if !(t > 0.0 && t.is_finite()) {
         return Err("give a positive number of seconds".to_string());
     }

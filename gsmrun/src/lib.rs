@@ -320,23 +320,43 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
              start; use --fabric auto, shm or tcp"
         )));
     }
-    // GSM_THREADS of gsmrun's environment reaches every rank when -t is not given (see
-    // `env::passed_settings`): a value the runtime would refuse is refused here, before the
-    // launch, as -t's is, instead of by every rank after it.
-    if let Some(v) = var(env::job::THREADS).filter(|v| !v.trim().is_empty())
-        && cli.threads_per_rank.is_none()
-    {
-        let t = v.trim();
-        let in_range = t.bytes().all(|b| b.is_ascii_digit())
-            && t.parse::<u32>()
-                .is_ok_and(|n| (1..=env::job::MAX_THREADS).contains(&n));
-        if !in_range {
-            return Err(Error::Usage(format!(
-                "{}={v} in gsmrun's environment: every rank would refuse it; give a whole number \
-                 of worker threads from 1 to {} (or pass -t N, which takes precedence)",
-                env::job::THREADS,
-                env::job::MAX_THREADS
-            )));
+    // GSM_THREADS reaches every rank when -t is not given, from `-x GSM_THREADS=N` or else from
+    // gsmrun's environment (see `env::passed_settings`): a value the runtime would refuse is
+    // refused here, before the launch, as -t's is, instead of by every rank after it.
+    if cli.threads_per_rank.is_none() {
+        let given = cli
+            .export
+            .iter()
+            .filter_map(|e| Export::parse(e).ok())
+            .filter(|e| e.name == env::job::THREADS)
+            .find_map(|e| e.value);
+        let (value, whence) = match given {
+            Some(v) => (Some(v), "-x"),
+            // A value that is not UTF-8 is passed on too, and refused by the runtime.
+            None => (
+                var(env::job::THREADS).or_else(|| {
+                    std::env::var_os(env::job::THREADS).map(|v| v.to_string_lossy().into_owned())
+                }),
+                "in gsmrun's environment",
+            ),
+        };
+        if let Some(v) = value.filter(|v| !v.trim().is_empty()) {
+            let t = v.trim();
+            let in_range = t.bytes().all(|b| b.is_ascii_digit())
+                && t.parse::<u32>()
+                    .is_ok_and(|n| (1..=env::job::MAX_THREADS).contains(&n));
+            if !in_range {
+                let what = if whence == "-x" {
+                    format!("-x {}={v}", env::job::THREADS)
+                } else {
+                    format!("{}={v} {whence}", env::job::THREADS)
+                };
+                return Err(Error::Usage(format!(
+                    "{what}: every rank would refuse it; give a whole number of worker threads \
+                     from 1 to {} (or pass -t N, which takes precedence)",
+                    env::job::MAX_THREADS
+                )));
+            }
         }
     }
     if cli.threads_per_rank == Some(0) {
@@ -466,7 +486,9 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
         .iter()
         .filter_map(|e| Export::parse(e).ok())
         .filter(|e| {
-            let unset = e.value.is_none() && var(&e.name).is_none();
+            // A value that is not UTF-8 is set all the same (the launcher passes it on).
+            let unset =
+                e.value.is_none() && var(&e.name).is_none() && std::env::var_os(&e.name).is_none();
             if unset {
                 warnings.push(format!(
                     "gsmrun: warning: -x {0}: {0} is not set in gsmrun's environment, so the \

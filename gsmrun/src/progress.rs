@@ -181,7 +181,7 @@ impl Progress {
 
     /// Once, when a rank has waited [`JOIN_WAIT_NOTE`] in the bootstrap (joined, no run yet)
     /// while ranks that run (they said hello and have not exited) have not joined: the line that
-    /// says so, naming both (see the module docs).
+    /// says so, naming both (see the module docs); the caller adds how the job can end.
     pub fn waiting_note(&mut self, now: Instant) -> Option<String> {
         if self.noted {
             return None;
@@ -214,8 +214,7 @@ impl Progress {
             "gsmrun: note: {} {} waited {} s in the gossamer bootstrap for {}, which {} running \
              but {} not joined the gossamer job. If {} another program (one that does not call \
              gossamer::run or spmd, or a different build at the same path), the job waits for \
-             ever: every rank must run the same gossamer program. End it with Ctrl-C, or give \
-             --timeout",
+             ever: every rank must run the same gossamer program.",
             ranks_on_hosts(&waiting),
             if waiting.len() == 1 { "has" } else { "have" },
             waited.as_secs(),

@@ -435,7 +435,11 @@ pub fn run(
                 }
             }
             if let Some(note) = progress.waiting_note(now) {
-                say(format_args!("{note}"));
+                let end = match opts.timeout {
+                    Some(t) => format!("--timeout {} s ends it", fmt_secs(t)),
+                    None => "End it with Ctrl-C, or give --timeout".to_string(),
+                };
+                say(format_args!("{note} {end}"));
             }
             if let Some((status, at)) = launcher_status {
                 let all_closed = conns.values().all(|c| c.closed);
@@ -769,8 +773,11 @@ fn remove_open_mpi_session_dir(launcher_pid: i32) {
 }
 
 fn fmt_secs(s: f64) -> String {
-    if s.fract() == 0.0 {
+    if s.fract() == 0.0 && s < 1e15 {
         format!("{}", s as u64)
+    } else if !(1e-4..1e15).contains(&s) {
+        // `1e-300` as typed, not as 300 zeros.
+        format!("{s:e}")
     } else {
         format!("{s}")
     }
@@ -1183,6 +1190,17 @@ mod tests {
             "{}",
             killed.line()
         );
+    }
+
+    #[test]
+    fn seconds_are_shown_short_however_small_or_large() {
+        assert_eq!(fmt_secs(40.0), "40");
+        assert_eq!(fmt_secs(2.5), "2.5");
+        assert_eq!(fmt_secs(0.001), "0.001");
+        // Not 300 zeros, nor 19 digits of a rounded float.
+        assert_eq!(fmt_secs(1e-300), "1e-300");
+        assert_eq!(fmt_secs(1e-9), "1e-9");
+        assert_eq!(fmt_secs(9.2e18), "9.2e18");
     }
 
     #[test]

@@ -404,6 +404,20 @@ fn a_worker_count_every_rank_would_refuse_is_refused_before_the_launch() {
             "GSM_THREADS={v}: {stderr}"
         );
     }
+    // The same value given with -x, which goes before the environment's.
+    let out = gsmrun(&["-x", "GSM_THREADS=0", "--dry-run", "app"], "openmpi");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("-x GSM_THREADS=0: every rank would refuse it"),
+        "{}",
+        stderr_of(&out)
+    );
+    let out = gsmrun_with(
+        &["-x", "GSM_THREADS=2", "--dry-run", "app"],
+        "openmpi",
+        &[("GSM_THREADS", "0")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     for (env, args) in [
         ("3", &["--dry-run", "app"][..]),
         ("", &["--dry-run", "app"]),
@@ -435,6 +449,7 @@ fn a_bad_time_limit_is_quoted_as_given_and_explained() {
             "expected a number of seconds, such as 30",
         ),
         ("--timeout", "nan", "give a positive number of seconds"),
+        ("--timeout", "inf", "give a finite number of seconds"),
         ("--start-timeout", "-5", "give a positive number of seconds"),
     ] {
         let out = gsmrun(&[option, value, "--dry-run", "app"], "openmpi");

@@ -370,7 +370,7 @@ fn a_rank_running_another_program_that_keeps_running_is_named_after_30_s() {
         )) && done.stderr.contains(&format!(
             "s in the gossamer bootstrap for rank 1 on host {host}, which is running but has not \
              joined the gossamer job. If it runs another program"
-        )),
+        )) && done.stderr.contains("gossamer program. --timeout 36 s ends it\n"),
         "{what}: no note of the wait\n{report}"
     );
     assert_nothing_left(&prefix, &guard, what, &done);
