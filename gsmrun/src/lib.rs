@@ -330,26 +330,23 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
             .filter_map(|e| Export::parse(e).ok())
             .filter(|e| e.name == env::job::THREADS)
             .find_map(|e| e.value);
-        let (value, whence) = match given {
-            Some(v) => (Some(v), "-x"),
-            // A value that is not UTF-8 is passed on too, and refused by the runtime.
-            None => (
-                var(env::job::THREADS).or_else(|| {
-                    std::env::var_os(env::job::THREADS).map(|v| v.to_string_lossy().into_owned())
-                }),
-                "in gsmrun's environment",
-            ),
-        };
+        let from_x = given.is_some();
+        // A value that is not UTF-8 is passed on too, and refused by the runtime.
+        let value = given.or_else(|| {
+            var(env::job::THREADS).or_else(|| {
+                std::env::var_os(env::job::THREADS).map(|v| v.to_string_lossy().into_owned())
+            })
+        });
         if let Some(v) = value.filter(|v| !v.trim().is_empty()) {
             let t = v.trim();
             let in_range = t.bytes().all(|b| b.is_ascii_digit())
                 && t.parse::<u32>()
                     .is_ok_and(|n| (1..=env::job::MAX_THREADS).contains(&n));
             if !in_range {
-                let what = if whence == "-x" {
+                let what = if from_x {
                     format!("-x {}={v}", env::job::THREADS)
                 } else {
-                    format!("{}={v} {whence}", env::job::THREADS)
+                    format!("{}={v} in gsmrun's environment", env::job::THREADS)
                 };
                 return Err(Error::Usage(format!(
                     "{what}: every rank would refuse it; give a whole number of worker threads \

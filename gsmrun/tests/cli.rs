@@ -638,16 +638,7 @@ fn an_exported_variable_that_is_not_set_is_left_out_saying_so() {
         "app",
     ];
     for flavour in ["openmpi", "hydra"] {
-        let mut cmd = Command::new(BIN);
-        let out = cmd
-            .args(args)
-            .env("GSM_MPI_FLAVOUR", flavour)
-            .env("GOSSAMER_TEST_EMPTY", "")
-            .env_remove("GOSSAMER_TEST_NOT_SET")
-            .env_remove("SLURM_JOB_ID")
-            .env_remove("PBS_NODEFILE")
-            .output()
-            .expect("run gsmrun");
+        let out = gsmrun_with(&args, flavour, &[("GOSSAMER_TEST_EMPTY", "")]);
         let stderr = stderr_of(&out);
         assert_eq!(out.status.code(), Some(0), "{stderr}");
         let command = dry_command(&out);

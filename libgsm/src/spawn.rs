@@ -510,7 +510,7 @@ pub fn wait_for(mut cond: impl FnMut() -> bool) {
 /// Outside a gossamer worker.
 #[track_caller]
 pub fn oversubscribed() -> bool {
-    core_or_panic("oversubscribed").shared.oversubscribed
+    core_or_panic("oversubscribed").shared.oversubscribed()
 }
 
 /// The current run's host boards (`crate::board::host_board`).

@@ -246,13 +246,6 @@ impl Place {
         crate::config::available_cpus().min(online.saturating_sub(others))
     }
 
-    /// Whether this host runs more workers than there are CPUs for them: this rank's workers
-    /// beyond the CPUs it may use, or the workers of every rank on this host beyond the host's
-    /// online CPUs.
-    pub(crate) fn oversubscribed(&self) -> bool {
-        self.local > self.cpu_room()
-    }
-
     /// Whether global worker `g` belongs to this rank.
     #[inline]
     pub(crate) fn is_local(&self, g: usize) -> bool {
@@ -329,8 +322,6 @@ pub(crate) struct Shared {
     /// Per local worker: slots it published to, and consumed from, rings of other ranks.
     pub sent: Vec<Counter>,
     pub received: Vec<Counter>,
-    /// Whether this host has more workers than CPUs ([`Place::oversubscribed`]).
-    pub oversubscribed: bool,
     /// This rank's workers that are not asleep in their doorbells, and how many of them have a
     /// CPU each ([`Place::cpu_room`]): see [`Shared::spin`].
     pub awake: AtomicUsize,
@@ -357,7 +348,6 @@ impl Shared {
             bells[place.base + l] = Some(Bell::Door(d.clone()));
         }
         Shared {
-            oversubscribed: place.oversubscribed(),
             awake: AtomicUsize::new(n),
             cpu_room: place.cpu_room(),
             epoch: RUNTIMES
@@ -383,6 +373,13 @@ impl Shared {
             received: (0..n).map(|_| Counter::default()).collect(),
             place,
         }
+    }
+
+    /// Whether this host runs more workers than there are CPUs for them: this rank's workers
+    /// beyond the CPUs it may use, or the workers of every rank on this host beyond the host's
+    /// online CPUs ([`Place::cpu_room`]).
+    pub(crate) fn oversubscribed(&self) -> bool {
+        self.place.local > self.cpu_room
     }
 
     /// Idle turns a worker spins before yielding: [`SPIN`] while this rank's awake workers have
@@ -2995,7 +2992,7 @@ mod tests {
             Shared::new(place, doors, bells, 1, false)
         };
         let sh = shared(Place::single(cpus + 6));
-        assert!(sh.oversubscribed);
+        assert!(sh.oversubscribed());
         assert_eq!(sh.spin(), SPIN_OVERSUBSCRIBED, "{} workers awake", cpus + 6);
         sh.awake.store(cpus, Ordering::Relaxed);
         assert_eq!(sh.spin(), SPIN, "{cpus} workers awake on {cpus} CPUs");
@@ -3009,7 +3006,7 @@ mod tests {
         place.hosts.push(place.hosts[0].clone());
         assert_eq!(place.cpu_room(), 0);
         let sh = shared(place);
-        assert!(sh.oversubscribed);
+        assert!(sh.oversubscribed());
         assert_eq!(sh.spin(), SPIN_OVERSUBSCRIBED);
         // The same other rank on another host leaves this one the CPUs.
         let mut place = Place::single(1);
