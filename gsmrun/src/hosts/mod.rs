@@ -59,13 +59,14 @@ pub struct HostsError {
 /// Parse a hostfile's text; `path` is used only in messages.
 ///
 /// Accepted, line by line (see `hostfiles/README.md` and `grammar.pest`):
-/// `[user@]host[:N] [slots=N] [max_slots=M] [user=NAME]` where `host` is a name, an IPv4 or IPv6
+/// `[user@]host[:N] [slots=N] [max_slots=M] [user=NAME]` where `host` is a name, an IPv4
 /// address, or a Slurm hostlist pattern (`node[01-04,07]`), several comma-separated items sharing
 /// the keys; comments `#`, `//`, `/* … */` (a block comment counts as a space, as in C); blank
 /// lines, CRLF and a UTF-8 BOM. Decisions where Open MPI, Hydra and Slurm are silent or differ:
 /// - default slots are 1 per line; `max_slots` alone sets slots to it (as Open MPI does);
 /// - Hydra's `host:N` is a slot count; a third `:` field is refused (Hydra ignores it silently);
-///   a name with two or more `:` is an IPv6 address;
+///   a host with two or more `:` (an IPv6 address) is refused, since no MPI launcher can start
+///   a rank at one (see `ipv6_host` in `parse.rs`);
 /// - `^host` exclusions, relative nodes and Open MPI's topology keys (`cores=` …) are refused;
 /// - keys are case-sensitive, as in Open MPI.
 ///

@@ -201,7 +201,7 @@ pub(crate) fn host_option(src: Source<'_>) -> Result<Vec<Host>, HostsError> {
     };
     for p in opt.into_inner() {
         if p.as_rule() == Rule::item {
-            let it = item(&src, p, false)?;
+            let it = item(&src, p)?;
             let slots = it.count.map_or(1, |(n, _)| n);
             merger.add(&it, slots, None)?;
         }
@@ -244,7 +244,7 @@ fn entry(
     let mut user: Option<(String, usize)> = None;
     for p in pair.into_inner() {
         match p.as_rule() {
-            Rule::item => items.push(item(src, p, true)?),
+            Rule::item => items.push(item(src, p)?),
             Rule::attr => {
                 let (key, at, kw, value) = attr(src, p)?;
                 match key {
@@ -450,9 +450,35 @@ fn count(
     })
 }
 
-/// One `[user@]host[:N]` item of a hostfile line (`keys`: the line may carry `slots=N`) or of
-/// `-H` (no keys there).
-fn item(src: &Source<'_>, pair: Pair<'_, Rule>, keys: bool) -> Result<Item, HostsError> {
+/// The error for a host written with two or more `:` (the grammar's `ipv6` rule). No launcher
+/// gsmrun drives can start a rank at an IPv6 literal: Open MPI's `mpirun` refuses any node name
+/// outside letters, digits, `.` and `-` (with a page of text), Hydra reads its hostfile's
+/// `::1:2` as host `1` with 2 slots and hangs in ssh to it, and Slurm's node names are names. So
+/// the host is refused here, where the user's text is, whether or not it is a valid address
+/// (`a:2:3` is most likely a `host:N` with one field too many).
+fn ipv6_host(src: &Source<'_>, text: &str, at: usize, width: usize) -> HostsError {
+    if text.parse::<std::net::Ipv6Addr>().is_ok() {
+        src.error(
+            at,
+            width,
+            &format!(
+                "`{text}` is an IPv6 address, and the MPI launchers cannot start ranks at one"
+            ),
+            "name the host instead (Open MPI refuses addresses with `:` and Hydra misreads them); \
+             an /etc/hosts line such as `::1 node6` gives an address a name",
+        )
+    } else {
+        src.error(
+            at,
+            width,
+            &format!("`{text}` is neither `host:N` nor an IPv6 address"),
+            "write `host:N`, with one `:` before the slot count",
+        )
+    }
+}
+
+/// One `[user@]host[:N]` item of a hostfile line or of `-H`.
+fn item(src: &Source<'_>, pair: Pair<'_, Rule>) -> Result<Item, HostsError> {
     let span = pair.as_span();
     let mut it = Item {
         at: span.start(),
@@ -474,7 +500,7 @@ fn item(src: &Source<'_>, pair: Pair<'_, Rule>, keys: bool) -> Result<Item, Host
                 ));
             }
             Rule::user => it.user = Some(p.as_str().to_string()),
-            Rule::ipv6 => it.names.push(p.as_str().to_string()),
+            Rule::ipv6 => return Err(ipv6_host(src, p.as_str(), at, w)),
             Rule::pattern => it.names = hostlist::expand(src, p)?,
             Rule::count => it.count = Some((count(src, p.as_str(), at, w, "slot count")?, at)),
             // `host:` with nothing after the `:` (the count rule needs a character).
@@ -491,11 +517,7 @@ fn item(src: &Source<'_>, pair: Pair<'_, Rule>, keys: bool) -> Result<Item, Host
                     at.saturating_sub(1),
                     w + 1,
                     "a second `:` field after `host:N` is not supported",
-                    if keys {
-                        "write `host:N`; for an IPv6 address give its slots with `slots=N`"
-                    } else {
-                        "write `host:N`"
-                    },
+                    "write `host:N`",
                 ));
             }
             _ => {}

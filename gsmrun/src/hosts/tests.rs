@@ -59,19 +59,41 @@ fn comments_blank_lines_crlf_bom() {
 }
 
 #[test]
-fn hydra_host_colon_n_and_ipv6() {
-    let h = hf("a:4\nb:2 user=me\n10.0.0.1:3\nfe80::1 slots=2\n::1\n");
-    assert_eq!(
-        names_slots(&h),
-        ns(&[
-            ("a", 4),
-            ("b", 2),
-            ("10.0.0.1", 3),
-            ("fe80::1", 2),
-            ("::1", 1)
-        ])
-    );
+fn hydra_host_colon_n() {
+    let h = hf("a:4\nb:2 user=me\n10.0.0.1:3\n");
+    assert_eq!(names_slots(&h), ns(&[("a", 4), ("b", 2), ("10.0.0.1", 3)]));
     assert_eq!(h[1].user.as_deref(), Some("me"));
+}
+
+/// Open MPI refuses a node name with `:` and Hydra reads `::1:2` as host `1`, so an IPv6 address
+/// is refused where it is written, and a `host:N` with hex-digit names and a field too many is
+/// not taken for one.
+#[test]
+fn ipv6_hosts_are_refused_where_they_are_written() {
+    for (text, col) in [
+        ("a\nfe80::1 slots=2\n", 1),
+        ("b\n  ::1\n", 3),
+        ("c\nu@::1:2\n", 3),
+    ] {
+        let e = err(text);
+        assert_eq!((e.line, e.column), (Some(2), Some(col)), "{e}");
+        assert!(
+            e.report
+                .contains("is an IPv6 address, and the MPI launchers cannot start ranks at one")
+                && e.report.contains("help: name the host instead"),
+            "{e}"
+        );
+    }
+    let e = parse_host_option("a:2:3").unwrap_err();
+    assert!(
+        e.report
+            .starts_with("-H/--host:1:1: `a:2:3` is neither `host:N` nor an IPv6 address")
+            && e.report.contains("^^^^^")
+            && e.report.contains("help: write `host:N`, with one `:`"),
+        "{e}"
+    );
+    let e = parse_host_option("node1,::1").unwrap_err();
+    assert_eq!((e.line, e.column), (Some(1), Some(7)), "{e}");
 }
 
 #[test]
