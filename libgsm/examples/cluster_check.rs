@@ -37,7 +37,10 @@
 //! `--panic-between-runs R` makes rank R panic between its first and second run, and
 //! `--bad-config-rank R` gives rank R's second run a configuration it refuses (both must end the
 //! job, not leave the other ranks waiting in the second run); `--run-on-thread` runs everything
-//! on a thread other than the process's main thread; `--quick` skips the 64 MiB argument.
+//! on a thread other than the process's main thread; `--stay-rank R` makes rank R, when its run
+//! fails, print the error and stay alive for 120 s, then exit 0 (a program that handles the
+//! failure and goes on: the others must not run on until it ends); `--quick` skips the 64 MiB
+//! argument.
 //!
 //! Output ends with `cluster_check: rank R of N passed C checks (W workers)` on every rank.
 
@@ -438,6 +441,11 @@ fn checked_main() {
         Ok(v) => v,
         Err(e) => {
             gossamer::eprint_line(format_args!("cluster_check: {e}"));
+            if arg("--stay-rank") == rank_number() {
+                // A program that handles the failure and goes on with other work.
+                std::thread::sleep(std::time::Duration::from_secs(120));
+                std::process::exit(0);
+            }
             std::process::exit(1);
         }
     };

@@ -39,6 +39,16 @@
 //! vanished peer or a failure never leaves it waiting in MPI; peers on other hosts are watched
 //! by the tcp fabric (a closed connection). Then every rank stops its workers, tells its fabrics
 //! that closing is expected, passes one more barrier, and drops them.
+//!
+//! **A failed run is told.** A rank whose run fails (a panic, a broken record, a property
+//! count gone wrong) sends every other rank a failure note with its error (an `MPI_Isend` on
+//! gossamer's own communicator, never waited for), and each rank's waiting thread takes notes
+//! as it goes: the run then fails there with [`Error::PeerFailed`], carrying the first rank's
+//! error. Without the note the others ran on until the failed rank's process ended, which
+//! need not be soon (its program may handle the error and go on), and then reported it as
+//! vanished. A rank that sees a peer vanish waits a moment for that peer's note, so that a
+//! rank that failed and then exited is reported with its reason. Losses of peers and
+//! deadlocks are not told: every rank finds those by itself.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -528,12 +538,17 @@ fn start_multi(
         shared.begin_drain();
     }
     let handles = spawn_workers(config, &shared, ends, roots);
-    let ended = terminate(job, &shared);
+    let mut notes = Notes::default();
+    let ended = terminate(job, &shared, &mut notes);
     if let Err(e) = &ended {
         shared.fail(e.clone());
     }
     shared.stop_all();
     let result = join_workers(&shared, handles);
+    if let Err(e) = &result {
+        // A failure of the teardown itself (a worker thread that died) is told too.
+        notes.post(job, e);
+    }
     if let Some(f) = &mut shm {
         f.closing();
     }
@@ -637,6 +652,71 @@ fn sample(sh: &Shared) -> Option<[u64; 5]> {
     ])
 }
 
+/// The failure notes of one run (see the module docs): whether this rank has told the others
+/// of its failure.
+#[derive(Default)]
+struct Notes {
+    posted: bool,
+}
+
+/// How long a rank that saw a peer vanish waits for that peer's failure note, which may come
+/// by another path than the one that showed the loss (MPI's own connection, not the fabric's).
+/// Only a failing run waits this long.
+const NOTE_GRACE: Duration = Duration::from_millis(200);
+
+impl Notes {
+    /// Tells the other ranks of `e`, once per run, if it is this rank's own failure: not a
+    /// peer's loss or failure (that peer, or the peer that lost it, tells its own story; and
+    /// a vanished peer may not be sent to) and not a deadlock (every rank finds that together).
+    fn post(&mut self, job: &Job, e: &Error) {
+        let own = !matches!(
+            e,
+            Error::PeerLost { .. }
+                | Error::PeerFailed { .. }
+                | Error::Deadlock { .. }
+                | Error::Fabric(FabricError::PeerLost { .. })
+        );
+        if own && !std::mem::replace(&mut self.posted, true) {
+            job.post_failure(&e.to_string());
+        }
+    }
+
+    /// A peer's failure note, if one has arrived, as this rank's error.
+    fn take(job: &Job) -> Option<Error> {
+        let (rank, cause) = job.failure_note()?;
+        let host = job
+            .peers()
+            .iter()
+            .find(|p| p.rank == rank)
+            .map_or_else(|| "?".to_string(), |p| p.hostname.clone());
+        Some(Error::PeerFailed { rank, host, cause })
+    }
+
+    /// `lost` (a peer vanished), or the failure note that explains it if one arrives within
+    /// [`NOTE_GRACE`]: a peer that failed and then ended (its program returned the error, or
+    /// panicked with it) was seen to vanish, but it said why first.
+    fn explain(job: &Job, lost: Error) -> Error {
+        let until = std::time::Instant::now() + NOTE_GRACE;
+        loop {
+            if let Some(e) = Self::take(job) {
+                return e;
+            }
+            if std::time::Instant::now() >= until {
+                return lost;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// Whether `e` says that a peer vanished (this runtime's watch or a fabric's).
+fn peer_lost(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::PeerLost { .. } | Error::Fabric(FabricError::PeerLost { .. })
+    )
+}
+
 /// Waits until every rank agrees that the job is over, or something failed.
 ///
 /// The job is over when two consecutive waves find every rank quiet with the same totals and
@@ -645,7 +725,13 @@ fn sample(sh: &Shared) -> Option<[u64; 5]> {
 /// rank starts a clock at that wave (the same wave on every rank, since all see the same sums)
 /// and says in its later samples whether [`STALL_CONFIRM`] has passed on it; the first wave in
 /// which every rank says so ends the job as deadlocked on every rank, together.
-fn terminate(job: &Job, sh: &Shared) -> Result<(), Error> {
+///
+/// A failure of this rank is told to the others at once ([`Notes::post`]), and a failure
+/// another rank told ends this rank's run with [`Error::PeerFailed`]: a rank whose run failed
+/// may stay alive (its program caught the error and goes on), and the others would otherwise
+/// keep running until its process ended. A peer seen to vanish is explained by its note when
+/// one comes ([`Notes::explain`]).
+fn terminate(job: &Job, sh: &Shared, notes: &mut Notes) -> Result<(), Error> {
     let mut watch = PeerWatch::new(job);
     let mut wave: Option<crate::bootstrap::Sum> = None;
     let mut prev: Option<(u64, u64)> = None;
@@ -655,7 +741,26 @@ fn terminate(job: &Job, sh: &Shared) -> Result<(), Error> {
             if let Some(w) = wave.take() {
                 w.abandon();
             }
+            let failure = sh.failure.lock().ok().and_then(|f| f.clone());
+            match failure {
+                Some(lost) if peer_lost(&lost) => {
+                    let why = Notes::explain(job, lost);
+                    if matches!(why, Error::PeerFailed { .. }) {
+                        if let Ok(mut f) = sh.failure.lock() {
+                            *f = Some(why);
+                        }
+                    }
+                }
+                Some(e) => notes.post(job, &e),
+                None => {}
+            }
             return Ok(()); // the failure itself is returned by `join_workers`
+        }
+        if let Some(e) = Notes::take(job) {
+            if let Some(w) = wave.take() {
+                w.abandon();
+            }
+            return Err(e);
         }
         if let Some(e) = watch.wait(Duration::from_millis(1)) {
             // A peer that found the job deadlocked in the wave in flight ends at once (no
@@ -672,7 +777,7 @@ fn terminate(job: &Job, sh: &Shared) -> Result<(), Error> {
                     None => w.abandon(),
                 }
             }
-            return Err(e);
+            return Err(Notes::explain(job, e));
         }
         match &mut wave {
             None => {

@@ -109,6 +109,17 @@ pub enum Error {
         /// How it was noticed.
         detail: String,
     },
+    /// Another rank's run failed, and it sent word of why before it gave the job up: its own
+    /// error, as its run returned it there.
+    #[error("rank {rank} (host {host}) failed, which ends the run on every rank: {cause}")]
+    PeerFailed {
+        /// The rank that failed.
+        rank: u32,
+        /// Its host.
+        host: String,
+        /// Its error, as text.
+        cause: String,
+    },
 }
 
 /// The waits of [`Error::Deadlock`] as one text.

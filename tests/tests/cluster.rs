@@ -277,6 +277,56 @@ fn a_panic_on_a_worker_ends_the_job_naming_rank_worker_and_message_tcp() {
     panic_on_rank_1(Some("tcp"));
 }
 
+/// A rank whose run fails while its program goes on (it handles the error and stays alive, for
+/// 120 s here) tells the others why, and their runs end at once with its reason: `rank 1 (host
+/// …) failed, which ends the run on every rank: panic on rank 1, worker …`. Before, they ran on
+/// until rank 1's process ended, and then reported it as vanished.
+fn failure_told_by_a_rank_that_stays(fabric: Option<&str>) {
+    let _serial = serial();
+    let guard = PidGuard::new();
+    let what = &format!(
+        "gsmrun -np 2 --fabric {} cluster_check --panic-rank 1 --stay-rank 1",
+        fabric.unwrap_or("(default)")
+    );
+    let job = spawn(&mut job_command(
+        2,
+        fabric,
+        &["--panic-rank", "1", "--stay-rank", "1", "--quick"],
+    ));
+    let prefix = job_prefix(job.pid() as u32);
+    watch_ranks(&job, 2, &guard);
+    let done = job.wait(LIMIT);
+    let report = done.report();
+    assert!(!done.timed_out, "{what}: must fail, not hang\n{report}");
+    assert_ne!(done.code(), Some(0), "{what}: must fail\n{report}");
+    assert!(
+        done.elapsed < Duration::from_secs(20),
+        "{what}: took {:?} to end (rank 1 stays for 120 s)\n{report}",
+        done.elapsed
+    );
+    let line = done
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("cluster_check: rank 1 (host "))
+        .unwrap_or_else(|| panic!("{what}: rank 0 did not name rank 1's failure\n{report}"));
+    assert!(
+        line.contains(") failed, which ends the run on every rank: panic on rank 1, worker ")
+            && line.ends_with("deliberate panic in a callback on rank 1"),
+        "{what}: rank 0's error does not carry rank 1's: {line}\n{report}"
+    );
+    assert_nothing_left(&prefix, &guard, what, &done);
+}
+
+#[test]
+fn a_failed_rank_that_stays_alive_ends_the_others_with_its_reason_shm() {
+    failure_told_by_a_rank_that_stays(None);
+}
+
+#[test]
+fn a_failed_rank_that_stays_alive_ends_the_others_with_its_reason_tcp() {
+    failure_told_by_a_rank_that_stays(Some("tcp"));
+}
+
 /// A rank whose main fiber calls `std::process::exit(3)` in the middle of a run ends, and the
 /// job with it, with that status. (The exit handler waited for the job state the run held, so
 /// the process never ended and neither did the job.)

@@ -393,6 +393,28 @@ impl Job {
             .ok_or_else(|| vals.to_vec()))
     }
 
+    /// Tells every other rank why this rank's run failed: a failure note, which
+    /// [`failure_note`](Self::failure_note) takes on their side. Waits for nothing; the note is
+    /// on its way when this returns. A text longer than [`NOTE_MAX`](mpi_calls::NOTE_MAX)
+    /// bytes is cut at a character boundary, and the note says so (this rank's own error has
+    /// all of it).
+    pub fn post_failure(&self, text: &str) {
+        let Some(mpi) = &self.mpi else {
+            return;
+        };
+        let note = cut_note(text, mpi_calls::NOTE_MAX);
+        for peer in (0..self.size()).filter(|&r| r != self.rank()) {
+            mpi.post_note(peer, note.as_bytes());
+        }
+    }
+
+    /// A failure note another rank posted with [`post_failure`](Self::post_failure), if one
+    /// has arrived: `(its rank, its text)`. Never waits.
+    pub fn failure_note(&self) -> Option<(u32, String)> {
+        let (rank, bytes) = self.mpi.as_ref()?.take_note()?;
+        Some((rank, String::from_utf8_lossy(&bytes).into_owned()))
+    }
+
     /// Gives up MPI without finalising it: after a failure in which a peer may be gone,
     /// `MPI_Finalize` could wait for it forever. The process should exit soon after.
     pub fn abandon(&mut self) {
@@ -442,6 +464,20 @@ impl Sum {
             w.abandon();
         }
     }
+}
+
+/// What [`Job::post_failure`] sends for `text`: all of it when it fits in `max` bytes, or else
+/// as much as fits at a character boundary with a mark saying that the rest was cut.
+fn cut_note(text: &str, max: usize) -> String {
+    const CUT: &str = " [… cut; the failed rank's own error has all of it]";
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max.saturating_sub(CUT.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{CUT}", &text[..end])
 }
 
 /// A failed bootstrap has given the job up (MPI is finalised by then), except a build mismatch,
@@ -556,6 +592,20 @@ pub(crate) fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_failure_note_is_cut_at_a_character_and_says_so() {
+        assert_eq!(cut_note("short", 100), "short");
+        let long = "é".repeat(100);
+        let note = cut_note(&long, 80);
+        assert!(note.len() <= 80, "{} bytes", note.len());
+        assert!(
+            note.starts_with("éé") && note.ends_with("has all of it]"),
+            "{note}"
+        );
+        let exact = "x".repeat(80);
+        assert_eq!(cut_note(&exact, 80), exact);
+    }
 
     #[test]
     fn errors_can_cross_threads() {

@@ -4,22 +4,39 @@
 //! Open MPI's default error handler (`MPI_ERRORS_ARE_FATAL`) aborts the job when a call itself
 //! fails, so the errors returned here are the ones that can be seen before a call is made (MPI
 //! already initialised, a buffer too large for MPI's `int` counts). Nothing here is on the data
-//! path: these calls run at start-up, at the final barrier and at `MPI_Finalize`.
+//! path: these calls run at start-up, in the waves that decide the end of a run, for the note
+//! of a failed run, at the final barrier and at `MPI_Finalize`.
+//!
+//! Gossamer talks on its own duplicate of `MPI_COMM_WORLD`, made once per job, so that a program
+//! that owns MPI and uses the world communicator itself never receives a message of gossamer's
+//! (a failure note, which a receive with `MPI_ANY_TAG` would otherwise take), nor the reverse.
 
 use super::BootstrapError;
 use mpi::Count;
 use mpi::attribute::CommAttribute;
 use mpi::datatype::PartitionMut;
 use mpi::environment::Universe;
+use mpi::point_to_point::MatchedReceiveVec as _;
 use mpi::topology::AnyCommunicator as _;
 use mpi::topology::SimpleCommunicator;
-use mpi::traits::{Communicator, CommunicatorCollectives, Root};
+use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Root, Source};
+
+/// The tag of a failure note (see [`Mpi::post_note`]); gossamer's communicator carries no other
+/// point-to-point message.
+const NOTE_TAG: mpi::Tag = 0x6e6f;
+
+/// The longest failure note sent, in bytes: below the eager limit of every MPI transport (Open
+/// MPI's shared-memory one is 4 KiB), so the note is on its way once the send has been posted,
+/// and needs no progress from a sender that will make no more MPI calls.
+pub(super) const NOTE_MAX: usize = 3072;
 
 /// An initialised MPI library; dropping it calls `MPI_Finalize` when this process initialised
 /// it here (`universe` is `None` when the program initialised MPI itself and owns finalising).
 pub(super) struct Mpi {
-    universe: Option<Universe>,
+    /// Gossamer's duplicate of the world communicator. Declared before `universe`, so that it
+    /// is freed first when an `Mpi` is dropped: `MPI_Comm_free` after `MPI_Finalize` aborts.
     world: SimpleCommunicator,
+    universe: Option<Universe>,
 }
 
 /// `MPI_Init_thread` with `MPI_THREAD_FUNNELED`: the process has several threads (the workers),
@@ -30,7 +47,7 @@ pub(super) fn init() -> Result<Mpi, BootstrapError> {
     }
     let (universe, _provided) = mpi::initialize_with_threading(mpi::Threading::Funneled)
         .ok_or(BootstrapError::AlreadyInitialised)?;
-    let world = universe.world();
+    let world = universe.world().duplicate();
     Ok(Mpi {
         universe: Some(universe),
         world,
@@ -46,7 +63,7 @@ pub(super) fn join_existing() -> Option<Mpi> {
     SimpleCommunicator::self_comm().set_attr(LeavingMark);
     Some(Mpi {
         universe: None,
-        world: SimpleCommunicator::world(),
+        world: SimpleCommunicator::world().duplicate(),
     })
 }
 
@@ -182,7 +199,31 @@ impl Mpi {
         }
     }
 
-    /// `MPI_Barrier` on `MPI_COMM_WORLD`.
+    /// Posts `note` (at most [`NOTE_MAX`] bytes) to rank `to` (`MPI_Isend`) without waiting: the
+    /// request is never completed nor freed (a failed rank makes no more MPI calls), and its
+    /// buffer is leaked, since MPI may still read it.
+    pub(super) fn post_note(&self, to: u32, note: &[u8]) {
+        let note: &'static [u8] = Box::leak(note[..note.len().min(NOTE_MAX)].into());
+        // A rank number fits MPI's `int`: it came from MPI.
+        let request = self
+            .world
+            .process_at_rank(to as mpi::Rank)
+            .immediate_send_with_tag(mpi::request::StaticScope, note, NOTE_TAG);
+        std::mem::forget(request);
+    }
+
+    /// A note another rank posted, if one has arrived: `(its rank, the note)` (`MPI_Improbe`,
+    /// then `MPI_Mrecv`).
+    pub(super) fn take_note(&self) -> Option<(u32, Vec<u8>)> {
+        let probed = self
+            .world
+            .any_process()
+            .immediate_matched_probe_with_tag(NOTE_TAG)?;
+        let (note, status) = probed.matched_receive_vec::<u8>();
+        Some((status.source_rank() as u32, note))
+    }
+
+    /// `MPI_Barrier` (gossamer's communicator spans `MPI_COMM_WORLD`).
     pub(super) fn barrier(&self) -> Result<(), BootstrapError> {
         self.world.barrier();
         Ok(())
