@@ -39,8 +39,8 @@
 //! job, not leave the other ranks waiting in the second run); `--run-on-thread` runs everything
 //! on a thread other than the process's main thread; `--stay-rank R` makes rank R, when its run
 //! fails, print the error and stay alive for 120 s, then exit 0 (a program that handles the
-//! failure and goes on: the others must not run on until it ends); `--quick` skips the 64 MiB
-//! argument.
+//! failure and goes on: the others must not run on until it ends), saying so on stdout, and
+//! `--stay-all` makes every rank do that; `--quick` skips the 64 MiB argument.
 //!
 //! Output ends with `cluster_check: rank R of N passed C checks (W workers)` on every rank.
 
@@ -441,8 +441,9 @@ fn checked_main() {
         Ok(v) => v,
         Err(e) => {
             gossamer::eprint_line(format_args!("cluster_check: {e}"));
-            if arg("--stay-rank") == rank_number() {
+            if arg("--stay-rank") == rank_number() || std::env::args().any(|a| a == "--stay-all") {
                 // A program that handles the failure and goes on with other work.
+                println!("cluster_check: rank {} stays after: {e}", r_rank());
                 std::thread::sleep(std::time::Duration::from_secs(120));
                 std::process::exit(0);
             }

@@ -42,13 +42,13 @@
 //!
 //! **A failed run is told.** A rank whose run fails (a panic, a broken record, a property
 //! count gone wrong) sends every other rank a failure note with its error (an `MPI_Isend` on
-//! gossamer's own communicator, never waited for), and each rank's waiting thread takes notes
-//! as it goes: the run then fails there with [`Error::PeerFailed`], carrying the first rank's
-//! error. Without the note the others ran on until the failed rank's process ended, which
-//! need not be soon (its program may handle the error and go on), and then reported it as
-//! vanished. A rank that sees a peer vanish waits a moment for that peer's note, so that a
-//! rank that failed and then exited is reported with its reason. Losses of peers and
-//! deadlocks are not told: every rank finds those by itself.
+//! gossamer's own communicator, driven out for at most [`NOTE_GRACE`] without waiting for the
+//! receivers), and each rank's waiting thread takes notes as it goes: the run then fails there
+//! with [`Error::PeerFailed`], carrying the first rank's error. Without the note the others ran
+//! on until the failed rank's process ended, which need not be soon (its program may handle the
+//! error and go on), and then reported it as vanished. A rank that sees a peer vanish waits a
+//! moment for that peer's note, so that a rank that failed and then exited is reported with its
+//! reason. Losses of peers and deadlocks are not told: every rank finds those by itself.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -660,8 +660,8 @@ struct Notes {
 }
 
 /// How long a rank that saw a peer vanish waits for that peer's failure note, which may come
-/// by another path than the one that showed the loss (MPI's own connection, not the fabric's).
-/// Only a failing run waits this long.
+/// by another path than the one that showed the loss (MPI's own connection, not the fabric's),
+/// and how long a failed rank drives its notes out. Only a failing run waits this long.
 const NOTE_GRACE: Duration = Duration::from_millis(200);
 
 impl Notes {
@@ -677,7 +677,7 @@ impl Notes {
                 | Error::Fabric(FabricError::PeerLost { .. })
         );
         if own && !std::mem::replace(&mut self.posted, true) {
-            job.post_failure(&e.to_string());
+            job.post_failure(&e.to_string(), NOTE_GRACE);
         }
     }
 

@@ -30,7 +30,7 @@ use gsm_tests::cluster::{
 };
 use gsm_tests::job::{assert_exit, assert_ranks, gsmrun, mpirun};
 use gsm_tests::netns::TwoHosts;
-use gsm_tests::process::{Finished, PidGuard, Running, alive_as, run, spawn};
+use gsm_tests::process::{Finished, Line, PidGuard, Running, alive_as, run, spawn};
 use gsm_tests::scratch::{RunId, Scratch};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -325,6 +325,63 @@ fn a_failed_rank_that_stays_alive_ends_the_others_with_its_reason_shm() {
 #[test]
 fn a_failed_rank_that_stays_alive_ends_the_others_with_its_reason_tcp() {
     failure_told_by_a_rank_that_stays(Some("tcp"));
+}
+
+/// The same between two hosts, two ranks on each, every rank staying alive after its run
+/// failed (so that no exit ends the job): rank 3's note reaches every other rank, over MPI's
+/// tcp transport to ranks 0 and 1, and each of their runs ends with rank 3's reason.
+#[test]
+fn a_failure_on_one_host_is_told_to_every_rank_of_both() {
+    let _serial = serial();
+    let bed = TwoHosts::shared();
+    let scratch = Scratch::new("cluster", RunId::next());
+    let hostfile = scratch.write("hosts", &bed.hostfile(2));
+    let mut cmd = gsmrun(["-np", "4", "-t", "2", "-hostfile"]);
+    cmd.arg(&hostfile)
+        .arg("--launch-agent")
+        .arg(TwoHosts::agent())
+        .arg(cluster_check())
+        .args(["--panic-rank", "3", "--stay-all", "--quick"]);
+    cmd.envs(bed.mpi_env());
+    let guard = PidGuard::new();
+    let what = "gsmrun -np 4 over two namespaces, cluster_check --panic-rank 3 --stay-all";
+    let mut job = spawn(&mut cmd);
+    let prefix = job_prefix(job.pid() as u32);
+    watch_ranks(&job, 4, &guard);
+    let stays = |lines: &[Line]| {
+        lines
+            .iter()
+            .filter(|l| l.text.contains(" stays after: "))
+            .count()
+    };
+    let told = job.wait_for_stdout(Duration::from_secs(15), |lines| stays(lines) == 4);
+    let lines = job.stdout_lines();
+    // Every rank has said why its run ended; the job would stay for 120 s.
+    job.signal(libc::SIGTERM);
+    let done = job.wait(LIMIT);
+    let report = done.report();
+    assert!(
+        told,
+        "{what}: only {} of 4 ranks ended their run within 15 s\n{report}",
+        stays(&lines)
+    );
+    for r in 0..3 {
+        let line = lines
+            .iter()
+            .find(|l| {
+                l.text
+                    .starts_with(&format!("cluster_check: rank {r} stays after: "))
+            })
+            .map(|l| l.text.as_str())
+            .unwrap_or_default();
+        assert!(
+            line.contains(": rank 3 (host ")
+                && line.contains(") failed, which ends the run on every rank: panic on rank 3, ")
+                && line.ends_with("deliberate panic in a callback on rank 3"),
+            "{what}: rank {r}'s run did not end with rank 3's reason: {line}\n{report}"
+        );
+    }
+    assert_nothing_left(&prefix, &guard, what, &done);
 }
 
 /// A rank whose main fiber calls `std::process::exit(3)` in the middle of a run ends, and the

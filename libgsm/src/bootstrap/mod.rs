@@ -394,18 +394,21 @@ impl Job {
     }
 
     /// Tells every other rank why this rank's run failed: a failure note, which
-    /// [`failure_note`](Self::failure_note) takes on their side. Waits for nothing; the note is
-    /// on its way when this returns. A text longer than [`NOTE_MAX`](mpi_calls::NOTE_MAX)
-    /// bytes is cut at a character boundary, and the note says so (this rank's own error has
-    /// all of it).
-    pub fn post_failure(&self, text: &str) {
+    /// [`failure_note`](Self::failure_note) takes on their side. Waits up to `within` for the
+    /// notes to leave (see `Mpi::post_notes`), never for their receivers. A text longer than
+    /// [`NOTE_MAX`](mpi_calls::NOTE_MAX) bytes is cut at a character boundary, and the note
+    /// says so (this rank's own error has all of it).
+    pub fn post_failure(&self, text: &str, within: std::time::Duration) {
         let Some(mpi) = &self.mpi else {
             return;
         };
         let note = cut_note(text, mpi_calls::NOTE_MAX);
-        for peer in (0..self.size()).filter(|&r| r != self.rank()) {
-            mpi.post_note(peer, note.as_bytes());
-        }
+        let me = self.rank();
+        mpi.post_notes(
+            (0..self.size()).filter(|&r| r != me),
+            note.as_bytes(),
+            within,
+        );
     }
 
     /// A failure note another rank posted with [`post_failure`](Self::post_failure), if one

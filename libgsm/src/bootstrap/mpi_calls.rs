@@ -20,14 +20,15 @@ use mpi::point_to_point::MatchedReceiveVec as _;
 use mpi::topology::AnyCommunicator as _;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Root, Source};
+use std::time::{Duration, Instant};
 
 /// The tag of a failure note (see [`Mpi::post_note`]); gossamer's communicator carries no other
 /// point-to-point message.
 const NOTE_TAG: mpi::Tag = 0x6e6f;
 
 /// The longest failure note sent, in bytes: below the eager limit of every MPI transport (Open
-/// MPI's shared-memory one is 4 KiB), so the note is on its way once the send has been posted,
-/// and needs no progress from a sender that will make no more MPI calls.
+/// MPI's shared-memory one is 4 KiB), so that a note needs no answer from its receiver to be
+/// sent.
 pub(super) const NOTE_MAX: usize = 3072;
 
 /// An initialised MPI library; dropping it calls `MPI_Finalize` when this process initialised
@@ -199,17 +200,29 @@ impl Mpi {
         }
     }
 
-    /// Posts `note` (at most [`NOTE_MAX`] bytes) to rank `to` (`MPI_Isend`) without waiting: the
-    /// request is never completed nor freed (a failed rank makes no more MPI calls), and its
-    /// buffer is leaked, since MPI may still read it.
-    pub(super) fn post_note(&self, to: u32, note: &[u8]) {
+    /// Sends `note` (at most [`NOTE_MAX`] bytes) to each rank of `to` (`MPI_Isend`), then drives
+    /// the sends (`MPI_Test`) until all are done or `within` has passed: a transport that has no
+    /// connection to a peer yet (Open MPI's tcp one connects on first use) needs the sender's
+    /// progress to open one, and a failed rank makes no MPI call after this. Sends still
+    /// pending then are given up (never freed, nor is the buffer, which MPI may still read).
+    pub(super) fn post_notes(&self, to: impl Iterator<Item = u32>, note: &[u8], within: Duration) {
         let note: &'static [u8] = Box::leak(note[..note.len().min(NOTE_MAX)].into());
         // A rank number fits MPI's `int`: it came from MPI.
-        let request = self
-            .world
-            .process_at_rank(to as mpi::Rank)
-            .immediate_send_with_tag(mpi::request::StaticScope, note, NOTE_TAG);
-        std::mem::forget(request);
+        let mut pending: Vec<_> = to
+            .map(|r| {
+                self.world
+                    .process_at_rank(r as mpi::Rank)
+                    .immediate_send_with_tag(mpi::request::StaticScope, note, NOTE_TAG)
+            })
+            .collect();
+        let until = Instant::now() + within;
+        while !pending.is_empty() && Instant::now() < until {
+            pending = pending.into_iter().filter_map(|r| r.test().err()).collect();
+            std::thread::yield_now();
+        }
+        for r in pending {
+            std::mem::forget(r);
+        }
     }
 
     /// A note another rank posted, if one has arrived: `(its rank, the note)` (`MPI_Improbe`,
