@@ -21,6 +21,13 @@
 //! the launcher's own reports about ranks we ended do not drown the one line that matters.
 //! Output of ranks comes through the wrappers, so it is never lost to a killed launcher.
 //!
+//! **Nothing of the job outlives `gsmrun`.** A launcher may start helpers in sessions of their
+//! own, out of reach of its process group, and leave them behind when it is ended: Hydra's ssh
+//! to a host that never answered, the launch agent Open MPI's `mpirun` started for an orted
+//! that never came. `gsmrun` is the "child subreaper" of its descendants (`prctl`), so such an
+//! orphan becomes its child instead of init's, and when the job is over every process still
+//! descending from `gsmrun` is killed ([`end_leftovers`]).
+//!
 //! This module does not build command lines ([`crate::launch`]) nor start programs on ranks
 //! ([`crate::wrapper`]).
 
@@ -291,6 +298,25 @@ pub fn catch_signals() -> Result<Signals, crate::launch::LaunchError> {
 /// `signals` comes from [`catch_signals`]; one that already arrived ends gsmrun before anything
 /// is started.
 pub fn run(
+    plan: &Plan,
+    env: &[(String, String)],
+    listener: TcpListener,
+    opts: &Options,
+    signals: Signals,
+) -> Result<i32, crate::launch::LaunchError> {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes one integer argument and changes only this
+    // process's attributes. Failure (an old kernel) only loses the clean-up of orphans.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let status = supervise(plan, env, listener, opts, signals);
+    let left = end_leftovers(std::process::id());
+    if !left.is_empty() {
+        tracing::debug!(?left, "killed processes the launcher left behind");
+    }
+    status
+}
+
+/// [`run`] without the clean-up of leftovers.
+fn supervise(
     plan: &Plan,
     env: &[(String, String)],
     listener: TcpListener,
@@ -750,6 +776,55 @@ impl LauncherFailure<'_> {
     }
 }
 
+/// Kills (SIGKILL) every process that descends from `root` (gsmrun) when the job is over: the
+/// launcher's helpers that it left in sessions of their own, adopted by `root` as their
+/// subreaper (see the module docs); nothing in the normal case. Returns their pids. They are
+/// not reaped: gsmrun exits next, and init reaps them.
+fn end_leftovers(root: u32) -> Vec<u32> {
+    let left = descendants(root, &process_parents());
+    for &p in &left {
+        // SAFETY: kill(2) with a pid read from /proc just now; at worst ESRCH.
+        unsafe { libc::kill(p as libc::pid_t, libc::SIGKILL) };
+    }
+    left
+}
+
+/// Every process's `(pid, parent pid)`, from /proc (those that end while it is read are left
+/// out).
+fn process_parents() -> Vec<(u32, u32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        Some((pid, parent_in_stat(&stat)?))
+    })
+    .collect()
+}
+
+/// The parent pid in the text of `/proc/PID/stat`: the second field after the command name,
+/// which is in parentheses and may itself hold spaces and parentheses.
+fn parent_in_stat(stat: &str) -> Option<u32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The pids descending from `root` in `parents` (`(pid, parent pid)` pairs), `root` left out.
+fn descendants(root: u32, parents: &[(u32, u32)]) -> Vec<u32> {
+    let mut found: Vec<u32> = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for &(c, pp) in parents {
+            if pp == p && c != root && !found.contains(&c) {
+                found.push(c);
+                frontier.push(c);
+            }
+        }
+    }
+    found
+}
+
 /// The instant `secs` seconds after `start`, or `None` when no `Instant` can hold it (a huge
 /// `--timeout` such as 1e19 would otherwise panic once the launcher is running; `prepare`
 /// refuses such values with this same test).
@@ -1083,6 +1158,25 @@ fn serve(conn: usize, mut stream: TcpStream, tx: &mpsc::Sender<Event>, key: &str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_parent_is_read_after_a_command_name_with_spaces_and_parentheses() {
+        assert_eq!(parent_in_stat("42 (sleep) S 7 42 42 0 -1"), Some(7));
+        assert_eq!(parent_in_stat("42 (a (b) c) R 9 1 1"), Some(9));
+        assert_eq!(parent_in_stat("42 (cut"), None);
+    }
+
+    #[test]
+    fn descendants_are_found_at_any_depth_and_only_they() {
+        let parents = [(2, 1), (3, 2), (4, 3), (5, 1), (6, 99), (7, 6), (1, 0)];
+        let mut d = descendants(2, &parents);
+        d.sort();
+        assert_eq!(d, [3, 4]);
+        let mut d = descendants(1, &parents);
+        d.sort();
+        assert_eq!(d, [2, 3, 4, 5]);
+        assert!(descendants(4, &parents).is_empty());
+    }
 
     #[test]
     fn only_the_start_of_a_line_is_tagged() {

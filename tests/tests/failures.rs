@@ -1,9 +1,9 @@
 //! How a `gsmrun` job ends when something goes wrong: fate sharing on a rank's failure (fast,
 //! naming the rank), a segfault, SIGINT to `gsmrun`, `--timeout`, bad input (exit 2), and a
-//! launcher that cannot reach a host (exit 1), a reader that closes gsmrun's stdout; and that
-//! output reaches it byte for byte.
+//! launcher that cannot reach a host (exit 1), leaving nothing of that attempt behind, a reader
+//! that closes gsmrun's stdout; and that output reaches it byte for byte.
 
-use gsm_tests::bins::{gsm_hello, testbed_script};
+use gsm_tests::bins::{gsm_hello, hydra_path, testbed_script};
 use gsm_tests::hello::hellos;
 use gsm_tests::job::{assert_exit, gsmrun};
 use gsm_tests::process::{PidGuard, run, spawn};
@@ -644,4 +644,56 @@ fn scopeguard(f: impl FnOnce()) -> impl Drop {
         }
     }
     Guard(Some(f))
+}
+
+/// A launch agent that never reaches its host and runs in a session of its own, as Hydra starts
+/// ssh: gsmrun ends the job at `--start-timeout` and leaves none of it running, under Open MPI's
+/// `mpirun` and Hydra's `mpiexec`. (Neither launcher ended it, nor did the SIGKILL of the
+/// launcher's process group, and it ran on for as long as its connection tried.)
+#[test]
+fn an_agent_that_never_reaches_its_host_does_not_outlive_gsmrun() {
+    let scratch = Scratch::new("silent-agent", RunId::next());
+    let path = hydra_path(scratch.path());
+    for (launcher, hydra) in [("mpirun", false), ("mpiexec", true)] {
+        let guard = PidGuard::new();
+        let log = scratch.join(&format!("{launcher}-agent-pids"));
+        let what = format!(
+            "gsmrun --launcher {launcher} --launch-agent silent-agent -H 127.0.0.2:2 -np 2 true"
+        );
+        let mut cmd = gsmrun(["--launcher", launcher, "--launch-agent"]);
+        cmd.arg(testbed_script("silent-agent"))
+            .args([
+                "--start-timeout",
+                "2",
+                "-H",
+                "127.0.0.2:2",
+                "-np",
+                "2",
+                "true",
+            ])
+            .env("GSM_TEST_AGENT_LOG", &log);
+        if hydra {
+            cmd.env("PATH", &path);
+        }
+        let done = run(&mut cmd, LIMIT);
+        let report = done.report();
+        let pids: Vec<u32> = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        for &pid in &pids {
+            guard.watch(pid, "sleep");
+        }
+        assert_exit(&done, 1, &what);
+        assert!(
+            !pids.is_empty(),
+            "{what}: the launcher never ran the agent, so this proves nothing\n{report}"
+        );
+        let left = guard.survivors(Duration::from_millis(500));
+        assert!(
+            left.is_empty(),
+            "{what}: the agent's processes {left:?} outlived gsmrun\n{report}"
+        );
+    }
 }
