@@ -216,19 +216,32 @@ fn two_hosts_auto_uses_tcp_between_and_shm_within() {
     assert_nothing_left(&prefix, &guard, what, &done);
 }
 
-/// A panic in a callback on rank 1 ends the job fast, naming rank, worker and the panic.
-fn panic_on_rank_1(fabric: Option<&str>) {
-    let _serial = serial();
+/// A 2-rank job of `cluster_check --panic-rank 1 ARGS --quick` that has ended, as it must:
+/// not hanging, not with status 0, within 20 s. Holds the tests' serial lock and the guard of
+/// its ranks, for the caller's own checks and `assert_nothing_left`.
+struct Failed {
+    _serial: MutexGuard<'static, ()>,
+    guard: PidGuard,
+    what: String,
+    prefix: String,
+    done: Finished,
+    report: String,
+}
+
+fn rank_1_panics(fabric: Option<&str>, args: &[&str]) -> Failed {
+    let serial = serial();
     let guard = PidGuard::new();
-    let what = &format!(
-        "gsmrun -np 2 --fabric {} cluster_check --panic-rank 1",
-        fabric.unwrap_or("(default)")
+    let what = format!(
+        "gsmrun -np 2 --fabric {} cluster_check --panic-rank 1 {}",
+        fabric.unwrap_or("(default)"),
+        args.join(" ")
     );
-    let job = spawn(&mut job_command(
-        2,
-        fabric,
-        &["--panic-rank", "1", "--quick"],
-    ));
+    let all: Vec<&str> = ["--panic-rank", "1"]
+        .into_iter()
+        .chain(args.iter().copied())
+        .chain(["--quick"])
+        .collect();
+    let job = spawn(&mut job_command(2, fabric, &all));
     let prefix = job_prefix(job.pid() as u32);
     watch_ranks(&job, 2, &guard);
     let done = job.wait(LIMIT);
@@ -240,6 +253,26 @@ fn panic_on_rank_1(fabric: Option<&str>) {
         "{what}: took {:?} to end\n{report}",
         done.elapsed
     );
+    Failed {
+        _serial: serial,
+        guard,
+        what,
+        prefix,
+        done,
+        report,
+    }
+}
+
+/// A panic in a callback on rank 1 ends the job fast, naming rank, worker and the panic.
+fn panic_on_rank_1(fabric: Option<&str>) {
+    let Failed {
+        guard,
+        what,
+        prefix,
+        done,
+        report,
+        ..
+    } = &rank_1_panics(fabric, &[]);
     let output = format!("{}{}", done.stdout, done.stderr);
     let line = output
         .lines()
@@ -264,7 +297,7 @@ fn panic_on_rank_1(fabric: Option<&str>) {
         done.stderr.contains("rank 1"),
         "{what}: gsmrun does not name rank 1\n{report}"
     );
-    assert_nothing_left(&prefix, &guard, what, &done);
+    assert_nothing_left(prefix, guard, what, done);
 }
 
 #[test]
@@ -282,28 +315,14 @@ fn a_panic_on_a_worker_ends_the_job_naming_rank_worker_and_message_tcp() {
 /// …) failed, which ends the run on every rank: panic on rank 1, worker …`. Before, they ran on
 /// until rank 1's process ended, and then reported it as vanished.
 fn failure_told_by_a_rank_that_stays(fabric: Option<&str>) {
-    let _serial = serial();
-    let guard = PidGuard::new();
-    let what = &format!(
-        "gsmrun -np 2 --fabric {} cluster_check --panic-rank 1 --stay-rank 1",
-        fabric.unwrap_or("(default)")
-    );
-    let job = spawn(&mut job_command(
-        2,
-        fabric,
-        &["--panic-rank", "1", "--stay-rank", "1", "--quick"],
-    ));
-    let prefix = job_prefix(job.pid() as u32);
-    watch_ranks(&job, 2, &guard);
-    let done = job.wait(LIMIT);
-    let report = done.report();
-    assert!(!done.timed_out, "{what}: must fail, not hang\n{report}");
-    assert_ne!(done.code(), Some(0), "{what}: must fail\n{report}");
-    assert!(
-        done.elapsed < Duration::from_secs(20),
-        "{what}: took {:?} to end (rank 1 stays for 120 s)\n{report}",
-        done.elapsed
-    );
+    let Failed {
+        guard,
+        what,
+        prefix,
+        done,
+        report,
+        ..
+    } = &rank_1_panics(fabric, &["--stay-rank", "1"]);
     let line = done
         .stderr
         .lines()
@@ -314,7 +333,7 @@ fn failure_told_by_a_rank_that_stays(fabric: Option<&str>) {
             && line.ends_with("deliberate panic in a callback on rank 1"),
         "{what}: rank 0's error does not carry rank 1's: {line}\n{report}"
     );
-    assert_nothing_left(&prefix, &guard, what, &done);
+    assert_nothing_left(prefix, guard, what, done);
 }
 
 #[test]
