@@ -26,7 +26,7 @@
 //! to a host that never answered, the launch agent Open MPI's `mpirun` started for an orted
 //! that never came. `gsmrun` is the "child subreaper" of its descendants (`prctl`), so such an
 //! orphan becomes its child instead of init's, and when the job is over every process still
-//! descending from `gsmrun` is killed ([`end_leftovers`]).
+//! descending from `gsmrun` is killed (`end_leftovers`).
 //!
 //! This module does not build command lines ([`crate::launch`]) nor start programs on ranks
 //! ([`crate::wrapper`]).

@@ -396,8 +396,8 @@ impl Job {
     /// Tells every other rank why this rank's run failed: a failure note, which
     /// [`failure_note`](Self::failure_note) takes on their side. Waits up to `within` for the
     /// notes to leave (see `Mpi::post_notes`), never for their receivers. A text longer than
-    /// [`NOTE_MAX`](mpi_calls::NOTE_MAX) bytes is cut at a character boundary, and the note
-    /// says so (this rank's own error has all of it).
+    /// 3 KiB (`mpi_calls::NOTE_MAX`) is cut at a character boundary, and the note says so
+    /// (this rank's own error has all of it).
     pub fn post_failure(&self, text: &str, within: std::time::Duration) {
         let Some(mpi) = &self.mpi else {
             return;

@@ -22,7 +22,7 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives, Destination, Root, Source};
 use std::time::{Duration, Instant};
 
-/// The tag of a failure note (see [`Mpi::post_note`]); gossamer's communicator carries no other
+/// The tag of a failure note (see [`Mpi::post_notes`]); gossamer's communicator carries no other
 /// point-to-point message.
 const NOTE_TAG: mpi::Tag = 0x6e6f;
 
