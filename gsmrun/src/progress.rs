@@ -15,7 +15,12 @@
 //!   `std::process::exit(0)` is called in the middle of a run;
 //! - a rank **is done short of a stage another rank reached** (it exited 0, or is leaving: about
 //!   to finalise MPI, it starts no more runs): it never joined while another rank has, or it ran
-//!   fewer `run`/`spmd`s than another rank has started.
+//!   fewer `run`/`spmd`s than another rank has started;
+//! - a rank **exited 0 after its run failed**: the program was handed the error by `run`/`spmd`
+//!   and went on to exit 0. Its job failed all the same: the runtime gave MPI up without
+//!   finalising it (Open MPI's `mpirun` then kills the other ranks and prints a page on "exiting
+//!   improperly"), and every other rank's run failed with it. The job ends at once with status 1
+//!   and a line that says so, whichever launcher runs it.
 //!
 //! A rank that never says anything (a program that does not use the runtime, `hostname`, a
 //! script) has reached nothing, so a job of such ranks ends as before. Ranks that exit with a
@@ -43,7 +48,7 @@ pub mod stage {
     pub const RUN: u8 = b'R';
     /// About to finalise MPI: the rank starts no more runs.
     pub const LEAVING: u8 = b'L';
-    /// MPI given up after a failure (the rank's exit status tells the rest).
+    /// MPI given up after a failure: the rank has failed, even if it then exits 0.
     pub const ABANDONED: u8 = b'A';
     /// The job was found deadlocked: every rank found it in the same wave, and each is ending
     /// with its own report of what its fibers wait for.
@@ -87,6 +92,8 @@ struct Rank {
     inside: bool,
     /// Exited with status 0.
     exited: bool,
+    /// Gave MPI up after a failed run.
+    abandoned: bool,
     /// Leaving the job (about to finalise MPI) since its last stage.
     leaving: bool,
     /// Found the job deadlocked.
@@ -149,7 +156,10 @@ impl Progress {
                     r.inside = false;
                     r.leaving = true;
                 }
-                stage::ABANDONED => r.inside = false,
+                stage::ABANDONED => {
+                    r.inside = false;
+                    r.abandoned = true;
+                }
                 stage::DEADLOCKED => r.deadlocked = true,
                 _ => {}
             }
@@ -164,10 +174,19 @@ impl Progress {
     }
 
     /// Connection `conn`'s rank exited with status 0. Returns the failure line when it exited
-    /// inside its job, or short of a stage another rank (still running) has reached.
+    /// after its run failed, inside its job, or short of a stage another rank (still running)
+    /// has reached.
     pub fn exited_ok(&mut self, conn: usize) -> Option<String> {
         let r = self.ranks.entry(conn).or_default();
         r.exited = true;
+        if r.abandoned {
+            return Some(format!(
+                "gsmrun: rank {} on host {} exited with status 0 after its gossamer run failed \
+                 (gossamer::run or spmd returned the error to the program, which went on and \
+                 ended without failing); a failed job does not end as a success; ending the job",
+                r.label, r.host
+            ));
+        }
         if r.inside {
             return Some(format!(
                 "gsmrun: rank {} on host {} exited with status 0 in the middle of its gossamer job \
@@ -418,10 +437,17 @@ mod tests {
         assert_eq!(p.stages(0, b"R"), None);
         assert_eq!(p.stages(0, b"L?"), None, "unknown bytes are ignored");
         assert_eq!(p.exited_ok(0), None);
-        // A rank that gave up after a failure is out of the job (its status tells the rest).
+        // A rank that gave up after a failure is out of the job, and failed even if it exits 0.
         let mut p = job(2);
         assert_eq!(p.stages(1, b"JRA"), None);
-        assert_eq!(p.exited_ok(1), None);
+        assert_eq!(
+            p.exited_ok(1).as_deref(),
+            Some(
+                "gsmrun: rank 1 on host vm exited with status 0 after its gossamer run failed \
+                 (gossamer::run or spmd returned the error to the program, which went on and \
+                 ended without failing); a failed job does not end as a success; ending the job"
+            )
+        );
     }
 
     #[test]
@@ -461,13 +487,14 @@ mod tests {
             p.stages(0, b"R")
                 .is_some_and(|l| l.contains("rank 1 on host vm is leaving"))
         );
-        // A rank that gave up is not done until it exits: its status may be the failure.
+        // A rank that gave up is not done until it exits: its status may be the failure, and
+        // an exit 0 is reported as the failed run it follows.
         let mut p = job(2);
         assert_eq!(p.stages(0, b"JRR"), None);
         assert_eq!(p.stages(1, b"JRA"), None);
         assert!(
             p.exited_ok(1)
-                .is_some_and(|l| l.contains("exited with status 0 after 1"))
+                .is_some_and(|l| l.contains("exited with status 0 after its gossamer run failed"))
         );
     }
 }

@@ -547,7 +547,13 @@ fn supervise(
                 } else if let Some(line) = progress.exited_ok(conn) {
                     say(format_args!("{line}"));
                     ending = Some((1, Instant::now()));
-                    begin_ending(&mut conns, &quiet);
+                    // A rank that exits 0 after its run found the job deadlocked: the others
+                    // are about to say what their fibers wait for, as after a failed exit.
+                    if progress.deadlocked(conn) {
+                        end_others_at = Some(Instant::now() + DEADLOCK_REPORTS_WAIT);
+                    } else {
+                        begin_ending(&mut conns, &quiet);
+                    }
                 } else {
                     ok_ranks.insert(rank);
                 }

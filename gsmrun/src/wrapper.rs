@@ -17,7 +17,10 @@
 //! left it (see [`crate::segments`]). A process that left the group (`setsid`) is not followed.
 //!
 //! After a failure report the wrapper stays alive until `gsmrun` answers, so that the MPI launcher
-//! does not start its own (slower, noisier) teardown; `gsmrun` then ends the launcher. Without
+//! does not start its own (slower, noisier) teardown; `gsmrun` then ends the launcher. An exit 0
+//! after the runtime gave MPI up (its run failed) counts as such a failure here, as it does in
+//! `gsmrun` ([`crate::progress`]): Open MPI's `mpirun` would otherwise kill the other ranks and
+//! print its page on a process "exiting improperly" before `gsmrun` could say what happened. Without
 //! `GSM_CONTROL` (run by hand), the wrapper only sets the personality and `exec`s the program.
 
 use crate::env;
@@ -32,6 +35,23 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
+
+/// A reader that notes whether `byte` ever passed through it (a stage of the rank's job).
+struct Watch<R> {
+    inner: R,
+    byte: u8,
+    seen: Arc<AtomicBool>,
+}
+
+impl<R: Read> Read for Watch<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if buf[..n].contains(&self.byte) {
+            self.seen.store(true, Ordering::SeqCst);
+        }
+        Ok(n)
+    }
+}
 
 /// How long what the program left running after it exited has, after SIGTERM, to end and close
 /// the program's output before SIGKILL and the report.
@@ -439,6 +459,12 @@ pub fn main(args: Vec<OsString>) -> i32 {
             .map(|p| Box::new(p) as Box<dyn Read + Send>),
         wire::STDERR,
     );
+    let abandoned = Arc::new(AtomicBool::new(false));
+    let stages = Watch {
+        inner: stages,
+        byte: crate::progress::stage::ABANDONED,
+        seen: abandoned.clone(),
+    };
     let stages_done = pump(Some(Box::new(stages) as Box<dyn Read + Send>), wire::STATE);
     // The program has exited, but stays unreaped while what it left in its process group (a
     // `sleep 100 &`, say) is ended: until it is reaped its pid cannot name another process, so
@@ -488,7 +514,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         let _ = writer.lock().map(|w| w.shutdown(std::net::Shutdown::Write));
         return 0;
     }
-    if !outcome.failed() {
+    if !outcome.failed() && !abandoned.load(Ordering::SeqCst) {
         return 0;
     }
     // A failure: wait for gsmrun's answer (KILL or its end) before exiting.

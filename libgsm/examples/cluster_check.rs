@@ -38,9 +38,10 @@
 //! `--bad-config-rank R` gives rank R's second run a configuration it refuses (both must end the
 //! job, not leave the other ranks waiting in the second run); `--run-on-thread` runs everything
 //! on a thread other than the process's main thread; `--stay-rank R` makes rank R, when its run
-//! fails, print the error and stay alive for 120 s, then exit 0 (a program that handles the
-//! failure and goes on: the others must not run on until it ends), saying so on stdout, and
-//! `--stay-all` makes every rank do that; `--quick` skips the 64 MiB argument.
+//! fails, print the error and stay alive for 120 s (or the seconds `--stay-secs S` gives), then
+//! exit 0 (a program that handles the failure and goes on: the others must not run on until it
+//! ends), saying so on stdout, and `--stay-all` makes every rank do that; `--quick` skips the
+//! 64 MiB argument.
 //!
 //! Output ends with `cluster_check: rank R of N passed C checks (W workers)` on every rank.
 
@@ -444,7 +445,8 @@ fn checked_main() {
             if arg("--stay-rank") == rank_number() || std::env::args().any(|a| a == "--stay-all") {
                 // A program that handles the failure and goes on with other work.
                 println!("cluster_check: rank {} stays after: {e}", r_rank());
-                std::thread::sleep(std::time::Duration::from_secs(120));
+                let secs = arg("--stay-secs").unwrap_or(120) as u64;
+                std::thread::sleep(std::time::Duration::from_secs(secs));
                 std::process::exit(0);
             }
             std::process::exit(1);

@@ -115,14 +115,19 @@ static JOB: Mutex<Option<ProcessJob>> = Mutex::new(None);
 /// - when the process exits in the middle of a run (`std::process::exit` in a fiber), the run
 ///   holds the job; waiting for it here hung the process for ever, and the job with it.
 ///
-/// When the program owns MPI, the job is only given up. Either way the rank wrapper hears that
-/// this rank left the job; a process that exits in the middle of a run does not, and `gsmrun`
-/// reports it even when its status is 0.
+/// When the program owns MPI, the job is only let go of: abandoned after a failure or with a
+/// failing status, released (its own `MPI_Finalize` said the rank is leaving) when all went
+/// well. Either way the rank wrapper hears that this rank left the job, and whether it gave the
+/// job up: `gsmrun` reports a rank that exits 0 after a failed run as the failure it is. A
+/// process that exits in the middle of a run tells nothing, and `gsmrun` reports it even when
+/// its status is 0.
 extern "C" fn finalize_at_exit(status: libc::c_int, _: *mut libc::c_void) {
     let job = JOB.try_lock().ok().and_then(|mut j| j.take());
     if let Some(mut pj) = job {
-        if pj.failed || !pj.owns_mpi || status != 0 {
+        if pj.failed || status != 0 {
             pj.job.abandon();
+        } else if !pj.owns_mpi {
+            pj.job.release();
         } else {
             pj.job.finalize();
         }

@@ -346,6 +346,38 @@ fn a_failed_rank_that_stays_alive_ends_the_others_with_its_reason_tcp() {
     failure_told_by_a_rank_that_stays(Some("tcp"));
 }
 
+/// Every rank's program goes on past its failed run and exits 0: the job still failed (MPI was
+/// given up, not finalised), and `gsmrun` says so itself with status 1. Before, Open MPI's page
+/// on processes "exiting improperly" came out, then `every rank exited 0 but mpirun exited with
+/// status 1`.
+#[test]
+fn a_program_that_exits_0_after_its_run_failed_ends_the_job_as_failed() {
+    let Failed {
+        guard,
+        what,
+        prefix,
+        done,
+        report,
+        ..
+    } = &rank_1_panics(None, &["--stay-all", "--stay-secs", "0"]);
+    assert_eq!(done.code(), Some(1), "{what}: status\n{report}");
+    let last = done
+        .stderr
+        .lines()
+        .rfind(|l| l.starts_with("gsmrun: "))
+        .unwrap_or_default();
+    assert!(
+        last.contains(" exited with status 0 after its gossamer run failed ")
+            && last.ends_with("ending the job"),
+        "{what}: gsmrun's last line does not say a rank exited 0 after a failed run: {last}\n{report}"
+    );
+    assert!(
+        !done.stderr.contains("exiting improperly"),
+        "{what}: the launcher's page on an improper exit came out\n{report}"
+    );
+    assert_nothing_left(prefix, guard, what, done);
+}
+
 /// The same between two hosts, two ranks on each, every rank staying alive after its run
 /// failed (so that no exit ends the job): rank 3's note reaches every other rank, over MPI's
 /// tcp transport to ranks 0 and 1, and each of their runs ends with rank 3's reason.

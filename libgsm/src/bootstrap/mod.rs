@@ -427,6 +427,16 @@ impl Job {
         }
     }
 
+    /// Lets go of MPI at the end of a job that went well in a program that owns MPI: its
+    /// objects are left to the program's own `MPI_Finalize` (which has told the wrapper that
+    /// this rank is leaving), and nothing is told, since nothing failed (an
+    /// [`abandon`](Self::abandon) would tell `gsmrun` that the rank gave the job up).
+    pub fn release(&mut self) {
+        if let Some(mpi) = self.mpi.take() {
+            std::mem::forget(mpi);
+        }
+    }
+
     /// Finalises MPI (`MPI_Finalize`). Collective. Dropping the `Job` does the same.
     pub fn finalize(mut self) {
         if let Some(mpi) = self.mpi.take() {

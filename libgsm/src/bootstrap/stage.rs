@@ -34,7 +34,7 @@ pub(crate) enum Stage {
     /// that owns MPI, its own `MPI_Finalize` says it (`mpi_calls::LeavingMark`).
     Leaving = b'L',
     /// MPI given up after a failure (never finalised): the job no longer waits for this rank,
-    /// and how it ended is in its exit status.
+    /// and has failed even if the process then exits 0 (a program that goes on past the error).
     Abandoned = b'A',
     /// The job was found deadlocked (`cluster::terminate`): every rank found it in the same
     /// wave and fails its run with its own report, so the launcher waits a little for the
