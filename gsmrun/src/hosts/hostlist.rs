@@ -75,7 +75,7 @@ pub(crate) fn expand(src: &Source<'_>, pattern: Pair<'_, Rule>) -> Result<Vec<St
         if let Piece::Group(rs) = &pieces[gi] {
             let n = rs
                 .iter()
-                .fold(0u64, |acc, r| acc.saturating_add(r.hi - r.lo + 1));
+                .fold(0u64, |acc, r| acc.saturating_add((r.hi - r.lo).saturating_add(1)));
             total = total.saturating_mul(n);
         }
     }

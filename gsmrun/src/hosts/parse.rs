@@ -281,8 +281,8 @@ fn entry(
                                 "keep one `user@host` or `user=NAME`",
                             ));
                         }
-                        let (v, _, _) = value;
-                        user = Some((v, at));
+                        let (v, vat, _) = value;
+                        user = Some((user_name(src, v, vat)?, at));
                     }
                 }
             }
@@ -412,6 +412,27 @@ fn key_help(key: &str) -> String {
 }
 
 /// A slot count: a positive decimal number that fits in 32 bits.
+/// The value of `user=NAME`, held to the characters of `user@host`'s user (letters, digits, `_`,
+/// `-`, `.`). Anything else reached the launcher's own hostfile parser: Open MPI's `mpirun`
+/// reported a parse error in gsmrun's generated hostfile for `user=a=b`, and crashed (SIGSEGV)
+/// on `user=x@y`.
+fn user_name(src: &Source<'_>, v: String, at: usize) -> Result<String, HostsError> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    match v.char_indices().find(|&(_, c)| !allowed(c)) {
+        None => Ok(v),
+        Some((i, c)) => Err(src.error(
+            at + i,
+            1,
+            &format!(
+                "the user name `{}` has `{}`, which a user name cannot have",
+                v.escape_debug(),
+                c.escape_debug()
+            ),
+            "a user name has only letters, digits, `_`, `-` and `.`",
+        )),
+    }
+}
+
 fn count(
     src: &Source<'_>,
     v: &str,

@@ -269,11 +269,32 @@ fn error_ranges() {
     let e = err("n[1-99999999]");
     assert_eq!((e.line, e.column), (Some(1), Some(1)));
     assert!(e.report.contains("limit of 65536"), "{e}");
+    // The widest range there is: its count does not wrap to 0 (which let it through, to a
+    // panic when it was expanded).
+    let e = err("n[0-18446744073709551615]");
+    assert_eq!((e.line, e.column), (Some(1), Some(1)));
+    assert!(e.report.contains("limit of 65536"), "{e}");
     // The product counts too, without allocating it.
     assert!(
         err("a[1-1000]b[1-1000]")
             .report
             .contains("expands to 1000000")
+    );
+}
+
+#[test]
+fn error_user_names() {
+    // `user=` holds to the characters of `user@host`: the launcher's parser got the rest.
+    assert_eq!(at("n slots=2 user=a=b"), (1, 17));
+    assert_eq!(at("n user=x@y"), (1, 9));
+    assert_eq!(at("n user=a;b"), (1, 9));
+    assert_eq!(
+        err("n user=a]b").report,
+        "hosts:1:9: the user name `a]b` has `]`, which a user name cannot have\n  |\n1 | n user=a]b\n  |         ^\n  = help: a user name has only letters, digits, `_`, `-` and `.`"
+    );
+    assert_eq!(
+        hf("n user=first.last_2-x\n")[0].user.as_deref(),
+        Some("first.last_2-x")
     );
 }
 
