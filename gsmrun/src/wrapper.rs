@@ -1,5 +1,6 @@
 //! The rank wrapper: `gsmrun --rank-wrapper [--keep-aslr] -- PROGRAM ARGS…`, the process the
-//! launcher starts on every rank (hidden from `--help`).
+//! launcher starts on every rank (hidden from `--help`). An argument made of colons only comes
+//! with one colon more than the program gets (see [`crate::launch::colons_escaped`]).
 //!
 //! It turns address-space randomisation off (`personality(ADDR_NO_RANDOMIZE)`, other personality
 //! flags kept) unless `--keep-aslr`, connects to `gsmrun` at `GSM_CONTROL`, starts the program as
@@ -24,6 +25,7 @@
 //! `GSM_CONTROL` (run by hand), the wrapper only sets the personality and `exec`s the program.
 
 use crate::env;
+use crate::launch::colons_restored;
 use crate::supervise::{Outcome, wire};
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -164,7 +166,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         match a.to_str() {
             Some("--keep-aslr") => keep_aslr = true,
             Some("--") => {
-                program = it.next();
+                program = it.next().map(colons_restored);
                 break;
             }
             _ => return fail(&format!("unexpected argument {a:?}")),
@@ -173,7 +175,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
     let Some(program) = program else {
         return fail("no program after `--`");
     };
-    let prog_args: Vec<OsString> = it.collect();
+    let prog_args: Vec<OsString> = it.map(colons_restored).collect();
 
     if !keep_aslr {
         if let Err(e) = disable_aslr() {

@@ -448,6 +448,27 @@ fn output_arrives_byte_for_byte() {
         .expect("gsmrun starts");
     assert_eq!(out.status.code(), Some(0), "a non-UTF-8 argument: {out:?}");
     assert_eq!(out.stdout, b"\xff\xfe-arg", "a non-UTF-8 argument: {out:?}");
+    // So do arguments made of colons, under either MPI launcher: each takes a bare `:` as the
+    // start of another program (Open MPI's mpirun refused the job for lack of slots; Hydra ran
+    // the program with `a` alone and then tried to run `b`).
+    let colons = ["a", ":", "b", "::", ":c", ""];
+    let expected = "[a][:][b][::][:c][]";
+    let path = hydra_path(scratch.path());
+    for hydra in [false, true] {
+        let mut cmd = gsmrun(["--timeout", "60", "-np", "1"]);
+        if hydra {
+            cmd.args(["--launcher", "mpiexec"]).env("PATH", &path);
+        }
+        cmd.args(["printf", "[%s]"]).args(colons);
+        let out = cmd.output().expect("gsmrun starts");
+        let what = if hydra { "under Hydra" } else { "under mpirun" };
+        assert_eq!(out.status.code(), Some(0), "colons {what}: {out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            expected,
+            "colons {what}: {out:?}"
+        );
+    }
 }
 
 /// Lines longer than gsmrun's 64 KiB pieces stay whole and tagged once, while two ranks print

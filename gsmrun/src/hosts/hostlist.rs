@@ -73,9 +73,9 @@ pub(crate) fn expand(src: &Source<'_>, pattern: Pair<'_, Rule>) -> Result<Vec<St
     let mut total: u64 = 1;
     for &gi in &groups {
         if let Piece::Group(rs) = &pieces[gi] {
-            let n = rs
-                .iter()
-                .fold(0u64, |acc, r| acc.saturating_add((r.hi - r.lo).saturating_add(1)));
+            let n = rs.iter().fold(0u64, |acc, r| {
+                acc.saturating_add((r.hi - r.lo).saturating_add(1))
+            });
             total = total.saturating_mul(n);
         }
     }

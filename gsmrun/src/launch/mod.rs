@@ -19,7 +19,7 @@ pub mod srun;
 
 use crate::cli::{Export, LauncherChoice};
 use crate::placement::{MapBy, Placement};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
 /// Which MPI implementation a `mpirun`/`mpiexec` belongs to.
@@ -186,8 +186,8 @@ impl JobSpec {
             v.push("--keep-aslr".into());
         }
         v.push("--".into());
-        v.push(self.program.clone());
-        v.extend(self.args.iter().cloned());
+        v.push(colons_escaped(&self.program));
+        v.extend(self.args.iter().map(|a| colons_escaped(a)));
         v
     }
 
@@ -205,6 +205,35 @@ impl JobSpec {
     pub fn np(&self) -> usize {
         self.placement.rank_host.len()
     }
+}
+
+/// `arg` as it goes on the launcher's command line. `mpirun`, `mpiexec` and `srun` take an
+/// argument that is exactly `:` as the start of another program (MPMD, or a heterogeneous
+/// step), wherever it stands: `gsmrun ./app a : b` ran `./app a` and then tried to run `b`. So
+/// an argument made of colons only gets one more, and the rank wrapper takes it off again
+/// ([`colons_restored`]); every other argument goes as it is.
+pub fn colons_escaped(arg: &OsStr) -> OsString {
+    let mut out = arg.to_os_string();
+    if only_colons(arg) {
+        out.push(":");
+    }
+    out
+}
+
+/// The argument [`colons_escaped`] made `arg` from.
+pub fn colons_restored(arg: OsString) -> OsString {
+    if only_colons(&arg) && arg.len() >= 2 {
+        let mut bytes = arg.into_encoded_bytes();
+        bytes.pop();
+        // SAFETY: the bytes were an `OsStr`'s; only an ASCII `:` was removed from their end.
+        unsafe { OsString::from_encoded_bytes_unchecked(bytes) }
+    } else {
+        arg
+    }
+}
+
+fn only_colons(arg: &OsStr) -> bool {
+    !arg.is_empty() && arg.as_encoded_bytes().iter().all(|&b| b == b':')
 }
 
 /// A generated hostfile: where it goes and what it says.
@@ -324,6 +353,23 @@ pub(crate) mod testutil {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn colon_arguments_are_escaped_for_the_launcher_and_restored() {
+        for (arg, sent) in [
+            (":", "::"),
+            ("::", ":::"),
+            ("a", "a"),
+            (":a", ":a"),
+            ("a:", "a:"),
+            ("", ""),
+        ] {
+            let escaped = colons_escaped(OsStr::new(arg));
+            assert_eq!(escaped, OsStr::new(sent), "{arg:?}");
+            assert_ne!(escaped, OsStr::new(":"), "{arg:?} goes as a bare colon");
+            assert_eq!(colons_restored(escaped), OsStr::new(arg), "{arg:?}");
+        }
+    }
 
     fn fail(_: &str) -> Result<Flavour, LaunchError> {
         panic!("detection must not run")
