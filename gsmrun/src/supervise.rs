@@ -1005,16 +1005,21 @@ impl Turn {
 
     /// Waits (at most `wait`) until no other stream than `conn`'s is inside a line, writes with
     /// `write`, and then owns the output if `mid_line` (the write ended inside a line) or frees it.
+    ///
+    /// A stream that has held the output for `wait` without ending its line (a progress bar
+    /// drawn with `\r`, a rank stopped mid-line) loses it to the stream that waited: the others
+    /// then wait for it once, not at each write. (They waited a second at every line, so that a
+    /// rank's ten lines took ten seconds, and its failure report came behind them.)
     fn write_as(&self, conn: usize, wait: Duration, mid_line: bool, write: impl FnOnce()) {
         let owner = self.owner.lock().unwrap_or_else(|p| p.into_inner());
-        let (mut owner, _) = self
+        let (mut owner, waited) = self
             .free
             .wait_timeout_while(owner, wait, |o| o.is_some_and(|o| o != conn))
             .unwrap_or_else(|p| p.into_inner());
         write();
         if mid_line {
             *owner = Some(conn);
-        } else if *owner == Some(conn) {
+        } else if *owner == Some(conn) || waited.timed_out() {
             *owner = None;
             self.free.notify_all();
         }
@@ -1219,6 +1224,24 @@ mod tests {
         assert!(
             (Duration::from_millis(200)..Duration::from_secs(5)).contains(&waited),
             "{waited:?}"
+        );
+        // ... once: the stalled stream has lost the output, and the next lines go at once.
+        let start = Instant::now();
+        for _ in 0..3 {
+            turn.write_as(4, Duration::from_millis(200), false, put(&sink, b"more\n"));
+        }
+        let waited = start.elapsed();
+        assert!(waited < Duration::from_millis(150), "{waited:?}");
+        // The stalled stream writes on when it wakes, and may hold the output again.
+        turn.write_as(3, TURN_WAIT, true, put(&sink, b" again"));
+        let start = Instant::now();
+        turn.write_as(4, Duration::from_millis(200), true, put(&sink, b"mine "));
+        assert!(start.elapsed() >= Duration::from_millis(200));
+        turn.write_as(3, Duration::from_millis(200), false, put(&sink, b"\n"));
+        assert!(
+            sink.lock()
+                .unwrap()
+                .ends_with(b"stuck\nmore\nmore\nmore\n againmine \n")
         );
     }
 

@@ -8,7 +8,7 @@ use gsm_tests::hello::hellos;
 use gsm_tests::job::{assert_exit, gsmrun};
 use gsm_tests::process::{PidGuard, run, spawn};
 use gsm_tests::scratch::{RunId, Scratch};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -469,6 +469,32 @@ fn output_arrives_byte_for_byte() {
             "colons {what}: {out:?}"
         );
     }
+}
+
+/// A rank stopped in the middle of a long line (70 KB without a newline, then a sleep) holds
+/// the other ranks' output up once, for about a second, not at each of their lines: rank 1's ten
+/// lines and its failure come out within a few seconds. (Each line waited a second, so the job
+/// took 11 s to end.)
+#[test]
+fn a_rank_stopped_inside_a_long_line_holds_the_others_up_once() {
+    let script = "if [ \"$GSM_RANK\" = 0 ]; then head -c 70000 /dev/zero | tr '\\0' x; sleep 60; \
+                  else sleep 1; for i in $(seq 10); do echo result $i; sleep 0.05; done; exit 3; fi";
+    let start = Instant::now();
+    let out = gsmrun(["--timeout", "60", "-np", "2", "sh", "-c", script])
+        .output()
+        .expect("gsmrun starts");
+    let took = start.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        (1..=10).all(|i| stdout.contains(&format!("result {i}\n"))),
+        "rank 1's lines are missing: {stdout:.300}"
+    );
+    assert!(
+        took < Duration::from_secs(6),
+        "the job took {took:?} to end; stderr:\n{stderr}"
+    );
 }
 
 /// Lines longer than gsmrun's 64 KiB pieces stay whole and tagged once, while two ranks print
