@@ -36,8 +36,9 @@ pub mod job {
     /// `GSM_CONTROL_KEY`: a random secret the wrapper presents on the control connection; a
     /// connection without it is dropped. Never on a command line. Removed before the program runs.
     pub const CONTROL_KEY: &str = "GSM_CONTROL_KEY";
-    /// `GSM_HOSTS`: the placement's hosts, comma-separated, as written in the hostfile (index
-    /// order of `GSM_RANK_HOSTS`). Unset under `srun`, where Slurm places the ranks.
+    /// `GSM_HOSTS`: the hosts that got ranks, comma-separated, as written in the hostfile, in
+    /// its order (the indices of `GSM_RANK_HOSTS`). Unset under `srun`, where Slurm places the
+    /// ranks.
     pub const HOSTS: &str = "GSM_HOSTS";
     /// `GSM_RANK_HOSTS`: for each rank in order, the index into `GSM_HOSTS` of its host,
     /// comma-separated (`0,0,1,1`). Unset under `srun`.

@@ -397,8 +397,7 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
     }
     job_env.push((env::job::FABRIC.to_string(), fabric.as_str().to_string()));
     if backend != Backend::Srun {
-        let names: Vec<&str> = placement.hosts.iter().map(|h| h.name.as_str()).collect();
-        let idx: Vec<String> = placement.rank_host.iter().map(|h| h.to_string()).collect();
+        let (names, idx) = rank_hosts(&placement);
         job_env.push((env::job::HOSTS.to_string(), names.join(",")));
         job_env.push((env::job::RANK_HOSTS.to_string(), idx.join(",")));
     }
@@ -525,6 +524,28 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
         tmpdir,
         warnings,
     })
+}
+
+/// `GSM_HOSTS` and `GSM_RANK_HOSTS` of `placement`: the names of the hosts that got ranks, in
+/// host order, and for each rank the index of its host among them. Hosts without a rank are left
+/// out: listed, a hostfile of 15 000 hosts made `GSM_HOSTS` too long for a job of two ranks.
+fn rank_hosts(placement: &Placement) -> (Vec<&str>, Vec<String>) {
+    let mut used = vec![false; placement.hosts.len()];
+    for &h in &placement.rank_host {
+        used[h] = true;
+    }
+    let mut names = Vec::new();
+    let mut at = vec![0usize; placement.hosts.len()];
+    for (h, host) in placement.hosts.iter().enumerate() {
+        if used[h] {
+            at[h] = names.len();
+            names.push(host.name.as_str());
+        }
+    }
+    let idx = (placement.rank_host.iter())
+        .map(|&h| at[h].to_string())
+        .collect();
+    (names, idx)
 }
 
 /// Refuse a launch whose argv or environment has a string over [`env::MAX_STRING`]: the kernel

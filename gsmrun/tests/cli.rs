@@ -502,6 +502,23 @@ fn rank_counts_beyond_the_limits_are_refused() {
     );
 }
 
+/// A job of two ranks from a list of 15 000 hosts starts: the hosts without a rank are not
+/// passed to the ranks (`GSM_HOSTS` listed all of them, 150 KB, and gsmrun refused the job as
+/// too long for the kernel).
+#[test]
+fn a_small_job_from_a_long_host_list_is_not_refused() {
+    let out = gsmrun(
+        &["-np", "3", "-H", "node[00001-15000]:2", "--dry-run", "app"],
+        "openmpi",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("GSM_HOSTS=node00001,node00002\n") && text.contains("GSM_RANK_HOSTS=0,0,1\n"),
+        "{text}"
+    );
+}
+
 /// A private directory under the temporary directory, removed when dropped.
 struct TempDir(std::path::PathBuf);
 
