@@ -598,7 +598,10 @@ pub fn describe(p: &Prepared) -> String {
     ));
     s.push_str("environment:\n");
     for (k, v) in p.job_env.iter().chain(&p.plan.env).chain(&p.mpi_env) {
-        s.push_str(&format!("  {k}={}\n", launch::shell_quote(v)));
+        s.push_str(&format!(
+            "  {k}={}\n",
+            launch::shell_quote(std::ffi::OsStr::new(v))
+        ));
     }
     s.push_str(&format!(
         "  {}=<address gsmrun listens on>\n  {}=<random per job>\n",

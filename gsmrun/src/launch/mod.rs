@@ -285,23 +285,56 @@ pub fn build_plan(backend: &Backend, spec: &JobSpec) -> Plan {
     }
 }
 
-/// Quote one argument for a POSIX shell, only when needed, for printing a command line.
-pub fn shell_quote(arg: &str) -> String {
-    let plain = !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@+%^".contains(c));
+/// Quote one argument for a shell, only when needed, for printing a command line that can be
+/// pasted: as it is when plain, in single quotes (POSIX) when it is text a terminal shows as it
+/// is, and otherwise in bash's `$'…'` with `\xNN` for each byte that is not UTF-8 or is a control
+/// character (a lossy print of `\xff` pasted back other bytes, and an escape sequence printed
+/// raw drove the terminal).
+pub fn shell_quote(arg: &OsStr) -> String {
+    let bytes = arg.as_encoded_bytes();
+    let plain = !bytes.is_empty()
+        && bytes
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"-_./:=,@+%^".contains(&b));
     if plain {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
+        return String::from_utf8_lossy(bytes).into_owned();
+    }
+    match arg.to_str() {
+        Some(text) if !text.chars().any(char::is_control) => {
+            format!("'{}'", text.replace('\'', r"'\''"))
+        }
+        _ => {
+            let mut out = String::from("$'");
+            for chunk in bytes.utf8_chunks() {
+                for c in chunk.valid().chars() {
+                    match c {
+                        '\\' | '\'' => {
+                            out.push('\\');
+                            out.push(c);
+                        }
+                        c if c.is_control() => {
+                            let mut utf8 = [0u8; 4];
+                            for b in c.encode_utf8(&mut utf8).bytes() {
+                                out.push_str(&format!("\\x{b:02x}"));
+                            }
+                        }
+                        c => out.push(c),
+                    }
+                }
+                for b in chunk.invalid() {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+            out.push('\'');
+            out
+        }
     }
 }
 
 /// The argv as one shell-quoted line.
 pub fn command_line(argv: &[OsString]) -> String {
     argv.iter()
-        .map(|a| shell_quote(&a.to_string_lossy()))
+        .map(|a| shell_quote(a))
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -419,9 +452,20 @@ mod tests {
 
     #[test]
     fn quoting() {
-        assert_eq!(shell_quote("a/b-c=1,2"), "a/b-c=1,2");
-        assert_eq!(shell_quote("x y"), "'x y'");
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
-        assert_eq!(shell_quote(""), "''");
+        let q = |s: &str| shell_quote(OsStr::new(s));
+        assert_eq!(q("a/b-c=1,2"), "a/b-c=1,2");
+        assert_eq!(q("x y"), "'x y'");
+        assert_eq!(q("it's"), r"'it'\''s'");
+        assert_eq!(q(""), "''");
+        assert_eq!(q("é ü"), "'é ü'");
+        // Bytes a terminal would not show as they are, or that are not UTF-8, are spelled out.
+        assert_eq!(q("a\nb"), r"$'a\x0ab'");
+        assert_eq!(q("\u{1b}[2J"), r"$'\x1b[2J'");
+        assert_eq!(q("it's\t\\"), r"$'it\'s\x09\\'");
+        use std::os::unix::ffi::OsStrExt as _;
+        assert_eq!(
+            shell_quote(OsStr::from_bytes(b"\xff\xfe-\xc3\xa9")),
+            r"$'\xff\xfe-é'"
+        );
     }
 }
