@@ -605,7 +605,9 @@ pub fn normalize_args(args: Vec<OsString>) -> Vec<OsString> {
             Some(v) => out.push(format!("{name}={v}").into()),
             None => out.push(name.clone().into()),
         }
-        if inline_value.is_none() && WITH_VALUE.contains(&name.as_str()) {
+        if inline_value.is_none()
+            && (WITH_VALUE.contains(&name.as_str()) || short_group_ends_wanting_value(&name))
+        {
             if let Some(value) = it.next() {
                 out.push(value);
             }
@@ -613,6 +615,26 @@ pub fn normalize_args(args: Vec<OsString>) -> Vec<OsString> {
     }
     out
 }
+
+/// Whether `arg` is a group of short options (`-vn`, `-vx`) whose last one takes a value, which
+/// is then the next argument (`-vn 2`): that argument is not the program.
+fn short_group_ends_wanting_value(arg: &str) -> bool {
+    let Some(group) = arg.strip_prefix('-').filter(|g| !g.starts_with('-')) else {
+        return false;
+    };
+    for (i, c) in group.char_indices() {
+        if WITH_VALUE.contains(&format!("-{c}").as_str()) {
+            return i + c.len_utf8() == group.len();
+        }
+        if !SHORT_FLAGS.contains(&c) {
+            return false;
+        }
+    }
+    false
+}
+
+/// gsmrun's short options that take no value.
+const SHORT_FLAGS: &[char] = &['v', 'h', 'V'];
 
 /// Parse the command line (including `argv[0]`) into [`Cli`], accepting mpirun spellings and
 /// refusing, with what to write instead, the mpirun options gsmrun does not take.
@@ -785,6 +807,28 @@ mod tests {
         .unwrap();
         assert_eq!(cli.np, Some(2));
         assert_eq!(cli.hostfile, Some(PathBuf::from("m")));
+    }
+
+    /// Short options grouped, the last taking the next argument as its value: `-vn 2 app` is
+    /// `-v -n 2 app` (the 2 was taken for the program, and `-n` lacked its value).
+    #[test]
+    fn grouped_short_options_take_their_value_from_the_next_argument() {
+        let parse = |args: &[&str]| {
+            let argv = std::iter::once("gsmrun").chain(args.iter().copied());
+            parse_from(argv.map(OsString::from).collect()).unwrap()
+        };
+        let cli = parse(&["-vn", "2", "app", "-vn", "3"]);
+        assert!(cli.verbose);
+        assert_eq!(cli.np, Some(2));
+        assert_eq!(cli.program, "app");
+        assert_eq!(cli.args, ["-vn", "3"]);
+        assert_eq!(parse(&["-vx", "A=1", "app"]).export, ["A=1"]);
+        assert_eq!(parse(&["-vt", "4", "app"]).threads_per_rank, Some(4));
+        // A value attached to the group stays there.
+        let cli = parse(&["-vn2", "app"]);
+        assert_eq!((cli.np, cli.program.to_str()), (Some(2), Some("app")));
+        assert!(!short_group_ends_wanting_value("-vq"));
+        assert!(!short_group_ends_wanting_value("--vn"));
     }
 
     /// The message of a command line that [`parse_from`] must refuse with exit status 2.
