@@ -193,7 +193,12 @@ pub struct Cli {
     pub np: Option<u32>,
 
     /// Hostfile (Open MPI, MPICH or Slurm-hostlist grammar). Also `-hostfile`, `-machinefile`.
-    #[arg(long = "hostfile", visible_alias = "machinefile", value_name = "FILE")]
+    #[arg(
+        long = "hostfile",
+        visible_alias = "machinefile",
+        value_name = "FILE",
+        value_parser = clap::builder::OsStringValueParser::new().try_map(non_empty_path)
+    )]
     pub hostfile: Option<PathBuf>,
 
     /// Hosts with optional slot counts, e.g. `a:2,b` or `node[1-4]:2`.
@@ -616,6 +621,16 @@ pub fn normalize_args(args: Vec<OsString>) -> Vec<OsString> {
     out
 }
 
+/// A path option's value, refused when empty (clap's own parser said "a value is required …
+/// but none was supplied" of `-hostfile ''`, which supplies one).
+fn non_empty_path(text: OsString) -> Result<PathBuf, String> {
+    if text.is_empty() {
+        Err("the path is empty".into())
+    } else {
+        Ok(PathBuf::from(text))
+    }
+}
+
 /// Whether `arg` is a group of short options (`-vn`, `-vx`) whose last one takes a value, which
 /// is then the next argument (`-vn 2`): that argument is not the program.
 fn short_group_ends_wanting_value(arg: &str) -> bool {
@@ -829,6 +844,17 @@ mod tests {
         assert_eq!((cli.np, cli.program.to_str()), (Some(2), Some("app")));
         assert!(!short_group_ends_wanting_value("-vq"));
         assert!(!short_group_ends_wanting_value("--vn"));
+    }
+
+    #[test]
+    fn an_empty_hostfile_path_is_named_as_such() {
+        for spelling in ["-hostfile", "--hostfile", "--machinefile"] {
+            let e = refused(&[spelling, "", "app"]);
+            assert!(
+                e.contains("invalid value '' for '--hostfile <FILE>': the path is empty"),
+                "{e}"
+            );
+        }
     }
 
     /// The message of a command line that [`parse_from`] must refuse with exit status 2.

@@ -58,6 +58,11 @@ pub enum PlacementError {
          rank's host, and Linux limits its size); use fewer ranks"
     )]
     TooManyRanks { np: u32, max: u32 },
+    #[error(
+        "without -np a job starts one rank per slot, and the hosts have {slots} slots, but a job \
+         has at most {max} ranks; give -np, or fewer slots"
+    )]
+    TooManySlots { slots: u64, max: u32 },
 }
 
 /// Place the ranks (see the module doc). How many ranks each host gets:
@@ -82,6 +87,7 @@ pub fn place(
         return Err(PlacementError::NoHosts);
     }
     let slots_total: u64 = hosts.iter().map(|h| u64::from(h.slots)).sum();
+    let requested = np;
     let np = match np {
         Some(0) => return Err(PlacementError::ZeroRanks),
         Some(n) => n,
@@ -91,7 +97,13 @@ pub fn place(
         return Err(PlacementError::ZeroRanks);
     }
     if np > MAX_RANKS {
-        return Err(PlacementError::TooManyRanks { np, max: MAX_RANKS });
+        return Err(match requested {
+            Some(_) => PlacementError::TooManyRanks { np, max: MAX_RANKS },
+            None => PlacementError::TooManySlots {
+                slots: slots_total,
+                max: MAX_RANKS,
+            },
+        });
     }
     let clamp = |x: u64| u32::try_from(x).unwrap_or(u32::MAX);
     if u64::from(np) > slots_total && !oversubscribe {
@@ -313,11 +325,23 @@ mod tests {
                 max: MAX_RANKS
             })
         );
-        let hosts = [h("a", u32::MAX, None)];
-        assert!(matches!(
-            place(&hosts, None, MapBy::Slot, false),
-            Err(PlacementError::TooManyRanks { .. })
-        ));
+        // Without -np, the slots decide, and the error says so (it spoke of ranks asked for).
+        let hosts = [h("a", u32::MAX, None), h("b", 2, None)];
+        let e = place(&hosts, None, MapBy::Slot, false).unwrap_err();
+        assert_eq!(
+            e,
+            PlacementError::TooManySlots {
+                slots: u64::from(u32::MAX) + 2,
+                max: MAX_RANKS
+            }
+        );
+        assert!(
+            e.to_string().starts_with(
+                "without -np a job starts one rank per slot, and the hosts have \
+                              4294967297 slots"
+            ),
+            "{e}"
+        );
     }
 
     #[test]
