@@ -89,7 +89,12 @@
 //!   rooted operations (reduce, gather, scatter and their variants) may leave both members
 //!   waiting for each other instead, as may roots that put different members at the head of a
 //!   rank's group (the root leads its own group): then the job ends as deadlocked, as for a
-//!   member that never calls.
+//!   member that never calls. One case is neither reported nor deadlocked: between ranks, two
+//!   members of one rank that disagree on the root, each taking itself (or a rank's first
+//!   member) for its group's leader, wait for nothing from each other, so the operation
+//!   completes with different results on different members (MPI leaves this erroneous program
+//!   undefined too); the runtime then warns, at the end of the run, of the messages the
+//!   members sent and nobody received.
 //! - In debug builds, a member in a collective that sends no length agreement (a gather, say)
 //!   while its neighbouring leader is in a broadcast or allreduce between ranks leaves that
 //!   leader waiting for the agreement instead of being reported by the debug check.
