@@ -180,7 +180,8 @@ pub struct Results {
     pub nbfs: usize,
     /// Seconds to generate the edge list.
     pub graph_generation: f64,
-    /// Processes (ranks) in the run.
+    /// The units the graph is partitioned over, as the reference's MPI processes are: ranks
+    /// for `--engine mpi`, workers (over every rank) for `--engine gsm`, 1 for `seq`.
     pub num_mpi_processes: usize,
     /// Seconds of kernel 1.
     pub construction_time: f64,
