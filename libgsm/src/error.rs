@@ -146,9 +146,11 @@ pub enum DelegationError {
         "the trust names a property that does not exist on its trustee (stale or foreign name)"
     )]
     DeadProperty,
-    /// A blocking operation was attempted inside a delegated closure or a callback. Inside a
-    /// delegated closure the refusal unwinds it as a panic would, so its property is poisoned
-    /// too (later applies get [`Poisoned`](Self::Poisoned)).
+    /// A blocking operation was attempted inside a delegated closure or a callback. The forms
+    /// that cannot return this error (`apply`, `join`, `yield_now`, `recv`, …) panic with it
+    /// instead, and inside a delegated closure that panic unwinds the closure, so its property is
+    /// poisoned too (later applies get [`Poisoned`](Self::Poisoned)). A `try_` form returns it,
+    /// and the closure that gets it goes on: its property is not poisoned.
     #[error("{}", crate::worker::BLOCKING_IN_DELEGATED)]
     BlockingInDelegatedContext,
     /// The runtime stopped before the answer arrived.

@@ -27,7 +27,12 @@ thread_local! {
 pub(crate) struct StackPool {
     size: usize,
     stacks: Vec<DefaultStack>,
+    /// The last [`explain`](Self::explain)ed refusal: when, its OS error, and the text.
+    explained: Option<(std::time::Instant, Option<i32>, String)>,
 }
+
+/// How long one explanation of a refused stack serves the refusals of the same error after it.
+const EXPLAINED_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl std::fmt::Debug for StackPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -49,6 +54,7 @@ impl StackPool {
         StackPool {
             size,
             stacks: Vec::new(),
+            explained: None,
         }
     }
 
@@ -88,7 +94,25 @@ impl StackPool {
     /// kernel allows a process `vm.max_map_count` of them (65 530 by default): about 32 700 live
     /// fibers in a process, whatever their stack size. When the process is at that limit, a
     /// smaller stack does not help, so the message says which limit it met.
-    pub(crate) fn explain(&self, e: &std::io::Error) -> String {
+    ///
+    /// Finding that out reads `/proc/self/maps`, some 65 000 lines at the limit (18 ms here): a
+    /// worker refusing a queue of 10 000 spawns from another worker spent minutes on it, and the
+    /// job looked hung. So refusals of the same error within [`EXPLAINED_FOR`] of an explained
+    /// one are told the same.
+    pub(crate) fn explain(&mut self, e: &std::io::Error) -> String {
+        let now = std::time::Instant::now();
+        if let Some((at, code, text)) = &self.explained
+            && *code == e.raw_os_error()
+            && now.duration_since(*at) < EXPLAINED_FOR
+        {
+            return text.clone();
+        }
+        let text = self.explain_afresh(e);
+        self.explained = Some((now, e.raw_os_error(), text.clone()));
+        text
+    }
+
+    fn explain_afresh(&self, e: &std::io::Error) -> String {
         let what = format!(
             "gossamer: cannot allocate a fiber stack of {} bytes ({e})",
             self.size

@@ -176,9 +176,15 @@ pub struct JoinHandle<R> {
 }
 
 impl<R> Drop for JoinHandle<R> {
+    /// A handle dropped unjoined while its fiber's failure waits in it ends the job with that
+    /// failure, unless the dropping fiber is itself unwinding: then the panic that unwinds it is
+    /// the run's failure (handles still to be joined are dropped by the unwinding, and the first
+    /// of them to fail, recorded first, was reported instead of the panic that ended main; its own
+    /// panic message was printed when it happened).
     fn drop(&mut self) {
         self.cell.watched.set(false);
         if self.cell.grave.take()
+            && !std::thread::panicking()
             && let Some(Err(m)) = self.cell.result.borrow_mut().take()
         {
             unjoined_failure(self.cell.worker, m);

@@ -1218,7 +1218,9 @@ impl WorkerCore {
     /// Starts a fiber and makes it ready.
     ///
     /// # Panics
-    /// If its stack cannot be had (see [`try_spawn_fiber`](Self::try_spawn_fiber)).
+    /// If its stack cannot be had (see [`try_spawn_fiber`](Self::try_spawn_fiber)), at the
+    /// caller's `spawn`.
+    #[track_caller]
     pub(crate) fn spawn_fiber(&self, f: impl FnOnce() + 'static) {
         if let Err(e) = self.try_spawn_fiber(f) {
             panic!("{e}");
@@ -1228,7 +1230,7 @@ impl WorkerCore {
     /// Starts a fiber and makes it ready, or says why its stack could not be had.
     pub(crate) fn try_spawn_fiber(&self, f: impl FnOnce() + 'static) -> Result<(), String> {
         let made = self.stacks.borrow_mut().fiber(f);
-        let co = made.map_err(|e| self.stacks.borrow().explain(&e))?;
+        let co = made.map_err(|e| self.stacks.borrow_mut().explain(&e))?;
         let id = {
             let mut fibers = self.fibers.borrow_mut();
             match self.free_fibers.borrow_mut().pop() {

@@ -604,6 +604,44 @@ fn a_panic_in_a_fiber_whose_handle_was_dropped_ends_the_job() {
     assert_eq!(ran.unwrap(), 2);
 }
 
+/// A joined fiber's panic, raised again by `join`, ends the run as that panic, even when the
+/// unwinding drops the handle of another fiber that failed too: the run named the second fiber
+/// ("... whose JoinHandle was dropped unjoined"), recorded by its handle's drop before main's
+/// panic reached the run.
+#[test]
+fn the_panic_that_unwinds_main_is_the_runs_failure_not_a_handle_it_drops() {
+    for remote in [false, true] {
+        let e = gossamer::run(cfg(2), move || {
+            let start = |text: &'static str| {
+                if remote {
+                    spawn_on(WorkerId::new(1), move || -> u32 { panic!("{text}") })
+                } else {
+                    spawn(move || -> u32 { panic!("{text}") })
+                }
+            };
+            let first = start("first fiber fails");
+            let second = start("second fiber fails");
+            while !(first.is_finished() && second.is_finished()) {
+                yield_now();
+            }
+            first.join() + second.join()
+        })
+        .expect_err("the joined panic must end the run");
+        match e {
+            gossamer::Error::Panicked {
+                worker, message, ..
+            } => {
+                assert_eq!(worker, 0, "remote {remote}: {message}");
+                assert!(
+                    message.contains("first fiber fails") && !message.contains("unjoined"),
+                    "remote {remote}: {message}"
+                );
+            }
+            e => panic!("remote {remote}: expected Error::Panicked, got {e}"),
+        }
+    }
+}
+
 #[test]
 fn large_arguments_and_results_are_not_truncated() {
     gossamer::run(cfg(2).slot_size(256), || {

@@ -6,6 +6,8 @@
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use gossamer::{Config, WorkerId, spawn, spawn_on, yield_now};
 
@@ -20,6 +22,25 @@ fn the_fiber_limit_of_a_process_is_named_as_the_kernels_mapping_limit() {
         eprintln!("vm.max_map_count is {limit}: too many fibers to reach it in a test; skipped");
         return;
     }
+    // Where the refusal of a local `spawn` is reported: at the caller's `spawn` line.
+    let at: Arc<Mutex<Option<(String, u32)>>> = Arc::default();
+    let hook_at = Arc::clone(&at);
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let text = info
+            .payload()
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        if text.contains("cannot allocate a fiber stack") {
+            let l = info.location().map(|l| (l.file().to_string(), l.line()));
+            hook_at.lock().unwrap().get_or_insert(l.unwrap_or_default());
+        } else {
+            default(info);
+        }
+    }));
+    let spawn_line = Arc::new(AtomicU32::new(0));
+    let line_of_spawn = Arc::clone(&spawn_line);
     let (alive, message, remote) = gossamer::run(
         Config::default().workers(2).stack_size(64 << 10),
         move || {
@@ -32,6 +53,7 @@ fn the_fiber_limit_of_a_process_is_named_as_the_kernels_mapping_limit() {
                     fibers.len()
                 );
                 let g = go.clone();
+                spawn_line.store(line!() + 2, Ordering::SeqCst);
                 let started = catch_unwind(AssertUnwindSafe(|| {
                     spawn(move || {
                         while !g.get() {
@@ -50,6 +72,20 @@ fn the_fiber_limit_of_a_process_is_named_as_the_kernels_mapping_limit() {
             // A fiber asked of another worker meets the same limit there: its join says so,
             // and the run goes on (that worker's poller panicked, which ended the run).
             let remote = spawn_on(WorkerId::new(1), || 7u32).try_join();
+            // So does a burst of them, promptly: each refusal read /proc/self/maps again (18 ms
+            // at the limit), and 2000 took half a minute.
+            let burst = std::time::Instant::now();
+            let refused: Vec<_> = (0..2000u32)
+                .map(|i| spawn_on(WorkerId::new(1), move || i))
+                .collect();
+            for h in refused {
+                assert!(h.try_join().is_err(), "a fiber started past the limit");
+            }
+            let burst = burst.elapsed();
+            assert!(
+                burst < std::time::Duration::from_secs(10),
+                "2000 refused spawns took {burst:?}"
+            );
             go.set(true);
             for f in fibers {
                 f.join();
@@ -62,6 +98,12 @@ fn the_fiber_limit_of_a_process_is_named_as_the_kernels_mapping_limit() {
     )
     .unwrap();
     eprintln!("{alive} fibers alive, then: {message}");
+    let _ = std::panic::take_hook();
+    assert_eq!(
+        at.lock().unwrap().clone(),
+        Some((file!().to_string(), line_of_spawn.load(Ordering::SeqCst))),
+        "the refusal is not reported at the caller's spawn"
+    );
     assert!(
         alive > limit / 2 - 2000 && alive <= limit / 2,
         "{alive} fibers alive at the limit of {limit} mappings"
