@@ -21,8 +21,9 @@
 //! does not start its own (slower, noisier) teardown; `gsmrun` then ends the launcher. An exit 0
 //! after the runtime gave MPI up (its run failed) counts as such a failure here, as it does in
 //! `gsmrun` ([`crate::progress`]): Open MPI's `mpirun` would otherwise kill the other ranks and
-//! print its page on a process "exiting improperly" before `gsmrun` could say what happened. Without
-//! `GSM_CONTROL` (run by hand), the wrapper only sets the personality and `exec`s the program.
+//! print its page on a process "exiting improperly" before `gsmrun` could say what happened.
+//! Without `GSM_CONTROL` (run by hand), the wrapper only sets the personality and `exec`s the
+//! program.
 
 use crate::env;
 use crate::launch::colons_restored;
