@@ -196,6 +196,7 @@ fn main() {
                 mpirun,
             } => {
                 check_runs(common.runs, false)?;
+                report::check_json(common.json.as_deref())?;
                 let opts = launch::Options {
                     runs: common.runs,
                     gsmrun: gsmrun.unwrap_or_else(|| launch::sibling("gsmrun")),
@@ -216,6 +217,7 @@ fn main() {
                 if ops < 1000 {
                     anyhow::bail!("--ops {ops} is too few to time; use at least 1000");
                 }
+                report::check_json(common.json.as_deref())?;
                 let opts = local::Options {
                     runs: common.runs,
                     ops,

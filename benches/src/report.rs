@@ -157,6 +157,30 @@ pub fn table(cases: &[Case]) -> String {
     out
 }
 
+/// Refuses a `--json` path that cannot be written, before anything is measured: the report is
+/// written at the end, and a run of several minutes ended in "cannot write the JSON report". The
+/// file is opened to append (its content untouched) and removed again if this made it.
+pub fn check_json(json: Option<&Path>) -> anyhow::Result<()> {
+    let Some(path) = json else { return Ok(()) };
+    let existed = path.exists();
+    let opened = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path);
+    match opened {
+        Ok(_) if !existed => std::fs::remove_file(path).map_err(anyhow::Error::from),
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "cannot write the JSON report to {}: {e}; nothing was run: give --json a path that \
+             can be written",
+            path.display()
+        )
+    })
+}
+
 /// Prints the table and, when `json` is given, writes every row there as a JSON array.
 pub fn emit(cases: &[Case], json: Option<&Path>) -> anyhow::Result<()> {
     print!("{}", table(cases));
@@ -193,6 +217,10 @@ pub fn mpi_job(
 ) -> anyhow::Result<bool> {
     let (universe, _level) = mpi::initialize_with_threading(mpi::Threading::Funneled)
         .ok_or_else(|| anyhow::anyhow!("MPI was already initialised in this process"))?;
+    // Rank 0 writes the report; its failing here ends the job (the launcher ends the others).
+    if mpi::traits::Communicator::rank(&universe.world()) == 0 {
+        check_json(json)?;
+    }
     let result = body(&universe.world());
     drop(universe);
     match result? {
@@ -231,6 +259,25 @@ pub fn progress_done() {
 mod tests {
     use super::*;
     use crate::stats::summarize;
+
+    #[test]
+    fn a_json_path_is_checked_without_a_trace() {
+        let dir = std::env::temp_dir().join(format!("gsm-bench-json-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let new = dir.join("new.json");
+        check_json(Some(&new)).unwrap();
+        assert!(!new.exists(), "the check left a file behind");
+        let kept = dir.join("kept.json");
+        std::fs::write(&kept, "old").unwrap();
+        check_json(Some(&kept)).unwrap();
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), "old");
+        for bad in [dir.join("missing").join("x.json"), dir.clone()] {
+            let e = check_json(Some(&bad)).unwrap_err().to_string();
+            assert!(e.contains("nothing was run"), "{e}");
+        }
+        assert!(check_json(None).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn speedup_above_one_means_gossamer_did_better_for_throughput() {

@@ -86,6 +86,32 @@ fn positive(row: &serde_json::Value, key: &str, report: &str) -> f64 {
     v.unwrap_or_default()
 }
 
+/// A `--json` path that cannot be written is refused before anything is measured (it was found
+/// out after the whole run), and an existing file's content is left as it is.
+#[test]
+fn an_unwritable_json_path_is_refused_before_the_run() {
+    let scratch = Scratch::new("bench-local-json", RunId::next());
+    let missing = scratch.join("no-such-dir").join("local.json");
+    let done = local(&[
+        "--quick",
+        "--runs",
+        "1",
+        "--json",
+        missing.to_str().unwrap(),
+    ]);
+    let report = done.report();
+    assert_exit(&done, 1, "gsm-bench local --json into a missing directory");
+    assert!(
+        done.stderr.contains("cannot write the JSON report to ")
+            && done.stderr.contains("nothing was run"),
+        "{report}"
+    );
+    assert!(
+        !done.stdout.contains("counter:"),
+        "a table was printed\n{report}"
+    );
+}
+
 #[test]
 fn a_quick_run_reports_every_case_beside_every_peer() {
     let scratch = Scratch::new("bench-local", RunId::next());

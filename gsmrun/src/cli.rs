@@ -38,8 +38,9 @@ Every rank starts with address-space randomisation off (unless --keep-aslr) thro
 wrapper (this same binary) that also reports its exit to gsmrun: when any rank exits non-zero or is
 killed by a signal, gsmrun prints one line naming the rank and host, ends every other rank, and
 exits with that status. Rank output is forwarded line by line and byte for byte (a last line
-without a newline stays so); --tag-output prefixes each line with `[1,RANK]<stdout>:` or
-`[1,RANK]<stderr>:` as Open MPI does. If gsmrun's own output cannot be written, the job ends.
+without a newline stays so, and what comes next follows on it); --tag-output prefixes each line
+with `[1,RANK]<stdout>:` or `[1,RANK]<stderr>:` as Open MPI does, and ends a last line without a
+newline with one. If gsmrun's own output cannot be written, the job ends.
 
 Exit status:
   0          every rank exited 0

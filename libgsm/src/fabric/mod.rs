@@ -374,13 +374,22 @@ pub const CONNECT_TIMEOUT_VAR: &str = "GSM_CONNECT_TIMEOUT";
 /// The variable for the address the tcp fabric listens on.
 pub const TCP_BIND_VAR: &str = "GSM_TCP_BIND";
 
-/// Seconds from a [`CONNECT_TIMEOUT_VAR`] value: a whole number, surrounding blanks allowed.
+/// Most seconds [`CONNECT_TIMEOUT_VAR`] may give: a day. Beyond some 2^63 s the deadline
+/// overflowed (a panic on every rank), and 0 reached the socket as a timeout it refuses.
+pub const MAX_CONNECT_TIMEOUT: u64 = 86_400;
+
+/// Seconds from a [`CONNECT_TIMEOUT_VAR`] value: a whole number from 1 to
+/// [`MAX_CONNECT_TIMEOUT`], surrounding blanks allowed.
 fn connect_timeout(v: &str) -> Result<u64, FabricError> {
-    v.trim().parse::<u64>().map_err(|_| FabricError::Env {
-        name: CONNECT_TIMEOUT_VAR,
-        value: v.to_string(),
-        reason: "expected a whole number of seconds, e.g. 60",
-    })
+    v.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|s| (1..=MAX_CONNECT_TIMEOUT).contains(s))
+        .ok_or_else(|| FabricError::Env {
+            name: CONNECT_TIMEOUT_VAR,
+            value: v.to_string(),
+            reason: "expected a whole number of seconds from 1 to 86400, e.g. 60",
+        })
 }
 
 /// The first IPv4 address (else any address) `host` resolves to.
@@ -526,8 +535,13 @@ mod tests {
         assert_eq!(
             connect_timeout("-1").unwrap_err().to_string(),
             "environment variable GSM_CONNECT_TIMEOUT=\"-1\" is invalid: expected a whole number \
-             of seconds, e.g. 60"
+             of seconds from 1 to 86400, e.g. 60"
         );
+        // 0 reached the socket (which refuses a 0 timeout), and 2^64-1 overflowed the deadline.
+        for bad in ["0", "86401", "18446744073709551615"] {
+            assert!(connect_timeout(bad).is_err(), "{bad}");
+        }
+        assert_eq!(connect_timeout("86400"), Ok(86_400));
         assert_eq!(FabricChoice::parse(" TCP"), Ok(FabricChoice::Tcp));
         let e = FabricChoice::parse("bogus").unwrap_err().to_string();
         assert_eq!(
