@@ -382,6 +382,14 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
         forced.as_deref(),
         &launch::detect::detect,
     )?;
+    if backend == Backend::Srun && explicit {
+        return Err(Error::Usage(
+            "--launcher srun places the ranks on the Slurm allocation's nodes itself, so -H and \
+             --hostfile cannot choose them (they were ignored): drop them, or start the ranks \
+             on those hosts with --launcher mpirun"
+                .into(),
+        ));
+    }
     let job_id = new_job_id();
     let tmpdir = std::env::temp_dir().join(jobdir::dir_name(&job_id));
 
@@ -510,6 +518,7 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
         args: cli.args.clone(),
         hostfile_path: tmpdir.join("hostfile"),
         job_vars,
+        in_srun_step: in_srun_step(var),
     };
     let plan = launch::build_plan(&backend, &spec);
     check_string_lengths(&plan, job_env.iter().chain(&plan.env).chain(&mpi_env))?;
@@ -524,6 +533,17 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
         tmpdir,
         warnings,
     })
+}
+
+/// Whether gsmrun runs as a task of a Slurm job step (`srun -n1 gsmrun …` in an allocation):
+/// `SLURM_STEP_ID` names a step, not the batch script's (`4294967294`, or unset) nor the
+/// extern step's. Its own `srun` then waits for ever for the CPUs that step holds ("step creation
+/// temporarily disabled … Requested nodes are busy") unless it may share them (`--overlap`).
+fn in_srun_step(var: &dyn Fn(&str) -> Option<String>) -> bool {
+    var("SLURM_STEP_ID")
+        .or_else(|| var("SLURM_STEPID"))
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .is_some_and(|id| id < 0xffff_fff0)
 }
 
 /// `GSM_HOSTS` and `GSM_RANK_HOSTS` of `placement`: the names of the hosts that got ranks, in

@@ -1248,3 +1248,54 @@ fn what_a_sigkilled_gsmrun_left_is_removed_by_the_next_one() {
     );
     assert_eq!(kept, (true, true), "a live job's directory was removed");
 }
+
+/// gsmrun run inside a Slurm job step (`srun -n1 gsmrun …`) lets its ranks' step share that
+/// step's CPUs: without `--overlap`, Slurm held the new step back for ever ("Requested nodes are
+/// busy"). The batch script's step is no such step. And `--launcher srun` refuses hosts it
+/// cannot honour: they were ignored, while the dry run showed them.
+#[test]
+fn under_srun_a_step_inside_a_step_overlaps_and_hosts_are_refused() {
+    let run = |step: Option<&str>, args: &[&str]| {
+        let mut cmd = Command::new(BIN);
+        for (k, _) in std::env::vars_os() {
+            if k.to_str()
+                .is_some_and(|k| k.starts_with("GSM_") || k.starts_with("SLURM_"))
+            {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.env("SLURM_JOB_ID", "7")
+            .env("SLURM_JOB_NODELIST", "vm")
+            .env("SLURM_TASKS_PER_NODE", "2")
+            .env_remove("PBS_NODEFILE");
+        if let Some(s) = step {
+            cmd.env("SLURM_STEP_ID", s);
+        }
+        cmd.args(args).output().expect("run gsmrun")
+    };
+    for (step, overlap) in [
+        (Some("0"), true),
+        (Some("4294967294"), false),
+        (None, false),
+    ] {
+        let out = run(step, &["--dry-run", "app"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        let command = dry_command(&out);
+        assert!(command.starts_with("srun "), "{command}");
+        assert_eq!(
+            command.contains(" --overlap "),
+            overlap,
+            "step {step:?}: {command}"
+        );
+    }
+    let out = run(
+        None,
+        &["--launcher", "srun", "-H", "a:1,b:1", "--dry-run", "app"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("-H and --hostfile cannot choose them"),
+        "{}",
+        stderr_of(&out)
+    );
+}

@@ -1,5 +1,6 @@
-//! A single-node Slurm started by the test bed: `salloc -n 2 gsmrun gsm-hello` and an `sbatch`
-//! script both run two ranks with no hostfile. The first test checks the bed itself with plain
+//! A single-node Slurm started by the test bed: `salloc -n 2 gsmrun gsm-hello`, the same with
+//! gsmrun in an `srun` step of its own, and an `sbatch` script all run two ranks with no
+//! hostfile. The first test checks the bed itself with plain
 //! `mpirun` inside `salloc`.
 
 use gsm_tests::bins::{gsm_hello, gsmrun};
@@ -48,6 +49,26 @@ fn salloc_runs_gsmrun_without_a_hostfile() {
     assert_exit(&done, 0, "salloc -n 2 gsmrun gsm-hello");
     let found = assert_ranks(&done, 2, &guard, "salloc -n 2 gsmrun gsm-hello");
     assert_on_node(&found, &slurm, "salloc -n 2 gsmrun gsm-hello");
+}
+
+/// gsmrun started as a job step of its own (`srun -n 1 gsmrun …` inside the allocation) starts
+/// its ranks in a step that shares that step's CPUs: Slurm held the ranks' step back for ever
+/// ("step creation temporarily disabled … Requested nodes are busy"), and the job never ended.
+/// (Its slots are its step's tasks, as Slurm tells it: one here, so two ranks oversubscribe.)
+#[test]
+fn gsmrun_inside_an_srun_step_runs_its_ranks() {
+    let slurm = Slurm::shared();
+    let guard = PidGuard::new();
+    let mut cmd = slurm.command("salloc");
+    cmd.args(["-n", "2", "srun", "-n", "1"])
+        .arg(gsmrun())
+        .args(["-np", "2", "--oversubscribe"])
+        .arg(gsm_hello());
+    let what = "salloc -n 2 srun -n 1 gsmrun -np 2 --oversubscribe gsm-hello";
+    let done = run(&mut cmd, LIMIT);
+    assert_exit(&done, 0, what);
+    let found = assert_ranks(&done, 2, &guard, what);
+    assert_on_node(&found, &slurm, what);
 }
 
 /// Submits a `-n 2` batch script whose last line is `exec LAUNCHER gsm-hello`, waits for it with

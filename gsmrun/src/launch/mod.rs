@@ -176,6 +176,8 @@ pub struct JobSpec {
     /// Names of the job-wide `GSM_*` variables to export (their values are in the launcher's
     /// environment, never on the command line).
     pub job_vars: Vec<String>,
+    /// gsmrun itself runs as a task of a Slurm job step (`srun … gsmrun`): only `srun` hears it.
+    pub in_srun_step: bool,
 }
 
 impl JobSpec {
@@ -379,6 +381,7 @@ pub(crate) mod testutil {
             args: vec!["-v".into(), "x y".into()],
             hostfile_path: "/tmp/gsmrun.J/hostfile".into(),
             job_vars: vec!["GSM_JOB_ID".into(), "GSM_FABRIC".into()],
+            in_srun_step: false,
         }
     }
 }

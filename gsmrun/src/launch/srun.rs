@@ -4,6 +4,8 @@
 //! written; `srun` passes gsmrun's whole environment to the tasks, so `-x VAR=value` becomes a
 //! variable of `srun`'s environment and `-x VAR` needs nothing. Debian's Open MPI speaks only PMIx,
 //! hence `--mpi=pmix`. A `--launch-agent` has no meaning here and is ignored with a warning.
+//! When gsmrun itself runs in a job step (`srun -n1 gsmrun …`), its step may share that step's
+//! CPUs (`--overlap`): without it, Slurm held the new step back for ever, for want of CPUs.
 
 use super::{Backend, JobSpec, Plan};
 use crate::placement::MapBy;
@@ -23,6 +25,9 @@ pub fn plan(spec: &JobSpec) -> Plan {
     }
     if spec.oversubscribe {
         argv.push("--overcommit".to_string());
+    }
+    if spec.in_srun_step {
+        argv.push("--overlap".to_string());
     }
     if spec.launch_agent.is_some() {
         eprintln!("gsmrun: warning: --launch-agent is ignored under srun (Slurm starts the ranks)");
@@ -69,6 +74,14 @@ mod tests {
         );
         assert_eq!(p.env, [("OMP_NUM_THREADS".to_string(), "1".to_string())]);
         assert_eq!(p.hostfile, None);
+    }
+
+    #[test]
+    fn inside_a_step_the_ranks_overlap_it() {
+        let mut s = spec();
+        s.in_srun_step = true;
+        assert!(plan(&s).argv.iter().any(|a| a == "--overlap"));
+        assert!(!plan(&spec()).argv.iter().any(|a| a == "--overlap"));
     }
 
     #[test]
