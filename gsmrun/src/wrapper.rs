@@ -56,6 +56,20 @@ impl<R: Read> Read for Watch<R> {
     }
 }
 
+/// This task's index among its step's tasks on its node, and how many there are, under `srun`:
+/// `SLURM_LOCALID`, and this node's entry (`SLURM_NODEID`) of `SLURM_STEP_TASKS_PER_NODE`
+/// (`2(x3),1`). (`SLURM_NTASKS_PER_NODE`, read before, is set only when the user asked
+/// `--ntasks-per-node`, and then counts the allocation's tasks, not the step's: ranks went
+/// without `GSM_LOCAL_*`, and so each ran a worker per CPU of the node.)
+fn slurm_local(var: &dyn Fn(&str) -> Option<String>) -> Option<(u32, u32)> {
+    let local: u32 = var("SLURM_LOCALID")?.trim().parse().ok()?;
+    let node: usize = var("SLURM_NODEID")?.trim().parse().ok()?;
+    let per_node =
+        crate::hosts::slurm::parse_tasks_per_node(&var("SLURM_STEP_TASKS_PER_NODE")?).ok()?;
+    let size = *per_node.get(node)?;
+    (local < size).then_some((local, size))
+}
+
 /// How long what the program left running after it exited has, after SIGTERM, to end and close
 /// the program's output before SIGKILL and the report.
 const LEFT_OVER_GRACE: Duration = Duration::from_secs(2);
@@ -244,12 +258,10 @@ pub fn main(args: Vec<OsString>) -> i32 {
             }
             None => {
                 cmd.env(env::rank::HOST_ADDR, &host);
-                if let (Ok(l), Ok(n)) = (
-                    std::env::var("SLURM_LOCALID"),
-                    std::env::var("SLURM_NTASKS_PER_NODE"),
-                ) {
-                    cmd.env(env::rank::LOCAL_RANK, l)
-                        .env(env::rank::LOCAL_SIZE, n);
+                let var = |k: &str| std::env::var(k).ok();
+                if let Some((l, n)) = slurm_local(&var) {
+                    cmd.env(env::rank::LOCAL_RANK, l.to_string())
+                        .env(env::rank::LOCAL_SIZE, n.to_string());
                 }
             }
         }
@@ -525,4 +537,41 @@ pub fn main(args: Vec<OsString>) -> i32 {
     let _ = send(wire::ENDED, b"");
     let _ = std::io::stderr().flush();
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slurm_task_finds_its_place_on_its_node() {
+        fn env<'a>(pairs: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<String> + 'a {
+            move |k| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        }
+        let step = [
+            ("SLURM_LOCALID", "1"),
+            ("SLURM_NODEID", "3"),
+            ("SLURM_STEP_TASKS_PER_NODE", "2(x3),1"),
+        ];
+        assert_eq!(slurm_local(&env(&step[..2])), None, "no step layout");
+        let first = [
+            ("SLURM_LOCALID", "0"),
+            ("SLURM_NODEID", "3"),
+            ("SLURM_STEP_TASKS_PER_NODE", "2(x3),1"),
+        ];
+        assert_eq!(slurm_local(&env(&first)), Some((0, 1)));
+        let second = [
+            ("SLURM_LOCALID", "1"),
+            ("SLURM_NODEID", "2"),
+            ("SLURM_STEP_TASKS_PER_NODE", "2(x3),1"),
+        ];
+        assert_eq!(slurm_local(&env(&second)), Some((1, 2)));
+        // Inconsistent values are no place at all.
+        assert_eq!(slurm_local(&env(&step)), None);
+    }
 }

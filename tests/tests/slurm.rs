@@ -51,6 +51,35 @@ fn salloc_runs_gsmrun_without_a_hostfile() {
     assert_on_node(&found, &slurm, "salloc -n 2 gsmrun gsm-hello");
 }
 
+/// Under `srun` each rank learns its place on its node (`GSM_LOCAL_RANK` of `GSM_LOCAL_SIZE`),
+/// from which the runtime shares the node's CPUs among them: they were unset, and each rank ran
+/// a worker per CPU of the node.
+#[test]
+fn ranks_under_srun_know_their_place_on_the_node() {
+    let slurm = Slurm::shared();
+    let mut cmd = slurm.command("salloc");
+    cmd.args(["-n", "2"]).arg(gsmrun()).args([
+        "sh",
+        "-c",
+        "echo local $GSM_LOCAL_RANK of $GSM_LOCAL_SIZE",
+    ]);
+    let what = "salloc -n 2 gsmrun sh -c 'echo local $GSM_LOCAL_RANK of $GSM_LOCAL_SIZE'";
+    let done = run(&mut cmd, LIMIT);
+    assert_exit(&done, 0, what);
+    let mut lines: Vec<&str> = done
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("local"))
+        .collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        ["local 0 of 2", "local 1 of 2"],
+        "{what}\n{}",
+        done.report()
+    );
+}
+
 /// gsmrun started as a job step of its own (`srun -n 1 gsmrun …` inside the allocation) starts
 /// its ranks in a step that shares that step's CPUs: Slurm held the ranks' step back for ever
 /// ("step creation temporarily disabled … Requested nodes are busy"), and the job never ended.
