@@ -192,6 +192,7 @@ mod tests {
             ("Leaving", crate::progress::stage::LEAVING),
             ("Abandoned", crate::progress::stage::ABANDONED),
             ("Deadlocked", crate::progress::stage::DEADLOCKED),
+            ("Follows", crate::progress::stage::FOLLOWS),
         ] {
             let line = format!("{name} = b'{}',", byte as char);
             assert!(stage.contains(&line), "stage.rs no longer says `{line}`");

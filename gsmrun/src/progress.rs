@@ -53,6 +53,8 @@ pub mod stage {
     /// The job was found deadlocked: every rank found it in the same wave, and each is ending
     /// with its own report of what its fibers wait for.
     pub const DEADLOCKED: u8 = b'D';
+    /// The rank's run failed because another rank's did (it vanished, or told its failure).
+    pub const FOLLOWS: u8 = b'F';
 }
 
 /// How far a rank got: joined the job, and how many runs it started. A later stage compares
@@ -98,6 +100,8 @@ struct Rank {
     leaving: bool,
     /// Found the job deadlocked.
     deadlocked: bool,
+    /// Its run failed because another rank's did.
+    follows: bool,
     /// When it joined (its first stage).
     joined_at: Option<Instant>,
 }
@@ -161,6 +165,7 @@ impl Progress {
                     r.abandoned = true;
                 }
                 stage::DEADLOCKED => r.deadlocked = true,
+                stage::FOLLOWS => r.follows = true,
                 _ => {}
             }
         }
@@ -171,6 +176,12 @@ impl Progress {
     /// same wave, and each is about to report what its own fibers wait for.
     pub fn deadlocked(&self, conn: usize) -> bool {
         self.ranks.get(&conn).is_some_and(|r| r.deadlocked)
+    }
+
+    /// Whether connection `conn`'s rank's run failed because another rank's did: the report of
+    /// the rank whose failure it was names the cause, and is worth waiting a little for.
+    pub fn follows(&self, conn: usize) -> bool {
+        self.ranks.get(&conn).is_some_and(|r| r.follows)
     }
 
     /// Connection `conn`'s rank exited with status 0. Returns the failure line when it exited
@@ -463,6 +474,9 @@ mod tests {
         assert!(p.deadlocked(0));
         assert!(!p.deadlocked(1));
         assert!(!p.deadlocked(7), "an unknown connection");
+        // A rank whose run another rank's failure ended says so.
+        assert_eq!(p.stages(1, b"JRFA"), None);
+        assert!(p.follows(1) && !p.follows(0) && !p.follows(7));
     }
 
     #[test]

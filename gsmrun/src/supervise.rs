@@ -257,6 +257,24 @@ const LATE_REPORT_WAIT: Duration = Duration::from_millis(1000);
 /// the others to end by themselves before they are ended: each reports what its own fibers wait
 /// for, and they decided together, so their reports follow within milliseconds.
 const DEADLOCK_REPORTS_WAIT: Duration = Duration::from_millis(1000);
+
+/// How long the failure report of a rank whose run another rank's failure ended (it says so:
+/// `progress::stage::FOLLOWS`) waits for a report of a rank that failed by itself, which is then
+/// the one reported: the rank whose failure it was tells the others at once and exits some
+/// 200 ms later, so its report came second, and gsmrun's line named a rank that only followed.
+const FOLLOWER_WAIT: Duration = Duration::from_millis(1500);
+
+/// The failure `line` of a rank that only followed another rank's failure, as it is said when
+/// no report of that rank came: it says so.
+fn followed(line: &str) -> String {
+    match line.strip_suffix("; ending the job") {
+        Some(head) => format!(
+            "{head}, its run ended by another rank's failure (its error above names the rank); \
+             ending the job"
+        ),
+        None => line.to_string(),
+    }
+}
 /// The default of `--start-timeout` under `mpirun` and `mpiexec`, in seconds.
 ///
 /// A launcher that cannot start a rank does not always give up: MPICH's Hydra waits for ever
@@ -386,6 +404,9 @@ fn supervise(
     let mut end_others_at: Option<Instant> = None;
     let mut launcher_termed: Option<Instant> = None;
     let mut launcher_status: Option<(ExitStatus, Instant)> = None;
+    // The failure line and status of the first rank whose run another rank's failure ended,
+    // until when it waits for that rank's own report (see `FOLLOWER_WAIT`).
+    let mut follower: Option<(String, i32, Instant)> = None;
 
     let begin_ending = |conns: &mut HashMap<usize, Conn>, quiet: &AtomicBool| {
         quiet.store(true, Ordering::SeqCst);
@@ -430,6 +451,17 @@ fn supervise(
                 }
             }
         } else {
+            if let Some((line, code, until)) = &follower {
+                // Once the launcher is gone, no other report is coming.
+                if now >= *until || launcher_status.is_some() {
+                    say(format_args!("{line}"));
+                    ending = Some((*code, now));
+                    follower = None;
+                    begin_ending(&mut conns, &quiet);
+                    continue;
+                }
+                wake = wake.min(*until);
+            }
             if let Some(t) = timeout_at {
                 if now >= t {
                     say(format_args!(
@@ -536,26 +568,38 @@ fn supervise(
                 if ending.is_some() {
                     continue;
                 }
-                if outcome.failed() {
-                    say(format_args!("{}", outcome.failure_line(&rank, &c.host)));
-                    ending = Some((outcome.exit_code(), Instant::now()));
-                    if progress.deadlocked(conn) {
-                        end_others_at = Some(Instant::now() + DEADLOCK_REPORTS_WAIT);
-                    } else {
-                        begin_ending(&mut conns, &quiet);
-                    }
-                } else if let Some(line) = progress.exited_ok(conn) {
-                    say(format_args!("{line}"));
-                    ending = Some((1, Instant::now()));
-                    // A rank that exits 0 after its run found the job deadlocked: the others
-                    // are about to say what their fibers wait for, as after a failed exit.
-                    if progress.deadlocked(conn) {
-                        end_others_at = Some(Instant::now() + DEADLOCK_REPORTS_WAIT);
-                    } else {
-                        begin_ending(&mut conns, &quiet);
-                    }
+                let failure = if outcome.failed() {
+                    Some((outcome.failure_line(&rank, &c.host), outcome.exit_code()))
                 } else {
-                    ok_ranks.insert(rank);
+                    // Exited 0, but where the job cannot go on without it (or after its run
+                    // failed): a failure all the same.
+                    progress.exited_ok(conn).map(|line| (line, 1))
+                };
+                match failure {
+                    None => {
+                        ok_ranks.insert(rank);
+                    }
+                    // Its run ended because another rank's failed: that rank's report, which
+                    // names the cause, normally follows within its note's grace; the first
+                    // such follower is reported only if it does not.
+                    Some((line, code)) if progress.follows(conn) => {
+                        if follower.is_none() {
+                            follower =
+                                Some((followed(&line), code, Instant::now() + FOLLOWER_WAIT));
+                        }
+                    }
+                    Some((line, code)) => {
+                        follower = None;
+                        say(format_args!("{line}"));
+                        ending = Some((code, Instant::now()));
+                        // A rank that found the job deadlocked: the others are about to say
+                        // what their fibers wait for.
+                        if progress.deadlocked(conn) {
+                            end_others_at = Some(Instant::now() + DEADLOCK_REPORTS_WAIT);
+                        } else {
+                            begin_ending(&mut conns, &quiet);
+                        }
+                    }
                 }
             }
             Event::Stages { conn, bytes } => {

@@ -553,6 +553,9 @@ fn start_multi(
     if let Err(e) = &result {
         // A failure of the teardown itself (a worker thread that died) is told too.
         notes.post(job, e);
+        if another_ranks(e) {
+            crate::bootstrap::tell(Stage::Follows);
+        }
     }
     if let Some(f) = &mut shm {
         f.closing();
@@ -674,13 +677,7 @@ impl Notes {
     /// peer's loss or failure (that peer, or the peer that lost it, tells its own story; and
     /// a vanished peer may not be sent to) and not a deadlock (every rank finds that together).
     fn post(&mut self, job: &Job, e: &Error) {
-        let own = !matches!(
-            e,
-            Error::PeerLost { .. }
-                | Error::PeerFailed { .. }
-                | Error::Deadlock { .. }
-                | Error::Fabric(FabricError::PeerLost { .. })
-        );
+        let own = !another_ranks(e) && !matches!(e, Error::Deadlock { .. });
         if own && !std::mem::replace(&mut self.posted, true) {
             job.post_failure(&e.to_string(), NOTE_GRACE);
         }
@@ -712,6 +709,12 @@ impl Notes {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
+}
+
+/// Whether `e` is another rank's failure rather than this rank's own: a peer vanished, or told
+/// its failure.
+fn another_ranks(e: &Error) -> bool {
+    peer_lost(e) || matches!(e, Error::PeerFailed { .. })
 }
 
 /// Whether `e` says that a peer vanished (this runtime's watch or a fabric's).

@@ -40,6 +40,10 @@ pub(crate) enum Stage {
     /// wave and fails its run with its own report, so the launcher waits a little for the
     /// others' reports before it ends them.
     Deadlocked = b'D',
+    /// This rank's run failed because another rank's did: a peer vanished, or told its failure
+    /// (`Error::PeerLost`, `Error::PeerFailed`). The launcher then waits a little for the report
+    /// of the rank whose failure it was, and names that one.
+    Follows = b'F',
 }
 
 /// This rank's end of the channel, found once: `None` when there is none to use.
@@ -133,13 +137,14 @@ mod tests {
             Stage::Leaving,
             Stage::Abandoned,
             Stage::Deadlocked,
+            Stage::Follows,
         ] {
             send_stage(fd, stage);
         }
         ours.set_nonblocking(true).expect("nonblocking");
         let mut got = [0u8; 8];
         let n = (&ours).read(&mut got).expect("the stages arrived");
-        assert_eq!(&got[..n], b"JRLAD");
+        assert_eq!(&got[..n], b"JRLADF");
 
         // Another inode, a descriptor that is not a socket, stdin/out/err, a closed one, and
         // text that is not `FD:INODE` are all refused.
