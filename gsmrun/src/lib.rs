@@ -705,6 +705,13 @@ pub fn run(cli: &Cli) -> Result<i32, Error> {
             .map(|&h| prepared.placement.hosts[h].name.clone())
             .collect(),
         wrapper: prepared.spec.wrapper.clone(),
+        slurm_job_with_hosts: std::env::var("SLURM_JOB_ID")
+            .ok()
+            .filter(|id| !id.trim().is_empty())
+            .filter(|_| {
+                (cli.hostfile.is_some() || cli.host.is_some())
+                    && matches!(prepared.plan.backend, launch::Backend::OpenMpi { .. })
+            }),
     };
     let result = supervise::run(&prepared.plan, &env, listener, &opts, signals);
     // Whatever happened, no segment of this job stays in this host's /dev/shm (ranks on other

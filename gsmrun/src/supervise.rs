@@ -199,6 +199,10 @@ pub struct Options {
     /// Path of the rank wrapper (this binary), which every host must have: named when the
     /// launcher fails before the ranks report.
     pub wrapper: String,
+    /// The Slurm job gsmrun runs in, when Open MPI's `mpirun` is to place the ranks on hosts of
+    /// `-H` or `--hostfile` there: it holds a job to the allocation whatever they say, which is
+    /// then a likely cause of its failure.
+    pub slurm_job_with_hosts: Option<String>,
 }
 
 enum Event {
@@ -526,6 +530,7 @@ fn supervise(
                         np: opts.np,
                         started,
                         wrapper: &opts.wrapper,
+                        slurm_job: opts.slurm_job_with_hosts.as_deref(),
                     };
                     say(format_args!("{}", failure.line()));
                     return Ok(1);
@@ -772,6 +777,8 @@ struct LauncherFailure<'a> {
     /// Ranks whose wrapper connected to gsmrun.
     started: usize,
     wrapper: &'a str,
+    /// See [`Options::slurm_job_with_hosts`].
+    slurm_job: Option<&'a str>,
 }
 
 impl LauncherFailure<'_> {
@@ -813,6 +820,16 @@ impl LauncherFailure<'_> {
         let mut causes = Vec::new();
         if self.srun {
             causes.push("no Slurm allocation (outside Slurm, use --launcher mpirun)");
+        }
+        let slurm = self.slurm_job.map(|job| {
+            format!(
+                "inside Slurm job {job}, {launcher} holds the job to the allocation's nodes and \
+                 slots whatever -H or --hostfile say (run without them to use the allocation, or \
+                 set OMPI_MCA_ras=^slurm and OMPI_MCA_plm=^slurm in gsmrun's environment)"
+            )
+        });
+        if let Some(s) = &slurm {
+            causes.push(s);
         }
         causes.push("a host that cannot be reached or whose name does not resolve");
         let missing_wrapper = format!("no gsmrun at {} on some host", self.wrapper);
@@ -1321,6 +1338,7 @@ mod tests {
             np: 2,
             started,
             wrapper: "/opt/gsm/gsmrun",
+            slurm_job: None,
         };
         let line = failure(false, 0).line();
         assert_eq!(
@@ -1357,6 +1375,19 @@ mod tests {
             "{}",
             killed.line()
         );
+        // Inside Slurm with hosts of its own, Open MPI holds the job to the allocation.
+        let in_slurm = LauncherFailure {
+            slurm_job: Some("42"),
+            ..failure(false, 0)
+        };
+        assert!(
+            in_slurm.line().contains(
+                "Likely causes: inside Slurm job 42, mpirun holds the job to the allocation's nodes"
+            ),
+            "{}",
+            in_slurm.line()
+        );
+        assert!(!failure(false, 0).line().contains("Slurm job"));
     }
 
     #[test]

@@ -80,6 +80,30 @@ fn ranks_under_srun_know_their_place_on_the_node() {
     );
 }
 
+/// Inside an allocation, hosts given with `-H` go to Open MPI's `mpirun`, which still holds the
+/// job to the allocation's slots and refuses more: gsmrun's line says that this is the likely
+/// cause (it listed only unreachable hosts and a missing gsmrun).
+#[test]
+fn hosts_beyond_the_allocation_are_explained() {
+    let slurm = Slurm::shared();
+    let mut cmd = slurm.command("salloc");
+    cmd.args(["-n", "2"])
+        .arg(gsmrun())
+        .args(["-H", &format!("{}:4", slurm.node), "-np", "4"])
+        .arg(gsm_hello());
+    let what = "salloc -n 2 gsmrun -H NODE:4 -np 4 gsm-hello";
+    let done = run(&mut cmd, LIMIT);
+    assert_exit(&done, 1, what);
+    assert!(
+        done.stderr.contains("Likely causes: inside Slurm job ")
+            && done
+                .stderr
+                .contains("holds the job to the allocation's nodes and slots"),
+        "{what}\n{}",
+        done.report()
+    );
+}
+
 /// gsmrun started as a job step of its own (`srun -n 1 gsmrun …` inside the allocation) starts
 /// its ranks in a step that shares that step's CPUs: Slurm held the ranks' step back for ever
 /// ("step creation temporarily disabled … Requested nodes are busy"), and the job never ended.
