@@ -34,9 +34,10 @@ pub enum Error {
     /// A bad hostfile, host list or scheduler environment.
     #[error(transparent)]
     Hosts(#[from] HostsError),
-    /// The ranks do not fit the hosts.
-    #[error(transparent)]
-    Placement(#[from] PlacementError),
+    /// The ranks do not fit the hosts (`from`: where the hosts came from, named when their
+    /// slots are the problem).
+    #[error("{error}{}", slots_from(error, from))]
+    Placement { error: PlacementError, from: String },
     /// Options that do not go together or a bad value.
     #[error("{0}")]
     Usage(String),
@@ -57,7 +58,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Hosts(_)
-            | Error::Placement(_)
+            | Error::Placement { .. }
             | Error::Usage(_)
             | Error::ReadHostfile { .. }
             | Error::Launch(LaunchError::BadFlavourVariable(_)) => 2,
@@ -243,15 +244,32 @@ pub(crate) fn plural(n: impl Into<u64>, thing: &str) -> String {
     }
 }
 
-/// Human-readable placement table.
-pub fn placement_table(p: &Placement, source: &HostSource) -> String {
-    let from = match source {
+/// Where the hosts came from: `hostfile F`, `-H`, `Slurm job N`, `PBS node file F`, `this
+/// machine`.
+fn source_name(source: &HostSource) -> String {
+    match source {
         HostSource::Hostfile(path) => format!("hostfile {}", path.display()),
         HostSource::HostOption => "-H".to_string(),
         HostSource::Slurm { job_id } => format!("Slurm job {job_id}"),
         HostSource::Pbs(path) => format!("PBS node file {}", path.display()),
         HostSource::Localhost => "this machine".to_string(),
-    };
+    }
+}
+
+/// What a placement error adds about the hosts' origin: where their slots came from, when the
+/// slots are the problem (inside Slurm they are the allocation's, which `salloc -n` sets).
+fn slots_from(error: &PlacementError, from: &str) -> String {
+    match error {
+        PlacementError::NotEnoughSlots { .. }
+        | PlacementError::ExceedsMaxSlots { .. }
+        | PlacementError::TooManySlots { .. } => format!(" (the hosts and slots of {from})"),
+        _ => String::new(),
+    }
+}
+
+/// Human-readable placement table.
+pub fn placement_table(p: &Placement, source: &HostSource) -> String {
+    let from = source_name(source);
     let used_hosts = (0..p.hosts.len())
         .filter(|&h| p.ranks_on(h).next().is_some())
         .count();
@@ -370,7 +388,11 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
         )));
     }
     let (hosts, source) = resolve_hosts(cli, var)?;
-    let placement = placement::place(&hosts, cli.np, cli.map_by.into(), cli.oversubscribe)?;
+    let placement = placement::place(&hosts, cli.np, cli.map_by.into(), cli.oversubscribe)
+        .map_err(|error| Error::Placement {
+            error,
+            from: source_name(&source),
+        })?;
     one_name_for_this_machine(&placement, &hostname())?;
     let explicit = cli.hostfile.is_some() || cli.host.is_some();
     let in_slurm = var("SLURM_JOB_ID").is_some();
