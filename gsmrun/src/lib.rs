@@ -395,7 +395,7 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
         })?;
     one_name_for_this_machine(&placement, &hostname())?;
     let explicit = cli.hostfile.is_some() || cli.host.is_some();
-    let in_slurm = var("SLURM_JOB_ID").is_some();
+    let in_slurm = hosts::slurm::job_id(var).is_some();
     let forced = var(env::input::MPI_FLAVOUR);
     let backend = launch::choose_backend(
         cli.launcher,
@@ -727,13 +727,10 @@ pub fn run(cli: &Cli) -> Result<i32, Error> {
             .map(|&h| prepared.placement.hosts[h].name.clone())
             .collect(),
         wrapper: prepared.spec.wrapper.clone(),
-        slurm_job_with_hosts: std::env::var("SLURM_JOB_ID")
-            .ok()
-            .filter(|id| !id.trim().is_empty())
-            .filter(|_| {
-                (cli.hostfile.is_some() || cli.host.is_some())
-                    && matches!(prepared.plan.backend, launch::Backend::OpenMpi { .. })
-            }),
+        slurm_job_with_hosts: hosts::slurm::job_id(&|k| std::env::var(k).ok()).filter(|_| {
+            (cli.hostfile.is_some() || cli.host.is_some())
+                && matches!(prepared.plan.backend, launch::Backend::OpenMpi { .. })
+        }),
     };
     let result = supervise::run(&prepared.plan, &env, listener, &opts, signals);
     // Whatever happened, no segment of this job stays in this host's /dev/shm (ranks on other

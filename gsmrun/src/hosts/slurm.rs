@@ -69,11 +69,21 @@ fn number(src: &Source<'_>, s: &str, at: usize, help: &str) -> Result<u32, Hosts
     }
 }
 
+/// The Slurm job gsmrun runs in: `SLURM_JOB_ID` (or the older `SLURM_JOBID`), unless empty
+/// (an empty one was taken for a job, "from Slurm job ", and chose `srun`).
+pub fn job_id(var: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    ["SLURM_JOB_ID", "SLURM_JOBID"]
+        .into_iter()
+        .filter_map(|k| var(k))
+        .map(|v| v.trim().to_string())
+        .find(|v| !v.is_empty())
+}
+
 /// `None` outside Slurm; see the module doc.
 pub(crate) fn from_environment(
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Option<Result<(Vec<Host>, HostSource), HostsError>> {
-    let job_id = var("SLURM_JOB_ID").or_else(|| var("SLURM_JOBID"))?;
+    let job_id = job_id(var)?;
     Some(inside(&job_id, var))
 }
 
@@ -104,9 +114,9 @@ fn inside(
     if slots.len() != names.len() {
         return Err(plain(
             &format!(
-                "{label}={counts} gives {} counts but SLURM_JOB_NODELIST={list} has {} nodes",
-                slots.len(),
-                names.len()
+                "{label}={counts} gives {} but SLURM_JOB_NODELIST={list} has {}",
+                crate::plural(slots.len() as u64, "count"),
+                crate::plural(names.len() as u64, "node")
             ),
             "the allocation's variables disagree; run inside an unmodified salloc/sbatch, or pass -hostfile",
         ));

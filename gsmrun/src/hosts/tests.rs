@@ -419,6 +419,12 @@ fn slurm_environment() {
     );
     let missing = env(&[("SLURM_JOB_ID", "1")]);
     assert!(from_environment(&missing).unwrap().is_err());
+    // An empty job id is no job (it was "Slurm job " and chose srun); the older name counts.
+    assert!(from_environment(&env(&[("SLURM_JOB_ID", " ")])).is_none());
+    assert_eq!(
+        slurm::job_id(&env(&[("SLURM_JOB_ID", ""), ("SLURM_JOBID", "9")])).as_deref(),
+        Some("9")
+    );
     let cpus = env(&[
         ("SLURM_JOB_ID", "1"),
         ("SLURM_NODELIST", "a"),
