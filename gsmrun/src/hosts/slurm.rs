@@ -74,7 +74,7 @@ fn number(src: &Source<'_>, s: &str, at: usize, help: &str) -> Result<u32, Hosts
 pub fn job_id(var: &dyn Fn(&str) -> Option<String>) -> Option<String> {
     ["SLURM_JOB_ID", "SLURM_JOBID"]
         .into_iter()
-        .filter_map(|k| var(k))
+        .filter_map(var)
         .map(|v| v.trim().to_string())
         .find(|v| !v.is_empty())
 }
