@@ -279,6 +279,7 @@ fn followed(line: &str) -> String {
         None => line.to_string(),
     }
 }
+
 /// The default of `--start-timeout` under `mpirun` and `mpiexec`, in seconds.
 ///
 /// A launcher that cannot start a rank does not always give up: MPICH's Hydra waits for ever
