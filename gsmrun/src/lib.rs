@@ -507,6 +507,14 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
     // a word from gsmrun: Open MPI printed a warning of its own for it (about a variable
     // "requested to be forwarded but not found"), and MPICH and srun said nothing.
     let mut warnings = Vec::new();
+    if backend == Backend::Srun && !in_slurm {
+        warnings.push(
+            "gsmrun: warning: --launcher srun outside a Slurm allocation: srun makes one of its \
+             own and places the ranks on its nodes, not as the placement gsmrun shows (this \
+             machine's); run gsmrun inside salloc or sbatch to see where they go"
+                .to_string(),
+        );
+    }
     let exports: Vec<Export> = cli
         .export
         .iter()

@@ -1303,3 +1303,21 @@ fn under_srun_a_step_inside_a_step_overlaps_and_hosts_are_refused() {
         stderr_of(&out)
     );
 }
+
+/// `--launcher srun` outside an allocation warns that the placement shown is not where srun
+/// puts the ranks (it showed this machine's, silently).
+#[test]
+fn srun_outside_an_allocation_warns_of_its_placement() {
+    let out = gsmrun(
+        &["--launcher", "srun", "-np", "1", "--dry-run", "app"],
+        "openmpi",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("--launcher srun outside a Slurm allocation"),
+        "{}",
+        stderr_of(&out)
+    );
+    let inside = gsmrun_with(&["--dry-run", "app"], "openmpi", &[]);
+    assert!(!stderr_of(&inside).contains("outside a Slurm allocation"));
+}
