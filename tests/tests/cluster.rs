@@ -263,6 +263,14 @@ fn rank_1_panics(fabric: Option<&str>, args: &[&str]) -> Failed {
     }
 }
 
+/// gsmrun's own last line in `stderr` (its report of how the job ended), or "".
+fn gsmrun_line(stderr: &str) -> &str {
+    stderr
+        .lines()
+        .rfind(|l| l.starts_with("gsmrun: "))
+        .unwrap_or_default()
+}
+
 /// A panic in a callback on rank 1 ends the job fast, naming rank, worker and the panic.
 fn panic_on_rank_1(fabric: Option<&str>) {
     let Failed {
@@ -295,11 +303,7 @@ fn panic_on_rank_1(fabric: Option<&str>) {
     );
     // gsmrun's own line names rank 1 too, not rank 0, whose run rank 1's failure ended (rank 0
     // exits first, while rank 1 still tells it why: gsmrun named rank 0 in half the runs).
-    let last = done
-        .stderr
-        .lines()
-        .rfind(|l| l.starts_with("gsmrun: "))
-        .unwrap_or_default();
+    let last = gsmrun_line(&done.stderr);
     assert!(
         last.starts_with("gsmrun: rank 1 on host "),
         "{what}: gsmrun's line does not name rank 1: {last}\n{report}"
@@ -342,11 +346,7 @@ fn failure_told_by_a_rank_that_stays(fabric: Option<&str>) {
     );
     // Rank 1 never exits (it stays for 120 s), so gsmrun reports rank 0, saying that another
     // rank's failure ended its run.
-    let last = done
-        .stderr
-        .lines()
-        .rfind(|l| l.starts_with("gsmrun: "))
-        .unwrap_or_default();
+    let last = gsmrun_line(&done.stderr);
     assert!(
         last.starts_with("gsmrun: rank 0 on host ")
             && last.contains(", its run ended by another rank's failure "),
@@ -380,11 +380,7 @@ fn a_program_that_exits_0_after_its_run_failed_ends_the_job_as_failed() {
         ..
     } = &rank_1_panics(None, &["--stay-all", "--stay-secs", "0"]);
     assert_eq!(done.code(), Some(1), "{what}: status\n{report}");
-    let last = done
-        .stderr
-        .lines()
-        .rfind(|l| l.starts_with("gsmrun: "))
-        .unwrap_or_default();
+    let last = gsmrun_line(&done.stderr);
     assert!(
         last.contains(" exited with status 0 after its gossamer run failed ")
             && last.ends_with("ending the job"),
