@@ -1253,36 +1253,39 @@ fn what_a_sigkilled_gsmrun_left_is_removed_by_the_next_one() {
     assert_eq!(kept, (true, true), "a live job's directory was removed");
 }
 
+/// gsmrun with `args` inside Slurm job 7 (one node `vm`, 2 tasks), in job step `step` if given,
+/// and no other `GSM_*` or `SLURM_*` variable of the tests' environment.
+fn in_slurm_job(args: &[&str], step: Option<&str>) -> std::process::Output {
+    let mut cmd = Command::new(BIN);
+    for (k, _) in std::env::vars_os() {
+        if k.to_str()
+            .is_some_and(|k| k.starts_with("GSM_") || k.starts_with("SLURM_"))
+        {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("SLURM_JOB_ID", "7")
+        .env("SLURM_JOB_NODELIST", "vm")
+        .env("SLURM_TASKS_PER_NODE", "2")
+        .env_remove("PBS_NODEFILE");
+    if let Some(s) = step {
+        cmd.env("SLURM_STEP_ID", s);
+    }
+    cmd.args(args).output().expect("run gsmrun")
+}
+
 /// gsmrun run inside a Slurm job step (`srun -n1 gsmrun …`) lets its ranks' step share that
 /// step's CPUs: without `--overlap`, Slurm held the new step back for ever ("Requested nodes are
 /// busy"). The batch script's step is no such step. And `--launcher srun` refuses hosts it
 /// cannot honour: they were ignored, while the dry run showed them.
 #[test]
 fn under_srun_a_step_inside_a_step_overlaps_and_hosts_are_refused() {
-    let run = |step: Option<&str>, args: &[&str]| {
-        let mut cmd = Command::new(BIN);
-        for (k, _) in std::env::vars_os() {
-            if k.to_str()
-                .is_some_and(|k| k.starts_with("GSM_") || k.starts_with("SLURM_"))
-            {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.env("SLURM_JOB_ID", "7")
-            .env("SLURM_JOB_NODELIST", "vm")
-            .env("SLURM_TASKS_PER_NODE", "2")
-            .env_remove("PBS_NODEFILE");
-        if let Some(s) = step {
-            cmd.env("SLURM_STEP_ID", s);
-        }
-        cmd.args(args).output().expect("run gsmrun")
-    };
     for (step, overlap) in [
         (Some("0"), true),
         (Some("4294967294"), false),
         (None, false),
     ] {
-        let out = run(step, &["--dry-run", "app"]);
+        let out = in_slurm_job(&["--dry-run", "app"], step);
         assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
         let command = dry_command(&out);
         assert!(command.starts_with("srun "), "{command}");
@@ -1292,9 +1295,9 @@ fn under_srun_a_step_inside_a_step_overlaps_and_hosts_are_refused() {
             "step {step:?}: {command}"
         );
     }
-    let out = run(
-        None,
+    let out = in_slurm_job(
         &["--launcher", "srun", "-H", "a:1,b:1", "--dry-run", "app"],
+        None,
     );
     assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
     assert!(
@@ -1319,13 +1322,7 @@ fn srun_outside_an_allocation_warns_of_its_placement() {
         stderr_of(&out)
     );
     // Inside an allocation it has nothing to say.
-    let inside = Command::new(BIN)
-        .args(["--launcher", "srun", "--dry-run", "app"])
-        .env("SLURM_JOB_ID", "7")
-        .env("SLURM_JOB_NODELIST", "vm")
-        .env("SLURM_TASKS_PER_NODE", "1")
-        .output()
-        .expect("run gsmrun");
+    let inside = in_slurm_job(&["--launcher", "srun", "--dry-run", "app"], None);
     assert_eq!(inside.status.code(), Some(0), "{}", stderr_of(&inside));
     assert!(!stderr_of(&inside).contains("outside a Slurm allocation"));
 }

@@ -228,6 +228,13 @@ struct Failed {
     report: String,
 }
 
+impl Failed {
+    /// The job left no process and no shared segment behind.
+    fn assert_nothing_left(&self) {
+        assert_nothing_left(&self.prefix, &self.guard, &self.what, &self.done);
+    }
+}
+
 fn rank_1_panics(fabric: Option<&str>, args: &[&str]) -> Failed {
     let serial = serial();
     let guard = PidGuard::new();
@@ -273,14 +280,8 @@ fn gsmrun_line(stderr: &str) -> &str {
 
 /// A panic in a callback on rank 1 ends the job fast, naming rank, worker and the panic.
 fn panic_on_rank_1(fabric: Option<&str>) {
-    let Failed {
-        guard,
-        what,
-        prefix,
-        done,
-        report,
-        ..
-    } = &rank_1_panics(fabric, &[]);
+    let failed = rank_1_panics(fabric, &[]);
+    let (what, done, report) = (&failed.what, &failed.done, &failed.report);
     let output = format!("{}{}", done.stdout, done.stderr);
     let line = output
         .lines()
@@ -308,7 +309,7 @@ fn panic_on_rank_1(fabric: Option<&str>) {
         last.starts_with("gsmrun: rank 1 on host "),
         "{what}: gsmrun's line does not name rank 1: {last}\n{report}"
     );
-    assert_nothing_left(prefix, guard, what, done);
+    failed.assert_nothing_left();
 }
 
 #[test]
@@ -326,14 +327,8 @@ fn a_panic_on_a_worker_ends_the_job_naming_rank_worker_and_message_tcp() {
 /// …) failed, which ends the run on every rank: panic on rank 1, worker …`. Before, they ran on
 /// until rank 1's process ended, and then reported it as vanished.
 fn failure_told_by_a_rank_that_stays(fabric: Option<&str>) {
-    let Failed {
-        guard,
-        what,
-        prefix,
-        done,
-        report,
-        ..
-    } = &rank_1_panics(fabric, &["--stay-rank", "1"]);
+    let failed = rank_1_panics(fabric, &["--stay-rank", "1"]);
+    let (what, done, report) = (&failed.what, &failed.done, &failed.report);
     let line = done
         .stderr
         .lines()
@@ -352,7 +347,7 @@ fn failure_told_by_a_rank_that_stays(fabric: Option<&str>) {
             && last.contains(", its run ended by another rank's failure "),
         "{what}: gsmrun's line: {last}\n{report}"
     );
-    assert_nothing_left(prefix, guard, what, done);
+    failed.assert_nothing_left();
 }
 
 #[test]
@@ -371,14 +366,8 @@ fn a_failed_rank_that_stays_alive_ends_the_others_with_its_reason_tcp() {
 /// status 1`.
 #[test]
 fn a_program_that_exits_0_after_its_run_failed_ends_the_job_as_failed() {
-    let Failed {
-        guard,
-        what,
-        prefix,
-        done,
-        report,
-        ..
-    } = &rank_1_panics(None, &["--stay-all", "--stay-secs", "0"]);
+    let failed = rank_1_panics(None, &["--stay-all", "--stay-secs", "0"]);
+    let (what, done, report) = (&failed.what, &failed.done, &failed.report);
     assert_eq!(done.code(), Some(1), "{what}: status\n{report}");
     let last = gsmrun_line(&done.stderr);
     assert!(
@@ -390,7 +379,7 @@ fn a_program_that_exits_0_after_its_run_failed_ends_the_job_as_failed() {
         !done.stderr.contains("exiting improperly"),
         "{what}: the launcher's page on an improper exit came out\n{report}"
     );
-    assert_nothing_left(prefix, guard, what, done);
+    failed.assert_nothing_left();
 }
 
 /// The same between two hosts, two ranks on each, every rank staying alive after its run
