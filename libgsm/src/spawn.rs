@@ -525,24 +525,37 @@ pub(crate) fn board_here() -> Option<std::sync::Arc<crate::board::Board>> {
 }
 
 /// The worker the caller runs on.
+///
+/// # Panics
+/// Outside a gossamer worker.
 #[track_caller]
 pub fn current_worker() -> WorkerId {
     WorkerId::new(core_or_panic("current_worker").id)
 }
 
 /// The number of workers in the job (every rank's).
+///
+/// # Panics
+/// Outside a gossamer worker.
 #[track_caller]
 pub fn worker_count() -> usize {
     core_or_panic("worker_count").count
 }
 
 /// This process's rank in the job (0 for a program started without a launcher).
+///
+/// # Panics
+/// Outside a gossamer worker: the rank is known once the run has joined the job, so ask inside
+/// `run`/`spmd` (and return it from the body if `main` needs it afterwards).
 #[track_caller]
 pub fn rank() -> usize {
     core_or_panic("rank").shared.place.rank as usize
 }
 
 /// The number of ranks in the job.
+///
+/// # Panics
+/// Outside a gossamer worker, as [`rank`].
 #[track_caller]
 pub fn rank_count() -> usize {
     core_or_panic("rank_count").shared.place.rank_workers.len()
@@ -592,6 +605,9 @@ pub fn workers_of_rank(rank: usize) -> std::ops::Range<usize> {
 }
 
 /// Properties currently alive on this worker's table (a diagnostic for tests and leak checks).
+///
+/// # Panics
+/// Outside a gossamer worker.
 #[track_caller]
 pub fn live_properties_here() -> usize {
     core_or_panic("live_properties_here").live_properties()

@@ -504,11 +504,14 @@ impl<T: Send + 'static> Trust<T> {
     /// # Panics
     /// If the closure panicked (with its message), if the property is poisoned or dead, or when
     /// called where blocking is impossible (inside a delegated closure or a callback). Use
-    /// [`try_apply`](Self::try_apply) to get these as errors.
+    /// [`try_apply`](Self::try_apply) to get these as errors. Called outside a gossamer worker
+    /// (from `main` after the run returned, say) or on a worker outside any fiber, it panics,
+    /// and so do all the `try_` forms: that is a mistake in the program, not a failure of the
+    /// request.
     #[inline]
     #[track_caller]
     pub fn apply<U: Wire>(&self, f: impl FnOnce(&mut T) -> U + NoRef) -> U {
-        match self.try_apply(f) {
+        match self.try_apply_as("Trust::apply", f) {
             Ok(u) => u,
             Err(e) => apply_failed("Trust::apply", e),
         }
@@ -524,7 +527,18 @@ impl<T: Send + 'static> Trust<T> {
         &self,
         f: F,
     ) -> Result<U, DelegationError> {
-        let core = blocking_core("Trust::apply")?;
+        self.try_apply_as("Trust::try_apply", f)
+    }
+
+    /// [`try_apply`](Self::try_apply), naming the call `what` in its panics.
+    #[inline(always)]
+    #[track_caller]
+    fn try_apply_as<U: Wire, F: FnOnce(&mut T) -> U + NoRef>(
+        &self,
+        what: &'static str,
+        f: F,
+    ) -> Result<U, DelegationError> {
+        let core = blocking_core(what)?;
         if self.local(core) {
             return core.run_keyed::<T, U>(self.idx, self.gn, self.key(), f);
         }
@@ -554,7 +568,7 @@ impl<T: Send + 'static> Trust<T> {
         arg: A,
         f: F,
     ) -> U {
-        match self.try_apply_with(arg, f) {
+        match self.try_apply_with_as("Trust::apply_with", arg, f) {
             Ok(u) => u,
             Err(e) => apply_failed("Trust::apply_with", e),
         }
@@ -568,7 +582,19 @@ impl<T: Send + 'static> Trust<T> {
         arg: A,
         f: F,
     ) -> Result<U, DelegationError> {
-        let core = blocking_core("Trust::apply_with")?;
+        self.try_apply_with_as("Trust::try_apply_with", arg, f)
+    }
+
+    /// [`try_apply_with`](Self::try_apply_with), naming the call `what` in its panics.
+    #[inline(always)]
+    #[track_caller]
+    fn try_apply_with_as<A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + NoRef>(
+        &self,
+        what: &'static str,
+        arg: A,
+        f: F,
+    ) -> Result<U, DelegationError> {
+        let core = blocking_core(what)?;
         if self.local(core) {
             return core.run_keyed::<T, U>(self.idx, self.gn, self.key(), move |t| f(t, arg));
         }
@@ -608,10 +634,14 @@ impl<T: Send + 'static> Trust<T> {
         f: F,
         then: impl FnOnce(U) + 'static,
     ) {
-        self.try_apply_then(f, move |r: Result<U, DelegationError>| match r {
-            Ok(u) => then(u),
-            Err(e) => panic!("gossamer: Trust::apply_then failed: {e}"),
-        })
+        self.try_apply_then_as(
+            "Trust::apply_then",
+            f,
+            move |r: Result<U, DelegationError>| match r {
+                Ok(u) => then(u),
+                Err(e) => panic!("gossamer: Trust::apply_then failed: {e}"),
+            },
+        )
     }
 
     /// Like [`apply_then`](Self::apply_then), but hands the callback a `Result`.
@@ -622,7 +652,19 @@ impl<T: Send + 'static> Trust<T> {
         f: F,
         then: impl FnOnce(Result<U, DelegationError>) + 'static,
     ) {
-        let core = core_or_panic("Trust::apply_then");
+        self.try_apply_then_as("Trust::try_apply_then", f, then);
+    }
+
+    /// [`try_apply_then`](Self::try_apply_then), naming the call `what` in its panics.
+    #[inline(always)]
+    #[track_caller]
+    fn try_apply_then_as<U: Wire, F: FnOnce(&mut T) -> U + NoRef>(
+        &self,
+        what: &'static str,
+        f: F,
+        then: impl FnOnce(Result<U, DelegationError>) + 'static,
+    ) {
+        let core = core_or_panic(what);
         if self.local(core) {
             // The callback in callback context, as when the answer comes from another worker:
             // the same callback may not block there, so it may not here either.

@@ -717,11 +717,34 @@ fn blocking_calls_outside_a_runtime_panic_with_what_to_do() {
             "Trust::apply_with",
             Box::new(|| t.apply_with(2u32, |n, a| *n += a)),
         ),
+        // The `try_` forms panic too (misuse, not a failed request), under their own names.
+        (
+            "Trust::try_apply",
+            Box::new(|| {
+                let _ = t.try_apply(|n| *n);
+            }),
+        ),
+        (
+            "Trust::try_apply_with",
+            Box::new(|| {
+                let _ = t.try_apply_with(2u32, |n, a| *n += a);
+            }),
+        ),
+        (
+            "Trust::apply_then",
+            Box::new(|| t.apply_then(|n| *n, |_| ())),
+        ),
+        (
+            "Trust::try_apply_then",
+            Box::new(|| t.try_apply_then(|n| *n, |_| ())),
+        ),
     ] {
         let p = std::panic::catch_unwind(std::panic::AssertUnwindSafe(attempt)).unwrap_err();
         let m = p.downcast_ref::<String>().cloned().unwrap_or_default();
         assert!(
-            m.contains(call) && m.contains("outside a gossamer worker"),
+            m.starts_with(&format!(
+                "gossamer: {call} was called outside a gossamer worker"
+            )),
             "{call}: {m}"
         );
     }
