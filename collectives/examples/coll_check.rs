@@ -25,6 +25,10 @@
 //! With `--late-rank R`, rank R computes for 2.5 s between two barriers (no deadlock: the job
 //! must pass).
 //!
+//! With `--ranks-team`, the suite runs instead from `gossamer::run`'s main, once per rank, on
+//! [`Team::ranks`] (each rank's first worker) in the default and the messages-only tuning, while
+//! the other workers only serve; the last line then counts that one member's checks.
+//!
 //! Output: `ok <round> (rank R, host board|messages)` per round (how the ranks' leaders met), then `coll_check: rank R of N passed C checks
 //! (W workers)` on every rank; any difference panics with what differed, which ends the job.
 
@@ -52,6 +56,9 @@ fn main() {
     let mut config = Config::from_env().expect("configuration");
     if std::env::var_os("GSM_THREADS").is_none() {
         config = config.workers(2);
+    }
+    if std::env::args().any(|a| a == "--ranks-team") {
+        return ranks_team(config, large);
     }
     let r = gossamer::spmd(config, move |w| {
         let rounds = [
@@ -188,6 +195,60 @@ fn main() {
                 "coll_check: rank {rank} of {ranks} passed {checks} checks ({workers} workers)"
             );
         }
+        Err(e) => {
+            gossamer::eprint_line(format_args!("coll_check: {e}"));
+            std::process::exit(1);
+        }
+    }
+}
+
+/// `--ranks-team`: the suite on [`Team::ranks`] from `run`'s main (one member per rank).
+fn ranks_team(config: Config, large: usize) {
+    let r = gossamer::run(config, move || {
+        let ranks = Team::ranks();
+        let rounds = [
+            ("hierarchical", Tuning::default()),
+            (
+                "messages",
+                Tuning {
+                    board: false,
+                    ..Tuning::default()
+                },
+            ),
+        ];
+        let rank = gossamer::rank();
+        let mut passed = 0;
+        for (name, tuning) in rounds {
+            let team = ranks.dup().with_tuning(tuning);
+            let mut t = suite::Tally {
+                passed: 0,
+                at: format!("rank {rank}'s first worker, team of ranks, round {name}"),
+            };
+            for len in [0, 1, 7, large] {
+                suite::plain(&team, len, &mut t);
+            }
+            suite::values(&team, &mut t);
+            suite::teams(&team, &mut t);
+            ranks.barrier();
+            let how = if team.on_host_board() {
+                "host board"
+            } else {
+                "messages"
+            };
+            println!("ok {name} (rank {rank}, {how})");
+            passed += t.passed;
+        }
+        (
+            passed,
+            gossamer::worker_count(),
+            rank,
+            gossamer::rank_count(),
+        )
+    });
+    match r {
+        Ok((checks, workers, rank, ranks)) => println!(
+            "coll_check: rank {rank} of {ranks} passed {checks} checks ({workers} workers)"
+        ),
         Err(e) => {
             gossamer::eprint_line(format_args!("coll_check: {e}"));
             std::process::exit(1);

@@ -23,7 +23,9 @@
 //! # Model
 //!
 //! A [`Team`] is an ordered set of workers, of one rank or of many; [`Team::world`] is every
-//! worker of the job, and [`Team::split`] (by colour and key, like `MPI_Comm_split`),
+//! worker of the job (for `gossamer::spmd` bodies, which run on every worker), [`Team::ranks`]
+//! the first worker of each rank (for `gossamer::run`'s main, which runs once per rank), and
+//! [`Team::split`] (by colour and key, like `MPI_Comm_split`),
 //! [`Team::split_by_rank`] and [`Team::split_by_host`] make smaller ones. Every member calls the
 //! same collectives in the same order; a call suspends the calling fiber (never its worker,
 //! which keeps serving its trustees and other fibers) until this member's part is done. Members

@@ -292,13 +292,16 @@ pub struct Team {
 
 /// The id of every world team.
 const WORLD: u64 = 0x9e37_79b9_7f4a_7c15;
+/// The id of every team of ranks ([`Team::ranks`]).
+const RANKS: u64 = 0x5241_4e4b_5345_4144;
 
 impl Team {
     /// Every worker of every rank, in worker-id order (team index = worker id), with the tuning
     /// of the `GSM_COLL_*` environment variables.
     ///
-    /// Call it on every worker (for example at the start of a `gossamer::spmd` body); it
-    /// communicates with no one. Every world team has the same id: create it once per worker
+    /// Call it on every worker (for example at the start of a `gossamer::spmd` body): every
+    /// member must take part in each collective. From `gossamer::run`'s main, which runs on one
+    /// worker per rank, use [`Team::ranks`]. It communicates with no one. Every world team has the same id: create it once per worker
     /// and use [`Team::dup`] for a second, independent one.
     ///
     /// # Panics
@@ -309,6 +312,37 @@ impl Team {
         let me = gossamer::current_worker().index();
         let members: Arc<[WorkerId]> = (0..gossamer::worker_count()).map(WorkerId::new).collect();
         Team::build(WORLD, members, me, Tuning::cached())
+    }
+
+    /// One member per rank: each rank's first worker, in rank order (team index = rank), with
+    /// the tuning of the `GSM_COLL_*` environment variables.
+    ///
+    /// This is the team of a program whose main runs once per rank: `gossamer::run` runs its
+    /// main on the rank's first worker, and the other workers serve but call nothing, so a
+    /// collective over [`Team::world`] from there would wait for them for ever (the run ends
+    /// as deadlocked). Call it on each rank's first worker; it communicates with no one. Every
+    /// team of ranks has the same id: create it once per rank and use [`Team::dup`] for a
+    /// second, independent one.
+    ///
+    /// # Panics
+    /// Outside a gossamer worker, or on a worker that is not its rank's first (the panic names
+    /// the worker to call it on). A malformed `GSM_COLL_*` variable ends the job, as for
+    /// [`Team::world`].
+    pub fn ranks() -> Team {
+        let here = gossamer::current_worker();
+        let rank = gossamer::rank();
+        let first = gossamer::workers_of_rank(rank).start;
+        assert!(
+            here.index() == first,
+            "gsm-collectives: Team::ranks was called on worker {} of rank {rank}; its members \
+             are each rank's first worker (here worker {first}, where gossamer::run's main runs): \
+             call it there, or use Team::world in a gossamer::spmd body",
+            here.index()
+        );
+        let members: Arc<[WorkerId]> = (0..gossamer::rank_count())
+            .map(|r| WorkerId::new(gossamer::workers_of_rank(r).start))
+            .collect();
+        Team::build(RANKS, members, rank, Tuning::cached())
     }
 
     fn build(id: u64, members: Arc<[WorkerId]>, me: usize, tuning: Tuning) -> Team {

@@ -275,3 +275,55 @@ fn three_ranks_shm() {
 fn three_ranks_tcp() {
     job(3, "tcp", MEDIUM);
 }
+
+/// `gossamer::run`'s main, once per rank, runs every collective on `Team::ranks` (each rank's
+/// first worker) while the ranks' other workers only serve: 2 ranks of 2 workers, over the host
+/// board and by messages, and over `tcp`.
+#[test]
+fn the_team_of_ranks_from_runs_main() {
+    for fabric in ["shm", "tcp"] {
+        let _serial = serial();
+        let mut cmd = gsmrun(["-np", "2", "-t", "2", "--oversubscribe", "--fabric", fabric]);
+        cmd.arg(coll_check())
+            .args(["--ranks-team", "--large", &MEDIUM.to_string()]);
+        let what = format!("gsmrun -np 2 -t 2 --fabric {fabric} coll_check --ranks-team");
+        let running = spawn(&mut cmd);
+        let prefix = job_prefix(running.pid() as u32);
+        let done = running.wait(LIMIT);
+        assert_exit(&done, 0, &what);
+        let mut found = results(&done.stdout);
+        found.sort_unstable();
+        assert_eq!(
+            found.iter().map(|r| (r.0, r.1, r.3)).collect::<Vec<_>>(),
+            [(0, 2, 4), (1, 2, 4)],
+            "{what}: every rank reports once\n{}",
+            done.report()
+        );
+        // Two rounds × (4 sizes × ≥ 19 plain checks + values + teams) on one member.
+        assert!(
+            found.iter().all(|r| r.2 >= 2 * 80),
+            "{what}: too few checks\n{}",
+            done.report()
+        );
+        let board = if fabric == "shm" {
+            "host board"
+        } else {
+            "messages"
+        };
+        for line in [
+            format!("ok hierarchical (rank 0, {board})"),
+            "ok messages (rank 1, messages)".to_string(),
+        ] {
+            assert!(
+                done.stdout.lines().any(|l| l == line),
+                "{what}: expected `{line}`\n{}",
+                done.report()
+            );
+        }
+        let (processes, segments) = leftovers(&prefix, Duration::from_secs(3));
+        assert!(
+            processes.is_empty() && segments.is_empty(),
+            "{what}: left behind: {processes:?} {segments:?}"
+        );
+    }
+}

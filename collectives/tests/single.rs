@@ -70,3 +70,39 @@ fn six_workers() {
     run(6, flat(), &[0, 1, 7]);
     run(6, forced(), &[0, 1, 7, 1001, LARGE]);
 }
+
+/// The team of ranks in a job of one rank: `run`'s main alone (the other workers only serve)
+/// runs every collective on it and gets its own contribution back; on another worker
+/// `Team::ranks` panics, naming the worker to call it on.
+#[test]
+fn the_team_of_ranks_serves_runs_main_alone() {
+    let (checks, refused) = gossamer::run(Config::default().workers(3), || {
+        let team = Team::ranks();
+        assert_eq!((team.size(), team.index()), (1, 0));
+        assert_eq!(team.members(), &[gossamer::current_worker()]);
+        let mut t = suite::Tally {
+            passed: 0,
+            at: "run's main, team of ranks".into(),
+        };
+        for len in [0, 1, 7] {
+            suite::plain(&team, len, &mut t);
+        }
+        suite::values(&team, &mut t);
+        let refused = gossamer::spawn_on(gossamer::WorkerId::new(2), || {
+            std::panic::catch_unwind(|| Team::ranks().size())
+                .unwrap_err()
+                .downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .join();
+        (t.passed, refused)
+    })
+    .expect("the job runs");
+    assert!(checks > 40, "only {checks} checks ran");
+    assert!(
+        refused.contains("Team::ranks was called on worker 2 of rank 0")
+            && refused.contains("(here worker 0,"),
+        "{refused}"
+    );
+}
