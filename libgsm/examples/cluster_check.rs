@@ -20,7 +20,8 @@
 //! - `inline_loop`: a loop of inline applies here that never yields ends when a worker of the
 //!   next rank sets the flag it reads, some milliseconds after the loop began;
 //! - `errors`: a remote closure that panics reaches the caller with its message and poisons the
-//!   property; a dead property is reported;
+//!   property; a dead property is reported; a result that cannot be serialised for another rank
+//!   is a wire failure naming its type, and leaves the property usable;
 //! - a second `run` in the same process (fabrics set up again).
 //!
 //! Options: `--panic-rank R` makes rank R panic in a delegated closure's callback once the job
@@ -61,6 +62,28 @@ impl Drop for Tracked {
     fn drop(&mut self) {
         DROPS.fetch_add(1, Ordering::SeqCst);
     }
+}
+
+/// A value whose serialisation always fails (`errors`: a result that cannot cross ranks).
+struct Unsendable;
+
+impl serde::Serialize for Unsendable {
+    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        Err(serde::ser::Error::custom(
+            "Unsendable refuses to be serialised",
+        ))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Unsendable {
+    fn deserialize<D: serde::Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
+        Ok(Unsendable)
+    }
+}
+
+/// The rank of worker `w`.
+fn far_rank(w: usize) -> usize {
+    gossamer::rank_of(WorkerId::new(w))
 }
 
 fn arg(name: &str) -> Option<usize> {
@@ -344,6 +367,21 @@ fn checks(quick: bool) -> usize {
             (21.., Err(DelegationError::Poisoned)) => {}
             (k, r) => panic!("request {k} of the run: {r:?}"),
         }
+    }
+    // A result that cannot be serialised for the caller's rank is a wire failure naming its
+    // type, not a panic: the closure ran to its end, and the property is not poisoned.
+    if far_rank(far) != me {
+        let wired = entrust_on(WorkerId::new(far), || 5u32);
+        match wired.try_apply(|n| {
+            *n += 1;
+            Unsendable
+        }) {
+            Err(DelegationError::Wire(m)) => {
+                assert!(m.contains("Unsendable") && m.contains("serialised"), "{m}")
+            }
+            other => panic!("expected a wire failure, got {:?}", other.map(|_| ())),
+        }
+        assert_eq!(wired.try_apply(|n| *n), Ok(6), "after a wire failure");
     }
     ok("errors", &mut passed);
 

@@ -328,7 +328,8 @@ pub(crate) unsafe fn take_arg<A: Wire>(rec: &Request<'_>) -> Result<A, Delegatio
         let b = unsafe { std::slice::from_raw_parts(arg.as_ptr().cast::<u8>(), arg.len()) };
         postcard::from_bytes::<A>(b).map_err(|e| {
             DelegationError::Wire(format!(
-                "gossamer: the argument from another rank could not be decoded: {e}"
+                "gossamer: the argument (a `{}`) from another rank could not be decoded: {e}",
+                std::any::type_name::<A>()
             ))
         })
     } else {
@@ -361,7 +362,8 @@ impl<A: Wire> OutArg<A> {
             .map(OutArg::Encoded)
             .map_err(|e| {
                 DelegationError::Wire(format!(
-                    "gossamer: the argument could not be serialised: {e}"
+                    "gossamer: the argument (a `{}`) could not be serialised for another rank: {e}",
+                    std::any::type_name::<A>()
                 ))
             })
     }

@@ -1699,8 +1699,13 @@ impl WorkerCore {
                     self.respond_raw(client, req, status::OK | SER_STATUS, Src::slice(&bytes));
                 }
                 Err(e) => {
-                    let msg = format!("gossamer: the result could not be serialised: {e}");
-                    self.respond_raw(client, req, status::PANICKED, Src::slice(msg.as_bytes()));
+                    // The closure ran to its end: a wire failure, not a panic (the property is
+                    // not poisoned). postcard's error drops the type's own message; name it.
+                    let msg = format!(
+                        "gossamer: the result (a `{}`) could not be serialised for another rank: {e}",
+                        std::any::type_name::<U>()
+                    );
+                    self.respond_raw(client, req, status::WIRE, Src::slice(msg.as_bytes()));
                 }
             },
             Err(e) => {
@@ -2924,7 +2929,8 @@ pub(crate) unsafe fn decode<U: serde::de::DeserializeOwned>(
             let b = unsafe { std::slice::from_raw_parts(body.as_ptr().cast::<u8>(), body.len()) };
             postcard::from_bytes::<U>(b).map_err(|e| {
                 DelegationError::Wire(format!(
-                    "the result from another rank could not be decoded: {e}"
+                    "gossamer: the result (a `{}`) from another rank could not be decoded: {e}",
+                    std::any::type_name::<U>()
                 ))
             })
         }
