@@ -623,7 +623,10 @@ impl<T: Send + 'static> Trust<T> {
     /// issues one more waits (taking answers in and running their callbacks, while the worker
     /// goes on serving) until fewer are, so a loop that issues faster than it is answered runs
     /// in bounded memory. Inside a delegated closure or a callback, which cannot wait, the
-    /// bound is not enforced.
+    /// bound is not enforced. The bound counts requests, not bytes: the answers not yet taken in
+    /// wait on the trustee's side (in another rank, queued for the ring to the client, or held
+    /// for the client to read), so 16 384 results of 1 MiB can hold 16 GiB there. A loop whose
+    /// results are large should keep its own window (wait for answers every few requests).
     ///
     /// # Panics
     /// On the client's worker, when the answer comes back as a failure (panic, poison, dead
