@@ -33,7 +33,8 @@
 //! first (the others must not wait for it for ever); `--recv-forever` makes every rank's main
 //! fiber wait for a message nobody sends (the job must end as deadlocked), and `--slow-send`
 //! makes rank 0's main fiber wait for a message that rank 1's sends 2.5 s later, after a sleep
-//! (a slow job, which must not be taken for a deadlock); `--own-mpi` initialises MPI in the
+//! (a slow job, which must not be taken for a deadlock), and `--fiber-sleep-send` the same with
+//! `gossamer::sleep` on rank 1 (its workers idle meanwhile); `--own-mpi` initialises MPI in the
 //! program before the first run and finalises it at the end (gossamer joins it);
 //! `--panic-between-runs R` makes rank R panic between its first and second run, and
 //! `--bad-config-rank R` gives rank R's second run a configuration it refuses (both must end the
@@ -428,6 +429,7 @@ fn checked_main() {
     let exit_status = arg("--exit-status").map_or(3, |c| c as i32);
     let recv_forever = std::env::args().any(|a| a == "--recv-forever");
     let slow_send = std::env::args().any(|a| a == "--slow-send");
+    let fiber_sleep = std::env::args().any(|a| a == "--fiber-sleep-send");
     if arg("--skip-rank") == rank_number() {
         println!("cluster_check: rank {} skips the job", r_rank());
         return;
@@ -454,12 +456,19 @@ fn checked_main() {
             let last = WorkerId::new(worker_count() - 1);
             let _: u64 = gossamer::recv(last, 0xd1);
         }
-        if slow_send {
+        if slow_send || fiber_sleep {
             let first_of_1 = WorkerId::new(workers_of_rank(1).start);
+            let pause = std::time::Duration::from_millis(2500);
             match me {
                 0 => assert_eq!(gossamer::recv::<u64>(first_of_1, 0x5e), 2500),
+                1 if fiber_sleep => {
+                    let start = std::time::Instant::now();
+                    gossamer::sleep(pause);
+                    assert!(start.elapsed() >= pause, "slept only {:?}", start.elapsed());
+                    gossamer::send(WorkerId::new(0), 0x5e, 2500u64);
+                }
                 1 => {
-                    std::thread::sleep(std::time::Duration::from_millis(2500));
+                    std::thread::sleep(pause);
                     gossamer::send(WorkerId::new(0), 0x5e, 2500u64);
                 }
                 _ => {}

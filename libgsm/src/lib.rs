@@ -126,7 +126,8 @@
 //!
 //! - **No thread-blocking calls** (`std::sync::Mutex::lock` under contention, blocking I/O,
 //!   `thread::sleep`, channel `recv`): they stop the whole worker, its other fibers and every
-//!   request it serves. Use delegation (`apply`) or `join` to wait; they suspend only the fiber.
+//!   request it serves. Use delegation (`apply`) or `join` to wait, and [`sleep`] to pause;
+//!   they suspend only the fiber.
 //! - **No thread-locals across a yield**: every blocking gossamer call may let other fibers of the
 //!   worker run in between, and they share the thread's locals.
 //! - **Yield in long loops** ([`yield_now`]) so that the worker keeps serving its trustees.
@@ -187,7 +188,7 @@ pub use noref::{NoRef, Wire};
 pub use runtime::{fail_job, run, spmd};
 pub use spawn::{
     JoinHandle, Worker, WorkerId, current_worker, host_of_rank, live_properties_here,
-    oversubscribed, rank, rank_count, rank_of, spawn, spawn_on, spawn_on_with, wait_for,
+    oversubscribed, rank, rank_count, rank_of, sleep, spawn, spawn_on, spawn_on_with, wait_for,
     worker_count, workers_of_rank, yield_now,
 };
 pub use trust::{Trust, entrust, entrust_on};

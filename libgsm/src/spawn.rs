@@ -497,7 +497,7 @@ pub fn yield_now() {
 /// [`BlockingInDelegatedContext`](crate::DelegationError::BlockingInDelegatedContext). It must be made true by fibers of this job only: a job whose fibers all wait
 /// (`recv`, `join`, or here) while no message is in flight and no condition holds is reported
 /// deadlocked ([`Error::Deadlock`](crate::Error::Deadlock)) after a second; so do not wait here
-/// for a thread or a process outside the job. A panic in the condition is raised in the
+/// for a thread or a process outside the job, nor for the clock (use [`sleep`]). A panic in the condition is raised in the
 /// calling fiber.
 ///
 /// # Panics
@@ -506,6 +506,24 @@ pub fn yield_now() {
 pub fn wait_for(mut cond: impl FnMut() -> bool) {
     let core = core_or_panic("wait_for");
     core.wait_for(&mut cond);
+}
+
+/// Suspends the calling fiber for at least `duration`, while its worker goes on with its other
+/// fibers and serves its trustees (`std::thread::sleep` would stop all of that).
+///
+/// The worker looks at the clock between its other work; when it has nothing else to do it
+/// sleeps until the first deadline (or, while other fibers of it wait in [`wait_for`], in
+/// spells of 20 µs), so the fiber wakes up within the timer's slack (tens of microseconds) on
+/// an idle worker, later on a busy one (after the fiber or request then running). A sleep ends by
+/// itself, so it is no deadlock: while a fiber sleeps its worker is not counted idle, and a job
+/// whose other fibers wait for the sleeper is not reported deadlocked.
+///
+/// # Panics
+/// Outside a fiber, inside a delegated closure or a callback (as [`wait_for`]).
+#[track_caller]
+pub fn sleep(duration: std::time::Duration) {
+    let core = core_or_panic("sleep");
+    core.sleep_until(std::time::Instant::now() + duration);
 }
 
 /// Whether this host runs more workers than it has CPUs (this rank's workers beyond the CPUs it

@@ -602,6 +602,10 @@ pub(crate) struct WorkerCore {
     /// [`wait_for`](Self::wait_for)), and how many there are (tested once per loop turn).
     waiting: RefCell<Vec<Waiter>>,
     waiters: Cell<usize>,
+    /// Of those, the deadlines of fibers in [`crate::sleep`]: their wait ends by itself, so while
+    /// there are any this worker is never quiet (a job whose fibers wait for a sleeper is no
+    /// deadlock), and an idle worker whose waiters all sleep sleeps until the first deadline.
+    sleepers: RefCell<Vec<Instant>>,
     /// Of those, `apply_then` requests (see [`MAX_THEN_IN_FLIGHT`]).
     then_in_flight: Cell<usize>,
     /// Closures run inline since the last poll from a fiber, counted from minus the fibers' share
@@ -768,6 +772,7 @@ impl WorkerCore {
             reported: Cell::new(false),
             waiting: RefCell::new(Vec::new()),
             waiters: Cell::new(0),
+            sleepers: RefCell::new(Vec::new()),
             then_in_flight: Cell::new(0),
             inline_runs: Cell::new(0),
             served: Cell::new(0),
@@ -1379,6 +1384,41 @@ impl WorkerCore {
                 std::panic::resume_unwind(p);
             }
         }
+    }
+
+    /// Suspends the running fiber until `until` ([`crate::sleep`]): a [`wait_for`](Self::wait_for)
+    /// on the clock, counted in `sleepers` meanwhile so that the worker is not found quiet.
+    #[track_caller]
+    pub(crate) fn sleep_until(&self, until: Instant) {
+        struct Sleeping<'a>(&'a RefCell<Vec<Instant>>, Instant);
+        impl Drop for Sleeping<'_> {
+            fn drop(&mut self) {
+                let mut v = self.0.borrow_mut();
+                if let Some(i) = v.iter().position(|&t| t == self.1) {
+                    v.swap_remove(i);
+                }
+            }
+        }
+        self.sleepers.borrow_mut().push(until);
+        let _sleeping = Sleeping(&self.sleepers, until);
+        self.wait_for(&mut || Instant::now() >= until);
+    }
+
+    /// How long an idle worker may sleep: until the first sleeper's deadline when every fiber
+    /// in `wait_for` sleeps (at most `longest`), else [`WAITER_SLEEP`] (board conditions ring
+    /// no doorbell).
+    fn waiter_nap(&self, longest: Duration) -> Duration {
+        let sleepers = self.sleepers.borrow();
+        if sleepers.len() < self.waiters.get() {
+            return WAITER_SLEEP;
+        }
+        sleepers
+            .iter()
+            .min()
+            .map_or(WAITER_SLEEP, |t| {
+                t.saturating_duration_since(Instant::now())
+            })
+            .min(longest)
     }
 
     /// Tests a [`wait_for`](Self::wait_for) condition in callback context, on the fiber and on
@@ -2499,7 +2539,8 @@ impl WorkerCore {
     /// own (but `spawn_on`s, see `fiber_results`), nothing staged or queued outgoing, nothing
     /// waiting in its rings or loopback queue.
     fn locally_quiet(&self) -> bool {
-        self.outstanding.get() == self.fiber_results.get()
+        self.sleepers.borrow().is_empty()
+            && self.outstanding.get() == self.fiber_results.get()
             && !self.has_incoming()
             && !self
                 .out_req
@@ -2670,7 +2711,7 @@ impl WorkerCore {
                 let t = if self.has_backlog() {
                     Duration::from_micros(50)
                 } else if self.waiters.get() > 0 {
-                    WAITER_SLEEP
+                    self.waiter_nap(Duration::from_millis(20))
                 } else {
                     Duration::from_millis(20)
                 };

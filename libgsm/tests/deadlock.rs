@@ -370,3 +370,66 @@ fn a_recv_in_the_destructor_of_a_dropped_fiber_says_what_to_use_instead() {
     );
     assert!(!stderr.contains("outside a fiber"), "{stderr}");
 }
+
+/// A fiber in `gossamer::sleep` ends its wait by itself: a job whose other fibers wait for it is
+/// no deadlock, its worker's other fibers and requests go on meanwhile, and it wakes up on time.
+/// (A `wait_for` on the clock, the way to sleep before `sleep` existed, was reported deadlocked
+/// after a second.)
+#[test]
+fn a_sleeping_fiber_is_no_deadlock_and_stops_only_itself() {
+    let (r, took) = within_a_minute(|| {
+        gossamer::spmd(Config::default().workers(2), |w| {
+            if w.id() == 0 {
+                recv::<u64>(WorkerId::new(1), 4)
+            } else {
+                // Worker 1: one fiber sleeps 2.5 s, another counts yields meanwhile.
+                let counted = std::rc::Rc::new(std::cell::Cell::new(0u64));
+                let c = counted.clone();
+                let counter = gossamer::spawn(move || {
+                    for _ in 0..1000 {
+                        c.set(c.get() + 1);
+                        gossamer::yield_now();
+                    }
+                });
+                let start = Instant::now();
+                gossamer::sleep(Duration::from_millis(2500));
+                let slept = start.elapsed();
+                assert!(
+                    slept >= Duration::from_millis(2500) && slept < Duration::from_secs(4),
+                    "slept {slept:?}"
+                );
+                assert_eq!(counted.get(), 1000, "the other fiber stood still");
+                counter.join();
+                send(WorkerId::new(0), 4, 42u64);
+                0
+            }
+        })
+    });
+    assert_eq!(r.expect("no deadlock"), vec![42, 0]);
+    assert!(took >= Duration::from_millis(2500));
+}
+
+/// Short sleeps on an idle worker end close to their time (the worker sleeps until the
+/// deadline rather than in fixed spells), and a sleep of zero returns at once.
+#[test]
+fn short_sleeps_end_close_to_their_time() {
+    let late = gossamer::run(Config::default().workers(1), || {
+        gossamer::sleep(Duration::ZERO);
+        let mut late = Vec::new();
+        for ms in [1u64, 5, 20, 50] {
+            let d = Duration::from_millis(ms);
+            let start = Instant::now();
+            gossamer::sleep(d);
+            let took = start.elapsed();
+            assert!(took >= d, "sleep({d:?}) returned after {took:?}");
+            late.push(took - d);
+        }
+        late
+    })
+    .unwrap();
+    // Generous for a shared machine: a wake-up within 20 ms past the deadline.
+    assert!(
+        late.iter().all(|l| *l < Duration::from_millis(20)),
+        "late by {late:?}"
+    );
+}

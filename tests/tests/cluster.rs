@@ -610,6 +610,13 @@ fn a_rank_waiting_for_a_busy_rank_is_no_deadlock() {
     ends_promptly(&["--slow-send"], 0, "ok slow_send (rank 0)");
 }
 
+/// Nor is one waiting for a fiber in `gossamer::sleep` on another rank, whose workers are idle
+/// meanwhile (a sleep in a `wait_for` on the clock was reported deadlocked after a second).
+#[test]
+fn a_rank_waiting_for_a_sleeping_fiber_is_no_deadlock() {
+    ends_promptly(&["--fiber-sleep-send"], 0, "ok slow_send (rank 0)");
+}
+
 /// Runs `gsmrun -np 2 cluster_check --quick ARGS` and asserts that it ends with `code` within
 /// 30 s (not hanging into the limit), that its output contains `says`, and that nothing is left.
 fn ends_promptly(args: &[&str], code: i32, says: &str) {
