@@ -418,9 +418,19 @@ fn outside_fiber(what: &str) -> ! {
 #[track_caller]
 fn apply_failed(what: &str, e: DelegationError) -> ! {
     match e {
-        DelegationError::BlockingInDelegatedContext => {
+        // The caller itself may not block here.
+        DelegationError::BlockingInDelegatedContext
+            if crate::worker::core().is_some_and(|c| c.delegated_or_callback()) =>
+        {
             panic!("{}", crate::worker::BLOCKING_IN_DELEGATED)
         }
+        // The answer says so: the closure made the blocking call on its trustee (which panicked
+        // there, at the call), not this caller.
+        DelegationError::BlockingInDelegatedContext => panic!(
+            "gossamer: {what} failed: the delegated closure made a blocking call on its trustee, \
+             where it panicked (its property is poisoned now): {}",
+            crate::worker::BLOCKING_IN_DELEGATED
+        ),
         e => panic!("gossamer: {what} failed: {e}"),
     }
 }

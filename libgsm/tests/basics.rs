@@ -321,6 +321,38 @@ fn blocking_inside_a_delegated_closure_fails_at_once() {
     .unwrap();
 }
 
+/// An `apply` whose closure makes a blocking call on its trustee panics saying that the closure
+/// did (the caller itself may block: it was told, as if it had made the call, to use
+/// `apply_then` instead).
+#[test]
+fn an_apply_whose_closure_blocks_says_the_closure_did() {
+    let messages = gossamer::run(cfg(2), || {
+        (0..2)
+            .map(|w| {
+                let t = entrust_on(WorkerId::new(w), || 0u32);
+                let p = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    t.apply(|n| {
+                        *n += 1;
+                        yield_now();
+                    })
+                }))
+                .unwrap_err();
+                p.downcast_ref::<String>().cloned().unwrap_or_default()
+            })
+            .collect::<Vec<_>>()
+    })
+    .unwrap();
+    for m in messages {
+        assert!(
+            m.starts_with(
+                "gossamer: Trust::apply failed: the delegated closure made a blocking call on its \
+                 trustee"
+            ) && m.contains(gossamer::BLOCKING_IN_DELEGATED),
+            "{m}"
+        );
+    }
+}
+
 #[test]
 fn a_blocking_call_in_an_apply_then_callback_is_refused_wherever_the_answer_comes_from() {
     let refused = gossamer::run(cfg(2), || {
