@@ -38,6 +38,88 @@ use crate::board::HostBoard;
 use crate::pod::{Plain, PodVec};
 use crate::tuning::Tuning;
 
+/// How many collective calls begun on a worker [`describe_tag`] remembers.
+const RECENT: usize = 32;
+
+/// A collective call begun on this worker, as [`describe_tag`] names it.
+#[derive(Debug, Clone, Copy)]
+struct Begun {
+    base: u64,
+    team: u64,
+    seq: u64,
+    kind: Kind,
+    root: Option<usize>,
+    size: usize,
+}
+
+thread_local! {
+    /// The last [`RECENT`] calls begun on this worker thread, and where the next goes.
+    static BEGUN: std::cell::RefCell<([Option<Begun>; RECENT], usize)> =
+        const { std::cell::RefCell::new(([None; RECENT], 0)) };
+}
+
+/// Names a tag of this crate's messages for the runtime's reports of messages waited for or
+/// never received (installed with `gossamer::name_tags`): the operation, its call number and
+/// team, and the step, when the call was begun on this worker among its last few; `None` for
+/// tags that are not this crate's (top bit clear).
+fn describe_tag(tag: u64) -> Option<String> {
+    if tag >> 63 == 0 {
+        return None;
+    }
+    let base = tag & !0xffff;
+    let step = tag & 0xffff;
+    let found = BEGUN
+        .try_with(|b| {
+            b.try_borrow()
+                .ok()
+                .and_then(|b| b.0.iter().flatten().find(|c| c.base == base).copied())
+        })
+        .ok()
+        .flatten();
+    Some(match found {
+        Some(c) => {
+            let team = match c.team {
+                WORLD => "the world team".to_string(),
+                RANKS => "the team of ranks".to_string(),
+                id => format!("team {id:#x}"),
+            };
+            let hint = if c.team == WORLD {
+                " (the world team needs every worker: from gossamer::run's main, use Team::ranks)"
+            } else {
+                ""
+            };
+            format!(
+                "gsm-collectives: {}{} of {team} ({} members), its call {}, step {step}; a member \
+                 that has not called it, or called another operation or passed another root, \
+                 leaves it waiting{hint}",
+                c.kind.name(),
+                c.root.map(|r| format!(" to root {r}")).unwrap_or_default(),
+                c.size,
+                c.seq
+            )
+        }
+        None => "gsm-collectives: a collective operation's message".to_string(),
+    })
+}
+
+/// Records call `c` of `team` (`size` members) for [`describe_tag`].
+fn remember(c: &Call, team: u64, size: usize) {
+    let _ = BEGUN.try_with(|b| {
+        if let Ok(mut b) = b.try_borrow_mut() {
+            let at = b.1;
+            b.0[at] = Some(Begun {
+                base: c.base,
+                team,
+                seq: c.seq,
+                kind: c.kind,
+                root: c.root,
+                size,
+            });
+            b.1 = (at + 1) % RECENT;
+        }
+    });
+}
+
 /// The collective a message belongs to (for the debug check and error messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -157,6 +239,13 @@ pub(crate) struct Call {
 impl Call {
     /// The same call, of an operation with root `root`.
     pub(crate) fn rooted(self, root: usize) -> Call {
+        let _ = BEGUN.try_with(|b| {
+            if let Ok(mut b) = b.try_borrow_mut() {
+                if let Some(c) = b.0.iter_mut().flatten().find(|c| c.base == self.base) {
+                    c.root = Some(root);
+                }
+            }
+        });
         Call {
             root: Some(root),
             ..self
@@ -346,6 +435,7 @@ impl Team {
     }
 
     fn build(id: u64, members: Arc<[WorkerId]>, me: usize, tuning: Tuning) -> Team {
+        gossamer::name_tags(describe_tag);
         let ranks: Vec<usize> = members.iter().map(|&w| gossamer::rank_of(w)).collect();
         let shape = Arc::new(Shape::new(&ranks, tuning.hierarchical));
         let board = tuning
@@ -498,12 +588,14 @@ impl Team {
         self.seq.set(seq + 1);
 
         let h = chain(self.id, seq) & ((1u64 << HASH_BITS) - 1);
-        Call {
+        let c = Call {
             base: (1 << 63) | (h << 16),
             seq,
             kind,
             root: None,
-        }
+        };
+        remember(&c, self.id, self.size());
+        c
     }
 
     /// Checks a root argument.

@@ -212,9 +212,14 @@ fn a_member_that_never_calls_and_different_roots_end_the_job_as_deadlocked() {
             team.barrier();
         }
     });
+    // The report names the collective each fiber waits in, not only its tag.
     assert!(
         msg.starts_with("the job is deadlocked")
-            && msg.contains("a fiber waits for a message from worker"),
+            && msg.contains("a fiber waits for a message from worker")
+            && msg.contains(
+                "(gsm-collectives: barrier of the world team (3 members), its call 0, step "
+            )
+            && msg.contains("Team::ranks"),
         "{msg}"
     );
     let msg = failure_with(flat(), |team| {
@@ -223,5 +228,9 @@ fn a_member_that_never_calls_and_different_roots_end_the_job_as_deadlocked() {
         team.reduce(&[1u64; 4], &mut out, Sum, root)
             .expect("valid arguments");
     });
-    assert!(msg.starts_with("the job is deadlocked"), "{msg}");
+    assert!(
+        msg.starts_with("the job is deadlocked")
+            && msg.contains("(gsm-collectives: reduce to root 1 of the world team "),
+        "{msg}"
+    );
 }

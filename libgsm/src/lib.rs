@@ -183,7 +183,7 @@ mod worker;
 pub use board::{BOARD_BYTES, Board, BoardRegion, host_board};
 pub use config::{Config, available_cpus, default_workers};
 pub use error::{DelegationError, Error, eprint_line};
-pub use mail::{flush, mail_pending, recv, send, try_recv};
+pub use mail::{flush, mail_pending, name_tags, recv, send, try_recv};
 pub use noref::{NoRef, Wire};
 pub use runtime::{fail_job, run, spmd};
 pub use spawn::{

@@ -106,7 +106,10 @@ impl Mailbox {
                 } else {
                     format!("{n} fibers wait")
                 };
-                format!("{who} for a message from worker {from} under tag {tag:#x}")
+                format!(
+                    "{who} for a message from worker {from} under tag {}",
+                    tag_text(*tag)
+                )
             })
             .collect();
         let more = keys.len().saturating_sub(NAMED);
@@ -134,7 +137,7 @@ impl Mailbox {
         let named: Vec<String> = keys
             .iter()
             .take(NAMED)
-            .map(|((from, tag), n)| format!("{n} from worker {from} under tag {tag:#x}"))
+            .map(|((from, tag), n)| format!("{n} from worker {from} under tag {}", tag_text(*tag)))
             .collect();
         let more = keys.len().saturating_sub(NAMED);
         Some(format!(
@@ -163,6 +166,33 @@ fn deposit(core: &WorkerCore, from: u32, tag: u64, value: Box<dyn Any>) {
     };
     for f in waiter.into_iter().flatten() {
         core.wake_fiber(f);
+    }
+}
+
+/// Functions that say what a message tag stands for ([`name_tags`]).
+static TAG_NAMERS: std::sync::Mutex<Vec<fn(u64) -> Option<String>>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Installs `namer` to say what a tag stands for in the runtime's reports of messages waited
+/// for (the deadlock report) or never received: a library that reserves tags for its own
+/// messages (`gsm-collectives` takes those with the top bit set) names its operation there
+/// instead of leaving the user a 64-bit number. `namer` returns `None` for tags it does not
+/// know; it runs on the worker whose fibers wait (so it may read that thread's state), after
+/// the fibers have stopped, and must not block. Installing the same function again does
+/// nothing.
+pub fn name_tags(namer: fn(u64) -> Option<String>) {
+    let mut namers = TAG_NAMERS.lock().unwrap_or_else(|p| p.into_inner());
+    if !namers.iter().any(|&f| std::ptr::fn_addr_eq(f, namer)) {
+        namers.push(namer);
+    }
+}
+
+/// `tag` in hex, with what an installed namer says of it.
+fn tag_text(tag: u64) -> String {
+    let namers = TAG_NAMERS.lock().unwrap_or_else(|p| p.into_inner());
+    match namers.iter().find_map(|f| f(tag)) {
+        Some(name) => format!("{tag:#x} ({name})"),
+        None => format!("{tag:#x}"),
     }
 }
 
