@@ -169,9 +169,11 @@ fn deposit(core: &WorkerCore, from: u32, tag: u64, value: Box<dyn Any>) {
     }
 }
 
-/// Functions that say what a message tag stands for ([`name_tags`]).
-static TAG_NAMERS: std::sync::Mutex<Vec<fn(u64) -> Option<String>>> =
-    std::sync::Mutex::new(Vec::new());
+/// A function that says what a message tag stands for ([`name_tags`]).
+type TagNamer = fn(u64) -> Option<String>;
+
+/// The installed [`TagNamer`]s.
+static TAG_NAMERS: std::sync::Mutex<Vec<TagNamer>> = std::sync::Mutex::new(Vec::new());
 
 /// Installs `namer` to say what a tag stands for in the runtime's reports of messages waited
 /// for (the deadlock report) or never received: a library that reserves tags for its own
@@ -180,7 +182,7 @@ static TAG_NAMERS: std::sync::Mutex<Vec<fn(u64) -> Option<String>>> =
 /// know; it runs on the worker whose fibers wait (so it may read that thread's state), after
 /// the fibers have stopped, and must not block. Installing the same function again does
 /// nothing.
-pub fn name_tags(namer: fn(u64) -> Option<String>) {
+pub fn name_tags(namer: TagNamer) {
     let mut namers = TAG_NAMERS.lock().unwrap_or_else(|p| p.into_inner());
     if !namers.iter().any(|&f| std::ptr::fn_addr_eq(f, namer)) {
         namers.push(namer);
