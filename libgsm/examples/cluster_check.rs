@@ -12,7 +12,8 @@
 //! - `messages`: a `Vec<u64>` sent with `gossamer::send` to a fiber on every worker, which
 //!   receives it with `gossamer::recv`;
 //! - `large`: 1 MiB and 64 MiB `apply_with` arguments whose bytes are checked on the trustee, and
-//!   a 1 MiB result checked here, byte for byte;
+//!   a 1 MiB result checked here, byte for byte; `apply_with_then` batches (one past a slot),
+//!   answered in order;
 //! - `trust_passing`: a trust sent inside an argument to a worker of another rank, cloned and
 //!   dropped there; the property is dropped exactly once, on its trustee, after the last handle;
 //!   and a trust plus a `Vec<String>` as the argument of a fiber started there (`spawn_on_with`)
@@ -258,6 +259,37 @@ fn checks(quick: bool) -> usize {
     }
     let big: Vec<u8> = sink.apply(|_| pattern(1 << 20, 0x5A));
     assert!(big == pattern(1 << 20, 0x5A), "1 MiB result");
+    // Owned batches without waiting (`apply_with_then`): small ones and one past a slot, each
+    // answered in issue order with the property's state after it.
+    let log = entrust_on(WorkerId::new(far), Vec::<String>::new);
+    let answers = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    for b in 0..50usize {
+        let n = if b == 25 { 5000 } else { b % 4 };
+        let batch: Vec<String> = (0..n).map(|i| format!("{me}:{b}:{i}")).collect();
+        let a = answers.clone();
+        log.apply_with_then(
+            batch,
+            |v, batch: Vec<String>| {
+                v.extend(batch);
+                (v.len(), v.last().cloned())
+            },
+            move |r| a.borrow_mut().push(r),
+        );
+    }
+    let all = log.apply(|v| v.clone());
+    let mut len = 0;
+    for (b, (got, last)) in answers.borrow().iter().enumerate() {
+        let n = if b == 25 { 5000 } else { b % 4 };
+        len += n;
+        assert_eq!(*got, len, "apply_with_then answer {b}");
+        if n > 0 {
+            assert_eq!(
+                last.as_deref(),
+                Some(format!("{me}:{b}:{}", n - 1).as_str())
+            );
+        }
+    }
+    assert_eq!((answers.borrow().len(), all.len()), (50, len));
     ok("large", &mut passed);
 
     // Trust passing: a tracked property here, a handle sent to another rank's worker, which

@@ -689,6 +689,105 @@ impl<T: Send + 'static> Trust<T> {
         self.send_then(core, f, then);
     }
 
+    /// Runs `f(property, arg)` on the trustee without waiting, `arg` moved there as with
+    /// [`apply_with`](Self::apply_with); `then` runs on this worker with the result when it is
+    /// back, as with [`apply_then`](Self::apply_then), under the same bound of unanswered
+    /// requests. This is how a fiber pushes owned batches (a `Vec` of updates, say) to many
+    /// trustees at once and goes on.
+    ///
+    /// # Panics
+    /// As [`apply_then`](Self::apply_then); an argument that cannot be serialised for another
+    /// rank is a failure of the request, answered to the callback.
+    #[inline]
+    #[track_caller]
+    pub fn apply_with_then<A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + NoRef>(
+        &self,
+        arg: A,
+        f: F,
+        then: impl FnOnce(U) + 'static,
+    ) {
+        self.try_apply_with_then_as(
+            "Trust::apply_with_then",
+            arg,
+            f,
+            move |r: Result<U, DelegationError>| match r {
+                Ok(u) => then(u),
+                Err(e) => panic!("gossamer: Trust::apply_with_then failed: {e}"),
+            },
+        )
+    }
+
+    /// Like [`apply_with_then`](Self::apply_with_then), but hands the callback a `Result`.
+    #[inline]
+    #[track_caller]
+    pub fn try_apply_with_then<A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + NoRef>(
+        &self,
+        arg: A,
+        f: F,
+        then: impl FnOnce(Result<U, DelegationError>) + 'static,
+    ) {
+        self.try_apply_with_then_as("Trust::try_apply_with_then", arg, f, then);
+    }
+
+    /// [`try_apply_with_then`](Self::try_apply_with_then), naming the call `what` in its panics.
+    #[inline(always)]
+    #[track_caller]
+    fn try_apply_with_then_as<A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + NoRef>(
+        &self,
+        what: &'static str,
+        arg: A,
+        f: F,
+        then: impl FnOnce(Result<U, DelegationError>) + 'static,
+    ) {
+        let core = core_or_panic(what);
+        if self.local(core) {
+            core.run_keyed_then::<T, U>(self.idx, self.gn, self.key(), move |t| f(t, arg), then);
+            return;
+        }
+        self.send_with_then(core, arg, f, then);
+    }
+
+    /// The remote half of [`try_apply_with_then`](Self::try_apply_with_then), as
+    /// [`send_then`](Self::send_then) is of `try_apply_then`.
+    #[inline(never)]
+    fn send_with_then<A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + NoRef>(
+        &self,
+        core: &WorkerCore,
+        arg: A,
+        f: F,
+        then: impl FnOnce(Result<U, DelegationError>) + 'static,
+    ) {
+        if !self.current(core) {
+            core.guarded((), || then(Err(DelegationError::DeadProperty)));
+            return;
+        }
+        let arg = match OutArg::new(core, self.trustee_id(), arg) {
+            Ok(arg) => arg,
+            Err(e) => {
+                core.guarded((), || then(Err(e)));
+                return;
+            }
+        };
+        if self.senders.load(Ordering::Relaxed) & core.sender_bit == 0 {
+            self.sent_from(core);
+        }
+        let req = push_callback(core, then);
+        // Counted before it is staged, as in `send_then`.
+        core.then_issued();
+        core.send_request(
+            self.trustee_id(),
+            Some(codeptr::offset_of(
+                tramp_apply_with::<T, A, U, F> as Trampoline as usize,
+            )),
+            self.idx,
+            self.gn,
+            req,
+            Src::closure(&f),
+            Some(arg.src()),
+            arg.encoded(),
+        );
+    }
+
     /// The remote half of [`try_apply_then`](Self::try_apply_then): registers `then` and stages
     /// the request. Out of line, so that a loop of `apply_then`s keeps only the local path and a
     /// call in its body (gsm-bench local, `apply_then`, A/B within each process: +5 to +6% in 9

@@ -70,6 +70,46 @@ fn remote_apply_and_apply_with_and_then() {
     assert_eq!(r, 1);
 }
 
+/// `apply_with_then` moves owned batches to trustees on this worker and the other, in issue
+/// order, and answers each on this worker.
+#[test]
+fn apply_with_then_moves_owned_batches_without_waiting() {
+    let lens = gossamer::run(cfg(2), || {
+        let mut lens = Vec::new();
+        for w in 0..2 {
+            let t = entrust_on(WorkerId::new(w), Vec::<String>::new);
+            let got = Rc::new(std::cell::RefCell::new(Vec::new()));
+            for b in 0..100usize {
+                let batch: Vec<String> = (0..b % 7).map(|i| format!("{b}.{i}")).collect();
+                let g = got.clone();
+                t.apply_with_then(
+                    batch,
+                    |v, batch: Vec<String>| {
+                        v.extend(batch);
+                        v.len()
+                    },
+                    move |len| g.borrow_mut().push(len),
+                );
+            }
+            // The answers come back in issue order, each the length after its batch.
+            let all = t.apply(|v| v.clone());
+            let want: Vec<usize> = (0..100usize)
+                .scan(0, |n, b| {
+                    *n += b % 7;
+                    Some(*n)
+                })
+                .collect();
+            assert_eq!(*got.borrow(), want, "worker {w}");
+            assert_eq!(all.len(), *want.last().unwrap());
+            assert_eq!(all[0], "1.0");
+            lens.push(all.len());
+        }
+        lens
+    })
+    .unwrap();
+    assert_eq!(lens, [295, 295]);
+}
+
 #[test]
 fn requests_from_one_fiber_run_in_order() {
     gossamer::run(cfg(2), || {
@@ -260,7 +300,8 @@ fn a_panic_inside_a_run_of_requests_poisons_the_rest_of_the_run() {
 
 /// A trust kept past the end of its runtime names nothing in a later runtime of the same
 /// process, even where that runtime has a property of the same type at the same index and
-/// generation: its applies fail with `DeadProperty` (blocking, `apply_with`, `apply_then`, to
+/// generation: its applies fail with `DeadProperty` (blocking, `apply_with`, `apply_then`,
+/// `apply_with_then`, to
 /// this worker and to another), so do those of its clones and serialised copies, and dropping
 /// them all tells no trustee (the later runtime's properties live on and the job ends cleanly).
 #[test]
@@ -289,6 +330,9 @@ fn a_trust_kept_past_its_runtime_names_nothing_in_the_next() {
                 let got = Rc::new(Cell::new(None));
                 let g = got.clone();
                 t.try_apply_then(|v| *v, move |r| g.set(Some(r)));
+                assert_eq!(got.take(), Some(Err(DelegationError::DeadProperty)));
+                let g = got.clone();
+                t.try_apply_with_then(vec![1u64], |v, x| *v + x[0], move |r| g.set(Some(r)));
                 assert_eq!(got.take(), Some(Err(DelegationError::DeadProperty)));
             }
         }
