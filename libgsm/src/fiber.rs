@@ -224,6 +224,52 @@ pub(crate) fn worker_thread_stack(fiber_stack: usize) -> usize {
 /// The SIGSEGV action before [`on_segv`]'s, to which a fault that is not a fiber's overflow goes
 /// (Rust's own handler, which reports thread stack overflows).
 static PREVIOUS: std::sync::OnceLock<libc::sigaction> = std::sync::OnceLock::new();
+/// The SIGBUS action before [`on_bus`]'s (Rust's own, as for SIGSEGV).
+static PREVIOUS_BUS: std::sync::OnceLock<libc::sigaction> = std::sync::OnceLock::new();
+
+/// Whether a signal was sent by a process (`kill`, `tgkill`, `sigqueue`: `si_code` ≤ 0), not
+/// raised by a fault of the interrupted instruction.
+///
+/// # Safety
+/// `info` must be the `siginfo_t` the kernel passed to a `SA_SIGINFO` handler.
+unsafe fn sent(info: *mut libc::siginfo_t) -> bool {
+    // SAFETY: per the contract.
+    unsafe { (*info).si_code <= 0 }
+}
+
+/// Ends the process with `sig` under its default action, from inside its handler: the signal is
+/// blocked there, so it is delivered, and kills, as the handler returns.
+///
+/// A fault's handler gives the fault back to the default action by restoring it and returning,
+/// so that the faulting instruction runs again and faults anew. A SIGSEGV or SIGBUS sent with
+/// `kill` has no such instruction: handled so, it was lost, and a rank sent one went on (the
+/// first two of three `kill -SEGV`s did nothing, and the job ended well).
+fn die_of(sig: libc::c_int) {
+    // SAFETY: signal(2) and raise(3) are async-signal-safe.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+    }
+}
+
+/// The SIGBUS handler of [`watch_overflow`]: a signal sent by a process ends this one (see
+/// [`die_of`]); a real fault goes to the action this one replaced, by restoring it and letting
+/// the fault recur.
+extern "C" fn on_bus(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo_t for a SA_SIGINFO handler.
+    if unsafe { sent(info) } {
+        die_of(sig);
+        return;
+    }
+    // SAFETY: `PREVIOUS_BUS` was set before this handler was installed; sigaction is
+    // async-signal-safe.
+    unsafe {
+        match PREVIOUS_BUS.get() {
+            Some(old) => libc::sigaction(libc::SIGBUS, old, std::ptr::null_mut()),
+            None => libc::signal(libc::SIGBUS, libc::SIG_DFL) as libc::c_int,
+        };
+    }
+}
 
 /// Clears this thread's [`WATCHED`] entry when dropped.
 pub(crate) struct Watch(());
@@ -238,23 +284,29 @@ impl Drop for Watch {
 /// print what happened before the process dies of SIGSEGV, as a thread's overflow does, and an
 /// overflow of the worker thread's own stack say what raises it before Rust reports it. The
 /// handler is installed once per process, with `SA_ONSTACK` (Rust gives every thread it starts
-/// an alternate signal stack), and passes every other fault on to the action it replaced.
+/// an alternate signal stack), and passes every other fault on to the action it replaced. It
+/// and a SIGBUS handler end the process at once for a signal sent by a process ([`die_of`]).
 pub(crate) fn watch_overflow(worker: usize, stack_size: usize) -> Watch {
     static INSTALL: std::sync::Once = std::sync::Once::new();
     INSTALL.call_once(|| {
         // SAFETY: sigaction with a zeroed (valid: empty mask, no flags) struct to read the
         // current action, then one that names a handler of the SA_SIGINFO signature.
         unsafe {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(libc::SIGSEGV, std::ptr::null(), &mut old) != 0 {
-                return;
+            for (sig, previous, handler) in [
+                (libc::SIGSEGV, &PREVIOUS, on_segv as *const () as usize),
+                (libc::SIGBUS, &PREVIOUS_BUS, on_bus as *const () as usize),
+            ] {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
+                    continue;
+                }
+                let _ = previous.set(old);
+                let mut new: libc::sigaction = std::mem::zeroed();
+                new.sa_sigaction = handler;
+                new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+                libc::sigemptyset(&mut new.sa_mask);
+                libc::sigaction(sig, &new, std::ptr::null_mut());
             }
-            let _ = PREVIOUS.set(old);
-            let mut new: libc::sigaction = std::mem::zeroed();
-            new.sa_sigaction = on_segv as *const () as usize;
-            new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-            libc::sigemptyset(&mut new.sa_mask);
-            libc::sigaction(libc::SIGSEGV, &new, std::ptr::null_mut());
         }
     });
     let watched = Watched {
@@ -278,7 +330,12 @@ const NEAR_SP: usize = 64 << 10;
 /// running, is that thread's overflow: it writes what ran there and what raises the stack, and
 /// goes on as for any other fault, which goes to the action this one replaced (Rust's, which
 /// reports a thread's overflow), by restoring it and letting the fault recur.
-extern "C" fn on_segv(_sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo_t for a SA_SIGINFO handler.
+    if unsafe { sent(info) } {
+        die_of(sig);
+        return;
+    }
     let Watched {
         worker_plus_one: worker,
         fiber_stack: stack,

@@ -207,3 +207,35 @@ fn stack_overflow_in_a_fiber_hits_the_guard_page() {
 fn libc_sigsegv() -> i32 {
     11
 }
+
+/// A SIGSEGV or SIGBUS sent to a running job's process with `kill` ends it, dying of that
+/// signal: the fault handlers gave a signal back to the default action by returning, for the
+/// fault to recur, and a sent one does not recur, so it was lost (the process ran on).
+#[test]
+fn a_sigsegv_or_sigbus_sent_with_kill_ends_the_process() {
+    if let Ok(sig) = std::env::var("GSM_SENT_SIGNAL") {
+        let sig: libc::c_int = sig.parse().unwrap();
+        gossamer::run(gossamer::Config::default().workers(2), move || {
+            // SAFETY: kill(2) on this process.
+            unsafe { libc::kill(libc::getpid(), sig) };
+            gossamer::sleep(std::time::Duration::from_secs(5));
+        })
+        .unwrap();
+        println!("the process outlived the signal");
+        return;
+    }
+    for sig in [libc::SIGSEGV, libc::SIGBUS] {
+        let text = sig.to_string();
+        let out = child_with(
+            "a_sigsegv_or_sigbus_sent_with_kill_ends_the_process",
+            &[("GSM_SENT_SIGNAL", &text)],
+        );
+        assert_eq!(
+            out.status.signal(),
+            Some(sig),
+            "signal {sig}: {:?}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
