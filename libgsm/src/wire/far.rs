@@ -37,6 +37,10 @@ pub(crate) fn probe(pid: u32, addr: u64) -> bool {
 }
 
 /// Reads `len` bytes at `addr` in process `pid` into a new buffer.
+///
+/// A length this process has no memory for is not the peer's fault: like any allocation that
+/// fails, it ends the process (`handle_alloc_error`: "memory allocation of N bytes failed",
+/// then SIGABRT), rather than reporting the peer's record as a breach of the protocol.
 pub(crate) fn read(pid: u32, addr: u64, len: u64) -> Result<Box<[MaybeUninit<u8>]>, String> {
     if len > MAX_FAR {
         return Err(format!(
@@ -45,8 +49,12 @@ pub(crate) fn read(pid: u32, addr: u64, len: u64) -> Result<Box<[MaybeUninit<u8>
     }
     let n = len as usize;
     let mut buf: Vec<MaybeUninit<u8>> = Vec::new();
-    buf.try_reserve_exact(n)
-        .map_err(|_| format!("not enough memory for {n} bytes"))?;
+    if buf.try_reserve_exact(n).is_err() {
+        match std::alloc::Layout::array::<u8>(n) {
+            Ok(layout) => std::alloc::handle_alloc_error(layout),
+            Err(_) => return Err(format!("an announced length of {len} bytes is too large")),
+        }
+    }
     copy(pid, addr, buf.as_mut_ptr().cast::<u8>(), n)?;
     // SAFETY: `copy` filled all `n` bytes of the reserved capacity (it fails otherwise), and
     // `MaybeUninit<u8>` accepts any byte anyway.
@@ -153,5 +161,45 @@ mod tests {
             "address 8 is not mapped"
         );
         assert!(read(std::process::id(), addr, u64::MAX).is_err());
+    }
+
+    /// A record this process has no memory for ends it as any failed allocation does (SIGABRT
+    /// after "memory allocation of N bytes failed"), instead of an error that the job reported
+    /// as the peer breaking the protocol. Runs itself as a child under a small address-space
+    /// limit.
+    #[test]
+    fn a_record_too_large_for_this_process_memory_aborts_it() {
+        const NAME: &str = "wire::far::tests::a_record_too_large_for_this_process_memory_aborts_it";
+        const LEN: u64 = 8 << 30;
+        if std::env::var_os("GSM_FAR_OOM_CHILD").is_some() {
+            let limit = libc::rlimit {
+                rlim_cur: 2 << 30,
+                rlim_max: 2 << 30,
+            };
+            // SAFETY: setrlimit with a valid struct; it lowers this child's own limit.
+            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) }, 0);
+            let addr = allow_peers();
+            let r = read(std::process::id(), addr, LEN);
+            println!("read returned: {:?}", r.map(|b| b.len()));
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+            .env("GSM_FAR_OOM_CHILD", "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGABRT),
+            "{:?}\n{}{stderr}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(
+            stderr.contains(&format!("memory allocation of {LEN} bytes failed")),
+            "{stderr}"
+        );
     }
 }
