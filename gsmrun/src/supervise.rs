@@ -574,6 +574,16 @@ fn supervise(
                 if ending.is_some() {
                     continue;
                 }
+                // The launcher was killed from outside (not by us: the job was not ending):
+                // ranks that fail now were ended by its going (Open MPI ends a rank whose
+                // daemon is gone with status 195), and the launcher's line, due once the late
+                // reports are in, names the cause.
+                use std::os::unix::process::ExitStatusExt as _;
+                if outcome.failed() && launcher_status.is_some_and(|(st, _)| st.signal().is_some())
+                {
+                    tracing::debug!(%rank, "a rank failed after the launcher was killed");
+                    continue;
+                }
                 let failure = if outcome.failed() {
                     Some((outcome.failure_line(&rank, &c.host), outcome.exit_code()))
                 } else {

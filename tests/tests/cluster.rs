@@ -799,6 +799,35 @@ fn a_peer_killed_with_sigkill_ends_the_job_fast_tcp() {
     killed_peer(Some("tcp"));
 }
 
+/// `mpirun` killed from outside while the ranks run: gsmrun's line names mpirun and the signal,
+/// not a rank that mpirun's going ended (Open MPI ends such a rank with status 195, and gsmrun
+/// named "rank 0 … exited with status 195" in 5 runs of 6), and nothing is left.
+#[test]
+fn a_launcher_killed_from_outside_is_named_not_the_ranks_it_took_along() {
+    let _serial = serial();
+    let guard = PidGuard::new();
+    let what = "gsmrun -np 2 cluster_check --hang-rank 1, mpirun SIGKILLed";
+    let mut cmd = job_command(2, None, &["--hang-rank", "1", "--quick"]);
+    let Started { job, prefix, .. } = start_hanging(&mut cmd, job_prefix, 2, &guard, what);
+    let mpirun = job_processes(&prefix)
+        .into_iter()
+        .find(|p| p.comm == "mpirun")
+        .unwrap_or_else(|| panic!("{what}: no mpirun among the job's processes"));
+    // SAFETY: kill(2) on the job's mpirun, found by its environment a moment ago; the job hangs,
+    // so it cannot have exited and its pid been reused.
+    unsafe { libc::kill(mpirun.pid as i32, libc::SIGKILL) };
+    let done = job.wait(LIMIT);
+    let report = done.report();
+    assert!(!done.timed_out, "{what}: the job hung\n{report}");
+    assert_exit(&done, 1, what);
+    let last = gsmrun_line(&done.stderr);
+    assert!(
+        last.starts_with("gsmrun: mpirun was killed by signal 9 (SIGKILL) before "),
+        "{what}: gsmrun's line should name mpirun: {last}\n{report}"
+    );
+    assert_nothing_left(&prefix, &guard, what, &done);
+}
+
 /// Without `gsmrun`'s fate sharing (which ends the job before the runtime can notice): plain
 /// `mpirun --enable-recovery`, which keeps rank 0 running when rank 1 dies. Rank 0's runtime must
 /// notice by itself that rank 1 vanished, return an error naming it, and exit within a few
