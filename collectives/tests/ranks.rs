@@ -40,6 +40,15 @@ fn coll_check() -> PathBuf {
     path
 }
 
+/// Fails `what` if a process or `/dev/shm` segment of the job with id prefix `prefix` is left.
+fn assert_nothing_left(prefix: &str, what: &str) {
+    let (processes, segments) = leftovers(prefix, Duration::from_secs(3));
+    assert!(
+        processes.is_empty() && segments.is_empty(),
+        "{what}: left behind: {processes:?} {segments:?}"
+    );
+}
+
 /// Final lines `coll_check: rank R of N passed C checks (W workers)`, as (R, N, C, W).
 fn results(stdout: &str) -> Vec<(usize, usize, usize, usize)> {
     stdout
@@ -131,11 +140,7 @@ fn job_with(np: usize, threads: usize, fabric: &str, large: usize, env: Option<(
             done.report()
         );
     }
-    let (processes, segments) = leftovers(&prefix, Duration::from_secs(3));
-    assert!(
-        processes.is_empty() && segments.is_empty(),
-        "{what}: left behind: {processes:?} {segments:?}"
-    );
+    assert_nothing_left(&prefix, &what);
     eprintln!("{what}: passed in {:.2} s", done.elapsed.as_secs_f64());
 }
 
@@ -167,11 +172,7 @@ fn failing_job(args: &[&str], reports: &[&str]) {
             done.report()
         );
     }
-    let (processes, segments) = leftovers(&prefix, Duration::from_secs(3));
-    assert!(
-        processes.is_empty() && segments.is_empty(),
-        "{what}: left behind: {processes:?} {segments:?}"
-    );
+    assert_nothing_left(&prefix, &what);
 }
 
 /// A rank that panics while the others wait in a barrier on the host board ends the job with
@@ -320,10 +321,6 @@ fn the_team_of_ranks_from_runs_main() {
                 done.report()
             );
         }
-        let (processes, segments) = leftovers(&prefix, Duration::from_secs(3));
-        assert!(
-            processes.is_empty() && segments.is_empty(),
-            "{what}: left behind: {processes:?} {segments:?}"
-        );
+        assert_nothing_left(&prefix, &what);
     }
 }

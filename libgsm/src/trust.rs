@@ -768,23 +768,47 @@ impl<T: Send + 'static> Trust<T> {
                 return;
             }
         };
+        self.stage_then(
+            core,
+            then,
+            tramp_apply_with::<T, A, U, F> as Trampoline,
+            Src::closure(&f),
+            Some((arg.src(), arg.encoded())),
+        );
+    }
+
+    /// Registers `then` and stages a request for trampoline `tramp` with captured bytes `cap`
+    /// and the argument `arg` (its bytes, and whether they are encoded), if any: the common
+    /// tail of [`send_then`](Self::send_then) and [`send_with_then`](Self::send_with_then).
+    #[inline(always)]
+    fn stage_then<U: Wire>(
+        &self,
+        core: &WorkerCore,
+        then: impl FnOnce(Result<U, DelegationError>) + 'static,
+        tramp: Trampoline,
+        cap: Src<'_>,
+        arg: Option<(Src<'_>, bool)>,
+    ) {
         if self.senders.load(Ordering::Relaxed) & core.sender_bit == 0 {
             self.sent_from(core);
         }
         let req = push_callback(core, then);
-        // Counted before it is staged, as in `send_then`.
+        // Counted before it is staged: staging may wait for room, polling, and the answer to
+        // this very request can come back during that wait and be counted off.
         core.then_issued();
+        let (arg, encoded) = match arg {
+            Some((a, e)) => (Some(a), e),
+            None => (None, false),
+        };
         core.send_request(
             self.trustee_id(),
-            Some(codeptr::offset_of(
-                tramp_apply_with::<T, A, U, F> as Trampoline as usize,
-            )),
+            Some(codeptr::offset_of(tramp as usize)),
             self.idx,
             self.gn,
             req,
-            Src::closure(&f),
-            Some(arg.src()),
-            arg.encoded(),
+            cap,
+            arg,
+            encoded,
         );
     }
 
@@ -803,24 +827,12 @@ impl<T: Send + 'static> Trust<T> {
             core.guarded((), || then(Err(DelegationError::DeadProperty)));
             return;
         }
-        if self.senders.load(Ordering::Relaxed) & core.sender_bit == 0 {
-            self.sent_from(core);
-        }
-        let req = push_callback(core, then);
-        // Counted before it is staged: staging may wait for room, polling, and the answer to
-        // this very request can come back during that wait and be counted off.
-        core.then_issued();
-        core.send_request(
-            self.trustee_id(),
-            Some(codeptr::offset_of(
-                tramp_apply::<T, U, F> as Trampoline as usize,
-            )),
-            self.idx,
-            self.gn,
-            req,
+        self.stage_then(
+            core,
+            then,
+            tramp_apply::<T, U, F> as Trampoline,
             Src::closure(&f),
             None,
-            false,
         );
     }
 
