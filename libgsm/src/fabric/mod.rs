@@ -307,7 +307,9 @@ impl std::fmt::Debug for Hooks {
 pub struct Settings {
     /// The address to bind listeners to: `GSM_TCP_BIND` if set (an address, `0.0.0.0` allowed
     /// only there), else the address `GSM_HOST_ADDR` (this rank's host as the placement names it)
-    /// resolves to, else this machine's hostname's address, else loopback.
+    /// resolves to (when that is a loopback address in a job of several hosts, the address of
+    /// the route to another host: see `outward`), else this machine's hostname's address, else
+    /// loopback.
     pub bind: Option<std::net::IpAddr>,
     /// How long to wait for peers to connect and prove the key before giving up.
     pub connect_timeout: std::time::Duration,
@@ -322,7 +324,9 @@ impl Settings {
             Some(ip) => Some(ip),
             None => match std::env::var("GSM_HOST_ADDR") {
                 Ok(h) if !h.trim().is_empty() => {
-                    Some(resolve(&h).ok_or_else(|| FabricError::Resolve { host: h.clone() })?)
+                    let ip = resolve(&h).ok_or_else(|| FabricError::Resolve { host: h.clone() })?;
+                    let hosts = std::env::var("GSM_HOSTS").unwrap_or_default();
+                    Some(outward(ip, &h, hosts.split(',')))
                 }
                 _ => None,
             },
@@ -341,6 +345,44 @@ impl Settings {
         tcp_bind_from_env()?;
         Ok(())
     }
+}
+
+/// The address to listen on for a host named `name` that resolves to `ip` here, in a job over
+/// `hosts` (`GSM_HOSTS`): `ip`, unless it is a loopback address while other hosts take part.
+///
+/// Debian and Ubuntu map a machine's own hostname to 127.0.1.1 in `/etc/hosts`, so a hostfile
+/// that names hosts resolves, on each host, to an address no other host can reach: the tcp
+/// fabric listened there and every peer's connection was refused. Then the address of this
+/// host's route to the first other host that resolves to a non-loopback address is used
+/// instead (a UDP socket "connected" there, which sends nothing), as `gsmrun` finds its own
+/// control address. When no such route is found, `ip` stays, and the peers' connection error
+/// says why it fails.
+fn outward<'a>(
+    ip: std::net::IpAddr,
+    name: &str,
+    hosts: impl Iterator<Item = &'a str>,
+) -> std::net::IpAddr {
+    if !ip.is_loopback() {
+        return ip;
+    }
+    for host in hosts.map(str::trim).filter(|h| !h.is_empty() && *h != name) {
+        let Some(peer) = resolve(host).filter(|p| !p.is_loopback() && !p.is_unspecified()) else {
+            continue;
+        };
+        let any: std::net::SocketAddr = if peer.is_ipv4() {
+            ([0, 0, 0, 0], 0).into()
+        } else {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let local = std::net::UdpSocket::bind(any)
+            .and_then(|s| s.connect((peer, 9)).and_then(|()| s.local_addr()));
+        if let Ok(local) = local {
+            if !local.ip().is_loopback() && !local.ip().is_unspecified() {
+                return local.ip();
+            }
+        }
+    }
+    ip
 }
 
 /// `GSM_CONNECT_TIMEOUT` in seconds, 30 when unset or empty.
@@ -553,5 +595,52 @@ mod tests {
             e.starts_with("environment variable GSM_FABRIC=\"verbs\""),
             "{e}"
         );
+    }
+
+    /// This machine's first IPv4 address that is not loopback, if it has one.
+    fn a_local_address() -> Option<std::net::IpAddr> {
+        let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+        // SAFETY: getifaddrs fills `list` with a list we free below.
+        if unsafe { libc::getifaddrs(&mut list) } != 0 {
+            return None;
+        }
+        let mut found = None;
+        let mut at = list;
+        while !at.is_null() {
+            // SAFETY: `at` is an entry of the list getifaddrs returned.
+            let entry = unsafe { &*at };
+            // SAFETY: a non-null `ifa_addr` points to a sockaddr, of family AF_INET here.
+            if !entry.ifa_addr.is_null()
+                && i32::from(unsafe { (*entry.ifa_addr).sa_family }) == libc::AF_INET
+            {
+                // SAFETY: an AF_INET address is a sockaddr_in.
+                let sin = unsafe { &*entry.ifa_addr.cast::<libc::sockaddr_in>() };
+                let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                if !ip.is_loopback() {
+                    found = Some(ip.into());
+                    break;
+                }
+            }
+            at = entry.ifa_next;
+        }
+        // SAFETY: the list getifaddrs returned, freed once.
+        unsafe { libc::freeifaddrs(list) };
+        found
+    }
+
+    /// A host name that resolves to loopback on its own host (Debian's `127.0.1.1 <hostname>`)
+    /// is replaced, in a job of several hosts, by the address of the route to another host;
+    /// an address that is not loopback, or a job with no other reachable host, keeps its own.
+    #[test]
+    fn a_loopback_host_address_gives_way_to_the_route_to_the_other_hosts() {
+        let lo: std::net::IpAddr = "127.0.1.1".parse().unwrap();
+        let other: std::net::IpAddr = "10.1.2.3".parse().unwrap();
+        assert_eq!(outward(other, "a", ["a", "b"].into_iter()), other);
+        assert_eq!(outward(lo, "me", ["me"].into_iter()), lo);
+        assert_eq!(outward(lo, "me", ["me", "127.0.0.1", ""].into_iter()), lo);
+        let mine = a_local_address().expect("this machine has an address besides loopback");
+        let text = mine.to_string();
+        // The other host is this machine's own address: the route to it starts from it.
+        assert_eq!(outward(lo, "me", ["me", text.as_str()].into_iter()), mine);
     }
 }
