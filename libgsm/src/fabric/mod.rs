@@ -609,10 +609,13 @@ mod tests {
         while !at.is_null() {
             // SAFETY: `at` is an entry of the list getifaddrs returned.
             let entry = unsafe { &*at };
-            // SAFETY: a non-null `ifa_addr` points to a sockaddr, of family AF_INET here.
-            if !entry.ifa_addr.is_null()
-                && i32::from(unsafe { (*entry.ifa_addr).sa_family }) == libc::AF_INET
-            {
+            let family = if entry.ifa_addr.is_null() {
+                None
+            } else {
+                // SAFETY: a non-null `ifa_addr` points to a sockaddr.
+                Some(i32::from(unsafe { (*entry.ifa_addr).sa_family }))
+            };
+            if family == Some(libc::AF_INET) {
                 // SAFETY: an AF_INET address is a sockaddr_in.
                 let sin = unsafe { &*entry.ifa_addr.cast::<libc::sockaddr_in>() };
                 let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
