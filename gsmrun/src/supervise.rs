@@ -148,6 +148,12 @@ impl Outcome {
     /// The one line printed for a failing rank.
     pub fn failure_line(&self, rank: &str, host: &str) -> String {
         let what = match self {
+            // Open MPI ends the ranks of a host whose daemon it lost (a host gone from the
+            // network, a killed `orted`) with this status: the rank is where it showed, not
+            // what failed.
+            Outcome::Exited(195) => "exited with status 195 (Open MPI's status for a rank \
+                                     whose host's daemon it lost: see mpirun's message above)"
+                .to_string(),
             Outcome::Exited(c) => format!("exited with status {c}"),
             Outcome::Signaled(s) => format!("was killed by signal {s} ({})", signal_name(*s)),
             Outcome::NoStart(m) => format!("could not start its program: {m}"),
@@ -257,6 +263,10 @@ const ENDED_WAIT: Duration = Duration::from_millis(1500);
 const LAUNCHER_TERM_WAIT: Duration = Duration::from_millis(200);
 /// How long after the launcher exits we wait for reports still in flight.
 const LATE_REPORT_WAIT: Duration = Duration::from_millis(1000);
+/// How long the launcher may run on once every rank has exited 0: Open MPI's `mpirun` waits for
+/// ever for the daemon of a host it lost after the ranks there ended, and a job whose work is
+/// done must not hang on it. (It ends within a second of the last rank here.)
+const LAUNCHER_LINGER_WAIT: Duration = Duration::from_secs(10);
 /// How long a job whose ranks found it deadlocked waits, after the first rank's failure, for
 /// the others to end by themselves before they are ended: each reports what its own fibers wait
 /// for, and they decided together, so their reports follow within milliseconds.
@@ -412,6 +422,9 @@ fn supervise(
     // The failure line and status of the first rank whose run another rank's failure ended,
     // until when it waits for that rank's own report (see `FOLLOWER_WAIT`).
     let mut follower: Option<(String, i32, Instant)> = None;
+    // When every rank had reported exiting 0 with its output closed while the launcher ran on
+    // (see `LAUNCHER_LINGER_WAIT`).
+    let mut all_ok_since: Option<Instant> = None;
 
     let begin_ending = |conns: &mut HashMap<usize, Conn>, quiet: &AtomicBool| {
         quiet.store(true, Ordering::SeqCst);
@@ -503,6 +516,26 @@ fn supervise(
                     None => "End it with Ctrl-C, or give --timeout".to_string(),
                 };
                 say(format_args!("{note} {end}"));
+            }
+            if launcher_status.is_none()
+                && ok_ranks.len() >= opts.np
+                && conns.values().all(|c| c.closed)
+            {
+                let since = *all_ok_since.get_or_insert(now);
+                if now >= since + LAUNCHER_LINGER_WAIT {
+                    join_bounded(out_fwd, err_fwd);
+                    say(format_args!(
+                        "gsmrun: every rank exited 0, but {launcher_name} had not ended {} s \
+                         later (it waits for a host's daemon it lost?); ending it",
+                        LAUNCHER_LINGER_WAIT.as_secs()
+                    ));
+                    // SAFETY: kill(2) on the launcher's own process group (started with
+                    // process_group(0)); ESRCH if already empty.
+                    unsafe { libc::kill(-launcher_pid, libc::SIGKILL) };
+                    remove_open_mpi_session_dir(launcher_pid);
+                    return Ok(1);
+                }
+                wake = wake.min(since + LAUNCHER_LINGER_WAIT);
             }
             if let Some((status, at)) = launcher_status {
                 let all_closed = conns.values().all(|c| c.closed);
@@ -1329,6 +1362,12 @@ mod tests {
         assert_eq!(
             Outcome::Exited(3).failure_line("1", "vm"),
             "gsmrun: rank 1 on host vm exited with status 3; ending the job"
+        );
+        // Open MPI's status for a rank whose host's daemon it lost says so.
+        assert_eq!(
+            Outcome::Exited(195).failure_line("3", "q2"),
+            "gsmrun: rank 3 on host q2 exited with status 195 (Open MPI's status for a rank \
+             whose host's daemon it lost: see mpirun's message above); ending the job"
         );
         assert_eq!(
             Outcome::Signaled(11).failure_line("0", "vm"),

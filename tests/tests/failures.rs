@@ -744,3 +744,50 @@ fn an_agent_that_never_reaches_its_host_does_not_outlive_gsmrun() {
         );
     }
 }
+
+/// A launcher that runs on after every rank exited 0 (Open MPI's `mpirun` waiting for ever for
+/// the daemon of a host it lost once the ranks there had ended) no longer hangs the job: gsmrun
+/// says so 10 s later, ends it with everything it started, and exits 1.
+#[test]
+fn a_launcher_lingering_after_every_rank_exited_0_is_ended_with_a_line() {
+    let scratch = Scratch::new("linger", RunId::next());
+    // An `mpirun` first on PATH that runs the real one, then lingers.
+    let fake = scratch.write(
+        "mpirun",
+        "#!/bin/sh\n/usr/bin/mpirun \"$@\"\nrc=$?\nsleep 120\nexit $rc\n",
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        scratch.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = gsmrun(["-np", "2"]);
+    cmd.env("PATH", path)
+        .env("GSM_MPI_FLAVOUR", "openmpi")
+        .arg(gsm_hello());
+    let running = spawn(&mut cmd);
+    let prefix = gsm_tests::cluster::job_prefix(running.pid() as u32);
+    let done = running.wait(LIMIT);
+    let what = "gsmrun -np 2 gsm-hello under an mpirun that lingers";
+    assert_exit(&done, 1, what);
+    assert!(
+        done.stderr.contains(
+            "gsmrun: every rank exited 0, but mpirun had not ended 10 s later (it waits for a \
+             host's daemon it lost?); ending it"
+        ),
+        "{what}\n{}",
+        done.report()
+    );
+    assert!(
+        done.elapsed < Duration::from_secs(30),
+        "{what}: took {:?}",
+        done.elapsed
+    );
+    assert_eq!(hellos(&done.stdout).len(), 2, "{what}\n{}", done.report());
+    let (processes, _) = gsm_tests::cluster::leftovers(&prefix, Duration::from_secs(3));
+    assert!(processes.is_empty(), "{what}: left running: {processes:?}");
+}
