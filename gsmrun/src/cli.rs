@@ -56,8 +56,8 @@ Exit status:
   1          a rank exited 0 where the others would wait for it for ever (it never
              joined the Gossamer job, ran fewer runs, or exited inside a run); not
              every rank started within --start-timeout; or any other failure of
-             gsmrun or of the launcher itself (which exited non-zero or was
-             killed; its own status is in the message)
+             gsmrun or of the launcher itself (which exited non-zero, was killed,
+             or ran on for 10 s after every rank exited 0; the message says which)
 
 Logs: GSM_LOG=debug gsmrun … prints gsmrun's debug log on stderr.";
 
