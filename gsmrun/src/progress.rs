@@ -240,11 +240,22 @@ impl Progress {
             .map(|t| now.saturating_duration_since(t))
             .max()
             .unwrap_or(JOIN_WAIT_NOTE);
+        // The absent ranks' hosts have no waiting rank: the network between the hosts may be
+        // what keeps them out (MPI's start-up exchange waits for ever for a host cut off).
+        let apart = absent
+            .iter()
+            .any(|a| waiting.iter().all(|w| w.host != a.host));
+        let network = if apart {
+            " Or their host cannot reach the others' (a network down): MPI's start-up exchange \
+             then waits for ever too."
+        } else {
+            ""
+        };
         Some(format!(
             "gsmrun: note: {} {} waited {} s in the gossamer bootstrap for {}, which {} running \
              but {} not joined the gossamer job. If {} another program (one that does not call \
              gossamer::run or spmd, or a different build at the same path), the job waits for \
-             ever: every rank must run the same gossamer program.",
+             ever: every rank must run the same gossamer program.{network}",
             ranks_on_hosts(&waiting),
             if waiting.len() == 1 { "has" } else { "have" },
             waited.as_secs(),
@@ -350,7 +361,7 @@ mod tests {
             ) && line.contains(
                 "s in the gossamer bootstrap for ranks 1 and 2 on host vm, which are running but \
                  have not joined the gossamer job. If they run another program"
-            ),
+            ) && line.ends_with("every rank must run the same gossamer program."),
             "{line}"
         );
         assert_eq!(p.waiting_note(later(60)), None, "said once");
@@ -369,7 +380,11 @@ mod tests {
         assert_eq!(p.stages(0, b"J"), None);
         let line = p.waiting_note(later(31)).expect("the note");
         assert!(
-            line.contains("for ranks 1 (host far) and 2 (host farther), which are running"),
+            line.contains("for ranks 1 (host far) and 2 (host farther), which are running")
+                && line.ends_with(
+                    "Or their host cannot reach the others' (a network down): MPI's start-up \
+                     exchange then waits for ever too."
+                ),
             "{line}"
         );
     }
