@@ -475,7 +475,7 @@ fn refusal(kind: ErrorKind, what: &str, tip: &str) -> clap::Error {
 }
 
 /// Refuse, before clap parses them, the mpirun spellings gsmrun does not take, each with what to
-/// write instead: the options of [`MPIRUN_ONLY`], Open MPI's `--map-by` policies other than
+/// write instead: the options of `MPIRUN_ONLY`, Open MPI's `--map-by` policies other than
 /// `slot` and `node`, and `-np4` for `-np 4` (which Open MPI's and MPICH's mpirun also refuse, as
 /// an unknown option: both match option names whole). Only the arguments before the program are
 /// looked at, as in [`normalize_args`]; the values of gsmrun's own options are skipped.
