@@ -18,8 +18,9 @@
 //! that ends normally is fine: the fiber runs on, detached.
 //!
 //! **Detached fibers at the end of a run.** A fiber that is still running (ready, or computing
-//! between yields) when the roots return keeps the run going until it ends: the job drains
-//! before it stops. A fiber still *waiting* (in `recv`, `join`, `wait_for`) once the whole job
+//! between yields, or in [`sleep`], which ends by itself) when the roots return keeps the run
+//! going until it ends: the job drains before it stops. (So a detached fiber that sleeps in a
+//! loop keeps its run going for ever: give it a way to stop, or make it wait in `recv`.) A fiber still *waiting* (in `recv`, `join`, `wait_for`) once the whole job
 //! is quiet is dropped: its stack unwinds, its destructors run (where blocking `try_` calls
 //! answer [`Error::Stopped`](crate::Error::Stopped)), and the run returns the roots' result.
 //! That is the pattern of a server fiber, a loop of `recv`s that waits for the next request
@@ -516,7 +517,8 @@ pub fn wait_for(mut cond: impl FnMut() -> bool) {
 /// spells of 20 µs), so the fiber wakes up within the timer's slack (tens of microseconds) on
 /// an idle worker, later on a busy one (after the fiber or request then running). A sleep ends by
 /// itself, so it is no deadlock: while a fiber sleeps its worker is not counted idle, and a job
-/// whose other fibers wait for the sleeper is not reported deadlocked.
+/// whose other fibers wait for the sleeper is not reported deadlocked. For the same reason a
+/// run does not end while a fiber sleeps (see the module docs on detached fibers).
 ///
 /// # Panics
 /// Outside a fiber, inside a delegated closure or a callback (as [`wait_for`]).

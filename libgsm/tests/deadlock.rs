@@ -433,3 +433,25 @@ fn short_sleeps_end_close_to_their_time() {
         "late by {late:?}"
     );
 }
+
+/// A detached fiber in `sleep` when the main fiber returns keeps the run going until it wakes
+/// and ends, as a running fiber does (a sleep ends by itself; a fiber waiting in `recv` would be
+/// dropped instead).
+#[test]
+fn a_run_ends_after_its_detached_sleeping_fiber() {
+    static WOKE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let (r, took) = within_a_minute(|| {
+        gossamer::run(Config::default().workers(2), || {
+            drop(gossamer::spawn_on(WorkerId::new(1), || {
+                gossamer::sleep(Duration::from_millis(300));
+                WOKE.store(true, std::sync::atomic::Ordering::SeqCst);
+            }));
+        })
+    });
+    r.expect("the run ends well");
+    assert!(
+        WOKE.load(std::sync::atomic::Ordering::SeqCst),
+        "the sleeper was dropped"
+    );
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+}
