@@ -82,11 +82,11 @@
 //! - Message tags with the top bit set are this crate's (see the `team` module).
 //! - `reduce`/`allreduce` assume a commutative operator; `scan`/`exscan` do not.
 //! - Nothing times out, but a member that never calls leaves the others' fibers waiting for
-//!   messages that never come, and once every worker of the job is idle the runtime ends the
-//!   job as deadlocked (`gossamer::Error::Deadlock`, naming the messages waited for, and for
-//!   this crate's messages the operation, its root, team and call, when the call began among
-//!   the waiting worker's last 32). On the host board members wait in `gossamer::wait_for`, which the runtime sees in the same way
-//!   (the report counts them as fibers waiting in `wait_for`).
+//!   messages that never come, and once every worker of the job is idle the runtime ends the job
+//!   as deadlocked (`gossamer::Error::Deadlock`, naming the messages waited for, and for this
+//!   crate's messages the operation, its root, team and call, when the call began among the
+//!   waiting worker's last 32). On the host board members wait in `gossamer::wait_for`, which the
+//!   runtime sees in the same way (the report counts them as fibers waiting in `wait_for`).
 //! - Members passing different roots are reported on the board (every rooted operation, every
 //!   build) and in a broadcast between ranks (before the algorithm). Between ranks, the other
 //!   rooted operations (reduce, gather, scatter and their variants) may leave both members

@@ -390,8 +390,9 @@ impl Team {
     ///
     /// Call it on every worker (for example at the start of a `gossamer::spmd` body): every
     /// member must take part in each collective. From `gossamer::run`'s main, which runs on one
-    /// worker per rank, use [`Team::ranks`]. It communicates with no one. Every world team has the same id: create it once per worker
-    /// and use [`Team::dup`] for a second, independent one.
+    /// worker per rank, use [`Team::ranks`]. It communicates with no one. Every world team has
+    /// the same id: create it once per worker and use [`Team::dup`] for a second, independent
+    /// one.
     ///
     /// # Panics
     /// Outside a gossamer worker. A malformed `GSM_COLL_*` variable ends the job with a message

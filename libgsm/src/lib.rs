@@ -40,12 +40,13 @@
 //! [`Trust::apply_then`] returns at once and runs a callback on the calling worker later (a
 //! worker keeps at most 16 384 of them unanswered; past that the issuing fiber waits).
 //! [`Trust::apply_with`] and [`Trust::apply_with_then`] also move an owned argument (a `Vec` of
-//! updates, say) to the trustee. On the trustee itself the closure runs inline; to another worker it travels as bytes through
-//! a request ring (one per ordered pair of workers), batched with other requests to the same
-//! trustee, and the answer comes back batched in a response ring. A worker shares its time
-//! between the requests it serves and its own fibers one for one: after serving k requests it
-//! lets its fibers run k inline applies (for a millisecond at most) before it serves again, so
-//! neither a busy local loop nor a client that keeps its rings full starves the other.
+//! updates, say) to the trustee. On the trustee itself the closure runs inline; to another worker
+//! it travels as bytes through a request ring (one per ordered pair of workers), batched with
+//! other requests to the same trustee, and the answer comes back batched in a response ring. A
+//! worker shares its time between the requests it serves and its own fibers one for one: after
+//! serving k requests it lets its fibers run k inline applies (for a millisecond at most) before
+//! it serves again, so neither a busy local loop nor a client that keeps its rings full starves
+//! the other.
 //!
 //! # Many ranks
 //!

@@ -20,16 +20,16 @@
 //! **Detached fibers at the end of a run.** A fiber that is still running (ready, or computing
 //! between yields, or in [`sleep`], which ends by itself) when the roots return keeps the run
 //! going until it ends: the job drains before it stops. (So a detached fiber that sleeps in a
-//! loop keeps its run going for ever: give it a way to stop, or make it wait in `recv`.) A fiber still *waiting* (in `recv`, `join`, `wait_for`) once the whole job
-//! is quiet is dropped: its stack unwinds, its destructors run (where blocking `try_` calls
-//! answer [`Error::Stopped`](crate::Error::Stopped)), and the run returns the roots' result.
-//! That is the pattern of a server fiber, a loop of `recv`s that waits for the next request
-//! for ever, and it is what Go does with goroutines and Tokio with tasks when `main` returns.
-//! The same wait while a root still runs is different: the root then waits too, or will, and
-//! nothing could ever wake them, so the job is reported deadlocked
-//! ([`Error::Deadlock`](crate::Error::Deadlock)). A detached fiber whose wait is a bug (a
-//! `recv` whose `send` was never written) is therefore silent once the roots are done; join
-//! the fibers whose work the result depends on.
+//! loop keeps its run going for ever: give it a way to stop, or make it wait in `recv`.) A fiber
+//! still *waiting* (in `recv`, `join`, `wait_for`) once the whole job is quiet is dropped: its
+//! stack unwinds, its destructors run (where blocking `try_` calls answer
+//! [`Error::Stopped`](crate::Error::Stopped)), and the run returns the roots' result. That is the
+//! pattern of a server fiber, a loop of `recv`s that waits for the next request for ever, and it
+//! is what Go does with goroutines and Tokio with tasks when `main` returns. The same wait while
+//! a root still runs is different: the root then waits too, or will, and nothing could ever wake
+//! them, so the job is reported deadlocked ([`Error::Deadlock`](crate::Error::Deadlock)). A
+//! detached fiber whose wait is a bug (a `recv` whose `send` was never written) is therefore
+//! silent once the roots are done; join the fibers whose work the result depends on.
 
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
@@ -491,15 +491,16 @@ pub fn yield_now() {
 /// yields its thread for a millisecond, then sleeps in spells of 20 µs (no doorbell rings for
 /// a write to the board).
 ///
-/// The condition must be cheap, must not block, and should only read (atomics of the board,
-/// say). It is run as a callback is, on the fiber and on the worker alike: a blocking call in
-/// it (`apply`, `join`, `recv`, …) panics with
+/// The condition must be cheap, must not block, and should only read (atomics of the board, say).
+/// It is run as a callback is, on the fiber and on the worker alike: a blocking call in it
+/// (`apply`, `join`, `recv`, …) panics with
 /// [`BLOCKING_IN_DELEGATED`](crate::BLOCKING_IN_DELEGATED), and `try_apply` answers
-/// [`BlockingInDelegatedContext`](crate::DelegationError::BlockingInDelegatedContext). It must be made true by fibers of this job only: a job whose fibers all wait
-/// (`recv`, `join`, or here) while no message is in flight and no condition holds is reported
-/// deadlocked ([`Error::Deadlock`](crate::Error::Deadlock)) after a second; so do not wait here
-/// for a thread or a process outside the job, nor for the clock (use [`sleep`]). A panic in the condition is raised in the
-/// calling fiber.
+/// [`BlockingInDelegatedContext`](crate::DelegationError::BlockingInDelegatedContext). It must be
+/// made true by fibers of this job only: a job whose fibers all wait (`recv`, `join`, or here)
+/// while no message is in flight and no condition holds is reported deadlocked
+/// ([`Error::Deadlock`](crate::Error::Deadlock)) after a second; so do not wait here for a thread
+/// or a process outside the job, nor for the clock (use [`sleep`]). A panic in the condition is
+/// raised in the calling fiber.
 ///
 /// # Panics
 /// Outside a fiber, inside a delegated closure or a callback.
