@@ -15,7 +15,7 @@
 
 use gsm_tests::cluster::{job_prefix, leftovers};
 use gsm_tests::job::{assert_exit, gsmrun};
-use gsm_tests::process::spawn;
+use gsm_tests::process::{Finished, spawn};
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -38,6 +38,21 @@ fn coll_check() -> PathBuf {
         path.display()
     );
     path
+}
+
+/// A rank's final line `coll_check: rank R of N passed C checks (W workers)`, as (R, N, C, W).
+type RankLine = (usize, usize, usize, usize);
+
+/// Runs `cmd` (a `coll_check` job, `what`), which must exit 0 within [`LIMIT`]; returns how it
+/// ended, its job-id prefix and its ranks' final lines, sorted.
+fn passing(cmd: &mut std::process::Command, what: &str) -> (Finished, String, Vec<RankLine>) {
+    let running = spawn(cmd);
+    let prefix = job_prefix(running.pid() as u32);
+    let done = running.wait(LIMIT);
+    assert_exit(&done, 0, what);
+    let mut found = results(&done.stdout);
+    found.sort_unstable();
+    (done, prefix, found)
 }
 
 /// Fails `what` if a process or `/dev/shm` segment of the job with id prefix `prefix` is left.
@@ -100,12 +115,7 @@ fn job_with(np: usize, threads: usize, fabric: &str, large: usize, env: Option<(
         "{}gsmrun -np {np} -t {threads} --fabric {fabric} coll_check --large {large}",
         env.map(|(k, v)| format!("{k}={v} ")).unwrap_or_default()
     );
-    let running = spawn(&mut cmd);
-    let prefix = job_prefix(running.pid() as u32);
-    let done = running.wait(LIMIT);
-    assert_exit(&done, 0, &what);
-    let mut found = results(&done.stdout);
-    found.sort_unstable();
+    let (done, prefix, found) = passing(&mut cmd, &what);
     let ranks: Vec<usize> = found.iter().map(|r| r.0).collect();
     assert_eq!(
         ranks,
@@ -288,12 +298,7 @@ fn the_team_of_ranks_from_runs_main() {
         cmd.arg(coll_check())
             .args(["--ranks-team", "--large", &MEDIUM.to_string()]);
         let what = format!("gsmrun -np 2 -t 2 --fabric {fabric} coll_check --ranks-team");
-        let running = spawn(&mut cmd);
-        let prefix = job_prefix(running.pid() as u32);
-        let done = running.wait(LIMIT);
-        assert_exit(&done, 0, &what);
-        let mut found = results(&done.stdout);
-        found.sort_unstable();
+        let (done, prefix, found) = passing(&mut cmd, &what);
         assert_eq!(
             found.iter().map(|r| (r.0, r.1, r.3)).collect::<Vec<_>>(),
             [(0, 2, 4), (1, 2, 4)],

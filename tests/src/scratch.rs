@@ -76,6 +76,15 @@ impl Scratch {
             .unwrap_or_else(|err| panic!("writing {}: {err}", path.display()));
         path
     }
+
+    /// [`write`](Self::write), made executable (a script: a fake launcher or launch agent).
+    pub fn write_executable(&self, name: &str, contents: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.write(name, contents);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|err| panic!("chmod {}: {err}", path.display()));
+        path
+    }
 }
 
 impl Drop for Scratch {

@@ -606,7 +606,7 @@ fn a_launcher_stuck_starting_ranks_ends_the_job_at_the_start_timeout() {
     let stuck_pids = scratch.path().join("stuck-pids");
     // As in the placement tests: each host's daemon runs here, with a session directory of its
     // own; `stuckhost` never answers (its agent becomes a `sleep` and says which).
-    let agent = scratch.write(
+    let agent = scratch.write_executable(
         "agent",
         &format!(
             "#!/bin/sh\nwhile [ $# -gt 0 ]; do case \"$1\" in -*) shift;; *) break;; esac; done\n\
@@ -619,10 +619,6 @@ fn a_launcher_stuck_starting_ranks_ends_the_job_at_the_start_timeout() {
             dir = scratch.path().display()
         ),
     );
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
     for (launcher, path) in [("mpirun", None), ("mpiexec", Some(&hydra))] {
         let guard = PidGuard::new();
         let what = format!("gsmrun --launcher {launcher} with a host that never answers");
@@ -752,14 +748,10 @@ fn an_agent_that_never_reaches_its_host_does_not_outlive_gsmrun() {
 fn a_launcher_lingering_after_every_rank_exited_0_is_ended_with_a_line() {
     let scratch = Scratch::new("linger", RunId::next());
     // An `mpirun` first on PATH that runs the real one, then lingers.
-    let fake = scratch.write(
+    scratch.write_executable(
         "mpirun",
         "#!/bin/sh\n/usr/bin/mpirun \"$@\"\nrc=$?\nsleep 120\nexit $rc\n",
     );
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
     let path = format!(
         "{}:{}",
         scratch.path().display(),

@@ -140,14 +140,6 @@ fn dry_run_prints_the_placement_and_command_and_starts_nothing() {
     );
 }
 
-/// `path`, made executable.
-fn executable(path: std::path::PathBuf) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-        .unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
-    path
-}
-
 /// Ranks start on the host gsmrun says they run on, also when it oversubscribes: every rank's
 /// `GSM_HOST_ADDR`, `GSM_LOCAL_RANK` and `GSM_LOCAL_SIZE` agree with where Open MPI started it.
 /// The hosts are names of this machine reached through a launch agent that runs the command
@@ -162,7 +154,7 @@ fn oversubscribed_ranks_run_where_gsmrun_says() {
     // in 3 runs of 6 here). As ssh would, the agent starts it in a clean environment, so a
     // runtime setting of gsmrun's environment reaches the ranks only if gsmrun passes it on
     // (GSM_SLOT_SIZE reached only the ranks of the launching host).
-    let agent = executable(scratch.write(
+    let agent = scratch.write_executable(
         "agent",
         &format!(
             "#!/bin/sh\n# like ssh HOST COMMAND, but here\n\
@@ -172,16 +164,16 @@ fn oversubscribed_ranks_run_where_gsmrun_says() {
              OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 sh -c \"$*\"\n",
             scratch.path().display()
         ),
-    ));
+    );
     // The daemon's id ends its URI (`802816000.1;tcp://…`): 0 is mpirun's own, which starts no
     // rank here, and the others follow the hostfile's hosts, which gsmrun writes in the order of
     // GSM_HOSTS.
-    let probe = executable(scratch.write(
+    let probe = scratch.write_executable(
         "probe",
         "#!/bin/sh\nd=${OMPI_MCA_orte_local_daemon_uri%%;*}\n\
          echo \"placed $GSM_RANK $GSM_HOSTS $GSM_HOST_ADDR $GSM_LOCAL_RANK/$GSM_LOCAL_SIZE \
          ${d##*.} $OMPI_COMM_WORLD_LOCAL_RANK/$OMPI_COMM_WORLD_LOCAL_SIZE $GSM_SLOT_SIZE\"\n",
-    ));
+    );
     let cases: [(&str, &[&str]); 5] = [
         ("placea,placeb", &["-np", "4", "--oversubscribe"]),
         ("placea:2,placeb:1", &["-np", "5", "--oversubscribe"]),
@@ -249,18 +241,18 @@ fn oversubscribed_ranks_run_where_gsmrun_says() {
 fn under_hydra_every_rank_starts_where_gsmrun_says() {
     let scratch = Scratch::new("hydra", RunId::next());
     let path = gsm_tests::bins::hydra_path(scratch.path());
-    let agent = executable(scratch.write(
+    let agent = scratch.write_executable(
         "agent",
         "#!/bin/sh\n# like ssh HOST COMMAND, but here\n\
          while [ $# -gt 0 ]; do case \"$1\" in -*) shift;; *) break;; esac; done\n\
          host=\"$1\"\nshift\n\
          exec env -i PATH=\"$PATH\" HOME=\"$HOME\" FAKEHOST=\"$host\" sh -c \"$*\"\n",
-    ));
-    let probe = executable(scratch.write(
+    );
+    let probe = scratch.write_executable(
         "probe",
         "#!/bin/sh\necho \"placed $GSM_RANK $GSM_HOST_ADDR $GSM_LOCAL_RANK $GSM_LOCAL_SIZE \
          $FAKEHOST $GSM_SLOT_SIZE\"\n",
-    ));
+    );
     let cases: [(&str, &[&str]); 5] = [
         ("placea,placeb", &["-np", "4", "--oversubscribe"]),
         ("placea:2,placeb:1", &["-np", "5", "--oversubscribe"]),
