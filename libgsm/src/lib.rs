@@ -178,6 +178,7 @@ mod noref;
 mod property;
 mod runtime;
 mod spawn;
+mod sys;
 mod trust;
 pub mod wire;
 mod worker;

@@ -1,0 +1,1 @@
+//! (filled as the runtime's calls move here)
