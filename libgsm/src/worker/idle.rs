@@ -1,0 +1,266 @@
+//! The worker's loop when it has nothing to do: spin, yield, park; local quiescence, the
+//! stall and deadlock watch. See ARCHITECTURE.md.
+
+use super::*;
+
+impl WorkerCore {
+    /// Whether a ring to this worker holds a published batch (one header load per ring).
+    pub(super) fn incoming_waiting(&self) -> bool {
+        self.req_in.iter().any(ring_has_data) || self.resp_in.iter().any(ring_has_data)
+    }
+
+    pub(super) fn has_incoming(&self) -> bool {
+        !self.ready.borrow().is_empty() || self.incoming_waiting() || self.loopback_dirty()
+    }
+
+    pub(super) fn has_backlog(&self) -> bool {
+        self.out_req
+            .iter()
+            .chain(self.out_resp.iter())
+            .any(|q| q.borrow().backlog() > 0)
+    }
+
+    /// Whether this worker has nothing left to do: no ready fiber, no unanswered request of its
+    /// own (but `spawn_on`s, see `fiber_results`), nothing staged or queued outgoing, nothing
+    /// waiting in its rings or loopback queue.
+    pub(super) fn locally_quiet(&self) -> bool {
+        self.sleepers.borrow().is_empty()
+            && self.outstanding.get() == self.fiber_results.get()
+            && !self.has_incoming()
+            && !self
+                .out_req
+                .iter()
+                .chain(self.out_resp.iter())
+                .any(|q| q.borrow().is_dirty())
+    }
+
+    /// While counting (draining, or watching for a deadlock): reports this worker quiet, and
+    /// when every worker is: stops the runtime if the roots are done, reports a deadlock if they
+    /// are not (in a job of one rank, after [`STALL_CONFIRM`]), or in a larger job leaves the
+    /// decision to the main thread with the other ranks (`cluster::terminate`).
+    ///
+    /// Termination argument: every worker bumps `activity` (SeqCst) after each loop turn that did
+    /// work, i.e. after it published what that work produced. A worker reads `a = activity` and
+    /// *then* checks that it is locally quiet; if so it records `quiet[w] = a`. If all workers
+    /// recorded the same `a` and `activity` still reads `a`, no worker did work since any of
+    /// those reads, and any batch published before the last bump is visible to the later quiet
+    /// checks (the bump is a release, the read an acquire). So every ring is empty, every
+    /// request answered and every toggle applied, and nothing can create new work: stop.
+    ///
+    /// Fibers in [`wait_for`](Self::wait_for) wait for writes to the host board, which are done
+    /// in other workers' turns (bumps) but counted by no message. So their conditions are tested
+    /// again after `a` is read: a write before the bump that made `a` is seen. For the ranks'
+    /// waves, the test also records the wave it follows (`Shared::board_fresh`).
+    pub(super) fn try_finish(&self) {
+        let sh = &self.shared;
+        let a = sh.activity.load(Ordering::SeqCst);
+        if self.waiters.get() > 0 {
+            let wave = sh.waves.load(Ordering::SeqCst);
+            if self.waiter_ready() {
+                // Not quiet: the next turn makes the fiber ready, as work (a bump), so that no
+                // report of this worker stands while that fiber runs.
+                return;
+            }
+            sh.board_fresh[self.local].store(wave, Ordering::SeqCst);
+        }
+        if !self.locally_quiet() {
+            return;
+        }
+        sh.quiet[self.local].store(a, Ordering::SeqCst);
+        self.reported.set(true);
+        let mut all = true;
+        for (w, q) in sh.quiet.iter().enumerate() {
+            if q.load(Ordering::SeqCst) != a {
+                all = false;
+                // Ask a worker whose report is stale to look again (if it sleeps).
+                sh.doors[w].ring();
+            }
+        }
+        if all && sh.activity.load(Ordering::SeqCst) == a {
+            if sh.multi {
+                // Other ranks may still send work: the main thread decides with them.
+                sh.rank_quiet.store(a, Ordering::SeqCst);
+            } else if sh.roots_left.load(Ordering::SeqCst) == 0 {
+                sh.stop_all();
+            } else {
+                self.stalled(a);
+            }
+        }
+    }
+
+    /// Every worker of this rank, the only one of its job, is quiet at activity `a` while roots
+    /// are left: nothing can wake their fibers. Reported once the same `a` has been seen for
+    /// [`STALL_CONFIRM`].
+    #[cold]
+    #[inline(never)]
+    pub(super) fn stalled(&self, a: u64) {
+        let sh = &self.shared;
+        let Ok(mut stall) = sh.stall.lock() else {
+            return;
+        };
+        match *stall {
+            Some((at, since)) if at == a => {
+                if since.elapsed() >= STALL_CONFIRM {
+                    drop(stall);
+                    sh.fail(Error::Deadlock {
+                        rank: sh.place.rank,
+                        waits: Vec::new(),
+                    });
+                }
+            }
+            _ => *stall = Some((a, Instant::now())),
+        }
+    }
+
+    /// The scheduler loop; returns when the runtime stops. After the roots are done it keeps
+    /// running (serving, completing, running fibers) until the whole job is quiet.
+    ///
+    /// Counting (see [`try_finish`](Self::try_finish)) is on while draining, and while watching
+    /// for a deadlock: a worker about to sleep with roots left turns watching on, and the next
+    /// worker that does work turns it off (after its bump), so that a busy job pays for it once
+    /// per sleep, not once per turn. Only at its first sleep since it last did work, though: a
+    /// worker that a count woke (to report again) and that goes back to sleep has nothing new to
+    /// watch for. Otherwise, with two workers busy and six idle (8 on 2 CPUs), every sleep turned
+    /// watching on, every count woke the sleepers, and each of them turned it on again as it went
+    /// back to sleep: the idle workers used 1.2-1.3 CPUs between them and a blocking apply
+    /// between the busy two took 4-5 us instead of 0.5. A deadlock is still seen: the last worker
+    /// to do work has not slept since, and turns watching on at its first sleep, and nobody
+    /// turns it off again. Soundness as with draining alone: a turn that did work and
+    /// saw counting on bumps after its work; a turn that saw counting off marks this worker, and
+    /// its next turn that sees counting on bumps before it records itself quiet. So work done
+    /// while counting was off is always followed by a bump of its worker before that worker can
+    /// agree with the others on a quiet `activity` value. A turn that did work and saw counting
+    /// off also withdraws this worker's quiet report ([`not_quiet`](Self::not_quiet)): a report
+    /// made just before another worker turned counting off carries the value of that worker's
+    /// bump, and without the withdrawal the others, recording the same value once counting is on
+    /// again, would agree with it while this worker runs what that work made ready (a fiber
+    /// computing for seconds, taken for a stalled job).
+    pub(crate) fn run_loop(&self) {
+        let mut idle = 0u32;
+        let mut off_seen = true;
+        // When this worker's idle spell reached the sleeping stage (see `WAITER_YIELDING`).
+        let mut sleepy_since: Option<Instant> = None;
+        // Whether this idle spell has already had its chance to turn watching on (see below).
+        let mut watched = false;
+        while !self.stopping() {
+            let ran = self.run_ready(POLL_EVERY);
+            let polled = self.guarded(true, || self.poll());
+            let worked = ran > 0 || polled || self.wake_waiters();
+            let sh = &self.shared;
+            let draining = sh.draining.load(Ordering::Relaxed);
+            if draining || sh.watching.load(Ordering::Relaxed) {
+                if worked || off_seen {
+                    off_seen = false;
+                    sh.activity.fetch_add(1, Ordering::SeqCst);
+                    if worked && !draining {
+                        sh.watching.store(false, Ordering::SeqCst);
+                    }
+                }
+                if !worked {
+                    self.try_finish();
+                }
+            } else {
+                off_seen = true;
+                if worked {
+                    self.not_quiet();
+                }
+            }
+            if worked {
+                idle = 0;
+                sleepy_since = None;
+                watched = false;
+                continue;
+            }
+            idle += 1;
+            let spin = self.shared.spin();
+            if idle < spin {
+                // Spin lightly: look only at ring headers (and the ready queue) until something
+                // arrives, instead of a whole poll per turn, so that an answer is noticed within
+                // a few nanoseconds of landing. A backlog needs the full poll to retry flushing.
+                if !self.has_backlog() {
+                    for _ in 0..LIGHT_SPINS {
+                        if self.has_incoming() || self.stopping() || self.waiter_ready() {
+                            break;
+                        }
+                        std::hint::spin_loop();
+                    }
+                } else {
+                    std::hint::spin_loop();
+                }
+            } else if idle < spin + YIELDS
+                || (self.waiters.get() > 0
+                    && sleepy_since.get_or_insert_with(Instant::now).elapsed() < WAITER_YIELDING)
+            {
+                std::thread::yield_now();
+            } else {
+                let t = if self.has_backlog() {
+                    Duration::from_micros(50)
+                } else if self.waiters.get() > 0 {
+                    self.waiter_nap(Duration::from_millis(20))
+                } else {
+                    Duration::from_millis(20)
+                };
+                if !watched {
+                    watched = true;
+                    self.watch_for_deadlock();
+                }
+                let sh = &self.shared;
+                sh.awake.fetch_sub(1, Ordering::Relaxed);
+                sh.doors[self.local].sleep(t, || !self.has_incoming() && !self.stopping());
+                sh.awake.fetch_add(1, Ordering::Relaxed);
+                idle = spin.saturating_sub(4);
+            }
+        }
+    }
+
+    /// Withdraws this worker's quiet report, if it has one (see [`run_loop`](Self::run_loop)):
+    /// a test of a flag of this worker per turn that did work while counting is off, so that a
+    /// busy worker touches no shared line for it, and a store only after a report. (gsm-bench
+    /// local could not tell this from a load of the shared report, nor either from no
+    /// withdrawal: 8 alternated pairs, all within the host's noise of ±30%.)
+    #[inline]
+    pub(super) fn not_quiet(&self) {
+        if self.reported.replace(false) {
+            self.shared.quiet[self.local].store(u64::MAX, Ordering::SeqCst);
+        }
+    }
+
+    /// Turns watching on (see [`run_loop`](Self::run_loop)) before this worker sleeps, if roots
+    /// are left and it is not on already.
+    #[inline]
+    pub(super) fn watch_for_deadlock(&self) {
+        let sh = &self.shared;
+        if !sh.watching.load(Ordering::Relaxed)
+            && !sh.draining.load(Ordering::Relaxed)
+            && sh.roots_left.load(Ordering::Relaxed) > 0
+        {
+            sh.watching.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// What this worker's suspended fibers wait for (after a deadlock): messages by sender and
+    /// tag, and how many others wait (for a join, a collective's step, a yield's turn).
+    pub(super) fn waits(&self) -> Vec<String> {
+        let mail = self.mail.borrow();
+        let mut waits = mail.waits();
+        let live = self.fibers.borrow().iter().filter(|f| f.is_some()).count();
+        let board = self.waiters.get();
+        if board > 0 {
+            waits.push(format!(
+                "{board} fiber{} wait{} in gossamer::wait_for (a collective's step on the host \
+                 board, say)",
+                if board == 1 { "" } else { "s" },
+                if board == 1 { "s" } else { "" }
+            ));
+        }
+        let others = live.saturating_sub(mail.waiters() + board + self.ready.borrow().len());
+        if others > 0 {
+            waits.push(format!(
+                "{others} other fiber{} wait{} (a join, say)",
+                if others == 1 { "" } else { "s" },
+                if others == 1 { "s" } else { "" }
+            ));
+        }
+        waits
+    }
+}

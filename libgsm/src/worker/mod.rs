@@ -1,0 +1,824 @@
+//! A worker: one OS thread running a fiber scheduler and a poller, and holding its trustee-side
+//! property table, its outgoing batch queues and its pending-request table.
+//!
+//! **Loop.** Run up to `POLL_EVERY` ready fibers, then poll: serve incoming request batches (one
+//! ring per client plus the loopback queue), complete incoming responses (one ring per trustee
+//! plus loopback), flush outgoing batches. Outgoing records are thus batched per destination and
+//! flushed when every fiber waits (the ready queue ran dry), when a batch fills its slot (flushed
+//! at once), or after at most `POLL_EVERY` fiber switches. A fiber that only applies to local properties
+//! (inline, never suspending) also polls every `INLINE_POLL` applies, so other workers' requests
+//! to this one are not starved by it; those polls publish its own partly filled request batches
+//! only every `INLINE_REQUEST_FLUSH`-th time, so that they fill. Nor do the clients starve the
+//! worker's own fibers: a poll that served k requests lets them run k inline applies (at least
+//! `INLINE_POLL`, at most `MAX_SHARE`, for at most `SHARE_TIME`) before the next look, one for
+//! one.
+//!
+//! **The gate.** Once the looks of inline applies have found nothing for a step of
+//! `LOOKS_PER_STEP` in a row, and nothing waits to be published, the worker opens the gate of its
+//! doorbell ([`WorkerCore::gate`], `wire::doorbell`): from then on its inline applies neither
+//! count nor look, until a ring closes the gate (every publication to this worker rings, from
+//! whatever process or thread), or the worker stages a request. Then the counting and looking
+//! above start again, from a look at the next apply.
+//!
+//! **Serving.** A request batch is served record by record, each through its trampoline (see
+//! `trust.rs`); a trampoline of `apply`/`apply_then` also serves the plain records of its own
+//! kind right behind it ([`WorkerCore::serve_run`]), so a run of requests of one closure type
+//! costs one call, one property lookup per name change and one staging of results per 16.
+//!
+//! **Contexts.** Code runs on a worker in one of three contexts: a *fiber* (may block: apply, join,
+//! yield), a *delegated closure* (a closure run against a property, inline or served; may not
+//! block, since blocking would have to suspend the poller or alias the property), or a *callback*
+//! (an `apply_then` callback, run by the poller, or at once on the calling fiber when the trustee
+//! is its own worker; may not block either way, so that it behaves the same wherever its answer
+//! comes from). Everything else a poll runs (destructors of values it drops) is in callback
+//! context too. A blocking call in the wrong context panics at once with
+//! [`BLOCKING_IN_DELEGATED`]; a panic that escapes a callback or a poll ends the job
+//! ([`WorkerCore::guarded`]).
+//!
+//! **Idle backoff and wake-up.** An idle worker spins, then yields its thread, then parks. Before
+//! parking it stores `sleeping = true`, issues a SeqCst fence and re-checks its rings; a producer
+//! publishes its slot (release), issues a SeqCst fence and then reads `sleeping`. This is the
+//! Dekker pattern: at least one side sees the other's store, so either the consumer sees the data
+//! or the producer sees the flag and unparks it (`Thread::unpark` keeps a token, so an unpark
+//! just before the park is not lost). The park also has a timeout as a safety net. How long a
+//! worker spins depends on how many of its rank's workers are awake, not on how many there are
+//! ([`Shared::spin`]): on a host with more workers than CPUs whose idle workers sleep, the
+//! others still spin.
+//!
+//! This module does not know the user-facing types; `trust.rs` and `spawn.rs` build on it.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::mem::{ManuallyDrop, MaybeUninit};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::error::{DelegationError, Error};
+use crate::fabric::{Bell, Doorbell};
+use crate::fiber::{self, Co, StackPool};
+use crate::property::{PropertyTable, Toggle};
+use crate::wire::codeptr;
+use crate::wire::record::{
+    Body, Byte, CONTROL, Large, OutQueue, Partial, RELEASE, RESP_CONT, Request, RequestReader,
+    ResponseReader, SER, SER_STATUS, SMALL, Sink, Src, classify, parked_by_responses,
+};
+use crate::wire::ring::{Consumer, Producer};
+
+/// The message of a blocking call made where blocking is impossible.
+pub const BLOCKING_IN_DELEGATED: &str = "gossamer: blocking call (apply/try_apply/apply_with/join/yield_now/entrust_on/recv, or a collective) inside a delegated closure, an apply_then callback, a wait_for condition or other code its poller runs (a destructor of a value it drops): a trustee runs these in its poller and cannot suspend there (it would stall every request it serves, or alias the property). Use apply_then (or spawn a fiber) instead";
+
+/// Fiber resumes between two polls. Small enough that a client with many fibers publishes its
+/// first requests while its later fibers still run, so the trustee serves in parallel instead
+/// of waiting for one large batch (A/B against 128: 64-fiber apply median 9.5 -> 10.3 M/s).
+const POLL_EVERY: usize = 16;
+/// Idle loop turns spent spinning, then yielding the thread, before parking. Longer spinning
+/// measured slower on this shared 2-core machine (the peer worker needs the core).
+const SPIN: u32 = 64;
+/// The same while this rank's awake workers outnumber the CPUs they have (see
+/// [`Shared::spin`]): a spinning worker then holds a CPU that the worker it waits for needs, so
+/// it yields at once. Measured with one rank of 3 and
+/// 4 workers on 2 CPUs (a barrier of `gsm-collectives` through messages): 47–55 µs with 64
+/// spinning turns, 8–10 µs with 8, 3.9–4.4 µs with 1; with 2 workers (not oversubscribed),
+/// 0.5–1.3 µs either way.
+pub(crate) const SPIN_OVERSUBSCRIBED: u32 = 1;
+/// Header checks per spinning turn of an idle worker (see `run_loop`): a turn of the loop (a
+/// poll over every ring) costs tens of nanoseconds, a look at the headers a few.
+const LIGHT_SPINS: u32 = 8;
+const YIELDS: u32 = 32;
+/// How long a job of one rank must stay stalled (every worker quiet, roots left, no activity)
+/// before it is reported deadlocked; the ranks of a larger job agree on the same wait (see
+/// `cluster::terminate`). Nothing can wake a stalled job, so this only keeps the report from
+/// resting on a single look.
+pub(crate) const STALL_CONFIRM: Duration = Duration::from_secs(1);
+/// The longest an idle worker sleeps while fibers of it wait in [`crate::wait_for`]: their
+/// conditions are set by other processes through the host board, which ring no doorbell. The
+/// 20 µs that `gsm-collectives`' board waits slept before the runtime took them over.
+const WAITER_SLEEP: Duration = Duration::from_micros(20);
+/// How long such a worker yields the thread between looks before it sleeps at all: a sleep
+/// lasts the timer's slack (about 50 µs here) however short it is asked to be, and a partner
+/// that another rank's worker on this core is about to become is usually much nearer. The
+/// millisecond of `gsm-collectives`' board waits before the runtime took them over (sleeping
+/// after a hundred idle turns instead: a barrier of 2 ranks of 1 worker 0.09 -> 50 µs).
+const WAITER_YIELDING: Duration = Duration::from_millis(1);
+/// Inline (local) applies from a fiber between two looks at the incoming rings (one header load
+/// per ring). 16 rather than 64: a remote client waiting on this worker is answered sooner
+/// (gsm-bench, 1 fiber/worker: worker 1's share 1.4 -> 2.4 M/s) at no measured cost to the
+/// local rate.
+const INLINE_POLL: i32 = 16;
+/// Of the polls made between inline applies, only every this many publishes the worker's partly
+/// filled request batches; the others serve, answer and complete only. A fiber that mixes
+/// inline and remote applies so fills about 64 applies' worth of records per slot instead of 16,
+/// while a client waiting on this worker is still answered every `INLINE_POLL` applies.
+/// gsm-bench local, sharded map: records per served slot 38-50 -> 105-120, rate +6 to +22 %
+/// (A/B alternated within each process); the counter cases unchanged or up to +8 %.
+const INLINE_REQUEST_FLUSH: u32 = 4;
+/// Empty looks in a row by inline applies before the next doubles their spacing (see
+/// [`WorkerCore::look_later`]).
+const LOOKS_PER_STEP: u32 = 8;
+/// At most this many doublings: a look every 256 inline applies.
+const MAX_LOOK_STEP: u32 = 4;
+/// Looks spaced farther apart than this on average over a step stop the doubling.
+const LOOK_GAP: Duration = Duration::from_micros(1);
+
+/// The most inline applies a poll grants this worker's own fibers (see
+/// [`WorkerCore::poll_flushing`]): a little more than one poll serves from one full client ring
+/// at the default geometry (16 slots of 4 KiB; a run of requests of one kind takes 5 bytes per
+/// record, so about 13 000), so that one busy client is matched one for one, while a worker
+/// that serves many busy clients still looks at its rings again within this many of its own
+/// applies (a fraction of a millisecond at most). With 4096, one flooding client got 55-57% of
+/// the worker instead of 50%.
+const MAX_SHARE: u32 = 1 << 14;
+
+/// `apply_then` requests one worker may have unanswered before a fiber that issues one more
+/// waits (polling, so answers come in and run their callbacks) until fewer are: the pending
+/// queue's bound of the thesis (§3.2.4: the issuing fiber yields when its pending queue is
+/// full). Without it nothing bounded them: a fiber issuing 10 million `apply_then`s to another
+/// worker and yielding every 4096 had 5.8-6.8 million unanswered at once (312-357 MB of pending
+/// entries and of answers queued on the trustee, whose full response ring the client emptied
+/// only at its rare polls) and ran at 18-20 M/s; with the bound, at most 15 000, 5 MB and
+/// 26-35 M/s (alternated runs; yielding every 64 never meets the bound). A full ring of
+/// continuations, like [`MAX_SHARE`]: 16 384 entries take 0.7 MB here, and at the tcp fabric's
+/// 50-80 us round trip they still allow 200 M requests/s. Blocking requests (`apply`, `join`)
+/// are not counted: each holds a fiber, so fibers bound them, and a spawned fiber's answer may
+/// wait on work that the spawner has yet to issue.
+pub(crate) const MAX_THEN_IN_FLIGHT: usize = 1 << 14;
+
+/// A share larger than this many applies is handed out this many at a time, with a look at the
+/// clock in between (see [`SHARE_TIME`]). 64 at a time cost the one-trust map 6-8% and the
+/// counter 2-3% (A/B within each process); 256 cost nothing measurable.
+const SHARE_CHUNK: u32 = 256;
+/// A share ends after this long even if its applies are not used up: it is counted in applies,
+/// and a fiber whose inline applies each cost far more than the requests served (say 10 µs of
+/// work each, after a poll that served 16 000 requests of a few nanoseconds) would otherwise keep
+/// the worker's clients waiting for a tenth of a second. With the clock read only between chunks,
+/// the wait is at most this, or one chunk of applies, whichever is longer.
+const SHARE_TIME: Duration = Duration::from_millis(1);
+
+/// Local worker `local`'s bit in a trust's set of the workers it sent `apply_then`s from
+/// (`Trust::senders`): bit `local`, or bit 63 for every worker from 63 up.
+#[inline]
+pub(crate) fn sender_bit(local: usize) -> u64 {
+    1 << local.min(63)
+}
+
+/// One level of delegated closure, and one of callback, in `WorkerCore::context`.
+const DELEGATED: u64 = 1;
+const CALLBACK: u64 = 1 << 32;
+
+/// Results of a run of requests (`WorkerCore::serve_run`) staged together.
+const RUN_GROUP: usize = 16;
+
+/// The request-id field of a reference-counting (`CONTROL`) record says which kind it is: a
+/// registration of a trust made from another, or a release (see `property.rs`).
+pub(crate) const CONTROL_REGISTER: u32 = 0;
+pub(crate) const CONTROL_RELEASE: u32 = 1;
+
+/// The request id of a record that wants no response (a one-way message).
+pub(crate) const NO_REPLY: u32 = u32::MAX;
+
+/// Status codes of response records.
+pub(crate) mod status {
+    pub const OK: u8 = 0;
+    pub const PANICKED: u8 = 1;
+    pub const POISONED: u8 = 2;
+    pub const DEAD: u8 = 3;
+    pub const BLOCKING: u8 = 4;
+    pub const STOPPED: u8 = 5;
+    pub const WIRE: u8 = 6;
+}
+
+/// Inline storage of a pending entry.
+pub(crate) type Data = [MaybeUninit<u64>; 4];
+/// Completes a pending entry with `(status, body)`, on the worker that made it.
+pub(crate) type Completer = unsafe fn(&WorkerCore, &mut Data, u8, &[Byte]);
+/// The shape of every trampoline (see `trust.rs` and `spawn.rs`): the worker, the client, the
+/// record, and the rest of its batch, from which a trampoline may serve the plain records of
+/// its own kind that follow (see [`WorkerCore::serve_run`]); it leaves the others to the caller.
+pub(crate) type Trampoline = unsafe fn(&WorkerCore, usize, &Request<'_>, &mut RequestReader<'_>);
+
+/// How many response records ahead of the one being completed its pending slot is prefetched
+/// (gsm-bench local, `apply_then`, A/B within each process: 8 ahead +5 to +7%, 16 ahead +7 to
+/// +10%, 32 ahead +7 to +13%; 32 is no better within the noise).
+const AHEAD: usize = 16;
+
+/// Marks the worker as running no fiber when dropped (see `run_ready`).
+struct OutOfFiber<'a>(&'a WorkerCore);
+
+impl Drop for OutOfFiber<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.0.current.set(None);
+        fiber::clear_current();
+    }
+}
+
+/// A value alone in its cache line: its neighbours in a struct are not next to it, so the
+/// compiler cannot merge an update of it with one of theirs into one wide load and store.
+#[repr(align(64))]
+struct Lone<T>(T);
+
+impl<T> std::ops::Deref for Lone<T> {
+    type Target = T;
+    #[inline(always)]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+#[derive(Debug)]
+struct PendingSlot {
+    complete: Option<Completer>,
+    data: Data,
+}
+
+/// The ring ends one worker holds.
+#[derive(Debug)]
+pub(crate) struct Ends {
+    pub req_out: Vec<Option<Producer>>,
+    pub req_in: Vec<Option<Consumer>>,
+    pub resp_out: Vec<Option<Producer>>,
+    pub resp_in: Vec<Option<Consumer>>,
+}
+
+/// A fiber suspended in [`crate::wait_for`] and its condition, which lives on that fiber's
+/// stack: the fiber stays suspended while its entry exists (only the worker, on taking the entry
+/// out, makes it ready), and teardown forgets the entries before it drops the fibers.
+struct Waiter {
+    fiber: u32,
+    cond: *mut (dyn FnMut() -> bool + 'static),
+    /// Where the worker leaves a panic of the condition (on the same fiber's stack), which the
+    /// fiber then raises without testing again (so the panic is reported once).
+    panic: *mut Option<Box<dyn std::any::Any + Send>>,
+}
+
+impl Waiter {
+    /// Tests the condition on worker `core` (in condition context, see
+    /// [`WorkerCore::condition`]): a panic is kept for the fiber and counts as true.
+    ///
+    /// # Safety
+    /// The fiber that owns `cond` and `panic` is suspended in `wait_for` (see the type's docs).
+    unsafe fn holds(&self, core: &WorkerCore) -> bool {
+        // SAFETY: the caller's; both live in the suspended fiber's frame.
+        unsafe {
+            if (*self.panic).is_some() {
+                return true;
+            }
+            match core.condition(&mut *self.cond) {
+                Ok(holds) => holds,
+                Err(p) => {
+                    *self.panic = Some(p);
+                    true
+                }
+            }
+        }
+    }
+}
+
+/// Everything one worker owns. Reached through a thread-local pointer; all mutation goes through
+/// `Cell`/`RefCell`, and no `RefCell` borrow is held while user code runs, except the incoming
+/// ring being served (user code cannot reach it).
+///
+/// Vectors indexed by worker are indexed by *global* worker id (every worker of every rank); the
+/// rings to workers of other ranks come from the fabrics, the others from the heap.
+pub(crate) struct WorkerCore {
+    /// Global worker id.
+    pub id: usize,
+    /// `id` and the runtime's number (`Shared::epoch`) in one word, as a trust of this runtime
+    /// held here names its trustee (`trust::home`).
+    pub home: u64,
+    /// This worker's doorbell, whose gate holds `home` while this worker watches it: then an
+    /// apply of a trust held here runs inline after one compare of the two words (see
+    /// [`gate`](Self::gate)).
+    door: Doorbell,
+    /// Index within this rank.
+    pub local: usize,
+    /// [`sender_bit`]`(local)`, kept for the `apply_then` send path.
+    pub sender_bit: u64,
+    /// Workers in the job.
+    pub count: usize,
+    pub shared: Arc<Shared>,
+    fibers: RefCell<Vec<Option<Co>>>,
+    free_fibers: RefCell<Vec<u32>>,
+    ready: RefCell<VecDeque<u32>>,
+    current: Cell<Option<u32>>,
+    /// Set while [`teardown`](Self::teardown) drops the unfinished fibers (see [`fiber_panic`]).
+    dropping_fibers: Cell<bool>,
+    stacks: RefCell<StackPool>,
+    /// How deep the running code is in delegated closures (`DELEGATED` each, the low half) and
+    /// in callbacks (`CALLBACK` each, the high half); 0 outside both. One word, so that an
+    /// inline `apply_then` enters its closure's and then its callback's context with one store
+    /// each and leaves with one.
+    ///
+    /// Alone in its cache line ([`Lone`]): next to the `pending` table's borrow flag, the
+    /// compiler merged `complete`'s release of that borrow and its step into callback context
+    /// into one 16-byte load and store, and the load, overlapping the flag's 8-byte store just
+    /// before it, waited for that store to retire (a failed store-to-load forward: a quarter of
+    /// `complete`'s samples on that load). Worker 1's `apply_then` stream to worker 0
+    /// (quickbench remote, 20 pairs alternated with the build before): +11%, median of the
+    /// pairs' ratios; quickbench local +2.5%.
+    context: Lone<Cell<u64>>,
+    out_req: Vec<RefCell<OutQueue>>,
+    out_resp: Vec<RefCell<OutQueue>>,
+    req_in: Vec<RefCell<Option<Consumer>>>,
+    resp_in: Vec<RefCell<Option<Consumer>>>,
+    /// By global id: whether that worker is in another rank (its rings cross a process).
+    remote: Vec<bool>,
+    /// Large records being reassembled, per incoming remote ring.
+    partial_req: Vec<RefCell<Option<Partial>>>,
+    partial_resp: Vec<RefCell<Option<Partial>>>,
+    pending: RefCell<(Vec<PendingSlot>, Vec<u32>)>,
+    /// Pending requests not yet answered.
+    outstanding: Cell<usize>,
+    /// Of those, `spawn_on`s to other workers: answered when the fiber they started there ends,
+    /// they wait for that fiber, which its worker's quiet report covers, not for anything in
+    /// flight, so they do not keep this worker from being quiet (a fiber suspended for ever
+    /// there is a deadlock, or at the end of the run a fiber left behind, as on this worker).
+    fiber_results: Cell<usize>,
+    /// This worker's quiet report stands (`Shared::quiet`); see [`not_quiet`](Self::not_quiet).
+    reported: Cell<bool>,
+    /// Fibers suspended in [`crate::wait_for`], with their conditions (see
+    /// [`wait_for`](Self::wait_for)), and how many there are (tested once per loop turn).
+    waiting: RefCell<Vec<Waiter>>,
+    waiters: Cell<usize>,
+    /// Of those, the deadlines of fibers in [`crate::sleep`]: their wait ends by itself, so while
+    /// there are any this worker is never quiet (a job whose fibers wait for a sleeper is no
+    /// deadlock), and an idle worker whose waiters all sleep sleeps until the first deadline.
+    sleepers: RefCell<Vec<Instant>>,
+    /// Of those, `apply_then` requests (see [`MAX_THEN_IN_FLIGHT`]).
+    then_in_flight: Cell<usize>,
+    /// Closures run inline since the last poll from a fiber, counted from minus the fibers' share
+    /// that poll granted (`poll_flushing`), or `INLINE_POLL` when the loopback queue has work
+    /// that must run before the next inline closure (see [`WorkerCore::inline_ran`]).
+    inline_runs: Cell<i32>,
+    /// Request records served, in all (see [`WorkerCore::poll_flushing`]).
+    served: Cell<u32>,
+    /// Polls made by [`WorkerCore::inline_ran`] (see `INLINE_REQUEST_FLUSH`).
+    inline_polls: Cell<u32>,
+    /// Looks at the rings by inline applies in a row that found nothing (see
+    /// [`look_later`](WorkerCore::look_later)). Non-zero exactly while a negative `inline_runs`
+    /// counts a back-off rather than a share: a poll that grants a share has found work, and
+    /// that resets it.
+    empty_looks: Cell<u32>,
+    /// When the last step of those looks ended (every `LOOKS_PER_STEP` of them).
+    last_look: Cell<Option<Instant>>,
+    /// Yields since the last one that polled (see [`WorkerCore::yield_fiber`]).
+    quick_yields: Cell<u32>,
+    /// `inline_runs` at the last yield (see [`WorkerCore::in_share`]).
+    runs_at_yield: Cell<i32>,
+    /// Applies of the fibers' share not yet handed out, and when the share ends at the latest
+    /// (see [`WorkerCore::grant_share`]).
+    share_left: Cell<u32>,
+    share_until: Cell<Option<Instant>>,
+    /// Slots published to / consumed from other ranks (mirrored into `Shared` after each poll).
+    sent: Cell<u64>,
+    received: Cell<u64>,
+    pub props: RefCell<PropertyTable>,
+    /// Messages delivered to this worker and not yet received (`mail.rs`).
+    pub mail: RefCell<crate::mail::Mailbox>,
+    next_id: Cell<u64>,
+    backlog_limit: usize,
+}
+
+impl std::fmt::Debug for WorkerCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerCore")
+            .field("id", &self.id)
+            .field("count", &self.count)
+            .finish_non_exhaustive()
+    }
+}
+
+thread_local! {
+    static CORE: Cell<*const WorkerCore> = const { Cell::new(std::ptr::null()) };
+}
+
+/// The current worker's core, if this thread is a worker.
+///
+/// The reference is valid for the rest of the worker thread's run: the core is installed before
+/// any user code runs and removed only after every fiber and property has been dropped. Callers
+/// must not keep it beyond the current call.
+#[inline]
+pub(crate) fn core() -> Option<&'static WorkerCore> {
+    let p = CORE.with(|c| c.get());
+    // SAFETY: see above; `p` is either null or points to the live core of this thread.
+    unsafe { p.as_ref() }
+}
+
+/// The current worker's core, or a panic explaining that a runtime is needed.
+#[inline]
+#[track_caller]
+pub(crate) fn core_or_panic(what: &str) -> &'static WorkerCore {
+    match core() {
+        Some(c) => c,
+        None => outside_worker(what),
+    }
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn outside_worker(what: &str) -> ! {
+    panic!(
+        "gossamer: {what} was called outside a gossamer worker; run this code inside gossamer::run or gossamer::spmd"
+    )
+}
+
+/// The message of a panic that a fiber's entry caught, or, while the fiber's worker drops its
+/// unfinished fibers at teardown, no message: what unwinds a fiber then is the coroutine
+/// library's forced unwind, which must reach the library and is passed on. Its payload's type is
+/// private, so only the time tells it apart: any other payload, a string or not
+/// (`panic_any(7)`), is the fiber's own panic and reaches its joiner. (Taking every payload that
+/// is not a string for the forced unwind ended the whole job instead.)
+pub(crate) fn fiber_panic(p: Box<dyn std::any::Any + Send>) -> String {
+    if core().is_some_and(|c| c.dropping_fibers.get()) {
+        std::panic::resume_unwind(p);
+    }
+    panic_message(&*p)
+}
+
+/// A panic payload as text.
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic with a non-string payload".to_string()
+    }
+}
+
+impl WorkerCore {
+    pub(crate) fn new(
+        local: usize,
+        shared: Arc<Shared>,
+        ends: Ends,
+        slot_cap: usize,
+        stack: usize,
+        slots: usize,
+    ) -> Self {
+        let place = &shared.place;
+        let (id, count) = (place.base + local, place.total);
+        let remote: Vec<bool> = (0..count).map(|g| !place.is_local(g)).collect();
+        let mk = |v: Vec<Option<Producer>>| -> Vec<RefCell<OutQueue>> {
+            v.into_iter()
+                .enumerate()
+                .map(|(g, p)| {
+                    RefCell::new(OutQueue::new(
+                        slot_cap,
+                        p.map_or(Sink::Loopback, Sink::Ring),
+                        remote[g],
+                    ))
+                })
+                .collect()
+        };
+        let (out_req, out_resp) = (mk(ends.req_out), mk(ends.resp_out));
+        for g in (0..count).filter(|&g| remote[g]) {
+            if place.far.get(place.rank_of(g) as usize) == Some(&true) {
+                out_req[g].borrow_mut().allow_far(false);
+                out_resp[g].borrow_mut().allow_far(true);
+            }
+        }
+        let door = shared.doors[local].clone();
+        // Closed until this worker has looked at its rings and found them empty (a shm segment
+        // starts with zero there).
+        door.gate()
+            .store(crate::wire::doorbell::CLOSED, Ordering::Relaxed);
+        WorkerCore {
+            id,
+            home: crate::trust::home(id, shared.epoch),
+            door,
+            local,
+            sender_bit: sender_bit(local),
+            count,
+            fibers: RefCell::new(Vec::new()),
+            free_fibers: RefCell::new(Vec::new()),
+            ready: RefCell::new(VecDeque::new()),
+            current: Cell::new(None),
+            dropping_fibers: Cell::new(false),
+            stacks: RefCell::new(StackPool::new(stack)),
+            context: Lone(Cell::new(0)),
+            out_req,
+            out_resp,
+            req_in: ends.req_in.into_iter().map(RefCell::new).collect(),
+            resp_in: ends.resp_in.into_iter().map(RefCell::new).collect(),
+            partial_req: (0..count).map(|_| RefCell::new(None)).collect(),
+            partial_resp: (0..count).map(|_| RefCell::new(None)).collect(),
+            remote,
+            pending: RefCell::new((Vec::new(), Vec::new())),
+            outstanding: Cell::new(0),
+            fiber_results: Cell::new(0),
+            reported: Cell::new(false),
+            waiting: RefCell::new(Vec::new()),
+            waiters: Cell::new(0),
+            sleepers: RefCell::new(Vec::new()),
+            then_in_flight: Cell::new(0),
+            inline_runs: Cell::new(0),
+            served: Cell::new(0),
+            inline_polls: Cell::new(0),
+            empty_looks: Cell::new(0),
+            last_look: Cell::new(None),
+            quick_yields: Cell::new(0),
+            runs_at_yield: Cell::new(0),
+            share_left: Cell::new(0),
+            share_until: Cell::new(None),
+            sent: Cell::new(0),
+            received: Cell::new(0),
+            props: RefCell::new(PropertyTable::default()),
+            mail: RefCell::new(crate::mail::Mailbox::default()),
+            next_id: Cell::new(((id as u64) << 40) | 1),
+            backlog_limit: slots.max(2),
+            shared,
+        }
+    }
+
+    /// Whether global worker `w` is in another rank.
+    #[inline]
+    pub(crate) fn is_remote(&self, w: usize) -> bool {
+        self.remote[w]
+    }
+
+    /// Installs `self` as this thread's core for the duration of `f`.
+    pub(crate) fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _watch = crate::fiber::watch_overflow(self.id, self.stacks.borrow().size());
+        CORE.with(|c| c.set(self));
+        let r = f();
+        CORE.with(|c| c.set(std::ptr::null()));
+        r
+    }
+
+    /// The runtime's number (`Shared::epoch`, kept in `home`).
+    #[inline(always)]
+    pub(crate) fn epoch(&self) -> u32 {
+        (self.home >> 32) as u32
+    }
+
+    /// The gate word of this worker's doorbell: `home` while this worker watches it (see
+    /// [`watch`](Self::watch)), [`CLOSED`](crate::wire::doorbell::CLOSED) otherwise.
+    ///
+    /// While it holds `home`, nothing was published to this worker since it last looked at its
+    /// rings, its loopback queue is empty and nothing waits in its outgoing batches, so an inline
+    /// apply need not count itself towards the next look ([`inline_ran`](Self::inline_ran)):
+    /// an inline apply of a trust of this worker is one compare of its home word with this one,
+    /// and no store. Counting was a load, an increment and a store per apply, and the store
+    /// limited a loop of them: gsm-bench local's `apply_then` counter on worker 0, both workers
+    /// issuing, runs with the gate and without it alternated within one process (a temporary
+    /// switch), 40 pairs: +9.8%, +9.4% and +5.7% in three such series (35, 35 and 24 pairs of
+    /// 40 faster); its sharded map case unchanged (median of 30 pairs -0.3%).
+    ///
+    /// Whatever needs a look closes the gate: every ring of this doorbell after a publication
+    /// (by a worker of this rank, a peer rank through the shm segment, or a fabric thread), a
+    /// request this worker stages for another worker or for itself
+    /// ([`send_request`](Self::send_request)), and a stop. Then applies count and look as before
+    /// until the looks find nothing for a step of `LOOKS_PER_STEP` in a row.
+    #[inline(always)]
+    pub(crate) fn gate(&self) -> u64 {
+        self.door.gate().load(Ordering::Relaxed)
+    }
+
+    /// Opens the gate (see [`gate`](Self::gate)) if nothing is staged or queued for any worker,
+    /// this one included, and keeps it open if then nothing has arrived; the first apply after
+    /// it closes looks at once.
+    #[cold]
+    fn watch(&self) {
+        let staged = (0..self.count)
+            .any(|d| self.out_req[d].borrow().is_dirty() || self.out_resp[d].borrow().is_dirty());
+        if staged {
+            return;
+        }
+        self.door.open_gate(self.home);
+        // The Dekker re-check (`wire::doorbell`): a publication that came before the gate opened
+        // may have found it closed.
+        if self.incoming_waiting() {
+            self.door.close_gate();
+        }
+        // The next look comes with the first apply after the gate closes, or with the next
+        // apply if it closed just now.
+        self.inline_runs.set(INLINE_POLL - 1);
+    }
+
+    /// Panics, naming `op` (as in `gossamer::send`), unless worker `w` exists in this job.
+    #[inline]
+    #[track_caller]
+    pub(crate) fn assert_worker(&self, op: &str, w: usize) {
+        if w >= self.count {
+            no_such_worker(op, w, self.count);
+        }
+    }
+
+    /// A fresh trust id, unique in the job (worker id in the high bits).
+    #[inline]
+    pub(crate) fn new_trust_id(&self) -> u64 {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        id
+    }
+
+    #[inline]
+    pub(crate) fn stopping(&self) -> bool {
+        self.shared.stop.load(Ordering::Relaxed)
+    }
+
+    /// Whether the caller is a destructor run while the worker drops its unfinished fibers at
+    /// the end of a run (no fiber is current then, and the fiber's stack is being unwound).
+    /// There a blocking `try_*` call answers [`Error::Stopped`](crate::Error::Stopped): a panic
+    /// would be a panic during unwinding, which aborts the whole process.
+    pub(crate) fn unwinding_fibers(&self) -> bool {
+        self.dropping_fibers.get() && self.current.get().is_none()
+    }
+}
+
+/// The panic of [`WorkerCore::assert_can_block`]: in a destructor of a fiber that an ended run
+/// drops (`unwinding`), outside any fiber (`outside`), or in a delegated closure or callback.
+///
+/// In the first case the panic aborts the process (it is a panic while the fiber's stack
+/// unwinds), so its message is all the user gets: it says where the call was and what to use
+/// instead, rather than "outside a fiber", which is what the worker saw.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn cannot_block(unwinding: bool, outside: bool) -> ! {
+    if unwinding {
+        panic!(
+            "gossamer: a blocking call (recv, wait_for, apply, join, a collective) in a destructor \
+             that runs because the run ended with its fiber unfinished; nothing can wait there, \
+             and this panic aborts the process: use try_apply or try_join, which answer Stopped \
+             there, or do the work before the fiber can be left waiting"
+        );
+    }
+    if outside {
+        panic!(
+            "gossamer: a blocking call was made outside a fiber; run it in a fiber (gossamer::spawn)"
+        );
+    }
+    panic!("{}", BLOCKING_IN_DELEGATED);
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn no_such_worker(op: &str, w: usize, count: usize) -> ! {
+    panic!("{op}: worker {w} does not exist (this job has {count} workers)")
+}
+
+/// Runs `f` one level deeper in `depth` (`WorkerCore::context`: `step` is [`DELEGATED`] or
+/// [`CALLBACK`]), catching a panic, and puts the level back as it was.
+///
+/// The level is restored by storing the value read before, not by a decrement: an increment and
+/// a decrement of the same word are two dependent read-modify-writes per closure, and in a loop of
+/// inline applies they made a chain through memory that every iteration waited on (gsm-bench
+/// local, A/B within each process: `apply_then` +6 to +7%, blocking `apply` +3 to +4%).
+#[inline(always)]
+fn caught_at<R>(depth: &Cell<u64>, step: u64, f: impl FnOnce() -> R) -> std::thread::Result<R> {
+    let level = depth.get();
+    depth.set(level + step);
+    let r = catch_unwind(AssertUnwindSafe(f));
+    depth.set(level);
+    r
+}
+
+/// The `F` (a `Copy` closure: its bytes carry no drop obligation) that request `rec` carries
+/// in its captured bytes. A record whose captured bytes are not one `F` long was written by no
+/// sender of this binary (it is corrupt): it is refused with an error rather than read past.
+///
+/// # Safety
+/// `rec` must have been encoded for a trampoline of `F`: captured bytes of `F`'s size are one `F`.
+pub(crate) unsafe fn captured<F: Copy>(rec: &Request<'_>) -> Result<F, DelegationError> {
+    if rec.cap_len != std::mem::size_of::<F>() {
+        return Err(capture_mismatch());
+    }
+    // SAFETY: `size_of::<F>()` initialised bytes that hold one `F` (the contract).
+    Ok(unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) })
+}
+
+#[cold]
+fn capture_mismatch() -> DelegationError {
+    DelegationError::Wire("gossamer: a request's captured bytes do not fit its closure".into())
+}
+
+/// Whether an incoming ring holds a published batch (one header load). A ring being served
+/// (borrowed mutably) counts as empty.
+///
+/// Without a `RefCell` guard: an inline apply looks at every ring every `INLINE_POLL` applies,
+/// and a guard's stores to the borrow count cost more than the header load there (gsm-bench
+/// local, A/B within each process: `apply_then` +3 to +6%, blocking `apply` with 1 fiber per
+/// worker +4 to +6%).
+#[inline]
+fn ring_has_data(ring: &RefCell<Option<Consumer>>) -> bool {
+    // SAFETY: the reference lives only for the header load below, during which nothing can
+    // borrow the ring mutably (this thread alone uses it).
+    matches!(unsafe { ring.try_borrow_unguarded() }, Ok(Some(c)) if c.has_data())
+}
+
+/// Maps a caught panic payload to the delegation error it stands for.
+pub(crate) fn panic_to_error(p: &(dyn std::any::Any + Send)) -> DelegationError {
+    let m = panic_message(p);
+    if m == BLOCKING_IN_DELEGATED {
+        DelegationError::BlockingInDelegatedContext
+    } else {
+        DelegationError::Panicked(m)
+    }
+}
+
+fn error_to_status(e: &DelegationError) -> (u8, String) {
+    match e {
+        DelegationError::Panicked(m) => (status::PANICKED, m.clone()),
+        DelegationError::Poisoned => (status::POISONED, String::new()),
+        DelegationError::DeadProperty => (status::DEAD, String::new()),
+        DelegationError::BlockingInDelegatedContext => (status::BLOCKING, String::new()),
+        DelegationError::Stopped => (status::STOPPED, String::new()),
+        DelegationError::Wire(m) => (status::WIRE, m.clone()),
+    }
+}
+
+/// Decodes a response into the result it carries.
+///
+/// # Safety
+/// If `st == OK`, `body` must hold the bytes of a `U` moved by [`WorkerCore::respond`], not yet
+/// taken by anyone else. If `st == OK | SER_STATUS`, `body` holds initialised bytes (a
+/// `postcard` encoding from another rank, decoded with every check `postcard` makes).
+#[inline]
+pub(crate) unsafe fn decode<U: serde::de::DeserializeOwned>(
+    st: u8,
+    body: &[Byte],
+) -> Result<U, DelegationError> {
+    match st {
+        status::OK => {
+            debug_assert_eq!(body.len(), std::mem::size_of::<U>());
+            if body.len() != std::mem::size_of::<U>() {
+                return Err(DelegationError::Panicked(
+                    "gossamer: response of the wrong size".into(),
+                ));
+            }
+            // SAFETY: per the contract, these are the bytes of a moved `U`.
+            Ok(unsafe { std::ptr::read_unaligned(body.as_ptr().cast::<U>()) })
+        }
+        st if st == status::OK | SER_STATUS => {
+            // SAFETY: initialised bytes (contract); `MaybeUninit<u8>` has the layout of `u8`.
+            let b = unsafe { std::slice::from_raw_parts(body.as_ptr().cast::<u8>(), body.len()) };
+            postcard::from_bytes::<U>(b).map_err(|e| {
+                DelegationError::Wire(format!(
+                    "gossamer: the result (a `{}`) from another rank could not be decoded: {e}",
+                    std::any::type_name::<U>()
+                ))
+            })
+        }
+        // SAFETY: every non-OK body is the bytes of a `str` (`error_to_status`), initialised.
+        status::PANICKED => Err(DelegationError::Panicked(unsafe { message_of(body) })),
+        status::POISONED => Err(DelegationError::Poisoned),
+        status::DEAD => Err(DelegationError::DeadProperty),
+        status::BLOCKING => Err(DelegationError::BlockingInDelegatedContext),
+        // SAFETY: as for PANICKED.
+        status::WIRE => Err(DelegationError::Wire(unsafe { message_of(body) })),
+        _ => Err(DelegationError::Stopped),
+    }
+}
+
+/// The text of an error body.
+///
+/// # Safety
+/// Every byte of `body` must be initialised.
+unsafe fn message_of(body: &[Byte]) -> String {
+    // SAFETY: `MaybeUninit<u8>` has the layout of `u8` and the bytes are initialised (contract).
+    let b = unsafe { std::slice::from_raw_parts(body.as_ptr().cast::<u8>(), body.len()) };
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The two words a reference-counting record carries (16 initialised bytes written by
+/// `Trust::control`): the trust id, and the parent's id (a registration) or the number of trusts
+/// made (a release); `None` for a record of another length, which no sender of this build
+/// writes.
+pub(crate) fn control_words(cap: &[Byte]) -> Option<(u64, u64)> {
+    if cap.len() != 16 {
+        return None;
+    }
+    // SAFETY: 16 bytes, initialised: `Trust::control` copies two `to_le_bytes` words.
+    let w = unsafe { std::ptr::read_unaligned(cap.as_ptr().cast::<[u64; 2]>()) };
+    Some((u64::from_le(w[0]), u64::from_le(w[1])))
+}
+
+/// The 8-byte word a record carries: the token of a release of a parked body, or the trust id
+/// that `entrust_on` sends (8 initialised bytes written as `to_le_bytes`).
+pub(crate) fn control_id(cap: &[Byte]) -> u64 {
+    if cap.len() != 8 {
+        return 0;
+    }
+    // SAFETY: 8 bytes, initialised: control records carry the `to_le_bytes` of a `u64`.
+    u64::from_le_bytes(unsafe { std::ptr::read_unaligned(cap.as_ptr().cast::<[u8; 8]>()) })
+}
+
+mod batch;
+mod context;
+mod idle;
+mod pending;
+mod poll;
+mod sched;
+mod send;
+mod shared;
+mod teardown;
+
+pub(crate) use shared::{Place, Shared};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,299 @@
+//! The fiber scheduler: spawning, waking, yielding, the ready queue and the fibers waiting in
+//! `wait_for` or `sleep`.
+
+use super::*;
+
+impl WorkerCore {
+    /// Starts a fiber and makes it ready.
+    ///
+    /// # Panics
+    /// If its stack cannot be had (see [`try_spawn_fiber`](Self::try_spawn_fiber)), at the
+    /// caller's `spawn`.
+    #[track_caller]
+    pub(crate) fn spawn_fiber(&self, f: impl FnOnce() + 'static) {
+        if let Err(e) = self.try_spawn_fiber(f) {
+            panic!("{e}");
+        }
+    }
+
+    /// Starts a fiber and makes it ready, or says why its stack could not be had.
+    pub(crate) fn try_spawn_fiber(&self, f: impl FnOnce() + 'static) -> Result<(), String> {
+        let made = self.stacks.borrow_mut().fiber(f);
+        let co = made.map_err(|e| self.stacks.borrow_mut().explain(&e))?;
+        let id = {
+            let mut fibers = self.fibers.borrow_mut();
+            match self.free_fibers.borrow_mut().pop() {
+                Some(i) => {
+                    fibers[i as usize] = Some(co);
+                    i
+                }
+                None => {
+                    fibers.push(Some(co));
+                    (fibers.len() - 1) as u32
+                }
+            }
+        };
+        self.ready.borrow_mut().push_back(id);
+        Ok(())
+    }
+
+    /// The running fiber's id.
+    #[inline]
+    pub(crate) fn current_fiber(&self) -> Option<u32> {
+        self.current.get()
+    }
+
+    /// Makes fiber `id` ready.
+    #[inline]
+    pub(crate) fn wake_fiber(&self, id: u32) {
+        self.ready.borrow_mut().push_back(id);
+    }
+
+    /// Yields the running fiber (it stays ready).
+    ///
+    /// When no other fiber is ready, switching to the scheduler would only resume this fiber
+    /// again: the scheduler polls once per `POLL_EVERY` fibers it resumes. So then the yield
+    /// returns at once, and every `POLL_EVERY`-th such yield polls here instead, on the
+    /// fiber's stack, which keeps the poll cadence of a yielding loop as it was; but not in a
+    /// loop of inline applies before the fibers' share that the last poll granted is used up
+    /// ([`in_share`](Self::in_share)), or its yields would take back what the share gave. A fiber made
+    /// ready by that poll, a draining or stopping runtime, all take the real switch.
+    /// The switches cost a loop that yields every 64 local applies 21% of its time (inline
+    /// `apply_then` alone: 313 Mops/s, against 379 when yielding every 1024); without them it
+    /// runs at 360.
+    #[track_caller]
+    pub(crate) fn yield_fiber(&self) {
+        if !self.can_block() {
+            if self.unwinding_fibers() {
+                // A destructor of a fiber the ended run drops: nothing else will run, so there
+                // is nothing to yield to (and a panic here would abort the process).
+                return;
+            }
+            self.assert_can_block();
+        }
+        let Some(id) = self.current.get() else {
+            return;
+        };
+        if self.nothing_ready() && !self.stopping() && !self.shared.draining.load(Ordering::Relaxed)
+        {
+            let n = self.quick_yields.get() + 1;
+            if n < POLL_EVERY as u32 || self.in_share() {
+                self.quick_yields.set(n);
+                return;
+            }
+            self.quick_yields.set(0);
+            self.guarded(false, || self.poll());
+            if self.nothing_ready() {
+                return;
+            }
+        }
+        self.wake_fiber(id);
+        fiber::suspend();
+    }
+
+    /// Whether this yield comes from a loop of inline applies (some ran since the last yield)
+    /// that is still within the share the last poll granted this worker's fibers
+    /// (`poll_flushing`). Only inline applies spend the share: a fiber that yields between
+    /// other work (remote requests, computing, waiting) keeps the usual cadence of polls, or
+    /// its worker would serve its clients only once that fiber had yielded thousands of times
+    /// (gsm-bench remote, `apply_then` both ways between two ranks: 54 -> 20 M/s when yields
+    /// spent the share too). A back-off of the looks at empty rings (`look_later`) is no share:
+    /// yields keep their cadence through it.
+    #[inline]
+    pub(super) fn in_share(&self) -> bool {
+        let r = self.inline_runs.get();
+        r != self.runs_at_yield.replace(r)
+            && ((r < 0 && self.empty_looks.get() == 0) || self.share_left.get() > 0)
+    }
+
+    /// Counts a pending `spawn_on` request in (`true`, once registered) or out (`false`, when
+    /// its answer completes it); see `fiber_results`.
+    pub(crate) fn fiber_result(&self, pending: bool) {
+        let n = self.fiber_results.get();
+        self.fiber_results
+            .set(if pending { n + 1 } else { n.saturating_sub(1) });
+    }
+
+    /// Suspends the running fiber until `done()` holds (someone must wake it).
+    #[track_caller]
+    pub(crate) fn wait_until(&self, done: impl Fn() -> bool) {
+        self.assert_can_block();
+        while !done() {
+            fiber::suspend();
+            if !done() && self.stopping() {
+                // Let the worker loop exit; the fiber will be dropped (unwound).
+                fiber::suspend();
+            }
+        }
+    }
+
+    /// Suspends the running fiber until `cond()` holds ([`crate::wait_for`]). The worker tests
+    /// the condition once per loop turn, between fibers ([`wake_waiters`](Self::wake_waiters)),
+    /// so a waiting fiber costs no switch until it can go on, and a worker whose fibers all wait
+    /// is idle: it sleeps in short spells, and it can be found quiet, which is how a job whose
+    /// ranks wait for each other on the host board is seen deadlocked.
+    #[track_caller]
+    pub(crate) fn wait_for(&self, cond: &mut dyn FnMut() -> bool) {
+        self.assert_can_block();
+        let Some(id) = self.current.get() else {
+            return;
+        };
+        let mut panic: Option<Box<dyn std::any::Any + Send>> = None;
+        while !self
+            .condition(cond)
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        {
+            let short: *mut (dyn FnMut() -> bool + '_) = cond;
+            // SAFETY: only the lifetime is erased. The entry is taken out of `waiting` before
+            // this fiber is made ready again, so the pointers are used only while this frame is
+            // suspended below (its stack intact); teardown forgets every entry before it drops
+            // the fibers.
+            let cond: *mut (dyn FnMut() -> bool + 'static) = unsafe { std::mem::transmute(short) };
+            let mut waiting = self.waiting.borrow_mut();
+            if waiting.is_empty() {
+                self.shared.board_fresh[self.local].store(0, Ordering::SeqCst);
+            }
+            waiting.push(Waiter {
+                fiber: id,
+                cond,
+                panic: &mut panic,
+            });
+            self.waiters.set(waiting.len());
+            drop(waiting);
+            while self.waiting.borrow().iter().any(|w| w.fiber == id) {
+                fiber::suspend();
+            }
+            // The worker's test panicked: raised here, in the fiber, where it belongs.
+            if let Some(p) = panic.take() {
+                std::panic::resume_unwind(p);
+            }
+        }
+    }
+
+    /// Suspends the running fiber until `until` ([`crate::sleep`]): a [`wait_for`](Self::wait_for)
+    /// on the clock, counted in `sleepers` meanwhile so that the worker is not found quiet.
+    #[track_caller]
+    pub(crate) fn sleep_until(&self, until: Instant) {
+        struct Sleeping<'a>(&'a RefCell<Vec<Instant>>, Instant);
+        impl Drop for Sleeping<'_> {
+            fn drop(&mut self) {
+                let mut v = self.0.borrow_mut();
+                if let Some(i) = v.iter().position(|&t| t == self.1) {
+                    v.swap_remove(i);
+                }
+            }
+        }
+        self.sleepers.borrow_mut().push(until);
+        let _sleeping = Sleeping(&self.sleepers, until);
+        self.wait_for(&mut || Instant::now() >= until);
+    }
+
+    /// How long an idle worker may sleep: until the first sleeper's deadline when every fiber
+    /// in `wait_for` sleeps (at most `longest`), else [`WAITER_SLEEP`] (board conditions ring
+    /// no doorbell).
+    pub(super) fn waiter_nap(&self, longest: Duration) -> Duration {
+        let sleepers = self.sleepers.borrow();
+        if sleepers.len() < self.waiters.get() {
+            return WAITER_SLEEP;
+        }
+        sleepers
+            .iter()
+            .min()
+            .map_or(WAITER_SLEEP, |t| {
+                t.saturating_duration_since(Instant::now())
+            })
+            .min(longest)
+    }
+
+    /// Tests a [`wait_for`](Self::wait_for) condition in callback context, on the fiber and on
+    /// the worker alike. The worker tests it between fibers, where nothing may block; a
+    /// blocking call in it then panicked with "called outside a fiber" (the caller was in a
+    /// fiber) while the same call passed in the fiber's own first test. Now it is refused in
+    /// every test with [`BLOCKING_IN_DELEGATED`], which names conditions, and `try_apply`
+    /// there answers `BlockingInDelegatedContext`. A panic in `cond` is caught, with the
+    /// level put back, for the caller to raise in the fiber.
+    pub(super) fn condition(&self, cond: &mut dyn FnMut() -> bool) -> std::thread::Result<bool> {
+        caught_at(&self.context, CALLBACK, cond)
+    }
+
+    /// Makes ready every fiber in [`wait_for`](Self::wait_for) whose condition holds; returns
+    /// whether there was one. One load per loop turn when no fiber waits.
+    #[inline]
+    pub(super) fn wake_waiters(&self) -> bool {
+        self.waiters.get() > 0 && self.wake_waiters_slow()
+    }
+
+    #[cold]
+    #[inline(never)]
+    pub(super) fn wake_waiters_slow(&self) -> bool {
+        // Taken out while the conditions run: no borrow is held across user code.
+        let mut waiting = std::mem::take(&mut *self.waiting.borrow_mut());
+        let before = waiting.len();
+        waiting.retain(|w| {
+            // SAFETY: an entry's fiber is suspended in `wait_for` (see `Waiter`).
+            let go = unsafe { w.holds(self) };
+            if go {
+                self.wake_fiber(w.fiber);
+            }
+            !go
+        });
+        let woke = waiting.len() < before;
+        if waiting.is_empty() {
+            self.shared.board_fresh[self.local].store(u64::MAX, Ordering::SeqCst);
+        }
+        self.waiters.set(waiting.len());
+        *self.waiting.borrow_mut() = waiting;
+        woke
+    }
+
+    /// Whether a fiber in [`wait_for`](Self::wait_for) could go on (tested while spinning, and
+    /// before a quiet report), without making it ready.
+    pub(super) fn waiter_ready(&self) -> bool {
+        (0..self.waiters.get()).any(|i| {
+            let Some((fiber, cond, panic)) = self
+                .waiting
+                .borrow()
+                .get(i)
+                .map(|w| (w.fiber, w.cond, w.panic))
+            else {
+                return false;
+            };
+            // SAFETY: as in `wake_waiters_slow`; no borrow of `waiting` is held while it runs.
+            // A panic is kept for the next turn, which makes the fiber ready to raise it.
+            unsafe { Waiter { fiber, cond, panic }.holds(self) }
+        })
+    }
+
+    pub(super) fn run_ready(&self, max: usize) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(id) = self.ready.borrow_mut().pop_front() else {
+                break;
+            };
+            let Some(mut co) = self
+                .fibers
+                .borrow_mut()
+                .get_mut(id as usize)
+                .and_then(|s| s.take())
+            else {
+                continue;
+            };
+            self.current.set(Some(id));
+            let r = {
+                // No fiber runs once `resume` is back, whether it returned or a panic escaped
+                // the fiber: left set, `current` would let teardown's code block, and the
+                // yielder would point into a fiber's dropped stack.
+                let _out = OutOfFiber(self);
+                co.resume(())
+            };
+            n += 1;
+            if r.as_return().is_some() {
+                self.stacks.borrow_mut().recycle(co);
+                self.free_fibers.borrow_mut().push(id);
+            } else {
+                self.fibers.borrow_mut()[id as usize] = Some(co);
+            }
+        }
+        n
+    }
+}
