@@ -321,6 +321,14 @@ fn start_multi(
     let size = job.size();
     let hosts: Vec<String> = job.peers().iter().map(|p| p.hostname.clone()).collect();
 
+    // Every peer's batch names its code by offsets checked against this table: read it before
+    // any can arrive, on every rank together (a stripped binary stops the start with the reason).
+    agree(
+        job,
+        crate::worker::entry::check_entries(),
+        "reading this program's delegation entries",
+    )?;
+
     // Which fabric serves which peer, and what to prepare.
     let kinds = agree(
         job,

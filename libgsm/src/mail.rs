@@ -33,7 +33,9 @@ use crate::spawn::WorkerId;
 use crate::trust::{OutArg, take_arg};
 use crate::wire::codeptr;
 use crate::wire::record::{Request, RequestReader, Src};
-use crate::worker::{NO_REPLY, Trampoline, WorkerCore, core_or_panic};
+use crate::worker::entry::{Delegated, trampoline};
+use crate::worker::{NO_REPLY, WorkerCore, core_or_panic};
+use std::marker::PhantomData;
 
 /// A fast hasher for integer keys chosen by this program, not by an attacker: sender ids and
 /// tags here, trust ids in `property.rs`.
@@ -216,9 +218,7 @@ pub fn send<T: Wire>(to: WorkerId, tag: u64, value: T) {
         deposit(core, me, tag, Box::new(value));
         return;
     }
-    let code = Some(codeptr::offset_of(
-        tramp_deliver::<T> as Trampoline as usize,
-    ));
+    let code = Some(codeptr::offset_of(trampoline::<Deliver<T>>() as usize));
     match OutArg::new(core, w, value) {
         Ok(v) => core.send_request(
             w,
@@ -234,41 +234,47 @@ pub fn send<T: Wire>(to: WorkerId, tag: u64, value: T) {
     }
 }
 
-/// # Safety
-/// `rec` must be a record encoded by `send::<T>` (captured bytes: the `u64` tag; argument: one
-/// moved `T` or its encoding).
-unsafe fn tramp_deliver<T: Wire>(
-    core: &WorkerCore,
-    client: usize,
-    rec: &Request<'_>,
-    _more: &mut RequestReader<'_>,
-) {
-    let cap = rec.cap();
-    if cap.len() != 8 {
-        // Not what `send` writes: delivered under some made-up tag, the message would be lost
-        // to its receiver, who would wait for it for ever.
-        core.ring_broken(
-            client,
-            &format!("a message whose tag is {} bytes long, not 8", cap.len()),
-        );
-        return;
-    }
-    // SAFETY: 8 initialised bytes: `send` copied a `u64` there.
-    let tag =
-        u64::from_le_bytes(unsafe { std::ptr::read_unaligned(cap.as_ptr().cast::<[u8; 8]>()) });
-    // SAFETY: forwarded from this function's contract.
-    match unsafe { take_arg::<T>(rec) } {
-        Ok(v) => deposit(core, client as u32, tag, Box::new(v)),
-        Err(e) => core.respond::<()>(
-            client,
-            NO_REPLY,
-            Err(DelegationError::Wire(format!(
-                "gossamer::send from worker {client} to worker {} under tag {tag:#x}: the message \
-                 (a {}) could not be received: {e}",
-                core.id,
-                std::any::type_name::<T>()
-            ))),
-        ),
+/// The requests of `send` of a `T` to another worker's mailbox.
+struct Deliver<T>(PhantomData<fn() -> (T,)>);
+
+impl<T: Wire> Delegated for Deliver<T> {
+    /// # Safety
+    /// `rec` must be a record encoded by `send::<T>` (captured bytes: the `u64` tag; argument: one
+    /// moved `T` or its encoding).
+    #[inline(always)]
+    unsafe fn serve(
+        core: &WorkerCore,
+        client: usize,
+        rec: &Request<'_>,
+        _more: &mut RequestReader<'_>,
+    ) {
+        let cap = rec.cap();
+        if cap.len() != 8 {
+            // Not what `send` writes: delivered under some made-up tag, the message would be lost
+            // to its receiver, who would wait for it for ever.
+            core.ring_broken(
+                client,
+                &format!("a message whose tag is {} bytes long, not 8", cap.len()),
+            );
+            return;
+        }
+        // SAFETY: 8 initialised bytes: `send` copied a `u64` there.
+        let tag =
+            u64::from_le_bytes(unsafe { std::ptr::read_unaligned(cap.as_ptr().cast::<[u8; 8]>()) });
+        // SAFETY: forwarded from this function's contract.
+        match unsafe { take_arg::<T>(core, client, rec) } {
+            Ok(v) => deposit(core, client as u32, tag, Box::new(v)),
+            Err(e) => core.respond::<()>(
+                client,
+                NO_REPLY,
+                Err(DelegationError::Wire(format!(
+                    "gossamer::send from worker {client} to worker {} under tag {tag:#x}: the message \
+                     (a {}) could not be received: {e}",
+                    core.id,
+                    std::any::type_name::<T>()
+                ))),
+            ),
+        }
     }
 }
 

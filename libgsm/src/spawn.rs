@@ -41,7 +41,8 @@ use crate::error::{DelegationError, Error};
 use crate::noref::{NoRef, Wire};
 use crate::wire::codeptr;
 use crate::wire::record::{Byte, Request, RequestReader, Src};
-use crate::worker::{Data, Trampoline, WorkerCore, core_or_panic, decode, fiber_panic};
+use crate::worker::entry::{Delegated, trampoline};
+use crate::worker::{Data, WorkerCore, core_or_panic, decode, fiber_panic};
 
 /// The index of a worker in the job.
 #[derive(
@@ -305,9 +306,7 @@ where
     core.fiber_result(true);
     core.send_request(
         w,
-        Some(codeptr::offset_of(
-            tramp_spawn::<F, R> as Trampoline as usize,
-        )),
+        Some(codeptr::offset_of(trampoline::<Spawn<F, R>>() as usize)),
         0,
         0,
         req,
@@ -339,18 +338,24 @@ unsafe fn fill_join<R: Wire>(core: &WorkerCore, data: &mut Data, st: u8, body: &
     );
 }
 
-/// # Safety
-/// `rec` must be a record encoded by `spawn_on::<F, R>`.
-unsafe fn tramp_spawn<F: FnOnce() -> R + Copy + 'static, R: Wire>(
-    core: &WorkerCore,
-    client: usize,
-    rec: &Request<'_>,
-    _more: &mut RequestReader<'_>,
-) {
-    // SAFETY: the client copied one `F` into the captured bytes (this function's contract).
-    match unsafe { crate::worker::captured::<F>(rec) } {
-        Ok(f) => spawn_answering(core, client, rec.req, f),
-        Err(e) => core.respond::<R>(client, rec.req, Err(e)),
+/// The requests of `spawn_on` of `F` on another worker, answering an `R`.
+struct Spawn<F, R>(PhantomData<fn() -> (F, R)>);
+
+impl<F: FnOnce() -> R + Copy + 'static, R: Wire> Delegated for Spawn<F, R> {
+    /// # Safety
+    /// `rec` must be a record encoded by `spawn_on::<F, R>`.
+    #[inline(always)]
+    unsafe fn serve(
+        core: &WorkerCore,
+        client: usize,
+        rec: &Request<'_>,
+        _more: &mut RequestReader<'_>,
+    ) {
+        // SAFETY: the client copied one `F` into the captured bytes (this function's contract).
+        match unsafe { crate::worker::captured::<F>(rec) } {
+            Ok(f) => spawn_answering(core, client, rec.req, f),
+            Err(e) => core.respond::<R>(client, rec.req, Err(e)),
+        }
     }
 }
 
@@ -417,7 +422,7 @@ where
     let req = core.add_pending(fill_join::<R>, |data| data[0] = MaybeUninit::new(joined));
     core.fiber_result(true);
     let code = Some(codeptr::offset_of(
-        tramp_spawn_with::<A, F, R> as Trampoline as usize,
+        trampoline::<SpawnWith<A, F, R>>() as usize
     ));
     core.send_request(
         w,
@@ -435,31 +440,37 @@ where
     }
 }
 
-/// # Safety
-/// `rec` must be a record encoded by `spawn_on_with::<A, F, R>`.
-unsafe fn tramp_spawn_with<A: Wire, F: FnOnce(A) -> R + Copy + 'static, R: Wire>(
-    core: &WorkerCore,
-    client: usize,
-    rec: &Request<'_>,
-    _more: &mut RequestReader<'_>,
-) {
-    // SAFETY: the client copied one `F` into the captured bytes (this function's contract).
-    let f: F = match unsafe { crate::worker::captured::<F>(rec) } {
-        Ok(f) => f,
-        Err(e) => {
-            core.respond::<R>(client, rec.req, Err(e));
-            return;
-        }
-    };
-    // SAFETY: the argument bytes are one moved `A` or its encoding (as encoded above).
-    let a: A = match unsafe { crate::trust::take_arg::<A>(rec) } {
-        Ok(a) => a,
-        Err(e) => {
-            core.respond::<R>(client, rec.req, Err(e));
-            return;
-        }
-    };
-    spawn_answering(core, client, rec.req, move || f(a));
+/// The requests of `spawn_on_with` of `F` with an argument `A`, answering an `R`.
+struct SpawnWith<A, F, R>(PhantomData<fn() -> (A, F, R)>);
+
+impl<A: Wire, F: FnOnce(A) -> R + Copy + 'static, R: Wire> Delegated for SpawnWith<A, F, R> {
+    /// # Safety
+    /// `rec` must be a record encoded by `spawn_on_with::<A, F, R>`.
+    #[inline(always)]
+    unsafe fn serve(
+        core: &WorkerCore,
+        client: usize,
+        rec: &Request<'_>,
+        _more: &mut RequestReader<'_>,
+    ) {
+        // SAFETY: the client copied one `F` into the captured bytes (this function's contract).
+        let f: F = match unsafe { crate::worker::captured::<F>(rec) } {
+            Ok(f) => f,
+            Err(e) => {
+                core.respond::<R>(client, rec.req, Err(e));
+                return;
+            }
+        };
+        // SAFETY: the argument bytes are one moved `A` or its encoding (as encoded above).
+        let a: A = match unsafe { crate::trust::take_arg::<A>(core, client, rec) } {
+            Ok(a) => a,
+            Err(e) => {
+                core.respond::<R>(client, rec.req, Err(e));
+                return;
+            }
+        };
+        spawn_answering(core, client, rec.req, move || f(a));
+    }
 }
 
 /// Lets other fibers of this worker run, and lets the worker serve, answer and flush.

@@ -50,6 +50,7 @@ use crate::property::{key, type_index};
 use crate::spawn::WorkerId;
 use crate::wire::codeptr;
 use crate::wire::record::{Byte, Request, RequestReader, SER, Src};
+use crate::worker::entry::{Delegated, trampoline};
 use crate::worker::{
     CONTROL_REGISTER, CONTROL_RELEASE, Data, NO_REPLY, Trampoline, WorkerCore, captured,
     core_or_panic, decode, sender_bit,
@@ -158,7 +159,7 @@ where
     let r: Result<(u32, u32), DelegationError> = block_on(
         core,
         w,
-        tramp_entrust::<T, F> as Trampoline,
+        trampoline::<Entrust<T, F>>(),
         0,
         0,
         Src::closure(&make),
@@ -180,21 +181,27 @@ where
     }
 }
 
-/// # Safety
-/// `rec` must be a record encoded by `entrust_on::<T, F>`.
-unsafe fn tramp_entrust<T: Send + 'static, F: FnOnce() -> T + Copy>(
-    core: &WorkerCore,
-    client: usize,
-    rec: &Request<'_>,
-    _more: &mut RequestReader<'_>,
-) {
-    let id = crate::worker::control_id(rec.arg());
-    // SAFETY: the client copied one `F` into the captured bytes (this function's contract).
-    let r = unsafe { captured::<F>(rec) }.and_then(|make| {
-        core.run_plain(make)
-            .map(|v| core.props.borrow_mut().insert(v, id))
-    });
-    core.respond(client, rec.req, r);
+/// The requests of `entrust_on` of a `T` made by `F`.
+struct Entrust<T, F>(PhantomData<fn() -> (T, F)>);
+
+impl<T: Send + 'static, F: FnOnce() -> T + Copy> Delegated for Entrust<T, F> {
+    /// # Safety
+    /// `rec` must be a record encoded by `entrust_on::<T, F>`.
+    #[inline(always)]
+    unsafe fn serve(
+        core: &WorkerCore,
+        client: usize,
+        rec: &Request<'_>,
+        _more: &mut RequestReader<'_>,
+    ) {
+        let id = crate::worker::control_id(rec.arg());
+        // SAFETY: the client copied one `F` into the captured bytes (this function's contract).
+        let r = unsafe { captured::<F>(rec) }.and_then(|make| {
+            core.run_plain(make)
+                .map(|v| core.props.borrow_mut().insert(v, id))
+        });
+        core.respond(client, rec.req, r);
+    }
 }
 
 /// Stages a request to `dest` and suspends the fiber until its answer arrives. `ser`: the
@@ -300,28 +307,44 @@ fn push_callback<U: Wire, G: FnOnce(Result<U, DelegationError>) + 'static>(
     })
 }
 
-/// # Safety
-/// `rec` must be a record encoded by `apply*::<T, U, F>` (captured bytes = one `F`).
-unsafe fn tramp_apply<T: Send + 'static, U: Wire, F: FnOnce(&mut T) -> U + Copy>(
-    core: &WorkerCore,
-    client: usize,
-    rec: &Request<'_>,
-    more: &mut RequestReader<'_>,
-) {
-    // SAFETY: `rec` was encoded for this trampoline (contract), and so was every record behind
-    // it with the same first header word, which names the same code in the same batch.
-    unsafe { core.serve_run::<T, U, F>(client, rec, more) }
+/// The requests of `apply` and `apply_then` of `F` on a `T`, answering a `U`.
+struct Apply<T, U, F>(PhantomData<fn() -> (T, U, F)>);
+
+impl<T: Send + 'static, U: Wire, F: FnOnce(&mut T) -> U + Copy> Delegated for Apply<T, U, F> {
+    /// # Safety
+    /// `rec` must be a record encoded by `apply*::<T, U, F>` (captured bytes = one `F`).
+    #[inline(always)]
+    unsafe fn serve(
+        core: &WorkerCore,
+        client: usize,
+        rec: &Request<'_>,
+        more: &mut RequestReader<'_>,
+    ) {
+        // SAFETY: `rec` was encoded for this trampoline (contract), and so was every record behind
+        // it with the same first header word, which names the same code in the same batch.
+        unsafe { core.serve_run::<T, U, F>(client, rec, more) }
+    }
 }
 
 /// Takes ownership of the argument a record carries: a moved `A` (same process) or the
 /// `postcard` encoding of one (flag `SER`, from another rank), decoded with every check
-/// `postcard` makes.
+/// `postcard` makes. Whether the bytes may be a moved `A` is decided here, by where the batch
+/// came from, never by the sender's flag: from another process (`core.serving_foreign`) only an
+/// encoding is taken, and a record without `SER` ends the job as a protocol error of `client`
+/// (an `A` read by its bytes could carry a pointer into this process).
 ///
 /// # Safety
-/// The record's argument bytes must be one moved `A` not yet taken (without `SER`), or
-/// initialised bytes (with `SER`).
-pub(crate) unsafe fn take_arg<A: Wire>(rec: &Request<'_>) -> Result<A, DelegationError> {
+/// The record's argument bytes must be one moved `A` not yet taken (without `SER`, from this
+/// process), or initialised bytes (with `SER`, or from another process).
+pub(crate) unsafe fn take_arg<A: Wire>(
+    core: &WorkerCore,
+    client: usize,
+    rec: &Request<'_>,
+) -> Result<A, DelegationError> {
     let arg = rec.arg();
+    if rec.flags & SER == 0 && core.serving_foreign.get() {
+        return Err(argument_by_its_bytes::<A>(core, client));
+    }
     if rec.flags & SER != 0 {
         // SAFETY: a serialised argument is initialised bytes (contract); `MaybeUninit<u8>` has
         // the layout of `u8`.
@@ -341,6 +364,18 @@ pub(crate) unsafe fn take_arg<A: Wire>(rec: &Request<'_>) -> Result<A, Delegatio
         // SAFETY: the client moved one `A` into the argument bytes (contract); we take ownership.
         Ok(unsafe { std::ptr::read_unaligned(arg.as_ptr().cast::<A>()) })
     }
+}
+
+/// The refusal of an argument that another process sent as the bytes of its type.
+#[cold]
+#[inline(never)]
+fn argument_by_its_bytes<A>(core: &WorkerCore, client: usize) -> DelegationError {
+    let m = format!(
+        "an argument (a `{}`) as the bytes of its type, not an encoding; it was refused",
+        std::any::type_name::<A>()
+    );
+    core.ring_broken(client, &m);
+    DelegationError::Wire(format!("gossamer: {m}"))
 }
 
 /// An argument on its way to worker `dest`: within the process the value itself, to be moved by
@@ -435,38 +470,41 @@ fn apply_failed(what: &str, e: DelegationError) -> ! {
     }
 }
 
-/// # Safety
-/// `rec` must be a record encoded by `apply_with::<T, A, U, F>`: captured bytes = one `F`;
-/// argument bytes = one moved `A`, or (flag `SER`, from another rank) its `postcard` encoding.
-unsafe fn tramp_apply_with<
-    T: Send + 'static,
-    A: Wire,
-    U: Wire,
-    F: FnOnce(&mut T, A) -> U + Copy,
->(
-    core: &WorkerCore,
-    client: usize,
-    rec: &Request<'_>,
-    _more: &mut RequestReader<'_>,
-) {
-    // SAFETY: the client copied one `F` into the captured bytes (this function's contract).
-    let f: F = match unsafe { captured::<F>(rec) } {
-        Ok(f) => f,
-        Err(e) => {
-            core.respond::<U>(client, rec.req, Err(e));
-            return;
-        }
-    };
-    // SAFETY: the argument bytes are one moved `A` or its encoding (this function's contract).
-    let a: A = match unsafe { take_arg::<A>(rec) } {
-        Ok(a) => a,
-        Err(e) => {
-            core.respond::<U>(client, rec.req, Err(e));
-            return;
-        }
-    };
-    let r = core.run_delegated::<T, U>(rec.idx, rec.gn, move |t| f(t, a));
-    core.respond(client, rec.req, r);
+/// The requests of `apply_with` and `apply_with_then` of `F` on a `T` with an argument `A`, answering a `U`.
+struct ApplyWith<T, A, U, F>(PhantomData<fn() -> (T, A, U, F)>);
+
+impl<T: Send + 'static, A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + Copy> Delegated
+    for ApplyWith<T, A, U, F>
+{
+    /// # Safety
+    /// `rec` must be a record encoded by `apply_with::<T, A, U, F>`: captured bytes = one `F`;
+    /// argument bytes = one moved `A`, or (flag `SER`, from another rank) its `postcard` encoding.
+    #[inline(always)]
+    unsafe fn serve(
+        core: &WorkerCore,
+        client: usize,
+        rec: &Request<'_>,
+        _more: &mut RequestReader<'_>,
+    ) {
+        // SAFETY: the client copied one `F` into the captured bytes (this function's contract).
+        let f: F = match unsafe { captured::<F>(rec) } {
+            Ok(f) => f,
+            Err(e) => {
+                core.respond::<U>(client, rec.req, Err(e));
+                return;
+            }
+        };
+        // SAFETY: the argument bytes are one moved `A` or its encoding (this function's contract).
+        let a: A = match unsafe { take_arg::<A>(core, client, rec) } {
+            Ok(a) => a,
+            Err(e) => {
+                core.respond::<U>(client, rec.req, Err(e));
+                return;
+            }
+        };
+        let r = core.run_delegated::<T, U>(rec.idx, rec.gn, move |t| f(t, a));
+        core.respond(client, rec.req, r);
+    }
 }
 
 impl<T: Send + 'static> Trust<T> {
@@ -560,7 +598,7 @@ impl<T: Send + 'static> Trust<T> {
         block_on(
             core,
             self.trustee_id(),
-            tramp_apply::<T, U, F> as Trampoline,
+            trampoline::<Apply<T, U, F>>(),
             self.idx,
             self.gn,
             Src::closure(&f),
@@ -617,7 +655,7 @@ impl<T: Send + 'static> Trust<T> {
         block_on(
             core,
             self.trustee_id(),
-            tramp_apply_with::<T, A, U, F> as Trampoline,
+            trampoline::<ApplyWith<T, A, U, F>>(),
             self.idx,
             self.gn,
             Src::closure(&f),
@@ -771,7 +809,7 @@ impl<T: Send + 'static> Trust<T> {
         self.stage_then(
             core,
             then,
-            tramp_apply_with::<T, A, U, F> as Trampoline,
+            trampoline::<ApplyWith<T, A, U, F>>(),
             Src::closure(&f),
             Some((arg.src(), arg.encoded())),
         );
@@ -830,7 +868,7 @@ impl<T: Send + 'static> Trust<T> {
         self.stage_then(
             core,
             then,
-            tramp_apply::<T, U, F> as Trampoline,
+            trampoline::<Apply<T, U, F>>(),
             Src::closure(&f),
             None,
         );
@@ -892,22 +930,28 @@ struct StandIn {
     parent: u64,
 }
 
-/// # Safety
-/// `rec` must be a record encoded by `Trust::drop` (captured bytes: one `StandIn`).
-unsafe fn tramp_stand_in(
-    core: &WorkerCore,
-    _client: usize,
-    rec: &Request<'_>,
-    _more: &mut RequestReader<'_>,
-) {
-    // SAFETY: `Trust::drop` copied one `StandIn` into the captured bytes (the contract). A
-    // corrupt record is dropped: nobody waits for an answer, and the property stays alive.
-    let Ok(s) = (unsafe { captured::<StandIn>(rec) }) else {
-        return;
-    };
-    let (t, id) = (s.trustee as usize, core.new_trust_id());
-    control(core, t, s.idx, s.gn, CONTROL_REGISTER, id, s.parent);
-    control(core, t, s.idx, s.gn, CONTROL_RELEASE, id, 0);
+/// The requests of The stand-in registrations a dropped handle asks for (see the module docs).
+struct ServeStandIn;
+
+impl Delegated for ServeStandIn {
+    /// # Safety
+    /// `rec` must be a record encoded by `Trust::drop` (captured bytes: one `StandIn`).
+    #[inline(always)]
+    unsafe fn serve(
+        core: &WorkerCore,
+        _client: usize,
+        rec: &Request<'_>,
+        _more: &mut RequestReader<'_>,
+    ) {
+        // SAFETY: `Trust::drop` copied one `StandIn` into the captured bytes (the contract). A
+        // corrupt record is dropped: nobody waits for an answer, and the property stays alive.
+        let Ok(s) = (unsafe { captured::<StandIn>(rec) }) else {
+            return;
+        };
+        let (t, id) = (s.trustee as usize, core.new_trust_id());
+        control(core, t, s.idx, s.gn, CONTROL_REGISTER, id, s.parent);
+        control(core, t, s.idx, s.gn, CONTROL_RELEASE, id, 0);
+    }
 }
 
 impl<T: Send + 'static> Clone for Trust<T> {
@@ -956,7 +1000,7 @@ impl<T: Send + 'static> Drop for Trust<T> {
                 for w in others {
                     core.send_request(
                         w,
-                        Some(codeptr::offset_of(tramp_stand_in as Trampoline as usize)),
+                        Some(codeptr::offset_of(trampoline::<ServeStandIn>() as usize)),
                         0,
                         0,
                         NO_REPLY,
@@ -1091,7 +1135,7 @@ mod tests {
         _f: &F,
         _t: &Trust<T>,
     ) -> Trampoline {
-        tramp_apply::<T, U, F> as Trampoline
+        trampoline::<Apply<T, U, F>>()
     }
 
     /// Requests of one closure type to one trustee reach it in runs that one trampoline call

@@ -1,6 +1,7 @@
 //! Incoming batches: serving a request batch record by record through its trampolines, and
 //! completing a response batch against the pending table; large and far records.
 
+use super::entry;
 use super::*;
 
 impl WorkerCore {
@@ -26,11 +27,18 @@ impl WorkerCore {
             big.resize(ntab, 0);
             &mut big
         };
+        self.serving_foreign.set(!pointers);
         for (i, f) in fns.iter_mut().enumerate() {
-            *f = reader
-                .code(i as u8)
-                .and_then(codeptr::address_of)
-                .unwrap_or(0);
+            let code = reader.code(i as u8);
+            if pointers {
+                *f = code.and_then(codeptr::address_of).unwrap_or(0);
+            } else {
+                // From another process: only the exact entry of a delegation kind is called.
+                match code.and_then(entry::foreign_entry) {
+                    Some(a) => *f = a,
+                    None => return self.no_entry(client, code),
+                }
+            }
         }
         let mut reader = reader;
         // `ref`: the record is used where `next` left it. Moved into a binding of its own, it was
@@ -134,6 +142,9 @@ impl WorkerCore {
         // slower (gsm-bench local latency, A/B within each process).
         if bytes.len() < AHEAD * 32 {
             for (req, st, body) in reader.by_ref() {
+                if !pointers && st == status::OK {
+                    return self.result_by_its_bytes(from, req);
+                }
                 self.complete_one(from, req, st, body);
             }
             self.check_responses_read(from, &reader);
@@ -146,6 +157,9 @@ impl WorkerCore {
         let mut held: [Option<(u32, u8, Body<'_>)>; AHEAD] = Default::default();
         let mut i = 0usize;
         for (req, st, body) in reader.by_ref() {
+            if !pointers && st == status::OK {
+                return self.result_by_its_bytes(from, req);
+            }
             self.prefetch_pending(req);
             if let Some((r, s, b)) = held[i % AHEAD].replace((req, st, body)) {
                 self.complete_one(from, r, s, b);
@@ -266,8 +280,11 @@ impl WorkerCore {
                 match done {
                     Ok(None) => {}
                     Ok(Some(done)) => {
-                        let f = codeptr::address_of(done.code).unwrap_or(0);
+                        let Some(f) = entry::foreign_entry(done.code) else {
+                            return self.no_entry(client, Some(done.code));
+                        };
                         let rec = done.into_request();
+                        self.serving_foreign.set(true);
                         self.dispatch(client, f, &rec, &mut RequestReader::empty());
                     }
                     Err(e) => self.ring_broken(client, e),
@@ -289,6 +306,9 @@ impl WorkerCore {
                     Ok(None) => {}
                     Ok(Some(done)) => {
                         let (req, st, body) = done.into_response();
+                        if st == status::OK {
+                            return self.result_by_its_bytes(trustee, req);
+                        }
                         self.complete_from(trustee, req, st, &body);
                     }
                     Err(e) => self.ring_broken(trustee, e),
@@ -315,5 +335,36 @@ impl WorkerCore {
                 std::panic::resume_unwind(e);
             }
         }
+    }
+
+    /// A batch from another process names code that is no delegation entry of this program: a
+    /// protocol error that ends the job (the records cannot be served, nor skipped unseen).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn no_entry(&self, client: usize, code: Option<u64>) {
+        let what = match code {
+            Some(c) => {
+                format!("code at offset {c:#x}, which is no delegation entry of this program")
+            }
+            None => "a function index past its batch's code table".to_string(),
+        };
+        self.ring_broken(
+            client,
+            &format!("a request batch naming {what}; it was refused"),
+        );
+    }
+
+    /// A response from another process carries its result as the bytes of its type, which only
+    /// a worker of this process may send (a pointer inside would be read as one here): refused.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn result_by_its_bytes(&self, trustee: usize, req: u32) {
+        self.ring_broken(
+            trustee,
+            &format!(
+                "a response to request {req} whose result is the bytes of its type, not an \
+                 encoding; it was refused"
+            ),
+        );
     }
 }

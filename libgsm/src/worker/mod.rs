@@ -354,6 +354,9 @@ pub(crate) struct WorkerCore {
     inline_runs: Cell<i32>,
     /// Request records served, in all (see [`WorkerCore::poll_flushing`]).
     served: Cell<u32>,
+    /// Whether the batch being served came from another process: then an argument is taken
+    /// only from its encoding, never by its bytes (`trust::take_arg`).
+    pub(crate) serving_foreign: Cell<bool>,
     /// Polls made by [`WorkerCore::inline_ran`] (see `INLINE_REQUEST_FLUSH`).
     inline_polls: Cell<u32>,
     /// Looks at the rings by inline applies in a row that found nothing (see
@@ -516,6 +519,7 @@ impl WorkerCore {
             then_in_flight: Cell::new(0),
             inline_runs: Cell::new(0),
             served: Cell::new(0),
+            serving_foreign: Cell::new(false),
             inline_polls: Cell::new(0),
             empty_looks: Cell::new(0),
             last_look: Cell::new(None),
@@ -810,6 +814,7 @@ pub(crate) fn control_id(cap: &[Byte]) -> u64 {
 
 mod batch;
 mod context;
+pub(crate) mod entry;
 mod idle;
 mod pending;
 mod poll;
@@ -820,5 +825,7 @@ mod teardown;
 
 pub(crate) use shared::{Place, Shared};
 
+#[cfg(test)]
+mod boundary_tests;
 #[cfg(test)]
 mod tests;
