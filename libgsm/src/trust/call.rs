@@ -1,0 +1,151 @@
+//! The client's half of delegation: staging a request, waiting for its answer (a fiber that
+//! blocks) or keeping its callback (`apply_then`), and the argument on its way.
+
+use super::*;
+
+/// Stages a request to `dest` and suspends the fiber until its answer arrives. `ser`: the
+/// argument bytes are a `postcard` encoding.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn block_on<U: Wire>(
+    core: &WorkerCore,
+    dest: usize,
+    tramp: Trampoline,
+    idx: u32,
+    gn: u32,
+    cap: Src<'_>,
+    arg: Option<Src<'_>>,
+    ser: bool,
+) -> Result<U, DelegationError> {
+    if !core.can_block() {
+        return Err(DelegationError::BlockingInDelegatedContext);
+    }
+    let fiber = core.current_fiber().unwrap_or(0);
+    let mut out: (bool, MaybeUninit<Result<U, DelegationError>>) = (false, MaybeUninit::uninit());
+    // Every later access to `out` goes through this one raw pointer (the completer's write and
+    // our reads), so no reference to `out` is invalidated by the completer's write.
+    let outp: *mut (bool, MaybeUninit<Result<U, DelegationError>>) = &mut out;
+    let req = core.add_pending(fill_fiber::<U>, |data| {
+        data[0] = MaybeUninit::new(u64::from(fiber));
+        data[1] = MaybeUninit::new(outp as usize as u64);
+    });
+    core.send_request(
+        dest,
+        Some(codeptr::offset_of(tramp as usize)),
+        idx,
+        gn,
+        req,
+        cap,
+        arg,
+        ser,
+    );
+    if core.nothing_ready() && dest != core.id {
+        // No other fiber will add to this batch before the worker polls: send it now.
+        core.flush_to(dest, true);
+    }
+    // SAFETY: `outp` points to `out` on this fiber's stack, alive for this whole
+    // function; the completer writes through the same pointer, on this same thread, only while
+    // the fiber is suspended, and sets the flag only after it wrote the result.
+    core.wait_until(|| unsafe { std::ptr::read_volatile(&raw const (*outp).0) });
+    // SAFETY: see above; the result is initialised and read once.
+    unsafe { (*outp).1.assume_init_read() }
+}
+
+/// # Safety
+/// `data` must come from `block_on::<U>` of a fiber that is still waiting.
+pub(super) unsafe fn fill_fiber<U: Wire>(
+    core: &WorkerCore,
+    data: &mut Data,
+    st: u8,
+    body: &[Byte],
+) {
+    // SAFETY: `block_on` stored the fiber id and a pointer to its `(bool, MaybeUninit<..>)`.
+    let (fiber, out) = unsafe {
+        (
+            data[0].assume_init() as u32,
+            &mut *(data[1].assume_init() as usize
+                as *mut (bool, MaybeUninit<Result<U, DelegationError>>)),
+        )
+    };
+    // SAFETY: `st`/`body` are the response to this request, so an OK body holds a moved `U`.
+    out.1 = MaybeUninit::new(unsafe { decode::<U>(st, body) });
+    out.0 = true;
+    core.wake_fiber(fiber);
+}
+
+/// # Safety
+/// `data` must come from `push_callback::<U, G>`.
+pub(super) unsafe fn fill_callback<U: Wire, G: FnOnce(Result<U, DelegationError>)>(
+    core: &WorkerCore,
+    data: &mut Data,
+    st: u8,
+    body: &[Byte],
+) {
+    core.then_answered();
+    let g: G = if inline_fits::<G>() {
+        // SAFETY: `push_callback` wrote a `G` into `data` (it fits) and it is read once.
+        unsafe { std::ptr::read(data.as_ptr().cast::<G>()) }
+    } else {
+        // SAFETY: `push_callback` stored a `Box<G>` raw pointer; reclaimed once.
+        unsafe { *Box::from_raw(data[0].assume_init() as usize as *mut G) }
+    };
+    // SAFETY: the response to this request.
+    g(unsafe { decode::<U>(st, body) })
+}
+
+pub(super) const fn inline_fits<G>() -> bool {
+    std::mem::size_of::<G>() <= std::mem::size_of::<Data>()
+        && std::mem::align_of::<G>() <= std::mem::align_of::<Data>()
+}
+
+pub(super) fn push_callback<U: Wire, G: FnOnce(Result<U, DelegationError>) + 'static>(
+    core: &WorkerCore,
+    g: G,
+) -> u32 {
+    core.add_pending(fill_callback::<U, G>, |data: &mut Data| {
+        if inline_fits::<G>() {
+            // SAFETY: `G` fits in `data` in size and alignment (checked above).
+            unsafe { std::ptr::write(data.as_mut_ptr().cast::<G>(), g) };
+        } else {
+            data[0] = MaybeUninit::new(Box::into_raw(Box::new(g)) as usize as u64);
+        }
+    })
+}
+
+/// An argument on its way to worker `dest`: within the process the value itself, to be moved by
+/// bytes into the record (and then never dropped here); to another rank its `postcard` encoding
+/// (the value is dropped here once encoded; trusts inside it travel as new handles, see
+/// `Serialize for Trust`).
+pub(crate) enum OutArg<A> {
+    Moved(std::mem::ManuallyDrop<A>),
+    Encoded(Vec<u8>),
+}
+
+impl<A: Wire> OutArg<A> {
+    /// Prepares `arg` for worker `dest`.
+    pub(crate) fn new(core: &WorkerCore, dest: usize, arg: A) -> Result<Self, DelegationError> {
+        if !core.is_remote(dest) {
+            return Ok(OutArg::Moved(std::mem::ManuallyDrop::new(arg)));
+        }
+        postcard::to_allocvec(&arg)
+            .map(OutArg::Encoded)
+            .map_err(|e| {
+                DelegationError::Wire(format!(
+                    "gossamer: the argument (a `{}`) could not be serialised for another rank: {e}",
+                    std::any::type_name::<A>()
+                ))
+            })
+    }
+
+    /// The bytes the record carries.
+    pub(crate) fn src(&self) -> Src<'_> {
+        match self {
+            OutArg::Moved(a) => Src::of(&**a),
+            OutArg::Encoded(b) => Src::slice(b),
+        }
+    }
+
+    /// Whether the bytes are an encoding (the record's `SER` flag).
+    pub(crate) fn encoded(&self) -> bool {
+        matches!(self, OutArg::Encoded(_))
+    }
+}
