@@ -242,12 +242,3 @@ impl<'a> BoardRegion<'a> {
         unsafe { self.region.ptr.as_ptr().add(offset) }
     }
 }
-
-/// The host board of the current run (see the module docs): `None` in a job of one rank or
-/// where this rank reaches no rank over `shm` and has no segment of its own.
-///
-/// # Panics
-/// Outside a gossamer worker.
-pub fn host_board() -> Option<Arc<Board>> {
-    crate::spawn::board_here()
-}

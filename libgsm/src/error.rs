@@ -2,6 +2,9 @@
 //! [`DelegationError`] for one delegated request. It does not decide policy (who panics and who
 //! returns an error); the callers in `trust.rs` and `spawn.rs` do.
 
+/// The message of a blocking call made where blocking is impossible.
+pub const BLOCKING_IN_DELEGATED: &str = "gossamer: blocking call (apply/try_apply/apply_with/join/yield_now/entrust_on/recv, or a collective) inside a delegated closure, an apply_then callback, a wait_for condition or other code its poller runs (a destructor of a value it drops): a trustee runs these in its poller and cannot suspend there (it would stall every request it serves, or alias the property). Use apply_then (or spawn a fiber) instead";
+
 /// An error of the runtime as a whole, or of a joined fiber.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -151,7 +154,7 @@ pub enum DelegationError {
     /// instead, and inside a delegated closure that panic unwinds the closure, so its property is
     /// poisoned too (later applies get [`Poisoned`](Self::Poisoned)). A `try_` form returns it,
     /// and the closure that gets it goes on: its property is not poisoned.
-    #[error("{}", crate::worker::BLOCKING_IN_DELEGATED)]
+    #[error("{}", BLOCKING_IN_DELEGATED)]
     BlockingInDelegatedContext,
     /// The runtime stopped before the answer arrived.
     #[error("the gossamer runtime stopped before the answer arrived")]

@@ -183,16 +183,15 @@ mod trust;
 pub mod wire;
 mod worker;
 
-pub use board::{BOARD_BYTES, Board, BoardRegion, host_board};
+pub use board::{BOARD_BYTES, Board, BoardRegion};
 pub use config::{Config, available_cpus, default_workers};
-pub use error::{DelegationError, Error, eprint_line};
+pub use error::{BLOCKING_IN_DELEGATED, DelegationError, Error, eprint_line};
 pub use mail::{flush, mail_pending, name_tags, recv, send, try_recv};
 pub use noref::{NoRef, Wire};
 pub use runtime::{fail_job, run, spmd};
 pub use spawn::{
-    JoinHandle, Worker, WorkerId, current_worker, host_of_rank, live_properties_here,
+    JoinHandle, Worker, WorkerId, current_worker, host_board, host_of_rank, live_properties_here,
     oversubscribed, rank, rank_count, rank_of, sleep, spawn, spawn_on, spawn_on_with, wait_for,
     worker_count, workers_of_rank, yield_now,
 };
 pub use trust::{Trust, entrust, entrust_on};
-pub use worker::BLOCKING_IN_DELEGATED;

@@ -25,180 +25,19 @@
 //! still bounds what is in flight), and does not know about teams or collectives.
 
 use std::any::Any;
-use std::collections::{HashMap, VecDeque};
 
 use crate::error::DelegationError;
 use crate::noref::Wire;
-use crate::spawn::WorkerId;
 use crate::trust::{OutArg, take_arg};
 use crate::wire::codeptr;
 use crate::wire::record::{Request, RequestReader, Src};
+use crate::worker::WorkerId;
 use crate::worker::entry::{Delegated, trampoline};
 use crate::worker::{NO_REPLY, WorkerCore, core_or_panic};
 use std::marker::PhantomData;
 
-/// A fast hasher for integer keys chosen by this program, not by an attacker: sender ids and
-/// tags here, trust ids in `property.rs`.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct KeyHasher(u64);
-
-impl std::hash::Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x517c_c1b7_2722_0a95);
-        }
-    }
-    fn write_u32(&mut self, i: u32) {
-        self.write_u64(u64::from(i));
-    }
-    fn write_u64(&mut self, i: u64) {
-        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-type Key = (u32, u64);
-type Build = std::hash::BuildHasherDefault<KeyHasher>;
-
-/// One worker's undelivered messages and the fibers waiting for them.
-#[derive(Default)]
-pub(crate) struct Mailbox {
-    queued: HashMap<Key, VecDeque<Box<dyn Any>>, Build>,
-    waiting: HashMap<Key, Vec<u32>, Build>,
-}
-
-impl std::fmt::Debug for Mailbox {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mailbox")
-            .field("keys", &self.queued.len())
-            .field("waiting", &self.waiting.len())
-            .finish()
-    }
-}
-
-impl Mailbox {
-    fn take(&mut self, key: Key) -> Option<Box<dyn Any>> {
-        let q = self.queued.get_mut(&key)?;
-        let v = q.pop_front();
-        if q.is_empty() {
-            self.queued.remove(&key);
-        }
-        v
-    }
-
-    /// Messages not yet received (a diagnostic).
-    pub(crate) fn pending(&self) -> usize {
-        self.queued.values().map(VecDeque::len).sum()
-    }
-
-    /// What the fibers waiting here wait for, the first few by sender and tag ("a fiber waits for
-    /// a message from worker 1 under tag 0x7"), with how many fibers wait in all.
-    pub(crate) fn waits(&self) -> Vec<String> {
-        const NAMED: usize = 4;
-        let mut keys: Vec<(&Key, usize)> = self.waiting.iter().map(|(k, f)| (k, f.len())).collect();
-        keys.sort_unstable();
-        let mut out: Vec<String> = keys
-            .iter()
-            .take(NAMED)
-            .map(|((from, tag), n)| {
-                let who = if *n == 1 {
-                    "a fiber waits".to_string()
-                } else {
-                    format!("{n} fibers wait")
-                };
-                format!(
-                    "{who} for a message from worker {from} under tag {}",
-                    tag_text(*tag)
-                )
-            })
-            .collect();
-        let more = keys.len().saturating_sub(NAMED);
-        if more > 0 {
-            out.push(format!("and {more} more sender/tag pairs"));
-        }
-        out
-    }
-
-    /// Fibers waiting here for a message.
-    pub(crate) fn waiters(&self) -> usize {
-        self.waiting.values().map(Vec::len).sum()
-    }
-
-    /// The warning for messages left here when a run ended well, naming the first senders and
-    /// tags in order, or `None` when every message was received.
-    pub(crate) fn unreceived_warning(&self, worker: usize) -> Option<String> {
-        const NAMED: usize = 4;
-        let total = self.pending();
-        if total == 0 {
-            return None;
-        }
-        let mut keys: Vec<(&Key, usize)> = self.queued.iter().map(|(k, q)| (k, q.len())).collect();
-        keys.sort_unstable();
-        let named: Vec<String> = keys
-            .iter()
-            .take(NAMED)
-            .map(|((from, tag), n)| format!("{n} from worker {from} under tag {}", tag_text(*tag)))
-            .collect();
-        let more = keys.len().saturating_sub(NAMED);
-        Some(format!(
-            "gossamer: warning: worker {worker} ended its run with {total} message{} it never \
-             received, now dropped: {}{} (a send without its recv?)",
-            if total == 1 { "" } else { "s" },
-            named.join(", "),
-            if more == 0 {
-                String::new()
-            } else {
-                format!(
-                    ", and {more} more sender/tag pair{}",
-                    if more == 1 { "" } else { "s" }
-                )
-            }
-        ))
-    }
-}
-
-/// Puts `value` in this worker's mailbox under `(from, tag)` and wakes its waiter.
-fn deposit(core: &WorkerCore, from: u32, tag: u64, value: Box<dyn Any>) {
-    let waiter = {
-        let mut mb = core.mail.borrow_mut();
-        mb.queued.entry((from, tag)).or_default().push_back(value);
-        mb.waiting.remove(&(from, tag))
-    };
-    for f in waiter.into_iter().flatten() {
-        core.wake_fiber(f);
-    }
-}
-
-/// A function that says what a message tag stands for ([`name_tags`]).
-type TagNamer = fn(u64) -> Option<String>;
-
-/// The installed [`TagNamer`]s.
-static TAG_NAMERS: std::sync::Mutex<Vec<TagNamer>> = std::sync::Mutex::new(Vec::new());
-
-/// Installs `namer` to say what a tag stands for in the runtime's reports of messages waited
-/// for (the deadlock report) or never received: a library that reserves tags for its own
-/// messages (`gsm-collectives` takes those with the top bit set) names its operation there
-/// instead of leaving the user a 64-bit number. `namer` returns `None` for tags it does not
-/// know; it runs on the worker whose fibers wait (so it may read that thread's state), after
-/// the fibers have stopped, and must not block. Installing the same function again does
-/// nothing.
-pub fn name_tags(namer: TagNamer) {
-    let mut namers = TAG_NAMERS.lock().unwrap_or_else(|p| p.into_inner());
-    if !namers.iter().any(|&f| std::ptr::fn_addr_eq(f, namer)) {
-        namers.push(namer);
-    }
-}
-
-/// `tag` in hex, with what an installed namer says of it.
-fn tag_text(tag: u64) -> String {
-    let namers = TAG_NAMERS.lock().unwrap_or_else(|p| p.into_inner());
-    match namers.iter().find_map(|f| f(tag)) {
-        Some(name) => format!("{tag:#x} ({name})"),
-        None => format!("{tag:#x}"),
-    }
-}
+use crate::worker::mailbox::deposit;
+pub use crate::worker::mailbox::name_tags;
 
 /// Sends `value` to worker `to` under `tag`; returns at once (the value is on its way).
 ///

@@ -100,7 +100,7 @@ struct Slot {
 }
 
 /// Trust ids are made by this program (a worker's counter), so they need no keyed hash.
-type IdBuild = std::hash::BuildHasherDefault<crate::mail::KeyHasher>;
+type IdBuild = std::hash::BuildHasherDefault<KeyHasher>;
 
 /// Entries of an [`IdMap`] kept in a vector; one more moves them into a hash map.
 const FEW_IDS: usize = 32;
@@ -358,6 +358,28 @@ impl PropertyTable {
                 s.value.take()
             })
             .collect()
+    }
+}
+
+/// A fast hasher for integer keys chosen by this program, not by an attacker: sender ids and
+/// tags here, trust ids in `property.rs`.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
 }
 

@@ -44,47 +44,7 @@ use crate::wire::record::{Byte, Request, RequestReader, Src};
 use crate::worker::entry::{Delegated, trampoline};
 use crate::worker::{Data, WorkerCore, core_or_panic, decode, fiber_panic};
 
-/// The index of a worker in the job.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub struct WorkerId(u32);
-
-impl WorkerId {
-    /// Worker number `i`.
-    ///
-    /// # Panics
-    /// If `i` does not fit the 32 bits of a worker id (no job has that many workers). Cut to 32
-    /// bits it named another worker: `send` to worker 2^32 + 1 reached worker 1.
-    pub fn new(i: usize) -> Self {
-        match u32::try_from(i) {
-            Ok(i) => WorkerId(i),
-            Err(_) => worker_id_too_large(i),
-        }
-    }
-    /// Its number.
-    pub fn index(self) -> usize {
-        self.0 as usize
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn worker_id_too_large(i: usize) -> ! {
-    panic!("gossamer: worker {i} does not exist (a worker id has 32 bits)")
-}
-
-impl From<usize> for WorkerId {
-    fn from(i: usize) -> Self {
-        WorkerId::new(i)
-    }
-}
-
-impl std::fmt::Display for WorkerId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "worker {}", self.0)
-    }
-}
+pub use crate::worker::WorkerId;
 
 /// What an SPMD body learns about where it runs.
 #[derive(Debug, Clone, Copy)]
@@ -551,8 +511,12 @@ pub fn oversubscribed() -> bool {
     core_or_panic("oversubscribed").shared.oversubscribed()
 }
 
-/// The current run's host boards (`crate::board::host_board`).
-pub(crate) fn board_here() -> Option<std::sync::Arc<crate::board::Board>> {
+/// The host board of the current run (see `crate::board`'s docs): `None` in a job of one rank
+/// or where this rank reaches no rank over `shm` and has no segment of its own.
+///
+/// # Panics
+/// Outside a gossamer worker.
+pub fn host_board() -> Option<std::sync::Arc<crate::board::Board>> {
     core_or_panic("host_board").shared.place.board.clone()
 }
 

@@ -47,9 +47,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::error::DelegationError;
 use crate::noref::{NoRef, Wire};
 use crate::property::{key, type_index};
-use crate::spawn::WorkerId;
 use crate::wire::codeptr;
 use crate::wire::record::{Byte, Request, RequestReader, SER, Src};
+use crate::worker::WorkerId;
 use crate::worker::entry::{Delegated, trampoline};
 use crate::worker::{
     CONTROL_REGISTER, CONTROL_RELEASE, Data, NO_REPLY, Trampoline, WorkerCore, captured,
@@ -106,11 +106,7 @@ impl<T: Send + 'static> std::fmt::Debug for Trust<T> {
     }
 }
 
-/// A trust's `home` word: trustee `worker` of runtime `epoch` (see `Trust::home`).
-#[inline(always)]
-pub(crate) fn home(worker: usize, epoch: u32) -> u64 {
-    worker as u32 as u64 | u64::from(epoch) << 32
-}
+pub(crate) use crate::worker::home;
 
 /// Places `value` as a property on the current worker and returns the first trust to it.
 ///
@@ -221,14 +217,14 @@ fn apply_failed(what: &str, e: DelegationError) -> ! {
         DelegationError::BlockingInDelegatedContext
             if crate::worker::core().is_some_and(|c| c.delegated_or_callback()) =>
         {
-            panic!("{}", crate::worker::BLOCKING_IN_DELEGATED)
+            panic!("{}", crate::error::BLOCKING_IN_DELEGATED)
         }
         // The answer says so: the closure made the blocking call on its trustee (which panicked
         // there, at the call), not this caller.
         DelegationError::BlockingInDelegatedContext => panic!(
             "gossamer: {what} failed: the delegated closure made a blocking call on its trustee, \
              where it panicked (its property is poisoned now): {}",
-            crate::worker::BLOCKING_IN_DELEGATED
+            crate::error::BLOCKING_IN_DELEGATED
         ),
         e => panic!("gossamer: {what} failed: {e}"),
     }

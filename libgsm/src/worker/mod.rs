@@ -66,8 +66,7 @@ use crate::wire::record::{
 };
 use crate::wire::ring::{Consumer, Producer};
 
-/// The message of a blocking call made where blocking is impossible.
-pub const BLOCKING_IN_DELEGATED: &str = "gossamer: blocking call (apply/try_apply/apply_with/join/yield_now/entrust_on/recv, or a collective) inside a delegated closure, an apply_then callback, a wait_for condition or other code its poller runs (a destructor of a value it drops): a trustee runs these in its poller and cannot suspend there (it would stall every request it serves, or alias the property). Use apply_then (or spawn a fiber) instead";
+pub use crate::error::BLOCKING_IN_DELEGATED;
 
 /// Fiber resumes between two polls. Small enough that a client with many fibers publishes its
 /// first requests while its later fibers still run, so the trustee serves in parallel instead
@@ -379,7 +378,7 @@ pub(crate) struct WorkerCore {
     received: Cell<u64>,
     pub props: RefCell<PropertyTable>,
     /// Messages delivered to this worker and not yet received (`mail.rs`).
-    pub mail: RefCell<crate::mail::Mailbox>,
+    pub mail: RefCell<mailbox::Mailbox>,
     next_id: Cell<u64>,
     backlog_limit: usize,
 }
@@ -490,7 +489,7 @@ impl WorkerCore {
             .store(crate::wire::doorbell::CLOSED, Ordering::Relaxed);
         WorkerCore {
             id,
-            home: crate::trust::home(id, shared.epoch),
+            home: home(id, shared.epoch),
             door,
             local,
             sender_bit: sender_bit(local),
@@ -530,7 +529,7 @@ impl WorkerCore {
             sent: Cell::new(0),
             received: Cell::new(0),
             props: RefCell::new(PropertyTable::default()),
-            mail: RefCell::new(crate::mail::Mailbox::default()),
+            mail: RefCell::new(mailbox::Mailbox::default()),
             next_id: Cell::new(((id as u64) << 40) | 1),
             backlog_limit: slots.max(2),
             shared,
@@ -815,7 +814,9 @@ pub(crate) fn control_id(cap: &[Byte]) -> u64 {
 mod batch;
 mod context;
 pub(crate) mod entry;
+mod id;
 mod idle;
+pub(crate) mod mailbox;
 mod pending;
 mod poll;
 mod sched;
@@ -823,6 +824,8 @@ mod send;
 mod shared;
 mod teardown;
 
+pub use id::WorkerId;
+pub(crate) use id::home;
 pub(crate) use shared::{Place, Shared};
 
 #[cfg(test)]
