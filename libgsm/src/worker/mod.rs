@@ -831,4 +831,6 @@ pub(crate) use shared::{Place, Shared};
 #[cfg(test)]
 mod boundary_tests;
 #[cfg(test)]
+mod mutation_tests;
+#[cfg(test)]
 mod tests;

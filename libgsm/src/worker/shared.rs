@@ -102,6 +102,8 @@ pub(crate) struct Shared {
     /// By global worker id: what to ring after publishing to it (`None` for nobody to ring).
     pub bells: Vec<Option<Bell>>,
     pub failure: Mutex<Option<Error>>,
+    /// Failures reported, the first of which is `failure` (the mutation tests count with it).
+    pub failures: AtomicU64,
     pub roots_left: AtomicUsize,
     /// Set when the roots are done: workers keep serving until the job is quiet (see
     /// [`WorkerCore::try_finish`]).
@@ -172,6 +174,7 @@ impl Shared {
             doors,
             bells,
             failure: Mutex::new(None),
+            failures: AtomicU64::new(0),
             roots_left: AtomicUsize::new(roots),
             draining: AtomicBool::new(false),
             watching: AtomicBool::new(false),
@@ -232,10 +235,16 @@ impl Shared {
 
     /// Records the first failure and stops the runtime.
     pub(crate) fn fail(&self, e: Error) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut f) = self.failure.lock() {
             f.get_or_insert(e);
         }
         self.stop_all();
+    }
+
+    /// How many failures were reported on this rank (the first is the one kept).
+    pub(crate) fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
     }
 
     /// Whether a failure was recorded.
