@@ -139,9 +139,9 @@ impl WorkerCore {
     /// poisoning on this worker since. Then it points to the live boxed property, and it is not
     /// freed while `f` runs: frees happen only in `toggle`, which runs from the poller's serve
     /// loop or loopback, never nested inside a delegated closure (requests to self are deferred
-    /// while a delegated closure runs), and no other `&mut T` exists since only this thread touches it
-    /// and delegated closures do not nest on one property (nested requests to this worker are
-    /// deferred).
+    /// while a delegated closure runs), and no other `&mut T` exists since only this thread
+    /// touches it and delegated closures do not nest on one property (nested requests to this
+    /// worker are deferred).
     #[inline(always)]
     pub(super) unsafe fn run_on<T: 'static, U>(
         &self,

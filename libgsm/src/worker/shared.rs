@@ -200,10 +200,9 @@ impl Shared {
     /// a CPU each, [`SPIN_OVERSUBSCRIBED`] when they do not. Counted awake, not started: a host
     /// with more workers than CPUs whose idle workers sleep still has a CPU for each of the
     /// others, and a worker that waits for an answer from another one on the other CPU then
-    /// sees it within nanoseconds instead of yielding its CPU to nobody. (One rank of 8 workers
-    /// on 2 CPUs, a blocking apply to another worker while 6 sleep: 0.8-1.1 us with the static
-    /// choice, against 0.44-0.50 us with 2 workers.) The workers of the other ranks on the
-    /// host are counted awake all the time, since their sleep is not seen from here.
+    /// sees it within nanoseconds instead of yielding its CPU to nobody. The workers of the
+    /// other ranks on the host are counted awake all the time, since their sleep is not seen
+    /// from here.
     #[inline]
     pub(crate) fn spin(&self) -> u32 {
         if self.awake.load(Ordering::Relaxed) <= self.cpu_room {
