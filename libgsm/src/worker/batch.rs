@@ -1,5 +1,7 @@
 //! Incoming batches: serving a request batch record by record through its trampolines, and
-//! completing a response batch against the pending table; large and far records.
+//! completing a response batch against the pending table; large and far records. It does not
+//! decode records (`wire::record` does) nor decide when a ring is looked at (`poll.rs` does). See
+//! ARCHITECTURE.md.
 
 use super::entry;
 use super::*;

@@ -188,9 +188,10 @@ pub(crate) mod status {
 pub(crate) type Data = [MaybeUninit<u64>; 4];
 /// Completes a pending entry with `(status, body)`, on the worker that made it.
 pub(crate) type Completer = unsafe fn(&WorkerCore, &mut Data, u8, &[Byte]);
-/// The shape of every trampoline (see `trust.rs` and `spawn.rs`): the worker, the client, the
-/// record, and the rest of its batch, from which a trampoline may serve the plain records of
-/// its own kind that follow (see [`WorkerCore::serve_run`]); it leaves the others to the caller.
+/// The shape of every trampoline (`entry.rs`; the kinds of request are in `trust/serve.rs`,
+/// `spawn.rs` and `mail.rs`): the worker, the client, the record, and the rest of its batch, from
+/// which a trampoline may serve the plain records of its own kind that follow (see
+/// [`WorkerCore::serve_run`]); it leaves the others to the caller.
 pub(crate) type Trampoline = unsafe fn(&WorkerCore, usize, &Request<'_>, &mut RequestReader<'_>);
 
 /// How many response records ahead of the one being completed its pending slot is prefetched:
@@ -370,7 +371,8 @@ pub(crate) struct WorkerCore {
     sent: Cell<u64>,
     received: Cell<u64>,
     pub props: RefCell<PropertyTable>,
-    /// Messages delivered to this worker and not yet received (`mail.rs`).
+    /// Messages delivered to this worker and not yet received (`mailbox.rs`; the API that sends
+    /// and receives them is `crate::mail`).
     pub mail: RefCell<mailbox::Mailbox>,
     next_id: Cell<u64>,
     backlog_limit: usize,

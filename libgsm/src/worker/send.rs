@@ -1,4 +1,6 @@
 //! Staging requests and responses for other workers, and the bounds on what waits unanswered.
+//! Only a batch that filled its slot leaves from here; when partly filled batches are published
+//! is the poller's choice (`poll.rs`). See ARCHITECTURE.md.
 
 use super::*;
 

@@ -1,5 +1,7 @@
 //! State shared by every worker of this rank: where the rank sits in the job, the stop flag,
-//! doorbells, the first failure, traffic counters.
+//! doorbells, the first failure, traffic counters, and the words of the quiescence protocol. The
+//! protocol itself is run by the workers (`idle.rs`) and the rank's main thread
+//! (`cluster::terminate`). See ARCHITECTURE.md.
 
 use super::*;
 
@@ -116,7 +118,8 @@ pub(crate) struct Shared {
     /// Per local worker: the `activity` value it last saw while locally quiet (`u64::MAX`: never).
     pub quiet: Vec<AtomicU64>,
     /// Whether other ranks take part: then a quiet rank does not stop by itself; it reports
-    /// `rank_quiet` and the rank's main thread decides with the other ranks (`runtime.rs`).
+    /// `rank_quiet` and the rank's main thread decides with the other ranks
+    /// (`cluster::terminate`).
     pub multi: bool,
     /// The `activity` value at which every worker of this rank was last seen quiet.
     pub rank_quiet: AtomicU64,
