@@ -46,7 +46,7 @@ impl WorkerCore {
         // `ref`: the record is used where `next` left it. Moved into a binding of its own, it was
         // copied in 8-byte words that straddled the narrower stores `next` had just made, and
         // every record waited for those stores to retire before the copy could load them (a
-        // failed store-to-load forward: ~half of this loop's samples).
+        // failed store-to-load forward).
         while let Some(ref rec) = reader.next() {
             let f = fns.get(rec.fidx as usize).copied().unwrap_or(0);
             self.dispatch(client, f, rec, &mut reader);

@@ -309,8 +309,7 @@ pub(crate) struct WorkerCore {
     /// Alone in its cache line ([`Lone`]): next to the `pending` table's borrow flag, the
     /// compiler merged `complete`'s release of that borrow and its step into callback context
     /// into one 16-byte load and store, and the load, overlapping the flag's 8-byte store just
-    /// before it, waited for that store to retire (a failed store-to-load forward: a quarter of
-    /// `complete`'s samples on that load).
+    /// before it, waited for that store to retire (a failed store-to-load forward).
     context: Lone<Cell<u64>>,
     out_req: Vec<RefCell<OutQueue>>,
     out_resp: Vec<RefCell<OutQueue>>,
