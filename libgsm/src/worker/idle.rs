@@ -1,5 +1,6 @@
-//! The worker's loop when it has nothing to do: spin, yield, park; local quiescence, the
-//! stall and deadlock watch. See ARCHITECTURE.md.
+//! The worker's scheduler loop (`run_loop`) and what it does when it has nothing to do: spin,
+//! yield, sleep on its doorbell; local quiescence, the stall and deadlock watch. See
+//! ARCHITECTURE.md.
 
 use super::*;
 
