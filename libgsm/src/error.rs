@@ -1,6 +1,6 @@
 //! The runtime's error types: [`Error`] for starting, running and joining, and
 //! [`DelegationError`] for one delegated request. It does not decide policy (who panics and who
-//! returns an error); the callers in `trust.rs` and `spawn.rs` do.
+//! returns an error); the callers in `trust/` and `spawn.rs` do.
 
 /// The message of a blocking call made where blocking is impossible.
 pub const BLOCKING_IN_DELEGATED: &str = "gossamer: blocking call (apply/try_apply/apply_with/join/yield_now/entrust_on/recv, or a collective) inside a delegated closure, an apply_then callback, a wait_for condition or other code its poller runs (a destructor of a value it drops): a trustee runs these in its poller and cannot suspend there (it would stall every request it serves, or alias the property). Use apply_then (or spawn a fiber) instead";

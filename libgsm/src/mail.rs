@@ -2,12 +2,12 @@
 //! tag, [`recv`] it there (suspending only the receiving fiber until it arrives). This is the
 //! point-to-point layer that collective operations (`gsm-collectives`) are built on.
 //!
-//! A message travels as a request record that wants no response, through the same rings and
-//! fabrics as delegation, so it is batched with other traffic to the same worker and costs one
-//! record. The record's trampoline, on the receiving worker, puts the value in that worker's
-//! mailbox under `(sender, tag)` and wakes a fiber waiting for it. Messages from one worker to
-//! another arrive in the order they were sent (one FIFO ring per ordered pair). Within a process
-//! the value moves by bytes; to another rank it is serialised (`postcard`), as `apply_with`
+//! A message travels as a request record that wants no response, through the same rings and fabrics
+//! as delegation, so it is batched with other traffic to the same worker and costs one record. The
+//! record's trampoline, on the receiving worker, puts the value in that worker's mailbox
+//! (`worker/mailbox.rs`) under `(sender, tag)` and wakes a fiber waiting for it. Messages from one
+//! worker to another arrive in the order they were sent (one FIFO ring per ordered pair). Within a
+//! process the value moves by bytes; to another rank it is serialised (`postcard`), as `apply_with`
 //! arguments are.
 //!
 //! A sent message is staged in the sender's batch for its destination and leaves when the
@@ -21,8 +21,9 @@
 //! otherwise). A run that failed says nothing of them: its error is the news.
 //!
 //! This module does not match messages by anything but `(sender, tag)`, does not buffer with a
-//! bound (a sender that outpaces its receiver grows the receiver's mailbox; the rings' back-pressure
-//! still bounds what is in flight), and does not know about teams or collectives.
+//! bound (a sender that outpaces its receiver grows the receiver's mailbox; the rings'
+//! back-pressure still bounds what is in flight), and does not know about teams or collectives. See
+//! ARCHITECTURE.md.
 
 use std::any::Any;
 

@@ -4,7 +4,7 @@
 //! This module only states the bounds; it does not encode anything. Inside one process a `Wire`
 //! value is *moved by bytes* (its bytes are copied into a record and the original is forgotten, so
 //! heap data it owns changes hands without a copy); it is serialised with `postcard` only when it
-//! crosses a process (the multi-rank fabrics of the next layer).
+//! crosses a process (to a worker of another rank).
 
 /// A closure (or any value) whose bytes can be copied to another worker and used there.
 ///

@@ -25,16 +25,15 @@
 //! one of which is missing) or not (then the parent is in the set, or is in this same case, and
 //! so on up to the first trust, which `insert` put in). Balances are kept per parent because a
 //! registration whose parent's release has not arrived must not pay for another parent's.
-//! This module does not send anything; `trust.rs` does.
+//! This module does not send anything; `trust/refcount.rs` does.
 //!
-//! **The key word.** Each slot also keeps its generation, its type's [`type_index`] and its
-//! poison flag in one word, [`key`], and a trust carries its own half of it. An apply on the
-//! trustee itself compares that one word ([`PropertyTable::get_keyed`]) instead of the
-//! generation, the 128-bit `TypeId` and the flag one by one (gsm-bench local, A/B within each
-//! process: skipping the `TypeId` compare alone made a loop of inline `apply_then`s 9% faster);
-//! any mismatch goes to the full checks, which name the error. Type indexes are numbered per
-//! process, so only a trust made or deserialised in the trustee's own process can match; every
-//! other name takes the full checks, as requests from other workers do.
+//! **The key word.** Each slot also keeps its generation, its type's [`type_index`] and its poison
+//! flag in one word, [`key`], and a trust carries its own half of it. An apply on the trustee
+//! itself compares that one word ([`PropertyTable::get_keyed`]) instead of the generation, the
+//! 128-bit `TypeId` and the flag one by one (the `TypeId` compare alone showed in a loop of inline
+//! applies); any mismatch goes to the full checks, which name the error. Type indexes are numbered
+//! per process, so only a trust made or deserialised in the trustee's own process can match; every
+//! other name takes the full checks, as requests from other workers do. See ARCHITECTURE.md.
 
 use std::any::{Any, TypeId};
 use std::cell::RefCell;
@@ -108,8 +107,7 @@ const FEW_IDS: usize = 32;
 /// A map keyed by trust id: a vector searched from end to end while it holds at most
 /// [`FEW_IDS`] entries (most properties have a few trusts, and a toggle then costs a few
 /// compares and no hashing), a hash map beyond. Without the hash map a property with n trusts
-/// took O(n) per toggle: 100 000 clones of one trust, each cloned once more, and their drops
-/// took 7.9 s, against 0.04 s with it.
+/// took O(n) per toggle, and a property with many trusts O(n²) in all.
 #[derive(Debug)]
 enum IdMap<V> {
     Few(Vec<(u64, V)>),
@@ -362,7 +360,7 @@ impl PropertyTable {
 }
 
 /// A fast hasher for integer keys chosen by this program, not by an attacker: sender ids and
-/// tags here, trust ids in `property.rs`.
+/// tags in `worker/mailbox.rs`, trust ids here.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct KeyHasher(u64);
 

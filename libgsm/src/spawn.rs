@@ -29,7 +29,8 @@
 //! a root still runs is different: the root then waits too, or will, and nothing could ever wake
 //! them, so the job is reported deadlocked ([`Error::Deadlock`](crate::Error::Deadlock)). A
 //! detached fiber whose wait is a bug (a `recv` whose `send` was never written) is therefore
-//! silent once the roots are done; join the fibers whose work the result depends on.
+//! silent once the roots are done; join the fibers whose work the result depends on. See
+//! ARCHITECTURE.md.
 
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;

@@ -1,5 +1,6 @@
 //! The client's half of delegation: staging a request, waiting for its answer (a fiber that
-//! blocks) or keeping its callback (`apply_then`), and the argument on its way.
+//! blocks) or keeping its callback (`apply_then`), and the argument on its way. It does not serve
+//! requests (`serve.rs` does, where what is encoded here is decoded). See ARCHITECTURE.md.
 
 use super::*;
 

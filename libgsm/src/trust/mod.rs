@@ -3,12 +3,13 @@
 //!
 //! **Paths.** On the trustee itself a closure runs inline, at once (a delegated closure: no
 //! blocking inside); the property is found by one compare of the key word the trust carries
-//! (`property.rs`). Elsewhere the closure's bytes are copied into a request record for the
-//! trustee together with the code offset of a *trampoline*, an `unsafe fn` monomorphised per
-//! (T, F, U[, A]) that reads `F` back (`read_unaligned`), looks the property up by name and type,
-//! runs `F` under `catch_unwind` and moves `U` into the response. Inside a delegated closure or a
-//! callback, requests to the worker's own properties go through its loopback queue instead of
-//! running inline (they would alias the property being used); they run at the next poll.
+//! (`property.rs`). Elsewhere the closure's bytes are copied into a request record for the trustee
+//! (`call.rs`) together with the code offset of a *trampoline*, the delegation entry
+//! (`worker/entry.rs`) monomorphised per kind of request and (T, F, U[, A]) (`serve.rs`), that
+//! reads `F` back (`read_unaligned`), looks the property up by name and type, runs `F` under
+//! `catch_unwind` and moves `U` into the response. Inside a delegated closure or a callback,
+//! requests to the worker's own properties go through its loopback queue instead of running inline
+//! (they would alias the property being used); they run at the next poll.
 //!
 //! **Results.** `apply` suspends the fiber until the answer arrives; the answer is written
 //! straight into the waiting fiber's stack. `apply_then` returns at once; its callback is kept in
@@ -17,14 +18,14 @@
 //! no value to hand to its callback: it panics on the client's worker, which ends the runtime
 //! with an error (use [`Trust::try_apply_then`] to see the error instead).
 //!
-//! **Reference counting** is the trust-id set of `property.rs`: `entrust` puts the first id in,
-//! `clone` (and serialising a trust) registers a fresh id naming the trust it was made from, and
-//! `drop` releases the handle's id saying how many trusts were made from it, as asynchronous
-//! control records (to the worker's own loopback queue when the trustee is local, so that a
-//! property is never freed under a running closure). Requests from one worker to one trustee are
-//! served in the order they were issued (one FIFO ring per ordered pair), so a handle's requests
-//! from the worker it is dropped on precede its release; records from different workers may
-//! arrive in any order, which the counts of `property.rs` make safe.
+//! **Reference counting** (`refcount.rs`) is the trust-id set of `property.rs`: `entrust` puts the
+//! first id in, `clone` (and serialising a trust) registers a fresh id naming the trust it was made
+//! from, and `drop` releases the handle's id saying how many trusts were made from it, as
+//! asynchronous control records (to the worker's own loopback queue when the trustee is local, so
+//! that a property is never freed under a running closure). Requests from one worker to one trustee
+//! are served in the order they were issued (one FIFO ring per ordered pair), so a handle's
+//! requests from the worker it is dropped on precede its release; records from different workers
+//! may arrive in any order, which the counts of `property.rs` make safe.
 //!
 //! **A handle that moved.** Within a process a trust moves between workers by its bytes
 //! (`spawn_on_with`, `apply_with`, results), keeping its id. `apply_then`s it sent from one
@@ -39,6 +40,10 @@
 //! **`entrust_on(worker, make)`** ships a `NoRef` closure that builds the value on the trustee, so
 //! it works unchanged across processes; it blocks the calling fiber until the trustee has
 //! answered with the new property's name.
+//!
+//! This module does not schedule fibers or carry records: the worker (`crate::worker`) batches
+//! the records and calls the trampolines, and `property.rs` keeps the properties and their
+//! counts. See ARCHITECTURE.md.
 
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
@@ -76,8 +81,8 @@ pub struct Trust<T: Send + 'static> {
     /// of the same type at the same index and generation: its applies fail with
     /// `DeadProperty`, and its clones, copies and drop tell no trustee. One word, so that the
     /// inline path tells "on this worker, of this runtime" with the one compare it made before
-    /// (`WorkerCore::home`): a separate compare of the runtime cost 10% of a loop of inline
-    /// `apply_then`s (A/B within each process).
+    /// (`WorkerCore::home`): a separate compare of the runtime showed in a loop of inline
+    /// `apply_then`s.
     home: u64,
     idx: u32,
     gn: u32,
@@ -182,8 +187,7 @@ where
 ///
 /// Inlined into every blocking apply together with the apply itself, with the panics out of
 /// line: an apply to a property on the caller's own worker is then a few checks around the
-/// closure instead of three calls (gsm-bench local, A/B within each process: blocking apply
-/// with 1 and with 64 fibers per worker 77 -> 117 and 88 -> 132 Mops/s).
+/// closure instead of three calls.
 #[inline(always)]
 #[track_caller]
 fn blocking_core(what: &'static str) -> Result<&'static WorkerCore, DelegationError> {
@@ -575,8 +579,7 @@ impl<T: Send + 'static> Trust<T> {
 
     /// The remote half of [`try_apply_then`](Self::try_apply_then): registers `then` and stages
     /// the request. Out of line, so that a loop of `apply_then`s keeps only the local path and a
-    /// call in its body (gsm-bench local, `apply_then`, A/B within each process: +5 to +6% in 9
-    /// processes of 10; sharded map -0.5 to -1.4%; the same code inlined was 9-11% slower).
+    /// call in its body.
     #[inline(never)]
     fn send_then<U: Wire, F: FnOnce(&mut T) -> U + NoRef>(
         &self,

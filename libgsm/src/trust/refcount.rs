@@ -22,9 +22,9 @@ pub(super) fn control(
     core.send_request(trustee, None, idx, gn, kind, Src::slice(&cap), None, false);
 }
 
-/// What a dropped handle asks a worker it sent `apply_then`s from to do (see the module docs, "A
-/// handle that moved"): register a stand-in trust made from `parent` and release it at once,
-/// behind that worker's earlier requests to the trustee.
+/// What a dropped handle asks a worker it sent `apply_then`s from to do (see the `trust` module
+/// docs, "A handle that moved"): register a stand-in trust made from `parent` and release it at
+/// once, behind that worker's earlier requests to the trustee.
 #[derive(Clone, Copy)]
 pub(super) struct StandIn {
     trustee: u32,
@@ -33,7 +33,8 @@ pub(super) struct StandIn {
     parent: u64,
 }
 
-/// The requests of The stand-in registrations a dropped handle asks for (see the module docs).
+/// The requests for the stand-in registrations a dropped handle asks for (see the `trust`
+/// module docs, "A handle that moved").
 pub(super) struct ServeStandIn;
 
 impl Delegated for ServeStandIn {

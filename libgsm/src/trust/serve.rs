@@ -98,7 +98,8 @@ pub(super) fn argument_by_its_bytes<A>(core: &WorkerCore, client: usize) -> Dele
     DelegationError::Wire(format!("gossamer: {m}"))
 }
 
-/// The requests of `apply_with` and `apply_with_then` of `F` on a `T` with an argument `A`, answering a `U`.
+/// The requests of `apply_with` and `apply_with_then` of `F` on a `T` with an argument `A`,
+/// answering a `U`.
 pub(super) struct ApplyWith<T, A, U, F>(PhantomData<fn() -> (T, A, U, F)>);
 
 impl<T: Send + 'static, A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + Copy> Delegated

@@ -1,5 +1,7 @@
 //! Incoming batches: serving a request batch record by record through its trampolines, and
-//! completing a response batch against the pending table; large and far records.
+//! completing a response batch against the pending table; large and far records. It does not
+//! decode records (`wire::record` does) nor decide when a ring is looked at (`poll.rs` does). See
+//! ARCHITECTURE.md.
 
 use super::entry;
 use super::*;
@@ -44,9 +46,7 @@ impl WorkerCore {
         // `ref`: the record is used where `next` left it. Moved into a binding of its own, it was
         // copied in 8-byte words that straddled the narrower stores `next` had just made, and
         // every record waited for those stores to retire before the copy could load them (a
-        // failed store-to-load forward: ~half of this loop's samples). The map workload of
-        // gsm-bench on one trust, A/B within each process, medians of 12-16 pairs: +7% with both
-        // workers issuing, +6% with only the other worker issuing.
+        // failed store-to-load forward).
         while let Some(ref rec) = reader.next() {
             let f = fns.get(rec.fidx as usize).copied().unwrap_or(0);
             self.dispatch(client, f, rec, &mut reader);
@@ -62,9 +62,7 @@ impl WorkerCore {
     /// Runs one request record whose trampoline is at address `f` (0: not in our text).
     ///
     /// Inlined into the serve loop with only the common case (a trampoline of this binary, the
-    /// body in the batch): as a call of its own it cost a call and a frame per record served
-    /// (gsm-bench local, A/B within each process: `apply_then` +9 to +17%, one-trust map +3 to
-    /// +10%, 64-fiber `apply` +1 to +10%).
+    /// body in the batch): as a call of its own it cost a call and a frame per record served.
     #[inline(always)]
     pub(super) fn dispatch(
         &self,
@@ -138,8 +136,8 @@ impl WorkerCore {
             return;
         };
         // A short batch (a blocking apply's answer, say) is completed as it is read: its few
-        // slots gain nothing from a prefetch, and holding records back made a round trip 4-9%
-        // slower (gsm-bench local latency, A/B within each process).
+        // slots gain nothing from a prefetch, and holding records back delays the answer a
+        // fiber waits for.
         if bytes.len() < AHEAD * 32 {
             for (req, st, body) in reader.by_ref() {
                 if !pointers && st == status::OK {

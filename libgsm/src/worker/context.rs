@@ -109,17 +109,14 @@ impl WorkerCore {
 
     /// The property table, for one lookup, without a `RefCell` guard: then the lookup stores
     /// nothing, and a guard's two stores to the borrow flag per closure cost more than the
-    /// lookup in a loop of inline applies, whose stores are what limits it (gsm-bench local, A/B
-    /// within each process: `apply_then`, blocking `apply` and the one-trust map +4 to +8%).
+    /// lookup in a loop of inline applies, whose stores are what limits it.
     ///
     /// Nor does it test the borrow flag, as `RefCell::try_borrow_unguarded` would: no mutable
     /// borrow of the table can be live when a closure starts, since every `borrow_mut` of it ends
     /// within the statement that takes it, and none of those statements runs user code (values
     /// leave the table by `toggle` and `drain` and are dropped after the borrow has ended). The
-    /// test was a load and a branch per inline apply: gsm-bench local's `apply_then` counter case
-    /// in a probe, processes with and without it alternated, 10 pairs each: worker 0 alone
-    /// +14% and +10% (medians; 9 and 6 pairs of 10 faster), both workers issuing +7% and +19%
-    /// (6 and 10 of 10). Debug builds still check it.
+    /// test was a load and a branch per inline apply, which showed in a loop of them. Debug
+    /// builds still check it.
     ///
     /// # Safety
     /// The caller must drop the reference before anything can borrow the table mutably: before
@@ -142,9 +139,9 @@ impl WorkerCore {
     /// poisoning on this worker since. Then it points to the live boxed property, and it is not
     /// freed while `f` runs: frees happen only in `toggle`, which runs from the poller's serve
     /// loop or loopback, never nested inside a delegated closure (requests to self are deferred
-    /// while a delegated closure runs), and no other `&mut T` exists since only this thread touches it
-    /// and delegated closures do not nest on one property (nested requests to this worker are
-    /// deferred).
+    /// while a delegated closure runs), and no other `&mut T` exists since only this thread
+    /// touches it and delegated closures do not nest on one property (nested requests to this
+    /// worker are deferred).
     #[inline(always)]
     pub(super) unsafe fn run_on<T: 'static, U>(
         &self,
@@ -189,9 +186,7 @@ impl WorkerCore {
     /// poisoned. Per record that loop reads the id and the capture, runs the closure and
     /// gathers the result (or answers it at once, for a client in another rank); the general
     /// loop also looked the property up, compared it with the last, and counted the depth and
-    /// caught a panic per record (gsm-bench local, in-process A/B: `apply_then` +15 to +17%,
-    /// one-trust map +2 to +3%, sharded map 0 to +6%; gsm-bench remote, alternated with the
-    /// build before: `apply_then` both ways +11%, one way equal).
+    /// caught a panic per record.
     ///
     /// # Safety
     /// `first` must have been encoded for this `(T, U, F)` (captured bytes = one `F`), and so

@@ -1,5 +1,6 @@
-//! The worker's loop when it has nothing to do: spin, yield, park; local quiescence, the
-//! stall and deadlock watch. See ARCHITECTURE.md.
+//! The worker's scheduler loop (`run_loop`) and what it does when it has nothing to do: spin,
+//! yield, sleep on its doorbell; local quiescence, the stall and deadlock watch. See
+//! ARCHITECTURE.md.
 
 use super::*;
 
@@ -115,25 +116,24 @@ impl WorkerCore {
     /// The scheduler loop; returns when the runtime stops. After the roots are done it keeps
     /// running (serving, completing, running fibers) until the whole job is quiet.
     ///
-    /// Counting (see [`try_finish`](Self::try_finish)) is on while draining, and while watching
-    /// for a deadlock: a worker about to sleep with roots left turns watching on, and the next
-    /// worker that does work turns it off (after its bump), so that a busy job pays for it once
-    /// per sleep, not once per turn. Only at its first sleep since it last did work, though: a
-    /// worker that a count woke (to report again) and that goes back to sleep has nothing new to
-    /// watch for. Otherwise, with two workers busy and six idle (8 on 2 CPUs), every sleep turned
-    /// watching on, every count woke the sleepers, and each of them turned it on again as it went
-    /// back to sleep: the idle workers used 1.2-1.3 CPUs between them and a blocking apply
-    /// between the busy two took 4-5 us instead of 0.5. A deadlock is still seen: the last worker
-    /// to do work has not slept since, and turns watching on at its first sleep, and nobody
-    /// turns it off again. Soundness as with draining alone: a turn that did work and
-    /// saw counting on bumps after its work; a turn that saw counting off marks this worker, and
-    /// its next turn that sees counting on bumps before it records itself quiet. So work done
-    /// while counting was off is always followed by a bump of its worker before that worker can
-    /// agree with the others on a quiet `activity` value. A turn that did work and saw counting
-    /// off also withdraws this worker's quiet report ([`not_quiet`](Self::not_quiet)): a report
-    /// made just before another worker turned counting off carries the value of that worker's
-    /// bump, and without the withdrawal the others, recording the same value once counting is on
-    /// again, would agree with it while this worker runs what that work made ready (a fiber
+    /// Counting (see [`try_finish`](Self::try_finish)) is on while draining, and while watching for
+    /// a deadlock: a worker about to sleep with roots left turns watching on, and the next worker
+    /// that does work turns it off (after its bump), so that a busy job pays for it once per sleep,
+    /// not once per turn. Only at its first sleep since it last did work, though: a worker that a
+    /// count woke (to report again) and that goes back to sleep has nothing new to watch for.
+    /// Otherwise, with two workers busy and six idle (8 on 2 CPUs), every sleep turned watching on,
+    /// every count woke the sleepers, and each of them turned it on again as it went back to sleep:
+    /// the idle workers kept waking each other and took CPU time from the busy two. A deadlock is
+    /// still seen: the last worker to do work has not slept since, and turns watching on at its
+    /// first sleep, and nobody turns it off again. Soundness as with draining alone: a turn that
+    /// did work and saw counting on bumps after its work; a turn that saw counting off marks this
+    /// worker, and its next turn that sees counting on bumps before it records itself quiet. So
+    /// work done while counting was off is always followed by a bump of its worker before that
+    /// worker can agree with the others on a quiet `activity` value. A turn that did work and saw
+    /// counting off also withdraws this worker's quiet report ([`not_quiet`](Self::not_quiet)): a
+    /// report made just before another worker turned counting off carries the value of that
+    /// worker's bump, and without the withdrawal the others, recording the same value once counting
+    /// is on again, would agree with it while this worker runs what that work made ready (a fiber
     /// computing for seconds, taken for a stalled job).
     pub(crate) fn run_loop(&self) {
         let mut idle = 0u32;
@@ -215,9 +215,7 @@ impl WorkerCore {
 
     /// Withdraws this worker's quiet report, if it has one (see [`run_loop`](Self::run_loop)):
     /// a test of a flag of this worker per turn that did work while counting is off, so that a
-    /// busy worker touches no shared line for it, and a store only after a report. (gsm-bench
-    /// local could not tell this from a load of the shared report, nor either from no
-    /// withdrawal: 8 alternated pairs, all within the host's noise of ±30%.)
+    /// busy worker touches no shared line for it, and a store only after a report.
     #[inline]
     pub(super) fn not_quiet(&self) {
         if self.reported.replace(false) {

@@ -5,11 +5,11 @@
 //! ring per client plus the loopback queue), complete incoming responses (one ring per trustee
 //! plus loopback), flush outgoing batches. Outgoing records are thus batched per destination and
 //! flushed when every fiber waits (the ready queue ran dry), when a batch fills its slot (flushed
-//! at once), or after at most `POLL_EVERY` fiber switches. A fiber that only applies to local properties
-//! (inline, never suspending) also polls every `INLINE_POLL` applies, so other workers' requests
-//! to this one are not starved by it; those polls publish its own partly filled request batches
-//! only every `INLINE_REQUEST_FLUSH`-th time, so that they fill. Nor do the clients starve the
-//! worker's own fibers: a poll that served k requests lets them run k inline applies (at least
+//! at once), or after at most `POLL_EVERY` fiber switches. A fiber that only applies to local
+//! properties (inline, never suspending) also polls every `INLINE_POLL` applies, so other workers'
+//! requests to this one are not starved by it; those polls publish its own partly filled request
+//! batches only every `INLINE_REQUEST_FLUSH`-th time, so that they fill. Nor do the clients starve
+//! the worker's own fibers: a poll that served k requests lets them run k inline applies (at least
 //! `INLINE_POLL`, at most `MAX_SHARE`, for at most `SHARE_TIME`) before the next look, one for
 //! one.
 //!
@@ -20,10 +20,11 @@
 //! whatever process or thread), or the worker stages a request. Then the counting and looking
 //! above start again, from a look at the next apply.
 //!
-//! **Serving.** A request batch is served record by record, each through its trampoline (see
-//! `trust.rs`); a trampoline of `apply`/`apply_then` also serves the plain records of its own
-//! kind right behind it ([`WorkerCore::serve_run`]), so a run of requests of one closure type
-//! costs one call, one property lookup per name change and one staging of results per 16.
+//! **Serving.** A request batch is served record by record (`batch.rs`), each through its
+//! trampoline (`entry.rs`; the kinds of request are in `trust/serve.rs`, `spawn.rs` and
+//! `mail.rs`); a trampoline of `apply`/`apply_then` also serves the plain records of its own kind
+//! right behind it ([`WorkerCore::serve_run`]), so a run of requests of one closure type costs one
+//! call, one property lookup per name change and one staging of results per 16.
 //!
 //! **Contexts.** Code runs on a worker in one of three contexts: a *fiber* (may block: apply, join,
 //! yield), a *delegated closure* (a closure run against a property, inline or served; may not
@@ -35,17 +36,19 @@
 //! [`BLOCKING_IN_DELEGATED`]; a panic that escapes a callback or a poll ends the job
 //! ([`WorkerCore::guarded`]).
 //!
-//! **Idle backoff and wake-up.** An idle worker spins, then yields its thread, then parks. Before
-//! parking it stores `sleeping = true`, issues a SeqCst fence and re-checks its rings; a producer
-//! publishes its slot (release), issues a SeqCst fence and then reads `sleeping`. This is the
-//! Dekker pattern: at least one side sees the other's store, so either the consumer sees the data
-//! or the producer sees the flag and unparks it (`Thread::unpark` keeps a token, so an unpark
-//! just before the park is not lost). The park also has a timeout as a safety net. How long a
-//! worker spins depends on how many of its rank's workers are awake, not on how many there are
-//! ([`Shared::spin`]): on a host with more workers than CPUs whose idle workers sleep, the
-//! others still spin.
+//! **Idle backoff and wake-up.** An idle worker spins (looking only at its ring headers), then
+//! yields its thread, then sleeps on its doorbell, a futex word (`wire::doorbell`, `idle.rs`).
+//! Before sleeping it stores 1 in the word, issues a SeqCst fence and re-checks its rings; a
+//! producer publishes its slot, issues a SeqCst fence, closes the gate and, if the word reads 1,
+//! swaps in 0 and wakes the futex. This is the Dekker pattern: either the sleeper sees the slot or
+//! the producer sees the flag, and a wake between the store and the wait is not lost (the wait
+//! returns at once when the word no longer holds 1). The sleep has a timeout as a safety net. How
+//! long a worker spins depends on how many of its rank's workers are awake, not on how many there
+//! are ([`Shared::spin`]): on a host with more workers than CPUs whose idle workers sleep, the
+//! others still spin. See ARCHITECTURE.md.
 //!
-//! This module does not know the user-facing types; `trust.rs` and `spawn.rs` build on it.
+//! This module does not know the user-facing types; `trust/` and `spawn.rs` build on it. See
+//! ARCHITECTURE.md.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -70,17 +73,14 @@ pub use crate::error::BLOCKING_IN_DELEGATED;
 
 /// Fiber resumes between two polls. Small enough that a client with many fibers publishes its
 /// first requests while its later fibers still run, so the trustee serves in parallel instead
-/// of waiting for one large batch (A/B against 128: 64-fiber apply median 9.5 -> 10.3 M/s).
+/// of waiting for one large batch.
 const POLL_EVERY: usize = 16;
-/// Idle loop turns spent spinning, then yielding the thread, before parking. Longer spinning
-/// measured slower on this shared 2-core machine (the peer worker needs the core).
+/// Idle loop turns spent spinning, then yielding the thread, before parking. Not longer: a
+/// spinning worker holds a core that the peer worker it waits for may need.
 const SPIN: u32 = 64;
 /// The same while this rank's awake workers outnumber the CPUs they have (see
 /// [`Shared::spin`]): a spinning worker then holds a CPU that the worker it waits for needs, so
-/// it yields at once. Measured with one rank of 3 and
-/// 4 workers on 2 CPUs (a barrier of `gsm-collectives` through messages): 47–55 µs with 64
-/// spinning turns, 8–10 µs with 8, 3.9–4.4 µs with 1; with 2 workers (not oversubscribed),
-/// 0.5–1.3 µs either way.
+/// it yields at once.
 pub(crate) const SPIN_OVERSUBSCRIBED: u32 = 1;
 /// Header checks per spinning turn of an idle worker (see `run_loop`): a turn of the loop (a
 /// poll over every ring) costs tens of nanoseconds, a look at the headers a few.
@@ -99,19 +99,17 @@ const WAITER_SLEEP: Duration = Duration::from_micros(20);
 /// lasts the timer's slack (about 50 µs here) however short it is asked to be, and a partner
 /// that another rank's worker on this core is about to become is usually much nearer. The
 /// millisecond of `gsm-collectives`' board waits before the runtime took them over (sleeping
-/// after a hundred idle turns instead: a barrier of 2 ranks of 1 worker 0.09 -> 50 µs).
+/// after a hundred idle turns instead made a barrier wait out the timer's slack).
 const WAITER_YIELDING: Duration = Duration::from_millis(1);
 /// Inline (local) applies from a fiber between two looks at the incoming rings (one header load
-/// per ring). 16 rather than 64: a remote client waiting on this worker is answered sooner
-/// (gsm-bench, 1 fiber/worker: worker 1's share 1.4 -> 2.4 M/s) at no measured cost to the
-/// local rate.
+/// per ring). 16 rather than 64: a remote client waiting on this worker is answered sooner, at
+/// no measured cost to the local rate.
 const INLINE_POLL: i32 = 16;
 /// Of the polls made between inline applies, only every this many publishes the worker's partly
 /// filled request batches; the others serve, answer and complete only. A fiber that mixes
 /// inline and remote applies so fills about 64 applies' worth of records per slot instead of 16,
-/// while a client waiting on this worker is still answered every `INLINE_POLL` applies.
-/// gsm-bench local, sharded map: records per served slot 38-50 -> 105-120, rate +6 to +22 %
-/// (A/B alternated within each process); the counter cases unchanged or up to +8 %.
+/// while a client waiting on this worker is still answered every `INLINE_POLL` applies. Fuller
+/// slots carry the same records in fewer publications, each with its fence and ring.
 const INLINE_REQUEST_FLUSH: u32 = 4;
 /// Empty looks in a row by inline applies before the next doubles their spacing (see
 /// [`WorkerCore::look_later`]).
@@ -126,27 +124,25 @@ const LOOK_GAP: Duration = Duration::from_micros(1);
 /// at the default geometry (16 slots of 4 KiB; a run of requests of one kind takes 5 bytes per
 /// record, so about 13 000), so that one busy client is matched one for one, while a worker
 /// that serves many busy clients still looks at its rings again within this many of its own
-/// applies (a fraction of a millisecond at most). With 4096, one flooding client got 55-57% of
-/// the worker instead of 50%.
+/// applies (a fraction of a millisecond at most). A smaller bound let one flooding client take
+/// more than its half of the worker.
 const MAX_SHARE: u32 = 1 << 14;
 
 /// `apply_then` requests one worker may have unanswered before a fiber that issues one more
 /// waits (polling, so answers come in and run their callbacks) until fewer are: the pending
 /// queue's bound of the thesis (§3.2.4: the issuing fiber yields when its pending queue is
-/// full). Without it nothing bounded them: a fiber issuing 10 million `apply_then`s to another
-/// worker and yielding every 4096 had 5.8-6.8 million unanswered at once (312-357 MB of pending
-/// entries and of answers queued on the trustee, whose full response ring the client emptied
-/// only at its rare polls) and ran at 18-20 M/s; with the bound, at most 15 000, 5 MB and
-/// 26-35 M/s (alternated runs; yielding every 64 never meets the bound). A full ring of
-/// continuations, like [`MAX_SHARE`]: 16 384 entries take 0.7 MB here, and at the tcp fabric's
-/// 50-80 us round trip they still allow 200 M requests/s. Blocking requests (`apply`, `join`)
-/// are not counted: each holds a fiber, so fibers bound them, and a spawned fiber's answer may
-/// wait on work that the spawner has yet to issue.
+/// full). Without it nothing bounded them: a fiber that issues faster than it is answered and
+/// yields rarely piled up pending entries, and answers queued on the trustee (whose full
+/// response ring the client empties only at its rare polls), by the million, and ran slower
+/// than with the bound. A full ring of continuations, like [`MAX_SHARE`]: 16 384 entries take
+/// 0.7 MB here, and at the tcp fabric's 50-80 us round trip they still allow 200 M requests/s.
+/// Blocking requests (`apply`, `join`) are not counted: each holds a fiber, so fibers bound
+/// them, and a spawned fiber's answer may wait on work that the spawner has yet to issue.
 pub(crate) const MAX_THEN_IN_FLIGHT: usize = 1 << 14;
 
 /// A share larger than this many applies is handed out this many at a time, with a look at the
-/// clock in between (see [`SHARE_TIME`]). 64 at a time cost the one-trust map 6-8% and the
-/// counter 2-3% (A/B within each process); 256 cost nothing measurable.
+/// clock in between (see [`SHARE_TIME`]): rare enough that the clock reads do not show in a
+/// loop of inline applies, as they did at 64.
 const SHARE_CHUNK: u32 = 256;
 /// A share ends after this long even if its applies are not used up: it is counted in applies,
 /// and a fiber whose inline applies each cost far more than the requests served (say 10 µs of
@@ -192,14 +188,14 @@ pub(crate) mod status {
 pub(crate) type Data = [MaybeUninit<u64>; 4];
 /// Completes a pending entry with `(status, body)`, on the worker that made it.
 pub(crate) type Completer = unsafe fn(&WorkerCore, &mut Data, u8, &[Byte]);
-/// The shape of every trampoline (see `trust.rs` and `spawn.rs`): the worker, the client, the
-/// record, and the rest of its batch, from which a trampoline may serve the plain records of
-/// its own kind that follow (see [`WorkerCore::serve_run`]); it leaves the others to the caller.
+/// The shape of every trampoline (`entry.rs`; the kinds of request are in `trust/serve.rs`,
+/// `spawn.rs` and `mail.rs`): the worker, the client, the record, and the rest of its batch, from
+/// which a trampoline may serve the plain records of its own kind that follow (see
+/// [`WorkerCore::serve_run`]); it leaves the others to the caller.
 pub(crate) type Trampoline = unsafe fn(&WorkerCore, usize, &Request<'_>, &mut RequestReader<'_>);
 
-/// How many response records ahead of the one being completed its pending slot is prefetched
-/// (gsm-bench local, `apply_then`, A/B within each process: 8 ahead +5 to +7%, 16 ahead +7 to
-/// +10%, 32 ahead +7 to +13%; 32 is no better within the noise).
+/// How many response records ahead of the one being completed its pending slot is prefetched:
+/// far enough for the slot's line to arrive in time; farther gained nothing.
 const AHEAD: usize = 16;
 
 /// Marks the worker as running no fiber when dropped (see `run_ready`).
@@ -313,10 +309,7 @@ pub(crate) struct WorkerCore {
     /// Alone in its cache line ([`Lone`]): next to the `pending` table's borrow flag, the
     /// compiler merged `complete`'s release of that borrow and its step into callback context
     /// into one 16-byte load and store, and the load, overlapping the flag's 8-byte store just
-    /// before it, waited for that store to retire (a failed store-to-load forward: a quarter of
-    /// `complete`'s samples on that load). Worker 1's `apply_then` stream to worker 0
-    /// (quickbench remote, 20 pairs alternated with the build before): +11%, median of the
-    /// pairs' ratios; quickbench local +2.5%.
+    /// before it, waited for that store to retire (a failed store-to-load forward).
     context: Lone<Cell<u64>>,
     out_req: Vec<RefCell<OutQueue>>,
     out_resp: Vec<RefCell<OutQueue>>,
@@ -377,7 +370,8 @@ pub(crate) struct WorkerCore {
     sent: Cell<u64>,
     received: Cell<u64>,
     pub props: RefCell<PropertyTable>,
-    /// Messages delivered to this worker and not yet received (`mail.rs`).
+    /// Messages delivered to this worker and not yet received (`mailbox.rs`; the API that sends
+    /// and receives them is `crate::mail`).
     pub mail: RefCell<mailbox::Mailbox>,
     next_id: Cell<u64>,
     backlog_limit: usize,
@@ -565,10 +559,7 @@ impl WorkerCore {
     /// apply need not count itself towards the next look ([`inline_ran`](Self::inline_ran)):
     /// an inline apply of a trust of this worker is one compare of its home word with this one,
     /// and no store. Counting was a load, an increment and a store per apply, and the store
-    /// limited a loop of them: gsm-bench local's `apply_then` counter on worker 0, both workers
-    /// issuing, runs with the gate and without it alternated within one process (a temporary
-    /// switch), 40 pairs: +9.8%, +9.4% and +5.7% in three such series (35, 35 and 24 pairs of
-    /// 40 faster); its sharded map case unchanged (median of 30 pairs -0.3%).
+    /// limited a loop of them.
     ///
     /// Whatever needs a look closes the gate: every ring of this doorbell after a publication
     /// (by a worker of this rank, a peer rank through the shm segment, or a fabric thread), a
@@ -670,8 +661,7 @@ fn no_such_worker(op: &str, w: usize, count: usize) -> ! {
 ///
 /// The level is restored by storing the value read before, not by a decrement: an increment and
 /// a decrement of the same word are two dependent read-modify-writes per closure, and in a loop of
-/// inline applies they made a chain through memory that every iteration waited on (gsm-bench
-/// local, A/B within each process: `apply_then` +6 to +7%, blocking `apply` +3 to +4%).
+/// inline applies they made a chain through memory that every iteration waited on.
 #[inline(always)]
 fn caught_at<R>(depth: &Cell<u64>, step: u64, f: impl FnOnce() -> R) -> std::thread::Result<R> {
     let level = depth.get();
@@ -704,9 +694,7 @@ fn capture_mismatch() -> DelegationError {
 /// (borrowed mutably) counts as empty.
 ///
 /// Without a `RefCell` guard: an inline apply looks at every ring every `INLINE_POLL` applies,
-/// and a guard's stores to the borrow count cost more than the header load there (gsm-bench
-/// local, A/B within each process: `apply_then` +3 to +6%, blocking `apply` with 1 fiber per
-/// worker +4 to +6%).
+/// and a guard's stores to the borrow count cost more than the header load there.
 #[inline]
 fn ring_has_data(ring: &RefCell<Option<Consumer>>) -> bool {
     // SAFETY: the reference lives only for the header load below, during which nothing can

@@ -7,11 +7,9 @@ impl WorkerCore {
     /// wrote it; returns its id.
     ///
     /// `fill` writes into the slot itself. Handed over as a value, the data was copied from the
-    /// caller's frame in 16-byte loads over the narrower stores (or none) the caller had just
-    /// made there, and each such load waited for those stores to retire (a failed
-    /// store-to-load forward: over half of this function's samples in an `apply_then` loop;
-    /// together with the same fix in `serve_batch`, gsm-bench local, alternated with the build
-    /// before: one-trust map +4 to +8%, sharded map +2 to +5%, the counter cases equal).
+    /// caller's frame in 16-byte loads over the narrower stores (or none) the caller had just made
+    /// there, and each such load waited for those stores to retire (a failed store-to-load
+    /// forward).
     #[inline]
     pub(crate) fn add_pending(&self, complete: Completer, fill: impl FnOnce(&mut Data)) -> u32 {
         self.outstanding.set(self.outstanding.get() + 1);

@@ -56,11 +56,9 @@ impl WorkerCore {
         // otherwise serve a whole poll's worth of their requests (up to thousands) for every
         // `INLINE_POLL` applies of its own fibers. Serving them one for one is the fair split
         // between this worker's fibers and its clients, and the cheaper one for the worker, whose
-        // inline applies cost less than served requests. (gsm-bench local, one-trust map, whose
-        // client worker can issue faster than the trustee serves, A/B within each process:
-        // worker 0's own share 1 -> 50%, the rate +12 to +17%; the counter cases, whose client
-        // cannot fill the rings, unchanged.) Work waiting in the loopback queue keeps its claim
-        // on the next inline apply (only `inline_turn` drops it, once the queue is empty).
+        // inline applies cost less than served requests. Work waiting in the loopback queue
+        // keeps its claim on the next inline apply (only `inline_turn` drops it, once the queue
+        // is empty).
         let served_before = self.served.get();
         let mut work = false;
         let budget = self.backlog_limit;
@@ -250,9 +248,7 @@ impl WorkerCore {
     /// ([`loopback_pending`](Self::loopback_pending)); only [`inline_turn`](Self::inline_turn)
     /// takes that back, once the loopback queue is empty. (Responses enter the loopback queue
     /// only while its requests are served, so they are covered too.) Looking at both loopback
-    /// queues on every inline apply cost more than the closure (gsm-bench local, A/B within each
-    /// process: `apply_then` +18 to +20%, blocking `apply` with 1 and with 64 fibers per worker
-    /// +18 to +24%).
+    /// queues on every inline apply cost more than the closure.
     ///
     /// Returns whether the closure may run inline now: not while requests deferred earlier are
     /// still waiting in the loopback queue (its draining is bounded), since the closure would
@@ -291,8 +287,7 @@ impl WorkerCore {
             }
         }
         // The counter says whether the loopback queue has work now (the poll may have queued
-        // some, or drained it), so the turns that only poll skip looking at it (gsm-bench local,
-        // A/B within each process: `apply_then` +6 to +11%, blocking `apply` +3 to +9%).
+        // some, or drained it), so the turns that only poll skip looking at it.
         if self.inline_runs.get() < INLINE_POLL {
             return true;
         }
@@ -312,9 +307,9 @@ impl WorkerCore {
     /// something arrives; the spacing only grows while that fails (batches held back by a full
     /// ring).
     ///
-    /// A worker running a loop of cheap inline applies that nobody sends to spent ~10% of its
-    /// time looking (a look is a chain of dependent loads through the ring's state, ~8 ns,
-    /// against ~2.5 ns per apply; 1 look in 200 found a batch in the `apply_then` counter case).
+    /// A worker running a loop of cheap inline applies that nobody sends to spent a good part of
+    /// its time looking (a look is a chain of dependent loads through the ring's state, several
+    /// times the cost of an apply, and few looks found a batch).
     /// A client that keeps sending finds the worker looking every `INLINE_POLL` applies as before
     /// (its batches end each streak within a few looks), so round trips to a worker busy with
     /// inline applies keep their latency. A request that arrives after a quiet spell waits at

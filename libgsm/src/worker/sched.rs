@@ -56,11 +56,10 @@ impl WorkerCore {
     /// returns at once, and every `POLL_EVERY`-th such yield polls here instead, on the
     /// fiber's stack, which keeps the poll cadence of a yielding loop as it was; but not in a
     /// loop of inline applies before the fibers' share that the last poll granted is used up
-    /// ([`in_share`](Self::in_share)), or its yields would take back what the share gave. A fiber made
-    /// ready by that poll, a draining or stopping runtime, all take the real switch.
-    /// The switches cost a loop that yields every 64 local applies 21% of its time (inline
-    /// `apply_then` alone: 313 Mops/s, against 379 when yielding every 1024); without them it
-    /// runs at 360.
+    /// ([`in_share`](Self::in_share)), or its yields would take back what the share gave. A
+    /// fiber made ready by that poll, a draining or stopping runtime, all take the real switch.
+    /// Switching to the scheduler and back on such yields cost a loop that yields often a large
+    /// part of its time.
     #[track_caller]
     pub(crate) fn yield_fiber(&self) {
         if !self.can_block() {
@@ -95,10 +94,9 @@ impl WorkerCore {
     /// that is still within the share the last poll granted this worker's fibers
     /// (`poll_flushing`). Only inline applies spend the share: a fiber that yields between
     /// other work (remote requests, computing, waiting) keeps the usual cadence of polls, or
-    /// its worker would serve its clients only once that fiber had yielded thousands of times
-    /// (gsm-bench remote, `apply_then` both ways between two ranks: 54 -> 20 M/s when yields
-    /// spent the share too). A back-off of the looks at empty rings (`look_later`) is no share:
-    /// yields keep their cadence through it.
+    /// its worker would serve its clients only once that fiber had yielded thousands of times.
+    /// A back-off of the looks at empty rings (`look_later`) is no share: yields keep their
+    /// cadence through it.
     #[inline]
     pub(super) fn in_share(&self) -> bool {
         let r = self.inline_runs.get();

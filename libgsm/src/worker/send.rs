@@ -1,4 +1,6 @@
 //! Staging requests and responses for other workers, and the bounds on what waits unanswered.
+//! Only a batch that filled its slot leaves from here; when partly filled batches are published
+//! is the poller's choice (`poll.rs`). See ARCHITECTURE.md.
 
 use super::*;
 
@@ -51,8 +53,8 @@ impl WorkerCore {
         }
     }
 
-    /// Counts an `apply_then` request about to be staged; past [`MAX_THEN_IN_FLIGHT`] unanswered ones,
-    /// a fiber that may block waits until fewer are.
+    /// Counts an `apply_then` request about to be staged; past [`MAX_THEN_IN_FLIGHT`] unanswered
+    /// ones, a fiber that may block waits until fewer are.
     #[inline]
     pub(crate) fn then_issued(&self) {
         let n = self.then_in_flight.get() + 1;
@@ -113,8 +115,7 @@ impl WorkerCore {
     /// [`respond`](Self::respond) for a one-way request, a client in another rank (the result
     /// is encoded) or a failure. Out of line, so that a trampoline keeps only the common case:
     /// with these paths inlined it saved six registers and reserved 136 bytes of stack on every
-    /// request it served (gsm-bench local, A/B within each process: `apply_then` +1 to +9%,
-    /// median +3.5%; one-trust map +2 to +5% in 3 processes of 4).
+    /// request it served.
     #[cold]
     #[inline(never)]
     pub(super) fn respond_otherwise<U: serde::Serialize>(

@@ -1,5 +1,7 @@
 //! State shared by every worker of this rank: where the rank sits in the job, the stop flag,
-//! doorbells, the first failure, traffic counters.
+//! doorbells, the first failure, traffic counters, and the words of the quiescence protocol. The
+//! protocol itself is run by the workers (`idle.rs`) and the rank's main thread
+//! (`cluster::terminate`). See ARCHITECTURE.md.
 
 use super::*;
 
@@ -118,7 +120,8 @@ pub(crate) struct Shared {
     /// Per local worker: the `activity` value it last saw while locally quiet (`u64::MAX`: never).
     pub quiet: Vec<AtomicU64>,
     /// Whether other ranks take part: then a quiet rank does not stop by itself; it reports
-    /// `rank_quiet` and the rank's main thread decides with the other ranks (`runtime.rs`).
+    /// `rank_quiet` and the rank's main thread decides with the other ranks
+    /// (`cluster::terminate`).
     pub multi: bool,
     /// The `activity` value at which every worker of this rank was last seen quiet.
     pub rank_quiet: AtomicU64,
@@ -203,10 +206,9 @@ impl Shared {
     /// a CPU each, [`SPIN_OVERSUBSCRIBED`] when they do not. Counted awake, not started: a host
     /// with more workers than CPUs whose idle workers sleep still has a CPU for each of the
     /// others, and a worker that waits for an answer from another one on the other CPU then
-    /// sees it within nanoseconds instead of yielding its CPU to nobody. (One rank of 8 workers
-    /// on 2 CPUs, a blocking apply to another worker while 6 sleep: 0.8-1.1 us with the static
-    /// choice, against 0.44-0.50 us with 2 workers.) The workers of the other ranks on the
-    /// host are counted awake all the time, since their sleep is not seen from here.
+    /// sees it within nanoseconds instead of yielding its CPU to nobody. The workers of the
+    /// other ranks on the host are counted awake all the time, since their sleep is not seen
+    /// from here.
     #[inline]
     pub(crate) fn spin(&self) -> u32 {
         if self.awake.load(Ordering::Relaxed) <= self.cpu_room {

@@ -350,8 +350,7 @@ fn looks_at_empty_rings_give_way_to_the_gate_until_something_arrives() {
 /// The share a poll grants the fibers is spent by inline applies only: a loop of inline
 /// applies and yields does not poll within it, while a fiber that yields without inline
 /// applies (between remote requests, say) keeps the cadence of a poll every `POLL_EVERY`
-/// yields, however large the share (gsm-bench remote, both ways: 20 M/s instead of 54 when
-/// its yields waited for the share).
+/// yields, however large the share.
 #[test]
 fn only_inline_applies_hold_back_the_polls_of_yields() {
     crate::run(Config::default().workers(1), || {
