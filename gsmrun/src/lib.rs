@@ -9,6 +9,7 @@
 //! leaves, and [`jobdir`] the job's directory and what a killed `gsmrun` leaves.
 
 pub mod cli;
+pub mod clock;
 pub mod env;
 pub mod hosts;
 pub mod jobdir;
@@ -17,7 +18,10 @@ pub mod placement;
 pub mod progress;
 pub mod segments;
 pub mod supervise;
+pub mod sys;
 pub mod wrapper;
+
+pub use sys::{hostname, usable_cpus};
 
 use cli::{Cli, Export};
 use hosts::{Host, HostSource, HostsError};
@@ -65,34 +69,6 @@ impl Error {
             Error::Launch(LaunchError::NotFound { .. }) => 127,
             Error::Launch(_) => 1,
         }
-    }
-}
-
-/// This machine's hostname.
-pub fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: `buf` is writable for its whole length and gethostname writes at most that much.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "localhost".to_string();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
-
-/// CPUs this process may run on (its affinity mask), at least 1.
-pub fn usable_cpus() -> u32 {
-    // SAFETY: cpu_set_t is plain data; zeroed is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid, writable cpu_set_t of the size we pass.
-    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
-    if rc == 0 {
-        // SAFETY: `set` was filled in by sched_getaffinity.
-        (unsafe { libc::CPU_COUNT(&set) } as u32).max(1)
-    } else {
-        std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(1)
     }
 }
 
@@ -491,8 +467,7 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
             }
         }
         // Only when the user has not allowed it already: then there is nothing to warn about.
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0
+        if sys::effective_uid() == 0
             && env::OPEN_MPI_ROOT
                 .iter()
                 .any(|(k, v)| var(k).as_deref() != Some(*v))

@@ -31,6 +31,7 @@
 //! This module does not build command lines ([`crate::launch`]) nor start programs on ranks
 //! ([`crate::wrapper`]).
 
+use crate::clock::{deadline, fmt_secs};
 use crate::launch::Plan;
 use crate::progress::Progress;
 use signal_hook::iterator::Signals;
@@ -936,15 +937,6 @@ fn descendants(root: u32, parents: &[(u32, u32)]) -> Vec<u32> {
     found
 }
 
-/// The instant `secs` seconds after `start`, or `None` when no `Instant` can hold it (a huge
-/// `--timeout` such as 1e19 would otherwise panic once the launcher is running; `prepare`
-/// refuses such values with this same test).
-pub fn deadline(start: Instant, secs: f64) -> Option<Instant> {
-    Duration::try_from_secs_f64(secs)
-        .ok()
-        .and_then(|d| start.checked_add(d))
-}
-
 /// A SIGKILLed Open MPI `mpirun` leaves its session directory
 /// (`$TMPDIR/ompi.<host>.<uid>/pid.<pid>`, Open MPI 4's layout) behind; remove it.
 fn remove_open_mpi_session_dir(launcher_pid: i32) {
@@ -956,17 +948,6 @@ fn remove_open_mpi_session_dir(launcher_pid: i32) {
     // Give the dying launcher a moment to release it.
     std::thread::sleep(Duration::from_millis(20));
     let _ = std::fs::remove_dir_all(dir);
-}
-
-fn fmt_secs(s: f64) -> String {
-    if s.fract() == 0.0 && s < 1e15 {
-        format!("{}", s as u64)
-    } else if !(1e-4..1e15).contains(&s) {
-        // `1e-300` as typed, not as 300 zeros.
-        format!("{s:e}")
-    } else {
-        format!("{s}")
-    }
 }
 
 /// Writes one line of gsmrun's own to stderr. Unlike `eprintln!`, a stderr that cannot be written
