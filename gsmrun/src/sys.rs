@@ -181,3 +181,9 @@ pub fn signal_name(sig: i32) -> &'static str {
         _ => "SIG?",
     }
 }
+
+/// Whether this process's standard input is a terminal (`isatty(0)`).
+pub fn stdin_is_terminal() -> bool {
+    use std::io::IsTerminal as _;
+    std::io::stdin().is_terminal()
+}

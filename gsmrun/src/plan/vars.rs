@@ -31,7 +31,7 @@ pub(super) fn job_env(
     }
     job_env.push((env::job::FABRIC.to_string(), fabric.as_str().to_string()));
     if *backend != Backend::Srun {
-        let (names, idx) = rank_hosts(&placement);
+        let (names, idx) = rank_hosts(placement);
         job_env.push((env::job::HOSTS.to_string(), names.join(",")));
         job_env.push((env::job::RANK_HOSTS.to_string(), idx.join(",")));
     }
