@@ -33,9 +33,17 @@ Examples:
   salloc -N 2 -n 8 gsmrun ./app               inside Slurm: no hostfile needed, runs srun
   gsmrun --dry-run -np 2 -hostfile hosts ./app    show placement and command, start nothing
 
-Hosts: --hostfile/-H win; otherwise a Slurm allocation (SLURM_JOB_ID) or PBS_NODEFILE is used;
-otherwise this machine, with one slot per CPU this process may use. Hostfiles may use Open MPI's
-grammar (`node1 slots=4`), MPICH's (`node1:4`) or Slurm hostlists (`node[01-04] slots=2`).
+Hosts: --hostfile/-H win; otherwise a Slurm allocation (SLURM_JOB_ID, with SLURM_JOB_NODELIST
+and SLURM_TASKS_PER_NODE, else SLURM_JOB_CPUS_PER_NODE) or PBS_NODEFILE (a host name per slot) is
+used; otherwise this machine, with one slot per CPU this process may use. Hostfiles may use Open
+MPI's grammar (`node1 slots=4`), MPICH's (`node1:4`) or Slurm hostlists (`node[01-04] slots=2`);
+a host named on several lines adds up its slots. Without -np, one rank per slot.
+
+Launcher (--launcher auto): `srun --mpi=pmix` inside a Slurm allocation without --hostfile/-H,
+else `mpirun`, else `mpiexec`; whether that is Open MPI or MPICH's Hydra is asked with
+`--version` (GSM_MPI_FLAVOUR=openmpi|hydra skips the question). The program and this gsmrun must
+be at the same paths on every host. Under `srun -n1 gsmrun …` (a job step) the ranks' step
+shares its CPUs (--overlap).
 
 Every rank starts with address-space randomisation off (unless --keep-aslr) through a small
 wrapper (this same binary) that also reports its exit to gsmrun: when any rank exits non-zero or is
@@ -43,7 +51,24 @@ killed by a signal, gsmrun prints one line naming the rank and host, ends every 
 exits with that status. Rank output is forwarded line by line and byte for byte (a last line
 without a newline stays so, and what comes next follows on it); --tag-output prefixes each line
 with `[1,RANK]<stdout>:` or `[1,RANK]<stderr>:` as Open MPI does, and ends a last line without a
-newline with one. If gsmrun's own output cannot be written, the job ends.
+newline with one. If gsmrun's own output cannot be written, the job ends. A rank whose run ended
+only because another rank failed waits up to 1.5 s for that rank's report, which is the one
+named; a rank that runs on without joining the Gossamer job is named in a note after 30 s. What a
+rank's program leaves running in its process group is ended with it (SIGTERM, SIGKILL 2 s
+later), and nothing the launcher started outlives gsmrun.
+
+Environment:
+  read by gsmrun   GSM_LOG (see Logs), GSM_MPI_FLAVOUR, GSM_FABRIC (the default of --fabric),
+                   GSM_THREADS (refused before the launch, as -t is, when the ranks would refuse
+                   it), NO_COLOR, TMPDIR (the job's directory), and the SLURM_*/PBS_NODEFILE
+                   variables above
+  every rank gets  GSM_JOB_ID, GSM_SIZE, GSM_FABRIC, GSM_THREADS (with -t), GSM_HOSTS and
+                   GSM_RANK_HOSTS (not under srun); from its wrapper GSM_RANK, GSM_HOST_ADDR,
+                   GSM_LOCAL_RANK, GSM_LOCAL_SIZE and GSM_STATE_FD
+  passed on        the -x variables, and every other GSM_* variable of gsmrun's environment
+                   (a -x of it wins); a -x of a variable gsmrun sets itself is refused
+  Open MPI         OMPI_MCA_pml=ob1 and OMPI_MCA_orte_keep_fqdn_hostnames=1 unless already
+                   set; as root, OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)=1, with a warning
 
 Exit status:
   0          every rank exited 0
@@ -55,7 +80,8 @@ Exit status:
   141        gsmrun's output pipe was closed (`gsmrun … | head`), as SIGPIPE ends a filter
   127        the MPI launcher (mpirun, mpiexec, srun) is not installed, or a rank's
              program could not be started (not found, not executable)
-  2          bad input: options, hostfile, host list, placement, or GSM_MPI_FLAVOUR
+  2          bad input: options, hostfile, host list, placement, or GSM_MPI_FLAVOUR,
+             GSM_FABRIC or GSM_THREADS in gsmrun's environment
   1          a rank exited 0 where the others would wait for it for ever (it never
              joined the Gossamer job, ran fewer runs, or exited inside a run); not
              every rank started within --start-timeout; or any other failure of
