@@ -148,7 +148,7 @@ fn refusal(kind: ErrorKind, what: &str, tip: &str) -> clap::Error {
 /// write instead: the options of `MPIRUN_ONLY`, Open MPI's `--map-by` policies other than
 /// `slot` and `node`, and `-np4` for `-np 4` (which Open MPI's and MPICH's mpirun also refuse, as
 /// an unknown option: both match option names whole). Only the arguments before the program are
-/// looked at, as in [`normalize_args`]; the values of gsmrun's own options are skipped.
+/// looked at, as in [`super::normalize_args`]; the values of gsmrun's own options are skipped.
 pub fn refuse_mpirun_only(args: &[OsString]) -> Result<(), clap::Error> {
     let word = |i: usize| args.get(i).and_then(|a| a.to_str());
     let mut i = 1;

@@ -30,23 +30,29 @@
 //!
 //! ## The supervisor's states
 //!
-//! The event loop ([`supervise`]) holds one [`State`] and moves between them on events (a rank's
+//! The event loop (`supervise`) holds one `State` and moves between them on events (a rank's
 //! report, a closed connection, the launcher's exit, a signal, a failed write) and timers
 //! (`tick.rs`):
 //!
 //! ```text
-//!              follower's failure            its cause's report, or its wait is over
-//!   Running ───────────────────▶ AwaitingCause ─────────────────────────────▶ Ending
-//!      │  ▲────── (stays) ──────────┘   │ deadlocked rank's failure              ▲
-//!      │ deadlocked rank's failure      ▼                                        │
-//!      └──────────────────────────▶ DeadlockReports ── all reported / 1 s ──────┤
-//!      └── failure, --timeout, --start-timeout, signal, output failed ──────────┘
+//! from                     on                                                      to
+//! Running                  the failure of a rank that only followed another's      AwaitingCause
+//! Running, AwaitingCause   the failure of a rank that found the job deadlocked     DeadlockReports
+//! Running, AwaitingCause   any other failure (a report, a vanished wrapper, a      Ending
+//!                          stage), --timeout, --start-timeout, a signal, output
+//!                          that cannot be written
+//! AwaitingCause            its wait is over, or the launcher is gone               Ending
+//! DeadlockReports          every rank has reported, or a second has passed         Ending
+//! Running, AwaitingCause   every rank exited 0 and the launcher ended (or lingers  exit
+//!                          10 s); the launcher ended before every rank reported
+//! Ending                   the launcher is gone, or 0.2 s after its SIGTERM        exit
+//! DeadlockReports, Ending  a second signal                                         exit
 //! ```
 //!
 //! - `Running`: ranks connect and report; their output is forwarded. Exits directly (no `KILL`
 //!   needed) when every rank exited 0 and the launcher ended (0, or 1 if the launcher failed),
 //!   when the launcher runs on 10 s after that (1), or when it ended on its own before every
-//!   rank reported (1, with the [`report`] line naming likely causes).
+//!   rank reported (1, with the `report.rs` line naming likely causes).
 //! - `AwaitingCause`: as `Running`, but the failure of a rank whose run another rank's failure
 //!   ended waits (1.5 s, or until the launcher is gone) for that rank's own report; a real
 //!   failure replaces it, else it is said and the job ends.
