@@ -78,12 +78,8 @@ pub mod input {
 
 /// Open MPI settings `gsmrun` adds to the launcher's environment unless the user already set the
 /// variable. MPI only bootstraps a Gossamer job, so there is no point probing every network
-/// stack at start-up.
-///
-/// Measured on the 2-core test VM (Open MPI 4.1.4, 2-rank `gsm-hello`, hyperfine, see the launch
-/// module's report): `OMPI_MCA_pml=ob1` takes start-up from ~0.30 s to ~0.10 s; restricting the
-/// BTLs as well (`OMPI_MCA_btl=self,vader,tcp`) made no measurable further difference and would
-/// stop a user's own MPI traffic from using other BTLs, so it is not set.
+/// stack at start-up: `OMPI_MCA_pml=ob1` cuts the job's start-up (see docs/performance.md); the
+/// BTLs are left alone, so that a user's own MPI traffic may use any of them.
 ///
 /// `OMPI_MCA_orte_keep_fqdn_hostnames=1`: Open MPI otherwise cuts a hostfile's `node01.cluster`
 /// down to `node01` before starting its daemon there (seen here: `ssh: Could not resolve hostname

@@ -23,7 +23,6 @@
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt as _;
-use std::os::unix::io::AsRawFd as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -94,28 +93,12 @@ impl Drop for JobDir {
 
 /// Takes `file`'s exclusive `flock` without waiting: `Ok(false)` when another holds it.
 fn try_lock(file: &File) -> std::io::Result<bool> {
-    // SAFETY: flock(2) on a file descriptor `file` keeps open for the duration of the call.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc == 0 {
-        return Ok(true);
-    }
-    let e = std::io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        Ok(false)
-    } else {
-        Err(e)
-    }
+    crate::sys::try_lock_exclusive(file)
 }
 
 /// Whether no process has pid `pid` here.
 fn pid_is_free(pid: i32) -> bool {
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: kill(2) with signal 0 sends nothing; it only checks that `pid` (> 0: one process,
-    // never a group) exists.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+    crate::sys::pid_is_free(pid)
 }
 
 /// Removes, from `tmp` and this host's `/dev/shm`, what dead jobs left behind (see the module
@@ -124,8 +107,7 @@ pub fn remove_dead_jobs(tmp: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(tmp) else {
         return Vec::new();
     };
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = crate::sys::effective_uid();
     let mut cleaned = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name();

@@ -277,8 +277,7 @@ mod tests {
         std::fs::write(dir.join("gsm-5-ff-r1"), b"x").unwrap();
         std::fs::create_dir_all(&mpi).unwrap();
         std::fs::write(mpi.join("vader_segment.h.1.0"), b"x").unwrap();
-        // SAFETY: geteuid has no preconditions.
-        let me = unsafe { libc::geteuid() };
+        let me = crate::sys::effective_uid();
         assert_eq!(
             remove_dead_job_segments_in(&dir, job, me.wrapping_add(1)),
             0

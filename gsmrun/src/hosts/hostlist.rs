@@ -16,7 +16,7 @@
 //! own `MAX_RANGE` is 64 Ki hosts per range), so `n[1-99999999]` is refused before any allocation.
 
 use super::HostsError;
-use super::parse::Rule;
+use super::grammar::Rule;
 use super::report::Source;
 use pest::iterators::Pair;
 

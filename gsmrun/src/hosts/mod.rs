@@ -9,6 +9,7 @@
 //! - Every error is a [`HostsError`] whose `Display` is the full user-facing report (file:line:column,
 //!   the line, a caret, and what to do). Exit status 2 is the caller's business.
 
+mod grammar;
 mod hostlist;
 mod parse;
 pub mod pbs;

@@ -2,16 +2,13 @@
 //! merged [`Host`]s, checking what the grammar cannot (duplicated keys, counts, `max_slots`).
 //! It does not read files or the environment.
 
+use super::grammar::{Grammar, Rule};
 use super::hostlist;
 use super::report::{self, Source, edit_distance};
 use super::{Host, HostsError};
 use pest::Parser as _;
 use pest::iterators::Pair;
 use std::collections::HashMap;
-
-#[derive(pest_derive::Parser)]
-#[grammar = "hosts/grammar.pest"]
-pub(crate) struct Grammar;
 
 /// Most host names one input may name in total, counting repeats (16 × [`hostlist::MAX_EXPANSION`]).
 pub const MAX_TOTAL_NAMES: u64 = 16 * hostlist::MAX_EXPANSION;

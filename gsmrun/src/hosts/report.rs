@@ -3,7 +3,7 @@
 //! is the parser's business. Columns count characters (not bytes) from 1, after a UTF-8 BOM.
 
 use super::HostsError;
-use super::parse::Rule;
+use super::grammar::Rule;
 
 /// Where a report points: a label (file path, `-H/--host`, a variable name) and the full text.
 #[derive(Debug, Clone, Copy)]

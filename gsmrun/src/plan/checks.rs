@@ -1,0 +1,175 @@
+//! The checks of a launch plan that refuse, before anything starts, what every rank or the
+//! launcher would refuse after it: `-x` names, the fabric, worker-thread counts, a launcher that
+//! cannot use the hosts given, and strings longer than the kernel passes. Each check only says
+//! yes or no (with the message); building the plan is the other steps' business.
+
+use crate::Error;
+use crate::cli::{Cli, Export, Fabric};
+use crate::env;
+use crate::launch::{self, Backend, Plan};
+
+/// Every `-x` is a variable name (`-x NAME` or `-x NAME=value`).
+pub(super) fn exports_are_variable_names(cli: &Cli) -> Result<(), Error> {
+    for e in &cli.export {
+        Export::parse(e).map_err(Error::Usage)?;
+    }
+    Ok(())
+}
+
+/// The fabric of the job: `--fabric`, else `GSM_FABRIC` of gsmrun's environment (which the ranks
+/// would otherwise have seen only on the launching host, and there overridden), else `auto`.
+pub(super) fn fabric(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Fabric, Error> {
+    let fabric = given_fabric(cli, var)?;
+    if fabric == Fabric::Verbs {
+        let given = if cli.fabric.is_some() {
+            "--fabric verbs"
+        } else {
+            "GSM_FABRIC=verbs in gsmrun's environment"
+        };
+        return Err(Error::Usage(format!(
+            "{given}: Gossamer has no RDMA (verbs) fabric yet, so every rank would fail to \
+             start; use --fabric auto, shm or tcp"
+        )));
+    }
+    Ok(fabric)
+}
+
+/// The fabric as given, before the check of [`fabric`].
+fn given_fabric(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Fabric, Error> {
+    use clap::ValueEnum;
+    if let Some(f) = cli.fabric {
+        return Ok(f);
+    }
+    let Some(v) = var(env::job::FABRIC) else {
+        return Ok(Fabric::Auto);
+    };
+    Fabric::from_str(v.trim(), true).map_err(|_| {
+        Error::Usage(format!(
+            "GSM_FABRIC={v} in gsmrun's environment: expected auto, shm or tcp (or pass --fabric, \
+             which takes precedence)"
+        ))
+    })
+}
+
+/// The worker threads per rank are ones the runtime takes: `-t`'s, or else `GSM_THREADS` as the
+/// ranks would get it.
+pub(super) fn threads(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<(), Error> {
+    // GSM_THREADS reaches every rank when -t is not given, from `-x GSM_THREADS=N` or else from
+    // gsmrun's environment (see `env::passed_settings`): a value the runtime would refuse is
+    // refused here, before the launch, as -t's is, instead of by every rank after it.
+    if cli.threads_per_rank.is_none() {
+        let given = cli
+            .export
+            .iter()
+            .filter_map(|e| Export::parse(e).ok())
+            .filter(|e| e.name == env::job::THREADS)
+            .find_map(|e| e.value);
+        let from_x = given.is_some();
+        // A value that is not UTF-8 is passed on too, and refused by the runtime.
+        let value = given.or_else(|| {
+            var(env::job::THREADS).or_else(|| {
+                std::env::var_os(env::job::THREADS).map(|v| v.to_string_lossy().into_owned())
+            })
+        });
+        if let Some(v) = value.filter(|v| !v.trim().is_empty()) {
+            let t = v.trim();
+            let in_range = t.bytes().all(|b| b.is_ascii_digit())
+                && t.parse::<u32>()
+                    .is_ok_and(|n| (1..=env::job::MAX_THREADS).contains(&n));
+            if !in_range {
+                let what = if from_x {
+                    format!("-x {}={v}", env::job::THREADS)
+                } else {
+                    format!("{}={v} in gsmrun's environment", env::job::THREADS)
+                };
+                return Err(Error::Usage(format!(
+                    "{what}: every rank would refuse it; give a whole number of worker threads \
+                     from 1 to {} (or pass -t N, which takes precedence)",
+                    env::job::MAX_THREADS
+                )));
+            }
+        }
+    }
+    if cli.threads_per_rank == Some(0) {
+        return Err(Error::Usage(
+            "-t 0: a rank needs at least one worker thread".into(),
+        ));
+    }
+    if let Some(t) = cli.threads_per_rank.filter(|&t| t > env::job::MAX_THREADS) {
+        return Err(Error::Usage(format!(
+            "-t {t}: the runtime runs at most {} worker threads per rank (GSM_THREADS), so every \
+             rank would fail; give 1 to {}",
+            env::job::MAX_THREADS,
+            env::job::MAX_THREADS
+        )));
+    }
+    Ok(())
+}
+
+/// The launcher that starts the ranks ([`launch::choose_backend`]), refused when it cannot place
+/// them on the hosts given.
+pub(super) fn backend(
+    cli: &Cli,
+    var: &dyn Fn(&str) -> Option<String>,
+    in_slurm: bool,
+) -> Result<Backend, Error> {
+    let explicit = cli.hostfile.is_some() || cli.host.is_some();
+    let forced = var(env::input::MPI_FLAVOUR);
+    let backend = launch::choose_backend(
+        cli.launcher,
+        in_slurm,
+        explicit,
+        forced.as_deref(),
+        &launch::detect::detect,
+    )?;
+    if backend == Backend::Srun && explicit {
+        return Err(Error::Usage(
+            "--launcher srun places the ranks on the Slurm allocation's nodes itself, so -H and \
+             --hostfile cannot choose them (they were ignored): drop them, or start the ranks \
+             on those hosts with --launcher mpirun"
+                .into(),
+        ));
+    }
+    Ok(backend)
+}
+
+/// Whether gsmrun runs as a task of a Slurm job step (`srun -n1 gsmrun …` in an allocation):
+/// `SLURM_STEP_ID` names a step, not the batch script's (`4294967294`, or unset) nor the
+/// extern step's. Its own `srun` then waits for ever for the CPUs that step holds ("step creation
+/// temporarily disabled … Requested nodes are busy") unless it may share them (`--overlap`).
+pub(super) fn in_srun_step(var: &dyn Fn(&str) -> Option<String>) -> bool {
+    var("SLURM_STEP_ID")
+        .or_else(|| var("SLURM_STEPID"))
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .is_some_and(|id| id < 0xffff_fff0)
+}
+
+/// Refuse a launch whose argv or environment has a string over [`env::MAX_STRING`]: the kernel
+/// would refuse to start the launcher (`GSM_RANK_HOSTS` grows with the ranks, `-x` values and
+/// program arguments with the user).
+pub(super) fn string_lengths<'a>(
+    plan: &Plan,
+    vars: impl Iterator<Item = &'a (String, String)>,
+) -> Result<(), Error> {
+    let too_long = |what: String, len: usize| {
+        Err(Error::Usage(format!(
+            "{what} would be {len} bytes, over the {} bytes Linux allows in one argument or \
+             environment string (MAX_ARG_STRLEN), so the launcher could not start; use fewer \
+             ranks or hosts, or shorter values",
+            env::MAX_STRING
+        )))
+    };
+    for (k, v) in vars {
+        let len = k.len() + 1 + v.len() + 1;
+        if len > env::MAX_STRING {
+            return too_long(format!("the variable {k}"), len);
+        }
+    }
+    for a in &plan.argv {
+        if a.len() + 1 > env::MAX_STRING {
+            let head: String = a.to_string_lossy().chars().take(20).collect();
+            return too_long(format!("the argument `{head}…`"), a.len() + 1);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,147 @@
+//! What `gsmrun` says when a job ends other than by a rank's own failure line: ranks that did not
+//! start in time, a launcher that failed on its own (with only the causes that fit what is
+//! known), a rank that only followed another's failure, and a launcher's exit status in words.
+//! Only text: the decisions are the supervisor's.
+
+use super::Options;
+use crate::clock::fmt_secs;
+use crate::sys::signal_name;
+use std::collections::HashSet;
+use std::process::ExitStatus;
+
+/// The failure `line` of a rank that only followed another rank's failure, as it is said when
+/// no report of that rank came: it says so.
+pub(super) fn followed(line: &str) -> String {
+    match line.strip_suffix("; ending the job") {
+        Some(head) => format!(
+            "{head}, its run ended by another rank's failure (its error above names the rank); \
+             ending the job"
+        ),
+        None => line.to_string(),
+    }
+}
+
+/// The line for a job whose ranks did not all start within `--start-timeout`: how many did,
+/// which did not and on which hosts (the first few), and what to do.
+pub(super) fn not_started(launcher: &str, opts: &Options, started: &HashSet<&str>) -> String {
+    let missing: Vec<usize> = (0..opts.np)
+        .filter(|r| !started.contains(r.to_string().as_str()))
+        .collect();
+    let mut hosts: Vec<&str> = Vec::new();
+    for &r in &missing {
+        let h = opts.rank_hosts.get(r).map_or("?", String::as_str);
+        if !hosts.contains(&h) {
+            hosts.push(h);
+        }
+    }
+    let list = |items: Vec<String>| {
+        const SHOWN: usize = 8;
+        let more = items.len().saturating_sub(SHOWN);
+        let mut text = items.into_iter().take(SHOWN).collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            text.push_str(&format!(" and {more} more"));
+        }
+        text
+    };
+    format!(
+        "gsmrun: only {} of {} started within --start-timeout {} s (missing: {} {}, on {} {}); \
+         {launcher} may be stuck starting them (a host that does not answer, ssh asking for a \
+         password, a launcher daemon missing there: see its messages above); ending the job \
+         (raise --start-timeout if the start is only slow)",
+        started.len(),
+        crate::plural(opts.np as u64, "rank"),
+        fmt_secs(opts.start_timeout.unwrap_or(0.0)),
+        if missing.len() == 1 { "rank" } else { "ranks" },
+        list(missing.iter().map(|r| r.to_string()).collect()),
+        if hosts.len() == 1 { "host" } else { "hosts" },
+        list(hosts.iter().map(|h| h.to_string()).collect()),
+    )
+}
+
+/// A launcher that ended before every rank reported, and what is known of why.
+pub(super) struct LauncherFailure<'a> {
+    pub launcher: &'a str,
+    /// The launcher is Slurm's `srun` (which also fails outside an allocation).
+    pub srun: bool,
+    pub status: ExitStatus,
+    /// Ranks that did not report success.
+    pub missing: usize,
+    pub np: usize,
+    /// Ranks whose wrapper connected to gsmrun.
+    pub started: usize,
+    pub wrapper: &'a str,
+    /// See [`Options::slurm_job_with_hosts`].
+    pub slurm_job: Option<&'a str>,
+}
+
+impl LauncherFailure<'_> {
+    /// The one line gsmrun prints: the launcher's status, how far the ranks got, and only the
+    /// causes that fit what is known (the launcher's own messages, above it, say which).
+    pub(super) fn line(&self) -> String {
+        let LauncherFailure {
+            launcher,
+            status,
+            missing,
+            np,
+            started,
+            ..
+        } = *self;
+        use std::os::unix::process::ExitStatusExt as _;
+        let ended = match status.signal() {
+            Some(_) => format!("was killed by {}", describe(status)),
+            None => format!("exited with {}", describe(status)),
+        };
+        let head = format!(
+            "gsmrun: {launcher} {ended} before {missing} of {} reported",
+            crate::plural(np as u64, "rank")
+        );
+        let how_far = match started {
+            0 => "no rank started".to_string(),
+            n if n >= np => format!("all {np} had started"),
+            n => format!("only {n} of {np} started"),
+        };
+        if status.signal().is_some() {
+            // Killed: whatever the job was like, the launcher did not get to fail by itself.
+            return format!("{head} ({how_far})");
+        }
+        if started >= np {
+            return format!(
+                "{head}; every rank had started, so {launcher} ended them or was ended itself; \
+                 see its messages above"
+            );
+        }
+        let mut causes = Vec::new();
+        if self.srun {
+            causes.push("no Slurm allocation (outside Slurm, use --launcher mpirun)");
+        }
+        let slurm = self.slurm_job.map(|job| {
+            format!(
+                "inside Slurm job {job}, {launcher} holds the job to the allocation's nodes and \
+                 slots whatever -H or --hostfile say (run without them to use the allocation, or \
+                 set OMPI_MCA_ras=^slurm and OMPI_MCA_plm=^slurm in gsmrun's environment)"
+            )
+        });
+        if let Some(s) = &slurm {
+            causes.push(s);
+        }
+        causes.push("a host that cannot be reached or whose name does not resolve");
+        let missing_wrapper = format!("no gsmrun at {} on some host", self.wrapper);
+        causes.push(&missing_wrapper);
+        let refused = format!("{launcher} refusing the job");
+        causes.push(&refused);
+        format!(
+            "{head} ({how_far}); see its messages above. Likely causes: {}",
+            causes.join("; ")
+        )
+    }
+}
+
+/// A launcher's exit status in words: `status N` or `signal S (SIGNAME)`.
+pub(super) fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("status {c}"),
+        (_, Some(s)) => format!("signal {s} ({})", signal_name(s)),
+        _ => "an unknown status".into(),
+    }
+}

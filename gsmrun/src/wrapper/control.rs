@@ -1,0 +1,121 @@
+//! The wrapper's side of the control connection: connecting to `gsmrun` and saying `HELLO`,
+//! sending frames (output, stages, the report) from several threads, and listening for `KILL`,
+//! `SIGNAL` or the connection's end; and the signals that reach the wrapper itself. What to do
+//! with the program is [`Program`]'s business. See ARCHITECTURE.md.
+
+use super::fail;
+use super::program::Program;
+use crate::env;
+use crate::supervise::wire;
+use std::io::{self, Read};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+/// The sending half of the control connection, shared by the threads that send.
+#[derive(Clone)]
+pub(super) struct Link {
+    writer: Arc<Mutex<TcpStream>>,
+}
+
+impl Link {
+    /// Sends one frame.
+    pub fn send(&self, tag: u8, payload: &[u8]) -> io::Result<()> {
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        wire::write_frame(&mut *w, tag, payload)
+    }
+
+    /// Says that nothing more comes from this side.
+    pub fn shutdown_write(&self) {
+        let _ = self
+            .writer
+            .lock()
+            .map(|w| w.shutdown(std::net::Shutdown::Write));
+    }
+}
+
+/// Connects to `gsmrun` at `control` (`GSM_CONTROL`) and says `HELLO` with the job's key, this
+/// rank and host; the sending half and a reader. `Err` with the wrapper's exit status (and the
+/// message printed) when `gsmrun` cannot be reached.
+pub(super) fn connect(
+    control: &str,
+    rank: Option<&str>,
+    host: &str,
+) -> Result<(Link, TcpStream), i32> {
+    let key = std::env::var(env::job::CONTROL_KEY).unwrap_or_default();
+    let stream = match control
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| io::Error::other("not an address"))
+        .and_then(|addr| TcpStream::connect_timeout(&addr, Duration::from_secs(10)))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            return Err(fail(&format!(
+                "cannot reach gsmrun at {control}: {e}; the program was not started"
+            )));
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    let Ok(reader) = stream.try_clone() else {
+        return Err(fail("cannot clone the control socket"));
+    };
+    let link = Link {
+        writer: Arc::new(Mutex::new(stream)),
+    };
+    let hello = format!("{key}\0{}\0{host}", rank.unwrap_or_default());
+    if let Err(e) = link.send(wire::HELLO, hello.as_bytes()) {
+        return Err(fail(&format!("cannot talk to gsmrun at {control}: {e}")));
+    }
+    Ok((link, reader))
+}
+
+/// Listens to `gsmrun` on `reader`: a `SIGNAL` is passed on to the program; any `KILL`, end of
+/// stream or error sets `told`, ends the program and is said on `answer`.
+pub(super) fn listen(
+    mut reader: TcpStream,
+    program: Program,
+    told: Arc<AtomicBool>,
+    answer: mpsc::Sender<()>,
+) {
+    std::thread::spawn(move || {
+        // A SIGNAL is passed on; any KILL, end of stream or error means: end the program.
+        while let Ok(Some((wire::SIGNAL, payload))) = wire::read_frame(&mut reader) {
+            if let Ok(n) = <[u8; 4]>::try_from(payload.as_slice()) {
+                program.pass_on(u32::from_le_bytes(n) as i32);
+            }
+        }
+        told.store(true, Ordering::SeqCst);
+        program.end();
+        let _ = answer.send(());
+        // Keep reading so a later EOF is noticed by nobody; nothing else to do.
+        let mut sink = [0u8; 64];
+        while matches!(reader.read(&mut sink), Ok(n) if n > 0) {}
+    });
+}
+
+/// The signals that reach the wrapper itself: SIGINT, SIGTERM, SIGHUP and SIGQUIT end the
+/// program; SIGUSR1 and SIGUSR2 are passed on to it (a batch system may signal every process of
+/// the job).
+pub(super) fn catch_signals(program: Program) {
+    if let Ok(mut signals) = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+        signal_hook::consts::SIGQUIT,
+        signal_hook::consts::SIGUSR1,
+        signal_hook::consts::SIGUSR2,
+    ]) {
+        std::thread::spawn(move || {
+            for sig in signals.forever() {
+                if crate::supervise::FORWARDED.contains(&sig) {
+                    program.pass_on(sig);
+                } else {
+                    program.end();
+                }
+            }
+        });
+    }
+}
