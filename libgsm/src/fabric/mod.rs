@@ -597,40 +597,6 @@ mod tests {
         );
     }
 
-    /// This machine's first IPv4 address that is not loopback, if it has one.
-    fn a_local_address() -> Option<std::net::IpAddr> {
-        let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
-        // SAFETY: getifaddrs fills `list` with a list we free below.
-        if unsafe { libc::getifaddrs(&mut list) } != 0 {
-            return None;
-        }
-        let mut found = None;
-        let mut at = list;
-        while !at.is_null() {
-            // SAFETY: `at` is an entry of the list getifaddrs returned.
-            let entry = unsafe { &*at };
-            let family = if entry.ifa_addr.is_null() {
-                None
-            } else {
-                // SAFETY: a non-null `ifa_addr` points to a sockaddr.
-                Some(i32::from(unsafe { (*entry.ifa_addr).sa_family }))
-            };
-            if family == Some(libc::AF_INET) {
-                // SAFETY: an AF_INET address is a sockaddr_in.
-                let sin = unsafe { &*entry.ifa_addr.cast::<libc::sockaddr_in>() };
-                let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
-                if !ip.is_loopback() {
-                    found = Some(ip.into());
-                    break;
-                }
-            }
-            at = entry.ifa_next;
-        }
-        // SAFETY: the list getifaddrs returned, freed once.
-        unsafe { libc::freeifaddrs(list) };
-        found
-    }
-
     /// A host name that resolves to loopback on its own host (Debian's `127.0.1.1 <hostname>`)
     /// is replaced, in a job of several hosts, by the address of the route to another host;
     /// an address that is not loopback, or a job with no other reachable host, keeps its own.
@@ -641,7 +607,8 @@ mod tests {
         assert_eq!(outward(other, "a", ["a", "b"].into_iter()), other);
         assert_eq!(outward(lo, "me", ["me"].into_iter()), lo);
         assert_eq!(outward(lo, "me", ["me", "127.0.0.1", ""].into_iter()), lo);
-        let mine = a_local_address().expect("this machine has an address besides loopback");
+        let mine = crate::sys::net::first_outside_ipv4()
+            .expect("this machine has an address besides loopback");
         let text = mine.to_string();
         // The other host is this machine's own address: the route to it starts from it.
         assert_eq!(outward(lo, "me", ["me", text.as_str()].into_iter()), mine);

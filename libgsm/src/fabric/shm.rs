@@ -57,7 +57,7 @@
 //! the segment's 0600 mode keeps other users out.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -67,6 +67,8 @@ use super::{
     Settings, Topology,
 };
 use crate::board::{BOARD_BYTES, Region};
+use crate::sys;
+use crate::sys::shm::SharedMapping;
 use crate::wire::doorbell::GATE_OFFSET;
 use crate::wire::ring::{RingLayout, RingMemory};
 
@@ -212,6 +214,8 @@ struct Entry {
 /// A shared mapping of a whole segment; unmapped when the last ring end or doorbell using it is
 /// dropped.
 struct Mapping {
+    /// Owns the pages (unmapped when it drops); `base` and `len` are its.
+    _pages: SharedMapping,
     base: NonNull<u8>,
     len: usize,
 }
@@ -235,26 +239,12 @@ impl std::fmt::Debug for Mapping {
 impl Mapping {
     /// Maps the first `len` bytes of `fd` shared, readable and writable.
     fn map(fd: &OwnedFd, len: usize) -> std::io::Result<Mapping> {
-        if len == 0 {
-            return Err(std::io::Error::other("cannot map an empty segment"));
-        }
-        // SAFETY: a fresh shared mapping chosen by the kernel (null hint) of a file we hold open;
-        // it aliases no Rust object. The result is checked below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        let base = NonNull::new(p.cast::<u8>()).ok_or_else(|| std::io::Error::other("null map"))?;
-        Ok(Mapping { base, len })
+        let map = SharedMapping::new(fd.as_fd(), len)?;
+        Ok(Mapping {
+            base: map.base(),
+            len: map.len(),
+            _pages: map,
+        })
     }
 
     /// Whether `len` bytes at `off` lie inside the mapping.
@@ -299,14 +289,6 @@ impl Mapping {
         self.u64_at(off)
             .expect("shm: a header word outside our own segment")
             .store(v, Ordering::Relaxed);
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: `base`/`len` are exactly what `mmap` returned; no reference into the mapping
-        // outlives `self`, since every user holds an `Arc<Mapping>`.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
     }
 }
 
@@ -394,11 +376,11 @@ impl Shm {
         let Ok(c) = CString::new(format!("/{name}")) else {
             return;
         };
-        // SAFETY: `c` is a valid NUL-terminated name; shm_unlink only removes a name.
-        let rc = unsafe { libc::shm_unlink(c.as_ptr()) };
-        if rc != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOENT) {
-            // Try again on drop.
-            self.linked = Some(name);
+        if let Err(e) = sys::shm::unlink(&c) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                // Try again on drop.
+                self.linked = Some(name);
+            }
         }
     }
 
@@ -652,50 +634,41 @@ impl Shm {
             detail: format!("segment {path}: {detail}"),
         };
         let c = CString::new(format!("/{name}")).map_err(|_| protocol("bad name".into()))?;
-        // SAFETY: `c` is a valid NUL-terminated name; the returned descriptor is checked.
-        let fd = unsafe { libc::shm_open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
-        if fd < 0 {
-            let e = std::io::Error::last_os_error();
-            let hint = if e.raw_os_error() == Some(libc::ENOENT) {
+        let fd = sys::shm::open_read_write(&c).map_err(|e| {
+            let hint = if e.kind() == std::io::ErrorKind::NotFound {
                 "; that rank did not create it (did its set-up fail?) or it does not share this \
                  host's /dev/shm (use --fabric tcp between hosts)"
             } else {
                 ""
             };
-            return Err(FabricError::Os {
+            FabricError::Os {
                 fabric: FabricKind::Shm,
                 what: format!("opening rank {p}'s segment {path} (host {host})"),
                 detail: format!("{e}{hint}"),
-            });
-        }
-        // SAFETY: `fd` was just returned by shm_open and is owned by nothing else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: `fd` is open and `st` is writable.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            return Err(os(
+            }
+        })?;
+        let st = sys::shm::status(fd.as_fd()).map_err(|e| {
+            os(
                 format!("fstat of rank {p}'s segment {path} (host {host})"),
-                std::io::Error::last_os_error(),
-            ));
-        }
-        // SAFETY: geteuid has no preconditions.
-        let me = unsafe { libc::geteuid() };
-        if st.st_uid != me || st.st_mode & 0o077 != 0 {
+                e,
+            )
+        })?;
+        let me = sys::shm::effective_uid();
+        if st.uid != me || st.mode & 0o077 != 0 {
             return Err(protocol(format!(
                 "owned by uid {} with mode {:o}; a job's segments belong to its user (uid {me}) \
                  with mode 600",
-                st.st_uid,
-                st.st_mode & 0o7777
+                st.uid,
+                st.mode & 0o7777
             )));
         }
-        let len = usize::try_from(st.st_size)
+        let len = usize::try_from(st.size)
             .ok()
             .filter(|&l| l >= HEADER_BYTES && l <= isize::MAX as usize)
             .ok_or_else(|| {
                 protocol(format!(
                     "its size is {} bytes, less than a {HEADER_BYTES}-byte header",
-                    st.st_size
+                    st.size
                 ))
             })?;
         let map = Mapping::map(&fd, len).map_err(|e| {
@@ -767,17 +740,8 @@ impl Fabric for Shm {
             value: topo.job_id.clone(),
             reason: "the job id contains a NUL byte",
         })?;
-        // SAFETY: `c` is a valid NUL-terminated name; the returned descriptor is checked.
-        let fd = unsafe {
-            libc::shm_open(
-                c.as_ptr(),
-                libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC,
-                0o600 as libc::mode_t,
-            )
-        };
-        if fd < 0 {
-            let e = std::io::Error::last_os_error();
-            let detail = if e.raw_os_error() == Some(libc::EEXIST) {
+        let fd = sys::shm::create_exclusive(&c, 0o600).map_err(|e| {
+            let detail = if e.kind() == std::io::ErrorKind::AlreadyExists {
                 format!(
                     "{path} already exists: a previous job with id {} left it behind (or two \
                      ranks claim rank {}); remove it with `rm {path}` if no such job is running",
@@ -786,43 +750,29 @@ impl Fabric for Shm {
             } else {
                 e.to_string()
             };
-            return Err(FabricError::Os {
+            FabricError::Os {
                 fabric: FabricKind::Shm,
                 what: format!("creating rank {}'s segment {path}", topo.rank),
                 detail,
-            });
-        }
+            }
+        })?;
         // From here on the name is ours: drop unlinks it if set-up fails.
         self.linked = Some(name);
-        // SAFETY: `fd` was just returned by shm_open and is owned by nothing else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         // The umask may have narrowed the mode; make it exactly 0600.
-        // SAFETY: `fd` is an open descriptor.
-        if unsafe { libc::fchmod(fd.as_raw_fd(), 0o600) } != 0 {
-            return Err(os(
-                format!("setting mode 600 on {path}"),
-                std::io::Error::last_os_error(),
-            ));
-        }
-        let size = libc::off_t::try_from(g.total).map_err(|_| too_big())?;
-        // SAFETY: `fd` is an open descriptor.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), size) } != 0 {
-            return Err(os(
-                format!("sizing {path} to {} bytes", g.total),
-                std::io::Error::last_os_error(),
-            ));
-        }
+        sys::shm::set_mode(fd.as_fd(), 0o600)
+            .map_err(|e| os(format!("setting mode 600 on {path}"), e))?;
+        let size = i64::try_from(g.total).map_err(|_| too_big())?;
+        sys::shm::set_len(fd.as_fd(), size as u64)
+            .map_err(|e| os(format!("sizing {path} to {} bytes", g.total), e))?;
         // Reserve every page now: a full /dev/shm fails here, not with SIGBUS later.
-        // SAFETY: `fd` is an open descriptor; posix_fallocate returns an error number.
-        let rc = unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, size) };
-        if rc != 0 {
+        if let Err(e) = sys::shm::reserve(fd.as_fd(), size) {
             return Err(FabricError::Os {
                 fabric: FabricKind::Shm,
                 what: format!("reserving {} bytes for {path}", g.total),
                 detail: format!(
                     "{}; is /dev/shm large enough for {} rings of {} bytes? (lower the slot size \
                      or the slots per ring)",
-                    std::io::Error::from_raw_os_error(rc),
+                    e,
                     rings,
                     topo.layout.bytes()
                 ),

@@ -107,7 +107,7 @@
 use std::io::{Read, Write};
 use std::mem::MaybeUninit;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -118,6 +118,7 @@ use super::{
     Topology,
 };
 use crate::bootstrap::KEY_LEN;
+use crate::sys::net::{self, Epoll, Events, ready};
 use crate::wire::ring::{Consumer, Producer, RingLayout, RingMemory};
 
 #[cfg(test)]
@@ -319,76 +320,6 @@ fn check_hello(b: &[u8; HELLO_LEN], x: &Expect<'_>) -> Result<(u32, u32), String
     Ok((src_rank, src_local))
 }
 
-// ---------------------------------------------------------------------------------------------
-// Small OS wrappers (epoll, eventfd).
-
-struct Epoll(OwnedFd);
-
-impl Epoll {
-    fn new() -> std::io::Result<Self> {
-        // SAFETY: epoll_create1 takes no pointers; a non-negative result is a new descriptor.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just returned by the kernel and is owned by nothing else.
-        Ok(Epoll(unsafe { OwnedFd::from_raw_fd(fd) }))
-    }
-
-    fn add(&self, fd: RawFd, events: u32, token: u64) -> std::io::Result<()> {
-        let mut ev = libc::epoll_event { events, u64: token };
-        // SAFETY: both descriptors are open and `ev` is a valid epoll_event for the call.
-        let rc = unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
-        if rc < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    /// Waits up to `timeout_ms`; returns how many entries of `evs` were filled.
-    fn wait(&self, evs: &mut [libc::epoll_event], timeout_ms: i32) -> usize {
-        // SAFETY: `evs` is valid for writes of `evs.len()` events, which bounds what the kernel
-        // writes.
-        let n = unsafe {
-            libc::epoll_wait(
-                self.0.as_raw_fd(),
-                evs.as_mut_ptr(),
-                evs.len() as libc::c_int,
-                timeout_ms,
-            )
-        };
-        // EINTR (or any error) is a pass with no events.
-        n.max(0) as usize
-    }
-}
-
-fn new_eventfd() -> std::io::Result<OwnedFd> {
-    // SAFETY: eventfd takes no pointers; a non-negative result is a new descriptor.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just returned by the kernel and is owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn eventfd_signal(fd: &OwnedFd) {
-    let one: u64 = 1;
-    // SAFETY: writes 8 bytes from a valid u64 to an open eventfd. A full counter (EAGAIN) means
-    // a wake is pending anyway.
-    unsafe {
-        libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8);
-    }
-}
-
-fn eventfd_drain(fd: &OwnedFd) {
-    let mut v: u64 = 0;
-    // SAFETY: reads at most 8 bytes into a valid u64 from an open non-blocking eventfd.
-    unsafe {
-        libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8);
-    }
-}
-
 /// Makes the kernel drop `sock` when the peer's host stops answering: keepalive probes after
 /// [`KEEPALIVE_IDLE`] of silence, every [`KEEPALIVE_INTERVAL`], [`KEEPALIVE_PROBES`] of them (about
 /// 25 s in all). Without it a rank that waits for a peer whose host vanished without a FIN or RST
@@ -413,37 +344,12 @@ fn eventfd_drain(fd: &OwnedFd) {
 /// Failing to set these options is not fatal (a kernel or sandbox may lack one): the connection
 /// works, only a vanished host is noticed later (see [`keep_alive_or_warn`]).
 fn keep_alive(sock: &TcpStream) -> std::io::Result<()> {
-    let secs = |d: Duration| d.as_secs() as libc::c_int;
-    for (level, name, value) in [
-        (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
-        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, secs(KEEPALIVE_IDLE)),
-        (
-            libc::IPPROTO_TCP,
-            libc::TCP_KEEPINTVL,
-            secs(KEEPALIVE_INTERVAL),
-        ),
-        (
-            libc::IPPROTO_TCP,
-            libc::TCP_KEEPCNT,
-            KEEPALIVE_PROBES as libc::c_int,
-        ),
-    ] {
-        // SAFETY: `value` is a c_int valid for reads of its size for the call, which is what
-        // each of these options takes; the socket is open.
-        let rc = unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                level,
-                name,
-                (&value as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    net::keep_alive(
+        sock.as_fd(),
+        KEEPALIVE_IDLE,
+        KEEPALIVE_INTERVAL,
+        KEEPALIVE_PROBES,
+    )
 }
 
 /// [`keep_alive`], or a warning (once per process) that a vanished peer host will be noticed
@@ -460,20 +366,9 @@ fn keep_alive_or_warn(sock: &TcpStream) {
     }
 }
 
-fn hostname() -> Option<String> {
-    let mut buf = [0u8; 256];
-    // SAFETY: `buf` is valid for writes of its whole length; gethostname writes at most that.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return None;
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    Some(String::from_utf8_lossy(&buf[..end]).into_owned())
-}
-
 /// The address this host's name resolves to, if it is one a peer can connect to.
 fn host_address() -> Option<IpAddr> {
-    super::resolve(&hostname()?).filter(|ip| !ip.is_unspecified())
+    super::resolve(&net::hostname()).filter(|ip| !ip.is_unspecified())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -519,7 +414,7 @@ impl Shared {
         // Dekker with the I/O thread's `sleeping` store, fence, bitmap check.
         fence(Ordering::SeqCst);
         if self.sleeping.load(Ordering::Relaxed) && self.sleeping.swap(false, Ordering::Relaxed) {
-            eventfd_signal(&self.eventfd);
+            net::eventfd_signal(self.eventfd.as_fd());
         }
     }
 
@@ -529,7 +424,7 @@ impl Shared {
 
     fn wake(&self) {
         self.sleeping.store(false, Ordering::Relaxed);
-        eventfd_signal(&self.eventfd);
+        net::eventfd_signal(self.eventfd.as_fd());
     }
 }
 
@@ -580,10 +475,7 @@ impl Fabric for Tcp {
             .map_err(|e| os_error("reading the listener's address", &e))?;
         // Room for the connections that come before this rank starts accepting in `create` (the
         // kernel caps it at net.core.somaxconn; connects wait for room, bounded by their timeout).
-        // SAFETY: listen on a bound socket this function owns; no pointers.
-        unsafe {
-            libc::listen(listener.as_raw_fd(), 4096);
-        }
+        let _ = net::listen(listener.as_fd(), 4096);
         listener
             .set_nonblocking(true)
             .map_err(|e| os_error("making the listener non-blocking", &e))?;
@@ -648,7 +540,7 @@ impl Fabric for Tcp {
         let first_local = topo.first_worker(topo.rank);
         let total = topo.total_workers();
 
-        let eventfd = new_eventfd().map_err(|e| os_error("creating an eventfd", &e))?;
+        let eventfd = net::eventfd().map_err(|e| os_error("creating an eventfd", &e))?;
         let epoll = Epoll::new().map_err(|e| os_error("creating an epoll instance", &e))?;
         let shared = Arc::new(Shared {
             eventfd,
@@ -730,20 +622,20 @@ impl Fabric for Tcp {
 
         // Register the eventfd and the listener and start the thread.
         let epoll = Arc::new(epoll);
-        let reg = |fd: RawFd, ev: u32, token: u64, what: &str| {
+        let reg = |fd: BorrowedFd<'_>, ev: u32, token: u64, what: &str| {
             epoll
                 .add(fd, ev, token)
                 .map_err(|e| os_error(format!("registering {what} with epoll"), &e))
         };
         reg(
-            shared.eventfd.as_raw_fd(),
-            libc::EPOLLIN as u32,
+            shared.eventfd.as_fd(),
+            ready::IN,
             TOKEN_EVENTFD,
             "the eventfd",
         )?;
         reg(
-            listener.as_raw_fd(),
-            (libc::EPOLLIN | libc::EPOLLET) as u32,
+            listener.as_fd(),
+            ready::IN | ready::ET,
             TOKEN_LISTENER,
             "the listener",
         )?;
@@ -793,8 +685,8 @@ impl Fabric for Tcp {
         for (i, (addr, o)) in outgoing.into_iter().enumerate() {
             let sock = self.connect(topo, o.local, o.rank, addr)?;
             reg(
-                sock.as_raw_fd(),
-                (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
+                sock.as_fd(),
+                ready::IN | ready::OUT | ready::RDHUP | ready::ET,
                 i as u64,
                 "a connection",
             )?;
@@ -1074,7 +966,7 @@ impl Io {
     }
 
     fn main_loop(&mut self) {
-        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
+        let mut events = Events::with_capacity(256);
         let mut idle_since: Option<Instant> = None;
         let mut stalled_since: Option<Instant> = None;
         let mut idle_passes = 0u32;
@@ -1119,18 +1011,17 @@ impl Io {
             };
             self.shared.sleeping.store(false, Ordering::Relaxed);
             let mut progress = n > 0;
-            for ev in &events[..n] {
-                let (flags, token) = (ev.events, ev.u64);
+            for (flags, token) in events.ready(n) {
                 match token {
-                    TOKEN_EVENTFD => eventfd_drain(&self.shared.eventfd),
+                    TOKEN_EVENTFD => net::eventfd_drain(self.shared.eventfd.as_fd()),
                     TOKEN_LISTENER => self.acceptable = true,
                     i => {
                         if let Some(Some(c)) = self.conns.get_mut(i as usize) {
-                            let hup = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
-                            if flags & ((libc::EPOLLIN | libc::EPOLLRDHUP) as u32 | hup) != 0 {
+                            let hup = ready::HUP | ready::ERR;
+                            if flags & (ready::IN | ready::RDHUP | hup) != 0 {
                                 c.readable = true;
                             }
-                            if flags & (libc::EPOLLOUT as u32 | hup) != 0 {
+                            if flags & (ready::OUT | hup) != 0 {
                                 c.writable = true;
                             }
                         }
@@ -1223,14 +1114,7 @@ impl Io {
                 }
                 // That one connection failed before it was taken (reset, or refused by a
                 // firewall rule); the next may be fine.
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::ECONNABORTED | libc::EPROTO | libc::EPERM)
-                    ) =>
-                {
-                    continue;
-                }
+                Err(e) if net::accept_lost_one(&e) => continue,
                 // Out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) or worse: the
                 // connections stay queued and the edge-triggered listener will not signal them
                 // again, so stay `acceptable` and retry, and keep the cause for `attach`.
@@ -1253,8 +1137,8 @@ impl Io {
                 self.conns.push(None);
                 self.conns.len() - 1
             });
-            let ev = (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLET) as u32;
-            if let Err(e) = self.epoll.add(sock.as_raw_fd(), ev, i as u64) {
+            let ev = ready::IN | ready::RDHUP | ready::ET;
+            if let Err(e) = self.epoll.add(sock.as_fd(), ev, i as u64) {
                 refuse(addr, &format!("cannot watch it: {e}"));
                 self.free.push(i);
                 continue;
@@ -1298,7 +1182,7 @@ impl Io {
             .listener
             .local_addr()
             .map_or_else(|_| "the listener".to_string(), |a| a.to_string());
-        let hint = if e.raw_os_error() == Some(libc::EMFILE) {
+        let hint = if net::out_of_descriptors(e) {
             "; raise the limit on open files (ulimit -n)"
         } else {
             ""
@@ -1537,21 +1421,11 @@ impl Io {
             if o.wstart == o.wbuf.len() || !c.writable {
                 break;
             }
-            let rest = &o.wbuf[o.wstart..];
-            // SAFETY: `rest` is valid for reads of `rest.len()` bytes for the call; the kernel
-            // only copies them (possibly uninitialised padding bytes, which are never read as
-            // values in this process). MSG_NOSIGNAL turns a broken pipe into EPIPE.
-            let n = unsafe {
-                libc::send(
-                    c.sock.as_raw_fd(),
-                    rest.as_ptr().cast(),
-                    rest.len(),
-                    libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-                )
-            };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                match e.kind() {
+            // Possibly uninitialised padding bytes, which the kernel only copies. MSG_NOSIGNAL
+            // turns a broken pipe into EPIPE.
+            let n = match net::send_nosignal(c.sock.as_fd(), &o.wbuf[o.wstart..]) {
+                Ok(n) => n,
+                Err(e) => match e.kind() {
                     std::io::ErrorKind::WouldBlock => {
                         c.writable = false;
                         break;
@@ -1563,10 +1437,10 @@ impl Io {
                             format!("sending to it from worker {} failed: {e}", o.local),
                         );
                     }
-                }
-            }
+                },
+            };
             *progress = true;
-            o.wstart += n as usize;
+            o.wstart += n;
             if o.wstart == o.wbuf.len() {
                 o.wbuf.clear();
                 o.wstart = 0;
