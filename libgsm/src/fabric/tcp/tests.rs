@@ -4,13 +4,20 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, RawFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use std::net::Ipv4Addr;
+
+use super::handshake::{Expect, HELLO_LEN, Hello, check_hello, decode_endpoint, encode_endpoint};
 use super::*;
+use crate::bootstrap::KEY_LEN;
+use crate::fabric::Lane;
 use crate::fabric::conformance::{Rank, job};
+use crate::sys::net;
 use crate::wire::doorbell::Doorbell;
+use crate::wire::ring::{Consumer, RingLayout};
 
 fn layout(slots: u32, slot_size: u32) -> RingLayout {
     RingLayout::new(slots, slot_size).unwrap()
