@@ -21,6 +21,8 @@ use crate::wire::ring::{Producer, RingLayout, RingMemory};
 
 /// The outgoing connections to make: (peer's listener, the connection's sending side).
 pub(super) type Planned = Vec<(SocketAddr, Outgoing)>;
+/// Each peer rank with its listener's address.
+pub(super) type PeerAddrs = Vec<(u32, SocketAddr)>;
 
 /// Refuses a layout the rings or the frame header cannot carry.
 pub(super) fn check_layout(layout: RingLayout) -> Result<(), FabricError> {
@@ -41,7 +43,7 @@ pub(super) fn check_layout(layout: RingLayout) -> Result<(), FabricError> {
 pub(super) fn peer_addresses(
     topo: &Topology,
     peers: &[Peer],
-) -> Result<(Vec<(u32, SocketAddr)>, Vec<bool>), FabricError> {
+) -> Result<(PeerAddrs, Vec<bool>), FabricError> {
     let ranks = topo.ranks();
     let host = |r: u32| topo.hosts.get(r as usize).cloned().unwrap_or_default();
     let mut addrs = Vec::with_capacity(peers.len());
