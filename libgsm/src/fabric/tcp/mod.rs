@@ -70,12 +70,12 @@
 //! worker it just woke may need the core; `epoll_wait` every 8th pass), then announces that it
 //! sleeps (a flag, SeqCst fence), re-checks the bitmap and only then waits in `epoll_wait` for at
 //! most [`IDLE_WAIT`]. A delivery waiting for a full ring is retried after a `sched_yield` for
-//! [`STALL_YIELD`], then every millisecond: a consumer freeing a slot rings nothing. The [`Bell`]
-//! for a remote worker sets its bit (after a SeqCst fence, skipping the write when already set)
-//! and, after a second fence, writes the eventfd only if the thread announced that it sleeps: no
-//! syscall while it is awake. The runtime must ring the bell after publishing to a remote
-//! worker, as for every fabric; a slot published without a bell is only found by the next bell
-//! to the same worker.
+//! [`STALL_YIELD`], then every millisecond: a consumer freeing a slot rings nothing. The
+//! [`Bell`](super::Bell) for a remote worker sets its bit (after a SeqCst fence, skipping the
+//! write when already set) and, after a second fence, writes the eventfd only if the thread
+//! announced that it sleeps: no syscall while it is awake. The runtime must ring the bell after
+//! publishing to a remote worker, as for every fabric; a slot published without a bell is only
+//! found by the next bell to the same worker.
 //!
 //! # Failure
 //!
