@@ -83,10 +83,10 @@
 //! job with [`FabricError::PeerLost`] (reported once per peer rank), unless `closing` comes
 //! within [`LOSS_GRACE`] (at the end of a job, a fast rank may close before a slow one has called
 //! `closing`); after `closing`, EOFs are expected and just closed. A frame that breaks the
-//! protocol is reported at once. A peer's host that vanishes without a FIN or RST (powered off,
-//! cut off) is noticed by TCP keepalive within about 25 s of silence, as an error on its
-//! connections (see `keep_alive`). Dropping a [`Tcp`] stops and joins the I/O thread (which
-//! never blocks for longer than [`IDLE_WAIT`]) and closes every socket.
+//! protocol is reported at once. A peer's host that vanishes without a FIN or RST (powered off, cut
+//! off) is noticed by TCP keepalive within about 25 s of silence, as an error on its connections
+//! (see `connect::keep_alive`). Dropping a [`Tcp`] stops and joins the I/O thread (which never
+//! blocks for longer than [`IDLE_WAIT`]) and closes every socket.
 //!
 //! # Cost
 //!
