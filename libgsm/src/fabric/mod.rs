@@ -1,5 +1,6 @@
 //! Fabrics: how the slot rings between a worker of this rank and a worker of another rank are made
-//! and fed (DESIGN §6–§7).
+//! and fed. The ring protocol itself (publish, consume, release) is `crate::wire::ring`'s; see
+//! ARCHITECTURE.md for it and for where a new fabric goes.
 //!
 //! Every fabric hands the runtime the same thing, ring ends ([`Links`]): for each (local worker,
 //! remote worker, [`Lane`]) a [`Producer`] to publish batches into and a [`Consumer`] to poll, plus
@@ -8,12 +9,20 @@
 //!
 //! - [`shm`]: ranks on one host. Each rank creates one shared-memory segment holding the rings its
 //!   workers *consume* from the workers of its shm peers, and its workers' doorbells; peers map it
-//!   and produce into it directly. No thread, no copy beyond the slot itself.
+//!   and produce into it directly. No thread, no copy beyond the slot itself. It does not notice
+//!   a peer dying (the runtime watches the peers' processes).
 //! - [`tcp`]: ranks on different hosts. The producer side is a ring in this process (a shadow ring)
 //!   drained by the fabric's I/O thread onto a connection; on the other side the I/O thread
 //!   applies each slot to the consumer's ring (payload, then header) as a producer would.
 //!   Back-pressure is the consumer's ring: when it is full, the receiver stops reading that
 //!   connection, TCP's window closes, the sender's shadow ring fills and the producer sees it full.
+//!   It reports a peer lost or broken through [`Hooks::fail`]; it does not retry or encrypt.
+//! - `conformance` (tests only): one suite run against every fabric, with a simulated job of
+//!   several ranks in one process; a new fabric joins it with one line.
+//!
+//! Every system call of the fabrics goes through `crate::sys::net` (sockets, epoll, eventfd) and
+//! `crate::sys::shm` (shared-memory segments). Set-up, connections made and lost, ring sizes and
+//! failures are logged through `tracing` (target `gossamer::fabric`); nothing on the data path is.
 //!
 //! **Static dispatch.** [`Fabric`] is a trait with associated functions and no trait objects; the
 //! runtime names each implementation ([`shm::Shm`], [`tcp::Tcp`]) in one `match` on
@@ -568,82 +577,4 @@ pub trait Fabric: Sized + Send + 'static {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bad_settings_name_their_variable_and_the_accepted_form() {
-        assert_eq!(connect_timeout(" 45 "), Ok(45));
-        assert_eq!(
-            connect_timeout("-1").unwrap_err().to_string(),
-            "environment variable GSM_CONNECT_TIMEOUT=\"-1\" is invalid: expected a whole number \
-             of seconds from 1 to 86400, e.g. 60"
-        );
-        // 0 reached the socket (which refuses a 0 timeout), and 2^64-1 overflowed the deadline.
-        for bad in ["0", "86401", "18446744073709551615"] {
-            assert!(connect_timeout(bad).is_err(), "{bad}");
-        }
-        assert_eq!(connect_timeout("86400"), Ok(86_400));
-        assert_eq!(FabricChoice::parse(" TCP"), Ok(FabricChoice::Tcp));
-        let e = FabricChoice::parse("bogus").unwrap_err().to_string();
-        assert_eq!(
-            e,
-            "environment variable GSM_FABRIC=\"bogus\" is invalid: expected auto, shm or tcp"
-        );
-        let e = FabricChoice::parse("verbs").unwrap_err().to_string();
-        assert!(
-            e.starts_with("environment variable GSM_FABRIC=\"verbs\""),
-            "{e}"
-        );
-    }
-
-    /// This machine's first IPv4 address that is not loopback, if it has one.
-    fn a_local_address() -> Option<std::net::IpAddr> {
-        let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
-        // SAFETY: getifaddrs fills `list` with a list we free below.
-        if unsafe { libc::getifaddrs(&mut list) } != 0 {
-            return None;
-        }
-        let mut found = None;
-        let mut at = list;
-        while !at.is_null() {
-            // SAFETY: `at` is an entry of the list getifaddrs returned.
-            let entry = unsafe { &*at };
-            let family = if entry.ifa_addr.is_null() {
-                None
-            } else {
-                // SAFETY: a non-null `ifa_addr` points to a sockaddr.
-                Some(i32::from(unsafe { (*entry.ifa_addr).sa_family }))
-            };
-            if family == Some(libc::AF_INET) {
-                // SAFETY: an AF_INET address is a sockaddr_in.
-                let sin = unsafe { &*entry.ifa_addr.cast::<libc::sockaddr_in>() };
-                let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
-                if !ip.is_loopback() {
-                    found = Some(ip.into());
-                    break;
-                }
-            }
-            at = entry.ifa_next;
-        }
-        // SAFETY: the list getifaddrs returned, freed once.
-        unsafe { libc::freeifaddrs(list) };
-        found
-    }
-
-    /// A host name that resolves to loopback on its own host (Debian's `127.0.1.1 <hostname>`)
-    /// is replaced, in a job of several hosts, by the address of the route to another host;
-    /// an address that is not loopback, or a job with no other reachable host, keeps its own.
-    #[test]
-    fn a_loopback_host_address_gives_way_to_the_route_to_the_other_hosts() {
-        let lo: std::net::IpAddr = "127.0.1.1".parse().unwrap();
-        let other: std::net::IpAddr = "10.1.2.3".parse().unwrap();
-        assert_eq!(outward(other, "a", ["a", "b"].into_iter()), other);
-        assert_eq!(outward(lo, "me", ["me"].into_iter()), lo);
-        assert_eq!(outward(lo, "me", ["me", "127.0.0.1", ""].into_iter()), lo);
-        let mine = a_local_address().expect("this machine has an address besides loopback");
-        let text = mine.to_string();
-        // The other host is this machine's own address: the route to it starts from it.
-        assert_eq!(outward(lo, "me", ["me", text.as_str()].into_iter()), mine);
-    }
-}
+mod tests;

@@ -4,12 +4,20 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::fd::{AsFd, RawFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use std::net::Ipv4Addr;
+
+use super::handshake::{Expect, HELLO_LEN, Hello, check_hello, decode_endpoint, encode_endpoint};
 use super::*;
+use crate::bootstrap::KEY_LEN;
+use crate::fabric::Lane;
 use crate::fabric::conformance::{Rank, job};
+use crate::sys::net;
 use crate::wire::doorbell::Doorbell;
+use crate::wire::ring::{Consumer, RingLayout};
 
 fn layout(slots: u32, slot_size: u32) -> RingLayout {
     RingLayout::new(slots, slot_size).unwrap()
@@ -299,12 +307,7 @@ fn a_failing_accept_is_named_and_retried() {
     t.connect_timeout = Duration::from_secs(1);
     // Use up every descriptor but one, which the connection below takes: the I/O thread's
     // accept then fails with EMFILE.
-    let lim = libc::rlimit {
-        rlim_cur: 256,
-        rlim_max: 256,
-    };
-    // SAFETY: `lim` is a valid rlimit for the call to read.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+    net::limit_descriptors(256).unwrap();
     let mut hog = Vec::new();
     while let Ok(f) = std::fs::File::open("/dev/null") {
         hog.push(f);
@@ -362,9 +365,7 @@ fn set_up_does_not_jam_when_the_backlog_is_smaller_than_the_connections() {
     // a rank that waited for its own connects before accepting would jam with its peer.
     let start = Instant::now();
     let mut ranks = crate::fabric::conformance::job_with::<Tcp>(&[12, 12], layout(8, 64), |t| {
-        let fd = t.listener.as_ref().unwrap().as_raw_fd();
-        // SAFETY: listen on a listening socket the fabric owns; no pointers.
-        assert_eq!(unsafe { libc::listen(fd, 2) }, 0);
+        net::listen(t.listener.as_ref().unwrap().as_fd(), 2).unwrap();
     });
     assert!(
         start.elapsed() < Duration::from_secs(10),
@@ -380,8 +381,7 @@ fn a_connect_that_times_out_names_this_rank_as_the_one_that_could_not_connect() 
     // Rank 0's listener never accepts and its queue (backlog 0) is full: the kernel drops the
     // SYNs of further connects.
     let rank0 = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    // SAFETY: listen on a listening socket this test owns; no pointers.
-    assert_eq!(unsafe { libc::listen(rank0.as_raw_fd(), 0) }, 0);
+    net::listen(rank0.as_fd(), 0).unwrap();
     let addr0 = rank0.local_addr().unwrap();
     let _filler = TcpStream::connect(addr0).unwrap();
     let _more = TcpStream::connect_timeout(&addr0, Duration::from_millis(200));
@@ -415,42 +415,6 @@ fn a_connect_that_times_out_names_this_rank_as_the_one_that_could_not_connect() 
     );
 }
 
-/// The port of `fd`'s address as `get` (getsockname or getpeername) gives it, if it is an IPv4
-/// socket.
-fn port_of(
-    fd: RawFd,
-    get: unsafe extern "C" fn(
-        libc::c_int,
-        *mut libc::sockaddr,
-        *mut libc::socklen_t,
-    ) -> libc::c_int,
-) -> Option<u16> {
-    // SAFETY: an all-zero sockaddr_in is a valid value of this plain C struct.
-    let mut a: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: `a` is valid for writes of `len` bytes, which bounds what the kernel writes.
-    let rc = unsafe { get(fd, (&mut a as *mut libc::sockaddr_in).cast(), &mut len) };
-    (rc == 0 && a.sin_family == libc::AF_INET as libc::sa_family_t)
-        .then(|| u16::from_be(a.sin_port))
-}
-
-fn int_option(fd: RawFd, level: libc::c_int, name: libc::c_int) -> libc::c_int {
-    let mut v: libc::c_int = -1;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `v` is valid for writes of `len` bytes, which bounds what the kernel writes.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            level,
-            name,
-            (&mut v as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    assert_eq!(rc, 0, "getsockopt({level}, {name}) on {fd}");
-    v
-}
-
 #[test]
 fn both_ends_of_every_connection_keep_alive() {
     let ranks = job::<Tcp>(&[1, 2], layout(8, 64));
@@ -467,10 +431,7 @@ fn both_ends_of_every_connection_keep_alive() {
         else {
             continue;
         };
-        let (Some(local), Some(peer)) = (
-            port_of(fd, libc::getsockname),
-            port_of(fd, libc::getpeername),
-        ) else {
+        let Some((local, peer)) = net::ipv4_ports(fd) else {
             continue;
         };
         if listeners.contains(&peer) {
@@ -480,22 +441,15 @@ fn both_ends_of_every_connection_keep_alive() {
         } else {
             continue;
         }
-        let tcp = libc::IPPROTO_TCP;
-        let got = [
-            int_option(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE),
-            int_option(fd, tcp, libc::TCP_KEEPIDLE),
-            int_option(fd, tcp, libc::TCP_KEEPINTVL),
-            int_option(fd, tcp, libc::TCP_KEEPCNT),
+        let got = net::keep_alive_of(fd).unwrap();
+        let want = net::KeepAlive {
+            on: true,
+            idle: KEEPALIVE_IDLE,
+            interval: KEEPALIVE_INTERVAL,
+            probes: KEEPALIVE_PROBES,
             // Not set: it would also drop a live peer that keeps a zero window (`keep_alive`).
-            int_option(fd, tcp, libc::TCP_USER_TIMEOUT),
-        ];
-        let want = [
-            1,
-            KEEPALIVE_IDLE.as_secs() as libc::c_int,
-            KEEPALIVE_INTERVAL.as_secs() as libc::c_int,
-            KEEPALIVE_PROBES as libc::c_int,
-            0,
-        ];
+            user_timeout_ms: 0,
+        };
         assert_eq!(got, want, "socket {fd} ({local} -> {peer})");
     }
     // Rank 0's worker connects to rank 1, rank 1's two workers to rank 0.
@@ -738,12 +692,7 @@ fn throughput() {
 
 /// User + system CPU time of this process so far.
 fn cpu_seconds() -> f64 {
-    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `u` is valid for writes of one rusage.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
-    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
-    t(u.ru_utime) + t(u.ru_stime)
+    net::process_cpu_time().as_secs_f64()
 }
 
 /// Round trip of one small slot through the fabric and back (ping-pong between two threads that

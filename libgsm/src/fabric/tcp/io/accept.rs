@@ -1,0 +1,190 @@
+//! New connections: accepting them (bounded by `MAX_HELLOS` waiting at once, retrying when out
+//! of descriptors), reading and checking their hello, and turning an authenticated one into an
+//! incoming connection; taking over the outgoing connections `create` made. A connection that
+//! fails its hello is dropped with one line on stderr and never touches the job. It does not
+//! move frames (`io::send`, `io::recv`). See ARCHITECTURE.md.
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::recv::Incoming;
+use super::{Conn, Fate, Io, Role};
+use crate::fabric::tcp::connect::keep_alive_or_warn;
+use crate::fabric::tcp::handshake::{Expect, HELLO_LEN, check_hello};
+use crate::fabric::tcp::{ACCEPT_RETRY, HELLO_TIMEOUT, MAX_HELLOS};
+use crate::sys::net::{self, ready};
+
+impl Io {
+    /// Accepts every waiting connection (only after the listener's event: on Linux, even a
+    /// failing `accept` allocates a socket), or until [`MAX_HELLOS`] wait for their hello; the
+    /// listener then stays `acceptable`, to be taken up again by a later pass.
+    pub(super) fn accept(&mut self) -> bool {
+        let mut any = false;
+        loop {
+            if self.hellos >= MAX_HELLOS {
+                return any;
+            }
+            let (sock, addr) = match self.listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    self.acceptable = false;
+                    return any;
+                }
+                // That one connection failed before it was taken (reset, or refused by a
+                // firewall rule); the next may be fine.
+                Err(e) if net::accept_lost_one(&e) => continue,
+                // Out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) or worse: the
+                // connections stay queued and the edge-triggered listener will not signal them
+                // again, so stay `acceptable` and retry, and keep the cause for `attach`.
+                Err(e) => {
+                    self.accept_failed(&e);
+                    return any;
+                }
+            };
+            any = true;
+            if self.accept_retry.take().is_some() {
+                let mut st = self.shared.attach.lock().unwrap_or_else(|p| p.into_inner());
+                st.accept_failure = None;
+            }
+            if let Err(e) = sock.set_nonblocking(true) {
+                refuse(addr, &format!("cannot make it non-blocking: {e}"));
+                continue;
+            }
+            keep_alive_or_warn(&sock);
+            let i = self.free.pop().unwrap_or_else(|| {
+                self.conns.push(None);
+                self.conns.len() - 1
+            });
+            let ev = ready::IN | ready::RDHUP | ready::ET;
+            if let Err(e) = self.epoll.add(sock.as_fd(), ev, i as u64) {
+                refuse(addr, &format!("cannot watch it: {e}"));
+                self.free.push(i);
+                continue;
+            }
+            self.hellos += 1;
+            self.conns[i] = Some(Conn {
+                sock,
+                addr,
+                readable: true,
+                writable: false,
+                role: Role::Hello {
+                    buf: [0; HELLO_LEN],
+                    got: 0,
+                    deadline: Instant::now() + HELLO_TIMEOUT,
+                },
+            });
+        }
+    }
+
+    /// Takes the outgoing connections `create` handed over into their reserved places.
+    pub(super) fn take_outgoing(&mut self) {
+        self.shared.handed.store(false, Ordering::Relaxed);
+        let handed = std::mem::take(
+            &mut *self
+                .shared
+                .handover
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        for (i, c) in handed {
+            self.conns[i] = Some(c);
+        }
+    }
+
+    /// Notes that `accept` failed with `e`: retried after [`ACCEPT_RETRY`], reported once on
+    /// stderr, and kept for the message of an `attach` that times out meanwhile.
+    fn accept_failed(&mut self, e: &std::io::Error) {
+        let first = self.accept_retry.is_none();
+        self.accept_retry = Some(Instant::now() + ACCEPT_RETRY);
+        let at = self
+            .listener
+            .local_addr()
+            .map_or_else(|_| "the listener".to_string(), |a| a.to_string());
+        let hint = if net::out_of_descriptors(e) {
+            "; raise the limit on open files (ulimit -n)"
+        } else {
+            ""
+        };
+        let why = format!("accepting connections on {at}: {e}{hint}");
+        if first {
+            crate::eprint_line(format_args!("gossamer: tcp: {why} (retrying)"));
+        }
+        let mut st = self.shared.attach.lock().unwrap_or_else(|p| p.into_inner());
+        st.accept_failure = Some(why);
+    }
+
+    /// Reads a connection's hello; once complete and checked, the connection is incoming.
+    pub(super) fn read_hello(&mut self, c: &mut Conn, progress: &mut bool) -> Fate {
+        let Role::Hello { buf, got, .. } = &mut c.role else {
+            unreachable!("read_hello on a connection past its hello")
+        };
+        while *got < HELLO_LEN {
+            match (&c.sock).read(&mut buf[*got..]) {
+                Ok(0) => return Fate::Refuse("closed before completing its hello".into()),
+                Ok(n) => {
+                    *got += n;
+                    *progress = true;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    c.readable = false;
+                    return Fate::Keep;
+                }
+                Err(e) => return Fate::Refuse(format!("reading its hello: {e}")),
+            }
+        }
+        let checked = check_hello(
+            buf,
+            &Expect {
+                key: &self.key,
+                rank: self.rank,
+                workers: &self.workers,
+                is_peer: &self.is_peer,
+                layout: self.layout,
+            },
+        );
+        let (src_rank, src_local) = match checked {
+            Ok(x) => x,
+            Err(why) => return Fate::Refuse(why),
+        };
+        let g = self.workers[..src_rank as usize].iter().sum::<u32>() + src_local;
+        let Some(producers) = self.unclaimed[g as usize].take() else {
+            return Fate::Refuse(format!(
+                "rank {src_rank} worker {src_local} is already connected"
+            ));
+        };
+        c.role = Role::In(Box::new(Incoming::new(
+            src_rank,
+            src_local,
+            producers,
+            self.layout.slot_size,
+        )));
+        self.hellos -= 1;
+        {
+            let mut st = self.shared.attach.lock().unwrap_or_else(|p| p.into_inner());
+            st.from[src_rank as usize] += 1;
+        }
+        self.shared.attached.notify_all();
+        tracing::debug!(
+            target: "gossamer::fabric",
+            fabric = "tcp",
+            peer = src_rank,
+            worker = src_local,
+            addr = %c.addr,
+            "accepted a connection that proved the key"
+        );
+        // Bytes that followed the hello are read by the next pass (`readable` stays set).
+        Fate::Keep
+    }
+}
+
+/// Drops an unauthenticated connection's report: one line on stderr.
+pub(super) fn refuse(addr: SocketAddr, why: &str) {
+    crate::eprint_line(format_args!(
+        "gossamer: tcp: dropped a connection from {addr}: {why}"
+    ));
+}

@@ -1,0 +1,465 @@
+//! The fabric's I/O thread (`gsm-tcp-io`, one per rank): it owns every socket and every
+//! fabric-side ring end, and each pass takes the bells that rang, accepts, drains shadow rings
+//! onto sockets, reads frames into incoming rings, wakes the workers it delivered to and reports
+//! lost peers. With nothing to do it spins briefly, then sleeps in `epoll_wait` after announcing
+//! it (the bells' protocol, `shared`). Its jobs are in `accept` (new connections and hellos),
+//! `send` (shadow rings to sockets) and `recv` (sockets to rings); it does not make rings or
+//! connections (`setup`, `connect`). See ARCHITECTURE.md.
+
+mod accept;
+mod recv;
+mod send;
+mod shared;
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::sync::atomic::{Ordering, fence};
+use std::time::Instant;
+
+pub(super) use self::recv::Incoming;
+pub(super) use self::send::{OutRing, Outgoing};
+pub(super) use self::shared::{AttachState, Shared};
+use super::handshake::HELLO_LEN;
+use super::{HELLO_TIMEOUT, IDLE_WAIT, LOSS_GRACE, SPIN, STALL_YIELD, os_error};
+use super::{TOKEN_EVENTFD, TOKEN_LISTENER};
+use crate::bootstrap::KEY_LEN;
+use crate::fabric::{FabricError, FabricKind, Hooks, Topology};
+use crate::sys::net::{self, Epoll, Events, ready};
+use crate::wire::ring::{Producer, RingLayout};
+use accept::refuse;
+
+/// Where a connection is in its life.
+pub(super) enum Role {
+    /// Accepted, its hello not yet complete.
+    Hello {
+        buf: [u8; HELLO_LEN],
+        got: usize,
+        deadline: Instant,
+    },
+    /// Authenticated, carrying frames from a peer's worker to this rank.
+    In(Box<Incoming>),
+    /// Made by `create`, carrying frames from a local worker to a peer rank.
+    Out(Box<Outgoing>),
+}
+
+/// One connection the I/O thread owns.
+pub(in crate::fabric::tcp) struct Conn {
+    sock: TcpStream,
+    addr: SocketAddr,
+    /// Edge-triggered readiness, cleared on EAGAIN.
+    readable: bool,
+    writable: bool,
+    role: Role,
+}
+
+impl Conn {
+    /// An outgoing connection `create` made, ready both ways (edge-triggered: assume so until
+    /// EAGAIN).
+    pub(in crate::fabric::tcp) fn outgoing(sock: TcpStream, addr: SocketAddr, o: Outgoing) -> Conn {
+        Conn {
+            sock,
+            addr,
+            readable: true,
+            writable: true,
+            role: Role::Out(Box::new(o)),
+        }
+    }
+}
+
+/// What happened to a connection in one pass.
+pub(super) enum Fate {
+    /// It stays.
+    Keep,
+    /// Drop an unauthenticated connection with a line on stderr.
+    Refuse(String),
+    /// The peer went away (EOF or error).
+    Lost(u32, String),
+    /// The peer broke the protocol.
+    Broke(u32, String),
+}
+
+/// The I/O thread's state: every socket and every fabric-side ring end.
+pub(in crate::fabric::tcp) struct Io {
+    /// Shared with `create`, which registers the outgoing connections while this thread runs.
+    epoll: Arc<Epoll>,
+    shared: Arc<Shared>,
+    hooks: Hooks,
+    listener: TcpListener,
+    /// The listener signalled (edge-triggered) and has not yet returned EAGAIN.
+    acceptable: bool,
+    /// `accept` failed for want of resources; not retried before this time.
+    accept_retry: Option<Instant>,
+    rank: u32,
+    workers: Vec<u32>,
+    hosts: Vec<String>,
+    key: [u8; KEY_LEN],
+    layout: RingLayout,
+    first_local: u32,
+    nlocal: u32,
+    is_peer: Vec<bool>,
+    rank_of: Vec<u32>,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    /// Connections waiting for their hello.
+    hellos: usize,
+    /// Incoming producers per source global worker, until its connection authenticates.
+    unclaimed: Vec<Option<Vec<Producer>>>,
+    outs_of_rank: Vec<Vec<usize>>,
+    /// Peers whose failure was reported.
+    reported: Vec<bool>,
+    woke: Vec<bool>,
+    woke_list: Vec<u32>,
+    /// Connections whose delivery waits for a full ring (last pass).
+    stalled: usize,
+    /// Peers whose connection ended before `closing`, with when to report them.
+    lost: Vec<(u32, String, Instant)>,
+}
+
+/// Which connections the I/O thread expects, from `create`.
+pub(in crate::fabric::tcp) struct Wiring {
+    /// Which ranks are this fabric's peers (index = rank).
+    pub(in crate::fabric::tcp) is_peer: Vec<bool>,
+    /// Incoming producers per source global worker, for its connection to claim.
+    pub(in crate::fabric::tcp) unclaimed: Vec<Option<Vec<Producer>>>,
+    /// Per rank, the indices of the outgoing connections to it.
+    pub(in crate::fabric::tcp) outs_of_rank: Vec<Vec<usize>>,
+    /// How many outgoing connections `create` will hand over (their indices come first).
+    pub(in crate::fabric::tcp) outgoing: usize,
+}
+
+impl Io {
+    /// The thread's state for `topo`, before any connection is made.
+    pub(in crate::fabric::tcp) fn new(
+        topo: &Topology,
+        epoll: Arc<Epoll>,
+        shared: Arc<Shared>,
+        hooks: Hooks,
+        listener: TcpListener,
+        wiring: Wiring,
+    ) -> Io {
+        let nlocal = topo.local_workers();
+        let mut rank_of = Vec::with_capacity(topo.total_workers() as usize);
+        for (r, &n) in topo.workers.iter().enumerate() {
+            rank_of.extend(std::iter::repeat_n(r as u32, n as usize));
+        }
+        Io {
+            epoll,
+            shared,
+            hooks,
+            listener,
+            acceptable: true,
+            accept_retry: None,
+            rank: topo.rank,
+            workers: topo.workers.clone(),
+            hosts: topo.hosts.clone(),
+            key: topo.key,
+            layout: topo.layout,
+            first_local: topo.first_worker(topo.rank),
+            nlocal,
+            is_peer: wiring.is_peer,
+            rank_of,
+            conns: (0..wiring.outgoing).map(|_| None).collect(),
+            free: Vec::new(),
+            hellos: 0,
+            unclaimed: wiring.unclaimed,
+            outs_of_rank: wiring.outs_of_rank,
+            reported: vec![false; topo.ranks() as usize],
+            woke: vec![false; nlocal as usize],
+            woke_list: Vec::new(),
+            stalled: 0,
+            lost: Vec::new(),
+        }
+    }
+
+    /// The thread's body: the loop, and a panic in it reported as the fabric's failure.
+    pub(in crate::fabric::tcp) fn run(mut self) {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.main_loop()));
+        if let Err(p) = result {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            let e = os_error(
+                "the tcp I/O thread",
+                &std::io::Error::other(format!("it panicked: {msg}")),
+            );
+            self.record(e.clone());
+            (self.hooks.fail)(e);
+        }
+    }
+
+    fn main_loop(&mut self) {
+        let mut events = Events::with_capacity(256);
+        let mut idle_since: Option<Instant> = None;
+        let mut stalled_since: Option<Instant> = None;
+        let mut idle_passes = 0u32;
+        let mut spun = false;
+        let mut stall_yield = true;
+        loop {
+            if self.shared.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let mut timeout = 0;
+            // Reading the clock every pass would cost as much as the pass itself.
+            if self.stalled == 0 {
+                stalled_since = None;
+                stall_yield = true;
+            } else if idle_passes % 16 == 15 {
+                stall_yield =
+                    stalled_since.get_or_insert_with(Instant::now).elapsed() < STALL_YIELD;
+            }
+            if !spun && idle_passes % 16 == 15 {
+                spun = idle_since.is_some_and(|t| t.elapsed() >= SPIN);
+            }
+            if spun && self.stalled > 0 && stall_yield {
+                // A ring is full and its consumer may need this core to drain it.
+                std::thread::yield_now();
+            } else if spun {
+                self.shared.sleeping.store(true, Ordering::Relaxed);
+                fence(Ordering::SeqCst);
+                if !self.shared.any_dirty() && !self.shared.stop.load(Ordering::Relaxed) {
+                    timeout = self.sleep_ms();
+                }
+            }
+            // While spinning, look at the sockets every 8th pass only (epoll_wait is the most
+            // expensive part of an idle pass), and offer the core to other threads in between:
+            // on a loaded machine the worker this thread just woke may need it.
+            let n = if timeout > 0 || idle_passes % 8 == 0 {
+                self.epoll.wait(&mut events, timeout)
+            } else {
+                if idle_passes > 0 {
+                    std::thread::yield_now();
+                }
+                0
+            };
+            self.shared.sleeping.store(false, Ordering::Relaxed);
+            let mut progress = n > 0;
+            for (flags, token) in events.ready(n) {
+                match token {
+                    TOKEN_EVENTFD => net::eventfd_drain(self.shared.eventfd.as_fd()),
+                    TOKEN_LISTENER => self.acceptable = true,
+                    i => {
+                        if let Some(Some(c)) = self.conns.get_mut(i as usize) {
+                            let hup = ready::HUP | ready::ERR;
+                            if flags & (ready::IN | ready::RDHUP | hup) != 0 {
+                                c.readable = true;
+                            }
+                            if flags & (ready::OUT | hup) != 0 {
+                                c.writable = true;
+                            }
+                        }
+                    }
+                }
+            }
+            if self.shared.handed.load(Ordering::Acquire) {
+                self.take_outgoing();
+                progress = true;
+            }
+            if self.acceptable && self.accept_retry.is_none_or(|t| t <= Instant::now()) {
+                progress |= self.accept();
+            }
+            progress |= self.collect_bells();
+            progress |= self.pump();
+            self.wake_locals();
+            self.report_losses();
+            if progress {
+                idle_since = None;
+                idle_passes = 0;
+                spun = false;
+            } else {
+                idle_passes = idle_passes.wrapping_add(1);
+                if idle_since.is_none() {
+                    idle_since = Some(Instant::now());
+                }
+            }
+        }
+    }
+
+    /// How long to sleep in epoll, in milliseconds.
+    fn sleep_ms(&self) -> i32 {
+        if self.stalled > 0 {
+            return 1;
+        }
+        let wait = if self.hellos > 0 || !self.lost.is_empty() {
+            50
+        } else {
+            IDLE_WAIT.as_millis() as i32
+        };
+        // A failed `accept` is retried on time: nothing else wakes this thread for it.
+        match self.accept_retry {
+            Some(t) => wait.min(t.saturating_duration_since(Instant::now()).as_millis() as i32 + 1),
+            None => wait,
+        }
+    }
+
+    /// Reports the peers whose connection ended more than [`LOSS_GRACE`] ago, unless the job
+    /// has started closing since.
+    fn report_losses(&mut self) {
+        if self.lost.is_empty() {
+            return;
+        }
+        if self.closing() {
+            self.lost.clear();
+            return;
+        }
+        let now = Instant::now();
+        let mut i = 0;
+        while i < self.lost.len() {
+            if self.lost[i].2 > now {
+                i += 1;
+                continue;
+            }
+            let (r, detail, _) = self.lost.swap_remove(i);
+            let e = FabricError::PeerLost {
+                peer: r,
+                host: self.host(r),
+                detail,
+            };
+            self.report(r, e);
+        }
+    }
+
+    /// Marks the connections to every remote worker whose bell rang as pending.
+    fn collect_bells(&mut self) -> bool {
+        let mut any = false;
+        for w in 0..self.shared.dirty.len() {
+            if self.shared.dirty[w].load(Ordering::Relaxed) == 0 {
+                continue;
+            }
+            let mut bits = self.shared.dirty[w].swap(0, Ordering::Acquire);
+            any = true;
+            while bits != 0 {
+                let g = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let r = self.rank_of.get(g).copied().unwrap_or(u32::MAX) as usize;
+                for &c in self
+                    .outs_of_rank
+                    .get(r)
+                    .map(|v| v.as_slice())
+                    .unwrap_or(&[])
+                {
+                    if let Some(Some(Conn {
+                        role: Role::Out(o), ..
+                    })) = self.conns.get_mut(c)
+                    {
+                        o.pending = true;
+                    }
+                }
+            }
+        }
+        if any {
+            // Pairs with the fence in `Shared::ring` for a bit that was already set.
+            fence(Ordering::SeqCst);
+        }
+        any
+    }
+
+    /// One pass over every connection.
+    fn pump(&mut self) -> bool {
+        let mut progress = false;
+        self.stalled = 0;
+        // Only hellos have deadlines; the clock is not read on the data path.
+        let now = (self.hellos > 0).then(Instant::now);
+        for i in 0..self.conns.len() {
+            let Some(mut c) = self.conns[i].take() else {
+                continue;
+            };
+            let fate = match &mut c.role {
+                Role::Out(_) => self.pump_out(&mut c, &mut progress),
+                Role::In(_) => self.pump_in(&mut c, &mut progress),
+                Role::Hello { deadline, .. } => {
+                    if now.is_some_and(|now| *deadline <= now) {
+                        Fate::Refuse(format!(
+                            "no complete hello within {} s",
+                            HELLO_TIMEOUT.as_secs()
+                        ))
+                    } else if c.readable {
+                        self.read_hello(&mut c, &mut progress)
+                    } else {
+                        Fate::Keep
+                    }
+                }
+            };
+            let hello = matches!(c.role, Role::Hello { .. });
+            match fate {
+                Fate::Keep => {
+                    self.conns[i] = Some(c);
+                    continue;
+                }
+                Fate::Refuse(why) => refuse(c.addr, &why),
+                Fate::Lost(r, detail) => {
+                    tracing::debug!(
+                        target: "gossamer::fabric",
+                        fabric = "tcp",
+                        peer = r,
+                        addr = %c.addr,
+                        closing = self.closing(),
+                        "connection ended: {detail}"
+                    );
+                    if !self.closing() && !self.lost.iter().any(|l| l.0 == r) {
+                        self.lost.push((r, detail, Instant::now() + LOSS_GRACE));
+                    }
+                }
+                Fate::Broke(r, detail) => {
+                    if !self.closing() {
+                        self.report(
+                            r,
+                            FabricError::Protocol {
+                                fabric: FabricKind::Tcp,
+                                peer: r,
+                                host: self.host(r),
+                                detail,
+                            },
+                        );
+                    }
+                }
+            }
+            if hello {
+                self.hellos -= 1;
+            }
+            progress = true;
+            self.free.push(i);
+            // Dropping `c` closes the socket, which also removes it from the epoll set.
+        }
+        progress
+    }
+
+    fn closing(&self) -> bool {
+        self.shared.closing.load(Ordering::SeqCst)
+    }
+
+    fn host(&self, r: u32) -> String {
+        self.hosts.get(r as usize).cloned().unwrap_or_default()
+    }
+
+    /// Reports a failure of peer `r` once.
+    fn report(&mut self, r: u32, e: FabricError) {
+        if std::mem::replace(&mut self.reported[r as usize], true) {
+            return;
+        }
+        tracing::info!(
+            target: "gossamer::fabric",
+            fabric = "tcp",
+            peer = r,
+            host = %self.host(r),
+            "peer failed: {e}"
+        );
+        self.record(e.clone());
+        (self.hooks.fail)(e);
+    }
+
+    fn record(&self, e: FabricError) {
+        let mut st = self.shared.attach.lock().unwrap_or_else(|p| p.into_inner());
+        st.failed.get_or_insert(e);
+        self.shared.attached.notify_all();
+    }
+
+    fn wake_locals(&mut self) {
+        for l in self.woke_list.drain(..) {
+            self.woke[l as usize] = false;
+            (self.hooks.wake)(l);
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! The `tcp` fabric: slot rings between ranks on different hosts, carried over TCP connections
+//! that prove the job key.
+//!
+//! It abstracts one thing: making a remote worker's rings look local. Every ring end the runtime
+//! gets is an ordinary heap ring in this process; a single I/O thread per rank (`gsm-tcp-io`)
+//! moves slots between those rings and the sockets. It does not encode records, choose which
+//! peers it serves, retry lost connections, or encrypt anything (the key proves membership of
+//! the job; it does not hide the traffic).
+//!
+//! # Set-up
+//!
+//! - [`Fabric::prepare`] binds a listener to `Settings::bind`, else to the address this host's
+//!   name resolves to, else to 127.0.0.1, always on port 0; it never binds `0.0.0.0` unless
+//!   `Settings::bind` says so (and then advertises the hostname's address). The endpoint bytes
+//!   are the listener's address: `4` + 4 address bytes + port (big-endian), or `6` + 16 bytes +
+//!   port.
+//! - [`Fabric::create`] makes every ring, starts the I/O thread (which accepts from then on),
+//!   opens ONE connection per (local worker, remote rank) with a blocking connect (every peer's
+//!   listener exists before the exchange, so the kernel completes it from the backlog without the
+//!   peer doing anything), writes the hello, and hands the connections to the I/O thread, which
+//!   from then on owns every socket. Accepting before connecting matters when more connections
+//!   come than a listener's backlog holds (`listen` is capped by `net.core.somaxconn`, 128 on
+//!   older kernels): two ranks each blocked connecting to the other would never accept.
+//! - [`Fabric::attach`] waits, bounded by `Settings::connect_timeout`, until every remote worker
+//!   has connected and proved the key; on timeout it names a peer that is missing, and why
+//!   `accept` is failing if it is (out of descriptors, say: the I/O thread keeps retrying, and
+//!   the peers' connections wait in the listener's queue meanwhile).
+//!
+//! # Wire
+//!
+//! A connection carries, one way, everything its local worker publishes to any worker of the
+//! peer rank, both lanes. It opens with a 64-byte hello (little-endian):
+//!
+//! ```text
+//! 0   magic "GSMTCP\0\0"          8   version u32 (1)        12  job key, 32 bytes
+//! 44  source rank u32             48  source local worker u32
+//! 52  destination rank u32        56  slots u32              60  slot size u32
+//! ```
+//!
+//! The acceptor checks all of it (the key in constant time), plus that the source is one of its
+//! tcp peers, that the worker exists and that it has not connected before. A connection that
+//! fails any check, or does not complete its hello within [`HELLO_TIMEOUT`], is closed and
+//! reported by one line on stderr (`gossamer: tcp: dropped a connection from <addr>: <reason>`);
+//! it never reaches a ring and never ends the job. At most `MAX_HELLOS` accepted connections
+//! wait for their hello; the rest wait in the listener's queue.
+//!
+//! After the hello, each slot is a frame: an 8-byte header — destination global worker (u32),
+//! then `lane << 31 | length` (u32) — and `length` payload bytes, `length <= slot_size`. A frame
+//! that names a worker not on this rank or is longer than a slot, on an authenticated
+//! connection, is a protocol error and ends the job ([`FabricError::Protocol`]).
+//!
+//! # Rings and back-pressure
+//!
+//! For every (local worker, remote worker, lane) there are two heap rings: an outgoing *shadow*
+//! ring (the runtime publishes into its producer; the I/O thread consumes it, copies the slot
+//! into the connection's write buffer and releases it) and an incoming ring (the I/O thread
+//! produces into it exactly as a producer would: payload, then the header with Release; then it
+//! calls `Hooks::wake`). When an incoming ring is full, the I/O thread keeps the frame and stops
+//! reading that connection until the runtime frees a slot; TCP's window then closes, the
+//! sender's write buffer and shadow ring fill, and the remote producer finds its ring full.
+//! Nothing is dropped or truncated. Buffering in between is bounded: the shadow ring, a write
+//! buffer of [`WRITE_LIMIT`] bytes, the kernel's socket buffers, a read buffer.
+//!
+//! # The I/O thread and the bells
+//!
+//! One thread per rank, `epoll` (edge-triggered sockets) plus an `eventfd` to be woken. Each pass
+//! it takes the remote workers whose bell rang (a bitmap), drains their shadow rings into write
+//! buffers (many slots per `send`), writes, reads, and delivers frames. With nothing to do it
+//! keeps passing for [`SPIN`] (a `sched_yield` between passes, since on a loaded machine the
+//! worker it just woke may need the core; `epoll_wait` every 8th pass), then announces that it
+//! sleeps (a flag, SeqCst fence), re-checks the bitmap and only then waits in `epoll_wait` for at
+//! most [`IDLE_WAIT`]. A delivery waiting for a full ring is retried after a `sched_yield` for
+//! [`STALL_YIELD`], then every millisecond: a consumer freeing a slot rings nothing. The
+//! [`Bell`](super::Bell) for a remote worker sets its bit (after a SeqCst fence, skipping the
+//! write when already set) and, after a second fence, writes the eventfd only if the thread
+//! announced that it sleeps: no syscall while it is awake. The runtime must ring the bell after
+//! publishing to a remote worker, as for every fabric; a slot published without a bell is only
+//! found by the next bell to the same worker.
+//!
+//! # Failure
+//!
+//! An authenticated connection that reaches EOF or an error before [`Fabric::closing`] ends the
+//! job with [`FabricError::PeerLost`] (reported once per peer rank), unless `closing` comes
+//! within [`LOSS_GRACE`] (at the end of a job, a fast rank may close before a slow one has called
+//! `closing`); after `closing`, EOFs are expected and just closed. A frame that breaks the
+//! protocol is reported at once. A peer's host that vanishes without a FIN or RST (powered off, cut
+//! off) is noticed by TCP keepalive within about 25 s of silence, as an error on its connections
+//! (see `connect::keep_alive`). Dropping a [`Tcp`] stops and joins the I/O thread (which never
+//! blocks for longer than [`IDLE_WAIT`]) and closes every socket.
+//!
+//! # Cost
+//!
+//! Per rank: `2 × 2 × L × R × RingLayout::bytes()` bytes of rings for `L` local and `R` remote
+//! workers (an outgoing and an incoming ring per pair and lane), plus per connection a read
+//! buffer of `max(256 KiB, 2 × (slot + 8))` and a write buffer of up to [`WRITE_LIMIT`]. Every
+//! pass of the I/O thread visits every connection, which is cheap for tens of peers and the
+//! thing to index first for thousands.
+//!
+//! # Where things are
+//!
+//! `handshake` (endpoint bytes and the hello), `connect` (the listener, outgoing connections,
+//! keepalive), `setup` (`create`'s steps), `io` (the I/O thread: `io::accept` for new
+//! connections, `io::send` from shadow rings to sockets, `io::recv` from sockets to rings,
+//! `io::shared` for the bells). The ring protocol itself is `crate::wire::ring`'s. See
+//! ARCHITECTURE.md.
+
+mod connect;
+mod handshake;
+mod io;
+mod setup;
+#[cfg(test)]
+mod tests;
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::{Fabric, FabricError, FabricKind, Hooks, Links, Peer, Settings, Topology};
+use io::{Shared, Wiring};
+
+/// How long an accepted connection has to complete its hello.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the I/O thread spins with nothing to do before it sleeps.
+pub const SPIN: Duration = Duration::from_micros(50);
+/// How long the I/O thread keeps retrying (yielding the CPU in between) a delivery that waits
+/// for a full ring before it retries only every millisecond.
+pub const STALL_YIELD: Duration = Duration::from_millis(5);
+/// The longest the I/O thread sleeps without an event (it is woken by bells and sockets).
+pub const IDLE_WAIT: Duration = Duration::from_millis(100);
+/// The most bytes of frames a connection's write buffer collects before it is written.
+pub const WRITE_LIMIT: usize = 256 * 1024;
+/// How long after a peer's connection ends the I/O thread waits for [`Fabric::closing`] before
+/// it reports the peer lost: at the end of a job a fast rank may close its sockets before a slow
+/// one has called `closing`.
+pub const LOSS_GRACE: Duration = Duration::from_secs(1);
+/// At most this many accepted connections wait for their hello at once (which bounds what
+/// strangers can make this rank hold); more wait in the listener's queue until some have
+/// completed their hello or were dropped. Refusing them instead would drop legitimate peers of
+/// a large job, and end it. Tests lower it so that a small job crosses it.
+#[cfg(not(test))]
+const MAX_HELLOS: usize = 1024;
+#[cfg(test)]
+const MAX_HELLOS: usize = 8;
+/// An idle connection is probed after this long without traffic (the kernel's default is 2 h).
+pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+/// Between keepalive probes (the kernel's default is 75 s).
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+/// Unanswered keepalive probes before an idle connection is dropped (the kernel's default is 9).
+pub const KEEPALIVE_PROBES: u32 = 3;
+/// How long the I/O thread waits before it retries an `accept` that failed for want of
+/// descriptors or memory: the connections stay queued, and each retry costs a syscall (on Linux
+/// even a failing `accept` allocates a socket).
+const ACCEPT_RETRY: Duration = Duration::from_millis(10);
+
+/// Bytes of a frame header: destination global worker (u32), then `lane << 31 | length` (u32).
+const FRAME_HEADER: usize = 8;
+/// The lane bit of a frame header's second word (set: the response lane).
+const LANE_BIT: u32 = 1 << 31;
+
+/// epoll tokens that are not connection indices.
+const TOKEN_EVENTFD: u64 = u64::MAX;
+const TOKEN_LISTENER: u64 = u64::MAX - 1;
+
+fn os_error(what: impl Into<String>, e: &std::io::Error) -> FabricError {
+    FabricError::Os {
+        fabric: FabricKind::Tcp,
+        what: what.into(),
+        detail: e.to_string(),
+    }
+}
+
+/// The TCP fabric (see the module docs).
+pub struct Tcp {
+    listener: Option<TcpListener>,
+    addr: SocketAddr,
+    connect_timeout: Duration,
+    shared: Option<Arc<Shared>>,
+    io: Option<JoinHandle<()>>,
+    links: Option<Links>,
+    /// For attach: (peer rank, connections expected from it).
+    expect: Vec<(u32, u32)>,
+    hosts: Vec<String>,
+}
+
+impl std::fmt::Debug for Tcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tcp")
+            .field("addr", &self.addr)
+            .field("running", &self.io.is_some())
+            .finish()
+    }
+}
+
+impl Tcp {
+    /// The address the listener is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Fabric for Tcp {
+    const KIND: FabricKind = FabricKind::Tcp;
+
+    fn prepare(settings: &Settings) -> Result<(Self, Vec<u8>), FabricError> {
+        Tcp::listen(settings)
+    }
+
+    fn create(&mut self, topo: &Topology, peers: &[Peer], hooks: Hooks) -> Result<(), FabricError> {
+        setup::check_layout(topo.layout)?;
+        let listener = self.listener.take().ok_or(FabricError::Choice {
+            value: "create".into(),
+            reason: "Tcp::create called twice or without prepare",
+        })?;
+        let (addrs, is_peer) = setup::peer_addresses(topo, peers)?;
+        let (shared, epoll) = setup::shared_state(topo)?;
+        let mut links = Links::default();
+        let unclaimed = setup::incoming_rings(topo, &addrs, &mut links);
+        let (outgoing, outs_of_rank) = setup::shadow_rings(topo, &addrs, &mut links);
+        let wiring = Wiring {
+            is_peer,
+            unclaimed,
+            outs_of_rank,
+            outgoing: outgoing.len(),
+        };
+        let handle = setup::start_io(topo, &epoll, &shared, hooks, listener, wiring)?;
+        // From here on, dropping `self` stops the thread, whatever fails below.
+        self.shared = Some(shared.clone());
+        self.io = Some(handle);
+        self.connect_all(topo, &epoll, &shared, outgoing)?;
+        setup::bells(topo, &shared, &addrs, &mut links);
+        tracing::info!(
+            target: "gossamer::fabric",
+            fabric = "tcp",
+            rank = topo.rank,
+            peers = addrs.len(),
+            slots = topo.layout.slots,
+            slot_size = topo.layout.slot_size,
+            ring_bytes = topo.layout.bytes(),
+            incoming_rings = links.incoming.len(),
+            shadow_rings = links.outgoing.len(),
+            listening = %self.addr,
+            "fabric created"
+        );
+        self.expect = addrs
+            .iter()
+            .map(|&(r, _)| (r, topo.workers[r as usize]))
+            .collect();
+        self.hosts = topo.hosts.clone();
+        self.links = Some(links);
+        Ok(())
+    }
+
+    fn attach(&mut self) -> Result<Links, FabricError> {
+        let shared = self.shared.as_ref().ok_or(FabricError::Choice {
+            value: "attach".into(),
+            reason: "Tcp::attach called before a successful create",
+        })?;
+        let start = Instant::now();
+        let deadline = start + self.connect_timeout;
+        let mut st = shared.attach.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(e) = &st.failed {
+                return Err(e.clone());
+            }
+            let missing = self
+                .expect
+                .iter()
+                .find(|&&(r, n)| st.from[r as usize] < n)
+                .map(|&(r, _)| r);
+            let Some(missing) = missing else { break };
+            let now = Instant::now();
+            if now >= deadline {
+                let host = self
+                    .hosts
+                    .get(missing as usize)
+                    .cloned()
+                    .unwrap_or_default();
+                let seconds = self.connect_timeout.as_secs();
+                // The peer may well have connected, into a queue this rank could not take from.
+                if let Some(why) = &st.accept_failure {
+                    return Err(FabricError::Os {
+                        fabric: FabricKind::Tcp,
+                        what: format!(
+                            "rank {missing} (host {host}) had not connected after {seconds} s"
+                        ),
+                        detail: why.clone(),
+                    });
+                }
+                return Err(FabricError::Timeout {
+                    fabric: FabricKind::Tcp,
+                    peer: missing,
+                    host,
+                    seconds,
+                });
+            }
+            st = shared
+                .attached
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        drop(st);
+        tracing::info!(
+            target: "gossamer::fabric",
+            fabric = "tcp",
+            peers = self.expect.len(),
+            connections = self.expect.iter().map(|&(_, n)| n).sum::<u32>(),
+            waited_ms = start.elapsed().as_millis() as u64,
+            "every peer connected and proved the key"
+        );
+        self.links.take().ok_or(FabricError::Choice {
+            value: "attach".into(),
+            reason: "Tcp::attach called twice",
+        })
+    }
+
+    fn sealed(&mut self) {}
+
+    fn closing(&mut self) {
+        if let Some(s) = &self.shared {
+            s.closing.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for Tcp {
+    fn drop(&mut self) {
+        if let Some(s) = &self.shared {
+            s.stop.store(true, Ordering::SeqCst);
+            s.wake();
+        }
+        if let Some(h) = self.io.take() {
+            // The thread checks `stop` at least every IDLE_WAIT and never blocks otherwise.
+            let _ = h.join();
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! Tests of what the fabrics share: the settings read from the environment and the address the
+//! tcp fabric listens on.
+
+use std::sync::Arc;
+
+use super::*;
+
+#[test]
+fn bad_settings_name_their_variable_and_the_accepted_form() {
+    assert_eq!(connect_timeout(" 45 "), Ok(45));
+    assert_eq!(
+        connect_timeout("-1").unwrap_err().to_string(),
+        "environment variable GSM_CONNECT_TIMEOUT=\"-1\" is invalid: expected a whole number \
+         of seconds from 1 to 86400, e.g. 60"
+    );
+    // 0 reached the socket (which refuses a 0 timeout), and 2^64-1 overflowed the deadline.
+    for bad in ["0", "86401", "18446744073709551615"] {
+        assert!(connect_timeout(bad).is_err(), "{bad}");
+    }
+    assert_eq!(connect_timeout("86400"), Ok(86_400));
+    assert_eq!(FabricChoice::parse(" TCP"), Ok(FabricChoice::Tcp));
+    let e = FabricChoice::parse("bogus").unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "environment variable GSM_FABRIC=\"bogus\" is invalid: expected auto, shm or tcp"
+    );
+    let e = FabricChoice::parse("verbs").unwrap_err().to_string();
+    assert!(
+        e.starts_with("environment variable GSM_FABRIC=\"verbs\""),
+        "{e}"
+    );
+}
+
+/// A host name that resolves to loopback on its own host (Debian's `127.0.1.1 <hostname>`)
+/// is replaced, in a job of several hosts, by the address of the route to another host;
+/// an address that is not loopback, or a job with no other reachable host, keeps its own.
+#[test]
+fn a_loopback_host_address_gives_way_to_the_route_to_the_other_hosts() {
+    let lo: std::net::IpAddr = "127.0.1.1".parse().unwrap();
+    let other: std::net::IpAddr = "10.1.2.3".parse().unwrap();
+    assert_eq!(outward(other, "a", ["a", "b"].into_iter()), other);
+    assert_eq!(outward(lo, "me", ["me"].into_iter()), lo);
+    assert_eq!(outward(lo, "me", ["me", "127.0.0.1", ""].into_iter()), lo);
+    let mine = crate::sys::net::first_outside_ipv4()
+        .expect("this machine has an address besides loopback");
+    let text = mine.to_string();
+    // The other host is this machine's own address: the route to it starts from it.
+    assert_eq!(outward(lo, "me", ["me", text.as_str()].into_iter()), mine);
+}
+
+/// A job of `workers.len()` ranks set up phase by phase on this one thread (no phase waits for a
+/// peer): the fabrics and their links, rank by rank.
+fn set_up_here<F: Fabric>(job_id: &str, workers: &[u32]) -> Vec<(F, Links)> {
+    let n = workers.len() as u32;
+    let settings = Settings {
+        bind: Some(std::net::Ipv4Addr::LOCALHOST.into()),
+        connect_timeout: std::time::Duration::from_secs(10),
+    };
+    let prepared: Vec<(F, Vec<u8>)> = (0..n).map(|_| F::prepare(&settings).unwrap()).collect();
+    let endpoints: Vec<Vec<u8>> = prepared.iter().map(|(_, e)| e.clone()).collect();
+    let mut fabrics: Vec<F> = prepared.into_iter().map(|(f, _)| f).collect();
+    for (rank, f) in fabrics.iter_mut().enumerate() {
+        let topo = Topology {
+            rank: rank as u32,
+            workers: workers.to_vec(),
+            hosts: vec!["localhost".into(); n as usize],
+            layout: crate::wire::ring::RingLayout::new(4, 128).unwrap(),
+            job_id: job_id.to_string(),
+            key: [3; crate::bootstrap::KEY_LEN],
+        };
+        let peers: Vec<Peer> = (0..n)
+            .filter(|&r| r != rank as u32)
+            .map(|r| Peer {
+                rank: r,
+                endpoint: endpoints[r as usize].clone(),
+            })
+            .collect();
+        let hooks = Hooks {
+            wake: Arc::new(|_| {}),
+            fail: Arc::new(|e| panic!("{e}")),
+        };
+        f.create(&topo, &peers, hooks).unwrap();
+    }
+    let links: Vec<Links> = fabrics.iter_mut().map(|f| f.attach().unwrap()).collect();
+    for f in &mut fabrics {
+        f.sealed();
+    }
+    fabrics.into_iter().zip(links).collect()
+}
+
+/// Everything written to it, shared with the test.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Set-up says what it did through `tracing`, under the target `gossamer::fabric`: each
+/// fabric's slot and ring sizes, the shm segment made (name, size) and the peers' mapped, the
+/// tcp connections made and how long the peers took to connect.
+#[test]
+fn set_up_is_logged_under_the_fabric_target() {
+    let out = Captured::default();
+    let sink = out.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || sink.clone())
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        let job = format!("gsm-test-log-{}", std::process::id());
+        drop(set_up_here::<shm::Shm>(&job, &[1, 2]));
+        drop(set_up_here::<tcp::Tcp>("tcp-log", &[2, 1]));
+    });
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("gossamer::fabric"))
+        .collect();
+    let has = |words: &[&str]| lines.iter().any(|l| words.iter().all(|w| l.contains(w)));
+    assert!(
+        has(&[
+            "segment created",
+            "bytes=",
+            "slot_size=128",
+            "gsm-test-log-"
+        ]),
+        "{text}"
+    );
+    assert!(has(&["mapped a peer's segment", "peer=1"]), "{text}");
+    assert!(has(&["mapped every peer's segment"]), "{text}");
+    assert!(
+        has(&["fabric created", "fabric=\"tcp\"", "slots=4", "ring_bytes="]),
+        "{text}"
+    );
+    assert!(
+        has(&["connected and sent the hello", "connect_us="]),
+        "{text}"
+    );
+    assert!(has(&["every peer connected", "waited_ms="]), "{text}");
+}
