@@ -245,6 +245,7 @@ impl Shared {
     }
 
     /// How many failures were reported on this rank (the first is the one kept).
+    #[cfg(test)]
     pub(crate) fn failures(&self) -> u64 {
         self.failures.load(Ordering::Relaxed)
     }
