@@ -367,7 +367,9 @@ impl<'a> ResponseReader<'a> {
         let end = unsafe { u32_at(b, 0) }? as usize;
         // SAFETY: as above.
         let kind = u16::from_le_bytes(unsafe { bytes_at::<2>(b, 6) }?);
-        (end >= HEADER && end <= b.len() && kind == KIND_BATCH).then_some(ResponseReader {
+        // `then`, not `then_some`: the slice is taken only once `end` is known to be in range
+        // (a peer's batch whose end lies past its slot is refused, not a panic).
+        (end >= HEADER && end <= b.len() && kind == KIND_BATCH).then(|| ResponseReader {
             b: &b[..end],
             pos: HEADER,
             pointers,
