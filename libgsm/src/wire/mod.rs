@@ -13,3 +13,7 @@ pub mod ring;
 pub(crate) mod codeptr;
 pub(crate) mod far;
 pub(crate) mod record;
+
+// Entry points for fuzz targets and the mutation test; not part of the runtime's API.
+#[doc(hidden)]
+pub mod fuzzing;

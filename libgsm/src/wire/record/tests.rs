@@ -3,6 +3,8 @@ use super::stage::{FAR_MIN, set_bytes};
 use super::*;
 use std::mem::MaybeUninit;
 
+mod mutation;
+
 fn init(b: &[Byte]) -> Vec<u8> {
     // SAFETY: these tests only encode initialised bytes.
     b.iter().map(|x| unsafe { x.assume_init() }).collect()
