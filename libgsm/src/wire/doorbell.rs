@@ -21,7 +21,8 @@
 //! runtime compares its trusts' home words against it, so that an inline apply learns "this
 //! worker, and nothing to serve" from the one compare it makes anyway (`WorkerCore::gate`).
 //!
-//! This module does not know rings or workers; it only waits, wakes and closes the gate.
+//! This module does not know rings or workers; it only waits, wakes and closes the gate. The
+//! futex calls themselves are in `sys::thread`. See ARCHITECTURE.md.
 
 use std::any::Any;
 use std::sync::Arc;

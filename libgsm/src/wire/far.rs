@@ -8,7 +8,8 @@
 //! `ptrace_scope = 1` the peer's consent, which [`allow_peers`] gives). Whether it works between
 //! two ranks is tested once per run, at set-up ([`probe`]); otherwise records are streamed.
 //!
-//! This module only copies bytes; it does not know records or workers.
+//! This module only copies bytes (through `sys::far`, which makes the system calls); it does not
+//! know records or workers.
 
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
