@@ -98,7 +98,7 @@ impl OutQueue {
         }
     }
 
-    /// Streams a request record too large for one slot to another rank (see the module docs).
+    /// Streams a request record too large for one slot to another rank (see the parent module).
     #[cold]
     #[allow(clippy::too_many_arguments)]
     pub(super) fn stream_request(
