@@ -5,6 +5,7 @@
 //! every record lies inside its batch. None may panic; each is refused or read within bounds.
 //!
 //! `GSM_FUZZ_SEED=N` runs another seed; a failure names the seed, the case and the input.
+//! `GSM_WIRE_CORPUS=DIR` also writes the valid inputs there, as seeds for the fuzz targets.
 
 use crate::wire::fuzzing::{self, Summary};
 use crate::wire::record::{OutQueue, SER, SER_STATUS, Sink, Src};
@@ -357,6 +358,22 @@ fn mutate(rng: &mut Rng, b: &mut Vec<u8>) {
     }
 }
 
+/// Writes the valid inputs as seeds for the fuzz targets (`libgsm/fuzz/`): one folder per target,
+/// named as it is, the `slots` inputs with their lane byte first.
+fn write_corpus(dir: &std::path::Path, templates: &[Template]) {
+    for (i, t) in templates.iter().enumerate() {
+        let (target, bytes) = match t.lane {
+            Lane::Requests => ("requests", t.bytes.clone()),
+            Lane::Responses => ("responses", t.bytes.clone()),
+            Lane::RequestSlots => ("slots", [&[1u8][..], &t.bytes].concat()),
+            Lane::ResponseSlots => ("slots", [&[0u8][..], &t.bytes].concat()),
+        };
+        let d = dir.join(target);
+        std::fs::create_dir_all(&d).expect("the corpus folder");
+        std::fs::write(d.join(format!("seed-{i}")), bytes).expect("a corpus file");
+    }
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -368,6 +385,9 @@ fn corrupted_batches_are_refused_or_read_within_their_bounds_never_a_panic() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(DEFAULT_SEED);
     let templates = templates();
+    if let Some(dir) = std::env::var_os("GSM_WIRE_CORPUS") {
+        write_corpus(std::path::Path::new(&dir), &templates);
+    }
     // The valid inputs read back whole, except the records that carry a pointer.
     for t in &templates {
         let r = read(t.lane, &t.bytes);
