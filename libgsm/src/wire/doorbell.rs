@@ -21,12 +21,15 @@
 //! runtime compares its trusts' home words against it, so that an inline apply learns "this
 //! worker, and nothing to serve" from the one compare it makes anyway (`WorkerCore::gate`).
 //!
-//! This module does not know rings or workers; it only waits, wakes and closes the gate.
+//! This module does not know rings or workers; it only waits, wakes and closes the gate. The
+//! futex calls themselves are in `sys::thread`. See ARCHITECTURE.md.
 
 use std::any::Any;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 use std::time::Duration;
+
+use crate::sys::thread::{futex_wait, futex_wake};
 
 /// The value of a closed gate: something was published since the consumer last looked, or the
 /// consumer has not opened it. No key a consumer opens with may equal it.
@@ -173,31 +176,6 @@ impl Doorbell {
     /// Whether the sleeper has announced that it sleeps.
     pub fn is_sleeping(&self) -> bool {
         self.word().load(Ordering::Relaxed) != 0
-    }
-}
-
-fn futex_wait(w: &AtomicU32, expected: u32, timeout: Duration) {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: `w` is a valid, aligned 32-bit word for the duration of the call and `ts` a valid
-    // timespec; FUTEX_WAIT only reads the word and sleeps.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            w.as_ptr(),
-            libc::FUTEX_WAIT,
-            expected,
-            &ts as *const libc::timespec,
-        );
-    }
-}
-
-fn futex_wake(w: &AtomicU32) {
-    // SAFETY: `w` is a valid, aligned 32-bit word; FUTEX_WAKE does not access memory beyond it.
-    unsafe {
-        libc::syscall(libc::SYS_futex, w.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
     }
 }
 

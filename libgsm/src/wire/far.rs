@@ -8,10 +8,13 @@
 //! `ptrace_scope = 1` the peer's consent, which [`allow_peers`] gives). Whether it works between
 //! two ranks is tested once per run, at set-up ([`probe`]); otherwise records are streamed.
 //!
-//! This module only copies bytes; it does not know records or workers.
+//! This module only copies bytes (through `sys::far`, which makes the system calls); it does not
+//! know records or workers.
 
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::sys;
 
 /// What a peer reads to test whether it can read this process.
 static PROBE: AtomicU64 = AtomicU64::new(0);
@@ -24,9 +27,8 @@ const MAX_FAR: u64 = 1 << 40;
 /// descendants), and returns the address peers probe.
 pub(crate) fn allow_peers() -> u64 {
     PROBE.store(MAGIC, Ordering::SeqCst);
-    // SAFETY: PR_SET_PTRACER with PR_SET_PTRACER_ANY only changes which processes may attach;
-    // it fails harmlessly (EINVAL) where Yama is absent.
-    unsafe { libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0) };
+    // Only changes which processes may attach; fails harmlessly (EINVAL) where Yama is absent.
+    let _ = sys::far::allow_any_tracer();
     PROBE.as_ptr() as usize as u64
 }
 
@@ -87,32 +89,22 @@ unsafe fn transfer(
 ) -> Result<(), String> {
     let mut done = 0usize;
     while done < len {
-        let here = libc::iovec {
-            // SAFETY: `done < len` and `local` is valid for `len` bytes (the caller's).
-            iov_base: unsafe { local.add(done) }.cast(),
-            iov_len: len - done,
+        // SAFETY: `done < len` and `local` is valid for `len` bytes (the caller's), writable for
+        // a read; any byte is a valid `MaybeUninit<u8>`.
+        let here = unsafe {
+            std::slice::from_raw_parts_mut(local.add(done).cast::<MaybeUninit<u8>>(), len - done)
         };
-        let there = libc::iovec {
-            iov_base: (addr as usize + done) as *mut libc::c_void,
-            iov_len: len - done,
+        let there = addr + done as u64;
+        let r = match way {
+            Way::Read => sys::far::read_from(pid, there, here),
+            // SAFETY: the bytes at `there` are ours to write (the caller's).
+            Way::Write => unsafe { sys::far::write_to(pid, there, here) },
         };
-        let pid = pid as libc::pid_t;
-        // SAFETY: `here` is memory of ours as the caller vouches; `there` is read or written by
-        // the kernel in the other process, which checks it (and for writes, the caller vouches
-        // that the bytes are ours to write).
-        let r = unsafe {
-            match way {
-                Way::Read => libc::process_vm_readv(pid, &here, 1, &there, 1, 0),
-                Way::Write => libc::process_vm_writev(pid, &here, 1, &there, 1, 0),
-            }
-        };
-        if r < 0 {
-            return Err(std::io::Error::last_os_error().to_string());
+        match r {
+            Err(e) => return Err(e.to_string()),
+            Ok(0) => return Err("the peer's memory ended early".into()),
+            Ok(n) => done += n,
         }
-        if r == 0 {
-            return Err("the peer's memory ended early".into());
-        }
-        done += r as usize;
     }
     Ok(())
 }
@@ -172,12 +164,7 @@ mod tests {
         const NAME: &str = "wire::far::tests::a_record_too_large_for_this_process_memory_aborts_it";
         const LEN: u64 = 8 << 30;
         if std::env::var_os("GSM_FAR_OOM_CHILD").is_some() {
-            let limit = libc::rlimit {
-                rlim_cur: 2 << 30,
-                rlim_max: 2 << 30,
-            };
-            // SAFETY: setrlimit with a valid struct; it lowers this child's own limit.
-            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) }, 0);
+            sys::far::limit_address_space(2 << 30).expect("setrlimit");
             let addr = allow_peers();
             let r = read(std::process::id(), addr, LEN);
             println!("read returned: {:?}", r.map(|b| b.len()));
@@ -192,7 +179,7 @@ mod tests {
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(
             out.status.signal(),
-            Some(libc::SIGABRT),
+            Some(sys::far::ABORT_SIGNAL),
             "{:?}\n{}{stderr}",
             out.status,
             String::from_utf8_lossy(&out.stdout)

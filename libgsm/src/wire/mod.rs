@@ -1,6 +1,11 @@
 //! The wire: how request and response batches travel between a client worker and a trustee
-//! worker (DESIGN §6). This module owns the byte-level transport structures that every fabric
-//! shares; it does not encode records, choose destinations or move bytes between hosts.
+//! worker, as bytes. This module owns what every fabric shares: the slot ring a batch is
+//! published in (`ring`), the doorbell a sleeping consumer is woken with (`doorbell`), the
+//! record format with its staging queue, readers and large-record pieces (`record`), code
+//! offsets that can travel (`codeptr`), and single-copy reads of a peer's memory (`far`).
+//!
+//! It does not know what a record means (the trampolines that encode a closure decode it), choose
+//! destinations, or move bytes between hosts (the fabrics do). See ARCHITECTURE.md.
 
 pub mod doorbell;
 pub mod ring;
@@ -8,3 +13,7 @@ pub mod ring;
 pub(crate) mod codeptr;
 pub(crate) mod far;
 pub(crate) mod record;
+
+// Entry points for fuzz targets and the mutation test; not part of the runtime's API.
+#[doc(hidden)]
+pub mod fuzzing;

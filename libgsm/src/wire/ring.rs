@@ -1,5 +1,5 @@
 //! The slot ring: a single-producer single-consumer ring of fixed-size slots that carries batches
-//! from one worker to another (DESIGN §6).
+//! from one worker to another.
 //!
 //! A ring lives in a caller-provided region (heap now; a shared-memory segment or an
 //! RDMA-registered region later), so it is position-independent: the region holds only offsets'
@@ -80,16 +80,18 @@
 //!
 //! One ring costs `128 + slots × (slot_size + 64)` bytes; e.g. 8 slots of 4 KiB cost 33 408 bytes.
 //! With one request ring and one response ring per ordered pair of workers, a worker's memory for
-//! rings is `2 × W × bytes()` for `W` peer workers, O(W × slot size) as DESIGN §6 asks.
+//! rings is `2 × W × bytes()` for `W` peer workers, O(W × slot size).
 //!
 //! # Model test
 //!
 //! The publish/consume protocol is checked with loom on a 2-slot ring (see `loom_model` below):
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=/work/tgt/ring-loom \
+//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
 //!     cargo test -p gossamer --release --lib wire::ring::loom_model
 //! ```
+//!
+//! See ARCHITECTURE.md for where the ring sits in a request's path.
 
 mod region;
 

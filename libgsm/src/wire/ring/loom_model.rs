@@ -3,7 +3,7 @@
 //! checking them, so the third payload needs the consumer's release of the first.
 //!
 //! Run with (see the parent module docs):
-//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=/work/tgt/ring-loom cargo test -p gossamer --release --lib wire::ring::loom_model`
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p gossamer --release --lib wire::ring::loom_model`
 
 use std::sync::Arc;
 

@@ -1,0 +1,9 @@
+//! Fuzz target: arbitrary bytes as one response batch from another process, read to the end as
+//! a client completes it. A refusal is fine; a panic is a bug.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = gossamer::wire::fuzzing::read_responses(data);
+});
