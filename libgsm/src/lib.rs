@@ -175,6 +175,7 @@ pub mod fabric;
 mod fiber;
 mod mail;
 mod noref;
+mod output;
 mod property;
 mod runtime;
 mod spawn;
@@ -185,7 +186,8 @@ mod worker;
 
 pub use board::{BOARD_BYTES, Board, BoardRegion};
 pub use config::{Config, available_cpus, default_workers};
-pub use error::{BLOCKING_IN_DELEGATED, DelegationError, Error, eprint_line};
+pub use error::{BLOCKING_IN_DELEGATED, DelegationError, Error};
+pub use output::eprint_line;
 pub use mail::{flush, mail_pending, name_tags, recv, send, try_recv};
 pub use noref::{NoRef, Wire};
 pub use runtime::{fail_job, run, spmd};

@@ -7,13 +7,13 @@ impl WorkerCore {
     pub(crate) fn teardown(&self) {
         if !self.shared.failed() {
             if let Some(w) = self.mail.borrow().unreceived_warning(self.id) {
-                crate::error::eprint_line(w);
+                crate::output::eprint_line(w);
             }
             // Read before the fibers go: dropping their trusts sends releases that no poll
             // will apply any more.
             let twice = self.props.borrow().released_twice();
             if twice > 0 {
-                crate::error::eprint_line(format!(
+                crate::output::eprint_line(format!(
                     "gossamer: warning: {twice} propert{} on worker {} outlived every trust: a \
                      trust id was released twice, as when the bytes of a serialised Trust are \
                      deserialised more than once (each copy releases the same id); the \
