@@ -59,8 +59,7 @@ pub fn default_workers() -> usize {
         .iter()
         .find_map(|v| std::env::var(v).ok()?.trim().parse::<usize>().ok())
         .filter(|n| *n > 0);
-    // SAFETY: sysconf has no preconditions.
-    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+    let online = crate::sys::proc::cpus_online();
     share_of_host(available_cpus(), online, local)
 }
 

@@ -176,23 +176,6 @@ impl Watched {
     };
 }
 
-/// The lowest address of the calling thread's stack (where its guard page is), 0 if unknown.
-fn thread_stack_low() -> usize {
-    // SAFETY: a zeroed attribute object filled in by pthread_getattr_np for this thread, read
-    // with pthread_attr_getstack and destroyed only when filled in.
-    unsafe {
-        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
-            return 0;
-        }
-        let mut addr = std::ptr::null_mut();
-        let mut size = 0;
-        let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
-        libc::pthread_attr_destroy(&mut attr);
-        if ok { addr as usize } else { 0 }
-    }
-}
-
 /// The least stack a worker thread gets: Rust's default for the threads it starts.
 const MIN_WORKER_STACK: usize = 2 << 20;
 
@@ -313,7 +296,7 @@ pub(crate) fn watch_overflow(worker: usize, stack_size: usize) -> Watch {
         worker_plus_one: worker + 1,
         fiber_stack: stack_size,
         thread_stack: worker_thread_stack(stack_size),
-        thread_low: thread_stack_low(),
+        thread_low: crate::sys::mem::thread_stack_low(),
     };
     WATCHED.with(|w| w.set(watched));
     Watch(())

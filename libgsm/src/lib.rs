@@ -168,7 +168,6 @@
 
 mod board;
 pub mod bootstrap;
-mod cluster;
 mod config;
 mod error;
 pub mod fabric;

@@ -27,6 +27,19 @@ pub(crate) use stage::{Stage, tell};
 
 use std::fmt;
 use std::io::Read;
+use std::time::Instant;
+
+/// Whether MPI has been initialised in this process, by gossamer or by the program (finalised
+/// since or not): a launched run then joins the program's MPI rather than initialising it.
+pub(crate) fn mpi_initialised() -> bool {
+    mpi_calls::initialised()
+}
+
+/// Whether MPI is initialised in this process and not yet finalised: a program that did so
+/// itself is a rank of a job even without a launcher's variables.
+pub(crate) fn mpi_live() -> bool {
+    mpi_calls::live()
+}
 
 /// The length of the job key in bytes.
 pub const KEY_LEN: usize = 32;
@@ -225,9 +238,14 @@ impl Job {
     pub fn init(endpoint: &[u8]) -> Result<Job, BootstrapError> {
         // Everything that can fail locally is done before MPI_Init, so that one rank's local
         // failure does not leave the others waiting in a collective.
+        let began = Instant::now();
         let mine = own_record(endpoint)?;
+        step_done("own record (binary identity, hostname)", began);
         tell(Stage::Joining);
-        left_on_error(mpi_calls::init().and_then(|mpi| Self::exchange(mpi, &mine)))
+        left_on_error(mpi_calls::init().and_then(|mpi| {
+            step_done("MPI_Init", began);
+            Self::exchange(mpi, &mine)
+        }))
     }
 
     /// Like [`init`](Self::init), but in a program that initialised MPI itself (for example to
@@ -238,7 +256,9 @@ impl Job {
     /// [`BootstrapError::NotInitialised`] if MPI is not initialised (or already finalised); the
     /// others as [`init`](Self::init).
     pub fn join(endpoint: &[u8]) -> Result<Job, BootstrapError> {
+        let began = Instant::now();
         let mine = own_record(endpoint)?;
+        step_done("own record (binary identity, hostname)", began);
         tell(Stage::Joining);
         left_on_error(
             mpi_calls::join_existing()
@@ -248,6 +268,7 @@ impl Job {
     }
 
     fn exchange(mpi: mpi_calls::Mpi, mine: &[u8]) -> Result<Job, BootstrapError> {
+        let began = Instant::now();
         let hostname = hostname();
         let rank = mpi.rank();
         let size = mpi.size();
@@ -257,6 +278,7 @@ impl Job {
 
         let counts = mpi.all_gather_count(mine.len())?;
         let all = mpi.all_gather_bytes(mine, &counts)?;
+        step_done("records exchanged (MPI_Allgatherv)", began);
 
         // Rank 0 draws the key; if it cannot, it still takes part in the broadcast (with zeros)
         // and then fails, and the others fail at the check below, so nobody hangs.
@@ -267,6 +289,7 @@ impl Job {
             Ok(())
         };
         mpi.broadcast_from_root(&mut key)?;
+        step_done("job key broadcast", began);
         key_result.map_err(BootstrapError::Key)?;
         if key == [0u8; KEY_LEN] {
             return Err(BootstrapError::Key(std::io::Error::other(
@@ -493,6 +516,11 @@ fn cut_note(text: &str, max: usize) -> String {
     format!("{}{CUT}", &text[..end])
 }
 
+/// Logs that a stage of the bootstrap is done, with the time since `began`.
+fn step_done(step: &'static str, began: Instant) {
+    tracing::debug!(target: "gossamer::bootstrap", step, took = ?began.elapsed(), "bootstrap stage done");
+}
+
 /// A failed bootstrap has given the job up (MPI is finalised by then), except a build mismatch,
 /// which leaves it when its [`Mismatch`] is dropped.
 fn left_on_error(r: Result<Job, BootstrapError>) -> Result<Job, BootstrapError> {
@@ -589,17 +617,9 @@ fn draw_key(key: &mut [u8; KEY_LEN]) -> std::io::Result<()> {
     std::fs::File::open("/dev/urandom")?.read_exact(key)
 }
 
-/// This machine's hostname (`gethostname`), or `unknown-host`.
+/// This machine's hostname (as `gethostname` gives it).
 pub(crate) fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: `buf` is valid for writes of its whole length and gethostname writes at most
-    // `buf.len()` bytes; only the bytes before the first NUL are read afterwards.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return String::from("unknown-host");
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
+    crate::sys::proc::hostname()
 }
 
 #[cfg(test)]
