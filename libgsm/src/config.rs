@@ -49,9 +49,8 @@ const LOCAL_SIZE_VARS: [&str; 3] = [
 /// The default worker count of this process: the CPUs it may use, divided among the ranks of its
 /// host when a launcher says how many there are and left each of them the whole machine.
 ///
-/// Decision: `gsmrun -np 2` (or `mpirun -np 2` without binding) on a 2-core host gave each rank
-/// both cores, so 4 workers took turns on 2 cores and every search ran slower than with one
-/// worker each (graph500 BFS 6.8e8 against 1.0e9 TEPS). A launcher that binds each rank to its
+/// Why: ranks of one host that each took every CPU ran more workers than cores, and ran slower
+/// (docs/performance.md, "default worker count"). A launcher that binds each rank to its
 /// own CPUs has already narrowed the affinity mask, and that mask is taken as it is. At least one
 /// worker; `GSM_THREADS` or `gsmrun -t` still choose freely.
 pub fn default_workers() -> usize {

@@ -97,10 +97,9 @@ impl StackPool {
     /// fibers in a process, whatever their stack size. When the process is at that limit, a
     /// smaller stack does not help, so the message says which limit it met.
     ///
-    /// Finding that out reads `/proc/self/maps`, some 65 000 lines at the limit (18 ms here): a
-    /// worker refusing a queue of 10 000 spawns from another worker spent minutes on it, and the
-    /// job looked hung. So refusals of the same error within [`EXPLAINED_FOR`] of an explained
-    /// one are told the same.
+    /// Finding that out reads `/proc/self/maps`, which is slow at the limit (docs/performance.md,
+    /// "explaining a refused fiber stack"), so refusals of the same error within
+    /// [`EXPLAINED_FOR`] of an explained one are told the same.
     pub(crate) fn explain(&mut self, e: &std::io::Error) -> String {
         let now = std::time::Instant::now();
         if let Some((at, code, text)) = &self.explained

@@ -67,7 +67,6 @@ fn checked_channel(text: &str) -> Option<RawFd> {
 
 /// Tells the rank wrapper that this rank enters `stage` (nothing when there is no wrapper).
 pub(crate) fn tell(stage: Stage) {
-    tracing::debug!(target: "gossamer::bootstrap", ?stage, "stage");
     if let Some(fd) = channel() {
         send_stage(fd, stage);
     }

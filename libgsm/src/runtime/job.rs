@@ -178,6 +178,7 @@ pub(crate) fn start(
         // Before the run's first exchange: a rank that exits 0 without this stage, while another
         // rank waits here, ends the job (see `bootstrap::Stage`).
         crate::bootstrap::tell(Stage::Run);
+        tracing::debug!(target: "gossamer::bootstrap", rank = pj.job.rank(), "run starting");
         if pj.job.size() == 1 {
             let layout = checked?;
             check_unused_settings()?;
