@@ -5,10 +5,12 @@
 //! the usable stack, so an overflow faults instead of overwriting memory. Rust's "has overflowed
 //! its stack" message covers only thread stacks, so [`watch_overflow`] installs a SIGSEGV handler
 //! that says so for a fiber (worker, stack size, the variable that raises it) before the process
-//! dies of the signal as it would have anyway. A worker thread's own stack, where closures run
-//! that an idle worker serves, is sized from the fibers' ([`worker_thread_stack`]). Finished fibers give their stack back to the pool (up to a bound) so
-//! spawning does not `mmap` each time. A fiber never migrates between threads, which is what
-//! makes the thread-local "current yielder" below valid. Scheduling lives in `worker.rs`.
+//! dies of the signal as it would have anyway (the handler's registration and its ways out are
+//! `sys::signal`'s). A worker thread's own stack, where closures run that an idle worker serves,
+//! is sized from the fibers' ([`worker_thread_stack`]). Finished fibers give their stack back to
+//! the pool (up to a bound) so spawning does not `mmap` each time. A fiber never migrates between
+//! threads, which is what makes the thread-local "current yielder" below valid. Scheduling lives
+//! in `worker.rs`.
 
 use std::cell::Cell;
 
@@ -371,31 +373,4 @@ pub(crate) fn clear_current() {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::rc::Rc;
-
-    #[test]
-    fn fibers_suspend_resume_and_recycle_stacks() {
-        let mut pool = StackPool::new(64 * 1024);
-        let log = Rc::new(Cell::new(0));
-        let l2 = log.clone();
-        let mut co = pool
-            .fiber(move || {
-                l2.set(1);
-                suspend();
-                l2.set(2);
-            })
-            .unwrap();
-        assert!(co.resume(()).as_yield().is_some());
-        clear_current();
-        assert_eq!(log.get(), 1);
-        assert!(co.resume(()).as_return().is_some());
-        assert_eq!(log.get(), 2);
-        pool.recycle(co);
-        assert_eq!(pool.stacks.len(), 1);
-        let co = pool.fiber(|| {}).unwrap();
-        assert!(pool.stacks.is_empty());
-        drop(co);
-    }
-}
+mod tests;
