@@ -1,7 +1,8 @@
 //! The runtime's log is off unless `GSM_LOG` (or `RUST_LOG`) asks for it, and then says on
 //! standard error what the runtime does: the bootstrap's stages, the fabric chosen for each peer,
 //! the rings, the workers started, and how the job ended (its quiescence). Runs itself as a child
-//! process: alone (a job of one rank), and as two ranks under `mpirun`.
+//! process: alone (a job of one rank), and as two ranks under `mpirun`. A subscriber the
+//! program installed itself is kept.
 
 use std::process::{Command, Output};
 
@@ -9,6 +10,13 @@ use std::process::{Command, Output};
 #[test]
 fn the_log_is_off_unless_asked_and_says_what_the_runtime_does() {
     if std::env::var_os("GSM_LOG_CHILD").is_some() {
+        if std::env::var_os("GSM_LOG_OWN").is_some() {
+            // The program's own subscriber, which takes only warnings: the runtime must keep it.
+            tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::WARN)
+                .with_writer(std::io::stderr)
+                .init();
+        }
         let v = gossamer::run(gossamer::Config::default().workers(2), || {
             let last = gossamer::WorkerId::new(gossamer::worker_count() - 1);
             let t = gossamer::entrust_on(last, || 41u64);
@@ -44,6 +52,13 @@ fn the_log_is_off_unless_asked_and_says_what_the_runtime_does() {
         stderr(&quiet),
         "",
         "a run without GSM_LOG printed on stderr"
+    );
+    let own = child_with(None, Some("debug"), &[("GSM_LOG_OWN", "1")]);
+    assert!(own.status.success(), "{}", stderr(&own));
+    assert_eq!(
+        stderr(&own),
+        "",
+        "GSM_LOG replaced the subscriber the program installed"
     );
 
     // Two ranks: the bootstrap, the fabric for the peer and why, the end of the job.
@@ -81,6 +96,11 @@ fn the_log_is_off_unless_asked_and_says_what_the_runtime_does() {
 /// Runs this test as a child: alone, or as `ranks` ranks under `mpirun`; with `GSM_LOG` set to
 /// `log`, or with neither `GSM_LOG` nor `RUST_LOG`.
 fn child(ranks: Option<u32>, log: Option<&str>) -> Output {
+    child_with(ranks, log, &[])
+}
+
+/// [`child`] with `env` set too.
+fn child_with(ranks: Option<u32>, log: Option<&str>, env: &[(&str, &str)]) -> Output {
     let exe = std::env::current_exe().expect("the test's own path");
     let test = [
         "--exact",
@@ -112,6 +132,7 @@ fn child(ranks: Option<u32>, log: Option<&str>) -> Output {
     if let Some(log) = log {
         cmd.env("GSM_LOG", log);
     }
+    cmd.envs(env.iter().copied());
     cmd.output()
         .expect("starting the child (is Open MPI's mpirun on PATH?)")
 }
