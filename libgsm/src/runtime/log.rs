@@ -16,10 +16,12 @@ pub(crate) fn init() {
         use std::io::IsTerminal as _;
         // Coloured only on a terminal, as gsmrun's own log: a log in a file gets no escapes.
         let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        let _ = tracing_subscriber::fmt()
+        let subscriber = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
             .with_writer(std::io::stderr)
             .with_ansi(colour)
-            .try_init();
+            .finish();
+        // Not `try_init`, which would also take the `log` crate's logger from the program.
+        let _ = tracing::subscriber::set_global_default(subscriber);
     });
 }

@@ -97,6 +97,11 @@ fn start(
 /// does), each rank's call returns its own result, and delegation reaches every worker of every
 /// rank; use [`rank`](crate::rank) to give ranks different roles. A multi-rank `run` is
 /// collective: every rank must call it, in the same order as its other `run`/`spmd` calls.
+///
+/// The first `run` or [`spmd`] of a process turns on the runtime's log (through `tracing`, on
+/// standard error) when `GSM_LOG` or `RUST_LOG` is set, unless the program installed a
+/// subscriber of its own: `GSM_LOG=debug` shows the bootstrap, the fabrics, the rings, the
+/// workers and how the job ended.
 pub fn run<R: Send + 'static>(
     config: Config,
     main: impl FnOnce() -> R + Send + 'static,
