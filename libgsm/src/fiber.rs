@@ -5,15 +5,19 @@
 //! the usable stack, so an overflow faults instead of overwriting memory. Rust's "has overflowed
 //! its stack" message covers only thread stacks, so [`watch_overflow`] installs a SIGSEGV handler
 //! that says so for a fiber (worker, stack size, the variable that raises it) before the process
-//! dies of the signal as it would have anyway. A worker thread's own stack, where closures run
-//! that an idle worker serves, is sized from the fibers' ([`worker_thread_stack`]). Finished fibers give their stack back to the pool (up to a bound) so
-//! spawning does not `mmap` each time. A fiber never migrates between threads, which is what
-//! makes the thread-local "current yielder" below valid. Scheduling lives in `worker.rs`.
+//! dies of the signal as it would have anyway (the handler's registration and its ways out are
+//! `sys::signal`'s). A worker thread's own stack, where closures run that an idle worker serves,
+//! is sized from the fibers' ([`worker_thread_stack`]). Finished fibers give their stack back to
+//! the pool (up to a bound) so spawning does not `mmap` each time. A fiber never migrates between
+//! threads, which is what makes the thread-local "current yielder" below valid. Scheduling lives
+//! in `worker.rs`.
 
 use std::cell::Cell;
 
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, Yielder};
+
+use crate::sys::signal::{FaultInfo, Then, write_stderr};
 
 /// A fiber's coroutine: resumed with `()`, yields `()`, returns `()` (results travel by side
 /// channels owned by the spawner).
@@ -95,10 +99,9 @@ impl StackPool {
     /// fibers in a process, whatever their stack size. When the process is at that limit, a
     /// smaller stack does not help, so the message says which limit it met.
     ///
-    /// Finding that out reads `/proc/self/maps`, some 65 000 lines at the limit (18 ms here): a
-    /// worker refusing a queue of 10 000 spawns from another worker spent minutes on it, and the
-    /// job looked hung. So refusals of the same error within [`EXPLAINED_FOR`] of an explained
-    /// one are told the same.
+    /// Finding that out reads `/proc/self/maps`, which is slow at the limit (docs/performance.md,
+    /// "explaining a refused fiber stack"), so refusals of the same error within
+    /// [`EXPLAINED_FOR`] of an explained one are told the same.
     pub(crate) fn explain(&mut self, e: &std::io::Error) -> String {
         let now = std::time::Instant::now();
         if let Some((at, code, text)) = &self.explained
@@ -176,23 +179,6 @@ impl Watched {
     };
 }
 
-/// The lowest address of the calling thread's stack (where its guard page is), 0 if unknown.
-fn thread_stack_low() -> usize {
-    // SAFETY: a zeroed attribute object filled in by pthread_getattr_np for this thread, read
-    // with pthread_attr_getstack and destroyed only when filled in.
-    unsafe {
-        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
-            return 0;
-        }
-        let mut addr = std::ptr::null_mut();
-        let mut size = 0;
-        let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
-        libc::pthread_attr_destroy(&mut attr);
-        if ok { addr as usize } else { 0 }
-    }
-}
-
 /// The least stack a worker thread gets: Rust's default for the threads it starts.
 const MIN_WORKER_STACK: usize = 2 << 20;
 
@@ -221,53 +207,13 @@ pub(crate) fn worker_thread_stack(fiber_stack: usize) -> usize {
         .max(asked)
 }
 
-/// The SIGSEGV action before [`on_segv`]'s, to which a fault that is not a fiber's overflow goes
-/// (Rust's own handler, which reports thread stack overflows).
-static PREVIOUS: std::sync::OnceLock<libc::sigaction> = std::sync::OnceLock::new();
-/// The SIGBUS action before [`on_bus`]'s (Rust's own, as for SIGSEGV).
-static PREVIOUS_BUS: std::sync::OnceLock<libc::sigaction> = std::sync::OnceLock::new();
-
-/// Whether a signal was sent by a process (`kill`, `tgkill`, `sigqueue`: `si_code` ≤ 0), not
-/// raised by a fault of the interrupted instruction.
-///
-/// # Safety
-/// `info` must be the `siginfo_t` the kernel passed to a `SA_SIGINFO` handler.
-unsafe fn sent(info: *mut libc::siginfo_t) -> bool {
-    // SAFETY: per the contract.
-    unsafe { (*info).si_code <= 0 }
-}
-
-/// Ends the process with `sig` under its default action, from inside its handler: the signal is
-/// blocked there, so it is delivered, and kills, as the handler returns.
-///
-/// A fault's handler gives the fault back to the default action by restoring it and returning,
-/// so that the faulting instruction runs again and faults anew. A SIGSEGV or SIGBUS sent with
-/// `kill` has no such instruction: handled so, it was lost, and a rank sent one went on (the
-/// first two of three `kill -SEGV`s did nothing, and the job ended well).
-fn die_of(sig: libc::c_int) {
-    // SAFETY: signal(2) and raise(3) are async-signal-safe.
-    unsafe {
-        libc::signal(sig, libc::SIG_DFL);
-        libc::raise(sig);
-    }
-}
-
-/// The SIGBUS handler of [`watch_overflow`]: a signal sent by a process ends this one (see
-/// [`die_of`]); a real fault goes to the action this one replaced, by restoring it and letting
-/// the fault recur.
-extern "C" fn on_bus(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
-    // SAFETY: the kernel passes a valid siginfo_t for a SA_SIGINFO handler.
-    if unsafe { sent(info) } {
-        die_of(sig);
-        return;
-    }
-    // SAFETY: `PREVIOUS_BUS` was set before this handler was installed; sigaction is
-    // async-signal-safe.
-    unsafe {
-        match PREVIOUS_BUS.get() {
-            Some(old) => libc::sigaction(libc::SIGBUS, old, std::ptr::null_mut()),
-            None => libc::signal(libc::SIGBUS, libc::SIG_DFL) as libc::c_int,
-        };
+/// The SIGBUS handler of [`watch_overflow`]: a signal sent by a process ends this one; a real
+/// fault goes to the action this one replaced, by restoring it and letting the fault recur.
+fn on_bus(fault: &FaultInfo) -> Then {
+    if fault.sent {
+        Then::Die
+    } else {
+        Then::Previous
     }
 }
 
@@ -285,35 +231,14 @@ impl Drop for Watch {
 /// overflow of the worker thread's own stack say what raises it before Rust reports it. The
 /// handler is installed once per process, with `SA_ONSTACK` (Rust gives every thread it starts
 /// an alternate signal stack), and passes every other fault on to the action it replaced. It
-/// and a SIGBUS handler end the process at once for a signal sent by a process ([`die_of`]).
+/// and a SIGBUS handler end the process at once for a signal sent by a process (`Then::Die`).
 pub(crate) fn watch_overflow(worker: usize, stack_size: usize) -> Watch {
-    static INSTALL: std::sync::Once = std::sync::Once::new();
-    INSTALL.call_once(|| {
-        // SAFETY: sigaction with a zeroed (valid: empty mask, no flags) struct to read the
-        // current action, then one that names a handler of the SA_SIGINFO signature.
-        unsafe {
-            for (sig, previous, handler) in [
-                (libc::SIGSEGV, &PREVIOUS, on_segv as *const () as usize),
-                (libc::SIGBUS, &PREVIOUS_BUS, on_bus as *const () as usize),
-            ] {
-                let mut old: libc::sigaction = std::mem::zeroed();
-                if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
-                    continue;
-                }
-                let _ = previous.set(old);
-                let mut new: libc::sigaction = std::mem::zeroed();
-                new.sa_sigaction = handler;
-                new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-                libc::sigemptyset(&mut new.sa_mask);
-                libc::sigaction(sig, &new, std::ptr::null_mut());
-            }
-        }
-    });
+    crate::sys::signal::watch_faults(on_segv, on_bus);
     let watched = Watched {
         worker_plus_one: worker + 1,
         fiber_stack: stack_size,
         thread_stack: worker_thread_stack(stack_size),
-        thread_low: thread_stack_low(),
+        thread_low: crate::sys::mem::thread_stack_low(),
     };
     WATCHED.with(|w| w.set(watched));
     Watch(())
@@ -330,11 +255,9 @@ const NEAR_SP: usize = 64 << 10;
 /// running, is that thread's overflow: it writes what ran there and what raises the stack, and
 /// goes on as for any other fault, which goes to the action this one replaced (Rust's, which
 /// reports a thread's overflow), by restoring it and letting the fault recur.
-extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // SAFETY: the kernel passes a valid siginfo_t for a SA_SIGINFO handler.
-    if unsafe { sent(info) } {
-        die_of(sig);
-        return;
+fn on_segv(fault: &FaultInfo) -> Then {
+    if fault.sent {
+        return Then::Die;
     }
     let Watched {
         worker_plus_one: worker,
@@ -343,9 +266,8 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         thread_low,
     } = WATCHED.with(|w| w.get());
     let on_fiber = !YIELDER.with(|c| c.get()).is_null();
-    // SAFETY: the kernel passes a valid siginfo_t for a SA_SIGINFO handler.
-    let addr = unsafe { (*info).si_addr() } as usize;
-    let near_sp = worker != 0 && stack_pointer(ctx).is_some_and(|sp| addr.abs_diff(sp) < NEAR_SP);
+    let addr = fault.addr;
+    let near_sp = worker != 0 && fault.sp.is_some_and(|sp| addr.abs_diff(sp) < NEAR_SP);
     if near_sp && !on_fiber && thread_low != 0 && addr.abs_diff(thread_low) < NEAR_SP {
         // The worker thread's own stack, while it served with no fiber running: say what ran
         // there and what raises it, then let Rust's handler report the overflow as its own.
@@ -360,8 +282,7 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
                 b"stack is that plus 64 KiB, at least 2 MiB)\n",
             ],
         );
-        // SAFETY: write(2) is async-signal-safe; the buffer is initialised.
-        unsafe { libc::write(2, line.buf.as_ptr().cast(), line.len) };
+        write_stderr(&line.buf[..line.len]);
     }
     if near_sp && on_fiber {
         let line = Line::overflow(
@@ -375,36 +296,10 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
                 b"there)\n",
             ],
         );
-        // SAFETY: write(2) and sigaction(2) are async-signal-safe; the buffer is initialised.
-        unsafe {
-            libc::write(2, line.buf.as_ptr().cast(), line.len);
-            libc::signal(libc::SIGSEGV, libc::SIG_DFL);
-        }
-        return;
+        write_stderr(&line.buf[..line.len]);
+        return Then::Default;
     }
-    // SAFETY: `PREVIOUS` was set before this handler was installed; sigaction is async-signal-safe.
-    unsafe {
-        match PREVIOUS.get() {
-            Some(old) => libc::sigaction(libc::SIGSEGV, old, std::ptr::null_mut()),
-            None => libc::signal(libc::SIGSEGV, libc::SIG_DFL) as libc::c_int,
-        };
-    }
-}
-
-/// The interrupted stack pointer in a signal handler's context.
-fn stack_pointer(ctx: *mut libc::c_void) -> Option<usize> {
-    let uc = ctx.cast::<libc::ucontext_t>();
-    if uc.is_null() {
-        return None;
-    }
-    // SAFETY: the kernel passes a valid ucontext_t to a SA_SIGINFO handler.
-    #[cfg(target_arch = "x86_64")]
-    return Some(unsafe { (*uc).uc_mcontext.gregs[libc::REG_RSP as usize] } as usize);
-    // SAFETY: as above.
-    #[cfg(target_arch = "aarch64")]
-    return Some(unsafe { (*uc).uc_mcontext.sp } as usize);
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    None
+    Then::Previous
 }
 
 /// A line built without allocating (in a signal handler).
@@ -478,31 +373,4 @@ pub(crate) fn clear_current() {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::rc::Rc;
-
-    #[test]
-    fn fibers_suspend_resume_and_recycle_stacks() {
-        let mut pool = StackPool::new(64 * 1024);
-        let log = Rc::new(Cell::new(0));
-        let l2 = log.clone();
-        let mut co = pool
-            .fiber(move || {
-                l2.set(1);
-                suspend();
-                l2.set(2);
-            })
-            .unwrap();
-        assert!(co.resume(()).as_yield().is_some());
-        clear_current();
-        assert_eq!(log.get(), 1);
-        assert!(co.resume(()).as_return().is_some());
-        assert_eq!(log.get(), 2);
-        pool.recycle(co);
-        assert_eq!(pool.stacks.len(), 1);
-        let co = pool.fiber(|| {}).unwrap();
-        assert!(pool.stacks.is_empty());
-        drop(co);
-    }
-}
+mod tests;

@@ -65,8 +65,8 @@
 //! after a second the run fails with [`Error::Deadlock`], naming what they wait for. A fiber
 //! waiting for a condition that no message announces (a word on the [`host_board`]) waits in
 //! [`wait_for`], which counts as waiting too; one that waits by yielding in a loop keeps its
-//! worker busy, and is not seen. MPI is not on the data path; see the `cluster` and [`fabric`]
-//! modules for how set-up and termination work. Without a launcher, the program is a job of one
+//! worker busy, and is not seen. MPI is not on the data path; ARCHITECTURE.md says how set-up
+//! (`runtime/start.rs`, [`fabric`]) and termination (`runtime/quiesce.rs`) work. Without a launcher, the program is a job of one
 //! rank and MPI is never initialised.
 //!
 //! Closures that travel capture only plain data ([`NoRef`]: `Copy + Send + 'static`); owned
@@ -165,10 +165,29 @@
 //! and 16 workers per rank: 2 ranks (W = 32) ≈ 68 MB per rank; 64 ranks (W = 1024) ≈ 2.2 GB per
 //! rank; 1024 ranks (W = 16 384) ≈ 35 GB per rank. Jobs that large need smaller rings
 //! (`GSM_SLOT_SIZE`, `Config::slots_per_ring`): memory scales linearly with both.
+//!
+//! # Logging
+//!
+//! The runtime logs through `tracing`, off by default. Set `GSM_LOG` (or `RUST_LOG`) to a filter,
+//! `GSM_LOG=debug` say, and the first [`run`]/[`spmd`] of the process writes to standard error:
+//! the bootstrap's stages and their times, the fabric chosen for each peer rank and why,
+//! connections made and lost, the rings' sizes, the workers started and how the job ended
+//! (targets `gossamer::bootstrap`, `::fabric`, `::ring`, `::worker`, `::quiesce`). A subscriber
+//! the program installed itself is kept. Nothing is logged per request. Ranks inherit `GSM_LOG`
+//! from `gsmrun`, so `GSM_LOG=debug gsmrun …` shows every rank's.
+//!
+//! # Trust boundary
+//!
+//! A peer process is admitted by the job key and must run the same build (the bootstrap checks
+//! both). From then on a trustee still checks what it serves for it: a request from another
+//! process runs only code that is exactly one of this program's delegation entries (a table read
+//! from the binary's own symbol table, so a binary stripped of its symbols refuses to start as
+//! more than one rank), and its arguments and results are taken only from their `postcard`
+//! encodings, never as the bytes of their type. Anything else ends the job with a report naming
+//! the peer. See ARCHITECTURE.md, "Trust boundary", for what a peer holding the key can still do.
 
 mod board;
 pub mod bootstrap;
-mod cluster;
 mod config;
 mod error;
 pub mod fabric;

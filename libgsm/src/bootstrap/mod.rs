@@ -27,6 +27,19 @@ pub(crate) use stage::{Stage, tell};
 
 use std::fmt;
 use std::io::Read;
+use std::time::Instant;
+
+/// Whether MPI has been initialised in this process, by gossamer or by the program (finalised
+/// since or not): a launched run then joins the program's MPI rather than initialising it.
+pub(crate) fn mpi_initialised() -> bool {
+    mpi_calls::initialised()
+}
+
+/// Whether MPI is initialised in this process and not yet finalised: a program that did so
+/// itself is a rank of a job even without a launcher's variables.
+pub(crate) fn mpi_live() -> bool {
+    mpi_calls::live()
+}
 
 /// The length of the job key in bytes.
 pub const KEY_LEN: usize = 32;
@@ -225,9 +238,14 @@ impl Job {
     pub fn init(endpoint: &[u8]) -> Result<Job, BootstrapError> {
         // Everything that can fail locally is done before MPI_Init, so that one rank's local
         // failure does not leave the others waiting in a collective.
+        let began = Instant::now();
         let mine = own_record(endpoint)?;
+        step_done("own record (binary identity, hostname)", began);
         tell(Stage::Joining);
-        left_on_error(mpi_calls::init().and_then(|mpi| Self::exchange(mpi, &mine)))
+        left_on_error(mpi_calls::init().and_then(|mpi| {
+            step_done("MPI_Init", began);
+            Self::exchange(mpi, &mine)
+        }))
     }
 
     /// Like [`init`](Self::init), but in a program that initialised MPI itself (for example to
@@ -238,7 +256,9 @@ impl Job {
     /// [`BootstrapError::NotInitialised`] if MPI is not initialised (or already finalised); the
     /// others as [`init`](Self::init).
     pub fn join(endpoint: &[u8]) -> Result<Job, BootstrapError> {
+        let began = Instant::now();
         let mine = own_record(endpoint)?;
+        step_done("own record (binary identity, hostname)", began);
         tell(Stage::Joining);
         left_on_error(
             mpi_calls::join_existing()
@@ -248,6 +268,7 @@ impl Job {
     }
 
     fn exchange(mpi: mpi_calls::Mpi, mine: &[u8]) -> Result<Job, BootstrapError> {
+        let began = Instant::now();
         let hostname = hostname();
         let rank = mpi.rank();
         let size = mpi.size();
@@ -257,6 +278,7 @@ impl Job {
 
         let counts = mpi.all_gather_count(mine.len())?;
         let all = mpi.all_gather_bytes(mine, &counts)?;
+        step_done("records exchanged (MPI_Allgatherv)", began);
 
         // Rank 0 draws the key; if it cannot, it still takes part in the broadcast (with zeros)
         // and then fails, and the others fail at the check below, so nobody hangs.
@@ -267,6 +289,7 @@ impl Job {
             Ok(())
         };
         mpi.broadcast_from_root(&mut key)?;
+        step_done("job key broadcast", began);
         key_result.map_err(BootstrapError::Key)?;
         if key == [0u8; KEY_LEN] {
             return Err(BootstrapError::Key(std::io::Error::other(
@@ -493,6 +516,11 @@ fn cut_note(text: &str, max: usize) -> String {
     format!("{}{CUT}", &text[..end])
 }
 
+/// Logs that a stage of the bootstrap is done, with the time since `began`.
+fn step_done(step: &'static str, began: Instant) {
+    tracing::debug!(target: "gossamer::bootstrap", step, took = ?began.elapsed(), "bootstrap stage done");
+}
+
 /// A failed bootstrap has given the job up (MPI is finalised by then), except a build mismatch,
 /// which leaves it when its [`Mismatch`] is dropped.
 fn left_on_error(r: Result<Job, BootstrapError>) -> Result<Job, BootstrapError> {
@@ -589,124 +617,10 @@ fn draw_key(key: &mut [u8; KEY_LEN]) -> std::io::Result<()> {
     std::fs::File::open("/dev/urandom")?.read_exact(key)
 }
 
-/// This machine's hostname (`gethostname`), or `unknown-host`.
+/// This machine's hostname (as `gethostname` gives it).
 pub(crate) fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: `buf` is valid for writes of its whole length and gethostname writes at most
-    // `buf.len()` bytes; only the bytes before the first NUL are read afterwards.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return String::from("unknown-host");
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
+    crate::sys::proc::hostname()
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_long_failure_note_is_cut_at_a_character_and_says_so() {
-        assert_eq!(cut_note("short", 100), "short");
-        let long = "é".repeat(100);
-        let note = cut_note(&long, 80);
-        assert!(note.len() <= 80, "{} bytes", note.len());
-        assert!(
-            note.starts_with("éé") && note.ends_with("has all of it]"),
-            "{note}"
-        );
-        let exact = "x".repeat(80);
-        assert_eq!(cut_note(&exact, 80), exact);
-    }
-
-    #[test]
-    fn errors_can_cross_threads() {
-        fn send_sync<T: Send + Sync + 'static>() {}
-        send_sync::<BootstrapError>();
-    }
-
-    #[test]
-    fn a_world_of_another_size_than_the_launcher_started_is_refused() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |name: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, v)| (*v).to_string())
-            }
-        };
-        // gsmrun's count comes first, then Open MPI's, then Hydra's.
-        assert!(check_world(2, &env(&[("GSM_SIZE", "2"), ("PMI_SIZE", "1")])).is_ok());
-        assert!(check_world(4, &env(&[("OMPI_COMM_WORLD_SIZE", "4")])).is_ok());
-        assert!(check_world(1, &env(&[])).is_ok());
-        assert!(check_world(1, &env(&[("PMI_SIZE", "not a number")])).is_ok());
-        let e = check_world(1, &env(&[("PMI_SIZE", " 2 ")])).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                BootstrapError::WorldMismatch {
-                    mpi: 1,
-                    launcher: 2,
-                    var: "PMI_SIZE"
-                }
-            ),
-            "{e:?}"
-        );
-        assert!(
-            e.to_string().starts_with(
-                "MPI_Init made a job of 1 rank(s), but the launcher started 2 (PMI_SIZE=2): this \
-                 program's MPI library is not the one of its launcher"
-            ),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn records_of_different_lengths_decode() {
-        let a = encode_record(7, &BinaryId::FileHash(1), "alpha", b"").unwrap();
-        let b = encode_record(8, &BinaryId::BuildId(vec![9; 20]), "b", &[5; 300]).unwrap();
-        let counts = [a.len() as i32, b.len() as i32];
-        let all = [a, b].concat();
-        let peers = decode_records(&all, &counts).unwrap();
-        assert_eq!(peers[0].pid, 7);
-        assert_eq!(peers[0].hostname, "alpha");
-        assert!(peers[0].endpoint.is_empty());
-        assert_eq!(peers[1].rank, 1);
-        assert_eq!(peers[1].endpoint, vec![5; 300]);
-        assert!(matches!(
-            decode_records(&all[..all.len() - 1], &counts),
-            Err(BootstrapError::Malformed { rank: 1, .. })
-        ));
-    }
-
-    #[test]
-    fn a_mismatch_names_hosts_ranks_and_identities() {
-        let peer = |rank, host: &str, id| PeerInfo {
-            rank,
-            hostname: host.into(),
-            pid: 1,
-            binary_id: id,
-            endpoint: Vec::new(),
-        };
-        let peers = [
-            peer(0, "n0", BinaryId::BuildId(vec![0xaa; 4])),
-            peer(1, "n0", BinaryId::BuildId(vec![0xaa; 4])),
-            peer(2, "n1", BinaryId::FileHash(0x1234)),
-        ];
-        let err = check_same_build(&peers).unwrap_err().to_string();
-        for part in [
-            "rank 0 on host n0",
-            "build-id aaaaaaaa",
-            "rank 2 on host n1",
-        ] {
-            assert!(err.contains(part), "{err}");
-        }
-        assert!(
-            err.contains("0000000000001234") && err.contains("same build"),
-            "{err}"
-        );
-        assert!(!err.contains("rank 1"), "{err}");
-        assert!(check_same_build(&peers[..2]).is_ok());
-    }
-}
+mod tests;

@@ -40,6 +40,16 @@ pub(super) struct Mpi {
     universe: Option<Universe>,
 }
 
+/// Whether MPI has been initialised in this process (by anyone), finalised since or not.
+pub(super) fn initialised() -> bool {
+    mpi::environment::is_initialized()
+}
+
+/// Whether MPI is initialised in this process (by anyone) and not yet finalised.
+pub(super) fn live() -> bool {
+    mpi::environment::is_initialized() && !mpi::environment::is_finalized()
+}
+
 /// `MPI_Init_thread` with `MPI_THREAD_FUNNELED`: the process has several threads (the workers),
 /// but only the thread that created the [`Job`](super::Job) calls MPI.
 pub(super) fn init() -> Result<Mpi, BootstrapError> {

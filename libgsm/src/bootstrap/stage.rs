@@ -15,6 +15,7 @@
 //! is never written. Each stage is one byte, sent without blocking and without `SIGPIPE`: a rank
 //! never waits on its wrapper, and one started by hand or by plain `mpirun` sends nothing.
 
+use std::os::fd::RawFd;
 use std::sync::OnceLock;
 
 /// The variable the rank wrapper sets: `FD:INODE` of this rank's end of the stage channel.
@@ -36,7 +37,7 @@ pub(crate) enum Stage {
     /// MPI given up after a failure (never finalised): the job no longer waits for this rank,
     /// and has failed even if the process then exits 0 (a program that goes on past the error).
     Abandoned = b'A',
-    /// The job was found deadlocked (`cluster::terminate`): every rank found it in the same
+    /// The job was found deadlocked (`runtime::quiesce::terminate`): every rank found it in the same
     /// wave and fails its run with its own report, so the launcher waits a little for the
     /// others' reports before it ends them.
     Deadlocked = b'D',
@@ -47,34 +48,21 @@ pub(crate) enum Stage {
 }
 
 /// This rank's end of the channel, found once: `None` when there is none to use.
-fn channel() -> Option<libc::c_int> {
-    static CHANNEL: OnceLock<Option<libc::c_int>> = OnceLock::new();
+fn channel() -> Option<RawFd> {
+    static CHANNEL: OnceLock<Option<RawFd>> = OnceLock::new();
     *CHANNEL.get_or_init(|| checked_channel(&std::env::var(STATE_FD_VAR).ok()?))
 }
 
 /// The descriptor `FD:INODE` names if it is open, a socket, and that inode; it is then made
 /// close-on-exec (programs this rank starts are not ranks and must not inherit it).
-fn checked_channel(text: &str) -> Option<libc::c_int> {
+fn checked_channel(text: &str) -> Option<RawFd> {
     let (fd, inode) = text.split_once(':')?;
-    let fd: libc::c_int = fd.parse().ok()?;
+    let fd: RawFd = fd.parse().ok()?;
     let inode: u64 = inode.parse().ok()?;
     if fd < 3 {
         return None;
     }
-    let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
-    // SAFETY: fstat writes at most one `stat` into the buffer; the descriptor may be any number
-    // (a closed one fails with EBADF).
-    if unsafe { libc::fstat(fd, st.as_mut_ptr()) } != 0 {
-        return None;
-    }
-    // SAFETY: fstat succeeded, so it filled the buffer.
-    let st = unsafe { st.assume_init() };
-    if st.st_mode & libc::S_IFMT != libc::S_IFSOCK || st.st_ino != inode {
-        return None;
-    }
-    // SAFETY: sets a descriptor flag of a descriptor just checked to be open.
-    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-    Some(fd)
+    crate::sys::proc::inherited_socket(fd, inode)
 }
 
 /// Tells the rank wrapper that this rank enters `stage` (nothing when there is no wrapper).
@@ -84,82 +72,11 @@ pub(crate) fn tell(stage: Stage) {
     }
 }
 
-fn send_stage(fd: libc::c_int, stage: Stage) {
-    let byte = [stage as u8];
-    loop {
-        // SAFETY: sends one byte from a live buffer on a descriptor checked to be a socket.
-        let sent = unsafe {
-            libc::send(
-                fd,
-                byte.as_ptr().cast(),
-                1,
-                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-            )
-        };
-        if sent == -1 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-            continue;
-        }
-        // Any other failure (the wrapper is gone, or a buffer of some 200 KB is full, which a
-        // few bytes per job never fill) loses a stage only for the report of a job that ends
-        // anyway.
-        return;
-    }
+fn send_stage(fd: RawFd, stage: Stage) {
+    // A failure (the wrapper is gone, or a buffer of some 200 KB is full, which a few bytes per
+    // job never fill) loses a stage only for the report of a job that ends anyway.
+    let _ = crate::sys::proc::send_byte_nowait(fd, stage as u8);
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Read as _;
-    use std::os::fd::AsRawFd as _;
-    use std::os::unix::fs::MetadataExt as _;
-    use std::os::unix::net::UnixStream;
-
-    fn inode(fd: libc::c_int) -> u64 {
-        std::fs::metadata(format!("/proc/self/fd/{fd}"))
-            .expect("fd metadata")
-            .ino()
-    }
-
-    #[test]
-    fn stages_reach_the_socket_named_and_nothing_else() {
-        let (ours, theirs) = UnixStream::pair().expect("socketpair");
-        let fd = theirs.as_raw_fd();
-        let ino = inode(fd);
-        // SAFETY: clears the flags of a descriptor this test owns.
-        unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
-        assert_eq!(checked_channel(&format!("{fd}:{ino}")), Some(fd));
-        // SAFETY: reads the descriptor's flags only.
-        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-        assert_ne!(flags & libc::FD_CLOEXEC, 0, "the channel is not inherited");
-        for stage in [
-            Stage::Joining,
-            Stage::Run,
-            Stage::Leaving,
-            Stage::Abandoned,
-            Stage::Deadlocked,
-            Stage::Follows,
-        ] {
-            send_stage(fd, stage);
-        }
-        ours.set_nonblocking(true).expect("nonblocking");
-        let mut got = [0u8; 8];
-        let n = (&ours).read(&mut got).expect("the stages arrived");
-        assert_eq!(&got[..n], b"JRLADF");
-
-        // Another inode, a descriptor that is not a socket, stdin/out/err, a closed one, and
-        // text that is not `FD:INODE` are all refused.
-        assert_eq!(checked_channel(&format!("{fd}:{}", ino + 1)), None);
-        let file = std::fs::File::open("/proc/self/stat").expect("a file");
-        let file_fd = file.as_raw_fd();
-        assert_eq!(
-            checked_channel(&format!("{file_fd}:{}", inode(file_fd))),
-            None
-        );
-        assert_eq!(checked_channel(&format!("2:{}", inode(2))), None);
-        drop(file);
-        assert_eq!(checked_channel(&format!("{file_fd}:1")), None);
-        for text in ["", "7", "x:1", "7:x", "-1:5"] {
-            assert_eq!(checked_channel(text), None, "{text:?}");
-        }
-    }
-}
+mod tests;

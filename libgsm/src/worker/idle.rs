@@ -38,7 +38,7 @@ impl WorkerCore {
     /// While counting (draining, or watching for a deadlock): reports this worker quiet, and
     /// when every worker is: stops the runtime if the roots are done, reports a deadlock if they
     /// are not (in a job of one rank, after [`STALL_CONFIRM`]), or in a larger job leaves the
-    /// decision to the main thread with the other ranks (`cluster::terminate`).
+    /// decision to the main thread with the other ranks (`runtime::quiesce::terminate`).
     ///
     /// Termination argument: every worker bumps `activity` (SeqCst) after each loop turn that did
     /// work, i.e. after it published what that work produced. A worker reads `a = activity` and

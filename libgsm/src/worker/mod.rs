@@ -88,7 +88,7 @@ const LIGHT_SPINS: u32 = 8;
 const YIELDS: u32 = 32;
 /// How long a job of one rank must stay stalled (every worker quiet, roots left, no activity)
 /// before it is reported deadlocked; the ranks of a larger job agree on the same wait (see
-/// `cluster::terminate`). Nothing can wake a stalled job, so this only keeps the report from
+/// `runtime::quiesce::terminate`). Nothing can wake a stalled job, so this only keeps the report from
 /// resting on a single look.
 pub(crate) const STALL_CONFIRM: Duration = Duration::from_secs(1);
 /// The longest an idle worker sleeps while fibers of it wait in [`crate::wait_for`]: their

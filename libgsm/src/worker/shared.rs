@@ -1,7 +1,7 @@
 //! State shared by every worker of this rank: where the rank sits in the job, the stop flag,
 //! doorbells, the first failure, traffic counters, and the words of the quiescence protocol. The
 //! protocol itself is run by the workers (`idle.rs`) and the rank's main thread
-//! (`cluster::terminate`). See ARCHITECTURE.md.
+//! (`runtime::quiesce::terminate`). See ARCHITECTURE.md.
 
 use super::*;
 
@@ -57,8 +57,7 @@ impl Place {
             .filter(|&(r, (_, h))| r != self.rank as usize && h == here)
             .map(|(_, (&w, _))| w as usize)
             .sum();
-        // SAFETY: sysconf has no preconditions.
-        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+        let online = crate::sys::proc::cpus_online();
         crate::config::available_cpus().min(online.saturating_sub(others))
     }
 
@@ -121,7 +120,7 @@ pub(crate) struct Shared {
     pub quiet: Vec<AtomicU64>,
     /// Whether other ranks take part: then a quiet rank does not stop by itself; it reports
     /// `rank_quiet` and the rank's main thread decides with the other ranks
-    /// (`cluster::terminate`).
+    /// (`runtime::quiesce::terminate`).
     pub multi: bool,
     /// The `activity` value at which every worker of this rank was last seen quiet.
     pub rank_quiet: AtomicU64,
@@ -130,12 +129,12 @@ pub(crate) struct Shared {
     pub stall: Mutex<Option<(u64, Instant)>>,
     /// After a deadlock: per local worker that had waiting fibers, what they waited for.
     pub waits: Mutex<Vec<(usize, Vec<String>)>>,
-    /// Waves of the termination protocol this rank has completed (`cluster::terminate`).
+    /// Waves of the termination protocol this rank has completed (`runtime::quiesce::terminate`).
     pub waves: AtomicU64,
     /// Per local worker with fibers in [`crate::wait_for`]: the `waves` value read before it
     /// last found all their conditions false while counting; `u64::MAX` while it has none. A
     /// rank whose waiters were not all looked at since its last wave is not quiet in the next
-    /// one (see `cluster::sample`): a condition is set by another rank's write to the host
+    /// one (see `runtime::quiesce::sample`): a condition is set by another rank's write to the host
     /// board, which no message counts.
     pub board_fresh: Vec<AtomicU64>,
     /// Per local worker: slots it published to, and consumed from, rings of other ranks.

@@ -26,8 +26,7 @@ fn idle_workers_spin_while_the_awake_ones_have_a_cpu_each() {
     assert_eq!(sh.spin(), SPIN_OVERSUBSCRIBED);
     // This rank's worker alone, another rank's on this host holding every online CPU.
     let mut place = Place::single(1);
-    // SAFETY: sysconf has no preconditions.
-    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32;
+    let online = crate::sys::proc::cpus_online() as u32;
     place.rank_workers.push(online);
     place.hosts.push(place.hosts[0].clone());
     assert_eq!(place.cpu_room(), 0);

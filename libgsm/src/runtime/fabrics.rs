@@ -1,0 +1,157 @@
+//! The fabrics of one run across ranks: which fabric serves which peer rank (and why), and the
+//! fabrics themselves through their phases (prepare, create, attach, sealed, closing; see
+//! [`crate::fabric`]). The checked barriers between the phases, and the ring mesh the links
+//! join, are the caller's (`start.rs`).
+
+use crate::bootstrap::Job;
+use crate::error::Error;
+use crate::fabric::shm::Shm;
+use crate::fabric::tcp::Tcp;
+use crate::fabric::{Fabric, FabricChoice, FabricKind, Hooks, Links, Peer, Settings, Topology};
+
+use super::offer::Offer;
+
+/// The fabric that serves each rank (`None` for this one), from `GSM_FABRIC` and whether the
+/// rank shares this rank's host.
+pub(crate) fn choose(job: &Job, hosts: &[String]) -> Result<Vec<Option<FabricKind>>, Error> {
+    let me = job.rank();
+    let choice = FabricChoice::from_env()?;
+    (0..job.size())
+        .map(|r| {
+            if r == me {
+                return Ok(None);
+            }
+            let same_host = job.same_host(r);
+            let k = choice.pick(same_host, r, &hosts[r as usize])?;
+            tracing::debug!(
+                target: "gossamer::fabric",
+                rank = me,
+                peer = r,
+                peer_host = %hosts[r as usize],
+                fabric = %k,
+                why = why(choice, same_host),
+                "fabric chosen"
+            );
+            Ok(Some(k))
+        })
+        .collect()
+}
+
+/// Why `choice` gave a peer (on this host or not) its fabric, for the log.
+fn why(choice: FabricChoice, same_host: bool) -> &'static str {
+    match (choice, same_host) {
+        (FabricChoice::Auto, true) => "same host",
+        (FabricChoice::Auto, false) => "another host",
+        (FabricChoice::Shm | FabricChoice::Tcp, _) => "GSM_FABRIC",
+    }
+}
+
+/// The fabrics this rank needs for one run, each once prepared.
+///
+/// Fields in this order so that an early return drops tcp before shm, as the run's locals did.
+pub(crate) struct Fabrics {
+    pub(crate) tcp: Option<Tcp>,
+    pub(crate) shm: Option<Shm>,
+}
+
+/// The endpoints of the fabrics prepared, to publish in this rank's [`Offer`] (empty for a
+/// fabric not needed).
+pub(crate) struct Endpoints {
+    pub(crate) tcp: Vec<u8>,
+    pub(crate) shm: Vec<u8>,
+}
+
+/// Whether some peer is served by `k`.
+pub(crate) fn needs(kinds: &[Option<FabricKind>], k: FabricKind) -> bool {
+    kinds.contains(&Some(k))
+}
+
+impl Fabrics {
+    /// Prepares each fabric some peer needs (`kinds`); returns them and their endpoints.
+    pub(crate) fn prepare(kinds: &[Option<FabricKind>]) -> Result<(Fabrics, Endpoints), Error> {
+        let settings = Settings::from_env()?;
+        let shm = if needs(kinds, FabricKind::Shm) {
+            Some(Shm::prepare(&settings)?)
+        } else {
+            None
+        };
+        let tcp = if needs(kinds, FabricKind::Tcp) {
+            Some(Tcp::prepare(&settings)?)
+        } else {
+            None
+        };
+        let endpoints = Endpoints {
+            tcp: tcp.as_ref().map(|t| t.1.clone()).unwrap_or_default(),
+            shm: shm.as_ref().map(|s| s.1.clone()).unwrap_or_default(),
+        };
+        let fabrics = Fabrics {
+            tcp: tcp.map(|t| t.0),
+            shm: shm.map(|s| s.0),
+        };
+        Ok((fabrics, endpoints))
+    }
+
+    /// Creates each fabric for its peers (`kinds`, with the endpoints of `offers`).
+    pub(crate) fn create(
+        &mut self,
+        topo: &Topology,
+        kinds: &[Option<FabricKind>],
+        offers: &[Offer],
+        hooks: &Hooks,
+    ) -> Result<(), Error> {
+        let peers_of = |k: FabricKind, pick: fn(&Offer) -> &Vec<u8>| -> Vec<Peer> {
+            (0..kinds.len())
+                .filter(|&r| kinds[r] == Some(k))
+                .map(|r| Peer {
+                    rank: r as u32,
+                    endpoint: pick(&offers[r]).clone(),
+                })
+                .collect()
+        };
+        if let Some(f) = &mut self.shm {
+            f.create(topo, &peers_of(FabricKind::Shm, |o| &o.shm), hooks.clone())?;
+        }
+        if let Some(f) = &mut self.tcp {
+            f.create(topo, &peers_of(FabricKind::Tcp, |o| &o.tcp), hooks.clone())?;
+        }
+        Ok(())
+    }
+
+    /// Connects each fabric; returns their links (shm's first).
+    pub(crate) fn attach(&mut self) -> Result<Vec<Links>, Error> {
+        let mut v = Vec::new();
+        if let Some(f) = &mut self.shm {
+            v.push(f.attach()?);
+        }
+        if let Some(f) = &mut self.tcp {
+            v.push(f.attach()?);
+        }
+        Ok(v)
+    }
+
+    /// Tells each fabric that every rank is connected.
+    pub(crate) fn sealed(&mut self) {
+        if let Some(f) = &mut self.shm {
+            f.sealed();
+        }
+        if let Some(f) = &mut self.tcp {
+            f.sealed();
+        }
+    }
+
+    /// Tells each fabric that closing is expected now.
+    pub(crate) fn closing(&mut self) {
+        if let Some(f) = &mut self.shm {
+            f.closing();
+        }
+        if let Some(f) = &mut self.tcp {
+            f.closing();
+        }
+    }
+
+    /// Drops shm, then tcp.
+    pub(crate) fn close(mut self) {
+        drop(self.shm.take());
+        drop(self.tcp.take());
+    }
+}

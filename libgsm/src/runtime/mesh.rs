@@ -1,0 +1,140 @@
+//! The ring mesh of one run: heap rings between this rank's own workers, the ring ends the
+//! fabrics return for workers of other ranks put in their places, and the check that every
+//! local worker has all four ends to every other worker of the job. It builds no fabric and
+//! starts no worker.
+
+use std::sync::Arc;
+
+use crate::error::Error;
+use crate::fabric::{Bell, Doorbell, Lane, Links};
+use crate::wire::ring::{RingLayout, RingMemory};
+use crate::worker::{Ends, Place};
+
+/// Empty ring ends for this rank's workers, with heap rings between every two of them.
+pub(crate) fn local_mesh(place: &Place, layout: RingLayout) -> Vec<Ends> {
+    let w = place.total;
+    let mut ends: Vec<Ends> = (0..place.local)
+        .map(|_| Ends {
+            req_out: (0..w).map(|_| None).collect(),
+            req_in: (0..w).map(|_| None).collect(),
+            resp_out: (0..w).map(|_| None).collect(),
+            resp_in: (0..w).map(|_| None).collect(),
+        })
+        .collect();
+    for c in 0..place.local {
+        for t in 0..place.local {
+            if c == t {
+                continue;
+            }
+            let (gc, gt) = (place.base + c, place.base + t);
+            let (p, q) = Arc::new(RingMemory::new_heap(layout)).split();
+            ends[c].req_out[gt] = Some(p);
+            ends[t].req_in[gc] = Some(q);
+            let (p, q) = Arc::new(RingMemory::new_heap(layout)).split();
+            ends[t].resp_out[gc] = Some(p);
+            ends[c].resp_in[gt] = Some(q);
+        }
+    }
+    ends
+}
+
+/// The mesh of a run across ranks: ring ends, each remote worker's doorbell, this rank's own
+/// doorbells (from a fabric that shares them, if any).
+pub(crate) struct Mesh {
+    pub(crate) ends: Vec<Ends>,
+    pub(crate) bells: Vec<Option<Bell>>,
+    pub(crate) doors: Option<Vec<Doorbell>>,
+}
+
+/// One mesh: heap rings within the rank, the fabrics' rings (`links`) to the others. The host
+/// board, when a fabric brings one, goes to `place`, readable as `readers` says (rank r's
+/// bytes: which ranks r can read in one copy).
+pub(crate) fn join_links(
+    place: &mut Place,
+    layout: RingLayout,
+    links: Vec<Links>,
+    readers: &[Vec<u8>],
+) -> Mesh {
+    let mut ends = local_mesh(place, layout);
+    let mut bells: Vec<Option<Bell>> = (0..place.total).map(|_| None).collect();
+    let mut doors: Option<Vec<Doorbell>> = None;
+    let mut boards = Vec::new();
+    for mut l in links {
+        boards.append(&mut l.boards);
+        place_links(place, &mut ends, l.outgoing, l.incoming);
+        for (g, b) in l.bells {
+            if let Some(slot) = bells.get_mut(g as usize) {
+                *slot = Some(b);
+            }
+        }
+        if let Some(d) = l.local_bells {
+            doors = Some(d);
+        }
+    }
+    if !boards.is_empty() {
+        let readable = readers
+            .iter()
+            .map(|bits| bits.iter().map(|&b| b == 1).collect())
+            .collect();
+        place.board = Some(Arc::new(crate::board::Board::new(
+            place.rank as usize,
+            place.pids.clone(),
+            boards,
+            readable,
+        )));
+    }
+    Mesh { ends, bells, doors }
+}
+
+/// Puts a fabric's ring ends into the workers' vectors.
+fn place_links(
+    place: &Place,
+    ends: &mut [Ends],
+    outgoing: Vec<crate::fabric::OutLink>,
+    incoming: Vec<crate::fabric::InLink>,
+) {
+    for o in outgoing {
+        let (l, g) = (o.local as usize, o.remote as usize);
+        if l >= place.local || g >= place.total {
+            continue;
+        }
+        match o.lane {
+            Lane::Request => ends[l].req_out[g] = Some(o.producer),
+            Lane::Response => ends[l].resp_out[g] = Some(o.producer),
+        }
+    }
+    for i in incoming {
+        let (l, g) = (i.local as usize, i.remote as usize);
+        if l >= place.local || g >= place.total {
+            continue;
+        }
+        match i.lane {
+            Lane::Request => ends[l].req_in[g] = Some(i.consumer),
+            Lane::Response => ends[l].resp_in[g] = Some(i.consumer),
+        }
+    }
+}
+
+/// Every local worker has all four ring ends to every other worker of the job.
+pub(crate) fn check_mesh(place: &Place, ends: &[Ends]) -> Result<(), Error> {
+    for (l, e) in ends.iter().enumerate() {
+        let me = place.base + l;
+        for g in (0..place.total).filter(|&g| g != me) {
+            let have = [
+                e.req_out[g].is_some(),
+                e.req_in[g].is_some(),
+                e.resp_out[g].is_some(),
+                e.resp_in[g].is_some(),
+            ];
+            if have.contains(&false) {
+                return Err(Error::Start(format!(
+                    "no ring between worker {me} (rank {}) and worker {g} (rank {}): the fabric \
+                     set-up is incomplete",
+                    place.rank,
+                    place.rank_of(g)
+                )));
+            }
+        }
+    }
+    Ok(())
+}
