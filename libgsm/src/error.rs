@@ -164,4 +164,3 @@ pub enum DelegationError {
     #[error("{0}")]
     Wire(String),
 }
-

@@ -206,9 +206,9 @@ mod worker;
 pub use board::{BOARD_BYTES, Board, BoardRegion};
 pub use config::{Config, available_cpus, default_workers};
 pub use error::{BLOCKING_IN_DELEGATED, DelegationError, Error};
-pub use output::eprint_line;
 pub use mail::{flush, mail_pending, name_tags, recv, send, try_recv};
 pub use noref::{NoRef, Wire};
+pub use output::eprint_line;
 pub use runtime::{fail_job, run, spmd};
 pub use spawn::{
     JoinHandle, Worker, WorkerId, current_worker, host_board, host_of_rank, live_properties_here,

@@ -265,12 +265,25 @@ impl WorkerCore {
         }
     }
 
+    /// The run is stopping (it failed, or a peer vanished) while a fiber applies inline in a
+    /// loop that may never yield (waiting for a flag that a lost peer was to set): it is
+    /// suspended for good, as a blocked fiber would be, so that its worker can stop and drop it.
+    /// Left running, it kept its rank alive after the job had failed.
+    #[cold]
+    #[inline(never)]
+    fn stop_inline_loop(&self) {
+        fiber::suspend();
+    }
+
     /// The rare turn of [`inline_ran`](Self::inline_ran): polls if a batch has arrived, then
     /// drains the loopback queue if it has work (`loopback`: it had before the poll). Returns
     /// whether the loopback queue is empty now.
     #[cold]
     #[inline(never)]
     pub(super) fn inline_turn(&self, loopback: bool) -> bool {
+        if self.stopping() && self.can_block() {
+            self.stop_inline_loop();
+        }
         if !loopback && self.next_share_chunk() {
             return true;
         }
