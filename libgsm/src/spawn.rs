@@ -40,10 +40,11 @@ use std::rc::Rc;
 
 use crate::error::{DelegationError, Error};
 use crate::noref::{NoRef, Wire};
+use crate::trust::decode;
 use crate::wire::codeptr;
 use crate::wire::record::{Byte, Request, RequestReader, Src};
 use crate::worker::entry::{Delegated, trampoline};
-use crate::worker::{Data, WorkerCore, core_or_panic, decode, fiber_panic};
+use crate::worker::{Data, WorkerCore, core_or_panic, fiber_panic};
 
 pub use crate::worker::WorkerId;
 
@@ -313,7 +314,7 @@ impl<F: FnOnce() -> R + Copy + 'static, R: Wire> Delegated for Spawn<F, R> {
         _more: &mut RequestReader<'_>,
     ) {
         // SAFETY: the client copied one `F` into the captured bytes (this function's contract).
-        match unsafe { crate::worker::captured::<F>(rec) } {
+        match unsafe { crate::trust::captured::<F>(rec) } {
             Ok(f) => spawn_answering(core, client, rec.req, f),
             Err(e) => core.respond::<R>(client, rec.req, Err(e)),
         }
@@ -415,7 +416,7 @@ impl<A: Wire, F: FnOnce(A) -> R + Copy + 'static, R: Wire> Delegated for SpawnWi
         _more: &mut RequestReader<'_>,
     ) {
         // SAFETY: the client copied one `F` into the captured bytes (this function's contract).
-        let f: F = match unsafe { crate::worker::captured::<F>(rec) } {
+        let f: F = match unsafe { crate::trust::captured::<F>(rec) } {
             Ok(f) => f,
             Err(e) => {
                 core.respond::<R>(client, rec.req, Err(e));

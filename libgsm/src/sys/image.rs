@@ -34,8 +34,51 @@ pub(crate) fn text_segment_of(addr: usize) -> Option<(usize, usize)> {
     (found.2 != usize::MAX).then_some((found.1, found.2))
 }
 
-/// The bytes of this program's executable file (`/proc/self/exe`: the file this process runs,
-/// even if it was replaced or removed on disk since).
-pub(crate) fn own_executable() -> std::io::Result<Vec<u8>> {
-    std::fs::read("/proc/self/exe")
+/// This program's executable file (`/proc/self/exe`, the file this process runs, even if it was
+/// renamed or removed since), mapped read-only: a reader touches only the pages it reads (the
+/// symbol table is a small part of a large binary). The kernel refuses to write a file that a
+/// process runs (`ETXTBSY`), so the bytes cannot change under the mapping.
+#[derive(Debug)]
+pub(crate) struct OwnImage {
+    base: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+impl OwnImage {
+    pub(crate) fn map() -> std::io::Result<OwnImage> {
+        use rustix::mm::{MapFlags, ProtFlags};
+        let file = std::fs::File::open("/proc/self/exe")?;
+        let len = usize::try_from(file.metadata()?.len()).map_err(std::io::Error::other)?;
+        if len == 0 {
+            return Err(std::io::Error::other("the program's file is empty"));
+        }
+        // SAFETY: a fresh private read-only mapping chosen by the kernel (null hint), aliasing
+        // no Rust object; the file stays unwritten while this process runs (see the type).
+        let p = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ,
+                MapFlags::PRIVATE,
+                &file,
+                0,
+            )?
+        };
+        let base = std::ptr::NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| std::io::Error::other("null map"))?;
+        Ok(OwnImage { base, len })
+    }
+
+    /// The file's bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: `len` readable bytes at `base`, mapped for as long as `self` lives.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for OwnImage {
+    fn drop(&mut self) {
+        // SAFETY: exactly what `mmap` returned, unmapped once, after every borrow of `bytes`.
+        let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), self.len) };
+    }
 }

@@ -150,3 +150,56 @@ impl<A: Wire> OutArg<A> {
         matches!(self, OutArg::Encoded(_))
     }
 }
+
+/// Decodes a response into the result it carries.
+///
+/// # Safety
+/// If `st == OK`, `body` must hold the bytes of a `U` moved by [`WorkerCore::respond`], not yet
+/// taken by anyone else. If `st == OK | SER_STATUS`, `body` holds initialised bytes (a
+/// `postcard` encoding from another rank, decoded with every check `postcard` makes).
+#[inline]
+pub(crate) unsafe fn decode<U: serde::de::DeserializeOwned>(
+    st: u8,
+    body: &[Byte],
+) -> Result<U, DelegationError> {
+    match st {
+        status::OK => {
+            debug_assert_eq!(body.len(), std::mem::size_of::<U>());
+            if body.len() != std::mem::size_of::<U>() {
+                return Err(DelegationError::Panicked(
+                    "gossamer: response of the wrong size".into(),
+                ));
+            }
+            // SAFETY: per the contract, these are the bytes of a moved `U`.
+            Ok(unsafe { std::ptr::read_unaligned(body.as_ptr().cast::<U>()) })
+        }
+        st if st == status::OK | SER_STATUS => {
+            // SAFETY: initialised bytes (contract); `MaybeUninit<u8>` has the layout of `u8`.
+            let b = unsafe { std::slice::from_raw_parts(body.as_ptr().cast::<u8>(), body.len()) };
+            postcard::from_bytes::<U>(b).map_err(|e| {
+                DelegationError::Wire(format!(
+                    "gossamer: the result (a `{}`) from another rank could not be decoded: {e}",
+                    std::any::type_name::<U>()
+                ))
+            })
+        }
+        // SAFETY: every non-OK body is the bytes of a `str` (`error_to_status`), initialised.
+        status::PANICKED => Err(DelegationError::Panicked(unsafe { message_of(body) })),
+        status::POISONED => Err(DelegationError::Poisoned),
+        status::DEAD => Err(DelegationError::DeadProperty),
+        status::BLOCKING => Err(DelegationError::BlockingInDelegatedContext),
+        // SAFETY: as for PANICKED.
+        status::WIRE => Err(DelegationError::Wire(unsafe { message_of(body) })),
+        _ => Err(DelegationError::Stopped),
+    }
+}
+
+/// The text of an error body.
+///
+/// # Safety
+/// Every byte of `body` must be initialised.
+unsafe fn message_of(body: &[Byte]) -> String {
+    // SAFETY: `MaybeUninit<u8>` has the layout of `u8` and the bytes are initialised (contract).
+    let b = unsafe { std::slice::from_raw_parts(body.as_ptr().cast::<u8>(), body.len()) };
+    String::from_utf8_lossy(b).into_owned()
+}

@@ -53,12 +53,12 @@ use crate::error::DelegationError;
 use crate::noref::{NoRef, Wire};
 use crate::property::{key, type_index};
 use crate::wire::codeptr;
-use crate::wire::record::{Byte, Request, RequestReader, SER, Src};
+use crate::wire::record::{Byte, Request, RequestReader, SER, SER_STATUS, Src};
 use crate::worker::WorkerId;
 use crate::worker::entry::{Delegated, trampoline};
 use crate::worker::{
-    CONTROL_REGISTER, CONTROL_RELEASE, Data, NO_REPLY, Trampoline, WorkerCore, captured,
-    core_or_panic, decode, sender_bit,
+    CONTROL_REGISTER, CONTROL_RELEASE, Data, NO_REPLY, Trampoline, WorkerCore, core_or_panic,
+    sender_bit, status,
 };
 
 /// A handle to a property held by a trustee worker. Cloning and dropping it updates the
@@ -640,10 +640,10 @@ mod refcount;
 mod serve;
 
 use call::push_callback;
-pub(crate) use call::{OutArg, block_on};
+pub(crate) use call::{OutArg, block_on, decode};
 use refcount::control;
-pub(crate) use serve::take_arg;
 use serve::{Apply, ApplyWith, Entrust};
+pub(crate) use serve::{captured, take_arg};
 
 #[cfg(test)]
 mod tests;

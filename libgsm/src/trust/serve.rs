@@ -135,3 +135,17 @@ impl<T: Send + 'static, A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + Copy> Dele
         core.respond(client, rec.req, r);
     }
 }
+
+/// The `F` (a `Copy` closure: its bytes carry no drop obligation) that request `rec` carries
+/// in its captured bytes. A record whose captured bytes are not one `F` long was written by no
+/// sender of this binary (it is corrupt): it is refused with an error rather than read past.
+///
+/// # Safety
+/// `rec` must have been encoded for a trampoline of `F`: captured bytes of `F`'s size are one `F`.
+pub(crate) unsafe fn captured<F: Copy>(rec: &Request<'_>) -> Result<F, DelegationError> {
+    if rec.cap_len != std::mem::size_of::<F>() {
+        return Err(crate::worker::capture_mismatch());
+    }
+    // SAFETY: `size_of::<F>()` initialised bytes that hold one `F` (the contract).
+    Ok(unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) })
+}

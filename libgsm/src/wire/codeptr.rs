@@ -76,9 +76,9 @@ pub(crate) fn entry_in(table: &[u64], offset: u64) -> Option<usize> {
 }
 
 fn read_entries(path: &str) -> Result<Box<[u64]>, String> {
-    let bytes = image::own_executable()
+    let image = image::OwnImage::map()
         .map_err(|e| format!("cannot read this program's own file (/proc/self/exe): {e}"))?;
-    let (anchor, mut found) = entries_in_image(&bytes, path)?;
+    let (anchor, mut found) = entries_in_image(image.bytes(), path)?;
     for f in &mut found {
         *f = f.wrapping_sub(anchor);
     }

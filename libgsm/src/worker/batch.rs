@@ -36,7 +36,7 @@ impl WorkerCore {
                 *f = code.and_then(codeptr::address_of).unwrap_or(0);
             } else {
                 // From another process: only the exact entry of a delegation kind is called.
-                match code.and_then(entry::foreign_entry) {
+                match code.and_then(|c| self.foreign_entry(c)) {
                     Some(a) => *f = a,
                     None => return self.no_entry(client, code),
                 }
@@ -278,7 +278,7 @@ impl WorkerCore {
                 match done {
                     Ok(None) => {}
                     Ok(Some(done)) => {
-                        let Some(f) = entry::foreign_entry(done.code) else {
+                        let Some(f) = self.foreign_entry(done.code) else {
                             return self.no_entry(client, Some(done.code));
                         };
                         let rec = done.into_request();
@@ -331,6 +331,20 @@ impl WorkerCore {
             let r = caught_at(&self.context, DELEGATED, move || drop(v));
             if let Err(e) = r {
                 std::panic::resume_unwind(e);
+            }
+        }
+    }
+
+    /// The address of code offset `code` from another process, if it is exactly a delegation
+    /// entry (`entry::foreign_entry`), through a one-entry cache of the last one found.
+    #[inline]
+    pub(super) fn foreign_entry(&self, code: u64) -> Option<usize> {
+        match self.last_entry.get() {
+            Some((c, a)) if c == code => Some(a),
+            _ => {
+                let a = entry::foreign_entry(code)?;
+                self.last_entry.set(Some((code, a)));
+                Some(a)
             }
         }
     }

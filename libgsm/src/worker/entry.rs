@@ -60,9 +60,15 @@ pub(crate) fn trampoline<D: Delegated>() -> Trampoline {
 /// processes: an error (a binary without its symbol table) stops the start of the run, before
 /// any peer's request could be refused for it.
 pub(crate) fn check_entries() -> Result<(), Error> {
-    codeptr::entries(ENTRY_PATH)
-        .map(|_| ())
-        .map_err(|why| Error::Start(why.to_string()))
+    let start = std::time::Instant::now();
+    let table = codeptr::entries(ENTRY_PATH).map_err(|why| Error::Start(why.to_string()))?;
+    tracing::debug!(
+        target: "gossamer::bootstrap",
+        entries = table.len(),
+        took_us = start.elapsed().as_micros() as u64,
+        "delegation entries read from this program's symbol table"
+    );
+    Ok(())
 }
 
 /// The address that code offset `offset` from another process names, if it is exactly one of

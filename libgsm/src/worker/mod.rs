@@ -349,6 +349,9 @@ pub(crate) struct WorkerCore {
     /// Whether the batch being served came from another process: then an argument is taken
     /// only from its encoding, never by its bytes (`trust::take_arg`).
     pub(crate) serving_foreign: Cell<bool>,
+    /// The last code offset from another process found to be a delegation entry, and its
+    /// address: a peer's batches mostly name the same few, so most skip the table's search.
+    last_entry: Cell<Option<(u64, usize)>>,
     /// Polls made by [`WorkerCore::inline_ran`] (see `INLINE_REQUEST_FLUSH`).
     inline_polls: Cell<u32>,
     /// Looks at the rings by inline applies in a row that found nothing (see
@@ -513,6 +516,7 @@ impl WorkerCore {
             inline_runs: Cell::new(0),
             served: Cell::new(0),
             serving_foreign: Cell::new(false),
+            last_entry: Cell::new(None),
             inline_polls: Cell::new(0),
             empty_looks: Cell::new(0),
             last_look: Cell::new(None),
@@ -671,22 +675,8 @@ fn caught_at<R>(depth: &Cell<u64>, step: u64, f: impl FnOnce() -> R) -> std::thr
     r
 }
 
-/// The `F` (a `Copy` closure: its bytes carry no drop obligation) that request `rec` carries
-/// in its captured bytes. A record whose captured bytes are not one `F` long was written by no
-/// sender of this binary (it is corrupt): it is refused with an error rather than read past.
-///
-/// # Safety
-/// `rec` must have been encoded for a trampoline of `F`: captured bytes of `F`'s size are one `F`.
-pub(crate) unsafe fn captured<F: Copy>(rec: &Request<'_>) -> Result<F, DelegationError> {
-    if rec.cap_len != std::mem::size_of::<F>() {
-        return Err(capture_mismatch());
-    }
-    // SAFETY: `size_of::<F>()` initialised bytes that hold one `F` (the contract).
-    Ok(unsafe { std::ptr::read_unaligned(rec.cap().as_ptr().cast::<F>()) })
-}
-
 #[cold]
-fn capture_mismatch() -> DelegationError {
+pub(crate) fn capture_mismatch() -> DelegationError {
     DelegationError::Wire("gossamer: a request's captured bytes do not fit its closure".into())
 }
 
@@ -721,59 +711,6 @@ fn error_to_status(e: &DelegationError) -> (u8, String) {
         DelegationError::Stopped => (status::STOPPED, String::new()),
         DelegationError::Wire(m) => (status::WIRE, m.clone()),
     }
-}
-
-/// Decodes a response into the result it carries.
-///
-/// # Safety
-/// If `st == OK`, `body` must hold the bytes of a `U` moved by [`WorkerCore::respond`], not yet
-/// taken by anyone else. If `st == OK | SER_STATUS`, `body` holds initialised bytes (a
-/// `postcard` encoding from another rank, decoded with every check `postcard` makes).
-#[inline]
-pub(crate) unsafe fn decode<U: serde::de::DeserializeOwned>(
-    st: u8,
-    body: &[Byte],
-) -> Result<U, DelegationError> {
-    match st {
-        status::OK => {
-            debug_assert_eq!(body.len(), std::mem::size_of::<U>());
-            if body.len() != std::mem::size_of::<U>() {
-                return Err(DelegationError::Panicked(
-                    "gossamer: response of the wrong size".into(),
-                ));
-            }
-            // SAFETY: per the contract, these are the bytes of a moved `U`.
-            Ok(unsafe { std::ptr::read_unaligned(body.as_ptr().cast::<U>()) })
-        }
-        st if st == status::OK | SER_STATUS => {
-            // SAFETY: initialised bytes (contract); `MaybeUninit<u8>` has the layout of `u8`.
-            let b = unsafe { std::slice::from_raw_parts(body.as_ptr().cast::<u8>(), body.len()) };
-            postcard::from_bytes::<U>(b).map_err(|e| {
-                DelegationError::Wire(format!(
-                    "gossamer: the result (a `{}`) from another rank could not be decoded: {e}",
-                    std::any::type_name::<U>()
-                ))
-            })
-        }
-        // SAFETY: every non-OK body is the bytes of a `str` (`error_to_status`), initialised.
-        status::PANICKED => Err(DelegationError::Panicked(unsafe { message_of(body) })),
-        status::POISONED => Err(DelegationError::Poisoned),
-        status::DEAD => Err(DelegationError::DeadProperty),
-        status::BLOCKING => Err(DelegationError::BlockingInDelegatedContext),
-        // SAFETY: as for PANICKED.
-        status::WIRE => Err(DelegationError::Wire(unsafe { message_of(body) })),
-        _ => Err(DelegationError::Stopped),
-    }
-}
-
-/// The text of an error body.
-///
-/// # Safety
-/// Every byte of `body` must be initialised.
-unsafe fn message_of(body: &[Byte]) -> String {
-    // SAFETY: `MaybeUninit<u8>` has the layout of `u8` and the bytes are initialised (contract).
-    let b = unsafe { std::slice::from_raw_parts(body.as_ptr().cast::<u8>(), body.len()) };
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// The two words a reference-counting record carries (16 initialised bytes written by

@@ -55,8 +55,8 @@ fn a_capture_of_the_wrong_length_is_refused_not_read_past() {
         .expect("one record");
     // SAFETY: the captured bytes are one `[u8; 3]`; a `u64` is refused by its length.
     unsafe {
-        assert_eq!(super::captured::<[u8; 3]>(&rec).ok(), Some(three));
-        match super::captured::<u64>(&rec) {
+        assert_eq!(crate::trust::captured::<[u8; 3]>(&rec).ok(), Some(three));
+        match crate::trust::captured::<u64>(&rec) {
             Err(crate::DelegationError::Wire(m)) => assert!(m.contains("do not fit"), "{m}"),
             other => panic!("expected a Wire error, got {other:?}"),
         }
