@@ -72,7 +72,7 @@
 //! workers per rank and `N` ranks (`W = N·L` workers in the job), a rank holds
 //! - `2·L·(L−1)` heap rings between its own workers;
 //! - with **shm** (every rank on one host): `R = 2·L·(W−L)` rings in its segment, which is
-//!   `align128(align64(128 + 64·L) + 32·R) + R·B` bytes (see `gossamer::fabric::shm`);
+//!   `align128(align64(128 + 64·L) + 32·R) + R·B` bytes (see `libgsm/src/fabric/shm/layout.rs`);
 //! - with **tcp** (every other rank on another host): `2·2·L·(W−L)` rings (an incoming and an
 //!   outgoing shadow ring per remote worker and lane), plus per connection (`L·(N−1)` of them) a
 //!   256 KiB read buffer and up to 256 KiB of write buffer, not counted below.

@@ -1,4 +1,4 @@
-//! Shutdown drains (DESIGN §3): when the roots return, every request already issued is still
+//! Shutdown drains: when the roots return, every request already issued is still
 //! served and answered, its callbacks run and its clone/drop toggles are applied, before `run`
 //! returns; leftover properties are dropped exactly once.
 

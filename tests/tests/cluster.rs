@@ -1020,7 +1020,7 @@ fn a_peer_on_another_host_that_vanishes_is_noticed_over_tcp() {
 
 /// How long ranks may take to end after a peer's host vanished without a word: the tcp fabric's
 /// keepalive (silence before the first probe, then every unanswered probe; see
-/// `gossamer::fabric::tcp::keep_alive`), its `LOSS_GRACE` before it reports, and [`FAIL_FAST`]
+/// `gossamer::fabric::tcp::connect::keep_alive`), its `LOSS_GRACE` before it reports, and [`FAIL_FAST`]
 /// for the job to end once the loss is reported, as the other failure tests allow.
 fn silent_loss_bound() -> Duration {
     use gossamer::fabric::tcp::{KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_PROBES, LOSS_GRACE};

@@ -25,8 +25,8 @@
 //! failures are logged through `tracing` (target `gossamer::fabric`); nothing on the data path is.
 //!
 //! **Static dispatch.** [`Fabric`] is a trait with associated functions and no trait objects; the
-//! runtime names each implementation ([`shm::Shm`], [`tcp::Tcp`]) in one `match` on
-//! [`FabricKind`], and nothing on the data path goes through the fabric at all (the data path is
+//! runtime names each implementation ([`shm::Shm`], [`tcp::Tcp`]) in one place (`Fabrics` in
+//! `runtime/fabrics.rs`, keyed by [`FabricKind`]), and nothing on the data path goes through the fabric at all (the data path is
 //! the rings).
 //!
 //! **Phases.** Setting up is collective and goes in steps separated by barriers that the caller

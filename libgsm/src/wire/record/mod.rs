@@ -6,7 +6,8 @@
 //! table (`ntab` little-endian `u64` code offsets, see `codeptr`). A request record is
 //! `[u8 fn][u8 flags][u16 cap_len][u32 req][u32 idx][u32 gn]` (16 bytes), then
 //! `[u32 arg_len]` if `flags & ARG`, then the captured bytes and the argument bytes. `fn` indexes
-//! the batch's table; `fn == CONTROL` marks a trust-id toggle (the 8 captured bytes are the id).
+//! the batch's table; `fn == CONTROL` marks a trust-id toggle (its 16 captured bytes are the
+//! trust id and a second word).
 //! A *plain* record (no argument, captured bytes inline) that repeats the function, flags,
 //! capture length and property of the plain record right before it is written as a
 //! *continuation*, `[u8 CONT][u32 req]` and its captured bytes: a loop of `apply_then`s to one
