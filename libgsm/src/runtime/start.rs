@@ -221,6 +221,9 @@ fn plan(
         .iter()
         .map(|bits| bits.get(me as usize) == Some(&1))
         .collect();
+    let reads: Vec<bool> = (0..job.size())
+        .map(|r| readers[me as usize].get(r as usize) == Some(&1))
+        .collect();
     let topo = Topology {
         rank: me,
         workers: offers.iter().map(|o| o.workers).collect(),
@@ -238,6 +241,7 @@ fn plan(
         total: topo.total_workers() as usize,
         pids,
         far,
+        reads,
         board: None,
     };
     (topo, place)

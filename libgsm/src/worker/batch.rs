@@ -253,6 +253,14 @@ impl WorkerCore {
     pub(super) fn fetch_far(&self, from: usize, addr: u64, len: u64) -> Option<Box<[Byte]>> {
         let place = &self.shared.place;
         let rank = place.rank_of(from);
+        if place.reads.get(rank as usize) != Some(&true) {
+            self.ring_broken(
+                from,
+                "a record parked in its process's memory, which this rank does not read from \
+                 that rank (another host, or no single-copy probe); it was refused",
+            );
+            return None;
+        }
         let pid = place.pids.get(rank as usize).copied().unwrap_or(0);
         match crate::wire::far::read(pid, addr, len) {
             Ok(b) => Some(b),

@@ -141,3 +141,39 @@ fn a_result_from_another_process_as_the_bytes_of_its_type_is_refused() {
     let r = feed_foreign(response(status::OK, &5u64.to_ne_bytes()), false);
     protocol_error_saying(r, "whose result is the bytes of its type");
 }
+
+static SECRET: [u8; 8] = *b"secret!!";
+static FAR_PROBE_RAN: AtomicBool = AtomicBool::new(false);
+
+struct FarProbe;
+
+impl Delegated for FarProbe {
+    unsafe fn serve(_: &WorkerCore, _: usize, _: &Request<'_>, _: &mut RequestReader<'_>) {
+        FAR_PROBE_RAN.store(true, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_record_parked_by_a_rank_this_rank_does_not_read_is_refused_unread() {
+    use crate::wire::record::{FAR, HEADER, KIND_BATCH, LARGE};
+    // One record whose body is "parked" at the address of a value of this process: read
+    // through the pid the job gives for the sender, it would be this process's own memory.
+    let mut rec = vec![0u8, LARGE | FAR];
+    rec.extend_from_slice(&8u16.to_le_bytes());
+    rec.extend_from_slice(&[0; 12]);
+    rec.extend_from_slice(&(SECRET.as_ptr() as u64).to_le_bytes());
+    rec.extend_from_slice(&8u64.to_le_bytes());
+    rec.extend_from_slice(&1u64.to_le_bytes());
+    let mut b = ((HEADER + rec.len()) as u32).to_le_bytes().to_vec();
+    b.extend_from_slice(&1u16.to_le_bytes());
+    b.extend_from_slice(&KIND_BATCH.to_le_bytes());
+    b.extend_from_slice(&rec);
+    b.extend_from_slice(&offset(trampoline::<FarProbe>()).to_le_bytes());
+    let bytes = b.into_iter().map(std::mem::MaybeUninit::new).collect();
+    let r = feed_foreign(bytes, true);
+    protocol_error_saying(r, "which this rank does not read from that rank");
+    assert!(
+        !FAR_PROBE_RAN.load(Ordering::SeqCst),
+        "the parked body was read and served"
+    );
+}

@@ -25,6 +25,10 @@ pub(crate) struct Place {
     /// Per rank: whether it can read this process's memory (`process_vm_readv`), so that large
     /// bodies for it are parked here instead of streamed through the rings.
     pub far: Vec<bool>,
+    /// Per rank: whether this rank reads parked bodies from its memory (same host, over `shm`,
+    /// and its single-copy probe read back at start). A parked record from any other rank is
+    /// refused: its address would be read in whatever local process has that rank's pid.
+    pub reads: Vec<bool>,
     /// The host boards this rank maps (`crate::board`), if any.
     pub board: Option<Arc<crate::board::Board>>,
 }
@@ -41,6 +45,7 @@ impl Place {
             total: n,
             pids: vec![std::process::id()],
             far: vec![false],
+            reads: vec![false],
             board: None,
         }
     }
