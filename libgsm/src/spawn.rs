@@ -264,7 +264,7 @@ where
     }
     let cell: Rc<JoinCell<R>> = JoinCell::new(w);
     let joined = Rc::into_raw(cell.clone()) as usize as u64;
-    let req = core.add_pending(fill_join::<R>, |data| data[0] = MaybeUninit::new(joined));
+    let req = core.add_pending(w, fill_join::<R>, |data| data[0] = MaybeUninit::new(joined));
     core.fiber_result(true);
     core.send_request(
         w,
@@ -381,7 +381,7 @@ where
         }
     };
     let joined = Rc::into_raw(cell.clone()) as usize as u64;
-    let req = core.add_pending(fill_join::<R>, |data| data[0] = MaybeUninit::new(joined));
+    let req = core.add_pending(w, fill_join::<R>, |data| data[0] = MaybeUninit::new(joined));
     core.fiber_result(true);
     let code = Some(codeptr::offset_of(
         trampoline::<SpawnWith<A, F, R>>() as usize

@@ -25,7 +25,7 @@ pub(crate) fn block_on<U: Wire>(
     // Every later access to `out` goes through this one raw pointer (the completer's write and
     // our reads), so no reference to `out` is invalidated by the completer's write.
     let outp: *mut (bool, MaybeUninit<Result<U, DelegationError>>) = &mut out;
-    let req = core.add_pending(fill_fiber::<U>, |data| {
+    let req = core.add_pending(dest, fill_fiber::<U>, |data| {
         data[0] = MaybeUninit::new(u64::from(fiber));
         data[1] = MaybeUninit::new(outp as usize as u64);
     });
@@ -100,9 +100,10 @@ pub(super) const fn inline_fits<G>() -> bool {
 
 pub(super) fn push_callback<U: Wire, G: FnOnce(Result<U, DelegationError>) + 'static>(
     core: &WorkerCore,
+    dest: usize,
     g: G,
 ) -> u32 {
-    core.add_pending(fill_callback::<U, G>, |data: &mut Data| {
+    core.add_pending(dest, fill_callback::<U, G>, |data: &mut Data| {
         if inline_fits::<G>() {
             // SAFETY: `G` fits in `data` in size and alignment (checked above).
             unsafe { std::ptr::write(data.as_mut_ptr().cast::<G>(), g) };

@@ -557,7 +557,7 @@ impl<T: Send + 'static> Trust<T> {
         if self.senders.load(Ordering::Relaxed) & core.sender_bit == 0 {
             self.sent_from(core);
         }
-        let req = push_callback(core, then);
+        let req = push_callback(core, self.trustee_id(), then);
         // Counted before it is staged: staging may wait for room, polling, and the answer to
         // this very request can come back during that wait and be counted off.
         core.then_issued();

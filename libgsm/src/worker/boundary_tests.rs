@@ -177,3 +177,34 @@ fn a_record_parked_by_a_rank_this_rank_does_not_read_is_refused_unread() {
         "the parked body was read and served"
     );
 }
+
+static FORGED_TAKEN: AtomicBool = AtomicBool::new(false);
+
+#[test]
+fn only_the_worker_a_request_went_to_may_answer_it() {
+    let r = crate::run(Config::default().workers(2), || {
+        let core = super::core().expect("on a worker");
+        let t = crate::entrust_on(crate::WorkerId::new(1), || 5u64);
+        // Request 0 goes to worker 1; worker 0 (a stand-in for any other peer) answers it first.
+        t.apply_then(
+            |n| *n,
+            |v| {
+                if v == 77 {
+                    FORGED_TAKEN.store(true, Ordering::SeqCst);
+                }
+            },
+        );
+        let mut q = OutQueue::new(4096, Sink::Loopback, false);
+        for req in 0..4 {
+            q.push_response(req, status::OK, Src::of(&77u64));
+        }
+        q.seal();
+        let forged = q.queued.pop_front().expect("a sealed batch");
+        core.complete_batch(0, &forged, true);
+    });
+    protocol_error_saying(r.map(|_| ()), "which is not waiting for one from it");
+    assert!(
+        !FORGED_TAKEN.load(Ordering::SeqCst),
+        "a forged answer completed the request"
+    );
+}

@@ -226,6 +226,8 @@ impl<T> std::ops::Deref for Lone<T> {
 struct PendingSlot {
     complete: Option<Completer>,
     data: Data,
+    /// The worker the request went to: only its response completes the entry.
+    dest: u32,
 }
 
 /// The ring ends one worker holds.

@@ -11,7 +11,12 @@ impl WorkerCore {
     /// there, and each such load waited for those stores to retire (a failed store-to-load
     /// forward).
     #[inline]
-    pub(crate) fn add_pending(&self, complete: Completer, fill: impl FnOnce(&mut Data)) -> u32 {
+    pub(crate) fn add_pending(
+        &self,
+        dest: usize,
+        complete: Completer,
+        fill: impl FnOnce(&mut Data),
+    ) -> u32 {
         self.outstanding.set(self.outstanding.get() + 1);
         let mut p = self.pending.borrow_mut();
         let (slots, free) = &mut *p;
@@ -19,6 +24,7 @@ impl WorkerCore {
             Some(i) => {
                 let s = &mut slots[i as usize];
                 s.complete = Some(complete);
+                s.dest = dest as u32;
                 fill(&mut s.data);
                 i
             }
@@ -35,6 +41,7 @@ impl WorkerCore {
                 slots.push(PendingSlot {
                     complete: Some(complete),
                     data,
+                    dest: dest as u32,
                 });
                 (slots.len() - 1) as u32
             }
@@ -45,13 +52,18 @@ impl WorkerCore {
     /// does nothing, if no request `req` is waiting for an answer.
     #[inline]
     #[must_use]
-    pub(crate) fn complete(&self, req: u32, st: u8, body: &[Byte]) -> bool {
+    pub(crate) fn complete(&self, from: usize, req: u32, st: u8, body: &[Byte]) -> bool {
         let slot = {
             let mut p = self.pending.borrow_mut();
             let (slots, free) = &mut *p;
             let Some(s) = slots.get_mut(req as usize) else {
                 return false;
             };
+            // Only the worker the request went to may answer it (a peer cannot answer, nor
+            // consume, a request this worker sent elsewhere).
+            if s.dest != from as u32 {
+                return false;
+            }
             let Some(c) = s.complete.take() else {
                 return false;
             };
@@ -76,7 +88,7 @@ impl WorkerCore {
     /// cannot be matched any more, so the job ends with a report rather than go on unsure.
     #[inline(always)]
     pub(super) fn complete_from(&self, from: usize, req: u32, st: u8, body: &[Byte]) {
-        if !self.complete(req, st, body) {
+        if !self.complete(from, req, st, body) {
             self.unexpected_response(from, req);
         }
     }
@@ -86,7 +98,7 @@ impl WorkerCore {
     pub(super) fn unexpected_response(&self, from: usize, req: u32) {
         self.ring_broken(
             from,
-            &format!("a response to request {req}, which is not waiting for one"),
+            &format!("a response to request {req}, which is not waiting for one from it"),
         );
     }
 }
