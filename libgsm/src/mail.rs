@@ -33,9 +33,8 @@ use crate::trust::{OutArg, take_arg};
 use crate::wire::codeptr;
 use crate::wire::record::{Request, RequestReader, Src};
 use crate::worker::WorkerId;
-use crate::worker::entry::{Delegated, trampoline};
+use crate::worker::entry::{Delegated, Of, trampoline};
 use crate::worker::{NO_REPLY, WorkerCore, core_or_panic};
-use std::marker::PhantomData;
 
 use crate::worker::mailbox::deposit;
 pub use crate::worker::mailbox::name_tags;
@@ -75,7 +74,7 @@ pub fn send<T: Wire>(to: WorkerId, tag: u64, value: T) {
 }
 
 /// The requests of `send` of a `T` to another worker's mailbox.
-struct Deliver<T>(PhantomData<fn() -> (T,)>);
+struct Deliver<T>(Of<(T,)>);
 
 impl<T: Wire> Delegated for Deliver<T> {
     /// # Safety

@@ -43,7 +43,7 @@ use crate::noref::{NoRef, Wire};
 use crate::trust::decode;
 use crate::wire::codeptr;
 use crate::wire::record::{Byte, Request, RequestReader, Src};
-use crate::worker::entry::{Delegated, trampoline};
+use crate::worker::entry::{Delegated, Of, trampoline};
 use crate::worker::{Data, WorkerCore, core_or_panic, fiber_panic};
 
 pub use crate::worker::WorkerId;
@@ -301,7 +301,7 @@ unsafe fn fill_join<R: Wire>(core: &WorkerCore, data: &mut Data, st: u8, body: &
 }
 
 /// The requests of `spawn_on` of `F` on another worker, answering an `R`.
-struct Spawn<F, R>(PhantomData<fn() -> (F, R)>);
+struct Spawn<F, R>(Of<(F, R)>);
 
 impl<F: FnOnce() -> R + Copy + 'static, R: Wire> Delegated for Spawn<F, R> {
     /// # Safety
@@ -403,7 +403,7 @@ where
 }
 
 /// The requests of `spawn_on_with` of `F` with an argument `A`, answering an `R`.
-struct SpawnWith<A, F, R>(PhantomData<fn() -> (A, F, R)>);
+struct SpawnWith<A, F, R>(Of<(A, F, R)>);
 
 impl<A: Wire, F: FnOnce(A) -> R + Copy + 'static, R: Wire> Delegated for SpawnWith<A, F, R> {
     /// # Safety

@@ -55,7 +55,7 @@ use crate::property::{key, type_index};
 use crate::wire::codeptr;
 use crate::wire::record::{Byte, Request, RequestReader, SER, SER_STATUS, Src};
 use crate::worker::WorkerId;
-use crate::worker::entry::{Delegated, trampoline};
+use crate::worker::entry::{Delegated, Of, trampoline};
 use crate::worker::{
     CONTROL_REGISTER, CONTROL_RELEASE, Data, NO_REPLY, Trampoline, WorkerCore, core_or_panic,
     sender_bit, status,

@@ -5,7 +5,7 @@
 use super::*;
 
 /// The requests of `entrust_on` of a `T` made by `F`.
-pub(super) struct Entrust<T, F>(PhantomData<fn() -> (T, F)>);
+pub(super) struct Entrust<T, F>(Of<(T, F)>);
 
 impl<T: Send + 'static, F: FnOnce() -> T + Copy> Delegated for Entrust<T, F> {
     /// # Safety
@@ -28,7 +28,7 @@ impl<T: Send + 'static, F: FnOnce() -> T + Copy> Delegated for Entrust<T, F> {
 }
 
 /// The requests of `apply` and `apply_then` of `F` on a `T`, answering a `U`.
-pub(super) struct Apply<T, U, F>(PhantomData<fn() -> (T, U, F)>);
+pub(super) struct Apply<T, U, F>(Of<(T, U, F)>);
 
 impl<T: Send + 'static, U: Wire, F: FnOnce(&mut T) -> U + Copy> Delegated for Apply<T, U, F> {
     /// # Safety
@@ -100,7 +100,7 @@ pub(super) fn argument_by_its_bytes<A>(core: &WorkerCore, client: usize) -> Dele
 
 /// The requests of `apply_with` and `apply_with_then` of `F` on a `T` with an argument `A`,
 /// answering a `U`.
-pub(super) struct ApplyWith<T, A, U, F>(PhantomData<fn() -> (T, A, U, F)>);
+pub(super) struct ApplyWith<T, A, U, F>(Of<(T, A, U, F)>);
 
 impl<T: Send + 'static, A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + Copy> Delegated
     for ApplyWith<T, A, U, F>

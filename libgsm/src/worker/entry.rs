@@ -30,6 +30,10 @@ pub(crate) trait Delegated {
     );
 }
 
+/// The field of a delegation kind's marker type: names its type parameters, holds nothing, and
+/// is `Send`/`Sync` whatever they are.
+pub(crate) type Of<T> = std::marker::PhantomData<fn() -> T>;
+
 /// The entry of every delegated request: the only functions whose offsets a trustee calls for a
 /// batch from another process. Never inlined, so that each instance has an address and a symbol.
 ///
