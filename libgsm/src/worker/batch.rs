@@ -19,8 +19,16 @@ impl WorkerCore {
             return;
         };
         // The batch's code table resolved once (a small table on the stack: most batches name
-        // one or two functions).
+        // one or two functions). A record's function index reaches at most `MAX_TABLE` entries:
+        // a longer table is no batch of this build (a peer's would cost a look-up per entry).
         let ntab = reader.table.len() / 8;
+        if ntab > MAX_TABLE {
+            self.ring_broken(
+                client,
+                &format!("a request batch whose code table has {ntab} entries, more than a batch can index"),
+            );
+            return;
+        }
         let mut small = [0usize; 16];
         let mut big = Vec::new();
         let fns: &mut [usize] = if ntab <= small.len() {

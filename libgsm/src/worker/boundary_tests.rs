@@ -208,3 +208,30 @@ fn only_the_worker_a_request_went_to_may_answer_it() {
         "a forged answer completed the request"
     );
 }
+
+#[test]
+fn a_code_table_longer_than_a_batch_can_index_is_refused() {
+    use crate::wire::record::{HEADER, KIND_BATCH, MAX_TABLE};
+    let probe = offset(trampoline::<Probe>());
+    let mut rec = vec![0u8, 0];
+    rec.extend_from_slice(&0u16.to_le_bytes());
+    rec.extend_from_slice(&[0; 12]);
+    for n in [MAX_TABLE, MAX_TABLE + 1, usize::from(u16::MAX)] {
+        let mut b = ((HEADER + rec.len()) as u32).to_le_bytes().to_vec();
+        b.extend_from_slice(&(n as u16).to_le_bytes());
+        b.extend_from_slice(&KIND_BATCH.to_le_bytes());
+        b.extend_from_slice(&rec);
+        for _ in 0..n {
+            b.extend_from_slice(&probe.to_le_bytes());
+        }
+        let r = feed_foreign(
+            b.into_iter().map(std::mem::MaybeUninit::new).collect(),
+            true,
+        );
+        if n <= MAX_TABLE {
+            r.expect("a table a batch can index is served");
+        } else {
+            protocol_error_saying(r, "more than a batch can index");
+        }
+    }
+}

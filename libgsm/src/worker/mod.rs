@@ -64,8 +64,9 @@ use crate::fiber::{self, Co, StackPool};
 use crate::property::{PropertyTable, Toggle};
 use crate::wire::codeptr;
 use crate::wire::record::{
-    Body, Byte, CONTROL, Large, OutQueue, Partial, RELEASE, RESP_CONT, Request, RequestReader,
-    ResponseReader, SER, SER_STATUS, SMALL, Sink, Src, classify, parked_by_responses,
+    Body, Byte, CONTROL, Large, MAX_TABLE, OutQueue, Partial, RELEASE, RESP_CONT, Request,
+    RequestReader, ResponseReader, SER, SER_STATUS, SMALL, Sink, Src, classify,
+    parked_by_responses,
 };
 use crate::wire::ring::{Consumer, Producer};
 
