@@ -191,6 +191,24 @@ fn seconds(s: &str) -> Result<f64, String> {
     Ok(t)
 }
 
+/// `--stop-timeout`'s value: [`seconds`], or 0 for no limit (returned as infinity).
+fn seconds_or_never(s: &str) -> Result<f64, String> {
+    if s.trim().parse::<f64>() == Ok(0.0) {
+        return Ok(f64::INFINITY);
+    }
+    seconds(s)
+}
+
+/// `--lost-timeout`'s value: [`seconds`], at least 1 (TCP's keepalive counts whole seconds) and
+/// at most a day.
+fn at_least_a_second(s: &str) -> Result<f64, String> {
+    let t = seconds(s)?;
+    if !(1.0..=86_400.0).contains(&t) {
+        return Err("give 1 to 86400 seconds".to_string());
+    }
+    Ok(t)
+}
+
 /// The program to run: any name but the empty one, which no rank could start (each of them
 /// would report it, after the whole launch).
 fn program(p: OsString) -> Result<OsString, String> {
@@ -272,6 +290,27 @@ pub struct Cli {
     )]
     pub start_timeout: Option<f64>,
 
+    /// End the job (exit 1) once a rank has stayed stopped (SIGSTOP, a debugger, a freezer) for
+    /// SECONDS while other ranks run and wait for it; 0: never. A job stopped as a whole
+    /// (Slurm's `scontrol suspend`) waits without limit [default: 60].
+    #[arg(
+        long = "stop-timeout",
+        value_name = "SECONDS",
+        allow_negative_numbers = true,
+        value_parser = seconds_or_never
+    )]
+    pub stop_timeout: Option<f64>,
+
+    /// End the job (exit 1) when a rank's host has not answered for SECONDS (a network cut, a
+    /// host down), naming it [default: 8].
+    #[arg(
+        long = "lost-timeout",
+        value_name = "SECONDS",
+        allow_negative_numbers = true,
+        value_parser = at_least_a_second
+    )]
+    pub lost_timeout: Option<f64>,
+
     /// Worker threads per rank (1 to 4096), passed to the runtime as GSM_THREADS.
     #[arg(
         short = 't',
@@ -337,6 +376,8 @@ const WITH_VALUE: &[&str] = &[
     "-x",
     "--timeout",
     "--start-timeout",
+    "--stop-timeout",
+    "--lost-timeout",
     "-t",
     "--threads-per-rank",
     "--fabric",
@@ -355,6 +396,8 @@ const SINGLE_DASH_LONG: &[(&str, &str)] = &[
     ("-tag-output", "--tag-output"),
     ("-timeout", "--timeout"),
     ("-start-timeout", "--start-timeout"),
+    ("-stop-timeout", "--stop-timeout"),
+    ("-lost-timeout", "--lost-timeout"),
     ("-threads-per-rank", "--threads-per-rank"),
     ("-fabric", "--fabric"),
     ("-launcher", "--launcher"),

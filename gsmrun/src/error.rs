@@ -27,6 +27,9 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A limit of this host (`ulimit -n`) below what the job needs.
+    #[error("{0}")]
+    Limit(String),
     /// The launcher could not be found or started.
     #[error(transparent)]
     Launch(#[from] LaunchError),
@@ -43,7 +46,7 @@ impl Error {
             | Error::ReadHostfile { .. }
             | Error::Launch(LaunchError::BadFlavourVariable(_)) => 2,
             Error::Launch(LaunchError::NotFound { .. }) => 127,
-            Error::Launch(_) => 1,
+            Error::Launch(_) | Error::Limit(_) => 1,
         }
     }
 }

@@ -14,8 +14,10 @@ pub mod clock;
 pub mod env;
 pub mod error;
 pub mod hosts;
+pub mod janitor;
 pub mod jobdir;
 pub mod launch;
+pub mod limits;
 pub mod local;
 pub mod placement;
 pub mod plan;
@@ -78,6 +80,15 @@ pub fn run(cli: &Cli) -> Result<i32, Error> {
              (OMPI_ALLOW_RUN_AS_ROOT=1)"
         );
     }
+    {
+        let np = prepared.placement.rank_host.len() as u64;
+        let here = (prepared.placement.rank_host.iter())
+            .filter(|&&h| local::is_local_host(&prepared.placement.hosts[h].name))
+            .count() as u64;
+        let tcp = here < np || matches!(cli.fabric, Some(cli::Fabric::Tcp));
+        let threads = cli.threads_per_rank.map_or(1, u64::from);
+        limits::ensure(limits::needed(np, here, threads, tcp))?;
+    }
     let io = |what: &str| {
         let what = what.to_string();
         move |source| LaunchError::Io { what, source }
@@ -127,6 +138,14 @@ pub fn run(cli: &Cli) -> Result<i32, Error> {
             .map(|&h| prepared.placement.hosts[h].name.clone())
             .collect(),
         wrapper: prepared.spec.wrapper.clone(),
+        stop_timeout: match cli.stop_timeout {
+            Some(t) if t.is_infinite() => None,
+            Some(t) => Some(t),
+            None => Some(supervise::STOP_TIMEOUT),
+        },
+        lost_timeout: cli.lost_timeout.unwrap_or(supervise::LOST_TIMEOUT),
+        job_id: prepared.job_id.clone(),
+        job_dir: prepared.tmpdir.clone(),
         slurm_job_with_hosts: hosts::slurm::job_id(&|k| std::env::var(k).ok()).filter(|_| {
             (cli.hostfile.is_some() || cli.host.is_some())
                 && matches!(prepared.plan.backend, launch::Backend::OpenMpi { .. })

@@ -8,6 +8,9 @@ fn main() {
     if args.get(1).is_some_and(|a| a == "--rank-wrapper") {
         std::process::exit(gsmrun::wrapper::main(args[2..].to_vec()));
     }
+    if args.get(1).is_some_and(|a| a == "--janitor") {
+        std::process::exit(gsmrun::janitor::main(&args[2..]));
+    }
     let cli = match gsmrun::cli::parse_from(args) {
         Ok(cli) => cli,
         Err(e) => e.exit(),

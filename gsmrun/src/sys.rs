@@ -10,7 +10,7 @@ use std::os::fd::{AsFd, RawFd};
 use std::process::Command;
 
 /// Signal numbers `gsmrun` names (they are `i32`s on the wire and in exit statuses).
-pub use libc::{SIGKILL, SIGPIPE, SIGTERM, SIGUSR1, SIGUSR2};
+pub use libc::{SIGCONT, SIGKILL, SIGPIPE, SIGSTOP, SIGTERM, SIGUSR1, SIGUSR2};
 
 /// This machine's hostname (`uname`'s node name, which is what `gethostname` returns).
 pub fn hostname() -> String {
@@ -157,6 +157,41 @@ pub fn die_with_parent(cmd: &mut Command, keep_fd: RawFd) {
     unsafe { cmd.pre_exec(in_child) };
 }
 
+/// Makes a connection fail (reads and writes return `ETIMEDOUT`) once its peer's host has not
+/// answered for `after`: TCP keepalive probes every second from one second of silence, and a
+/// user timeout for data sent and not acknowledged. A peer whose process is stopped still
+/// answers (its kernel does), so only a lost host or network trips it.
+pub fn fail_when_unanswered(sock: impl AsFd, after: std::time::Duration) -> io::Result<()> {
+    use rustix::net::sockopt;
+    let secs = after.as_secs().max(1);
+    sockopt::set_socket_keepalive(&sock, true)?;
+    sockopt::set_tcp_keepidle(&sock, std::time::Duration::from_secs(1))?;
+    sockopt::set_tcp_keepintvl(&sock, std::time::Duration::from_secs(1))?;
+    sockopt::set_tcp_keepcnt(&sock, secs.min(127) as u32)?;
+    let ms = after.as_millis().clamp(1000, u128::from(u32::MAX)) as u32;
+    Ok(sockopt::set_tcp_user_timeout(&sock, ms)?)
+}
+
+/// The limit on open descriptors (`RLIMIT_NOFILE`): (soft, hard), `None` for unlimited.
+pub fn open_files_limit() -> (Option<u64>, Option<u64>) {
+    let l = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    (l.current, l.maximum)
+}
+
+/// Raises the soft limit on open descriptors to `to` (at most the hard limit); children inherit it.
+pub fn raise_open_files_limit(to: u64) -> io::Result<()> {
+    let l = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    let to = l.maximum.map_or(to, |max| to.min(max));
+    rustix::process::setrlimit(
+        rustix::process::Resource::Nofile,
+        rustix::process::Rlimit {
+            current: Some(to),
+            maximum: l.maximum,
+        },
+    )?;
+    Ok(())
+}
+
 /// Name of a signal number (`SIGSEGV`), or `SIG?` when unknown.
 pub fn signal_name(sig: i32) -> &'static str {
     match sig {
@@ -178,6 +213,9 @@ pub fn signal_name(sig: i32) -> &'static str {
         libc::SIGXCPU => "SIGXCPU",
         libc::SIGXFSZ => "SIGXFSZ",
         libc::SIGSYS => "SIGSYS",
+        libc::SIGSTOP => "SIGSTOP",
+        libc::SIGCONT => "SIGCONT",
+        libc::SIGTSTP => "SIGTSTP",
         _ => "SIG?",
     }
 }

@@ -274,6 +274,15 @@ impl TwoHosts {
 }
 
 impl NsHost {
+    /// The processes running in this host's network namespace.
+    pub fn pids(&self) -> Vec<u32> {
+        command("ip", &["netns", "pids", &self.netns])
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
+
     /// Whether process `pid` runs in this host's network namespace.
     pub fn holds(&self, pid: u32) -> bool {
         use std::os::unix::fs::MetadataExt;

@@ -42,6 +42,8 @@ pub struct Finished {
     pub stderr: String,
     /// Stdout line by line, with arrival times.
     pub stdout_lines: Vec<Line>,
+    /// Stderr line by line, with arrival times.
+    pub stderr_lines: Vec<Line>,
     /// From spawn to exit.
     pub elapsed: Duration,
 }
@@ -198,6 +200,11 @@ impl Running {
         self.stdout.lock().unwrap().clone()
     }
 
+    /// The stderr lines collected so far.
+    pub fn stderr_lines(&self) -> Vec<Line> {
+        self.stderr.lock().unwrap().clone()
+    }
+
     /// Waits, up to `limit`, until the stdout lines collected so far satisfy `ready`.
     /// Returns whether they did; returns early (false) if the process exits first.
     pub fn wait_for_stdout(&mut self, limit: Duration, ready: impl Fn(&[Line]) -> bool) -> bool {
@@ -267,6 +274,7 @@ impl Running {
             stdout: join_lines(&self.stdout),
             stderr: join_lines(&self.stderr),
             stdout_lines: self.stdout.lock().unwrap().clone(),
+            stderr_lines: self.stderr.lock().unwrap().clone(),
             elapsed,
         }
     }

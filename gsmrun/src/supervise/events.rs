@@ -38,6 +38,8 @@ impl Supervisor<'_> {
             }
             Event::BadReport { conn, text } => self.bad_report(conn, text),
             Event::Ended { conn } => self.conns.entry(conn).or_default().ended = true,
+            Event::Beat { conn, stopped } => self.beat(conn, stopped),
+            Event::Lost { conn } => self.lost(conn),
             Event::Closed { conn } => self.closed(conn),
             Event::LauncherExited(status) => self.launcher_exited(status),
             Event::Signal(sig) => return self.signal(sig),

@@ -91,7 +91,7 @@ impl Launcher {
 
 /// A SIGKILLed Open MPI `mpirun` leaves its session directory
 /// (`$TMPDIR/ompi.<host>.<uid>/pid.<pid>`, Open MPI 4's layout) behind; remove it.
-fn remove_open_mpi_session_dir(launcher_pid: i32) {
+pub fn remove_open_mpi_session_dir(launcher_pid: i32) {
     let uid = crate::sys::real_uid();
     let dir = std::env::temp_dir()
         .join(format!("ompi.{}.{uid}", crate::hostname()))

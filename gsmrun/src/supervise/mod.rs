@@ -75,9 +75,11 @@ mod output;
 mod protocol;
 mod reaper;
 mod report;
+mod stops;
 mod tick;
 
 pub use crate::sys::signal_name;
+pub use launcher::remove_open_mpi_session_dir;
 pub use protocol::{Outcome, wire};
 
 use crate::clock::deadline;
@@ -116,6 +118,14 @@ pub struct Options {
     /// `-H` or `--hostfile` there: it holds a job to the allocation whatever they say, which is
     /// then a likely cause of its failure.
     pub slurm_job_with_hosts: Option<String>,
+    /// `--stop-timeout`: how long one rank may stay stopped while others run before the job
+    /// ends; `None`: for ever.
+    pub stop_timeout: Option<f64>,
+    /// `--lost-timeout`: how long a rank's host may not answer before it is taken for lost.
+    pub lost_timeout: f64,
+    /// The job's id and private directory, for the janitor ([`crate::janitor`]).
+    pub job_id: String,
+    pub job_dir: std::path::PathBuf,
 }
 
 enum Event {
@@ -142,6 +152,15 @@ enum Event {
     Ended {
         conn: usize,
     },
+    /// The wrapper's word on its program: stopped or running.
+    Beat {
+        conn: usize,
+        stopped: bool,
+    },
+    /// The connection failed because the wrapper's host stopped answering.
+    Lost {
+        conn: usize,
+    },
     Closed {
         conn: usize,
     },
@@ -163,6 +182,13 @@ struct Conn {
     reported: bool,
     ended: bool,
     closed: bool,
+    /// When the wrapper's last `BEAT` came, and whether it said the program is stopped.
+    last_beat: Option<Instant>,
+    stopped: bool,
+    /// Since when the rank has been stopped (by its wrapper's word, or its wrapper's silence),
+    /// and whether that was said.
+    stop_since: Option<Instant>,
+    stop_said: bool,
 }
 
 /// Grace between ending the job and SIGKILL of the launcher's process group.
@@ -184,6 +210,21 @@ const DEADLOCK_REPORTS_WAIT: Duration = Duration::from_millis(1000);
 /// the one reported: the rank whose failure it was tells the others at once and exits some
 /// 200 ms later, so its report came second, and gsmrun's line named a rank that only followed.
 const FOLLOWER_WAIT: Duration = Duration::from_millis(1500);
+
+/// The default of `--stop-timeout`, in seconds: a rank stopped while the others run (SIGSTOP, a
+/// debugger, a cgroup freezer) holds every rank that waits for it, so the job ends this long
+/// after the stop was said, unless the rank continues. A whole job stopped together (Slurm's
+/// `scontrol suspend`) is a suspension and has no limit.
+pub const STOP_TIMEOUT: f64 = 60.0;
+
+/// The default of `--lost-timeout`, in seconds: how long a rank's host may not answer on the
+/// control connection (TCP keepalive probes every second, and a user timeout on data not
+/// acknowledged) before it is taken for lost and the job ends. A stopped process still answers
+/// (its kernel does), so this trips only on a network cut or a host that is down.
+pub const LOST_TIMEOUT: f64 = 8.0;
+
+/// How often a wrapper says how its program is (`BEAT`), besides at once on a change.
+pub const BEAT_EVERY: Duration = Duration::from_millis(1000);
 
 /// The default of `--start-timeout` under `mpirun` and `mpiexec`, in seconds.
 ///
@@ -301,6 +342,8 @@ struct Supervisor<'a> {
     /// When every rank had reported exiting 0 with its output closed while the launcher ran on
     /// (see `LAUNCHER_LINGER_WAIT`).
     all_ok_since: Option<Instant>,
+    /// Every running rank was stopped at once (a suspended job), and that was said.
+    suspended: bool,
 }
 
 impl Supervisor<'_> {
@@ -354,8 +397,14 @@ fn supervise(
             }
         });
     }
-    protocol::spawn_acceptor(listener, tx.clone(), opts.key.clone(), opts.tag_output);
+    let serving = protocol::Serving {
+        key: opts.key.clone(),
+        tag: opts.tag_output,
+        lost: Duration::from_secs_f64(opts.lost_timeout),
+    };
+    protocol::spawn_acceptor(listener, tx.clone(), serving);
     let launcher = Launcher::start(plan, env, &quiet, &tx)?;
+    crate::janitor::start(&opts.job_id, launcher.pid, &opts.job_dir);
     drop(tx);
 
     let start = Instant::now();
@@ -372,6 +421,7 @@ fn supervise(
         start_at: opts.start_timeout.and_then(|t| deadline(start, t)),
         launcher_status: None,
         all_ok_since: None,
+        suspended: false,
     };
     loop {
         let wake = match sup.tick(Instant::now()) {

@@ -30,6 +30,18 @@ pub mod wire {
     pub const STATE: u8 = b'S';
     /// gsmrun → wrapper: end the program now.
     pub const KILL: u8 = b'K';
+    /// wrapper → gsmrun: the program's state, one byte, at least every
+    /// [`crate::supervise::BEAT_EVERY`] and at once when it changes: [`RUNNING`] or [`STOPPED`].
+    /// A wrapper that sends none for a while is frozen itself (stopped with its program).
+    pub const BEAT: u8 = b'B';
+    /// [`BEAT`]'s payload: the program runs (or sleeps, or waits).
+    pub const RUNNING: u8 = b'R';
+    /// [`BEAT`]'s payload: the program is stopped (SIGSTOP, SIGTSTP, a debugger's stop).
+    pub const STOPPED: u8 = b'T';
+    /// gsmrun → wrapper, once after `HELLO`: how long (milliseconds, 4 bytes little-endian)
+    /// either side waits for an answer from the other's host before taking it for lost
+    /// (`--lost-timeout`).
+    pub const LOST: u8 = b'L';
     /// gsmrun → wrapper: send the program's process group the signal whose number is the
     /// payload (4 bytes, little-endian); one of [`crate::supervise::FORWARDED`].
     pub const SIGNAL: u8 = b'G';
@@ -134,24 +146,31 @@ impl Outcome {
 /// How long a new control connection has to present the job's key before it is dropped.
 const HELLO_WAIT: Duration = Duration::from_secs(5);
 
-pub(super) fn spawn_acceptor(
-    listener: TcpListener,
-    tx: mpsc::Sender<Event>,
-    key: String,
-    tag: bool,
-) {
+/// What every control connection is served with.
+#[derive(Clone)]
+pub(super) struct Serving {
+    pub key: String,
+    pub tag: bool,
+    /// `--lost-timeout`: a connection whose peer's host does not answer for this long fails.
+    pub lost: Duration,
+}
+
+pub(super) fn spawn_acceptor(listener: TcpListener, tx: mpsc::Sender<Event>, how: Serving) {
     std::thread::spawn(move || {
         for (conn, stream) in listener.incoming().enumerate() {
             let Ok(stream) = stream else { continue };
             let _ = stream.set_nodelay(true);
+            // A wrapper's host cut off (or gone) is noticed by its connection failing.
+            let _ = crate::sys::fail_when_unanswered(&stream, how.lost);
             let tx = tx.clone();
-            let key = key.clone();
-            std::thread::spawn(move || serve(conn, stream, &tx, &key, tag));
+            let how = how.clone();
+            std::thread::spawn(move || serve(conn, stream, &tx, &how));
         }
     });
 }
 
-fn serve(conn: usize, mut stream: TcpStream, tx: &mpsc::Sender<Event>, key: &str, tag: bool) {
+fn serve(conn: usize, mut stream: TcpStream, tx: &mpsc::Sender<Event>, how: &Serving) {
+    let (key, tag) = (how.key.as_str(), how.tag);
     let closed = |tx: &mpsc::Sender<Event>| {
         let _ = tx.send(Event::Closed { conn });
     };
@@ -170,13 +189,17 @@ fn serve(conn: usize, mut stream: TcpStream, tx: &mpsc::Sender<Event>, key: &str
     }
     let rank = parts.next().unwrap_or("").to_string();
     let host = parts.next().unwrap_or("?").to_string();
+    let lost_ms = (how.lost.as_millis().min(u128::from(u32::MAX)) as u32).to_le_bytes();
     let writer = match stream
         .set_read_timeout(None)
+        .and_then(|()| wire::write_frame(&mut stream, wire::LOST, &lost_ms))
         .and_then(|()| stream.try_clone())
     {
         Ok(w) => w,
         Err(_) => return closed(tx),
     };
+    // A wrapper frozen with its program does not read: a KILL must not block the supervisor.
+    let _ = writer.set_write_timeout(Some(Duration::from_millis(500)));
     let _ = tx.send(Event::Hello {
         conn,
         rank: rank.clone(),
@@ -215,8 +238,19 @@ fn serve(conn: usize, mut stream: TcpStream, tx: &mpsc::Sender<Event>, key: &str
             Ok(Some((wire::STATE, bytes))) => {
                 let _ = tx.send(Event::Stages { conn, bytes });
             }
+            Ok(Some((wire::BEAT, state))) => {
+                let stopped = state.first() == Some(&wire::STOPPED);
+                let _ = tx.send(Event::Beat { conn, stopped });
+            }
             Ok(Some((tag, _))) => tracing::warn!(conn, tag, "unknown control frame"),
-            Ok(None) | Err(_) => break,
+            Ok(None) => break,
+            Err(e) => {
+                // The keepalive or the user timeout gave up: the wrapper's host stopped answering.
+                if e.kind() == std::io::ErrorKind::TimedOut {
+                    let _ = tx.send(Event::Lost { conn });
+                }
+                break;
+            }
         }
     }
     out.flush();

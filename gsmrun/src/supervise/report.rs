@@ -43,8 +43,9 @@ pub(super) fn not_started(launcher: &str, opts: &Options, started: &HashSet<&str
         }
         text
     };
+    let cut = cut_note(&hosts);
     format!(
-        "gsmrun: only {} of {} started within --start-timeout {} s (missing: {} {}, on {} {}); \
+        "gsmrun: only {} of {} started within --start-timeout {} s (missing: {} {}, on {} {});{cut} \
          {launcher} may be stuck starting them (a host that does not answer, ssh asking for a \
          password, a launcher daemon missing there: see its messages above); ending the job \
          (raise --start-timeout if the start is only slow)",
@@ -56,6 +57,75 @@ pub(super) fn not_started(launcher: &str, opts: &Options, started: &HashSet<&str
         if hosts.len() == 1 { "host" } else { "hosts" },
         list(hosts.iter().map(|h| h.to_string()).collect()),
     )
+}
+
+/// Which hosts of ranks not started (not in `started`) cannot be reached, said as a clause that
+/// ends with `;`, or nothing when all answer.
+pub(super) fn cut_hosts(opts: &Options, started: &HashSet<&str>) -> String {
+    let mut hosts: Vec<&str> = Vec::new();
+    for r in (0..opts.np).filter(|r| !started.contains(r.to_string().as_str())) {
+        let h = opts.rank_hosts.get(r).map_or("?", String::as_str);
+        if !hosts.contains(&h) {
+            hosts.push(h);
+        }
+    }
+    cut_note(&hosts)
+}
+
+fn cut_note(hosts: &[&str]) -> String {
+    let cut = unreachable(hosts);
+    if cut.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<String> = cut.iter().take(8).map(|h| format!("host {h}")).collect();
+    format!(
+        " {}{} cannot be reached: nothing answered a connection to its port {PROBE_PORT} within \
+         {} s (down, or cut off from this host's network);",
+        shown.join(", "),
+        if cut.len() > 8 {
+            format!(" and {} more", cut.len() - 8)
+        } else {
+            String::new()
+        },
+        PROBE_WAIT.as_secs()
+    )
+}
+
+/// The port the reachability probe knocks at: ssh's, which the launcher uses to reach a host. A
+/// refusal proves the host is there as well as an answer does.
+const PROBE_PORT: u16 = 22;
+/// How long the probe waits for any answer.
+const PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Which of `hosts` (other than this machine) cannot be reached: a TCP connection to
+/// [`PROBE_PORT`] got neither an answer nor a refusal within [`PROBE_WAIT`] (or the network said
+/// there is no route). Probed at once, so it takes at most [`PROBE_WAIT`] in all. A name that
+/// does not resolve is not judged here (the launcher says so).
+fn unreachable<'a>(hosts: &[&'a str]) -> Vec<&'a str> {
+    use std::io::ErrorKind;
+    use std::net::ToSocketAddrs as _;
+    let probes: Vec<_> = (hosts.iter())
+        .filter(|h| !crate::local::is_local_host(h))
+        .map(|&h| {
+            let name = h.rsplit('@').next().unwrap_or(h).to_string();
+            let probe = std::thread::spawn(move || {
+                let addr = (name.as_str(), PROBE_PORT).to_socket_addrs().ok()?.next()?;
+                match std::net::TcpStream::connect_timeout(&addr, PROBE_WAIT) {
+                    Err(e) => Some(matches!(
+                        e.kind(),
+                        ErrorKind::TimedOut
+                            | ErrorKind::HostUnreachable
+                            | ErrorKind::NetworkUnreachable
+                    )),
+                    Ok(_) => Some(false),
+                }
+            });
+            (h, probe)
+        })
+        .collect();
+    (probes.into_iter())
+        .filter_map(|(h, p)| p.join().ok().flatten().filter(|&cut| cut).map(|_| h))
+        .collect()
 }
 
 /// A launcher that ended before every rank reported, and what is known of why.

@@ -99,6 +99,12 @@ impl Supervisor<'_> {
                 wake = wake.min(t);
             }
         }
+        if let Some(at) = self.tick_stops(now) {
+            if self.state.is_ending() {
+                return Next::Again;
+            }
+            wake = wake.min(at);
+        }
         if let Some(note) = self.progress.waiting_note(now) {
             let end = match self.opts.timeout {
                 Some(t) => format!("--timeout {} s ends it", fmt_secs(t)),
@@ -169,7 +175,15 @@ impl Supervisor<'_> {
                 wrapper: &self.opts.wrapper,
                 slurm_job: self.opts.slurm_job_with_hosts.as_deref(),
             };
-            say(format_args!("{}", failure.line()));
+            let started_ranks: HashSet<&str> = (self.conns.values())
+                .filter_map(|c| c.rank.as_deref().filter(|r| !r.is_empty()))
+                .collect();
+            let cut = if started < np {
+                super::report::cut_hosts(self.opts, &started_ranks)
+            } else {
+                String::new()
+            };
+            say(format_args!("{}{cut}", failure.line()));
             return Ok(1);
         }
         Err(again)

@@ -81,10 +81,22 @@ pub(super) fn listen(
     answer: mpsc::Sender<()>,
 ) {
     std::thread::spawn(move || {
-        // A SIGNAL is passed on; any KILL, end of stream or error means: end the program.
-        while let Ok(Some((wire::SIGNAL, payload))) = wire::read_frame(&mut reader) {
-            if let Ok(n) = <[u8; 4]>::try_from(payload.as_slice()) {
-                program.pass_on(u32::from_le_bytes(n) as i32);
+        // A SIGNAL is passed on, LOST sets how long gsmrun's host may not answer; any KILL, end
+        // of stream or error (gsmrun's host lost: ETIMEDOUT) means: end the program.
+        loop {
+            match wire::read_frame(&mut reader) {
+                Ok(Some((wire::SIGNAL, payload))) => {
+                    if let Ok(n) = <[u8; 4]>::try_from(payload.as_slice()) {
+                        program.pass_on(u32::from_le_bytes(n) as i32);
+                    }
+                }
+                Ok(Some((wire::LOST, payload))) => {
+                    if let Ok(ms) = <[u8; 4]>::try_from(payload.as_slice()) {
+                        let after = Duration::from_millis(u32::from_le_bytes(ms).into());
+                        let _ = crate::sys::fail_when_unanswered(&reader, after);
+                    }
+                }
+                _ => break,
             }
         }
         told.store(true, Ordering::SeqCst);
@@ -94,6 +106,45 @@ pub(super) fn listen(
         let mut sink = [0u8; 64];
         while matches!(reader.read(&mut sink), Ok(n) if n > 0) {}
     });
+}
+
+/// Says how the program is (`BEAT`: running or stopped) every [`crate::supervise::BEAT_EVERY`]
+/// and at once when it changes, until it has been reaped; `gsmrun` judges stops
+/// (`supervise/stops.rs`).
+pub(super) fn send_beats(link: Link, program: Program) {
+    std::thread::spawn(move || {
+        let mut last: Option<(bool, std::time::Instant)> = None;
+        while let Some(pid) = program.running_pid() {
+            let stopped = stopped(pid);
+            let due = last.is_none_or(|(was, at)| {
+                was != stopped || at.elapsed() >= crate::supervise::BEAT_EVERY
+            });
+            if due {
+                let byte = if stopped {
+                    wire::STOPPED
+                } else {
+                    wire::RUNNING
+                };
+                if link.send(wire::BEAT, &[byte]).is_err() {
+                    return;
+                }
+                last = Some((stopped, std::time::Instant::now()));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+}
+
+/// Whether process `pid` is stopped: state `T` (a stop signal) or `t` (a debugger's stop) in
+/// `/proc/PID/stat`.
+fn stopped(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // `pid (comm) state …`: the name may hold anything, so the state follows the last ')'.
+    stat.rfind(')')
+        .and_then(|i| stat[i + 1..].trim_start().chars().next())
+        .is_some_and(|state| state == 'T' || state == 't')
 }
 
 /// The signals that reach the wrapper itself: SIGINT, SIGTERM, SIGHUP and SIGQUIT end the

@@ -99,6 +99,13 @@ pub fn main(args: Vec<OsString>) -> i32 {
         let e = cmd.exec();
         return fail(&format!("cannot run {program:?}: {e}"));
     };
+    // The ranks of this host inherit the wrapper's limit on open files; the tcp fabric's
+    // connections grow with the job (see `crate::limits`).
+    let var = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    if let Some(size) = var(env::job::SIZE) {
+        let threads = var(env::job::THREADS).unwrap_or(1);
+        crate::limits::raise_soft_limit(crate::limits::needed(size, 1, threads, true));
+    }
     let rank = rank::from_env();
     let host = crate::sys::hostname();
     let (link, reader) = match control::connect(&control, rank.as_deref(), &host) {
@@ -129,6 +136,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Err(e) => return report::no_start(&link, &program, &e, &answer_rx),
     };
     program_handle.started(child.id() as i32);
+    control::send_beats(link.clone(), program_handle.clone());
     // Only the program holds its end now: the channel reaches end of stream when it exits.
     drop(program_end);
     let (status, abandoned) = child::run_to_end(child, stages, &link);

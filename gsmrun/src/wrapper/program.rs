@@ -32,6 +32,8 @@ impl Program {
         // Our own child's process group (the child leads it and has not been reaped: `done` is
         // false), so its own children end too.
         let _ = sys::kill_group(pid, sys::SIGTERM);
+        // A stopped program acts on SIGTERM only once it continues.
+        let _ = sys::kill_group(pid, sys::SIGCONT);
         let done = self.done.clone();
         std::thread::spawn(move || {
             std::thread::sleep(GRACE);
@@ -62,6 +64,12 @@ impl Program {
         if self.requested.load(Ordering::SeqCst) {
             self.end();
         }
+    }
+
+    /// The program's pid while it has not been reaped.
+    pub fn running_pid(&self) -> Option<i32> {
+        let pid = self.pid.load(Ordering::SeqCst);
+        (pid > 0 && !self.done.load(Ordering::SeqCst)).then_some(pid)
     }
 
     /// The program has been reaped.

@@ -45,6 +45,7 @@ mod memory;
 mod mesh;
 mod offer;
 mod quiesce;
+mod stall;
 mod start;
 mod workers;
 

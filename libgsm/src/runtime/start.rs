@@ -87,6 +87,7 @@ pub(crate) fn start_single(
         shared.begin_drain();
     }
     let handles = spawn_workers(config, &shared, ends, roots);
+    super::stall::watch(&shared);
     join_workers(&shared, handles)
 }
 
@@ -290,6 +291,7 @@ fn run_to_end(
         shared.begin_drain();
     }
     let handles = spawn_workers(config, &shared, ends, roots);
+    super::stall::watch(&shared);
     let result = wait_and_stop(job, &shared, handles);
     fabrics.closing();
     if result.is_ok() {

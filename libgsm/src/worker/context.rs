@@ -208,6 +208,8 @@ impl WorkerCore {
             self.respond::<U>(client, first.req, Err(capture_mismatch()));
             return;
         }
+        // A closure that never returns is reported by the stall watch, named by its type.
+        let _serving = self.shared.busy[self.local].serving::<F>();
         // Only a plain record starts a run; any other is served alone.
         let head = first.plain_head();
         // Results for a client of this rank are gathered and staged `RUN_GROUP` at a time, with

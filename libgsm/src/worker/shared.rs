@@ -123,6 +123,8 @@ pub(crate) struct Shared {
     pub activity: AtomicU64,
     /// Per local worker: the `activity` value it last saw while locally quiet (`u64::MAX`: never).
     pub quiet: Vec<AtomicU64>,
+    /// Per local worker: the delegated closure it serves now (`runtime/stall.rs` watches it).
+    pub busy: Vec<Busy>,
     /// Whether other ranks take part: then a quiet rank does not stop by itself; it reports
     /// `rank_quiet` and the rank's main thread decides with the other ranks
     /// (`runtime::quiesce::terminate`).
@@ -158,6 +160,52 @@ pub(crate) struct Shared {
 /// of a later one, whose tables reuse the same indexes and generations.
 static RUNTIMES: AtomicU32 = AtomicU32::new(0);
 
+/// What one worker is serving, for the stall watch (`runtime/stall.rs`): the type-name function
+/// of the delegated closure it runs now (0: none), and a count of the runs it started, so that a
+/// watcher tells one closure that never returns from many short ones. One worker writes it (two
+/// relaxed stores per run of requests); the watcher only reads.
+#[derive(Default, Debug)]
+pub(crate) struct Busy {
+    closure: AtomicUsize,
+    runs: AtomicU64,
+}
+
+/// Clears a [`Busy`] when the run it marks ends, also by a panic.
+pub(crate) struct Serving<'a>(&'a Busy);
+
+impl Drop for Serving<'_> {
+    fn drop(&mut self) {
+        self.0.closure.store(0, Ordering::Relaxed);
+    }
+}
+
+impl Busy {
+    /// Marks the start of a run of closures of type `F`, until the guard is dropped.
+    #[inline(always)]
+    pub(crate) fn serving<F>(&self) -> Serving<'_> {
+        let name: fn() -> &'static str = std::any::type_name::<F>;
+        self.runs.store(
+            self.runs.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
+        self.closure.store(name as usize, Ordering::Relaxed);
+        Serving(self)
+    }
+
+    /// The run being served, if any: its number and its closure's type name.
+    pub(crate) fn now(&self) -> Option<(u64, &'static str)> {
+        let f = self.closure.load(Ordering::Relaxed);
+        if f == 0 {
+            return None;
+        }
+        // SAFETY: `closure` only ever holds 0 or a `fn() -> &'static str` stored by `serving`
+        // (function pointers and `usize` have the same size on every target Rust supports).
+        let name: fn() -> &'static str =
+            unsafe { std::mem::transmute::<usize, fn() -> &'static str>(f) };
+        Some((self.runs.load(Ordering::Relaxed), name()))
+    }
+}
+
 impl Shared {
     pub(crate) fn new(
         place: Place,
@@ -187,6 +235,7 @@ impl Shared {
             watching: AtomicBool::new(false),
             activity: AtomicU64::new(0),
             quiet: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            busy: (0..n).map(|_| Busy::default()).collect(),
             multi,
             rank_quiet: AtomicU64::new(u64::MAX),
             stall: Mutex::new(None),

@@ -1,0 +1,71 @@
+//! The janitor: `gsmrun --janitor JOB_ID LAUNCHER_PID JOB_DIR` (hidden), a small process that
+//! `gsmrun` starts beside the launcher and that cleans up after a `gsmrun` killed with SIGKILL,
+//! which can run no code of its own.
+//!
+//! It waits for its parent, the `gsmrun` that started it, to go (its parent changes). Then it
+//! ends the launcher's process group (SIGTERM, SIGKILL [`TERM_WAIT`] later) and removes, on this
+//! host, the job's private directory, its shared-memory segments (`/dev/shm/{JOB_ID}-r*`), its
+//! Open MPI segment directory (`/dev/shm/{JOB_ID}-ompi`) and the launcher's Open MPI session
+//! directory. The ranks end by themselves: each wrapper ends its program when its connection to
+//! `gsmrun` closes. A `gsmrun` that ends normally has cleaned up already, and its reaper
+//! (`supervise/reaper.rs`) ends the janitor with the rest of its descendants.
+//!
+//! It does not follow anything to other hosts.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How long the launcher has between SIGTERM and SIGKILL.
+const TERM_WAIT: Duration = Duration::from_millis(300);
+/// How often the janitor looks at its parent.
+const LOOK_EVERY: Duration = Duration::from_millis(50);
+
+/// Starts the janitor for job `job_id`, whose launcher runs as `launcher_pid` (leading its process
+/// group) and whose private directory is `job_dir`. A janitor that cannot start only loses the
+/// clean-up after a SIGKILL.
+pub fn start(job_id: &str, launcher_pid: i32, job_dir: &std::path::Path) {
+    use std::os::unix::process::CommandExt as _;
+    let Ok(me) = std::env::current_exe() else {
+        return;
+    };
+    let spawned = std::process::Command::new(me)
+        .arg("--janitor")
+        .arg(job_id)
+        .arg(launcher_pid.to_string())
+        .arg(job_dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        // Out of gsmrun's process group, so a Ctrl-C to gsmrun does not end it first.
+        .process_group(0)
+        .spawn();
+    if let Err(e) = spawned {
+        tracing::debug!(error = %e, "cannot start the janitor");
+    }
+}
+
+/// Runs the janitor with the arguments after `--janitor`; returns its exit status.
+pub fn main(args: &[std::ffi::OsString]) -> i32 {
+    let [job_id, launcher, dir] = args else {
+        return 2;
+    };
+    let (Some(job_id), Some(launcher)) = (
+        job_id.to_str(),
+        launcher.to_str().and_then(|p| p.parse::<i32>().ok()),
+    ) else {
+        return 2;
+    };
+    let parent = std::os::unix::process::parent_id();
+    // A normal end of gsmrun kills the janitor; only a gsmrun that died gets here.
+    while std::os::unix::process::parent_id() == parent {
+        std::thread::sleep(LOOK_EVERY);
+    }
+    let _ = crate::sys::kill_group(launcher, crate::sys::SIGTERM);
+    std::thread::sleep(TERM_WAIT);
+    let _ = crate::sys::kill_group(launcher, crate::sys::SIGKILL);
+    crate::segments::remove_job_segments(job_id);
+    crate::segments::remove_mpi_dir(job_id);
+    let _ = std::fs::remove_dir_all(PathBuf::from(dir));
+    crate::supervise::remove_open_mpi_session_dir(launcher);
+    0
+}

@@ -1,0 +1,159 @@
+//! Ranks that stop answering without exiting: a rank stopped (SIGSTOP, a debugger, a freezer)
+//! while the others wait for it, a whole job suspended together (Slurm's `scontrol suspend`),
+//! and a rank whose host is lost (a network cut, a host down).
+//!
+//! Each wrapper says how its program is (`BEAT`: running or stopped) every [`BEAT_EVERY`] and at
+//! once when that changes; a wrapper silent for [`FROZEN_AFTER`] is taken for frozen with its
+//! program (a suspension stops both). A rank stopped for [`STOP_CONFIRM`] while another rank
+//! runs is said in one line, and the job ends once it has been stopped for `--stop-timeout`; when
+//! every running rank is stopped the job is suspended as a whole: that is said, and nothing ends
+//! it until it continues. A host that does not answer at all fails the control connection
+//! (keepalive and user timeout, `--lost-timeout`): the job ends naming the rank and the host.
+//! This module decides only; the frames come from `protocol.rs`.
+
+use super::output::say;
+use super::{BEAT_EVERY, Supervisor};
+use crate::clock::fmt_secs;
+use std::time::{Duration, Instant};
+
+/// A wrapper silent for this long is taken for stopped with its program: three beats missed.
+const FROZEN_AFTER: Duration = Duration::from_millis(3 * BEAT_EVERY.as_millis() as u64);
+/// How long a stop must last before it is said: the ranks of a suspended job stop within
+/// moments of each other, and should be said once as a suspension, not one by one.
+const STOP_CONFIRM: Duration = Duration::from_millis(700);
+
+impl Supervisor<'_> {
+    /// A `BEAT` from the wrapper of `conn`.
+    pub(super) fn beat(&mut self, conn: usize, stopped: bool) {
+        let now = Instant::now();
+        let c = self.conns.entry(conn).or_default();
+        c.last_beat = Some(now);
+        c.stopped = stopped;
+        if !stopped && c.stop_since.is_some() {
+            if c.stop_said && !self.state.is_ending() && !self.suspended {
+                say(format_args!(
+                    "gsmrun: rank {} on host {} continues",
+                    c.rank.as_deref().unwrap_or("?"),
+                    c.host
+                ));
+            }
+            c.stop_since = None;
+            c.stop_said = false;
+        }
+    }
+
+    /// The control connection of `conn` failed: its host stopped answering.
+    pub(super) fn lost(&mut self, conn: usize) {
+        if self.state.is_ending() {
+            return;
+        }
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        say(format_args!(
+            "gsmrun: rank {} on host {}: lost its host (no answer from it for {} s, \
+             --lost-timeout: a network cut, or the host is down); ending the job",
+            c.rank.as_deref().unwrap_or("?"),
+            c.host,
+            fmt_secs(self.opts.lost_timeout)
+        ));
+        self.end_job(1, Instant::now());
+    }
+
+    /// The timed side: stops confirmed and said, a suspension said and its end, the stop
+    /// timeout. `Some(instant)` to look again then; the job may have started ending.
+    pub(super) fn tick_stops(&mut self, now: Instant) -> Option<Instant> {
+        let mut running = 0;
+        let mut stopped = 0;
+        for c in self.conns.values_mut() {
+            let live = c.rank.as_ref().is_some_and(|r| !r.is_empty()) && !c.reported && !c.closed;
+            let Some(last) = c.last_beat.filter(|_| live) else {
+                continue;
+            };
+            let frozen = now.saturating_duration_since(last) >= FROZEN_AFTER;
+            if c.stopped || frozen {
+                c.stop_since.get_or_insert(if frozen { last } else { now });
+                stopped += 1;
+            } else {
+                c.stop_since = None;
+                running += 1;
+            }
+        }
+        let wake = now + Duration::from_millis(100);
+        if stopped == 0 {
+            if self.suspended {
+                say(format_args!("gsmrun: the job continues"));
+                self.suspended = false;
+            }
+            return (self.conns.values().any(|c| c.last_beat.is_some())).then_some(wake);
+        }
+        if running == 0 && stopped + self.ok_ranks.len() >= self.opts.np {
+            if !self.suspended
+                && (self.conns.values())
+                    .filter_map(|c| c.stop_since)
+                    .all(|t| now >= t + STOP_CONFIRM)
+            {
+                say(format_args!(
+                    "gsmrun: every rank is stopped (the job is suspended); waiting for it to \
+                     continue"
+                ));
+                self.suspended = true;
+            }
+            // A suspension has no limit: the clocks start again when a rank continues.
+            for c in self.conns.values_mut() {
+                if c.stop_since.is_some() {
+                    c.stop_since = Some(now);
+                    c.stop_said = self.suspended;
+                }
+            }
+            return Some(wake);
+        }
+        self.suspended = false;
+        self.say_stops(now);
+        Some(wake)
+    }
+
+    /// Some ranks are stopped while others run: each stop confirmed is said once, and one that
+    /// lasts `--stop-timeout` ends the job.
+    fn say_stops(&mut self, now: Instant) {
+        let limit = self.opts.stop_timeout;
+        let mut expired = None;
+        for c in self.conns.values_mut() {
+            let Some(since) = c.stop_since else { continue };
+            let rank = c.rank.clone().unwrap_or_else(|| "?".into());
+            if !c.stop_said && now >= since + STOP_CONFIRM {
+                let how = if c.stopped {
+                    "is stopped (SIGSTOP, a debugger or a freezer?)"
+                } else {
+                    "does not answer: its wrapper is stopped or frozen with it"
+                };
+                let end = match limit {
+                    Some(t) => format!(
+                        "the job ends if it is still stopped {} s from now (--stop-timeout)",
+                        fmt_secs(t)
+                    ),
+                    None => "--stop-timeout is off, so the job waits for it".to_string(),
+                };
+                say(format_args!(
+                    "gsmrun: rank {rank} on host {} {how}; the other ranks wait for it; {end}",
+                    c.host
+                ));
+                c.stop_said = true;
+                c.stop_since = Some(now);
+            } else if let Some(t) = limit.filter(|_| c.stop_said) {
+                if now.saturating_duration_since(since).as_secs_f64() >= t && expired.is_none() {
+                    expired = Some(format!(
+                        "gsmrun: rank {rank} on host {} stayed stopped for {} s (--stop-timeout) \
+                         while the others waited for it; ending the job",
+                        c.host,
+                        fmt_secs(t)
+                    ));
+                }
+            }
+        }
+        if let Some(line) = expired {
+            say(format_args!("{line}"));
+            self.end_job(1, now);
+        }
+    }
+}
