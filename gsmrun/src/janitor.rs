@@ -66,6 +66,18 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
     crate::segments::remove_job_segments(job_id);
     crate::segments::remove_mpi_dir(job_id);
     let _ = std::fs::remove_dir_all(PathBuf::from(dir));
-    crate::supervise::remove_open_mpi_session_dir(launcher);
+    remove_open_mpi_session_dir(launcher);
     0
+}
+
+/// A SIGKILLed Open MPI `mpirun` leaves its session directory
+/// (`$TMPDIR/ompi.<host>.<uid>/pid.<pid>`, Open MPI 4's layout) behind; remove it.
+pub fn remove_open_mpi_session_dir(launcher_pid: i32) {
+    let uid = crate::sys::real_uid();
+    let dir = std::env::temp_dir()
+        .join(format!("ompi.{}.{uid}", crate::hostname()))
+        .join(format!("pid.{launcher_pid}"));
+    // Give the dying launcher a moment to release it.
+    std::thread::sleep(Duration::from_millis(20));
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -248,13 +248,18 @@ fn wrapper_turns_aslr_off_unless_asked() {
     assert_eq!(on & 0x0040000, 0);
 }
 
+/// The next frame other than a `BEAT` (the program's state, sent every second and on a change).
 fn read_frame(r: &mut impl Read) -> Option<(u8, Vec<u8>)> {
-    let mut head = [0u8; 5];
-    r.read_exact(&mut head).ok()?;
-    let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
-    let mut p = vec![0u8; len];
-    r.read_exact(&mut p).ok()?;
-    Some((head[0], p))
+    loop {
+        let mut head = [0u8; 5];
+        r.read_exact(&mut head).ok()?;
+        let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        let mut p = vec![0u8; len];
+        r.read_exact(&mut p).ok()?;
+        if head[0] != b'B' {
+            return Some((head[0], p));
+        }
+    }
 }
 
 fn start_wrapper(listener: &TcpListener, script: &str) -> std::process::Child {

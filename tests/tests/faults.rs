@@ -292,18 +292,19 @@ fn gsmrun_killed(hosts: Hosts<'_>) {
     assert_eq!(pids.len(), 2, "{what}: ranks {pids:?}");
     running.signal(libc::SIGKILL);
     let killed = Instant::now();
-    let done = running.wait(LIMIT);
     let deadline = killed + Duration::from_secs(2);
     while Instant::now() < deadline
         && pids
             .iter()
             .any(|p| gsm_tests::process::alive_as(*p, "fault_job"))
     {
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(10));
     }
+    let gone_after = killed.elapsed();
     let alive: Vec<&u32> = (pids.iter())
         .filter(|p| gsm_tests::process::alive_as(**p, "fault_job"))
         .collect();
+    let done = running.wait(LIMIT);
     assert!(
         alive.is_empty(),
         "{what}: ranks {alive:?} still run 2 s after gsmrun was killed\n{}",
@@ -311,7 +312,7 @@ fn gsmrun_killed(hosts: Hosts<'_>) {
     );
     eprintln!(
         "{what}: every rank gone after {:.2} s",
-        killed.elapsed().as_secs_f64()
+        gone_after.as_secs_f64()
     );
     assert_nothing_left(&prefix, hosts, &what, &done);
 }

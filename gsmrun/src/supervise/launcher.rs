@@ -12,7 +12,6 @@ use std::os::unix::process::CommandExt as _;
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, mpsc};
-use std::time::Duration;
 
 /// Said once by a thread when it is done.
 type Done = mpsc::Receiver<()>;
@@ -85,18 +84,6 @@ impl Launcher {
 
     /// Removes the session directory an Open MPI `mpirun` killed by a signal leaves behind.
     pub fn remove_session_dir(&self) {
-        remove_open_mpi_session_dir(self.pid);
+        crate::janitor::remove_open_mpi_session_dir(self.pid);
     }
-}
-
-/// A SIGKILLed Open MPI `mpirun` leaves its session directory
-/// (`$TMPDIR/ompi.<host>.<uid>/pid.<pid>`, Open MPI 4's layout) behind; remove it.
-pub fn remove_open_mpi_session_dir(launcher_pid: i32) {
-    let uid = crate::sys::real_uid();
-    let dir = std::env::temp_dir()
-        .join(format!("ompi.{}.{uid}", crate::hostname()))
-        .join(format!("pid.{launcher_pid}"));
-    // Give the dying launcher a moment to release it.
-    std::thread::sleep(Duration::from_millis(20));
-    let _ = std::fs::remove_dir_all(dir);
 }

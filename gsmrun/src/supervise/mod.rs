@@ -79,7 +79,6 @@ mod stops;
 mod tick;
 
 pub use crate::sys::signal_name;
-pub use launcher::remove_open_mpi_session_dir;
 pub use protocol::{Outcome, wire};
 
 use crate::clock::deadline;
