@@ -10,7 +10,9 @@
 //! `gsmrun` closes. A `gsmrun` that ends normally has cleaned up already, and its reaper
 //! (`supervise/reaper.rs`) ends the janitor with the rest of its descendants.
 //!
-//! It does not follow anything to other hosts.
+//! On other hosts each rank's wrapper does the same for its host once `gsmrun` ended the job or
+//! vanished ([`remove_rank_leftovers`]): the launcher's daemon there (`orted`) is usually killed
+//! before it removes its session directory.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -60,12 +62,13 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
     while std::os::unix::process::parent_id() == parent {
         std::thread::sleep(LOOK_EVERY);
     }
+    // The directory first: nothing reads it once the launcher has started.
+    let _ = std::fs::remove_dir_all(PathBuf::from(dir));
     let _ = crate::sys::kill_group(launcher, crate::sys::SIGTERM);
     std::thread::sleep(TERM_WAIT);
     let _ = crate::sys::kill_group(launcher, crate::sys::SIGKILL);
     crate::segments::remove_job_segments(job_id);
     crate::segments::remove_mpi_dir(job_id);
-    let _ = std::fs::remove_dir_all(PathBuf::from(dir));
     remove_open_mpi_session_dir(launcher);
     0
 }
@@ -80,4 +83,31 @@ pub fn remove_open_mpi_session_dir(launcher_pid: i32) {
     // Give the dying launcher a moment to release it.
     std::thread::sleep(Duration::from_millis(20));
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// What a job ended from outside leaves on a rank's host, removed by the rank's wrapper after its
+/// program is gone: the job family's Open MPI session directory
+/// (`OMPI_MCA_orte_jobfam_session_dir`, only a `jf.*` or `pid.*` directory inside
+/// `OMPI_MCA_orte_top_session_dir`) and the job's Open MPI segment directory. The other ranks of
+/// the host are being ended too, and a process that has the files mapped keeps them.
+pub fn remove_rank_leftovers() {
+    let var = |k: &str| std::env::var_os(k).map(PathBuf::from);
+    if let (Some(top), Some(dir)) = (
+        var("OMPI_MCA_orte_top_session_dir"),
+        var("OMPI_MCA_orte_jobfam_session_dir"),
+    ) {
+        let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let ours = (name.starts_with("jf.") || name.starts_with("pid."))
+            && dir.parent() == Some(top.as_path())
+            && top
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("ompi."));
+        if ours {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    if let Ok(job) = std::env::var(crate::env::job::JOB_ID) {
+        crate::segments::remove_mpi_dir(&job);
+    }
 }

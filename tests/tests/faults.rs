@@ -10,7 +10,7 @@
 //! and take turns (they watch its namespaces' processes).
 
 use gsm_tests::bins::profile_dir;
-use gsm_tests::cluster::{job_prefix, leftovers, ranks};
+use gsm_tests::cluster::{job_prefix, job_processes, leftovers, ranks};
 use gsm_tests::netns::TwoHosts;
 use gsm_tests::process::{Finished, Line, Running, run, spawn};
 use gsm_tests::scratch::{RunId, Scratch};
@@ -139,17 +139,41 @@ fn assert_nothing_left(prefix: &str, hosts: Hosts<'_>, what: &str, done: &Finish
         "{what}: left processes {processes:?} and /dev/shm files {segments:?}\n{}",
         done.report()
     );
-    let dirs: Vec<String> = std::fs::read_dir(std::env::temp_dir())
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| n.starts_with(&format!("gsmrun.{prefix}")))
-                .collect()
-        })
-        .unwrap_or_default();
+    let job_dirs = || -> Vec<String> {
+        std::fs::read_dir(std::env::temp_dir())
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .filter(|n| n.starts_with(&format!("gsmrun.{prefix}")))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // After a SIGKILLed gsmrun its janitor removes the directory within a second.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !job_dirs().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let dirs = job_dirs();
     assert!(dirs.is_empty(), "{what}: left job directories {dirs:?}");
     if let Hosts::Two(bed, _) = hosts {
         for host in &bed.hosts {
+            // Open MPI's session directory of the job on that host (its daemon's `jf.*`).
+            let top = std::env::temp_dir().join(format!("ompi.{}.0", host.hostname));
+            let sessions: Vec<String> = std::fs::read_dir(&top)
+                .map(|d| {
+                    d.filter_map(Result::ok)
+                        .filter_map(|e| e.file_name().into_string().ok())
+                        .filter(|n| n.starts_with("jf."))
+                        .collect()
+                })
+                .unwrap_or_default();
+            assert!(
+                sessions.is_empty(),
+                "{what}: Open MPI session directories {sessions:?} left in {}\n{}",
+                top.display(),
+                done.report()
+            );
             let deadline = Instant::now() + Duration::from_secs(3);
             while !host.pids().is_empty() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(50));
@@ -506,6 +530,40 @@ fn a_closure_looping_for_ever_is_reported_naming_worker_and_type() {
     assert!(
         line.at.saturating_sub(at) <= Duration::from_secs(5),
         "{what}: reported {:?} after ready\n{}",
+        line.at.saturating_sub(at),
+        done.report()
+    );
+    assert_nothing_left(&prefix, Hosts::One, what, &done);
+}
+
+/// A launcher's daemon killed under the ranks of its host: MPICH Hydra's `hydra_pmi_proxy`
+/// (Hydra did not notice its proxy gone until the ranks ended). Each rank's wrapper sees its
+/// parent go, and the job ends naming the rank, the host and the daemon. (Open MPI's `mpirun`
+/// notices a killed `orted` by itself and ends the job.)
+#[test]
+fn a_killed_launcher_daemon_ends_the_job_naming_it() {
+    let scratch = Scratch::new("faults", RunId::next());
+    let mut cmd = gsm_tests::job::gsmrun(["--timeout", "50", "--launcher", "mpiexec", "-np", "2"]);
+    cmd.env("PATH", gsm_tests::bins::hydra_path(scratch.path()))
+        .args(["sh", "-c", "echo ready $GSM_RANK; exec sleep 40"]);
+    let (running, prefix) = started(&mut cmd);
+    let proxy = job_processes(&prefix)
+        .into_iter()
+        .find(|p| p.comm == "hydra_pmi_proxy")
+        .map(|p| p.pid as i32);
+    let at = running.elapsed();
+    if let Some(pid) = proxy {
+        signal(pid, libc::SIGKILL);
+    }
+    let done = running.wait(LIMIT);
+    let what = "hydra_pmi_proxy killed";
+    assert!(proxy.is_some(), "{what}: no proxy found\n{}", done.report());
+    gsm_tests::job::assert_exit(&done, 1, what);
+    let line = line_with(&done.stderr_lines, "(hydra_pmi_proxy) is gone")
+        .unwrap_or_else(|| panic!("{what}: not said\n{}", done.report()));
+    assert!(
+        line.at.saturating_sub(at) <= Duration::from_secs(2),
+        "{what}: said after {:?}\n{}",
         line.at.saturating_sub(at),
         done.report()
     );

@@ -40,6 +40,7 @@ impl Supervisor<'_> {
             Event::Ended { conn } => self.conns.entry(conn).or_default().ended = true,
             Event::Beat { conn, stopped } => self.beat(conn, stopped),
             Event::Lost { conn } => self.lost(conn),
+            Event::Orphaned { conn, parent } => self.orphaned(conn, &parent),
             Event::Closed { conn } => self.closed(conn),
             Event::LauncherExited(status) => self.launcher_exited(status),
             Event::Signal(sig) => return self.signal(sig),

@@ -160,6 +160,11 @@ enum Event {
     Lost {
         conn: usize,
     },
+    /// The launcher's daemon that started the wrapper (its command name) is gone.
+    Orphaned {
+        conn: usize,
+        parent: String,
+    },
     Closed {
         conn: usize,
     },

@@ -38,6 +38,10 @@ pub mod wire {
     pub const RUNNING: u8 = b'R';
     /// [`BEAT`]'s payload: the program is stopped (SIGSTOP, SIGTSTP, a debugger's stop).
     pub const STOPPED: u8 = b'T';
+    /// wrapper → gsmrun: the process that started the wrapper (the launcher's daemon on its
+    /// host: Open MPI's `orted`, Hydra's `hydra_pmi_proxy`, `slurmstepd`) is gone; the payload
+    /// is its command name. The wrapper ends its program.
+    pub const ORPHANED: u8 = b'P';
     /// gsmrun → wrapper, once after `HELLO`: how long (milliseconds, 4 bytes little-endian)
     /// either side waits for an answer from the other's host before taking it for lost
     /// (`--lost-timeout`).
@@ -237,6 +241,10 @@ fn serve(conn: usize, mut stream: TcpStream, tx: &mpsc::Sender<Event>, how: &Ser
             }
             Ok(Some((wire::STATE, bytes))) => {
                 let _ = tx.send(Event::Stages { conn, bytes });
+            }
+            Ok(Some((wire::ORPHANED, name))) => {
+                let parent = String::from_utf8_lossy(&name).into_owned();
+                let _ = tx.send(Event::Orphaned { conn, parent });
             }
             Ok(Some((wire::BEAT, state))) => {
                 let stopped = state.first() == Some(&wire::STOPPED);

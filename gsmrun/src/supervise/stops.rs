@@ -1,6 +1,7 @@
 //! Ranks that stop answering without exiting: a rank stopped (SIGSTOP, a debugger, a freezer)
 //! while the others wait for it, a whole job suspended together (Slurm's `scontrol suspend`),
-//! and a rank whose host is lost (a network cut, a host down).
+//! a rank whose host is lost (a network cut, a host down), and a rank whose launcher daemon
+//! (Hydra's proxy, Open MPI's `orted`) is gone from under it.
 //!
 //! Each wrapper says how its program is (`BEAT`: running or stopped) every [`BEAT_EVERY`] and at
 //! once when that changes; a wrapper silent for [`FROZEN_AFTER`] is taken for frozen with its
@@ -56,6 +57,25 @@ impl Supervisor<'_> {
             c.rank.as_deref().unwrap_or("?"),
             c.host,
             fmt_secs(self.opts.lost_timeout)
+        ));
+        self.end_job(1, Instant::now());
+    }
+
+    /// The launcher's daemon that started the wrapper of `conn` (`parent`) is gone: the rank is
+    /// cut off from the launcher, which may not notice until the ranks end (Hydra's proxy).
+    /// When the launcher itself is gone, its own line explains the rest.
+    pub(super) fn orphaned(&mut self, conn: usize, parent: &str) {
+        if self.state.is_ending() || self.launcher_status.is_some() {
+            return;
+        }
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        say(format_args!(
+            "gsmrun: rank {} on host {}: the launcher's process that started it there ({parent}) \
+             is gone (killed, or crashed); ending the job",
+            c.rank.as_deref().unwrap_or("?"),
+            c.host
         ));
         self.end_job(1, Instant::now());
     }

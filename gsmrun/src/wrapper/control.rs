@@ -92,7 +92,10 @@ pub(super) fn listen(
                 }
                 Ok(Some((wire::LOST, payload))) => {
                     if let Ok(ms) = <[u8; 4]>::try_from(payload.as_slice()) {
-                        let after = Duration::from_millis(u32::from_le_bytes(ms).into());
+                        // A second sooner than gsmrun: the rank beyond a cut has ended and
+                        // cleaned up by the time gsmrun reports the host lost.
+                        let lost = Duration::from_millis(u32::from_le_bytes(ms).into());
+                        let after = lost.saturating_sub(Duration::from_secs(1));
                         let _ = crate::sys::fail_when_unanswered(&reader, after);
                     }
                 }
@@ -100,6 +103,9 @@ pub(super) fn listen(
             }
         }
         told.store(true, Ordering::SeqCst);
+        // The job is over on this host: what the launcher's daemon here would leave if it is
+        // killed goes now, before anything else can kill this wrapper (see `crate::janitor`).
+        crate::janitor::remove_rank_leftovers();
         program.end();
         let _ = answer.send(());
         // Keep reading so a later EOF is noticed by nobody; nothing else to do.
@@ -110,11 +116,23 @@ pub(super) fn listen(
 
 /// Says how the program is (`BEAT`: running or stopped) every [`crate::supervise::BEAT_EVERY`]
 /// and at once when it changes, until it has been reaped; `gsmrun` judges stops
-/// (`supervise/stops.rs`).
+/// (`supervise/stops.rs`). When the process that started the wrapper goes (the wrapper's parent
+/// changes), says `ORPHANED` and ends the program.
 pub(super) fn send_beats(link: Link, program: Program) {
+    let parent = std::os::unix::process::parent_id();
+    let parent_name = std::fs::read_to_string(format!("/proc/{parent}/comm"))
+        .map(|n| n.trim().to_string())
+        .unwrap_or_else(|_| format!("pid {parent}"));
     std::thread::spawn(move || {
         let mut last: Option<(bool, std::time::Instant)> = None;
         while let Some(pid) = program.running_pid() {
+            // The launcher's daemon that started us went away (killed, crashed): nothing will
+            // collect this rank any more, so it is said and the program ended.
+            if std::os::unix::process::parent_id() != parent {
+                let _ = link.send(wire::ORPHANED, parent_name.as_bytes());
+                program.end();
+                return;
+            }
             let stopped = stopped(pid);
             let due = last.is_none_or(|(was, at)| {
                 was != stopped || at.elapsed() >= crate::supervise::BEAT_EVERY
