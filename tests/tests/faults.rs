@@ -569,3 +569,61 @@ fn a_killed_launcher_daemon_ends_the_job_naming_it() {
     );
     assert_nothing_left(&prefix, Hosts::One, what, &done);
 }
+
+/// Fault 2, the whole job: Slurm's `scontrol suspend` stops every process of the job's steps
+/// (the wrappers and the ranks) and `scontrol resume` continues them. gsmrun says the job is
+/// suspended, waits without limit (the stop timeout is for one rank stopped while others run),
+/// says it continues, and the job ends well.
+#[test]
+fn a_job_suspended_and_resumed_under_slurm_keeps_working() {
+    let slurm = gsm_tests::slurm::Slurm::shared();
+    let name = format!("faults-suspend-{}", std::process::id());
+    let mut cmd = slurm.command("salloc");
+    cmd.args(["-n", "2", "-J", &name])
+        .arg(gsm_tests::bins::gsmrun())
+        .args(["--stop-timeout", "2", "--timeout", "50", "-t", "1"])
+        .arg(fault_job())
+        .args(["--secs", "6"])
+        .env_remove("OMPI_ALLOW_RUN_AS_ROOT")
+        .env_remove("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM");
+    let (running, _) = started(&mut cmd);
+    let scontrol = |what: &str, id: &str| {
+        let out = slurm
+            .command("scontrol")
+            .args([what, id])
+            .output()
+            .expect("scontrol runs");
+        assert!(out.status.success(), "scontrol {what} {id}: {out:?}");
+    };
+    let squeue = slurm
+        .command("squeue")
+        .args(["-h", "-o", "%i", "-n", &name])
+        .output()
+        .expect("squeue runs");
+    let id = String::from_utf8_lossy(&squeue.stdout).trim().to_string();
+    assert!(!id.is_empty(), "no job named {name}: {squeue:?}");
+    scontrol("suspend", &id);
+    // Longer than the stop timeout, and than gsmrun needs to see every rank stopped.
+    std::thread::sleep(Duration::from_secs(6));
+    scontrol("resume", &id);
+    let done = running.wait(LIMIT);
+    let what = "salloc gsmrun fault_job, suspended 6 s and resumed";
+    gsm_tests::job::assert_exit(&done, 0, what);
+    for line in [
+        "gsmrun: every rank is stopped (the job is suspended); waiting for it to continue",
+        "gsmrun: the job continues",
+    ] {
+        assert!(
+            done.stderr.contains(line),
+            "{what}: no `{line}`\n{}",
+            done.report()
+        );
+    }
+    for r in 0..2 {
+        assert!(
+            done.stdout.lines().any(|l| l == format!("done {r}")),
+            "{what}: rank {r} did not finish\n{}",
+            done.report()
+        );
+    }
+}

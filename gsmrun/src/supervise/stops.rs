@@ -100,6 +100,19 @@ impl Supervisor<'_> {
             }
         }
         let wake = now + Duration::from_millis(100);
+        if self.suspended && running > 0 {
+            // The job continues: the ranks still silent get their beats' time again before they
+            // count as stopped, each on its own.
+            say(format_args!("gsmrun: the job continues"));
+            self.suspended = false;
+            for c in self.conns.values_mut() {
+                if c.stop_since.take().is_some() && !c.stopped {
+                    c.last_beat = Some(now);
+                }
+                c.stop_said = false;
+            }
+            return Some(wake);
+        }
         if stopped == 0 {
             if self.suspended {
                 say(format_args!("gsmrun: the job continues"));
