@@ -12,8 +12,16 @@
 //!   forwarding delay of each launcher, which is included on both sides. (`--sleep` is not used: in
 //!   `gsm-hello` it delays every rank, the failing one too.)
 //!
+//! - **injected faults** (docs/faults.md): both ranks of `gsm-hello --sleep 20` say hello (with
+//!   their pids), then the bench injects a fault and times it to the end: rank 1 SIGKILLed and
+//!   rank 1 SIGSTOPped (to the launcher's exit; `gsmrun` with `--stop-timeout 1`), and the
+//!   launcher itself SIGKILLed (to the moment both ranks are gone). A launcher that has not ended
+//!   [`FAULT_CAP`] after the fault is said to hang: its figure is the cap, named so, and the bench
+//!   then kills what is left. Faults between hosts (a cut link) need the test bed's namespaces
+//!   and are measured by `tests/tests/faults.rs` only.
+//!
 //! The `mpirun` peer gets `--oversubscribe` and Open MPI's two run-as-root variables and nothing
-//! else; `gsmrun` gets nothing but `-np 2`. This module does not judge a launcher's output beyond
+//! else; `gsmrun` gets nothing but `-np 2` (and `--stop-timeout 1` for the stop). This module does not judge a launcher's output beyond
 //! its exit status.
 
 use std::io::{BufRead, BufReader};
@@ -201,7 +209,157 @@ fn check_exists(path: &Path, what: &str, flag: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs both cases and returns them, ready for [`crate::report::emit`].
+/// How long after an injected fault a launcher may take to end before it is said to hang.
+const FAULT_CAP: Duration = Duration::from_secs(10);
+
+/// A fault the bench injects into a running `gsm-hello --sleep 20` job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    KillRank,
+    StopRank,
+    KillLauncher,
+}
+
+impl Fault {
+    const ALL: [Fault; 3] = [Fault::KillRank, Fault::StopRank, Fault::KillLauncher];
+
+    fn case(self) -> &'static str {
+        match self {
+            Fault::KillRank => "rank 1 SIGKILLed → launcher exit",
+            Fault::StopRank => "rank 1 SIGSTOPped → launcher exit",
+            Fault::KillLauncher => "launcher SIGKILLed → every rank gone",
+        }
+    }
+}
+
+fn kill(pid: i32, sig: i32) {
+    // SAFETY: kill(2) has no memory-safety preconditions; the pids are this bench's own job's
+    // (ranks that printed them a moment ago, or the launcher it spawned), or their group.
+    unsafe { libc::kill(pid, sig) };
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].trim_start().chars().next());
+        !matches!(state, Some('Z' | 'X') | None)
+    })
+}
+
+/// One injected fault under `which`: seconds from the fault to the end, or `None` when the
+/// launcher had not ended [`FAULT_CAP`] later (it hangs).
+fn fault_once(opts: &Options, which: Launcher, fault: Fault) -> anyhow::Result<Option<f64>> {
+    use std::os::unix::process::CommandExt as _;
+    let mut cmd = command(opts, which, &["--sleep", "20"]);
+    if which == Launcher::Gsmrun && fault == Fault::StopRank {
+        cmd = Command::new(&opts.gsmrun);
+        cmd.args(["-np", "2", "--stop-timeout", "1"])
+            .arg(&opts.hello)
+            .args(["--sleep", "20"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+    }
+    cmd.stderr(Stdio::null()).process_group(0);
+    let what = format!("{} under {:?}", which.label(), fault);
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start {what}"))?;
+    let launcher = child.id() as i32;
+    let stdout = child.stdout.take().expect("stdout was piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            // `hello from rank R of N on HOST (pid P)`
+            let pid = line
+                .rsplit_once("(pid ")
+                .and_then(|(_, p)| p.trim_end_matches(')').parse::<i32>().ok());
+            let rank = line
+                .strip_prefix("hello from rank ")
+                .and_then(|r| r.split(' ').next()?.parse::<u32>().ok());
+            if let (Some(rank), Some(pid)) = (rank, pid) {
+                let _ = tx.send((rank, pid));
+            }
+        }
+    });
+    let mut ranks = std::collections::BTreeMap::new();
+    while ranks.len() < 2 {
+        match rx.recv_timeout(JOB_TIMEOUT) {
+            Ok((r, p)) => {
+                ranks.insert(r, p);
+            }
+            Err(_) => {
+                kill(-launcher, libc::SIGKILL);
+                let _ = child.wait();
+                bail!(
+                    "{what}: the ranks did not say hello within {} s",
+                    JOB_TIMEOUT.as_secs()
+                );
+            }
+        }
+    }
+    let pids: Vec<i32> = ranks.values().copied().collect();
+    let at = Instant::now();
+    match fault {
+        Fault::KillRank => kill(ranks[&1], libc::SIGKILL),
+        Fault::StopRank => kill(ranks[&1], libc::SIGSTOP),
+        Fault::KillLauncher => kill(launcher, libc::SIGKILL),
+    }
+    let ended = loop {
+        let done = match fault {
+            Fault::KillLauncher => pids.iter().all(|&p| !alive(p)),
+            _ => child.try_wait()?.is_some(),
+        };
+        if done {
+            break Some(at.elapsed().as_secs_f64());
+        }
+        if at.elapsed() > FAULT_CAP {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    // Whatever is left of the job goes: the launcher's group, the ranks (a stopped one too).
+    kill(-launcher, libc::SIGKILL);
+    for &p in &pids {
+        if alive(p) {
+            kill(p, libc::SIGKILL);
+        }
+    }
+    let _ = child.wait();
+    Ok(ended)
+}
+
+/// The figures of one fault: `gsmrun`'s and `mpirun`'s times, the cap standing for a hang (and
+/// the figure's name saying so).
+fn fault_case(fault: Fault, gsm: &[Option<f64>], mpi: &[Option<f64>]) -> Case {
+    let cap = FAULT_CAP.as_secs_f64();
+    let values = |v: &[Option<f64>]| v.iter().map(|x| x.unwrap_or(cap)).collect::<Vec<f64>>();
+    let hung = |v: &[Option<f64>]| v.iter().filter(|x| x.is_none()).count();
+    let name = |label: &str, v: &[Option<f64>]| match hung(v) {
+        0 => label.to_string(),
+        n => format!(
+            "{label} (hung in {n} of {} runs: {cap} s is the cap)",
+            v.len()
+        ),
+    };
+    let case = match hung(gsm) {
+        0 => fault.case().to_string(),
+        n => format!("{} (gsmrun hung in {n} runs)", fault.case()),
+    };
+    Case {
+        case,
+        unit: "s".into(),
+        higher_is_better: false,
+        gsm: summarize(&values(gsm)),
+        peers: vec![Figure {
+            name: name(Launcher::Mpirun.label(), mpi),
+            summary: summarize(&values(mpi)),
+        }],
+    }
+}
+
+/// Runs every case and returns them, ready for [`crate::report::emit`].
 pub fn run(opts: &Options) -> anyhow::Result<Vec<Case>> {
     check_exists(&opts.gsmrun, "gsmrun", "--gsmrun")?;
     check_exists(&opts.hello, "gsm-hello", "--hello")?;
@@ -223,6 +381,20 @@ pub fn run(opts: &Options) -> anyhow::Result<Vec<Case>> {
             mpi_start.push(m);
             gsm_fail.push(gf);
             mpi_fail.push(mf);
+        }
+    }
+    let mut faults: Vec<(Vec<Option<f64>>, Vec<Option<f64>>)> =
+        Fault::ALL.iter().map(|_| (vec![], vec![])).collect();
+    for i in 0..opts.runs {
+        crate::report::progress(format_args!(
+            "gsm-bench launch: faults, run {}/{}",
+            i + 1,
+            opts.runs
+        ));
+        for (k, &fault) in Fault::ALL.iter().enumerate() {
+            // Alternated within a run, so that both see the same moment of a noisy machine.
+            faults[k].0.push(fault_once(opts, Launcher::Gsmrun, fault)?);
+            faults[k].1.push(fault_once(opts, Launcher::Mpirun, fault)?);
         }
     }
     crate::report::progress_done();
@@ -247,7 +419,15 @@ pub fn run(opts: &Options) -> anyhow::Result<Vec<Case>> {
             gsm: summarize(&gsm_fail),
             peers: peer(&mpi_fail),
         },
-    ])
+    ]
+    .into_iter()
+    .chain(
+        Fault::ALL
+            .iter()
+            .zip(&faults)
+            .map(|(&f, (g, m))| fault_case(f, g, m)),
+    )
+    .collect())
 }
 
 #[cfg(test)]

@@ -432,6 +432,7 @@ fn a_link_cut_at_start_names_the_host_that_cannot_be_reached() {
     let says = format!("host {} cannot be reached", bed.hosts[1].addr);
     let line = line_with(&done.stderr_lines, &says)
         .unwrap_or_else(|| panic!("{what}: no line says `{says}`\n{}", done.report()));
+    eprintln!("{what}: said after {:.2} s", line.at.as_secs_f64());
     assert!(
         line.at <= Duration::from_secs(3 + 4),
         "{what}: {line:?}\n{}",
@@ -527,6 +528,10 @@ fn a_closure_looping_for_ever_is_reported_naming_worker_and_type() {
         "{what}: the report does not name rank 1's worker 1: {}",
         line.text
     );
+    eprintln!(
+        "{what}: said after {:.2} s",
+        line.at.saturating_sub(at).as_secs_f64()
+    );
     assert!(
         line.at.saturating_sub(at) <= Duration::from_secs(5),
         "{what}: reported {:?} after ready\n{}",
@@ -561,6 +566,10 @@ fn a_killed_launcher_daemon_ends_the_job_naming_it() {
     gsm_tests::job::assert_exit(&done, 1, what);
     let line = line_with(&done.stderr_lines, "(hydra_pmi_proxy) is gone")
         .unwrap_or_else(|| panic!("{what}: not said\n{}", done.report()));
+    eprintln!(
+        "{what}: said after {:.2} s",
+        line.at.saturating_sub(at).as_secs_f64()
+    );
     assert!(
         line.at.saturating_sub(at) <= Duration::from_secs(2),
         "{what}: said after {:?}\n{}",
