@@ -172,6 +172,34 @@ pub fn fail_when_unanswered(sock: impl AsFd, after: std::time::Duration) -> io::
     Ok(sockopt::set_tcp_user_timeout(&sock, ms)?)
 }
 
+/// Whether the peer's host owes this connection an answer now: a keepalive probe or data sent
+/// and not acknowledged (`TCP_INFO`'s `tcpi_probes`, `tcpi_retransmits`). A host that is there
+/// answers both even while its process is stopped; `false` also when it cannot be learnt.
+pub fn peer_host_silent(sock: impl AsFd) -> bool {
+    use std::os::fd::AsRawFd as _;
+    let fd = sock.as_fd().as_raw_fd();
+    let mut info = std::mem::MaybeUninit::<libc::tcp_info>::zeroed();
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` is writable for `len` bytes, and the kernel writes at most `len` bytes and
+    // says how many in `len`; `fd` is open for the duration of the call (borrowed from `sock`).
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 || (len as usize) < 8 {
+        return false;
+    }
+    // SAFETY: zero-initialised, then (partly) written by the kernel; every bit pattern of its
+    // integer fields is valid.
+    let info = unsafe { info.assume_init() };
+    info.tcpi_probes > 0 || info.tcpi_retransmits > 0
+}
+
 /// The limit on open descriptors (`RLIMIT_NOFILE`): (soft, hard), `None` for unlimited.
 pub fn open_files_limit() -> (Option<u64>, Option<u64>) {
     let l = rustix::process::getrlimit(rustix::process::Resource::Nofile);

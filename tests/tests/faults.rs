@@ -392,7 +392,8 @@ fn a_stopped_rank_is_said_within_2_s_and_ends_the_job_at_the_stop_timeout() {
 }
 
 /// Fault 3: the link between the hosts cut mid-job: the rank beyond it is reported on a lost
-/// host within `--lost-timeout` (3 s here; detection takes the timeout and up to a second).
+/// host within `--lost-timeout` (5 s here; detection takes the timeout and up to a second), and
+/// never as a stopped rank.
 #[test]
 fn a_link_cut_mid_job_is_reported_as_a_lost_host() {
     let _serial = serial();
@@ -400,17 +401,23 @@ fn a_link_cut_mid_job_is_reported_as_a_lost_host() {
     let scratch = Scratch::new("faults", RunId::next());
     let two = Hosts::Two(&bed, &scratch);
     let cut = |_: &str| bed.unplug(1).expect("unplugging h2");
+    // 5 s: longer than a silent wrapper takes to count as stopped (3 s), which a cut host must
+    // not be taken for (its kernel answers no keepalive probe).
     let done = fault(
         two,
-        &["--lost-timeout", "3"],
+        &["--lost-timeout", "5"],
         &[],
         &cut,
         1,
         "lost its host",
-        Duration::from_secs(6),
+        Duration::from_secs(8),
     );
     bed.plug(1).expect("plugging h2 back");
-    drop(done);
+    assert!(
+        !done.stderr.contains("does not answer") && !done.stderr.contains("is stopped"),
+        "a cut host was taken for a stopped rank\n{}",
+        done.report()
+    );
 }
 
 /// Fault 4: the link cut before the start: within `--start-timeout` (and the 1 s probe), the
@@ -635,4 +642,61 @@ fn a_job_suspended_and_resumed_under_slurm_keeps_working() {
             done.report()
         );
     }
+}
+
+/// Fault 4, later in the start: both wrappers have reported to gsmrun, and the link is cut while
+/// the ranks start (each waits 2 s before it starts `fault_job`, so the cut falls before MPI's
+/// start-up exchange): the job ends, naming the host cut off, within `--lost-timeout` (3 s)
+/// and a margin; the note after 30 s in the bootstrap, which named the rank, never comes.
+#[test]
+fn a_link_cut_while_the_ranks_start_names_the_lost_host() {
+    let _serial = serial();
+    let bed = TwoHosts::shared();
+    let scratch = Scratch::new("faults", RunId::next());
+    let two = Hosts::Two(&bed, &scratch);
+    let mut cmd = gsm_tests::job::gsmrun([
+        "-t",
+        "1",
+        "--timeout",
+        "50",
+        "--lost-timeout",
+        "3",
+        "-np",
+        "2",
+        "-hostfile",
+    ]);
+    cmd.arg(scratch.write("hosts", &bed.hostfile(1)))
+        .arg("--launch-agent")
+        .arg(TwoHosts::agent())
+        .envs(bed.mpi_env())
+        .args(["sh", "-c", "sleep 2; exec \"$0\""])
+        .arg(fault_job());
+    let running = spawn(&mut cmd);
+    let prefix = job_prefix(running.pid() as u32);
+    // Both ranks' programs are in their sleep: their wrappers have said hello.
+    let deadline = Instant::now() + READY;
+    while ranks(&prefix, "sleep").len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let at = running.elapsed();
+    bed.unplug(1).expect("unplugging h2");
+    let done = running.wait(LIMIT);
+    bed.plug(1).expect("plugging h2 back");
+    let what = "h2 cut off while the ranks start";
+    gsm_tests::job::assert_exit(&done, 1, what);
+    let line = (done.stderr_lines.iter())
+        .find(|l| l.text.contains(&bed.hosts[1].hostname) || l.text.contains(&bed.hosts[1].addr))
+        .unwrap_or_else(|| panic!("{what}: no line names h2\n{}", done.report()));
+    eprintln!(
+        "{what}: said after {:.2} s: {}",
+        line.at.saturating_sub(at).as_secs_f64(),
+        line.text
+    );
+    assert!(
+        line.at.saturating_sub(at) <= Duration::from_secs(7) && !done.stdout.contains("ready "),
+        "{what}: said {:?} after the cut\n{}",
+        line.at.saturating_sub(at),
+        done.report()
+    );
+    assert_nothing_left(&prefix, two, what, &done);
 }

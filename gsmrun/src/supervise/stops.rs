@@ -90,7 +90,10 @@ impl Supervisor<'_> {
             let Some(last) = c.last_beat.filter(|_| live) else {
                 continue;
             };
-            let frozen = now.saturating_duration_since(last) >= FROZEN_AFTER;
+            // Silent, while its host answers TCP: stopped with its program. A host that answers
+            // nothing is cut off or down, which `--lost-timeout` judges.
+            let frozen = now.saturating_duration_since(last) >= FROZEN_AFTER
+                && !c.writer.as_ref().is_some_and(crate::sys::peer_host_silent);
             if c.stopped || frozen {
                 c.stop_since.get_or_insert(if frozen { last } else { now });
                 stopped += 1;
