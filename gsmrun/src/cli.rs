@@ -55,7 +55,10 @@ newline with one. If gsmrun's own output cannot be written, the job ends. A rank
 only because another rank failed waits up to 1.5 s for that rank's report, which is the one
 named; a rank that runs on without joining the Gossamer job is named in a note after 30 s. What a
 rank's program leaves running in its process group is ended with it (SIGTERM, SIGKILL 2 s
-later), and nothing the launcher started outlives gsmrun.
+later), and nothing the launcher started outlives gsmrun. A rank stopped (SIGSTOP, a debugger)
+while others run is named within 2 s and ends the job after --stop-timeout; a job stopped as a
+whole (scontrol suspend) waits. A rank's host that stops answering (a cut network) ends the job
+after --lost-timeout, naming it. A killed gsmrun ends every rank at once. See docs/faults.md.
 
 Environment:
   read by gsmrun   GSM_LOG (see Logs), GSM_MPI_FLAVOUR, GSM_FABRIC (the default of --fabric),
@@ -84,7 +87,9 @@ Exit status:
              GSM_FABRIC or GSM_THREADS in gsmrun's environment
   1          a rank exited 0 where the others would wait for it for ever (it never
              joined the Gossamer job, ran fewer runs, or exited inside a run); not
-             every rank started within --start-timeout; or any other failure of
+             every rank started within --start-timeout; a rank stayed stopped for
+             --stop-timeout, or its host was lost (--lost-timeout), or its launcher
+             daemon vanished; a descriptor limit (ulimit -n) too low; or any other failure of
              gsmrun or of the launcher itself (which exited non-zero, was killed,
              or ran on for 10 s after every rank exited 0; the message says which)
 
