@@ -618,6 +618,7 @@ fn a_job_suspended_and_resumed_under_slurm_keeps_working() {
         .expect("squeue runs");
     let id = String::from_utf8_lossy(&squeue.stdout).trim().to_string();
     assert!(!id.is_empty(), "no job named {name}: {squeue:?}");
+    let suspended_at = running.elapsed();
     scontrol("suspend", &id);
     // Longer than the stop timeout, and than gsmrun needs to see every rank stopped.
     std::thread::sleep(Duration::from_secs(6));
@@ -635,6 +636,14 @@ fn a_job_suspended_and_resumed_under_slurm_keeps_working() {
             done.report()
         );
     }
+    let said = line_with(&done.stderr_lines, "(the job is suspended)").map(|l| l.at);
+    let said_after = said.map(|at| at.saturating_sub(suspended_at));
+    eprintln!("{what}: the suspension said after {said_after:?}");
+    assert!(
+        said_after.is_some_and(|t| t < Duration::from_secs(6)),
+        "{what}: the suspension was not said while it lasted\n{}",
+        done.report()
+    );
     for r in 0..2 {
         assert!(
             done.stdout.lines().any(|l| l == format!("done {r}")),
