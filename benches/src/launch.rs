@@ -212,6 +212,9 @@ fn check_exists(path: &Path, what: &str, flag: &str) -> anyhow::Result<()> {
 /// How long after an injected fault a launcher may take to end before it is said to hang.
 const FAULT_CAP: Duration = Duration::from_secs(10);
 
+/// Seconds from a fault to the end, run by run; `None` for a launcher that hung.
+type Times = Vec<Option<f64>>;
+
 /// A fault the bench injects into a running `gsm-hello --sleep 20` job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
@@ -383,8 +386,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Vec<Case>> {
             mpi_fail.push(mf);
         }
     }
-    let mut faults: Vec<(Vec<Option<f64>>, Vec<Option<f64>>)> =
-        Fault::ALL.iter().map(|_| (vec![], vec![])).collect();
+    let mut faults: Vec<(Times, Times)> = Fault::ALL.iter().map(|_| (vec![], vec![])).collect();
     for i in 0..opts.runs {
         crate::report::progress(format_args!(
             "gsm-bench launch: faults, run {}/{}",

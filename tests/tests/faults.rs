@@ -472,7 +472,8 @@ fn dev_shm_too_small_is_a_start_up_error_saying_how_much_was_needed() {
         done.stderr.contains("shm fabric: reserving ")
             && done.stderr.contains("bytes for /dev/shm/")
             && done.stderr.contains("No space left on device")
-            && done.stderr.contains("is /dev/shm large enough"),
+            && done.stderr.contains("is /dev/shm large enough (it has ")
+            && done.stderr.contains(" bytes free)"),
         "{what}: the error does not say how much /dev/shm was needed\n{}",
         done.report()
     );

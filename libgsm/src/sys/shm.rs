@@ -63,6 +63,13 @@ pub(crate) fn reserve(fd: BorrowedFd<'_>, len: i64) -> io::Result<()> {
     Ok(())
 }
 
+/// Bytes free to an unprivileged user on the file system that holds `fd` (`fstatvfs`), to say
+/// how short `/dev/shm` is.
+pub(crate) fn free_bytes(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    let st = rustix::fs::fstatvfs(fd)?;
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
 /// What `fstat` says of a segment that matters before mapping it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Status {

@@ -74,12 +74,16 @@ impl Shm {
             .map_err(|e| os(format!("sizing {path} to {} bytes", g.total), e))?;
         // Reserve every page now: a full /dev/shm fails here, not with SIGBUS later.
         if let Err(e) = sys::shm::reserve(fd.as_fd(), size) {
+            // How short it is, when the file system says what it has left.
+            let free = sys::shm::free_bytes(fd.as_fd())
+                .map(|b| format!(" (it has {b} bytes free)"))
+                .unwrap_or_default();
             return Err(FabricError::Os {
                 fabric: FabricKind::Shm,
                 what: format!("reserving {} bytes for {path}", g.total),
                 detail: format!(
-                    "{}; is /dev/shm large enough for {} rings of {} bytes? (lower the slot size \
-                     or the slots per ring)",
+                    "{}; is /dev/shm large enough{free} for {} rings of {} bytes? (lower the \
+                     slot size or the slots per ring, or give /dev/shm more room)",
                     e,
                     rings,
                     topo.layout.bytes()
