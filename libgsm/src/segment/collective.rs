@@ -1,7 +1,7 @@
 //! Symmetric allocation: every rank of a set (a team of ranks) exports a segment of the same
 //! size with the same rights for the others, and every member gets every member's handle. The
 //! handles are exchanged as tagged messages between the first workers of the ranks (tags with
-//! bits 63..62 = `01`, reserved for this module), so the call is also a barrier: when it returns
+//! bits 63..61 = `010`, reserved for this module; `gossamer::stream` uses `011`), so the call is also a barrier: when it returns
 //! on any rank, every member's segment exists.
 //!
 //! One fiber per rank calls it, on any worker, in the same order on every member for the same
@@ -68,7 +68,7 @@ pub fn alloc_symmetric(ranks: &[usize], len: usize, rights: Rights) -> Result<Sy
         *c += 1;
         *c
     };
-    let tag = 1u64 << 62 | (team & 0x3fff_ffff) << 32 | (seq & 0xffff_ffff);
+    let tag = 1u64 << 62 | (team & 0x1fff_ffff) << 32 | (seq & 0xffff_ffff);
     let first = WorkerId::new(crate::workers_of_rank(me).start);
     let refs = crate::spawn_on_with(first, (ranks.clone(), local.handle(), tag), |(ranks, mine, tag): (Vec<usize>, SegmentRef, u64)| {
         for &r in &ranks {

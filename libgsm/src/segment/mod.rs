@@ -392,7 +392,7 @@ enum Route {
 }
 
 /// Whether every peer is reached by requests (the job runs with `GSM_FABRIC=tcp`).
-fn forced_remote() -> bool {
+pub(crate) fn forced_remote() -> bool {
     static FORCED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *FORCED.get_or_init(|| std::env::var("GSM_FABRIC").is_ok_and(|v| v.trim() == "tcp"))
 }
