@@ -39,7 +39,10 @@ impl Symmetric {
     pub fn on(&self, rank: usize) -> SegmentRef {
         match self.ranks.binary_search(&rank) {
             Ok(i) => self.refs[i],
-            Err(_) => panic!("gossamer::segment: rank {rank} is not a member of this allocation (members: {:?})", self.ranks),
+            Err(_) => panic!(
+                "gossamer::segment: rank {rank} is not a member of this allocation (members: {:?})",
+                self.ranks
+            ),
         }
     }
 }
@@ -49,7 +52,11 @@ static SEQ: Mutex<Option<HashMap<u64, u64>>> = Mutex::new(None);
 
 /// Allocates `len` bytes on every rank of `ranks` (this rank must be one), granting `rights` to
 /// the members. Collective over the members; see the module docs.
-pub fn alloc_symmetric(ranks: &[usize], len: usize, rights: Rights) -> Result<Symmetric, SegmentError> {
+pub fn alloc_symmetric(
+    ranks: &[usize],
+    len: usize,
+    rights: Rights,
+) -> Result<Symmetric, SegmentError> {
     let mut ranks = ranks.to_vec();
     ranks.sort_unstable();
     ranks.dedup();
@@ -61,7 +68,9 @@ pub fn alloc_symmetric(ranks: &[usize], len: usize, rights: Rights) -> Result<Sy
         )));
     }
     let local = export(len, rights, Access::Ranks(&ranks))?;
-    let team = ranks.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &r| (h ^ r as u64).wrapping_mul(0x100_0000_01b3));
+    let team = ranks.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &r| {
+        (h ^ r as u64).wrapping_mul(0x100_0000_01b3)
+    });
     let seq = {
         let mut m = SEQ.lock().unwrap_or_else(|p| p.into_inner());
         let c = m.get_or_insert_with(HashMap::new).entry(team).or_insert(0);
@@ -70,16 +79,22 @@ pub fn alloc_symmetric(ranks: &[usize], len: usize, rights: Rights) -> Result<Sy
     };
     let tag = 1u64 << 62 | (team & 0x1fff_ffff) << 32 | (seq & 0xffff_ffff);
     let first = WorkerId::new(crate::workers_of_rank(me).start);
-    let refs = crate::spawn_on_with(first, (ranks.clone(), local.handle(), tag), |(ranks, mine, tag): (Vec<usize>, SegmentRef, u64)| {
-        for &r in &ranks {
-            crate::send(WorkerId::new(crate::workers_of_rank(r).start), tag, mine);
-        }
-        crate::flush();
-        ranks
-            .iter()
-            .map(|&r| crate::recv::<SegmentRef>(WorkerId::new(crate::workers_of_rank(r).start), tag))
-            .collect::<Vec<SegmentRef>>()
-    })
+    let refs = crate::spawn_on_with(
+        first,
+        (ranks.clone(), local.handle(), tag),
+        |(ranks, mine, tag): (Vec<usize>, SegmentRef, u64)| {
+            for &r in &ranks {
+                crate::send(WorkerId::new(crate::workers_of_rank(r).start), tag, mine);
+            }
+            crate::flush();
+            ranks
+                .iter()
+                .map(|&r| {
+                    crate::recv::<SegmentRef>(WorkerId::new(crate::workers_of_rank(r).start), tag)
+                })
+                .collect::<Vec<SegmentRef>>()
+        },
+    )
     .join();
     for (&r, h) in ranks.iter().zip(&refs) {
         if h.rank() != r || h.len() != len {

@@ -62,7 +62,9 @@ impl std::fmt::Display for Right {
 #[non_exhaustive]
 pub enum SegmentError {
     /// The range is not inside the segment.
-    #[error("{seg}: {right} of {len} bytes at offset {offset} is out of bounds (the segment has {size} bytes)")]
+    #[error(
+        "{seg}: {right} of {len} bytes at offset {offset} is out of bounds (the segment has {size} bytes)"
+    )]
     OutOfBounds {
         /// The segment.
         seg: SegmentName,

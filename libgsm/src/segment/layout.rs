@@ -57,21 +57,36 @@ pub(crate) fn set_generation(f: &MemFile, g: u64) {
 
 /// Checks that a file another process handed us is the segment `name` says (magic, owner, id)
 /// and that its data fits in what is mapped. Returns the data's offset and length.
-pub(crate) fn validate(f: &MemFile, name: &SegmentName, pid: u32, ranks: usize) -> Result<(usize, u64), String> {
+pub(crate) fn validate(
+    f: &MemFile,
+    name: &SegmentName,
+    pid: u32,
+    ranks: usize,
+) -> Result<(usize, u64), String> {
     let at = data_at(ranks);
     if f.len() < at {
-        return Err(format!("its file is {} bytes, smaller than a header", f.len()));
+        return Err(format!(
+            "its file is {} bytes, smaller than a header",
+            f.len()
+        ));
     }
     if f.word(0).load(Ordering::Acquire) != MAGIC {
         return Err("its file is not a segment (no magic)".into());
     }
     let owner = f.word(OWNER).load(Ordering::Relaxed);
-    if owner != u64::from(name.rank) | u64::from(pid) << 32 || f.word(ID).load(Ordering::Relaxed) != name.id {
+    if owner != u64::from(name.rank) | u64::from(pid) << 32
+        || f.word(ID).load(Ordering::Relaxed) != name.id
+    {
         return Err("its file now holds another segment (it was freed)".into());
     }
     let len = f.word(LEN).load(Ordering::Relaxed);
-    if (at as u64).checked_add(len).is_none_or(|end| end > f.len() as u64) {
-        return Err(format!("its header claims {len} bytes, more than its file holds"));
+    if (at as u64)
+        .checked_add(len)
+        .is_none_or(|end| end > f.len() as u64)
+    {
+        return Err(format!(
+            "its header claims {len} bytes, more than its file holds"
+        ));
     }
     Ok((at, len))
 }
@@ -92,7 +107,12 @@ pub(crate) fn check(
 ) -> Result<(), SegmentError> {
     let g = generation(f);
     if g == 0 || g != name.generation {
-        return Err(SegmentError::Stale { seg: *name, offset, right, current: g });
+        return Err(SegmentError::Stale {
+            seg: *name,
+            offset,
+            right,
+            current: g,
+        });
     }
     let rights = if RIGHTS + from < data_at {
         // SAFETY: inside the header, which the owner wrote before publishing the file.
@@ -101,13 +121,28 @@ pub(crate) fn check(
         0
     };
     if rights & right.bit() == 0 {
-        return Err(SegmentError::Denied { seg: *name, offset, right, rank: from as u32 });
+        return Err(SegmentError::Denied {
+            seg: *name,
+            offset,
+            right,
+            rank: from as u32,
+        });
     }
     if offset.checked_add(len).is_none_or(|end| end > data_len) {
-        return Err(SegmentError::OutOfBounds { seg: *name, offset, len, size: data_len, right });
+        return Err(SegmentError::OutOfBounds {
+            seg: *name,
+            offset,
+            len,
+            size: data_len,
+            right,
+        });
     }
     if align8 && offset % 8 != 0 {
-        return Err(SegmentError::Misaligned { seg: *name, offset, right });
+        return Err(SegmentError::Misaligned {
+            seg: *name,
+            offset,
+            right,
+        });
     }
     Ok(())
 }

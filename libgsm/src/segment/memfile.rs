@@ -66,7 +66,10 @@ impl MemFile {
 
     /// The 64-bit word at byte `off` (8-aligned, inside the mapping) as an atomic.
     pub(crate) fn word(&self, off: usize) -> &std::sync::atomic::AtomicU64 {
-        assert!(off % 8 == 0 && off + 8 <= self.len(), "word {off} outside the file");
+        assert!(
+            off % 8 == 0 && off + 8 <= self.len(),
+            "word {off} outside the file"
+        );
         // SAFETY: in bounds and aligned (asserted); the mapping lives as long as `self`, and
         // every process touches these bytes only atomically or by raw copies.
         unsafe { std::sync::atomic::AtomicU64::from_ptr(self.base().as_ptr().add(off).cast()) }

@@ -182,8 +182,9 @@ pub fn export(len: usize, rights: Rights, to: Access<'_>) -> Result<Segment, Seg
     let data_at = layout::data_at(ranks);
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let name = CString::new(format!("gsm-seg-{id}")).expect("no NUL in the name");
-    let file = MemFile::create(&name, data_at + len)
-        .map_err(|e| SegmentError::Alloc(format!("a memory file of {} bytes: {e}", data_at + len)))?;
+    let file = MemFile::create(&name, data_at + len).map_err(|e| {
+        SegmentError::Alloc(format!("a memory file of {} bytes: {e}", data_at + len))
+    })?;
     layout::init(&file, len as u64, me as u32, std::process::id(), id, &table);
     let own = Arc::new(Owned {
         file,
@@ -325,7 +326,12 @@ impl Op<'_> {
 
 impl View<'_> {
     /// Checks `op` by rank `from` at `offset`, then performs it; the old word for atomics.
-    pub(crate) fn perform(&self, from: usize, offset: u64, op: Op<'_>) -> Result<u64, SegmentError> {
+    pub(crate) fn perform(
+        &self,
+        from: usize,
+        offset: u64,
+        op: Op<'_>,
+    ) -> Result<u64, SegmentError> {
         let atomic = matches!(op, Op::Cas(..) | Op::Add(_) | Op::Swap(_));
         layout::check(
             self.file,
@@ -340,7 +346,12 @@ impl View<'_> {
         )?;
         // SAFETY: the check put `[offset, offset + len)` inside the data, which is inside the
         // mapping (`validate`, or the owner's own sizing).
-        let p = unsafe { self.file.base().as_ptr().add(self.data_at + offset as usize) };
+        let p = unsafe {
+            self.file
+                .base()
+                .as_ptr()
+                .add(self.data_at + offset as usize)
+        };
         Ok(match op {
             Op::Get(b) => {
                 // SAFETY: in bounds (above); `b` is ours. Concurrent writers may race these bytes
@@ -359,9 +370,11 @@ impl View<'_> {
                 // atomically by atomic operations.
                 let w = unsafe { AtomicU64::from_ptr(p.cast()) };
                 match op {
-                    Op::Cas(cur, new) => match w.compare_exchange(cur, new, Ordering::SeqCst, Ordering::SeqCst) {
-                        Ok(v) | Err(v) => v,
-                    },
+                    Op::Cas(cur, new) => {
+                        match w.compare_exchange(cur, new, Ordering::SeqCst, Ordering::SeqCst) {
+                            Ok(v) | Err(v) => v,
+                        }
+                    }
                     Op::Add(v) => w.fetch_add(v, Ordering::SeqCst),
                     Op::Swap(v) => w.swap(v, Ordering::SeqCst),
                     _ => unreachable!(),
@@ -507,7 +520,11 @@ impl SegmentRef {
     }
 
     /// [`get`](Self::get) into a slice of plain data.
-    pub fn get_slice<T: bytemuck::Pod>(&self, offset: u64, out: &mut [T]) -> Result<(), SegmentError> {
+    pub fn get_slice<T: bytemuck::Pod>(
+        &self,
+        offset: u64,
+        out: &mut [T],
+    ) -> Result<(), SegmentError> {
         self.get(offset, bytemuck::cast_slice_mut(out))
     }
 
@@ -524,7 +541,12 @@ impl SegmentRef {
 
     /// Atomically replaces the word at `offset` (8-aligned) with `new` if it holds `current`:
     /// `Ok(current)` then, `Err(actual)` otherwise (right: atomic).
-    pub fn compare_exchange(&self, offset: u64, current: u64, new: u64) -> Result<Result<u64, u64>, SegmentError> {
+    pub fn compare_exchange(
+        &self,
+        offset: u64,
+        current: u64,
+        new: u64,
+    ) -> Result<Result<u64, u64>, SegmentError> {
         let old = self.run(offset, Op::Cas(current, new), None)?;
         Ok(if old == current { Ok(old) } else { Err(old) })
     }

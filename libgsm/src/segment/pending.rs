@@ -18,7 +18,9 @@ thread_local! {
 }
 
 fn counter() -> Rc<Cell<usize>> {
-    let fiber = crate::worker::core_or_panic("a segment operation").current_fiber().unwrap_or(u32::MAX);
+    let fiber = crate::worker::core_or_panic("a segment operation")
+        .current_fiber()
+        .unwrap_or(u32::MAX);
     OUTSTANDING.with(|m| m.borrow_mut().entry(fiber).or_default().clone())
 }
 
@@ -73,7 +75,8 @@ impl SegmentRef {
     /// Whether operations on this segment complete within the call (not delegated).
     fn immediate(&self) -> bool {
         self.rank as usize == crate::rank()
-            || !(super::forced_remote() || crate::host_of_rank(self.rank as usize) != crate::host_of_rank(crate::rank()))
+            || !(super::forced_remote()
+                || crate::host_of_rank(self.rank as usize) != crate::host_of_rank(crate::rank()))
     }
 
     /// [`get`](Self::get) of `len` bytes without waiting.

@@ -80,15 +80,38 @@ fn call(seg: &SegmentRef, a: Ask, data: Option<Vec<u8>>) -> Result<Answer, Segme
     let r: Result<Result<Answer, SegmentError>, DelegationError> = match data {
         Some(d) => {
             let arg = OutArg::new(core, dest, d).map_err(|e| failed(seg, e))?;
-            block_on(core, dest, trampoline::<Serve>(), 0, 0, Src::of(&a), Some(arg.src()), arg.encoded())
+            block_on(
+                core,
+                dest,
+                trampoline::<Serve>(),
+                0,
+                0,
+                Src::of(&a),
+                Some(arg.src()),
+                arg.encoded(),
+            )
         }
-        None => block_on(core, dest, trampoline::<Serve>(), 0, 0, Src::of(&a), None, false),
+        None => block_on(
+            core,
+            dest,
+            trampoline::<Serve>(),
+            0,
+            0,
+            Src::of(&a),
+            None,
+            false,
+        ),
     };
     r.map_err(|e| failed(seg, e))?
 }
 
 /// Performs `op` on the owner's side; `notify`: queue a notification with that word after a put.
-pub(super) fn run(seg: &SegmentRef, offset: u64, op: Op<'_>, notify: Option<u64>) -> Result<u64, SegmentError> {
+pub(super) fn run(
+    seg: &SegmentRef,
+    offset: u64,
+    op: Op<'_>,
+    notify: Option<u64>,
+) -> Result<u64, SegmentError> {
     let mut a = ask(seg, 0, offset);
     if let Some(w) = notify {
         a.notify = 1;
@@ -102,7 +125,12 @@ pub(super) fn run(seg: &SegmentRef, offset: u64, op: Op<'_>, notify: Option<u64>
             if ans.bytes.len() != buf.len() {
                 return Err(SegmentError::Unreachable {
                     seg: seg.name(),
-                    what: format!("rank {} answered {} bytes for a get of {}", seg.rank, ans.bytes.len(), buf.len()),
+                    what: format!(
+                        "rank {} answered {} bytes for a get of {}",
+                        seg.rank,
+                        ans.bytes.len(),
+                        buf.len()
+                    ),
                 });
             }
             buf.copy_from_slice(&ans.bytes);
@@ -139,7 +167,12 @@ pub(super) fn notify(seg: &SegmentRef, n: Notification) -> Result<(), SegmentErr
 pub(crate) struct Serve;
 
 impl Serve {
-    fn answer(core: &WorkerCore, client: usize, a: Ask, data: Option<Vec<u8>>) -> Result<Answer, SegmentError> {
+    fn answer(
+        core: &WorkerCore,
+        client: usize,
+        a: Ask,
+        data: Option<Vec<u8>>,
+    ) -> Result<Answer, SegmentError> {
         let from = core.shared.place.rank_of(client) as usize;
         let seg = super::SegmentName {
             rank: crate::rank() as u32,
@@ -152,15 +185,27 @@ impl Serve {
                 PUT | NOTE => super::Right::Write,
                 _ => super::Right::Atomic,
             };
-            return Err(SegmentError::Stale { seg, offset: a.offset, right, current: 0 });
+            return Err(SegmentError::Stale {
+                seg,
+                offset: a.offset,
+                right,
+                current: 0,
+            });
         };
         let view = own.view(seg);
         let mut bytes = Vec::new();
         let word = match a.kind {
             GET => {
-                let len = usize::try_from(a.len).ok().filter(|&l| l as u64 <= view.data_len).ok_or(
-                    SegmentError::OutOfBounds { seg, offset: a.offset, len: a.len, size: view.data_len, right: super::Right::Read },
-                )?;
+                let len = usize::try_from(a.len)
+                    .ok()
+                    .filter(|&l| l as u64 <= view.data_len)
+                    .ok_or(SegmentError::OutOfBounds {
+                        seg,
+                        offset: a.offset,
+                        len: a.len,
+                        size: view.data_len,
+                        right: super::Right::Read,
+                    })?;
                 bytes = vec![0u8; len];
                 view.perform(from, a.offset, Op::Get(&mut bytes))?
             }
@@ -168,7 +213,12 @@ impl Serve {
                 let d = data.unwrap_or_default();
                 let w = view.perform(from, a.offset, Op::Put(&d))?;
                 if a.notify != 0 {
-                    own.notify(Notification { source: from, offset: a.offset, len: d.len() as u64, word: a.b });
+                    own.notify(Notification {
+                        source: from,
+                        offset: a.offset,
+                        len: d.len() as u64,
+                        word: a.b,
+                    });
                 }
                 w
             }
@@ -178,12 +228,30 @@ impl Serve {
             NOTE => {
                 // The same checks as the put it follows: a notification names bytes the notifier
                 // may write.
-                crate::segment::layout::check(&own.file, &seg, own.data_at, own.len, from, a.offset, a.len, super::Right::Write, false)?;
-                own.notify(Notification { source: from, offset: a.offset, len: a.len, word: a.b });
+                crate::segment::layout::check(
+                    &own.file,
+                    &seg,
+                    own.data_at,
+                    own.len,
+                    from,
+                    a.offset,
+                    a.len,
+                    super::Right::Write,
+                    false,
+                )?;
+                own.notify(Notification {
+                    source: from,
+                    offset: a.offset,
+                    len: a.len,
+                    word: a.b,
+                });
                 0
             }
             k => {
-                return Err(SegmentError::Unreachable { seg, what: format!("unknown segment operation {k}") });
+                return Err(SegmentError::Unreachable {
+                    seg,
+                    what: format!("unknown segment operation {k}"),
+                });
             }
         };
         Ok(Answer { word, bytes })
@@ -194,7 +262,12 @@ impl Delegated for Serve {
     /// # Safety
     /// `rec` must be a record encoded by `call` (captured bytes: one `Ask`; argument, for a put:
     /// a `Vec<u8>` moved or encoded).
-    unsafe fn serve(core: &WorkerCore, client: usize, rec: &Request<'_>, _more: &mut RequestReader<'_>) {
+    unsafe fn serve(
+        core: &WorkerCore,
+        client: usize,
+        rec: &Request<'_>,
+        _more: &mut RequestReader<'_>,
+    ) {
         // SAFETY: `call` copied one `Ask` into the captured bytes (size checked by `captured`;
         // any bytes of that size are an `Ask`).
         let a = match unsafe { captured::<Ask>(rec) } {
@@ -205,7 +278,9 @@ impl Delegated for Serve {
             // SAFETY: a put's argument is a `Vec<u8>` moved or encoded (this function's contract).
             match unsafe { take_arg::<Vec<u8>>(core, client, rec) } {
                 Ok(d) => Some(d),
-                Err(e) => return core.respond::<Result<Answer, SegmentError>>(client, rec.req, Err(e)),
+                Err(e) => {
+                    return core.respond::<Result<Answer, SegmentError>>(client, rec.req, Err(e));
+                }
             }
         } else {
             None

@@ -25,7 +25,10 @@ fn each_operation_within_a_rank() {
         assert_eq!(h.get_nb(8, 8).wait().unwrap(), 1u64.to_le_bytes());
         h.put_nb(16, vec![9; 8]).wait().unwrap();
         wait_all();
-        assert_eq!(h.fetch_add_nb(16, 1).wait().unwrap(), u64::from_le_bytes([9; 8]));
+        assert_eq!(
+            h.fetch_add_nb(16, 1).wait().unwrap(),
+            u64::from_le_bytes([9; 8])
+        );
         // From another worker, through a handle that travelled in a closure.
         let got = crate::spawn_on(crate::WorkerId::new(1), move || {
             let mut b = [0u8; 6];
@@ -47,24 +50,72 @@ fn violations_name_segment_offset_and_right_and_leave_data_untouched() {
         let h = seg.handle();
         h.put(0, &[7u8; 64]).unwrap();
         let e = h.put(60, &[0u8; 8]).unwrap_err();
-        assert!(matches!(e, SegmentError::OutOfBounds { offset: 60, len: 8, size: 64, right: Right::Write, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                SegmentError::OutOfBounds {
+                    offset: 60,
+                    len: 8,
+                    size: 64,
+                    right: Right::Write,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         let text = e.to_string();
-        assert!(text.contains("offset 60") && text.contains("write") && text.contains("segment"), "{text}");
+        assert!(
+            text.contains("offset 60") && text.contains("write") && text.contains("segment"),
+            "{text}"
+        );
         let e = h.fetch_add(4, 1).unwrap_err();
-        assert!(matches!(e, SegmentError::Misaligned { offset: 4, right: Right::Atomic, .. }), "{e}");
-        assert!(matches!(h.get(u64::MAX - 2, &mut [0u8; 8]).unwrap_err(), SegmentError::OutOfBounds { .. }));
+        assert!(
+            matches!(
+                e,
+                SegmentError::Misaligned {
+                    offset: 4,
+                    right: Right::Atomic,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(matches!(
+            h.get(u64::MAX - 2, &mut [0u8; 8]).unwrap_err(),
+            SegmentError::OutOfBounds { .. }
+        ));
         let mut b = [0u8; 64];
         h.get(0, &mut b).unwrap();
         assert_eq!(b, [7u8; 64], "refused operations left the data as it was");
         // Revocation: the old handle is stale, the new one works.
         let h2 = seg.revoke();
         let e = h.put(0, &[1]).unwrap_err();
-        assert!(matches!(e, SegmentError::Stale { current: 2, right: Right::Write, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                SegmentError::Stale {
+                    current: 2,
+                    right: Right::Write,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         assert!(e.to_string().contains("revoked"), "{e}");
         h2.put(0, &[1]).unwrap();
         drop(seg);
         let e = h2.get(0, &mut [0u8; 1]).unwrap_err();
-        assert!(matches!(e, SegmentError::Stale { current: 0, right: Right::Read, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                SegmentError::Stale {
+                    current: 0,
+                    right: Right::Read,
+                    ..
+                }
+            ),
+            "{e}"
+        );
     })
     .unwrap();
 }
@@ -127,7 +178,10 @@ fn a_notification_arrives_after_its_data() {
             assert_eq!((n.word, n.offset, n.len, n.source), (i, i * 1000, 1000, 0));
             let mut b = vec![0u8; 1000];
             seg.read(n.offset, &mut b).unwrap();
-            assert!(b.iter().all(|&x| x == i as u8 + 1), "notification {i} came before its data");
+            assert!(
+                b.iter().all(|&x| x == i as u8 + 1),
+                "notification {i} came before its data"
+            );
         }
         writer.join();
         assert!(seg.try_notification().is_none());

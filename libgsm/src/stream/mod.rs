@@ -124,7 +124,9 @@ pub fn accept_with(writer: WorkerId, tag: u64, opts: Options) -> io::Result<Read
     if opts.capacity < 4096 || opts.chunk == 0 || opts.chunk > opts.capacity {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("stream options {opts:?}: the capacity must be at least 4096 and the chunk between 1 and the capacity"),
+            format!(
+                "stream options {opts:?}: the capacity must be at least 4096 and the chunk between 1 and the capacity"
+            ),
         ));
     }
     let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -91,7 +91,10 @@ impl BufRead for Reader {
                 ABORTED => {
                     return Err(io::Error::new(
                         io::ErrorKind::ConnectionAborted,
-                        format!("stream {}: the writer aborted after {} bytes", self.id, self.head),
+                        format!(
+                            "stream {}: the writer aborted after {} bytes",
+                            self.id, self.head
+                        ),
                     ));
                 }
                 OPEN => self.wait()?,

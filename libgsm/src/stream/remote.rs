@@ -42,9 +42,14 @@ type Answer = Result<u64, (bool, String)>;
 fn to_io(id: u64, r: Result<Answer, DelegationError>) -> io::Result<u64> {
     match r {
         Ok(Ok(h)) => Ok(h),
-        Ok(Err((true, m))) => Err(io::Error::new(io::ErrorKind::BrokenPipe, format!("stream {id}: {m}"))),
+        Ok(Err((true, m))) => Err(io::Error::new(
+            io::ErrorKind::BrokenPipe,
+            format!("stream {id}: {m}"),
+        )),
         Ok(Err((false, m))) => Err(io::Error::other(format!("stream {id}: {m}"))),
-        Err(e) => Err(io::Error::other(format!("stream {id}: the request to the reader failed: {e}"))),
+        Err(e) => Err(io::Error::other(format!(
+            "stream {id}: the request to the reader failed: {e}"
+        ))),
     }
 }
 
@@ -53,9 +58,27 @@ fn request(dest: usize, a: Ask, data: Option<Vec<u8>>) -> Result<Answer, Delegat
     match data {
         Some(d) => {
             let arg = OutArg::new(core, dest, d)?;
-            block_on(core, dest, trampoline::<Serve>(), 0, 0, Src::of(&a), Some(arg.src()), arg.encoded())
+            block_on(
+                core,
+                dest,
+                trampoline::<Serve>(),
+                0,
+                0,
+                Src::of(&a),
+                Some(arg.src()),
+                arg.encoded(),
+            )
         }
-        None => block_on(core, dest, trampoline::<Serve>(), 0, 0, Src::of(&a), None, false),
+        None => block_on(
+            core,
+            dest,
+            trampoline::<Serve>(),
+            0,
+            0,
+            Src::of(&a),
+            None,
+            false,
+        ),
     }
 }
 
@@ -87,7 +110,18 @@ impl Remote {
                 crate::wait_for(|| self.acked.get() != a || self.outstanding.get() != o);
                 continue;
             }
-            let head = to_io(id, request(self.dest, Ask { id, pos: self.sent, kind: CREDIT }, None))?;
+            let head = to_io(
+                id,
+                request(
+                    self.dest,
+                    Ask {
+                        id,
+                        pos: self.sent,
+                        kind: CREDIT,
+                    },
+                    None,
+                ),
+            )?;
             if head <= self.acked.get() {
                 crate::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(1));
@@ -96,11 +130,26 @@ impl Remote {
         }
         self.check()?;
         let (dest, pos) = (self.dest, self.sent);
-        let (acked, out, failed) = (self.acked.clone(), self.outstanding.clone(), self.failed.clone());
+        let (acked, out, failed) = (
+            self.acked.clone(),
+            self.outstanding.clone(),
+            self.failed.clone(),
+        );
         out.set(out.get() + 1);
         self.sent += len;
         drop(crate::spawn(move || {
-            match to_io(id, request(dest, Ask { id, pos, kind: CHUNK }, Some(data))) {
+            match to_io(
+                id,
+                request(
+                    dest,
+                    Ask {
+                        id,
+                        pos,
+                        kind: CHUNK,
+                    },
+                    Some(data),
+                ),
+            ) {
                 Ok(h) => acked.set(acked.get().max(h)),
                 Err(e) => {
                     failed.borrow_mut().get_or_insert(e);
@@ -123,13 +172,31 @@ impl Remote {
     /// Ends the stream at `sent`: finished (waiting for the answer), or aborted (without).
     pub(super) fn fin(&mut self, id: u64, abort: bool) -> io::Result<()> {
         if abort {
-            let Some(core) = crate::worker::core() else { return Ok(()) };
-            let a = Ask { id, pos: self.sent, kind: ABORT };
+            let Some(core) = crate::worker::core() else {
+                return Ok(());
+            };
+            let a = Ask {
+                id,
+                pos: self.sent,
+                kind: ABORT,
+            };
             let code = Some(codeptr::offset_of(trampoline::<Serve>() as usize));
             core.send_request(self.dest, code, 0, 0, NO_REPLY, Src::of(&a), None, false);
             return Ok(());
         }
-        to_io(id, request(self.dest, Ask { id, pos: self.sent, kind: FIN }, None)).map(drop)
+        to_io(
+            id,
+            request(
+                self.dest,
+                Ask {
+                    id,
+                    pos: self.sent,
+                    kind: FIN,
+                },
+                None,
+            ),
+        )
+        .map(drop)
     }
 }
 
@@ -142,7 +209,13 @@ impl Serve {
             return Err((true, "the reader is gone".into()));
         };
         if e.writer != client {
-            return Err((false, format!("worker {client} is not this stream's writer (worker {})", e.writer)));
+            return Err((
+                false,
+                format!(
+                    "worker {client} is not this stream's writer (worker {})",
+                    e.writer
+                ),
+            ));
         }
         let ring = &e.ring;
         if ring.reader_gone() {
@@ -154,18 +227,30 @@ impl Serve {
             CHUNK => {
                 let d = data.unwrap_or_default();
                 if a.pos != tail || ring.writer_state() != OPEN {
-                    return Err((false, format!("a chunk at {} when the stream is at {tail}", a.pos)));
+                    return Err((
+                        false,
+                        format!("a chunk at {} when the stream is at {tail}", a.pos),
+                    ));
                 }
                 let free = ring.free(tail).map_err(|e| (false, e.to_string()))?;
                 if d.len() as u64 > free {
-                    return Err((false, format!("a chunk of {} bytes with {free} free: the writer overran its credit", d.len())));
+                    return Err((
+                        false,
+                        format!(
+                            "a chunk of {} bytes with {free} free: the writer overran its credit",
+                            d.len()
+                        ),
+                    ));
                 }
                 ring.copy_in(tail, &d);
                 ring.publish(tail + d.len() as u64);
             }
             FIN | ABORT => {
                 if a.kind == FIN && a.pos != tail {
-                    return Err((false, format!("the end at {} when the stream is at {tail}", a.pos)));
+                    return Err((
+                        false,
+                        format!("the end at {} when the stream is at {tail}", a.pos),
+                    ));
                 }
                 ring.set_writer_state(if a.kind == FIN { FINISHED } else { ABORTED });
             }
@@ -179,7 +264,12 @@ impl Delegated for Serve {
     /// # Safety
     /// `rec` must be a record encoded by `request` or `fin` (captured bytes: one `Ask`; for a
     /// chunk, the argument is a `Vec<u8>` moved or encoded).
-    unsafe fn serve(core: &WorkerCore, client: usize, rec: &Request<'_>, _more: &mut RequestReader<'_>) {
+    unsafe fn serve(
+        core: &WorkerCore,
+        client: usize,
+        rec: &Request<'_>,
+        _more: &mut RequestReader<'_>,
+    ) {
         // SAFETY: the sender copied one `Ask` there (size checked by `captured`; any bytes of that
         // size are an `Ask`).
         let a = match unsafe { captured::<Ask>(rec) } {

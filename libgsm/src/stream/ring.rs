@@ -52,22 +52,30 @@ impl Ring {
         file.word(CAP).store(cap as u64, Ordering::Relaxed);
         file.word(ID).store(id, Ordering::Relaxed);
         file.word(0).store(MAGIC, Ordering::Release);
-        Ok(Ring { file, cap: cap as u64 })
+        Ok(Ring {
+            file,
+            cap: cap as u64,
+        })
     }
 
     /// The writer's mapping of the reader's ring: descriptor `fd` of process `pid`, checked to be
     /// stream `id` of `cap` bytes.
     pub(crate) fn open(pid: u32, fd: u32, id: u64, cap: u64) -> io::Result<Ring> {
-        let want = (DATA as u64).checked_add(cap).filter(|&n| n <= isize::MAX as u64);
+        let want = (DATA as u64)
+            .checked_add(cap)
+            .filter(|&n| n <= isize::MAX as u64);
         let want = want.ok_or_else(|| io::Error::other(format!("a ring of {cap} bytes")))?;
         let file = MemFile::open(pid, fd, want as usize)?;
         if file.word(0).load(Ordering::Acquire) != MAGIC
             || file.word(CAP).load(Ordering::Relaxed) != cap
             || file.word(ID).load(Ordering::Relaxed) != id
         {
-            return Err(io::Error::other("the reader's file is not this stream's ring"));
+            return Err(io::Error::other(
+                "the reader's file is not this stream's ring",
+            ));
         }
-        file.word(WPID).store(u64::from(std::process::id()), Ordering::Release);
+        file.word(WPID)
+            .store(u64::from(std::process::id()), Ordering::Release);
         Ok(Ring { file, cap })
     }
 
@@ -113,7 +121,10 @@ impl Ring {
         if head > tail || tail - head > self.cap {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("stream ring corrupt: head {head}, tail {tail}, capacity {}", self.cap),
+                format!(
+                    "stream ring corrupt: head {head}, tail {tail}, capacity {}",
+                    self.cap
+                ),
             ));
         }
         Ok(self.cap - (tail - head))
@@ -122,7 +133,12 @@ impl Ring {
     /// The byte at stream position `pos`.
     fn at(&self, pos: u64) -> *mut u8 {
         // SAFETY: `pos % cap < cap`, and the mapping holds DATA + cap bytes (create/open).
-        unsafe { self.file.base().as_ptr().add(DATA + (pos % self.cap) as usize) }
+        unsafe {
+            self.file
+                .base()
+                .as_ptr()
+                .add(DATA + (pos % self.cap) as usize)
+        }
     }
 
     /// The contiguous free bytes from `tail` on, at most `max` (the producer's own bytes until it
@@ -156,7 +172,10 @@ impl Ring {
         if tail < head || tail - head > self.cap {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("stream ring corrupt: head {head}, tail {tail}, capacity {}", self.cap),
+                format!(
+                    "stream ring corrupt: head {head}, tail {tail}, capacity {}",
+                    self.cap
+                ),
             ));
         }
         let n = (tail - head).min(self.cap - head % self.cap) as usize;

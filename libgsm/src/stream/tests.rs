@@ -35,7 +35,10 @@ fn random_lengths_arrive_byte_for_byte() {
             }
             let most = w.most_in_flight();
             w.finish().unwrap();
-            assert!(most <= opts_cap, "{most} bytes in flight with a ring of {opts_cap}");
+            assert!(
+                most <= opts_cap,
+                "{most} bytes in flight with a ring of {opts_cap}"
+            );
         });
         let mut r = accept_with(
             WorkerId::new(1),
@@ -76,7 +79,15 @@ fn a_slow_reader_bounds_the_writer() {
             w.finish().unwrap();
             most
         });
-        let mut r = accept_with(WorkerId::new(1), 2, Options { capacity: cap as usize, chunk: 4096 }).unwrap();
+        let mut r = accept_with(
+            WorkerId::new(1),
+            2,
+            Options {
+                capacity: cap as usize,
+                chunk: 4096,
+            },
+        )
+        .unwrap();
         let mut total = 0u64;
         loop {
             // Read slowly: the writer must wait, not buffer.
@@ -93,7 +104,10 @@ fn a_slow_reader_bounds_the_writer() {
         }
         assert_eq!(total, 200_000);
         let most = w.join();
-        assert!(most <= cap && most >= cap / 2, "the writer had {most} bytes in flight (ring {cap})");
+        assert!(
+            most <= cap && most >= cap / 2,
+            "the writer had {most} bytes in flight (ring {cap})"
+        );
     })
     .unwrap();
 }
@@ -125,7 +139,10 @@ fn several_streams_between_the_same_workers_and_lent_slots() {
         for i in 0..100u32 {
             let at = i as usize * 4;
             assert_eq!(u32::from_le_bytes(va[at..at + 4].try_into().unwrap()), i);
-            assert_eq!(u32::from_le_bytes(vb[at..at + 4].try_into().unwrap()), i * 3);
+            assert_eq!(
+                u32::from_le_bytes(vb[at..at + 4].try_into().unwrap()),
+                i * 3
+            );
         }
         w.join();
     })
@@ -159,7 +176,15 @@ fn a_writer_that_panics_aborts_the_stream_and_a_gone_reader_breaks_the_pipe() {
                 }
             }
         });
-        let r = accept_with(WorkerId::new(1), 21, Options { capacity: 8192, chunk: 4096 }).unwrap();
+        let r = accept_with(
+            WorkerId::new(1),
+            21,
+            Options {
+                capacity: 8192,
+                chunk: 4096,
+            },
+        )
+        .unwrap();
         crate::sleep(std::time::Duration::from_millis(5));
         drop(r);
         assert!(w.join(), "the writer's error was not BrokenPipe");

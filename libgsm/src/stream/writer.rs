@@ -54,12 +54,16 @@ impl Writer {
         if o.capacity < 4096 || o.chunk == 0 || o.chunk > o.capacity || o.capacity > 1 << 40 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("stream {}: the reader offered a ring of {} bytes with chunks of {}", o.id, o.capacity, o.chunk),
+                format!(
+                    "stream {}: the reader offered a ring of {} bytes with chunks of {}",
+                    o.id, o.capacity, o.chunk
+                ),
             ));
         }
         let me = crate::rank();
         let same_host = o.rank as usize == me
-            || (!crate::segment::forced_remote() && crate::host_of_rank(o.rank as usize) == crate::host_of_rank(me));
+            || (!crate::segment::forced_remote()
+                && crate::host_of_rank(o.rank as usize) == crate::host_of_rank(me));
         let mode = if same_host {
             Mode::Shm(Ring::open(o.pid, o.fd, o.id, o.capacity)?)
         } else {
@@ -96,7 +100,9 @@ impl Writer {
 
     /// Waits for free bytes in a mapped ring; returns how many.
     fn room(&mut self) -> io::Result<u64> {
-        let Mode::Shm(ring) = &self.mode else { unreachable!() };
+        let Mode::Shm(ring) = &self.mode else {
+            unreachable!()
+        };
         let tail = self.pos;
         let mut free = ring.free(tail)?;
         if free == 0 {
@@ -122,11 +128,21 @@ impl Writer {
             Mode::Shm(ring) => {
                 let free = ring.free(*pos)?;
                 let buf = ring.writable(*pos, free, max);
-                Ok(Lent { buf: LentBuf::Ring(buf, ring), writer_pos: pos, remote: None, id: *id })
+                Ok(Lent {
+                    buf: LentBuf::Ring(buf, ring),
+                    writer_pos: pos,
+                    remote: None,
+                    id: *id,
+                })
             }
             Mode::Remote(r) => {
                 let n = max.min(r.chunk);
-                Ok(Lent { buf: LentBuf::Owned(vec![0; n]), writer_pos: pos, remote: Some(r), id: *id })
+                Ok(Lent {
+                    buf: LentBuf::Owned(vec![0; n]),
+                    writer_pos: pos,
+                    remote: Some(r),
+                    id: *id,
+                })
             }
         }
     }
@@ -161,12 +177,17 @@ impl Write for Writer {
             return Ok(0);
         }
         if self.done {
-            return Err(io::Error::other(format!("stream {}: write after finish", self.id)));
+            return Err(io::Error::other(format!(
+                "stream {}: write after finish",
+                self.id
+            )));
         }
         match &self.mode {
             Mode::Shm(_) => {
                 let free = self.room()?;
-                let Mode::Shm(ring) = &self.mode else { unreachable!() };
+                let Mode::Shm(ring) = &self.mode else {
+                    unreachable!()
+                };
                 let n = (free as usize).min(buf.len());
                 ring.copy_in(self.pos, &buf[..n]);
                 self.pos += n as u64;
@@ -174,14 +195,18 @@ impl Write for Writer {
                 Ok(n)
             }
             Mode::Remote(_) => {
-                let Mode::Remote(r) = &mut self.mode else { unreachable!() };
+                let Mode::Remote(r) = &mut self.mode else {
+                    unreachable!()
+                };
                 let n = (r.chunk - r.staging.len()).min(buf.len());
                 r.staging.extend_from_slice(&buf[..n]);
                 self.pos += n as u64;
                 if r.staging.len() == r.chunk {
                     r.send_staged(self.id)?;
                 }
-                self.most_in_flight = self.most_in_flight.max(r.sent - r.acked.get() + r.staging.len() as u64);
+                self.most_in_flight = self
+                    .most_in_flight
+                    .max(r.sent - r.acked.get() + r.staging.len() as u64);
                 Ok(n)
             }
         }
@@ -263,7 +288,11 @@ impl Lent<'_> {
     /// # Panics
     /// If `n` is more than was lent.
     pub fn commit(self, n: usize) -> io::Result<()> {
-        assert!(n <= self.len(), "commit of {n} bytes of {} lent", self.len());
+        assert!(
+            n <= self.len(),
+            "commit of {n} bytes of {} lent",
+            self.len()
+        );
         match self.buf {
             LentBuf::Ring(_, ring) => {
                 *self.writer_pos += n as u64;
