@@ -448,12 +448,12 @@ impl SegmentRef {
                 }),
             };
         }
-        if forced_remote() || crate::host_of_rank(self.rank as usize) != crate::host_of_rank(me) {
-            return Ok(Route::Delegate);
-        }
         let key = (self.rank, self.id);
         if let Some(p) = PEERS.with(|m| m.borrow().get(&key).cloned()) {
             return Ok(Route::Mapped(p));
+        }
+        if forced_remote() || crate::host_of_rank(self.rank as usize) != crate::host_of_rank(me) {
+            return Ok(Route::Delegate);
         }
         let ranks = crate::rank_count();
         let unreachable = |what: String| SegmentError::Unreachable {
