@@ -73,7 +73,7 @@ fn write_side(tag: u64, budget: Duration, lend: bool) -> u64 {
             while left > 0 {
                 let mut slot = w.lend(left).expect("lend");
                 let n = slot.len();
-                slot.as_mut().copy_from_slice(&src[..n]);
+                slot.bytes_mut().copy_from_slice(&src[..n]);
                 slot.commit(n).expect("commit");
                 left -= n;
             }

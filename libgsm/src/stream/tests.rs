@@ -122,7 +122,7 @@ fn several_streams_between_the_same_workers_and_lent_slots() {
                 a.write_all(&i.to_le_bytes()).unwrap();
                 let mut slot = b.lend(4).unwrap();
                 let n = slot.len().min(4);
-                slot.as_mut()[..n].copy_from_slice(&(i * 3).to_le_bytes()[..n]);
+                slot.bytes_mut()[..n].copy_from_slice(&(i * 3).to_le_bytes()[..n]);
                 slot.commit(n).unwrap();
                 if n < 4 {
                     b.write_all(&(i * 3).to_le_bytes()[n..]).unwrap();

@@ -263,7 +263,7 @@ impl std::fmt::Debug for Lent<'_> {
 
 impl Lent<'_> {
     /// The lent bytes.
-    pub fn as_mut(&mut self) -> &mut [u8] {
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
         match &mut self.buf {
             LentBuf::Ring(b, _) => b,
             LentBuf::Owned(v) => v,
