@@ -67,6 +67,7 @@ use serde::{Deserialize, Serialize};
 pub use collective::{Symmetric, alloc_symmetric};
 pub use error::{Right, SegmentError, SegmentName};
 pub use pending::{Pending, wait_all};
+pub(crate) use remote::raw_arg;
 
 use memfile::MemFile;
 

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Notification, Op, SegmentError, SegmentRef, exported};
 use crate::error::DelegationError;
-use crate::trust::{OutArg, block_on, captured, take_arg};
+use crate::trust::{block_on, captured};
 use crate::wire::record::{Request, RequestReader, Src};
 use crate::worker::WorkerCore;
 use crate::worker::entry::{Delegated, trampoline};
@@ -73,34 +73,32 @@ fn failed(seg: &SegmentRef, e: DelegationError) -> SegmentError {
     }
 }
 
-/// Sends `a` (with `data` for a put) to the owner rank and waits for the answer.
-fn call(seg: &SegmentRef, a: Ask, data: Option<Vec<u8>>) -> Result<Answer, SegmentError> {
+/// The argument bytes of a request whose sender wrote them from a `&[u8]` ([`call`], and the
+/// stream's chunks): read as they are, with no encoding around them (any bytes are some bytes).
+pub(crate) fn raw_arg<'a>(rec: &'a Request<'_>) -> &'a [u8] {
+    let arg = rec.arg();
+    // SAFETY: the bytes were copied from a `&[u8]` (this process) or written by the fabric from
+    // another process's bytes: initialised either way; `MaybeUninit<u8>` has the layout of `u8`.
+    unsafe { std::slice::from_raw_parts(arg.as_ptr().cast::<u8>(), arg.len()) }
+}
+
+/// Sends `a` (with `data` for a put, as raw bytes) to the owner rank and waits for the answer.
+fn call(seg: &SegmentRef, a: Ask, data: Option<&[u8]>) -> Result<Answer, SegmentError> {
     let core = crate::worker::core_or_panic("a segment operation");
     let dest = server(seg.rank as usize, core);
+    let tramp = trampoline::<Serve>();
     let r: Result<Result<Answer, SegmentError>, DelegationError> = match data {
-        Some(d) => {
-            let arg = OutArg::new(core, dest, d).map_err(|e| failed(seg, e))?;
-            block_on(
-                core,
-                dest,
-                trampoline::<Serve>(),
-                0,
-                0,
-                Src::of(&a),
-                Some(arg.src()),
-                arg.encoded(),
-            )
-        }
-        None => block_on(
+        Some(d) => block_on(
             core,
             dest,
-            trampoline::<Serve>(),
+            tramp,
             0,
             0,
             Src::of(&a),
-            None,
-            false,
+            Some(Src::slice(d)),
+            true,
         ),
+        None => block_on(core, dest, tramp, 0, 0, Src::of(&a), None, false),
     };
     r.map_err(|e| failed(seg, e))?
 }
@@ -139,7 +137,7 @@ pub(super) fn run(
         Op::Put(d) => {
             a.kind = PUT;
             a.len = d.len() as u64;
-            call(seg, a, Some(d.to_vec())).map(|x| x.word)
+            call(seg, a, Some(d)).map(|x| x.word)
         }
         Op::Cas(c, n) => {
             (a.kind, a.a, a.b) = (CAS, c, n);
@@ -171,7 +169,7 @@ impl Serve {
         core: &WorkerCore,
         client: usize,
         a: Ask,
-        data: Option<Vec<u8>>,
+        data: &[u8],
     ) -> Result<Answer, SegmentError> {
         let from = core.shared.place.rank_of(client) as usize;
         let seg = super::SegmentName {
@@ -210,8 +208,8 @@ impl Serve {
                 view.perform(from, a.offset, Op::Get(&mut bytes))?
             }
             PUT => {
-                let d = data.unwrap_or_default();
-                let w = view.perform(from, a.offset, Op::Put(&d))?;
+                let d = data;
+                let w = view.perform(from, a.offset, Op::Put(d))?;
                 if a.notify != 0 {
                     own.notify(Notification {
                         source: from,
@@ -261,7 +259,7 @@ impl Serve {
 impl Delegated for Serve {
     /// # Safety
     /// `rec` must be a record encoded by `call` (captured bytes: one `Ask`; argument, for a put:
-    /// a `Vec<u8>` moved or encoded).
+    /// the data's raw bytes).
     unsafe fn serve(
         core: &WorkerCore,
         client: usize,
@@ -274,17 +272,7 @@ impl Delegated for Serve {
             Ok(a) => a,
             Err(e) => return core.respond::<Result<Answer, SegmentError>>(client, rec.req, Err(e)),
         };
-        let data = if a.kind == PUT {
-            // SAFETY: a put's argument is a `Vec<u8>` moved or encoded (this function's contract).
-            match unsafe { take_arg::<Vec<u8>>(core, client, rec) } {
-                Ok(d) => Some(d),
-                Err(e) => {
-                    return core.respond::<Result<Answer, SegmentError>>(client, rec.req, Err(e));
-                }
-            }
-        } else {
-            None
-        };
+        let data = if a.kind == PUT { raw_arg(rec) } else { &[] };
         let r = Serve::answer(core, client, a, data);
         core.respond(client, rec.req, Ok(r));
     }

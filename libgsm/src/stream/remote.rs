@@ -16,7 +16,8 @@ use super::ring::{ABORTED, FINISHED, OPEN};
 use super::ring_of;
 use super::writer::Remote;
 use crate::error::DelegationError;
-use crate::trust::{OutArg, block_on, captured, take_arg};
+use crate::segment::raw_arg;
+use crate::trust::{block_on, captured};
 use crate::wire::codeptr;
 use crate::wire::record::{Request, RequestReader, Src};
 use crate::worker::entry::{Delegated, trampoline};
@@ -53,32 +54,23 @@ fn to_io(id: u64, r: Result<Answer, DelegationError>) -> io::Result<u64> {
     }
 }
 
-fn request(dest: usize, a: Ask, data: Option<Vec<u8>>) -> Result<Answer, DelegationError> {
+/// One request to the reader's worker; a chunk's bytes travel raw (no encoding to copy them
+/// through), read back with `raw_arg`.
+fn request(dest: usize, a: Ask, data: Option<&[u8]>) -> Result<Answer, DelegationError> {
     let core = crate::worker::core_or_panic("a stream write");
+    let tramp = trampoline::<Serve>();
     match data {
-        Some(d) => {
-            let arg = OutArg::new(core, dest, d)?;
-            block_on(
-                core,
-                dest,
-                trampoline::<Serve>(),
-                0,
-                0,
-                Src::of(&a),
-                Some(arg.src()),
-                arg.encoded(),
-            )
-        }
-        None => block_on(
+        Some(d) => block_on(
             core,
             dest,
-            trampoline::<Serve>(),
+            tramp,
             0,
             0,
             Src::of(&a),
-            None,
-            false,
+            Some(Src::slice(d)),
+            true,
         ),
+        None => block_on(core, dest, tramp, 0, 0, Src::of(&a), None, false),
     }
 }
 
@@ -147,7 +139,7 @@ impl Remote {
                         pos,
                         kind: CHUNK,
                     },
-                    Some(data),
+                    Some(&data),
                 ),
             ) {
                 Ok(h) => acked.set(acked.get().max(h)),
@@ -204,7 +196,7 @@ impl Remote {
 pub(crate) struct Serve;
 
 impl Serve {
-    fn answer(client: usize, a: Ask, data: Option<Vec<u8>>) -> Answer {
+    fn answer(client: usize, a: Ask, d: &[u8]) -> Answer {
         let Some(e) = ring_of(a.id) else {
             return Err((true, "the reader is gone".into()));
         };
@@ -225,7 +217,6 @@ impl Serve {
         match a.kind {
             CREDIT => {}
             CHUNK => {
-                let d = data.unwrap_or_default();
                 if a.pos != tail || ring.writer_state() != OPEN {
                     return Err((
                         false,
@@ -242,7 +233,7 @@ impl Serve {
                         ),
                     ));
                 }
-                ring.copy_in(tail, &d);
+                ring.copy_in(tail, d);
                 ring.publish(tail + d.len() as u64);
             }
             FIN | ABORT => {
@@ -263,7 +254,7 @@ impl Serve {
 impl Delegated for Serve {
     /// # Safety
     /// `rec` must be a record encoded by `request` or `fin` (captured bytes: one `Ask`; for a
-    /// chunk, the argument is a `Vec<u8>` moved or encoded).
+    /// chunk, the argument is the chunk's raw bytes).
     unsafe fn serve(
         core: &WorkerCore,
         client: usize,
@@ -276,15 +267,7 @@ impl Delegated for Serve {
             Ok(a) => a,
             Err(e) => return core.respond::<Answer>(client, rec.req, Err(e)),
         };
-        let data = if a.kind == CHUNK {
-            // SAFETY: a chunk's argument is a `Vec<u8>` moved or encoded (the contract).
-            match unsafe { take_arg::<Vec<u8>>(core, client, rec) } {
-                Ok(d) => Some(d),
-                Err(e) => return core.respond::<Answer>(client, rec.req, Err(e)),
-            }
-        } else {
-            None
-        };
+        let data = if a.kind == CHUNK { raw_arg(rec) } else { &[] };
         let r = Serve::answer(client, a, data);
         if rec.req != NO_REPLY {
             core.respond(client, rec.req, Ok(r));
