@@ -67,24 +67,38 @@ fn segments_and_streams_between_two_namespace_hosts() {
     segcheck(&[], Some(&bed), "gsm-segcheck across two namespace hosts");
 }
 
-#[test]
-fn a_writer_that_dies_ends_the_job_with_a_report() {
+/// Runs `gsm-segcheck MODE`, in which rank `dies` ends its process mid-stream with `status`.
+fn one_side_dies(mode: &str, launch: &[&str], dies: u32, status: u32) {
     let mut cmd = gsmrun(["-np", "2", "--oversubscribe"]);
-    cmd.env_remove("GSM_FABRIC")
+    cmd.args(launch)
+        .env_remove("GSM_FABRIC")
         .arg(env!("CARGO_BIN_EXE_gsm-segcheck"))
-        .arg("writer-dies");
+        .arg(mode);
     let done = run(&mut cmd, LIMIT);
-    let what = "a stream writer's process exits mid-stream";
+    let what = format!("gsm-segcheck {mode} {launch:?}");
     assert!(
         !done.timed_out && done.shell_code() != 0,
         "{what}: the job must fail, not hang\n{}",
         done.report()
     );
     assert!(
-        done.stderr.contains("rank 0") && done.stderr.contains("status 3"),
+        done.stderr.contains(&format!("rank {dies}"))
+            && done.stderr.contains(&format!("status {status}")),
         "{what}: the report names the rank that died\n{}",
         done.report()
     );
+}
+
+#[test]
+fn a_writer_that_dies_ends_the_job_with_a_report() {
+    one_side_dies("writer-dies", &[], 0, 3);
+    one_side_dies("writer-dies", &["--fabric", "tcp"], 0, 3);
+}
+
+#[test]
+fn a_reader_that_dies_ends_the_job_with_a_report() {
+    one_side_dies("reader-dies", &[], 1, 4);
+    one_side_dies("reader-dies", &["--fabric", "tcp"], 1, 4);
 }
 
 #[test]

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use super::Entry;
 use super::ring::{ABORTED, FINISHED, OPEN};
 
-/// How often a waiting reader asks whether a writer process of its host is still alive.
-const LIVENESS: Duration = Duration::from_millis(5);
+/// How often a waiting reader (or a writer waiting for room) asks whether a writer process of its host is still alive.
+pub(super) const LIVENESS: Duration = Duration::from_millis(5);
 
 /// The reading end of a stream; see the module docs. Dropping it tells the writer (its writes
 /// then fail with `BrokenPipe`).

@@ -42,6 +42,8 @@ pub(crate) const ABORTED: u64 = 2;
 pub(crate) struct Ring {
     file: MemFile,
     cap: u64,
+    /// The reader's process (the file's owner).
+    owner: u32,
 }
 
 impl Ring {
@@ -55,6 +57,7 @@ impl Ring {
         Ok(Ring {
             file,
             cap: cap as u64,
+            owner: std::process::id(),
         })
     }
 
@@ -76,7 +79,11 @@ impl Ring {
         }
         file.word(WPID)
             .store(u64::from(std::process::id()), Ordering::Release);
-        Ok(Ring { file, cap })
+        Ok(Ring {
+            file,
+            cap,
+            owner: pid,
+        })
     }
 
     pub(crate) fn fd(&self) -> u32 {
@@ -109,6 +116,11 @@ impl Ring {
 
     pub(crate) fn set_reader_gone(&self) {
         self.file.word(RSTATE).store(1, Ordering::Release);
+    }
+
+    /// The reader's process id.
+    pub(crate) fn owner(&self) -> u32 {
+        self.owner
     }
 
     pub(crate) fn writer_pid(&self) -> u32 {

@@ -5,6 +5,9 @@
 use std::cell::{Cell, RefCell};
 use std::io::{self, Write};
 use std::rc::Rc;
+use std::time::Instant;
+
+use super::reader::LIVENESS;
 
 use super::Offer;
 use super::ring::{ABORTED, FINISHED, Ring};
@@ -107,7 +110,30 @@ impl Writer {
         let mut free = ring.free(tail)?;
         if free == 0 {
             let head = ring.head();
-            crate::wait_for(|| ring.head() != head || ring.reader_gone());
+            let mut next_check = Instant::now() + LIVENESS;
+            let mut died = false;
+            crate::wait_for(|| {
+                if ring.head() != head || ring.reader_gone() {
+                    return true;
+                }
+                if Instant::now() >= next_check {
+                    next_check = Instant::now() + LIVENESS;
+                    died = ring.owner() != std::process::id()
+                        && crate::sys::segmem::process_gone(ring.owner());
+                }
+                died
+            });
+            if died {
+                return Err(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    format!(
+                        "stream {}: the reader's process ({}) died after {} bytes written",
+                        self.id,
+                        ring.owner(),
+                        self.pos
+                    ),
+                ));
+            }
             free = ring.free(tail)?;
         }
         if ring.reader_gone() {

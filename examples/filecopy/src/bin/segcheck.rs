@@ -4,7 +4,8 @@
 //! ends the job with a report.
 //!
 //! MODE `all` (the default) runs every check; `writer-dies` has rank 0's stream writer end its
-//! process in the middle of a stream, to check that the job ends with a report rather than hangs.
+//! process in the middle of a stream, and `reader-dies` rank 1's reader, to check that the job
+//! ends with a report rather than hangs.
 
 use std::io::{Read, Write};
 
@@ -327,6 +328,25 @@ fn writer_dies() {
     }
 }
 
+fn reader_dies() {
+    if rank() == 1 {
+        let _r = stream::accept(first(0), 8).unwrap();
+        gossamer::sleep(std::time::Duration::from_millis(100));
+        println!("segcheck: reader exits");
+        std::process::exit(4);
+    } else {
+        let mut w = stream::connect(first(1), 8).unwrap();
+        let block = [2u8; 65536];
+        let e = loop {
+            if let Err(e) = w.write_all(&block) {
+                break e;
+            }
+        };
+        println!("segcheck: writer saw {:?}: {e}", e.kind());
+        gossamer::fail_job(format!("the stream's reader died: {e}"));
+    }
+}
+
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "all".into());
     let r = gossamer::run(Config::default().workers(WORKERS), move || {
@@ -340,6 +360,7 @@ fn main() {
                 streams();
             }
             "writer-dies" => writer_dies(),
+            "reader-dies" => reader_dies(),
             m => gossamer::fail_job(format!("gsm-segcheck: unknown mode {m}")),
         }
     });
