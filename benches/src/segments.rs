@@ -10,7 +10,10 @@
 //! no code runs on rank 1; with `--fabric tcp` every operation is a request to rank 1's handler):
 //! - *get 8 bytes*: blocking `get` of 8 bytes, one after the other, ns each; peers: the
 //!   cache-line round trip of two threads of rank 0 (an `AtomicU64` ping-pong, as in `gsm-bench
-//!   local`) and `MPI_Get` of 8 bytes + `MPI_Win_flush`.
+//!   local`) and `MPI_Get` of 8 bytes + `MPI_Win_flush`. Nobody writes that word, so within a
+//!   host its line stays in rank 0's cache; the next case makes each get fetch it:
+//! - *get 8 bytes rank 1 keeps rewriting*: the same while rank 1's worker stores to that word in
+//!   a loop; peer: the cache-line round trip.
 //! - *fetch_add*: blocking `fetch_add(1)` on one word, millions per second (the final value is
 //!   checked); peer: `MPI_Fetch_and_op(MPI_SUM)` + `MPI_Win_flush`.
 //! - *put 1 MiB*: blocking `put` of 1 MiB, GB/s; peers: `MPI_Put` of 1 MiB + `MPI_Win_flush`,
@@ -46,6 +49,7 @@ const MIB: usize = 1 << 20;
 
 mod names {
     pub const GSM_GET: &str = "gsm get8";
+    pub const GSM_GET_HOT: &str = "gsm get8 rewritten";
     pub const GSM_ADD: &str = "gsm fetch_add";
     pub const GSM_PUT: &str = "gsm put1m";
     pub const MPI_GET: &str = "mpi get8";
@@ -114,17 +118,50 @@ fn local_figures(world: &SimpleCommunicator, budget: Duration) -> Sample {
     out
 }
 
+/// Rank 1's side: waits, then rewrites the word at offset 64 of its own segment (so that each of
+/// rank 0's gets of it must fetch the line) until told to stop, then waits for the end.
+fn owner_side(sym: &segment::Symmetric) {
+    let zero = WorkerId::new(workers_of_rank(0).start);
+    let _: u8 = gossamer::recv(zero, tags::WRITE);
+    gossamer::send(zero, tags::WRITING, 0u8);
+    let mine = sym.on(1);
+    let mut i = 0u64;
+    loop {
+        mine.put(64, &i.to_le_bytes()).unwrap();
+        i += 1;
+        if i % 256 == 0 {
+            if gossamer::try_recv::<u8>(zero, tags::STOP).is_some() {
+                break;
+            }
+            gossamer::yield_now();
+        }
+    }
+    let _: u8 = gossamer::recv(zero, tags::DONE);
+}
+
+mod tags {
+    pub const WRITE: u64 = 0xB5E1;
+    pub const WRITING: u64 = 0xB5E2;
+    pub const STOP: u64 = 0xB5E3;
+    pub const DONE: u64 = 0xB5E4;
+}
+
 fn gsm_figures(budget: Duration) -> Sample {
     let sym = segment::alloc_symmetric(&[0, 1], 2 * MIB, Rights::ALL).unwrap();
-    let done = 0xB5E6u64;
     if rank() != 0 {
-        let _: u8 = gossamer::recv(WorkerId::new(workers_of_rank(0).start), done);
+        owner_side(&sym);
         return Vec::new();
     }
+    let one = WorkerId::new(workers_of_rank(1).start);
     let h = sym.on(1);
     let mut b = [0u8; 8];
     let (n, s) = timed(budget, |_| h.get(0, &mut b).unwrap());
     let get = s * 1e9 / n as f64;
+    gossamer::send(one, tags::WRITE, 0u8);
+    let _: u8 = gossamer::recv(one, tags::WRITING);
+    let (n, s) = timed(budget, |_| h.get(64, &mut b).unwrap());
+    let get_hot = s * 1e9 / n as f64;
+    gossamer::send(one, tags::STOP, 0u8);
     let before = h.fetch_add(8, 0).unwrap();
     let (n, s) = timed(budget, |_| {
         h.fetch_add(8, 1).unwrap();
@@ -135,9 +172,10 @@ fn gsm_figures(budget: Duration) -> Sample {
     let data = vec![3u8; MIB];
     let (n, s) = timed(budget, |_| h.put(4096, &data).unwrap());
     let put = (n as usize * MIB) as f64 / s / 1e9;
-    gossamer::send(WorkerId::new(workers_of_rank(1).start), done, 0u8);
+    gossamer::send(one, tags::DONE, 0u8);
     vec![
         (names::GSM_GET, get),
+        (names::GSM_GET_HOT, get_hot),
         (names::GSM_ADD, add),
         (names::GSM_PUT, put),
     ]
@@ -208,6 +246,16 @@ fn run_in(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<R
                     names::MPI_GET,
                 ),
             ],
+        },
+        Case {
+            case: format!("get 8 bytes rank 1 keeps rewriting [gsm {fabric}]"),
+            unit: "ns".into(),
+            higher_is_better: false,
+            gsm: s(names::GSM_GET_HOT),
+            peers: vec![fig(
+                "cache-line round trip (2 threads, AtomicU64 ping-pong)",
+                names::LINE,
+            )],
         },
         Case {
             case: format!("fetch_add on rank 1's word [gsm {fabric}]"),

@@ -191,3 +191,41 @@ fn a_writer_that_panics_aborts_the_stream_and_a_gone_reader_breaks_the_pipe() {
     })
     .unwrap();
 }
+
+/// Many waits on a full ring, each racing a reader that takes everything at once: a writer that
+/// waited for `head` to move from a value loaded after the reader had emptied the ring would
+/// stall for ever (a benchmark found that race; this stress makes it likely, not certain).
+#[test]
+fn a_full_ring_emptied_while_the_writer_looks_does_not_stall_it() {
+    run(Config::default().workers(2), || {
+        let w = spawn_on(WorkerId::new(1), || {
+            let mut w = connect(WorkerId::new(0), 30).unwrap();
+            let block = [9u8; 4096];
+            for _ in 0..3_000 {
+                w.write_all(&block).unwrap();
+            }
+            w.finish().unwrap();
+        });
+        let mut r = accept_with(
+            WorkerId::new(1),
+            30,
+            Options {
+                capacity: 4096,
+                chunk: 4096,
+            },
+        )
+        .unwrap();
+        let mut total = 0u64;
+        loop {
+            let n = r.fill_buf().unwrap().len();
+            if n == 0 {
+                break;
+            }
+            r.consume(n);
+            total += n as u64;
+        }
+        assert_eq!(total, 3_000 * 4096);
+        w.join();
+    })
+    .unwrap();
+}

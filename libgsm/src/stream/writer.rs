@@ -109,11 +109,13 @@ impl Writer {
         let tail = self.pos;
         let mut free = ring.free(tail)?;
         if free == 0 {
-            let head = ring.head();
+            // Wait for room itself, not for `head` to move from a value loaded again here: the
+            // reader may have moved it (and emptied the ring) since `free` was computed.
+            let cap = ring.capacity();
             let mut next_check = Instant::now() + LIVENESS;
             let mut died = false;
             crate::wait_for(|| {
-                if ring.head() != head || ring.reader_gone() {
+                if ring.head().wrapping_add(cap) != tail || ring.reader_gone() {
                     return true;
                 }
                 if Instant::now() >= next_check {
