@@ -294,16 +294,12 @@ fn run_in(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<R
     let header = format!(
         "gsm-bench streams: 2 ranks × 1 worker, {} runs of {} ms per figure\ngossamer fabric: {}\n\
          memory held by a stream: its ring, {} B + a 4096 B header, in the reader; the writer's most \
-         bytes in flight seen: {most} (bound: the ring{})\n",
+         bytes in flight seen: {most} (bound: the ring; between hosts plus one unsent chunk of {} B)\n",
         opts.runs,
         opts.budget.as_millis(),
         transports.fabric,
         o.capacity,
-        if fabric == "tcp" {
-            format!(", plus one unsent chunk of {} B", o.chunk)
-        } else {
-            String::new()
-        }
+        o.chunk
     );
     Ok(Some(RankReport { cases, header }))
 }
