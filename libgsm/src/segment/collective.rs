@@ -13,7 +13,9 @@ use std::sync::Mutex;
 use super::{Access, Rights, Segment, SegmentError, SegmentRef, export};
 use crate::WorkerId;
 
-/// A symmetric allocation: this rank's segment and every member's handle.
+/// A symmetric allocation: this rank's segment and every member's handle. Dropping it frees this
+/// rank's segment only (the others' handles to it are then refused as freed): drop it on every
+/// member once they agree that nobody uses it any more (after a barrier, say).
 #[derive(Debug)]
 pub struct Symmetric {
     local: Segment,

@@ -394,7 +394,8 @@ struct Peer {
 }
 
 thread_local! {
-    /// Peers' segments this thread has mapped, by (rank, id).
+    /// Peers' segments this thread has mapped, by (rank, id): until the thread ends, or until an
+    /// operation finds the segment freed.
     static PEERS: std::cell::RefCell<HashMap<(u32, u64), Rc<Peer>>> = std::cell::RefCell::new(HashMap::new());
 }
 
@@ -500,7 +501,16 @@ impl SegmentRef {
                     data_at: p.data_at,
                     data_len: p.data_len,
                 };
-                let r = view.perform(me, offset, op)?;
+                let r = match view.perform(me, offset, op) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        if matches!(e, SegmentError::Stale { current: 0, .. }) {
+                            // Freed: let go of the mapping, which alone would keep its memory.
+                            PEERS.with(|m| m.borrow_mut().remove(&(self.rank, self.id)));
+                        }
+                        return Err(e);
+                    }
+                };
                 if let Some(word) = notify {
                     remote::notify(self, note(len, word))?;
                 }
