@@ -1,7 +1,8 @@
 //! One-sided segments: memory a rank exports with rights, that other ranks read, write and
 //! update atomically at offsets without running any code of the owner's program (Thekkath et
 //! al.'s separation of data transfer from control transfer). A notification ([`SegmentRef::put_notify`])
-//! is the one control transfer: it reaches the owner's queue after its data.
+//! is the one control transfer: it reaches the owner's queue after its data, where the owner reads
+//! it ([`Segment::next_notification`]) or a handler fiber takes it ([`Segment::on_notification`]).
 //!
 //! ```
 //! use gossamer::segment::{self, Access, Rights};
@@ -153,6 +154,8 @@ pub(crate) struct Owned {
     len: u64,
     notes: Mutex<VecDeque<Notification>>,
     noted: AtomicU64,
+    /// Set when the `Segment` is dropped: a handler fiber ends once it has drained the queue.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// This process's exported segments by id.
@@ -194,6 +197,7 @@ pub fn export(len: usize, rights: Rights, to: Access<'_>) -> Result<Segment, Seg
         len: len as u64,
         notes: Mutex::new(VecDeque::new()),
         noted: AtomicU64::new(0),
+        closed: std::sync::atomic::AtomicBool::new(false),
     });
     EXPORTED
         .lock()
@@ -249,10 +253,32 @@ impl Segment {
 
     /// The next notification if one has arrived.
     pub fn try_notification(&self) -> Option<Notification> {
-        let mut q = self.own.notes.lock().unwrap_or_else(|p| p.into_inner());
-        let n = q.pop_front();
-        self.own.noted.store(q.len() as u64, Ordering::Release);
-        n
+        self.own.pop()
+    }
+
+    /// Runs `handler` on each notification, in order, in a fiber of this worker (the handler
+    /// form of the queue; use one form or the other). The fiber ends when the segment is dropped,
+    /// after the notifications that had arrived.
+    ///
+    /// # Panics
+    /// Outside a gossamer worker.
+    pub fn on_notification(
+        &self,
+        mut handler: impl FnMut(Notification) + 'static,
+    ) -> crate::JoinHandle<()> {
+        let own = self.own.clone();
+        crate::spawn(move || {
+            loop {
+                crate::wait_for(|| {
+                    own.noted.load(Ordering::Acquire) > 0 || own.closed.load(Ordering::Acquire)
+                });
+                match own.pop() {
+                    Some(n) => handler(n),
+                    None if own.closed.load(Ordering::Acquire) => break,
+                    None => {}
+                }
+            }
+        })
     }
 
     /// Reads the owner's own bytes at `offset` (no rights check: the owner has them all).
@@ -264,6 +290,7 @@ impl Segment {
 impl Drop for Segment {
     fn drop(&mut self) {
         layout::set_generation(&self.own.file, 0);
+        self.own.closed.store(true, Ordering::Release);
         if let Ok(mut m) = EXPORTED.lock() {
             if let Some(m) = m.as_mut() {
                 m.remove(&self.own.id);
@@ -273,6 +300,14 @@ impl Drop for Segment {
 }
 
 impl Owned {
+    /// Takes the first queued notification.
+    fn pop(&self) -> Option<Notification> {
+        let mut q = self.notes.lock().unwrap_or_else(|p| p.into_inner());
+        let n = q.pop_front();
+        self.noted.store(q.len() as u64, Ordering::Release);
+        n
+    }
+
     /// Queues a notification (after its data was written) for the owner.
     pub(crate) fn notify(&self, n: Notification) {
         let mut q = self.notes.lock().unwrap_or_else(|p| p.into_inner());

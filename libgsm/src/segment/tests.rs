@@ -188,3 +188,36 @@ fn a_notification_arrives_after_its_data() {
     })
     .unwrap();
 }
+
+#[test]
+fn a_handler_fiber_runs_on_each_notification_and_ends_with_the_segment() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    run(Config::default().workers(2), || {
+        let seg = export(4096, Rights::ALL, Access::All).unwrap();
+        let h = seg.handle();
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let s2 = seen.clone();
+        let handler = seg.on_notification(move |n| {
+            let mut b = [0u8; 8];
+            h.get(n.offset, &mut b).unwrap();
+            s2.borrow_mut().push((n.word, u64::from_le_bytes(b)));
+        });
+        crate::spawn_on(crate::WorkerId::new(1), move || {
+            for i in 0..10u64 {
+                h.put_notify(i * 8, &(i * 100).to_le_bytes(), i).unwrap();
+            }
+        })
+        .join();
+        crate::wait_for(|| seen.borrow().len() == 10);
+        drop(seg);
+        handler.join();
+        let want: Vec<(u64, u64)> = (0..10).map(|i| (i, i * 100)).collect();
+        assert_eq!(
+            *seen.borrow(),
+            want,
+            "each notification once, in order, after its data"
+        );
+    })
+    .unwrap();
+}
