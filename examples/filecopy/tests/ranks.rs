@@ -140,3 +140,27 @@ fn filecopy_copies_64_mib_between_two_namespace_hosts() {
     assert_eq!(got.len(), data.len(), "{what}: the copy's length");
     assert!(got == data, "{what}: the copy differs from the source");
 }
+
+#[test]
+fn filecopy_of_a_missing_file_ends_the_job_naming_it() {
+    let scratch = Scratch::new("filecopy", RunId::next());
+    let (src, dst) = (scratch.join("absent.bin"), scratch.join("dst.bin"));
+    let mut cmd = gsmrun(["-np", "2", "--oversubscribe"]);
+    cmd.env_remove("GSM_FABRIC")
+        .arg(env!("CARGO_BIN_EXE_gsm-filecopy"))
+        .arg(&src)
+        .arg(&dst);
+    let done = run(&mut cmd, LIMIT);
+    let what = "gsm-filecopy of a file that does not exist";
+    assert!(
+        !done.timed_out && done.shell_code() != 0,
+        "{what}: the job must fail, not hang\n{}",
+        done.report()
+    );
+    assert!(
+        done.stderr
+            .contains(&format!("{}: No such file", src.display())),
+        "{what}: the error names the file\n{}",
+        done.report()
+    );
+}
