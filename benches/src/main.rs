@@ -18,7 +18,10 @@
 //! atomics, a channel server and dashmap on 2 threads; `launch` (`launch.rs`) compares `gsmrun`
 //! with plain `mpirun` on start-up time and on the time from a rank's failure to the launcher's
 //! exit; `remote` (`remote.rs`, run under `gsmrun -np 2`) compares delegation between two ranks
-//! with MPI messages measured in the same job. Every figure is a median over `--runs` (at least 5) repetitions, and each case's peers are
+//! with MPI messages measured in the same job; `segments` (`segments.rs`, `rma.rs`) compares
+//! one-sided segment operations with MPI's RMA in the same job, the cache-line round trip and
+//! memcpy; `streams` (`streams.rs`) compares a stream between two ranks with `iperf3` on the same
+//! link and memcpy. Every figure is a median over `--runs` (at least 5) repetitions, and each case's peers are
 //! measured in the same run as Gossamer's figure.
 
 mod launch;
