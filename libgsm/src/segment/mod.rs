@@ -432,6 +432,9 @@ thread_local! {
     /// Peers' segments this thread has mapped, by (rank, id): until the thread ends, or until an
     /// operation finds the segment freed.
     static PEERS: std::cell::RefCell<HashMap<(u32, u64), Rc<Peer>>> = std::cell::RefCell::new(HashMap::new());
+    /// Peers' segments of this host that this thread could not map: reached by requests.
+    static UNMAPPED: std::cell::RefCell<std::collections::HashSet<(u32, u64)>> =
+        std::cell::RefCell::new(std::collections::HashSet::new());
 }
 
 /// How an operation reaches a segment.
@@ -492,20 +495,28 @@ impl SegmentRef {
         if forced_remote() || crate::host_of_rank(self.rank as usize) != crate::host_of_rank(me) {
             return Ok(Route::Delegate);
         }
+        if UNMAPPED.with(|u| u.borrow().contains(&key)) {
+            return Ok(Route::Delegate);
+        }
+        // A file this process cannot open or that is not (or no longer) this segment: the
+        // owner's handler answers instead (another pid namespace, a freed segment whose
+        // descriptor number was reused), and it is the authority on what is refused.
         let ranks = crate::rank_count();
-        let unreachable = |what: String| SegmentError::Unreachable {
-            seg: self.name(),
-            what,
+        let mapped = MemFile::open(self.pid, self.fd, layout::data_at(ranks))
+            .ok()
+            .and_then(|file| {
+                let (data_at, data_len) =
+                    layout::validate(&file, &self.name(), self.pid, ranks).ok()?;
+                Some(Peer {
+                    file,
+                    data_at,
+                    data_len,
+                })
+            });
+        let Some(p) = mapped.map(Rc::new) else {
+            UNMAPPED.with(|u| u.borrow_mut().insert(key));
+            return Ok(Route::Delegate);
         };
-        let file = MemFile::open(self.pid, self.fd, layout::data_at(ranks))
-            .map_err(|e| unreachable(format!("opening its owner's file failed: {e}")))?;
-        let (data_at, data_len) =
-            layout::validate(&file, &self.name(), self.pid, ranks).map_err(unreachable)?;
-        let p = Rc::new(Peer {
-            file,
-            data_at,
-            data_len,
-        });
         PEERS.with(|m| m.borrow_mut().insert(key, p.clone()));
         Ok(Route::Mapped(p))
     }

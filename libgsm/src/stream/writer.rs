@@ -67,8 +67,15 @@ impl Writer {
         let same_host = o.rank as usize == me
             || (!crate::segment::forced_remote()
                 && crate::host_of_rank(o.rank as usize) == crate::host_of_rank(me));
-        let mode = if same_host {
-            Mode::Shm(Ring::open(o.pid, o.fd, o.id, o.capacity)?)
+        // A ring this process cannot map (another pid namespace, say) is written through the
+        // reader's handler instead, as between hosts.
+        let mapped = if same_host {
+            Ring::open(o.pid, o.fd, o.id, o.capacity).ok()
+        } else {
+            None
+        };
+        let mode = if let Some(ring) = mapped {
+            Mode::Shm(ring)
         } else {
             Mode::Remote(Remote {
                 dest: o.worker as usize,
