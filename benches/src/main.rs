@@ -10,13 +10,18 @@
 //! target/release/gsmrun -np 2 target/release/gsm-bench remote [--runs N] [--json FILE]
 //! OMPI_MCA_btl=self,tcp target/release/gsmrun -np 2 --fabric tcp target/release/gsm-bench remote
 //! target/release/gsmrun -np 2 target/release/gsm-bench collectives [--runs N] [--sweep] [--json FILE]
+//! target/release/gsmrun -np 2 target/release/gsm-bench segments [--runs N] [--json FILE]
+//! target/release/gsmrun -np 2 target/release/gsm-bench streams [--runs N] [--json FILE]
 //! ```
 //!
 //! `local` (`local.rs`, `peers.rs`, `gsm.rs`) compares delegation on 2 workers with locks,
 //! atomics, a channel server and dashmap on 2 threads; `launch` (`launch.rs`) compares `gsmrun`
 //! with plain `mpirun` on start-up time and on the time from a rank's failure to the launcher's
 //! exit; `remote` (`remote.rs`, run under `gsmrun -np 2`) compares delegation between two ranks
-//! with MPI messages measured in the same job. Every figure is a median over `--runs` (at least 5) repetitions, and each case's peers are
+//! with MPI messages measured in the same job; `segments` (`segments.rs`, `rma.rs`) compares
+//! one-sided segment operations with MPI's RMA in the same job, the cache-line round trip and
+//! memcpy; `streams` (`streams.rs`) compares a stream between two ranks with `iperf3` on the same
+//! link and memcpy. Every figure is a median over `--runs` (at least 5) repetitions, and each case's peers are
 //! measured in the same run as Gossamer's figure.
 
 mod launch;
@@ -31,6 +36,12 @@ mod collectives;
 mod gsm;
 #[cfg(feature = "gossamer")]
 mod remote;
+#[cfg(feature = "gossamer")]
+mod rma;
+#[cfg(feature = "gossamer")]
+mod segments;
+#[cfg(feature = "gossamer")]
+mod streams;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -123,6 +134,39 @@ enum Cmd {
         /// Time both algorithms of every switch point of gsm_collectives::Tuning instead.
         #[arg(long)]
         sweep: bool,
+    },
+    /// One-sided segment operations against MPI RMA, the cache-line round trip and memcpy:
+    /// `gsmrun -np 2 gsm-bench segments` (see `segments.rs`). Only rank 0 prints.
+    #[cfg(feature = "gossamer")]
+    Segments {
+        #[command(flatten)]
+        common: Common,
+        /// Timed milliseconds of each repetition of each figure.
+        #[arg(long, default_value_t = 300)]
+        budget_ms: u64,
+        /// A smoke run for tests: 20 ms per figure and any --runs (even 1).
+        #[arg(long)]
+        quick: bool,
+    },
+    /// A stream from rank 0 to rank 1 against iperf3 on the same link and memcpy:
+    /// `gsmrun -np 2 gsm-bench streams` (see `streams.rs`). Only rank 0 prints.
+    #[cfg(feature = "gossamer")]
+    Streams {
+        #[command(flatten)]
+        common: Common,
+        /// Timed milliseconds of each repetition of each Gossamer figure (iperf3 runs for the
+        /// whole seconds of it, at least 1).
+        #[arg(long, default_value_t = 1000)]
+        budget_ms: u64,
+        /// The address rank 0's iperf3 client connects to (rank 1 runs the server).
+        #[arg(long, default_value = "127.0.0.1")]
+        iperf_host: String,
+        /// The iperf3 program.
+        #[arg(long, default_value = "iperf3")]
+        iperf3: String,
+        /// A smoke run for tests: 50 ms per Gossamer figure and any --runs (even 1).
+        #[arg(long)]
+        quick: bool,
     },
 }
 
@@ -243,6 +287,44 @@ fn main() {
                 quick,
                 sweep,
             } => collectives::command(common.runs, common.json.as_deref(), quick, sweep),
+            #[cfg(feature = "gossamer")]
+            Cmd::Segments {
+                common,
+                budget_ms,
+                quick,
+            } => {
+                check_runs(common.runs, quick)?;
+                let opts = segments::Options {
+                    runs: common.runs,
+                    budget: std::time::Duration::from_millis(if quick {
+                        20
+                    } else {
+                        budget_ms.max(1)
+                    }),
+                };
+                segments::run(&opts, common.json.as_deref())
+            }
+            #[cfg(feature = "gossamer")]
+            Cmd::Streams {
+                common,
+                budget_ms,
+                iperf_host,
+                iperf3,
+                quick,
+            } => {
+                check_runs(common.runs, quick)?;
+                let opts = streams::Options {
+                    runs: common.runs,
+                    budget: std::time::Duration::from_millis(if quick {
+                        50
+                    } else {
+                        budget_ms.max(1)
+                    }),
+                    iperf_host,
+                    iperf3,
+                };
+                streams::run(&opts, common.json.as_deref())
+            }
         }
     })();
     match result {

@@ -124,6 +124,18 @@
 //! }).unwrap();
 //! ```
 //!
+//! # Segments and streams
+//!
+//! Delegation moves code to data; two modules move data without running the caller's code on the
+//! other side. [`segment`]: memory a rank exports with rights (read, write, atomic), or allocates
+//! symmetrically with other ranks, that any rank reads, writes and updates atomically at
+//! offsets, checked against the owner's header (bounds, rights, generation); `put_notify` adds
+//! a notification the owner reads after the data. [`stream`]: bytes from a writer
+//! (`std::io::Write`) on one worker to a reader (`std::io::Read + BufRead`) on another, through
+//! a ring in the reader's memory with credit flow control. Within a host both work on shared
+//! memory; between hosts they ride the fabric as requests to a runtime handler on the owner's or
+//! reader's worker.
+//!
 //! # Rules for code in fibers
 //!
 //! - **No thread-blocking calls** (`std::sync::Mutex::lock` under contention, blocking I/O,
@@ -197,7 +209,9 @@ mod noref;
 mod output;
 mod property;
 mod runtime;
+pub mod segment;
 mod spawn;
+pub mod stream;
 mod sys;
 mod trust;
 pub mod wire;

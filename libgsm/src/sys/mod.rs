@@ -12,6 +12,7 @@ pub(crate) mod image;
 pub(crate) mod mem;
 pub(crate) mod net;
 pub(crate) mod proc;
+pub(crate) mod segmem;
 pub(crate) mod shm;
 pub(crate) mod signal;
 pub(crate) mod thread;

@@ -1,0 +1,166 @@
+//! Segments and streams between ranks through `gsmrun`: `gsm-segcheck` on one host (shared
+//! memory), over the tcp fabric (requests to the owner's handler), and across two namespace
+//! hosts; a writer that dies ends the job with a report; `gsm-filecopy` copies a 64 MiB file
+//! between the two namespace hosts byte for byte.
+
+use gsm_tests::job::{assert_exit, gsmrun};
+use gsm_tests::netns::TwoHosts;
+use gsm_tests::process::run;
+use gsm_tests::scratch::{RunId, Scratch};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// Open MPI launches on the namespace hosts take turns (see tests/tests/two_hosts.rs).
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+const CHECKS: [&str; 5] = [
+    "segcheck: each operation across ranks ok",
+    "segcheck: violations from another rank ok",
+    "segcheck: concurrent fetch_add from every worker of every rank ok",
+    "segcheck: notifications after their data ok",
+    "segcheck: two streams at once, random lengths, byte for byte ok",
+];
+
+fn segcheck(launch: &[&str], bed: Option<&TwoHosts>, what: &str) {
+    let scratch = Scratch::new("segcheck", RunId::next());
+    let mut cmd = gsmrun(["-np", "2", "--oversubscribe"]);
+    cmd.args(launch).env_remove("GSM_FABRIC");
+    if let Some(bed) = bed {
+        let hostfile = scratch.write("hosts", &bed.hostfile(1));
+        cmd.arg("--hostfile")
+            .arg(hostfile)
+            .arg("--launch-agent")
+            .arg(TwoHosts::agent());
+        cmd.envs(bed.mpi_env());
+    }
+    cmd.arg(env!("CARGO_BIN_EXE_gsm-segcheck"));
+    let done = run(&mut cmd, LIMIT);
+    assert_exit(&done, 0, what);
+    for c in CHECKS {
+        assert!(
+            done.stdout.contains(c),
+            "{what}: no `{c}`\n{}",
+            done.report()
+        );
+    }
+}
+
+#[test]
+fn segments_and_streams_between_two_ranks_of_one_host() {
+    segcheck(&[], None, "gsm-segcheck, 2 ranks on one host");
+}
+
+#[test]
+fn segments_and_streams_over_the_tcp_fabric() {
+    segcheck(&["--fabric", "tcp"], None, "gsm-segcheck over tcp");
+}
+
+#[test]
+fn segments_and_streams_between_two_namespace_hosts() {
+    let _serial = serial();
+    let bed = TwoHosts::shared();
+    segcheck(&[], Some(&bed), "gsm-segcheck across two namespace hosts");
+}
+
+/// Runs `gsm-segcheck MODE`, in which rank `dies` ends its process mid-stream with `status`.
+fn one_side_dies(mode: &str, launch: &[&str], dies: u32, status: u32) {
+    let mut cmd = gsmrun(["-np", "2", "--oversubscribe"]);
+    cmd.args(launch)
+        .env_remove("GSM_FABRIC")
+        .arg(env!("CARGO_BIN_EXE_gsm-segcheck"))
+        .arg(mode);
+    let done = run(&mut cmd, LIMIT);
+    let what = format!("gsm-segcheck {mode} {launch:?}");
+    assert!(
+        !done.timed_out && done.shell_code() != 0,
+        "{what}: the job must fail, not hang\n{}",
+        done.report()
+    );
+    assert!(
+        done.stderr.contains(&format!("rank {dies}"))
+            && done.stderr.contains(&format!("status {status}")),
+        "{what}: the report names the rank that died\n{}",
+        done.report()
+    );
+}
+
+#[test]
+fn a_writer_that_dies_ends_the_job_with_a_report() {
+    one_side_dies("writer-dies", &[], 0, 3);
+    one_side_dies("writer-dies", &["--fabric", "tcp"], 0, 3);
+}
+
+#[test]
+fn a_reader_that_dies_ends_the_job_with_a_report() {
+    one_side_dies("reader-dies", &[], 1, 4);
+    one_side_dies("reader-dies", &["--fabric", "tcp"], 1, 4);
+}
+
+#[test]
+fn filecopy_copies_64_mib_between_two_namespace_hosts() {
+    let _serial = serial();
+    let bed = TwoHosts::shared();
+    let scratch = Scratch::new("filecopy", RunId::next());
+    let (src, dst) = (scratch.join("src.bin"), scratch.join("dst.bin"));
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let data: Vec<u8> = (0..64usize << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    std::fs::write(&src, &data).unwrap();
+    let hostfile = scratch.write("hosts", &bed.hostfile(1));
+    let mut cmd = gsmrun(["-np", "2", "--hostfile"]);
+    cmd.arg(hostfile)
+        .arg("--launch-agent")
+        .arg(TwoHosts::agent())
+        .envs(bed.mpi_env())
+        .env_remove("GSM_FABRIC")
+        .arg(env!("CARGO_BIN_EXE_gsm-filecopy"))
+        .arg(&src)
+        .arg(&dst);
+    let done = run(&mut cmd, LIMIT);
+    let what = "gsm-filecopy of 64 MiB between two namespace hosts";
+    assert_exit(&done, 0, what);
+    assert!(
+        done.stdout
+            .contains(&format!("gsm-filecopy: {} bytes", 64usize << 20)),
+        "{what}\n{}",
+        done.report()
+    );
+    let got = std::fs::read(&dst).unwrap();
+    assert_eq!(got.len(), data.len(), "{what}: the copy's length");
+    assert!(got == data, "{what}: the copy differs from the source");
+}
+
+#[test]
+fn filecopy_of_a_missing_file_ends_the_job_naming_it() {
+    let scratch = Scratch::new("filecopy", RunId::next());
+    let (src, dst) = (scratch.join("absent.bin"), scratch.join("dst.bin"));
+    let mut cmd = gsmrun(["-np", "2", "--oversubscribe"]);
+    cmd.env_remove("GSM_FABRIC")
+        .arg(env!("CARGO_BIN_EXE_gsm-filecopy"))
+        .arg(&src)
+        .arg(&dst);
+    let done = run(&mut cmd, LIMIT);
+    let what = "gsm-filecopy of a file that does not exist";
+    assert!(
+        !done.timed_out && done.shell_code() != 0,
+        "{what}: the job must fail, not hang\n{}",
+        done.report()
+    );
+    assert!(
+        done.stderr
+            .contains(&format!("{}: No such file", src.display())),
+        "{what}: the error names the file\n{}",
+        done.report()
+    );
+}

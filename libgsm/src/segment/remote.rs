@@ -1,0 +1,279 @@
+//! Segment operations on a rank of another host: a delegated request to a worker of the owner
+//! rank, served by [`Serve`], this module's handler (runtime code; the owner's program runs
+//! nothing), which looks the segment up by id, checks the operation against the owner's header
+//! and applies it, and answers with the result or the refusal. A `put_notify` carries its data and
+//! its notification in one request, so the notification is queued after the data is written.
+//! A notification after a put through shared memory is a request of its own ([`notify`]).
+//!
+//! Requests and answers are `postcard` encodings checked on arrival; the caller's rank is the
+//! ring's, never a field of the request. It does not choose the path (`mod.rs` does). See
+//! ARCHITECTURE.md.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Notification, Op, SegmentError, SegmentRef, exported};
+use crate::error::DelegationError;
+use crate::trust::{block_on, captured};
+use crate::wire::record::{Request, RequestReader, Src};
+use crate::worker::WorkerCore;
+use crate::worker::entry::{Delegated, trampoline};
+
+const GET: u8 = 1;
+const PUT: u8 = 2;
+const CAS: u8 = 3;
+const ADD: u8 = 4;
+const SWAP: u8 = 5;
+const NOTE: u8 = 6;
+
+/// What a request carries besides a put's data (plain integers: any bytes are some `Ask`).
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Ask {
+    id: u64,
+    generation: u64,
+    offset: u64,
+    len: u64,
+    a: u64,
+    b: u64,
+    kind: u8,
+    notify: u8,
+}
+
+/// The answer: an old word, or the bytes of a get.
+#[derive(Debug, Serialize, Deserialize)]
+struct Answer {
+    word: u64,
+    bytes: Vec<u8>,
+}
+
+/// The worker of `rank` that serves this caller's requests: spread over the owner's workers by
+/// the caller's worker, so that several callers do not queue on one.
+fn server(rank: usize, core: &WorkerCore) -> usize {
+    let ws = crate::workers_of_rank(rank);
+    ws.start + core.id % ws.len().max(1)
+}
+
+fn ask(seg: &SegmentRef, kind: u8, offset: u64) -> Ask {
+    Ask {
+        id: seg.id,
+        generation: seg.generation,
+        offset,
+        len: 0,
+        a: 0,
+        b: 0,
+        kind,
+        notify: 0,
+    }
+}
+
+fn failed(seg: &SegmentRef, e: DelegationError) -> SegmentError {
+    SegmentError::Unreachable {
+        seg: seg.name(),
+        what: format!("the request to rank {} failed: {e}", seg.rank),
+    }
+}
+
+/// The argument bytes of a request whose sender wrote them from a `&[u8]` ([`call`], and the
+/// stream's chunks): read as they are, with no encoding around them (any bytes are some bytes).
+pub(crate) fn raw_arg<'a>(rec: &'a Request<'_>) -> &'a [u8] {
+    let arg = rec.arg();
+    // SAFETY: the bytes were copied from a `&[u8]` (this process) or written by the fabric from
+    // another process's bytes: initialised either way; `MaybeUninit<u8>` has the layout of `u8`.
+    unsafe { std::slice::from_raw_parts(arg.as_ptr().cast::<u8>(), arg.len()) }
+}
+
+/// Sends `a` (with `data` for a put, as raw bytes) to the owner rank and waits for the answer.
+fn call(seg: &SegmentRef, a: Ask, data: Option<&[u8]>) -> Result<Answer, SegmentError> {
+    let core = crate::worker::core_or_panic("a segment operation");
+    let dest = server(seg.rank as usize, core);
+    let tramp = trampoline::<Serve>();
+    let r: Result<Result<Answer, SegmentError>, DelegationError> = match data {
+        Some(d) => block_on(
+            core,
+            dest,
+            tramp,
+            0,
+            0,
+            Src::of(&a),
+            Some(Src::slice(d)),
+            true,
+        ),
+        None => block_on(core, dest, tramp, 0, 0, Src::of(&a), None, false),
+    };
+    r.map_err(|e| failed(seg, e))?
+}
+
+/// Performs `op` on the owner's side; `notify`: queue a notification with that word after a put.
+pub(super) fn run(
+    seg: &SegmentRef,
+    offset: u64,
+    op: Op<'_>,
+    notify: Option<u64>,
+) -> Result<u64, SegmentError> {
+    let mut a = ask(seg, 0, offset);
+    if let Some(w) = notify {
+        a.notify = 1;
+        a.b = w;
+    }
+    match op {
+        Op::Get(buf) => {
+            a.kind = GET;
+            a.len = buf.len() as u64;
+            let ans = call(seg, a, None)?;
+            if ans.bytes.len() != buf.len() {
+                return Err(SegmentError::Unreachable {
+                    seg: seg.name(),
+                    what: format!(
+                        "rank {} answered {} bytes for a get of {}",
+                        seg.rank,
+                        ans.bytes.len(),
+                        buf.len()
+                    ),
+                });
+            }
+            buf.copy_from_slice(&ans.bytes);
+            Ok(0)
+        }
+        Op::Put(d) => {
+            a.kind = PUT;
+            a.len = d.len() as u64;
+            call(seg, a, Some(d)).map(|x| x.word)
+        }
+        Op::Cas(c, n) => {
+            (a.kind, a.a, a.b) = (CAS, c, n);
+            call(seg, a, None).map(|x| x.word)
+        }
+        Op::Add(v) => {
+            (a.kind, a.a) = (ADD, v);
+            call(seg, a, None).map(|x| x.word)
+        }
+        Op::Swap(v) => {
+            (a.kind, a.a) = (SWAP, v);
+            call(seg, a, None).map(|x| x.word)
+        }
+    }
+}
+
+/// Delivers `n` to the owner's queue (the data is already in its memory).
+pub(super) fn notify(seg: &SegmentRef, n: Notification) -> Result<(), SegmentError> {
+    let mut a = ask(seg, NOTE, n.offset);
+    (a.len, a.b) = (n.len, n.word);
+    call(seg, a, None).map(drop)
+}
+
+/// The handler of segment requests on the owner's worker.
+pub(crate) struct Serve;
+
+impl Serve {
+    fn answer(
+        core: &WorkerCore,
+        client: usize,
+        a: Ask,
+        data: &[u8],
+    ) -> Result<Answer, SegmentError> {
+        let from = core.shared.place.rank_of(client) as usize;
+        let seg = super::SegmentName {
+            rank: crate::rank() as u32,
+            id: a.id,
+            generation: a.generation,
+        };
+        let Some(own) = exported(a.id) else {
+            let right = match a.kind {
+                GET => super::Right::Read,
+                PUT | NOTE => super::Right::Write,
+                _ => super::Right::Atomic,
+            };
+            return Err(SegmentError::Stale {
+                seg,
+                offset: a.offset,
+                right,
+                current: 0,
+            });
+        };
+        let view = own.view(seg);
+        let mut bytes = Vec::new();
+        let word = match a.kind {
+            GET => {
+                let len = usize::try_from(a.len)
+                    .ok()
+                    .filter(|&l| l as u64 <= view.data_len)
+                    .ok_or(SegmentError::OutOfBounds {
+                        seg,
+                        offset: a.offset,
+                        len: a.len,
+                        size: view.data_len,
+                        right: super::Right::Read,
+                    })?;
+                bytes = vec![0u8; len];
+                view.perform(from, a.offset, Op::Get(&mut bytes))?
+            }
+            PUT => {
+                let d = data;
+                let w = view.perform(from, a.offset, Op::Put(d))?;
+                if a.notify != 0 {
+                    own.notify(Notification {
+                        source: from,
+                        offset: a.offset,
+                        len: d.len() as u64,
+                        word: a.b,
+                    });
+                }
+                w
+            }
+            CAS => view.perform(from, a.offset, Op::Cas(a.a, a.b))?,
+            ADD => view.perform(from, a.offset, Op::Add(a.a))?,
+            SWAP => view.perform(from, a.offset, Op::Swap(a.a))?,
+            NOTE => {
+                // The same checks as the put it follows: a notification names bytes the notifier
+                // may write.
+                crate::segment::layout::check(
+                    &own.file,
+                    &seg,
+                    own.data_at,
+                    own.len,
+                    from,
+                    a.offset,
+                    a.len,
+                    super::Right::Write,
+                    false,
+                )?;
+                own.notify(Notification {
+                    source: from,
+                    offset: a.offset,
+                    len: a.len,
+                    word: a.b,
+                });
+                0
+            }
+            k => {
+                return Err(SegmentError::Unreachable {
+                    seg,
+                    what: format!("unknown segment operation {k}"),
+                });
+            }
+        };
+        Ok(Answer { word, bytes })
+    }
+}
+
+impl Delegated for Serve {
+    /// # Safety
+    /// `rec` must be a record encoded by `call` (captured bytes: one `Ask`; argument, for a put:
+    /// the data's raw bytes).
+    unsafe fn serve(
+        core: &WorkerCore,
+        client: usize,
+        rec: &Request<'_>,
+        _more: &mut RequestReader<'_>,
+    ) {
+        // SAFETY: `call` copied one `Ask` into the captured bytes (size checked by `captured`;
+        // any bytes of that size are an `Ask`).
+        let a = match unsafe { captured::<Ask>(rec) } {
+            Ok(a) => a,
+            Err(e) => return core.respond::<Result<Answer, SegmentError>>(client, rec.req, Err(e)),
+        };
+        let data = if a.kind == PUT { raw_arg(rec) } else { &[] };
+        let r = Serve::answer(core, client, a, data);
+        core.respond(client, rec.req, Ok(r));
+    }
+}
