@@ -50,6 +50,7 @@ impl Tcp {
             links: None,
             expect: Vec::new(),
             hosts: Vec::new(),
+            direct: None,
         };
         Ok((tcp, encode_endpoint(advertised)))
     }

@@ -117,8 +117,9 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{Fabric, FabricError, FabricKind, Hooks, Links, Peer, Settings, Topology};
-use io::{Shared, Wiring};
+use super::{Fabric, FabricError, FabricKind, Hooks, Links, Peer, Progress, Settings, Topology};
+use crate::sys::net::Epoll;
+use io::{Direct, Rx, Shared, Wiring};
 
 /// How long an accepted connection has to complete its hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -182,6 +183,9 @@ pub struct Tcp {
     /// For attach: (peer rank, connections expected from it).
     expect: Vec<(u32, u32)>,
     hosts: Vec<String>,
+    /// For the workers' hooks, made by attach: the epoll instance, the runtime's hooks, this
+    /// rank's delivery facts.
+    direct: Option<(Arc<Epoll>, Hooks, Rx)>,
 }
 
 impl std::fmt::Debug for Tcp {
@@ -224,12 +228,20 @@ impl Fabric for Tcp {
             outs_of_rank,
             outgoing: outgoing.len(),
         };
+        let rx = Rx {
+            rank: topo.rank,
+            first_local: topo.first_worker(topo.rank),
+            nlocal: topo.local_workers(),
+            slot_size: topo.layout.slot_size,
+        };
+        self.direct = Some((epoll.clone(), hooks.clone(), rx));
         let handle = setup::start_io(topo, &epoll, &shared, hooks, listener, wiring)?;
         // From here on, dropping `self` stops the thread, whatever fails below.
         self.shared = Some(shared.clone());
         self.io = Some(handle);
-        self.connect_all(topo, &epoll, &shared, outgoing)?;
+        let made = self.connect_all(topo, &epoll, &shared, outgoing)?;
         setup::bells(topo, &shared, &addrs, &mut links);
+        setup::worker_bells(topo, &shared, &made, &mut links);
         tracing::info!(
             target: "gossamer::fabric",
             fabric = "tcp",
@@ -310,10 +322,31 @@ impl Fabric for Tcp {
             waited_ms = start.elapsed().as_millis() as u64,
             "every peer connected and proved the key"
         );
-        self.links.take().ok_or(FabricError::Choice {
+        let mut links = self.links.take().ok_or(FabricError::Choice {
             value: "attach".into(),
             reason: "Tcp::attach called twice",
-        })
+        })?;
+        if let Some((epoll, hooks, rx)) = self.direct.take() {
+            let incoming = shared
+                .incoming
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let direct = Arc::new(Direct {
+                shared: shared.clone(),
+                epoll,
+                hooks,
+                rx,
+                incoming,
+            });
+            for l in 0..rx.nlocal {
+                let d = direct.clone();
+                links
+                    .progress
+                    .push((l, Progress(Arc::new(move |t| d.turn(l, t)))));
+            }
+        }
+        Ok(links)
     }
 
     fn sealed(&mut self) {}
