@@ -164,6 +164,18 @@ const LANE_BIT: u32 = 1 << 31;
 const TOKEN_EVENTFD: u64 = u64::MAX;
 const TOKEN_LISTENER: u64 = u64::MAX - 1;
 
+/// The variable that turns the workers' own socket I/O off (`0`): every slot then crosses the
+/// I/O thread, as before issue 33. For measuring the difference, not for production.
+pub const DIRECT_VAR: &str = "GSM_TCP_DIRECT";
+
+/// The variable that sets `SO_BUSY_POLL` (microseconds) on every connection; unset: not set.
+pub const BUSY_POLL_VAR: &str = "GSM_TCP_BUSY_POLL";
+
+/// Whether [`DIRECT_VAR`] is `0`.
+fn direct_off() -> bool {
+    std::env::var(DIRECT_VAR).is_ok_and(|v| v.trim() == "0")
+}
+
 fn os_error(what: impl Into<String>, e: &std::io::Error) -> FabricError {
     FabricError::Os {
         fabric: FabricKind::Tcp,
@@ -241,7 +253,11 @@ impl Fabric for Tcp {
         self.io = Some(handle);
         let made = self.connect_all(topo, &epoll, &shared, outgoing)?;
         setup::bells(topo, &shared, &addrs, &mut links);
-        setup::worker_bells(topo, &shared, &made, &mut links);
+        if !direct_off() {
+            setup::worker_bells(topo, &shared, &made, &mut links);
+        } else {
+            self.direct = None;
+        }
         tracing::info!(
             target: "gossamer::fabric",
             fabric = "tcp",

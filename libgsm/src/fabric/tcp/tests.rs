@@ -456,6 +456,115 @@ fn both_ends_of_every_connection_keep_alive() {
     assert_eq!((connected, accepted), (3, 3));
 }
 
+/// Counts the fabric's sockets in this process (found by their ports, as above): those that
+/// connected to a listener of `ranks`, and those a listener accepted.
+fn count_sockets(ranks: &[Rank<Tcp>]) -> (usize, usize) {
+    let listeners: Vec<u16> = ranks.iter().map(|r| r.fabric.local_addr().port()).collect();
+    let (mut connected, mut accepted) = (0, 0);
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap() {
+        let Ok(fd) = entry
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .parse::<RawFd>()
+        else {
+            continue;
+        };
+        match net::ipv4_ports(fd) {
+            Some((_, peer)) if listeners.contains(&peer) => connected += 1,
+            Some((local, _)) if listeners.contains(&local) => accepted += 1,
+            _ => {}
+        }
+    }
+    (connected, accepted)
+}
+
+/// The connection model as it stands: one connection per (local worker, peer rank), so a job of
+/// 4 ranks × 2 workers, every rank a tcp peer of every other (two hosts of two ranks each, with
+/// `--fabric tcp`), has 2 × 3 connections out of each rank: 24 in all, each seen at both ends.
+/// `gsm-bench remote` prints the same count (`connections`); one per (worker, remote host) would
+/// make it 2 × 1 out of each rank between two hosts.
+#[test]
+fn a_job_has_one_connection_per_worker_and_peer_rank() {
+    let ranks = job::<Tcp>(&[2, 2, 2, 2], layout(4, 64));
+    assert_eq!(count_sockets(&ranks), (24, 24));
+    no_data_anywhere(&ranks);
+}
+
+/// The worker path (issue 33): a worker's own bell writes its socket, the peer's `Turn::Poll`
+/// reads it on the peer worker's thread; after `Turn::Park` the I/O thread delivers instead and
+/// wakes the worker; the next poll takes the sockets back. Each phase must move its message
+/// within the time limit, whoever moves it.
+#[test]
+fn workers_write_and_read_their_own_sockets_and_hand_them_over_to_park() {
+    use crate::fabric::Turn;
+    let mut ranks = job::<Tcp>(&[1, 2], layout(8, 64));
+    let (a, b) = ranks.split_at_mut(1);
+    let to = a[0].topo.first_worker(1) + 1;
+    let bell = a[0]
+        .links
+        .worker_bells
+        .iter()
+        .find(|(l, g, _)| *l == 0 && *g == to)
+        .map(|(_, _, bell)| bell.clone())
+        .expect("a bell of worker 0 for the peer's second worker");
+    let hook = |r: &Rank<Tcp>, l: u32| {
+        r.links
+            .progress
+            .iter()
+            .find(|(w, _)| *w == l)
+            .map(|(_, p)| p.clone())
+            .expect("a hook per local worker")
+    };
+    let (poll0, poll1) = (hook(&b[0], 0), hook(&b[0], 1));
+    let mut p = a[0].take_out(0, to, Lane::Request);
+    let mut c = b[0].take_in(1, 0, Lane::Request);
+    let send = |p: &mut crate::wire::ring::Producer, v: u32| {
+        let mut w = p.try_reserve().expect("room in the shadow ring");
+        w.buf()[..4].copy_from_slice(&v.to_le_bytes());
+        w.publish(4);
+        bell.ring();
+    };
+    let within = |what: &str, f: &mut dyn FnMut() -> bool| {
+        let start = Instant::now();
+        while !f() {
+            assert!(start.elapsed() < Duration::from_secs(10), "{what}");
+            std::thread::yield_now();
+        }
+    };
+    // Worker 0 of rank 1 polls: it reads the socket and delivers to worker 1's ring.
+    poll0.turn(Turn::Poll);
+    send(&mut p, 1);
+    within("a polling worker delivers", &mut || {
+        poll0.turn(Turn::Poll);
+        c.try_poll()
+            .unwrap()
+            .is_some_and(|r| r.bytes() == 1u32.to_le_bytes())
+    });
+    // Both workers park: the I/O thread delivers and rings worker 1's doorbell.
+    assert!(!poll0.turn(Turn::Park));
+    assert!(!poll1.turn(Turn::Park));
+    send(&mut p, 2);
+    within(
+        "the I/O thread delivers while every worker sleeps",
+        &mut || {
+            c.try_poll()
+                .unwrap()
+                .is_some_and(|r| r.bytes() == 2u32.to_le_bytes())
+        },
+    );
+    // Polling again takes the socket back.
+    poll1.turn(Turn::Poll);
+    send(&mut p, 3);
+    within("a worker that polls again delivers", &mut || {
+        poll1.turn(Turn::Poll);
+        c.try_poll()
+            .unwrap()
+            .is_some_and(|r| r.bytes() == 3u32.to_le_bytes())
+    });
+    no_data_anywhere(&ranks);
+}
+
 #[test]
 fn attach_names_a_peer_that_never_connects() {
     let (mut t, _rank0, failures, _) = hand_made_rank_1(layout(4, 64));

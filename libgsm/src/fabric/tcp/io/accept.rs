@@ -14,7 +14,7 @@ use std::time::Instant;
 use super::link::{ARMED, Link, Side};
 use super::recv::Incoming;
 use super::{Entry, Fate, Io, Pending};
-use crate::fabric::tcp::connect::keep_alive_or_warn;
+use crate::fabric::tcp::connect::{busy_poll, keep_alive_or_warn};
 use crate::fabric::tcp::handshake::{Expect, HELLO_LEN, check_hello};
 use crate::fabric::tcp::{ACCEPT_RETRY, HELLO_TIMEOUT, MAX_HELLOS};
 use crate::sys::net::{self, ready};
@@ -57,6 +57,7 @@ impl Io {
                 continue;
             }
             keep_alive_or_warn(&sock);
+            busy_poll(&sock);
             let i = self.free.pop().unwrap_or_else(|| {
                 self.conns.push(None);
                 self.conns.len() - 1
