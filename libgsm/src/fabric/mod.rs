@@ -12,8 +12,10 @@
 //!   and produce into it directly. No thread, no copy beyond the slot itself. It does not notice
 //!   a peer dying (the runtime watches the peers' processes).
 //! - [`tcp`]: ranks on different hosts. The producer side is a ring in this process (a shadow ring)
-//!   drained by the fabric's I/O thread onto a connection; on the other side the I/O thread
-//!   applies each slot to the consumer's ring (payload, then header) as a producer would.
+//!   drained onto a connection by the publishing worker itself (its bell, [`Links::worker_bells`]);
+//!   on the other side the polling worker (its [`Progress`] hook) or, while every worker sleeps,
+//!   the fabric's I/O thread applies each slot to the consumer's ring (payload, then header) as a
+//!   producer would.
 //!   Back-pressure is the consumer's ring: when it is full, the receiver stops reading that
 //!   connection, TCP's window closes, the sender's shadow ring fills and the producer sees it full.
 //!   It reports a peer lost or broken through [`Hooks::fail`]; it does not retry or encrypt.

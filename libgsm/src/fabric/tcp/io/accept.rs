@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::link::{ARMED, Link, Side};
+use super::link::{ARMED, Link};
 use super::recv::Incoming;
-use super::{Entry, Fate, Io, Pending};
+use super::{Entry, Fate, Io, Pending, Side};
 use crate::fabric::tcp::connect::{busy_poll, keep_alive_or_warn};
 use crate::fabric::tcp::handshake::{Expect, HELLO_LEN, check_hello};
 use crate::fabric::tcp::{ACCEPT_RETRY, HELLO_TIMEOUT, MAX_HELLOS};

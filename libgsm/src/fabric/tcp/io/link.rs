@@ -27,43 +27,14 @@ use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::recv::{Incoming, pump_in};
-use super::send::{Outgoing, pump_out};
-use super::{Fate, Shared};
+use super::recv::pump_in;
+use super::send::pump_out;
+use super::{Fate, LinkState, Rx, Shared, Side};
 use crate::fabric::{Hooks, Turn};
 use crate::sys::net::{Epoll, ready};
 
 /// What an incoming socket is armed for (see the module docs).
 pub(super) const ARMED: u32 = ready::IN | ready::RDHUP | ready::ONESHOT;
-
-/// What delivering frames needs to know of this rank.
-#[derive(Debug, Clone, Copy)]
-pub(in crate::fabric::tcp) struct Rx {
-    pub(in crate::fabric::tcp) rank: u32,
-    pub(in crate::fabric::tcp) first_local: u32,
-    pub(in crate::fabric::tcp) nlocal: u32,
-    pub(in crate::fabric::tcp) slot_size: u32,
-}
-
-/// Which way a link carries frames.
-pub(in crate::fabric::tcp) enum Side {
-    /// From a peer's worker to this rank.
-    In(Box<Incoming>),
-    /// From a local worker to a peer rank.
-    Out(Box<Outgoing>),
-}
-
-/// A link's state behind its mutex.
-pub(in crate::fabric::tcp) struct LinkState {
-    /// Readiness the I/O thread saw (edge-triggered for outgoing sockets), cleared on EAGAIN.
-    pub(super) readable: bool,
-    pub(super) writable: bool,
-    pub(super) side: Side,
-    /// What a worker found fatal, for the I/O thread to report.
-    pub(super) ended: Option<Fate>,
-    /// The I/O thread dropped the link: nobody reads or writes it any more.
-    pub(super) closed: bool,
-}
 
 /// An authenticated connection (see the module docs).
 pub(in crate::fabric::tcp) struct Link {

@@ -22,7 +22,8 @@ use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::Instant;
 
-pub(super) use self::link::{Direct, Link, Rx, Side};
+pub(super) use self::link::{Direct, Link};
+pub(super) use self::recv::Incoming;
 pub(super) use self::send::{OutRing, Outgoing};
 pub(super) use self::shared::{AttachState, Shared};
 use super::handshake::HELLO_LEN;
@@ -35,6 +36,35 @@ use crate::wire::ring::{Producer, RingLayout};
 use accept::refuse;
 use recv::pump_in;
 use send::pump_out;
+
+/// What delivering frames needs to know of this rank.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::fabric::tcp) struct Rx {
+    pub(in crate::fabric::tcp) rank: u32,
+    pub(in crate::fabric::tcp) first_local: u32,
+    pub(in crate::fabric::tcp) nlocal: u32,
+    pub(in crate::fabric::tcp) slot_size: u32,
+}
+
+/// Which way a link carries frames.
+pub(in crate::fabric::tcp) enum Side {
+    /// From a peer's worker to this rank.
+    In(Box<Incoming>),
+    /// From a local worker to a peer rank.
+    Out(Box<Outgoing>),
+}
+
+/// A link's state behind its mutex.
+pub(in crate::fabric::tcp) struct LinkState {
+    /// Readiness the I/O thread saw (edge-triggered for outgoing sockets), cleared on EAGAIN.
+    pub(super) readable: bool,
+    pub(super) writable: bool,
+    pub(super) side: Side,
+    /// What a worker found fatal, for the I/O thread to report.
+    pub(super) ended: Option<Fate>,
+    /// The I/O thread dropped the link: nobody reads or writes it any more.
+    pub(super) closed: bool,
+}
 
 /// An accepted connection whose hello is not complete yet; only the I/O thread has it.
 pub(super) struct Pending {

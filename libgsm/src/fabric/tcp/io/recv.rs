@@ -10,8 +10,7 @@
 use std::io::Read;
 use std::net::TcpStream;
 
-use super::Fate;
-use super::link::{LinkState, Rx, Side};
+use super::{Fate, LinkState, Rx, Side};
 use crate::fabric::tcp::handshake::word;
 use crate::fabric::tcp::{FRAME_HEADER, LANE_BIT};
 use crate::wire::ring::Producer;

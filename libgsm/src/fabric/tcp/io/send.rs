@@ -12,8 +12,7 @@ use std::mem::MaybeUninit;
 use std::net::TcpStream;
 use std::os::fd::AsFd;
 
-use super::Fate;
-use super::link::{LinkState, Side};
+use super::{Fate, LinkState, Side};
 use crate::fabric::Lane;
 use crate::fabric::tcp::{FRAME_HEADER, LANE_BIT, WRITE_LIMIT};
 use crate::sys::net;
