@@ -56,6 +56,8 @@ impl Link {
         token: u64,
         side: Side,
     ) -> Link {
+        // A bell rung before an outgoing link existed found nothing to mark.
+        let pending = matches!(side, Side::Out(_));
         Link {
             sock,
             addr,
@@ -67,8 +69,7 @@ impl Link {
                 ended: None,
                 closed: false,
             }),
-            // A bell rung before the link existed found nothing to mark.
-            pending: AtomicBool::new(true),
+            pending: AtomicBool::new(pending),
             events: AtomicU32::new(0),
         }
     }
@@ -77,6 +78,13 @@ impl Link {
     /// is harmless.
     pub(super) fn arm(&self, epoll: &Epoll) {
         let _ = epoll.modify(self.sock.as_fd(), ARMED, self.token);
+    }
+
+    /// Hands what a worker found fatal (`ended`, set) to the I/O thread: an event it looks at,
+    /// and a wake.
+    fn leave_to_io(&self, shared: &Shared) {
+        self.events.fetch_or(ready::ERR, Ordering::SeqCst);
+        shared.wake();
     }
 
     /// A publisher's bell, on its own thread: writes what the shadow rings hold to the socket
@@ -100,7 +108,7 @@ impl Link {
             if !matches!(fate, Fate::Keep) {
                 st.ended = Some(fate);
                 drop(st);
-                shared.wake();
+                self.leave_to_io(shared);
                 return;
             }
             drop(st);
@@ -169,7 +177,7 @@ impl Direct {
             if !matches!(fate, Fate::Keep) {
                 st.ended = Some(fate);
                 drop(st);
-                self.shared.wake();
+                link.leave_to_io(&self.shared);
             }
         }
         any

@@ -378,15 +378,30 @@ impl Io {
     /// One pass over every connection.
     fn pump(&mut self) -> bool {
         let mut progress = false;
-        self.stalled = 0;
+        // A delivery that waited for a full ring is retried on every incoming link.
+        let retry = std::mem::take(&mut self.stalled) > 0;
         // Only hellos have deadlines; the clock is not read on the data path.
         let now = (self.hellos > 0).then(Instant::now);
         for i in 0..self.conns.len() {
             let fate = match &mut self.conns[i] {
                 None => continue,
                 Some(Entry::Link(l)) => {
+                    // Only a link something happened to: a pass must not hold a link a
+                    // worker wants for nothing.
+                    if l.events.load(Ordering::SeqCst) == 0
+                        && !l.pending.load(Ordering::SeqCst)
+                        && !retry
+                    {
+                        continue;
+                    }
                     let l = l.clone();
-                    match self.pump_link(&l, &mut progress) {
+                    let fate = self.pump_link(&l, &mut progress);
+                    // A bell that found the link held by this pass left its slots to the holder
+                    // (`Link::send_now`): now unlocked, look again.
+                    if matches!(fate, Fate::Keep) && l.pending.load(Ordering::SeqCst) {
+                        l.send_now(&self.shared);
+                    }
+                    match fate {
                         Fate::Keep => continue,
                         fate => {
                             let mut st = l.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -471,11 +486,7 @@ impl Io {
                 }
                 let unsent = o.wstart < o.wbuf.len();
                 if o.pending || readable || (st.writable && unsent) {
-                    let fate = pump_out(&l.sock, &mut st, progress);
-                    if l.pending.load(Ordering::SeqCst) {
-                        *progress = true;
-                    }
-                    return fate;
+                    return pump_out(&l.sock, &mut st, progress);
                 }
                 Fate::Keep
             }
