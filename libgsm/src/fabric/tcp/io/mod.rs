@@ -262,10 +262,11 @@ impl Io {
                     TOKEN_EVENTFD => net::eventfd_drain(self.shared.eventfd.as_fd()),
                     TOKEN_LISTENER => self.acceptable = true,
                     i => match self.conns.get_mut(i as usize) {
-                        Some(Some(Entry::Hello(h))) => {
-                            if flags & (ready::IN | ready::RDHUP | ready::HUP | ready::ERR) != 0 {
-                                h.readable = true;
-                            }
+                        Some(Some(Entry::Hello(h)))
+                            if flags & (ready::IN | ready::RDHUP | ready::HUP | ready::ERR)
+                                != 0 =>
+                        {
+                            h.readable = true;
                         }
                         // Applied under the link's lock, by `pump_link`.
                         Some(Some(Entry::Link(l))) => {
