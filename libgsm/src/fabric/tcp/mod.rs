@@ -149,7 +149,7 @@ mod tests;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -390,6 +390,7 @@ impl Fabric for Tcp {
                 hooks,
                 rx,
                 incoming,
+                empty: (0..rx.nlocal).map(|_| AtomicU32::new(0)).collect(),
             });
             for l in 0..rx.nlocal {
                 let d = direct.clone();
