@@ -6,6 +6,11 @@
 //! OMPI_MCA_btl=self,tcp gsmrun -np 2 --fabric tcp gsm-bench remote [--json FILE]
 //! ```
 //!
+//! `gsm-bench remote --two-hosts` (as root, not under gsmrun) runs the same job across the two
+//! network-namespace hosts of the test bed (`twohosts.rs`), so the figures cross a veth link.
+//! The header also prints the computed tcp connections and registered bytes per rank
+//! ([`connection_table`]).
+//!
 //! The first line measures Gossamer over the `shm` fabric (`auto` picks it for ranks on one
 //! host) against Open MPI's default transports (the `vader` shared-memory BTL between ranks on
 //! one host). The second restricts both sides to TCP: `--fabric tcp` for Gossamer, and
@@ -61,8 +66,9 @@
 //! (shm 1 was disturbed: its interquartile ranges are wide.) Goals of issue 4: shm throughput
 //! ≥ 3× MPI's message rate: met (4.2–4.3×); tcp throughput ≥ 10× MPI-over-TCP's: met
 //! (131–150×); shm round trip ≤ MPI's: missed, by 12–24 % in the undisturbed runs (0.81–0.89×).
-//! The tcp round trip (no goal) is 3–5× MPI's: a request crosses both ranks' I/O threads each
-//! way.
+//! The tcp round trip (no goal then) was 3–5× MPI's: a request crossed both ranks' I/O threads
+//! each way. Since issue 33 the workers write and read their own sockets; its figures are in
+//! docs/performance.md.
 //!
 //! # Slot memory per rank
 //!
