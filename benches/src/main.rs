@@ -9,6 +9,7 @@
 //! target/release/gsm-bench launch [--runs N] [--gsmrun P] [--hello P] [--mpirun P] [--json FILE]
 //! target/release/gsmrun -np 2 target/release/gsm-bench remote [--runs N] [--json FILE]
 //! OMPI_MCA_btl=self,tcp target/release/gsmrun -np 2 --fabric tcp target/release/gsm-bench remote
+//! target/release/gsm-bench remote --two-hosts [--runs N]      (as root: across two namespaces)
 //! target/release/gsmrun -np 2 target/release/gsm-bench collectives [--runs N] [--sweep] [--json FILE]
 //! target/release/gsmrun -np 2 target/release/gsm-bench segments [--runs N] [--json FILE]
 //! target/release/gsmrun -np 2 target/release/gsm-bench streams [--runs N] [--json FILE]
@@ -42,6 +43,7 @@ mod rma;
 mod segments;
 #[cfg(feature = "gossamer")]
 mod streams;
+mod twohosts;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -121,6 +123,10 @@ enum Cmd {
         /// A smoke run for tests: 20 ms per figure and any --runs (even 1).
         #[arg(long)]
         quick: bool,
+        /// Run as a 2-rank job across the two network-namespace hosts of the test bed (not
+        /// under gsmrun; needs root), see `twohosts.rs`.
+        #[arg(long)]
+        two_hosts: bool,
     },
     /// gsm-collectives against MPI's collectives in the same job:
     /// `gsmrun -np 2 gsm-bench collectives` (see `collectives.rs`). Only rank 0 prints.
@@ -134,6 +140,10 @@ enum Cmd {
         /// Time both algorithms of every switch point of gsm_collectives::Tuning instead.
         #[arg(long)]
         sweep: bool,
+        /// Run as a 2-rank job across the two network-namespace hosts of the test bed (not
+        /// under gsmrun; needs root), see `twohosts.rs`.
+        #[arg(long)]
+        two_hosts: bool,
     },
     /// One-sided segment operations against MPI RMA, the cache-line round trip and memcpy:
     /// `gsmrun -np 2 gsm-bench segments` (see `segments.rs`). Only rank 0 prints.
@@ -229,6 +239,15 @@ fn remote(_: Common, _: u64, _: Option<usize>, _: bool) -> anyhow::Result<bool> 
 
 fn main() {
     let cli = Cli::parse();
+    if twohosts::wanted() {
+        match twohosts::relaunch() {
+            Ok(code) => std::process::exit(code),
+            Err(e) => {
+                eprintln!("gsm-bench: {e:#}");
+                std::process::exit(1);
+            }
+        }
+    }
     let load_before = loadavg();
     // Whether this process printed a table (in `remote`, only rank 0 does).
     let result = (|| -> anyhow::Result<bool> {
@@ -280,12 +299,14 @@ fn main() {
                 budget_ms,
                 workers,
                 quick,
+                ..
             } => remote(common, budget_ms, workers, quick),
             #[cfg(feature = "gossamer")]
             Cmd::Collectives {
                 common,
                 quick,
                 sweep,
+                ..
             } => collectives::command(common.runs, common.json.as_deref(), quick, sweep),
             #[cfg(feature = "gossamer")]
             Cmd::Segments {

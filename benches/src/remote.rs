@@ -6,6 +6,11 @@
 //! OMPI_MCA_btl=self,tcp gsmrun -np 2 --fabric tcp gsm-bench remote [--json FILE]
 //! ```
 //!
+//! `gsm-bench remote --two-hosts` (as root, not under gsmrun) runs the same job across the two
+//! network-namespace hosts of the test bed (`twohosts.rs`), so the figures cross a veth link.
+//! The header also prints the computed tcp connections and registered bytes per rank
+//! ([`connection_table`]).
+//!
 //! The first line measures Gossamer over the `shm` fabric (`auto` picks it for ranks on one
 //! host) against Open MPI's default transports (the `vader` shared-memory BTL between ranks on
 //! one host). The second restricts both sides to TCP: `--fabric tcp` for Gossamer, and
@@ -61,8 +66,9 @@
 //! (shm 1 was disturbed: its interquartile ranges are wide.) Goals of issue 4: shm throughput
 //! ≥ 3× MPI's message rate: met (4.2–4.3×); tcp throughput ≥ 10× MPI-over-TCP's: met
 //! (131–150×); shm round trip ≤ MPI's: missed, by 12–24 % in the undisturbed runs (0.81–0.89×).
-//! The tcp round trip (no goal) is 3–5× MPI's: a request crosses both ranks' I/O threads each
-//! way.
+//! The tcp round trip (no goal then) was 3–5× MPI's: a request crossed both ranks' I/O threads
+//! each way. Since issue 33 the workers write and read their own sockets; its figures are in
+//! docs/performance.md.
 //!
 //! # Slot memory per rank
 //!
@@ -490,6 +496,97 @@ pub fn slot_memory_table() -> String {
     out
 }
 
+/// The tcp connections of one rank and the bytes it sets aside for them, with `hosts` hosts of
+/// `ranks` ranks of `workers` workers each (tcp between hosts, shm within).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Connections {
+    /// Sockets of the rank today: one connection per (local worker, remote rank) out, and one
+    /// from every remote worker in.
+    pub per_rank: u64,
+    /// Sockets of the rank in the design of issue 33: one connection per (local worker, remote
+    /// host) out, and the host's share of one from every remote worker in.
+    pub per_host_design: u64,
+    /// Bytes the rank registers for tcp today: its incoming and shadow rings, a read buffer per
+    /// incoming and a write buffer per outgoing connection.
+    pub bytes: u64,
+}
+
+/// Read and write buffer of one connection (`WRITE_LIMIT`, and the read buffer's floor).
+const CONN_BUFFER: u64 = 256 * 1024;
+
+/// [`Connections`] for `hosts` × `ranks` × `workers`, rings of `ring_bytes`.
+pub fn connections(hosts: u64, ranks: u64, workers: u64, ring_bytes: u64) -> Connections {
+    let remote_workers = (hosts - 1) * ranks * workers;
+    let out = workers * (hosts - 1) * ranks;
+    let inc = remote_workers;
+    Connections {
+        per_rank: out + inc,
+        per_host_design: workers * (hosts - 1) + remote_workers / ranks,
+        bytes: 2 * 2 * workers * remote_workers * ring_bytes + (out + inc) * CONN_BUFFER,
+    }
+}
+
+/// The connection lines the subcommand prints: for this job (`hosts` × `ranks` × `workers`),
+/// and for 64 and 1,024 hosts of 16 workers each, as one rank of 16 or four ranks of 4.
+pub fn connection_table(hosts: u64, ranks: u64, workers: u64) -> String {
+    let b = default_ring_bytes();
+    let mut out = String::from(
+        "tcp connections per rank (computed; today: one per (worker, remote rank) out and one \
+         from each remote worker in; design: one per (worker, remote host)):\n",
+    );
+    let cases = [
+        (hosts, ranks, workers, "this job"),
+        (64, 1, 16, ""),
+        (64, 4, 4, ""),
+        (1024, 1, 16, ""),
+        (1024, 4, 4, ""),
+    ];
+    for (h, r, w, what) in cases {
+        if h < 2 {
+            out.push_str(&format!(
+                "  {what}: one host, no tcp connection between hosts (--fabric tcp: every rank \
+                 is a peer)\n"
+            ));
+            continue;
+        }
+        let c = connections(h, r, w, b);
+        out.push_str(&format!(
+            "  {h:>4} hosts × {r} rank(s) × {w:>2} workers{}: today {:>6} connections, {:>10} \
+             registered; design {:>6} connections\n",
+            if what.is_empty() {
+                String::new()
+            } else {
+                format!(" ({what})")
+            },
+            c.per_rank,
+            human(c.bytes),
+            c.per_host_design
+        ));
+    }
+    out
+}
+
+/// Hosts, ranks per host of this job, from `GSM_RANK_HOSTS` (one host id per rank); with
+/// `--fabric tcp` on one host every rank counts as its own host.
+fn job_shape(ranks: u64) -> (u64, u64) {
+    let ids: Vec<String> = std::env::var("GSM_RANK_HOSTS")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    let tcp = std::env::var("GSM_FABRIC").is_ok_and(|f| f.trim() == "tcp");
+    let mut distinct = ids.clone();
+    distinct.sort();
+    distinct.dedup();
+    if tcp || distinct.is_empty() {
+        (ranks, 1)
+    } else {
+        let h = distinct.len() as u64;
+        (h, ranks / h)
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The subcommand.
 // ---------------------------------------------------------------------------------------------
@@ -569,9 +666,10 @@ fn run_in(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<R
             names::MPI_BIRATE,
         ),
     ];
+    let (hosts, per_host) = job_shape(2);
     let header = format!(
         "gsm-bench remote: 2 ranks × {} worker(s), {} runs of {} ms per figure\n\
-         gossamer fabric: {}\nMPI: {}, OMPI_MCA_btl={} ({})\n{}",
+         gossamer fabric: {}\nMPI: {}, OMPI_MCA_btl={} ({})\n{}{}",
         opts.workers,
         opts.runs,
         opts.budget.as_millis(),
@@ -586,7 +684,8 @@ fn run_in(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<R
         } else {
             "transports restricted to these BTLs"
         },
-        slot_memory_table()
+        slot_memory_table(),
+        connection_table(hosts, per_host, opts.workers as u64)
     );
     Ok(Some(RankReport { cases, header }))
 }
@@ -618,6 +717,20 @@ mod tests {
         assert_eq!((m1024.shm_rings, m1024.tcp_rings), (524_256, 1_048_032));
         assert_eq!(human(m1024.shm_bytes), "32.6 GiB");
         assert_eq!(human(m1024.tcp_bytes), "65.1 GiB");
+    }
+
+    #[test]
+    fn connections_of_the_documented_cases() {
+        // 2 hosts × 2 ranks × 2 workers: 2 workers × 2 remote ranks out, 4 remote workers in.
+        let c = connections(2, 2, 2, 100);
+        assert_eq!(c.per_rank, 8);
+        assert_eq!(c.per_host_design, 4);
+        assert_eq!(c.bytes, 4 * 2 * 4 * 100 + 8 * 256 * 1024);
+        // One rank per host: the two counts are the same.
+        let m = connections(64, 1, 16, 100);
+        assert_eq!((m.per_rank, m.per_host_design), (2 * 16 * 63, 2 * 16 * 63));
+        let k = connections(1024, 1, 16, 100);
+        assert_eq!(k.per_rank, 2 * 16 * 1023);
     }
 
     #[test]

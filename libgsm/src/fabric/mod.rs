@@ -12,8 +12,10 @@
 //!   and produce into it directly. No thread, no copy beyond the slot itself. It does not notice
 //!   a peer dying (the runtime watches the peers' processes).
 //! - [`tcp`]: ranks on different hosts. The producer side is a ring in this process (a shadow ring)
-//!   drained by the fabric's I/O thread onto a connection; on the other side the I/O thread
-//!   applies each slot to the consumer's ring (payload, then header) as a producer would.
+//!   drained onto a connection by the publishing worker itself (its bell, [`Links::worker_bells`]);
+//!   on the other side the polling worker (its [`Progress`] hook) or, while every worker sleeps,
+//!   the fabric's I/O thread applies each slot to the consumer's ring (payload, then header) as a
+//!   producer would.
 //!   Back-pressure is the consumer's ring: when it is full, the receiver stops reading that
 //!   connection, TCP's window closes, the sender's shadow ring fills and the producer sees it full.
 //!   It reports a peer lost or broken through [`Hooks::fail`]; it does not retry or encrypt.
@@ -292,6 +294,45 @@ pub struct Links {
     /// Host boards (rank, region), this rank's among them, where the fabric has them (shm:
     /// one per segment; see `crate::board`).
     pub boards: Vec<(usize, crate::board::Region)>,
+    /// Bells for one publisher: (local worker, remote worker, bell), rung by that local worker
+    /// instead of the remote worker's entry in `bells`, so that the fabric knows who rings
+    /// (tcp: the worker writes its own connection). Empty for a fabric that does not need it.
+    pub worker_bells: Vec<(u32, u32, Bell)>,
+    /// Work this fabric asks of a local worker's own thread (local worker, hook): see
+    /// [`Progress`]. Empty for a fabric that needs none.
+    pub progress: Vec<(u32, Progress)>,
+}
+
+/// Where a worker is in its loop when it calls a [`Progress`] hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    /// A poll, before the worker looks at its incoming rings: the fabric may fill them now.
+    Poll,
+    /// The worker found nothing to do and is about to sleep on its doorbell. The hook returns
+    /// `true` when it delivered something (then the worker does not sleep); otherwise from now
+    /// on until the worker's next `Poll` the fabric's own thread must deliver for it.
+    Park,
+}
+
+/// A hook a fabric gives each local worker, called on the worker's thread at every poll and
+/// before it sleeps (see [`Turn`]); it returns whether it delivered a slot into one of this
+/// rank's incoming rings. A worker without hooks (the conformance suite's threads) is served by
+/// the fabric's own thread alone, so a hook is an optimisation, never a requirement.
+#[derive(Clone)]
+pub struct Progress(pub Arc<dyn Fn(Turn) -> bool + Send + Sync>);
+
+impl Progress {
+    /// Calls the hook.
+    #[inline]
+    pub fn turn(&self, t: Turn) -> bool {
+        (self.0)(t)
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress(..)")
+    }
 }
 
 /// What the runtime gives a fabric to call back into it from the fabric's own threads.

@@ -19,6 +19,8 @@ pub(crate) fn local_mesh(place: &Place, layout: RingLayout) -> Vec<Ends> {
             req_in: (0..w).map(|_| None).collect(),
             resp_out: (0..w).map(|_| None).collect(),
             resp_in: (0..w).map(|_| None).collect(),
+            bells: Vec::new(),
+            progress: Vec::new(),
         })
         .collect();
     for c in 0..place.local {
@@ -62,6 +64,7 @@ pub(crate) fn join_links(
     for mut l in links {
         boards.append(&mut l.boards);
         place_links(place, &mut ends, l.outgoing, l.incoming);
+        place_hooks(place, &mut ends, l.worker_bells, l.progress);
         for (g, b) in l.bells {
             if let Some(slot) = bells.get_mut(g as usize) {
                 *slot = Some(b);
@@ -111,6 +114,31 @@ fn place_links(
         match i.lane {
             Lane::Request => ends[l].req_in[g] = Some(i.consumer),
             Lane::Response => ends[l].resp_in[g] = Some(i.consumer),
+        }
+    }
+}
+
+/// Puts a fabric's bells for one publisher and its hooks with the workers they belong to.
+fn place_hooks(
+    place: &Place,
+    ends: &mut [Ends],
+    bells: Vec<(u32, u32, Bell)>,
+    progress: Vec<(u32, crate::fabric::Progress)>,
+) {
+    for (l, g, b) in bells {
+        let (l, g) = (l as usize, g as usize);
+        if l >= place.local || g >= place.total {
+            continue;
+        }
+        let own = &mut ends[l].bells;
+        if own.is_empty() {
+            own.resize(place.total, None);
+        }
+        own[g] = Some(b);
+    }
+    for (l, p) in progress {
+        if let Some(e) = ends.get_mut(l as usize) {
+            e.progress.push(p);
         }
     }
 }

@@ -31,6 +31,8 @@ pub(crate) mod ready {
     pub(crate) const ERR: u32 = EventFlags::ERR.bits();
     /// `EPOLLET`: edge-triggered registration.
     pub(crate) const ET: u32 = EventFlags::ET.bits();
+    /// `EPOLLONESHOT`: after one event the registration is disabled until modified again.
+    pub(crate) const ONESHOT: u32 = EventFlags::ONESHOT.bits();
 }
 
 /// An epoll instance (close-on-exec), closed on drop.
@@ -71,6 +73,19 @@ impl Epoll {
         let flags = epoll::EventFlags::from_bits_retain(events);
         epoll::add(&self.0, fd, epoll::EventData::new_u64(token), flags)?;
         Ok(())
+    }
+
+    /// Changes `fd`'s registration to `events` (re-arms a [`ready::ONESHOT`] one).
+    pub(crate) fn modify(&self, fd: BorrowedFd<'_>, events: u32, token: u64) -> io::Result<()> {
+        let flags = epoll::EventFlags::from_bits_retain(events);
+        epoll::modify(&self.0, fd, epoll::EventData::new_u64(token), flags)?;
+        Ok(())
+    }
+
+    /// Removes `fd`'s registration (closing the descriptor would too, but not while another
+    /// thread still holds it open).
+    pub(crate) fn delete(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        Ok(epoll::delete(&self.0, fd)?)
     }
 
     /// Waits up to `timeout_ms` (0: do not wait); returns how many entries of `events` were
@@ -117,6 +132,27 @@ pub(crate) fn keep_alive(
     sockopt::set_tcp_keepidle(sock, idle)?;
     sockopt::set_tcp_keepintvl(sock, interval)?;
     sockopt::set_tcp_keepcnt(sock, probes)?;
+    Ok(())
+}
+
+/// `SO_BUSY_POLL` on `sock`: a blocking or polling read of an empty socket busy-polls the
+/// device queue for up to `usec` microseconds (needs `CAP_NET_ADMIN` to raise it above
+/// `net.core.busy_read`; a refusal is the caller's to ignore).
+pub(crate) fn busy_poll(sock: BorrowedFd<'_>, usec: u32) -> io::Result<()> {
+    let v = usec as libc::c_int;
+    // SAFETY: `v` lives for the call and its size is passed; the kernel only reads it.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_BUSY_POLL,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
     Ok(())
 }
 

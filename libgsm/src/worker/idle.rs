@@ -204,6 +204,11 @@ impl WorkerCore {
                     watched = true;
                     self.watch_for_deadlock();
                 }
+                // A fabric whose sockets this worker reads hands them to its own thread before
+                // the worker sleeps; if it found something on the way, there is work instead.
+                if !self.progress.is_empty() && self.fabric_turn(Turn::Park) {
+                    continue;
+                }
                 let sh = &self.shared;
                 sh.awake.fetch_sub(1, Ordering::Relaxed);
                 sh.doors[self.local].sleep(t, || !self.has_incoming() && !self.stopping());

@@ -59,7 +59,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::{DelegationError, Error};
-use crate::fabric::{Bell, Doorbell};
+use crate::fabric::{Bell, Doorbell, Progress, Turn};
 use crate::fiber::{self, Co, StackPool};
 use crate::property::{PropertyTable, Toggle};
 use crate::wire::codeptr;
@@ -238,6 +238,11 @@ pub(crate) struct Ends {
     pub req_in: Vec<Option<Consumer>>,
     pub resp_out: Vec<Option<Producer>>,
     pub resp_in: Vec<Option<Consumer>>,
+    /// By global worker: a bell only this worker rings after publishing to it (a fabric's
+    /// `Links::worker_bells`), before the rank's shared one (`Shared::bells`). Empty: none.
+    pub bells: Vec<Option<Bell>>,
+    /// The fabrics' hooks for this worker's thread (`Links::progress`).
+    pub progress: Vec<Progress>,
 }
 
 /// A fiber suspended in [`crate::wait_for`] and its condition, which lives on that fiber's
@@ -297,6 +302,10 @@ pub(crate) struct WorkerCore {
     /// Workers in the job.
     pub count: usize,
     pub shared: Arc<Shared>,
+    /// [`Ends::bells`].
+    own_bells: Vec<Option<Bell>>,
+    /// [`Ends::progress`].
+    progress: Vec<Progress>,
     fibers: RefCell<Vec<Option<Co>>>,
     free_fibers: RefCell<Vec<u32>>,
     ready: RefCell<VecDeque<u32>>,
@@ -494,6 +503,8 @@ impl WorkerCore {
             local,
             sender_bit: sender_bit(local),
             count,
+            own_bells: ends.bells,
+            progress: ends.progress,
             fibers: RefCell::new(Vec::new()),
             free_fibers: RefCell::new(Vec::new()),
             ready: RefCell::new(VecDeque::new()),
@@ -534,6 +545,26 @@ impl WorkerCore {
             next_id: Cell::new(((id as u64) << 40) | 1),
             backlog_limit: slots.max(2),
             shared,
+        }
+    }
+
+    /// Calls the fabrics' hooks for turn `t`; whether any delivered something.
+    #[inline]
+    pub(super) fn fabric_turn(&self, t: Turn) -> bool {
+        let mut any = false;
+        for p in &self.progress {
+            any |= p.turn(t);
+        }
+        any
+    }
+
+    /// Rings what must be rung after publishing to global worker `dest`: this worker's own bell
+    /// for it if a fabric gave one, else the rank's.
+    #[inline]
+    pub(super) fn ring_for(&self, dest: usize) {
+        match self.own_bells.get(dest) {
+            Some(Some(b)) => b.ring(),
+            _ => self.shared.wake(dest),
         }
     }
 

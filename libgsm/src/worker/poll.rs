@@ -60,6 +60,10 @@ impl WorkerCore {
         // keeps its claim on the next inline apply (only `inline_turn` drops it, once the queue
         // is empty).
         let served_before = self.served.get();
+        // A fabric that reads its sockets on this thread fills the rings now (`Turn::Poll`).
+        if !self.progress.is_empty() {
+            self.fabric_turn(Turn::Poll);
+        }
         let mut work = false;
         let budget = self.backlog_limit;
         for c in 0..self.count {

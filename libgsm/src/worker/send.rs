@@ -12,7 +12,7 @@ impl WorkerCore {
             if self.remote[dest] {
                 self.sent.set(self.sent.get() + n as u64);
             }
-            self.shared.wake(dest);
+            self.ring_for(dest);
         }
     }
 

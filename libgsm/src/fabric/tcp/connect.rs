@@ -50,6 +50,7 @@ impl Tcp {
             links: None,
             expect: Vec::new(),
             hosts: Vec::new(),
+            direct: None,
         };
         Ok((tcp, encode_endpoint(advertised)))
     }
@@ -97,6 +98,7 @@ impl Tcp {
             .and_then(|()| sock.set_nonblocking(true))
             .map_err(|e| os_error(what(), &e))?;
         keep_alive_or_warn(&sock);
+        busy_poll(&sock);
         tracing::debug!(
             target: "gossamer::fabric",
             fabric = "tcp",
@@ -153,6 +155,20 @@ pub(super) fn keep_alive_or_warn(sock: &TcpStream) {
                  vanishes may go unnoticed"
             );
         }
+    }
+}
+
+/// `SO_BUSY_POLL` of [`BUSY_POLL_VAR`](super::BUSY_POLL_VAR) microseconds on `sock`, when set:
+/// a measured option (see docs/performance.md, issue 33), off by default. A refusal is ignored.
+pub(super) fn busy_poll(sock: &TcpStream) {
+    static USEC: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let usec = USEC.get_or_init(|| {
+        std::env::var(super::BUSY_POLL_VAR)
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+    });
+    if let Some(us) = *usec {
+        let _ = net::busy_poll(sock.as_fd(), us);
     }
 }
 

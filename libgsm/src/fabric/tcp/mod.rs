@@ -2,10 +2,33 @@
 //! that prove the job key.
 //!
 //! It abstracts one thing: making a remote worker's rings look local. Every ring end the runtime
-//! gets is an ordinary heap ring in this process; a single I/O thread per rank (`gsm-tcp-io`)
-//! moves slots between those rings and the sockets. It does not encode records, choose which
-//! peers it serves, retry lost connections, or encrypt anything (the key proves membership of
-//! the job; it does not hide the traffic).
+//! gets is an ordinary heap ring in this process. The workers move slots between those rings and
+//! the sockets themselves, on their own threads: a worker writes its connection when it rings the
+//! bell after publishing, and reads the incoming connections when it polls. One I/O thread per
+//! rank (`gsm-tcp-io`) accepts and authenticates connections, reports lost peers, finishes a write
+//! the socket could not take (back-pressure), and reads the sockets while every worker of the rank
+//! sleeps. It does not encode records, choose which peers it serves, retry lost connections, or
+//! encrypt anything (the key proves membership of the job; it does not hide the traffic).
+//!
+//! # Why the workers do the socket I/O
+//!
+//! A blocking round trip through an I/O thread crossed four thread hand-offs (worker -> I/O
+//! thread -> socket -> I/O thread -> worker, each way a bell, an eventfd or epoll wake, and a
+//! futex wake), which cost 45-75 µs on loopback against Open MPI's 7-11 µs ping-pong, whose
+//! calling thread polls its socket itself. Now the only cross-thread step of a round trip is the
+//! kernel's: the client's worker `send`s from its bell, the trustee's worker `recv`s in its next
+//! poll, serves, and `send`s the answer from its bell; the client's poll `recv`s it. Batching is
+//! kept: a bell drains every slot its shadow rings hold into one `send`, and a poll reads up to
+//! 1 MiB per connection, so a busy worker makes one system call per destination per poll. An idle
+//! worker keeps polling (one `recv` per incoming connection per turn) for its spin budget (64
+//! turns, 1 when the rank's awake workers outnumber their CPUs), yields, then parks: the last
+//! worker of the rank to park hands the sockets to the I/O thread (see `io::link`), which reads
+//! and wakes the worker as before, so a job with more workers than cores loses nothing it had.
+//! `TCP_NODELAY` is on (a frame is a whole batch; Nagle would hold the next small one for an
+//! ACK). `SO_BUSY_POLL` ([`BUSY_POLL_VAR`]) is off by default: measured in
+//! docs/performance.md (issue 33); it polls a NIC's queue, which loopback and veth do not have.
+//! [`DIRECT_VAR`]`=0` turns the worker path off (every slot through the I/O thread, as before),
+//! for comparing the two in one build.
 //!
 //! # Set-up
 //!
@@ -18,11 +41,14 @@
 //!   opens ONE connection per (local worker, remote rank) with a blocking connect (every peer's
 //!   listener exists before the exchange, so the kernel completes it from the backlog without the
 //!   peer doing anything), writes the hello, and hands the connections to the I/O thread, which
-//!   from then on owns every socket. Accepting before connecting matters when more connections
+//!   watches them for back-pressure and loss, and makes a bell per (local worker, remote worker)
+//!   that writes the worker's connection (`Links::worker_bells`). Accepting before connecting
+//!   matters when more connections
 //!   come than a listener's backlog holds (`listen` is capped by `net.core.somaxconn`, 128 on
 //!   older kernels): two ranks each blocked connecting to the other would never accept.
 //! - [`Fabric::attach`] waits, bounded by `Settings::connect_timeout`, until every remote worker
-//!   has connected and proved the key; on timeout it names a peer that is missing, and why
+//!   has connected and proved the key, and gives each local worker its hook
+//!   (`Links::progress`: read the incoming connections; hand them over before parking); on timeout it names a peer that is missing, and why
 //!   `accept` is failing if it is (out of descriptors, say: the I/O thread keeps retrying, and
 //!   the peers' connections wait in the listener's queue meanwhile).
 //!
@@ -52,19 +78,25 @@
 //! # Rings and back-pressure
 //!
 //! For every (local worker, remote worker, lane) there are two heap rings: an outgoing *shadow*
-//! ring (the runtime publishes into its producer; the I/O thread consumes it, copies the slot
-//! into the connection's write buffer and releases it) and an incoming ring (the I/O thread
-//! produces into it exactly as a producer would: payload, then the header with Release; then it
-//! calls `Hooks::wake`). When an incoming ring is full, the I/O thread keeps the frame and stops
-//! reading that connection until the runtime frees a slot; TCP's window then closes, the
+//! ring (the runtime publishes into its producer; whoever holds the connection, the publishing
+//! worker or the I/O thread, consumes it, copies the slot into the connection's write buffer and
+//! releases it) and an incoming ring (whoever reads the connection produces into it exactly as a
+//! producer would: payload, then the header with Release; then it wakes the consuming worker
+//! through `Hooks::wake` unless it is that worker). When an incoming ring is full, the reader
+//! keeps the frame and stops reading that connection until a slot is free (the workers retry at
+//! every poll; the I/O thread retries while they sleep); TCP's window then closes, the
 //! sender's write buffer and shadow ring fill, and the remote producer finds its ring full.
 //! Nothing is dropped or truncated. Buffering in between is bounded: the shadow ring, a write
 //! buffer of [`WRITE_LIMIT`] bytes, the kernel's socket buffers, a read buffer.
 //!
 //! # The I/O thread and the bells
 //!
-//! One thread per rank, `epoll` (edge-triggered sockets) plus an `eventfd` to be woken. Each pass
-//! it takes the remote workers whose bell rang (a bitmap), drains their shadow rings into write
+//! One thread per rank, `epoll` plus an `eventfd` to be woken. Outgoing sockets are
+//! edge-triggered (it is told when a full socket takes bytes again, and of EOF or errors);
+//! incoming sockets are level-triggered and one-shot, armed only while no worker polls (see
+//! `io::link`). Each pass it applies the events, takes the remote workers whose rank-wide bell
+//! rang (a bitmap; the runtime's workers ring their own bells instead, but a ring end used without
+//! hooks, as in the conformance suite, is served this way), drains shadow rings into write
 //! buffers (many slots per `send`), writes, reads, and delivers frames. With nothing to do it
 //! keeps passing for [`SPIN`] (a `sched_yield` between passes, since on a loaded machine the
 //! worker it just woke may need the core; `epoll_wait` every 8th pass), then announces that it
@@ -79,7 +111,8 @@
 //!
 //! # Failure
 //!
-//! An authenticated connection that reaches EOF or an error before [`Fabric::closing`] ends the
+//! An authenticated connection that reaches EOF or an error before [`Fabric::closing`] (found by
+//! a worker or the I/O thread: a worker leaves it to the I/O thread, which reports it) ends the
 //! job with [`FabricError::PeerLost`] (reported once per peer rank), unless `closing` comes
 //! within [`LOSS_GRACE`] (at the end of a job, a fast rank may close before a slow one has called
 //! `closing`); after `closing`, EOFs are expected and just closed. A frame that breaks the
@@ -93,15 +126,18 @@
 //! Per rank: `2 × 2 × L × R × RingLayout::bytes()` bytes of rings for `L` local and `R` remote
 //! workers (an outgoing and an incoming ring per pair and lane), plus per connection a read
 //! buffer of `max(256 KiB, 2 × (slot + 8))` and a write buffer of up to [`WRITE_LIMIT`]. Every
-//! pass of the I/O thread visits every connection, which is cheap for tens of peers and the
-//! thing to index first for thousands.
+//! pass of the I/O thread visits every connection, and every poll of a worker tries every
+//! incoming connection (one `recv` each), which is cheap for tens of peers and the thing to index
+//! first for thousands (one connection per (worker, remote host), the design's count, is not
+//! built yet: `gsm-bench remote` prints both counts).
 //!
 //! # Where things are
 //!
 //! `handshake` (endpoint bytes and the hello), `connect` (the listener, outgoing connections,
 //! keepalive), `setup` (`create`'s steps), `io` (the I/O thread: `io::accept` for new
 //! connections, `io::send` from shadow rings to sockets, `io::recv` from sockets to rings,
-//! `io::shared` for the bells). The ring protocol itself is `crate::wire::ring`'s. See
+//! `io::link` for a connection the workers share and their side of the fabric, `io::shared` for
+//! the bells). The ring protocol itself is `crate::wire::ring`'s. See
 //! ARCHITECTURE.md.
 
 mod connect;
@@ -113,12 +149,13 @@ mod tests;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{Fabric, FabricError, FabricKind, Hooks, Links, Peer, Settings, Topology};
-use io::{Shared, Wiring};
+use super::{Fabric, FabricError, FabricKind, Hooks, Links, Peer, Progress, Settings, Topology};
+use crate::sys::net::Epoll;
+use io::{Direct, Rx, Shared, Wiring};
 
 /// How long an accepted connection has to complete its hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -163,6 +200,18 @@ const LANE_BIT: u32 = 1 << 31;
 const TOKEN_EVENTFD: u64 = u64::MAX;
 const TOKEN_LISTENER: u64 = u64::MAX - 1;
 
+/// The variable that turns the workers' own socket I/O off (`0`): every slot then crosses the
+/// I/O thread, as before issue 33. For measuring the difference, not for production.
+pub const DIRECT_VAR: &str = "GSM_TCP_DIRECT";
+
+/// The variable that sets `SO_BUSY_POLL` (microseconds) on every connection; unset: not set.
+pub const BUSY_POLL_VAR: &str = "GSM_TCP_BUSY_POLL";
+
+/// Whether [`DIRECT_VAR`] is `0`.
+fn direct_off() -> bool {
+    std::env::var(DIRECT_VAR).is_ok_and(|v| v.trim() == "0")
+}
+
 fn os_error(what: impl Into<String>, e: &std::io::Error) -> FabricError {
     FabricError::Os {
         fabric: FabricKind::Tcp,
@@ -182,6 +231,9 @@ pub struct Tcp {
     /// For attach: (peer rank, connections expected from it).
     expect: Vec<(u32, u32)>,
     hosts: Vec<String>,
+    /// For the workers' hooks, made by attach: the epoll instance, the runtime's hooks, this
+    /// rank's delivery facts.
+    direct: Option<(Arc<Epoll>, Hooks, Rx)>,
 }
 
 impl std::fmt::Debug for Tcp {
@@ -224,12 +276,24 @@ impl Fabric for Tcp {
             outs_of_rank,
             outgoing: outgoing.len(),
         };
+        let rx = Rx {
+            rank: topo.rank,
+            first_local: topo.first_worker(topo.rank),
+            nlocal: topo.local_workers(),
+            slot_size: topo.layout.slot_size,
+        };
+        self.direct = Some((epoll.clone(), hooks.clone(), rx));
         let handle = setup::start_io(topo, &epoll, &shared, hooks, listener, wiring)?;
         // From here on, dropping `self` stops the thread, whatever fails below.
         self.shared = Some(shared.clone());
         self.io = Some(handle);
-        self.connect_all(topo, &epoll, &shared, outgoing)?;
+        let made = self.connect_all(topo, &epoll, &shared, outgoing)?;
         setup::bells(topo, &shared, &addrs, &mut links);
+        if !direct_off() {
+            setup::worker_bells(topo, &shared, &made, &mut links);
+        } else {
+            self.direct = None;
+        }
         tracing::info!(
             target: "gossamer::fabric",
             fabric = "tcp",
@@ -310,10 +374,32 @@ impl Fabric for Tcp {
             waited_ms = start.elapsed().as_millis() as u64,
             "every peer connected and proved the key"
         );
-        self.links.take().ok_or(FabricError::Choice {
+        let mut links = self.links.take().ok_or(FabricError::Choice {
             value: "attach".into(),
             reason: "Tcp::attach called twice",
-        })
+        })?;
+        if let Some((epoll, hooks, rx)) = self.direct.take() {
+            let incoming = shared
+                .incoming
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let direct = Arc::new(Direct {
+                shared: shared.clone(),
+                epoll,
+                hooks,
+                rx,
+                incoming,
+                empty: (0..rx.nlocal).map(|_| AtomicU32::new(0)).collect(),
+            });
+            for l in 0..rx.nlocal {
+                let d = direct.clone();
+                links
+                    .progress
+                    .push((l, Progress(Arc::new(move |t| d.turn(l, t)))));
+            }
+        }
+        Ok(links)
     }
 
     fn sealed(&mut self) {}

@@ -1,17 +1,18 @@
 //! `create`'s steps, in order: check the layout and the peers' endpoints, make the shared state
 //! and the epoll instance, make every ring (incoming rings whose producers wait for their
 //! connection, shadow rings grouped by outgoing connection), start the I/O thread (which accepts
-//! from then on), connect and hand the connections over, and make the bells. It does not wait for
-//! any peer (`attach` does) and does not move a byte of a slot (the I/O thread does).
+//! from then on), connect and hand the connections over, and make the bells (the rank's, and one
+//! per local worker that writes its own connection). It does not wait for any peer (`attach`
+//! does) and does not move a byte of a slot (the workers and the I/O thread do).
 
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use super::handshake::decode_endpoint;
-use super::io::{AttachState, Conn, Io, OutRing, Outgoing, Shared, Wiring};
+use super::io::{AttachState, Io, Link, OutRing, Outgoing, Shared, Side, Wiring};
 use super::{LANE_BIT, TOKEN_EVENTFD, TOKEN_LISTENER, Tcp, os_error};
 use crate::fabric::{
     Bell, FabricError, FabricKind, Hooks, InLink, Lane, Links, OutLink, Peer, Topology,
@@ -87,6 +88,11 @@ pub(super) fn shared_state(topo: &Topology) -> Result<(Arc<Shared>, Arc<Epoll>),
         attached: Condvar::new(),
         handover: Mutex::new(Vec::new()),
         handed: AtomicBool::new(false),
+        incoming: Mutex::new(Vec::new()),
+        pollers: AtomicUsize::new(0),
+        polling: (0..topo.local_workers())
+            .map(|_| AtomicBool::new(false))
+            .collect(),
     });
     Ok((shared, Arc::new(epoll)))
 }
@@ -198,7 +204,8 @@ pub(super) fn start_io(
 }
 
 impl Tcp {
-    /// Opens every planned connection, registers it, and hands them all to the I/O thread.
+    /// Opens every planned connection, registers it, and hands them all to the I/O thread;
+    /// returns them as (local worker, peer rank, link) for the workers' bells.
     ///
     /// Only once this rank accepts: a peer's listen backlog may be smaller than the connections
     /// coming to it, and two ranks each blocked connecting to the other while neither accepts
@@ -209,8 +216,9 @@ impl Tcp {
         epoll: &Epoll,
         shared: &Shared,
         outgoing: Planned,
-    ) -> Result<(), FabricError> {
+    ) -> Result<Vec<(u32, u32, Arc<Link>)>, FabricError> {
         let mut handed = Vec::with_capacity(outgoing.len());
+        let mut made = Vec::with_capacity(outgoing.len());
         for (i, (addr, o)) in outgoing.into_iter().enumerate() {
             let sock = self.connect(topo, o.local, o.rank, addr)?;
             register(
@@ -220,12 +228,15 @@ impl Tcp {
                 i as u64,
                 "a connection",
             )?;
-            handed.push((i, Conn::outgoing(sock, addr, o)));
+            let (l, r) = (o.local, o.rank);
+            let link = Arc::new(Link::new(sock, addr, i as u64, Side::Out(Box::new(o))));
+            made.push((l, r, link.clone()));
+            handed.push((i, link));
         }
         *shared.handover.lock().unwrap_or_else(|p| p.into_inner()) = handed;
         shared.handed.store(true, Ordering::Release);
         shared.wake();
-        Ok(())
+        Ok(made)
     }
 }
 
@@ -242,6 +253,24 @@ pub(super) fn bells(
             links
                 .bells
                 .push((g, Bell::Call(Arc::new(move || s.ring(g)))));
+        }
+    }
+}
+
+/// A bell for every (local worker, remote worker) pair: the worker writes its own connection to
+/// the remote worker's rank as it rings (see `io::link`).
+pub(super) fn worker_bells(
+    topo: &Topology,
+    shared: &Arc<Shared>,
+    made: &[(u32, u32, Arc<Link>)],
+    links: &mut Links,
+) {
+    for (l, r, link) in made {
+        for g in topo.workers_of(*r) {
+            let (s, link) = (shared.clone(), link.clone());
+            links
+                .worker_bells
+                .push((*l, g, Bell::Call(Arc::new(move || link.send_now(&s)))));
         }
     }
 }

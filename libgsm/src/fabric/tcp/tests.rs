@@ -456,6 +456,115 @@ fn both_ends_of_every_connection_keep_alive() {
     assert_eq!((connected, accepted), (3, 3));
 }
 
+/// Counts the fabric's sockets in this process (found by their ports, as above): those that
+/// connected to a listener of `ranks`, and those a listener accepted.
+fn count_sockets(ranks: &[Rank<Tcp>]) -> (usize, usize) {
+    let listeners: Vec<u16> = ranks.iter().map(|r| r.fabric.local_addr().port()).collect();
+    let (mut connected, mut accepted) = (0, 0);
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap() {
+        let Ok(fd) = entry
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .parse::<RawFd>()
+        else {
+            continue;
+        };
+        match net::ipv4_ports(fd) {
+            Some((_, peer)) if listeners.contains(&peer) => connected += 1,
+            Some((local, _)) if listeners.contains(&local) => accepted += 1,
+            _ => {}
+        }
+    }
+    (connected, accepted)
+}
+
+/// The connection model as it stands: one connection per (local worker, peer rank), so a job of
+/// 4 ranks × 2 workers, every rank a tcp peer of every other (two hosts of two ranks each, with
+/// `--fabric tcp`), has 2 × 3 connections out of each rank: 24 in all, each seen at both ends.
+/// `gsm-bench remote` prints the same count (`connections`); one per (worker, remote host) would
+/// make it 2 × 1 out of each rank between two hosts.
+#[test]
+fn a_job_has_one_connection_per_worker_and_peer_rank() {
+    let ranks = job::<Tcp>(&[2, 2, 2, 2], layout(4, 64));
+    assert_eq!(count_sockets(&ranks), (24, 24));
+    no_data_anywhere(&ranks);
+}
+
+/// The worker path (issue 33): a worker's own bell writes its socket, the peer's `Turn::Poll`
+/// reads it on the peer worker's thread; after `Turn::Park` the I/O thread delivers instead and
+/// wakes the worker; the next poll takes the sockets back. Each phase must move its message
+/// within the time limit, whoever moves it.
+#[test]
+fn workers_write_and_read_their_own_sockets_and_hand_them_over_to_park() {
+    use crate::fabric::Turn;
+    let mut ranks = job::<Tcp>(&[1, 2], layout(8, 64));
+    let (a, b) = ranks.split_at_mut(1);
+    let to = a[0].topo.first_worker(1) + 1;
+    let bell = a[0]
+        .links
+        .worker_bells
+        .iter()
+        .find(|(l, g, _)| *l == 0 && *g == to)
+        .map(|(_, _, bell)| bell.clone())
+        .expect("a bell of worker 0 for the peer's second worker");
+    let hook = |r: &Rank<Tcp>, l: u32| {
+        r.links
+            .progress
+            .iter()
+            .find(|(w, _)| *w == l)
+            .map(|(_, p)| p.clone())
+            .expect("a hook per local worker")
+    };
+    let (poll0, poll1) = (hook(&b[0], 0), hook(&b[0], 1));
+    let mut p = a[0].take_out(0, to, Lane::Request);
+    let mut c = b[0].take_in(1, 0, Lane::Request);
+    let send = |p: &mut crate::wire::ring::Producer, v: u32| {
+        let mut w = p.try_reserve().expect("room in the shadow ring");
+        w.buf()[..4].copy_from_slice(&v.to_le_bytes());
+        w.publish(4);
+        bell.ring();
+    };
+    let within = |what: &str, f: &mut dyn FnMut() -> bool| {
+        let start = Instant::now();
+        while !f() {
+            assert!(start.elapsed() < Duration::from_secs(10), "{what}");
+            std::thread::yield_now();
+        }
+    };
+    // Worker 0 of rank 1 polls: it reads the socket and delivers to worker 1's ring.
+    poll0.turn(Turn::Poll);
+    send(&mut p, 1);
+    within("a polling worker delivers", &mut || {
+        poll0.turn(Turn::Poll);
+        c.try_poll()
+            .unwrap()
+            .is_some_and(|r| r.bytes() == 1u32.to_le_bytes())
+    });
+    // Both workers park: the I/O thread delivers and rings worker 1's doorbell.
+    assert!(!poll0.turn(Turn::Park));
+    assert!(!poll1.turn(Turn::Park));
+    send(&mut p, 2);
+    within(
+        "the I/O thread delivers while every worker sleeps",
+        &mut || {
+            c.try_poll()
+                .unwrap()
+                .is_some_and(|r| r.bytes() == 2u32.to_le_bytes())
+        },
+    );
+    // Polling again takes the socket back.
+    poll1.turn(Turn::Poll);
+    send(&mut p, 3);
+    within("a worker that polls again delivers", &mut || {
+        poll1.turn(Turn::Poll);
+        c.try_poll()
+            .unwrap()
+            .is_some_and(|r| r.bytes() == 3u32.to_le_bytes())
+    });
+    no_data_anywhere(&ranks);
+}
+
 #[test]
 fn attach_names_a_peer_that_never_connects() {
     let (mut t, _rank0, failures, _) = hand_made_rank_1(layout(4, 64));
@@ -695,32 +804,78 @@ fn cpu_seconds() -> f64 {
     net::process_cpu_time().as_secs_f64()
 }
 
-/// Round trip of one small slot through the fabric and back (ping-pong between two threads that
-/// poll and then sleep on their doorbells, as workers do). Run with
+/// Round trips of a 4-byte slot between two simulated ranks over loopback, each side a thread
+/// that spins a little and then sleeps on its doorbell, as a worker does: through the I/O
+/// threads (the rank's bells, no hooks: four thread hand-offs) and the workers' own path (their
+/// bells write the socket, their `Turn::Poll` reads it, `Turn::Park` before sleeping),
+/// alternated in one process, 3 rounds of each. A measurement for docs/performance.md:
 /// `cargo test -p gossamer --release --lib fabric::tcp::tests::round_trip -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement, not a check"]
 fn round_trip() {
+    for round in 0..3 {
+        for direct in [false, true] {
+            let mut times = round_trips(direct, 5_000);
+            times.sort();
+            let q = |f: f64| times[((times.len() - 1) as f64 * f) as usize];
+            println!(
+                "round {round}, {}: tcp loopback round trip of a 4-byte slot: median {:?}, q1 \
+                 {:?}, q3 {:?}, p99 {:?}",
+                if direct {
+                    "workers' own sockets"
+                } else {
+                    "through the I/O threads"
+                },
+                q(0.5),
+                q(0.25),
+                q(0.75),
+                q(0.99)
+            );
+        }
+    }
+}
+
+/// `rounds` timed round trips (see [`round_trip`]).
+fn round_trips(direct: bool, rounds: u32) -> Vec<Duration> {
+    use crate::fabric::{Progress, Turn};
     let mut ranks = job::<Tcp>(&[1, 1], layout(16, 256));
     let (a, b) = ranks.split_at_mut(1);
     let mut ping = a[0].take_out(0, 1, Lane::Request);
     let mut ping_in = b[0].take_in(0, 0, Lane::Request);
     let mut pong = b[0].take_out(0, 0, Lane::Response);
     let mut pong_in = a[0].take_in(0, 1, Lane::Response);
-    let (bell_a, bell_b) = (a[0].bell(1), b[0].bell(0));
+    let own = |r: &Rank<Tcp>, g: u32| {
+        r.links
+            .worker_bells
+            .iter()
+            .find(|(l, to, _)| *l == 0 && *to == g)
+            .map(|(_, _, b)| b.clone())
+            .unwrap()
+    };
+    let hook = |r: &Rank<Tcp>| r.links.progress[0].1.clone();
+    let (bell_a, bell_b) = if direct {
+        (own(&a[0], 1), own(&b[0], 0))
+    } else {
+        (a[0].bell(1), b[0].bell(0))
+    };
+    let (hook_a, hook_b) = (hook(&a[0]), hook(&b[0]));
     let (sleep_a, sleep_b) = (a[0].sleeper(0), b[0].sleeper(0));
-    let rounds = 20_000u32;
-    let wait = |c: &mut Consumer, d: &Doorbell| {
+    let wait = |c: &mut Consumer, d: &Doorbell, h: &Progress| {
         let t = Instant::now();
         let mut spins = 0u32;
         loop {
+            if direct {
+                h.turn(Turn::Poll);
+            }
             if let Some(r) = c.try_poll().unwrap() {
                 return u32::from_le_bytes(r.bytes()[..4].try_into().unwrap());
             }
             spins += 1;
             if spins % 256 == 0 {
                 assert!(t.elapsed() < Duration::from_secs(10));
-                d.sleep(Duration::from_millis(10), || !c.has_data());
+                if !direct || !h.turn(Turn::Park) {
+                    d.sleep(Duration::from_millis(10), || !c.has_data());
+                }
             }
             std::hint::spin_loop();
         }
@@ -729,7 +884,7 @@ fn round_trip() {
     std::thread::scope(|s| {
         s.spawn(|| {
             for _ in 0..rounds {
-                let v = wait(&mut ping_in, &sleep_b);
+                let v = wait(&mut ping_in, &sleep_b, &hook_b);
                 let mut w = pong.try_reserve().unwrap();
                 w.buf()[..4].copy_from_slice(&v.to_le_bytes());
                 w.publish(4);
@@ -742,17 +897,9 @@ fn round_trip() {
             w.buf()[..4].copy_from_slice(&i.to_le_bytes());
             w.publish(4);
             bell_a.ring();
-            assert_eq!(wait(&mut pong_in, &sleep_a), i);
+            assert_eq!(wait(&mut pong_in, &sleep_a, &hook_a), i);
             times.push(t.elapsed());
         }
     });
-    times.sort();
-    let q = |f: f64| times[((times.len() - 1) as f64 * f) as usize];
-    println!(
-        "tcp loopback round trip of a 4-byte slot: median {:?}, q1 {:?}, q3 {:?}, p99 {:?}",
-        q(0.5),
-        q(0.25),
-        q(0.75),
-        q(0.99)
-    );
+    times
 }

@@ -7,12 +7,14 @@
 use std::io::Read;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use super::link::{ARMED, Link};
 use super::recv::Incoming;
-use super::{Conn, Fate, Io, Role};
-use crate::fabric::tcp::connect::keep_alive_or_warn;
+use super::{Entry, Fate, Io, Pending, Side};
+use crate::fabric::tcp::connect::{busy_poll, keep_alive_or_warn};
 use crate::fabric::tcp::handshake::{Expect, HELLO_LEN, check_hello};
 use crate::fabric::tcp::{ACCEPT_RETRY, HELLO_TIMEOUT, MAX_HELLOS};
 use crate::sys::net::{self, ready};
@@ -55,6 +57,7 @@ impl Io {
                 continue;
             }
             keep_alive_or_warn(&sock);
+            busy_poll(&sock);
             let i = self.free.pop().unwrap_or_else(|| {
                 self.conns.push(None);
                 self.conns.len() - 1
@@ -66,17 +69,14 @@ impl Io {
                 continue;
             }
             self.hellos += 1;
-            self.conns[i] = Some(Conn {
+            self.conns[i] = Some(Entry::Hello(Box::new(Pending {
                 sock,
                 addr,
                 readable: true,
-                writable: false,
-                role: Role::Hello {
-                    buf: [0; HELLO_LEN],
-                    got: 0,
-                    deadline: Instant::now() + HELLO_TIMEOUT,
-                },
-            });
+                buf: [0; HELLO_LEN],
+                got: 0,
+                deadline: Instant::now() + HELLO_TIMEOUT,
+            })));
         }
     }
 
@@ -90,8 +90,8 @@ impl Io {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner()),
         );
-        for (i, c) in handed {
-            self.conns[i] = Some(c);
+        for (i, l) in handed {
+            self.conns[i] = Some(Entry::Link(l));
         }
     }
 
@@ -117,28 +117,35 @@ impl Io {
         st.accept_failure = Some(why);
     }
 
-    /// Reads a connection's hello; once complete and checked, the connection is incoming.
-    pub(super) fn read_hello(&mut self, c: &mut Conn, progress: &mut bool) -> Fate {
-        let Role::Hello { buf, got, .. } = &mut c.role else {
-            unreachable!("read_hello on a connection past its hello")
-        };
-        while *got < HELLO_LEN {
-            match (&c.sock).read(&mut buf[*got..]) {
-                Ok(0) => return Fate::Refuse("closed before completing its hello".into()),
+    /// Reads a connection's hello; once complete and checked, the connection is an incoming
+    /// link (token `i`), armed for the I/O thread and offered to the workers. `Err` carries why
+    /// it is refused.
+    pub(super) fn read_hello(
+        &mut self,
+        mut h: Box<Pending>,
+        i: usize,
+        progress: &mut bool,
+    ) -> Result<Entry, (Fate, SocketAddr)> {
+        let addr = h.addr;
+        let refuse = |why: String| Err((Fate::Refuse(why), addr));
+        while h.got < HELLO_LEN {
+            let got = h.got;
+            match (&h.sock).read(&mut h.buf[got..]) {
+                Ok(0) => return refuse("closed before completing its hello".into()),
                 Ok(n) => {
-                    *got += n;
+                    h.got += n;
                     *progress = true;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    c.readable = false;
-                    return Fate::Keep;
+                    h.readable = false;
+                    return Ok(Entry::Hello(h));
                 }
-                Err(e) => return Fate::Refuse(format!("reading its hello: {e}")),
+                Err(e) => return refuse(format!("reading its hello: {e}")),
             }
         }
         let checked = check_hello(
-            buf,
+            &h.buf,
             &Expect {
                 key: &self.key,
                 rank: self.rank,
@@ -149,21 +156,28 @@ impl Io {
         );
         let (src_rank, src_local) = match checked {
             Ok(x) => x,
-            Err(why) => return Fate::Refuse(why),
+            Err(why) => return refuse(why),
         };
         let g = self.workers[..src_rank as usize].iter().sum::<u32>() + src_local;
         let Some(producers) = self.unclaimed[g as usize].take() else {
-            return Fate::Refuse(format!(
+            return refuse(format!(
                 "rank {src_rank} worker {src_local} is already connected"
             ));
         };
-        c.role = Role::In(Box::new(Incoming::new(
-            src_rank,
-            src_local,
-            producers,
-            self.layout.slot_size,
-        )));
+        let inc = Incoming::new(src_rank, src_local, producers, self.layout.slot_size);
+        let Pending { sock, .. } = *h;
+        // Level-triggered from now on, one event per arming (see `link`): bytes that followed
+        // the hello are read by the next pass (the link starts readable).
+        if let Err(e) = self.epoll.modify(sock.as_fd(), ARMED, i as u64) {
+            return refuse(format!("cannot watch it: {e}"));
+        }
+        let link = Arc::new(Link::new(sock, addr, i as u64, Side::In(Box::new(inc))));
         self.hellos -= 1;
+        self.shared
+            .incoming
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(link.clone());
         {
             let mut st = self.shared.attach.lock().unwrap_or_else(|p| p.into_inner());
             st.from[src_rank as usize] += 1;
@@ -174,11 +188,10 @@ impl Io {
             fabric = "tcp",
             peer = src_rank,
             worker = src_local,
-            addr = %c.addr,
+            %addr,
             "accepted a connection that proved the key"
         );
-        // Bytes that followed the hello are read by the next pass (`readable` stays set).
-        Fate::Keep
+        Ok(Entry::Link(link))
     }
 }
 

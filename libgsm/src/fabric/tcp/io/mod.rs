@@ -1,22 +1,28 @@
-//! The fabric's I/O thread (`gsm-tcp-io`, one per rank): it owns every socket and every
-//! fabric-side ring end, and each pass takes the bells that rang, accepts, drains shadow rings
-//! onto sockets, reads frames into incoming rings, wakes the workers it delivered to and reports
-//! lost peers. With nothing to do it spins briefly, then sleeps in `epoll_wait` after announcing
-//! it (the bells' protocol, `shared`). Its jobs are in `accept` (new connections and hellos),
-//! `send` (shadow rings to sockets) and `recv` (sockets to rings); it does not make rings or
-//! connections (`setup`, `connect`). See ARCHITECTURE.md.
+//! The fabric's I/O thread (`gsm-tcp-io`, one per rank): it accepts and authenticates
+//! connections, reports lost peers, and moves frames when the workers do not: it writes a
+//! socket that became writable again after it was full (back-pressure), reads the incoming
+//! sockets while every worker of the rank sleeps (see `link` for who watches what), and serves
+//! workers without hooks (the conformance suite's threads) through the bells' bitmap as before.
+//! Each pass applies the epoll events, takes the bells that rang, accepts, pumps the links it
+//! may, wakes the workers it delivered to and reports failures. With nothing to do it spins
+//! briefly, then sleeps in `epoll_wait` after announcing it (the bells' protocol, `shared`). Its
+//! jobs are in `accept` (new connections and hellos), `send` (shadow rings to sockets), `recv`
+//! (sockets to rings) and `link` (a connection shared with the workers, and the workers' side);
+//! it does not make rings or connections (`setup`, `connect`). See ARCHITECTURE.md.
 
 mod accept;
+mod link;
 mod recv;
 mod send;
 mod shared;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::Instant;
 
+pub(super) use self::link::{Direct, Link};
 pub(super) use self::recv::Incoming;
 pub(super) use self::send::{OutRing, Outgoing};
 pub(super) use self::shared::{AttachState, Shared};
@@ -28,43 +34,55 @@ use crate::fabric::{FabricError, FabricKind, Hooks, Topology};
 use crate::sys::net::{self, Epoll, Events, ready};
 use crate::wire::ring::{Producer, RingLayout};
 use accept::refuse;
+use recv::pump_in;
+use send::pump_out;
 
-/// Where a connection is in its life.
-pub(super) enum Role {
-    /// Accepted, its hello not yet complete.
-    Hello {
-        buf: [u8; HELLO_LEN],
-        got: usize,
-        deadline: Instant,
-    },
-    /// Authenticated, carrying frames from a peer's worker to this rank.
+/// What delivering frames needs to know of this rank.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::fabric::tcp) struct Rx {
+    pub(in crate::fabric::tcp) rank: u32,
+    pub(in crate::fabric::tcp) first_local: u32,
+    pub(in crate::fabric::tcp) nlocal: u32,
+    pub(in crate::fabric::tcp) slot_size: u32,
+}
+
+/// Which way a link carries frames.
+pub(in crate::fabric::tcp) enum Side {
+    /// From a peer's worker to this rank.
     In(Box<Incoming>),
-    /// Made by `create`, carrying frames from a local worker to a peer rank.
+    /// From a local worker to a peer rank.
     Out(Box<Outgoing>),
 }
 
-/// One connection the I/O thread owns.
-pub(in crate::fabric::tcp) struct Conn {
+/// A link's state behind its mutex.
+pub(in crate::fabric::tcp) struct LinkState {
+    /// Readiness the I/O thread saw (edge-triggered for outgoing sockets), cleared on EAGAIN.
+    pub(super) readable: bool,
+    pub(super) writable: bool,
+    pub(super) side: Side,
+    /// What a worker found fatal, for the I/O thread to report.
+    pub(super) ended: Option<Fate>,
+    /// The I/O thread dropped the link: nobody reads or writes it any more.
+    pub(super) closed: bool,
+}
+
+/// An accepted connection whose hello is not complete yet; only the I/O thread has it.
+pub(super) struct Pending {
     sock: TcpStream,
     addr: SocketAddr,
     /// Edge-triggered readiness, cleared on EAGAIN.
     readable: bool,
-    writable: bool,
-    role: Role,
+    buf: [u8; HELLO_LEN],
+    got: usize,
+    deadline: Instant,
 }
 
-impl Conn {
-    /// An outgoing connection `create` made, ready both ways (edge-triggered: assume so until
-    /// EAGAIN).
-    pub(in crate::fabric::tcp) fn outgoing(sock: TcpStream, addr: SocketAddr, o: Outgoing) -> Conn {
-        Conn {
-            sock,
-            addr,
-            readable: true,
-            writable: true,
-            role: Role::Out(Box::new(o)),
-        }
-    }
+/// A place in the I/O thread's table (its index is the epoll token).
+pub(super) enum Entry {
+    /// Accepted, its hello not yet complete.
+    Hello(Box<Pending>),
+    /// Authenticated (incoming) or made by `create` (outgoing), shared with the workers.
+    Link(Arc<Link>),
 }
 
 /// What happened to a connection in one pass.
@@ -95,11 +113,10 @@ pub(in crate::fabric::tcp) struct Io {
     hosts: Vec<String>,
     key: [u8; KEY_LEN],
     layout: RingLayout,
-    first_local: u32,
-    nlocal: u32,
     is_peer: Vec<bool>,
     rank_of: Vec<u32>,
-    conns: Vec<Option<Conn>>,
+    rx: Rx,
+    conns: Vec<Option<Entry>>,
     free: Vec<usize>,
     /// Connections waiting for their hello.
     hellos: usize,
@@ -155,10 +172,14 @@ impl Io {
             hosts: topo.hosts.clone(),
             key: topo.key,
             layout: topo.layout,
-            first_local: topo.first_worker(topo.rank),
-            nlocal,
             is_peer: wiring.is_peer,
             rank_of,
+            rx: Rx {
+                rank: topo.rank,
+                first_local: topo.first_worker(topo.rank),
+                nlocal,
+                slot_size: topo.layout.slot_size,
+            },
             conns: (0..wiring.outgoing).map(|_| None).collect(),
             free: Vec::new(),
             hellos: 0,
@@ -240,17 +261,19 @@ impl Io {
                 match token {
                     TOKEN_EVENTFD => net::eventfd_drain(self.shared.eventfd.as_fd()),
                     TOKEN_LISTENER => self.acceptable = true,
-                    i => {
-                        if let Some(Some(c)) = self.conns.get_mut(i as usize) {
-                            let hup = ready::HUP | ready::ERR;
-                            if flags & (ready::IN | ready::RDHUP | hup) != 0 {
-                                c.readable = true;
-                            }
-                            if flags & (ready::OUT | hup) != 0 {
-                                c.writable = true;
-                            }
+                    i => match self.conns.get_mut(i as usize) {
+                        Some(Some(Entry::Hello(h)))
+                            if flags & (ready::IN | ready::RDHUP | ready::HUP | ready::ERR)
+                                != 0 =>
+                        {
+                            h.readable = true;
                         }
-                    }
+                        // Applied under the link's lock, by `pump_link`.
+                        Some(Some(Entry::Link(l))) => {
+                            l.events.fetch_or(flags, Ordering::SeqCst);
+                        }
+                        _ => {}
+                    },
                 }
             }
             if self.shared.handed.load(Ordering::Acquire) {
@@ -340,11 +363,8 @@ impl Io {
                     .map(|v| v.as_slice())
                     .unwrap_or(&[])
                 {
-                    if let Some(Some(Conn {
-                        role: Role::Out(o), ..
-                    })) = self.conns.get_mut(c)
-                    {
-                        o.pending = true;
+                    if let Some(Some(Entry::Link(l))) = self.conns.get(c) {
+                        l.pending.store(true, Ordering::SeqCst);
                     }
                 }
             }
@@ -359,71 +379,169 @@ impl Io {
     /// One pass over every connection.
     fn pump(&mut self) -> bool {
         let mut progress = false;
-        self.stalled = 0;
+        // A delivery that waited for a full ring is retried on every incoming link.
+        let retry = std::mem::take(&mut self.stalled) > 0;
         // Only hellos have deadlines; the clock is not read on the data path.
         let now = (self.hellos > 0).then(Instant::now);
         for i in 0..self.conns.len() {
-            let Some(mut c) = self.conns[i].take() else {
-                continue;
-            };
-            let fate = match &mut c.role {
-                Role::Out(_) => self.pump_out(&mut c, &mut progress),
-                Role::In(_) => self.pump_in(&mut c, &mut progress),
-                Role::Hello { deadline, .. } => {
-                    if now.is_some_and(|now| *deadline <= now) {
-                        Fate::Refuse(format!(
-                            "no complete hello within {} s",
-                            HELLO_TIMEOUT.as_secs()
-                        ))
-                    } else if c.readable {
-                        self.read_hello(&mut c, &mut progress)
+            let fate = match &mut self.conns[i] {
+                None => continue,
+                Some(Entry::Link(l)) => {
+                    // Only a link something happened to: a pass must not hold a link a
+                    // worker wants for nothing.
+                    if l.events.load(Ordering::SeqCst) == 0
+                        && !l.pending.load(Ordering::SeqCst)
+                        && !retry
+                    {
+                        continue;
+                    }
+                    let l = l.clone();
+                    let fate = self.pump_link(&l, &mut progress);
+                    // A bell that found the link held by this pass left its slots to the holder
+                    // (`Link::send_now`): now unlocked, look again.
+                    if matches!(fate, Fate::Keep) && l.pending.load(Ordering::SeqCst) {
+                        l.send_now(&self.shared);
+                    }
+                    match fate {
+                        Fate::Keep => continue,
+                        fate => {
+                            let mut st = l.state.lock().unwrap_or_else(|p| p.into_inner());
+                            st.closed = true;
+                            drop(st);
+                            // Workers may still hold the link: close it for them too.
+                            let _ = self.epoll.delete(l.sock.as_fd());
+                            let _ = l.sock.shutdown(Shutdown::Both);
+                            (fate, l.addr)
+                        }
+                    }
+                }
+                Some(Entry::Hello(h)) => {
+                    if now.is_some_and(|now| h.deadline <= now) {
+                        self.hellos -= 1;
+                        let why = format!("no complete hello within {} s", HELLO_TIMEOUT.as_secs());
+                        (Fate::Refuse(why), h.addr)
+                    } else if !h.readable {
+                        continue;
                     } else {
-                        Fate::Keep
+                        let Some(Entry::Hello(h)) = self.conns[i].take() else {
+                            unreachable!("the entry was a hello a moment ago")
+                        };
+                        match self.read_hello(h, i, &mut progress) {
+                            Ok(e) => {
+                                self.conns[i] = Some(e);
+                                continue;
+                            }
+                            Err((fate, addr)) => {
+                                self.hellos -= 1;
+                                (fate, addr)
+                            }
+                        }
                     }
                 }
             };
-            let hello = matches!(c.role, Role::Hello { .. });
-            match fate {
-                Fate::Keep => {
-                    self.conns[i] = Some(c);
-                    continue;
-                }
-                Fate::Refuse(why) => refuse(c.addr, &why),
-                Fate::Lost(r, detail) => {
-                    tracing::debug!(
-                        target: "gossamer::fabric",
-                        fabric = "tcp",
-                        peer = r,
-                        addr = %c.addr,
-                        closing = self.closing(),
-                        "connection ended: {detail}"
-                    );
-                    if !self.closing() && !self.lost.iter().any(|l| l.0 == r) {
-                        self.lost.push((r, detail, Instant::now() + LOSS_GRACE));
-                    }
-                }
-                Fate::Broke(r, detail) => {
-                    if !self.closing() {
-                        self.report(
-                            r,
-                            FabricError::Protocol {
-                                fabric: FabricKind::Tcp,
-                                peer: r,
-                                host: self.host(r),
-                                detail,
-                            },
-                        );
-                    }
-                }
-            }
-            if hello {
-                self.hellos -= 1;
-            }
+            self.after(fate.0, fate.1);
             progress = true;
+            self.conns[i] = None;
             self.free.push(i);
-            // Dropping `c` closes the socket, which also removes it from the epoll set.
+            // Dropping a hello's socket closes it, which also removes it from the epoll set.
         }
         progress
+    }
+
+    /// One pass over a link the workers do not hold: applies its epoll events, then writes or
+    /// reads it as they ask. An incoming socket read while no worker polls is re-armed.
+    fn pump_link(&mut self, l: &Link, progress: &mut bool) -> Fate {
+        let Ok(mut st) = l.state.try_lock() else {
+            // Its holder does the work; events left for it are applied at the next pass.
+            if l.events.load(Ordering::Relaxed) != 0 {
+                *progress = true;
+            }
+            return Fate::Keep;
+        };
+        if st.closed {
+            return Fate::Keep;
+        }
+        let ev = l.events.swap(0, Ordering::SeqCst);
+        let hup = ready::HUP | ready::ERR;
+        if ev & (ready::IN | ready::RDHUP | hup) != 0 {
+            st.readable = true;
+        }
+        if ev & (ready::OUT | hup) != 0 {
+            st.writable = true;
+        }
+        if let Some(f) = st.ended.take() {
+            return f;
+        }
+        let rx = self.rx;
+        let (woke, list) = (&mut self.woke, &mut self.woke_list);
+        let mut mark = |w: u32| {
+            if !std::mem::replace(&mut woke[w as usize], true) {
+                list.push(w);
+            }
+        };
+        let readable = st.readable;
+        match &mut st.side {
+            Side::Out(o) => {
+                if l.pending.swap(false, Ordering::SeqCst) {
+                    o.pending = true;
+                }
+                let unsent = o.wstart < o.wbuf.len();
+                if o.pending || readable || (st.writable && unsent) {
+                    return pump_out(&l.sock, &mut st, progress);
+                }
+                Fate::Keep
+            }
+            Side::In(inc) => {
+                if !readable && !inc.stalled {
+                    return Fate::Keep;
+                }
+                let fate = pump_in(&l.sock, &mut st, &rx, progress, &mut mark);
+                if let Side::In(inc) = &st.side
+                    && inc.stalled
+                {
+                    self.stalled += 1;
+                }
+                if self.shared.pollers.load(Ordering::SeqCst) == 0 {
+                    l.arm(&self.epoll);
+                }
+                fate
+            }
+        }
+    }
+
+    /// Reports what ended a connection: a stranger's line, a lost peer after its grace, a broken
+    /// protocol at once.
+    fn after(&mut self, fate: Fate, addr: SocketAddr) {
+        match fate {
+            Fate::Keep => {}
+            Fate::Refuse(why) => refuse(addr, &why),
+            Fate::Lost(r, detail) => {
+                tracing::debug!(
+                    target: "gossamer::fabric",
+                    fabric = "tcp",
+                    peer = r,
+                    %addr,
+                    closing = self.closing(),
+                    "connection ended: {detail}"
+                );
+                if !self.closing() && !self.lost.iter().any(|l| l.0 == r) {
+                    self.lost.push((r, detail, Instant::now() + LOSS_GRACE));
+                }
+            }
+            Fate::Broke(r, detail) => {
+                if !self.closing() {
+                    self.report(
+                        r,
+                        FabricError::Protocol {
+                            fabric: FabricKind::Tcp,
+                            peer: r,
+                            host: self.host(r),
+                            detail,
+                        },
+                    );
+                }
+            }
+        }
     }
 
     fn closing(&self) -> bool {

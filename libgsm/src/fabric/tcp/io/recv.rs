@@ -1,4 +1,5 @@
-//! A socket to incoming rings: the I/O thread's receiving side. For each authenticated
+//! A socket to incoming rings: the receiving side, run by whichever thread holds the link (a
+//! polling worker, or the I/O thread while every worker sleeps). For each authenticated
 //! connection it reads frames into a buffer and applies each to the ring it names as a
 //! producer would (payload, then the header with Release), then wakes the consuming worker.
 //! When that ring is full the frame waits and reading stops: TCP's window closes and the
@@ -7,8 +8,9 @@
 //! protocol error. It does not read hellos (`io::accept`). See ARCHITECTURE.md.
 
 use std::io::Read;
+use std::net::TcpStream;
 
-use super::{Conn, Fate, Io, Role};
+use super::{Fate, LinkState, Rx, Side};
 use crate::fabric::tcp::handshake::word;
 use crate::fabric::tcp::{FRAME_HEADER, LANE_BIT};
 use crate::wire::ring::Producer;
@@ -43,98 +45,109 @@ impl Incoming {
     }
 }
 
-impl Io {
-    /// One pass over an incoming connection: delivers what is buffered, then reads, until the
-    /// socket is drained, a ring is full or the pass's budget is spent.
-    pub(super) fn pump_in(&mut self, c: &mut Conn, progress: &mut bool) -> Fate {
-        let Role::In(inc) = &mut c.role else {
-            unreachable!("pump_in on a connection that is not incoming")
-        };
-        let max_frame = FRAME_HEADER + self.layout.slot_size as usize;
-        let mut budget = 4 * inc.rbuf.len();
-        loop {
-            match self.deliver(inc, progress) {
-                Ok(true) => {}
-                Ok(false) => {
-                    inc.stalled = true;
-                    self.stalled += 1;
-                    return Fate::Keep;
-                }
-                Err(detail) => return Fate::Broke(inc.rank, detail),
-            }
-            inc.stalled = false;
-            if !c.readable || budget == 0 {
+/// One pass over an incoming link: delivers what is buffered, then reads, until the socket is
+/// drained, a ring is full or the pass's budget is spent. `woke(l)` is called for each local
+/// worker a frame was delivered to; `progress` is set when anything was read or delivered.
+pub(super) fn pump_in(
+    sock: &TcpStream,
+    st: &mut LinkState,
+    rx: &Rx,
+    progress: &mut bool,
+    woke: &mut dyn FnMut(u32),
+) -> Fate {
+    let Side::In(inc) = &mut st.side else {
+        unreachable!("pump_in on a link that is not incoming")
+    };
+    let max_frame = FRAME_HEADER + rx.slot_size as usize;
+    let mut budget = 4 * inc.rbuf.len();
+    loop {
+        match deliver(inc, rx, progress, woke) {
+            Ok(true) => {}
+            Ok(false) => {
+                inc.stalled = true;
                 return Fate::Keep;
             }
-            if inc.rstart == inc.rend {
-                inc.rstart = 0;
-                inc.rend = 0;
-            } else if inc.rbuf.len() - inc.rend < max_frame {
-                inc.rbuf.copy_within(inc.rstart..inc.rend, 0);
-                inc.rend -= inc.rstart;
-                inc.rstart = 0;
+            Err(detail) => return Fate::Broke(inc.rank, detail),
+        }
+        inc.stalled = false;
+        if !st.readable || budget == 0 {
+            return Fate::Keep;
+        }
+        if inc.rstart == inc.rend {
+            inc.rstart = 0;
+            inc.rend = 0;
+        } else if inc.rbuf.len() - inc.rend < max_frame {
+            inc.rbuf.copy_within(inc.rstart..inc.rend, 0);
+            inc.rend -= inc.rstart;
+            inc.rstart = 0;
+        }
+        match (&*sock).read(&mut inc.rbuf[inc.rend..]) {
+            Ok(0) => {
+                return Fate::Lost(
+                    inc.rank,
+                    format!("it closed the connection from its worker {}", inc.local),
+                );
             }
-            match (&c.sock).read(&mut inc.rbuf[inc.rend..]) {
-                Ok(0) => {
-                    return Fate::Lost(
-                        inc.rank,
-                        format!("it closed the connection from its worker {}", inc.local),
-                    );
-                }
-                Ok(n) => {
-                    inc.rend += n;
-                    budget = budget.saturating_sub(n);
-                    *progress = true;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => c.readable = false,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    return Fate::Lost(
-                        inc.rank,
-                        format!("the connection from its worker {} failed: {e}", inc.local),
-                    );
-                }
+            Ok(n) => {
+                inc.rend += n;
+                budget = budget.saturating_sub(n);
+                *progress = true;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => st.readable = false,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Fate::Lost(
+                    inc.rank,
+                    format!("the connection from its worker {} failed: {e}", inc.local),
+                );
             }
         }
     }
+}
 
-    /// Delivers the complete frames in `inc`'s buffer: `Ok(true)` when none is left whole,
-    /// `Ok(false)` when one waits for a full ring, `Err` for a frame no correct peer sends.
-    fn deliver(&mut self, inc: &mut Incoming, progress: &mut bool) -> Result<bool, String> {
-        let slot_size = self.layout.slot_size;
-        while inc.rend - inc.rstart >= FRAME_HEADER {
-            let h = &inc.rbuf[inc.rstart..inc.rstart + FRAME_HEADER];
-            let (dst, w) = (word(h, 0), word(h, 4));
-            let (lane, len) = ((w >> 31) as usize, w & !LANE_BIT);
-            let local = dst.wrapping_sub(self.first_local);
-            if local >= self.nlocal {
-                return Err(format!(
-                    "its worker {} sent a frame for worker {dst}, which is not on rank {}",
-                    inc.local, self.rank
-                ));
-            }
-            if len > slot_size {
-                return Err(format!(
-                    "its worker {} sent a frame of {len} bytes for slots of {slot_size}",
-                    inc.local
-                ));
-            }
-            let end = inc.rstart + FRAME_HEADER + len as usize;
-            if end > inc.rend {
-                return Ok(true);
-            }
-            let p = &mut inc.producers[local as usize * 2 + lane];
-            let Some(mut slot) = p.try_reserve() else {
-                return Ok(false);
-            };
-            slot.buf()[..len as usize].copy_from_slice(&inc.rbuf[inc.rstart + FRAME_HEADER..end]);
-            slot.publish(len);
-            inc.rstart = end;
-            *progress = true;
-            if !std::mem::replace(&mut self.woke[local as usize], true) {
-                self.woke_list.push(local);
-            }
+/// Delivers the complete frames in `inc`'s buffer: `Ok(true)` when none is left whole,
+/// `Ok(false)` when one waits for a full ring, `Err` for a frame no correct peer sends.
+fn deliver(
+    inc: &mut Incoming,
+    rx: &Rx,
+    progress: &mut bool,
+    woke: &mut dyn FnMut(u32),
+) -> Result<bool, String> {
+    let slot_size = rx.slot_size;
+    let mut last = u32::MAX;
+    while inc.rend - inc.rstart >= FRAME_HEADER {
+        let h = &inc.rbuf[inc.rstart..inc.rstart + FRAME_HEADER];
+        let (dst, w) = (word(h, 0), word(h, 4));
+        let (lane, len) = ((w >> 31) as usize, w & !LANE_BIT);
+        let local = dst.wrapping_sub(rx.first_local);
+        if local >= rx.nlocal {
+            return Err(format!(
+                "its worker {} sent a frame for worker {dst}, which is not on rank {}",
+                inc.local, rx.rank
+            ));
         }
-        Ok(true)
+        if len > slot_size {
+            return Err(format!(
+                "its worker {} sent a frame of {len} bytes for slots of {slot_size}",
+                inc.local
+            ));
+        }
+        let end = inc.rstart + FRAME_HEADER + len as usize;
+        if end > inc.rend {
+            return Ok(true);
+        }
+        let p = &mut inc.producers[local as usize * 2 + lane];
+        let Some(mut slot) = p.try_reserve() else {
+            return Ok(false);
+        };
+        slot.buf()[..len as usize].copy_from_slice(&inc.rbuf[inc.rstart + FRAME_HEADER..end]);
+        slot.publish(len);
+        inc.rstart = end;
+        *progress = true;
+        if local != last {
+            last = local;
+            woke(local);
+        }
     }
+    Ok(true)
 }

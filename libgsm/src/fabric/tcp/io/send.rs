@@ -1,16 +1,18 @@
-//! Shadow rings to a socket: the I/O thread's sending side. For each outgoing connection it
-//! drains the shadow rings the runtime publishes into, round robin, into a write buffer of frames
-//! (an 8-byte header, destination worker and `lane << 31 | length`, then the payload) and writes
-//! it with as few `send`s as it can. It does not decide when a connection is looked at (the
-//! bells and `Io::pump` do) and never blocks: a full socket waits for the next writable event,
-//! and the shadow rings fill behind it, which is the producer's back-pressure. See
-//! ARCHITECTURE.md.
+//! Shadow rings to a socket: the sending side, run by whichever thread holds the link (the
+//! publishing worker from its bell, or the I/O thread when the socket becomes writable again).
+//! For each outgoing connection it drains the shadow rings the runtime publishes into, round
+//! robin, into a write buffer of frames (an 8-byte header, destination worker and
+//! `lane << 31 | length`, then the payload) and writes it with as few `send`s as it can. It does
+//! not decide when a connection is looked at (the bells and `Io::pump` do) and never blocks: a
+//! full socket waits for the next writable event, and the shadow rings fill behind it, which is
+//! the producer's back-pressure. See ARCHITECTURE.md.
 
 use std::io::Read;
 use std::mem::MaybeUninit;
+use std::net::TcpStream;
 use std::os::fd::AsFd;
 
-use super::{Conn, Fate, Io, Role};
+use super::{Fate, LinkState, Side};
 use crate::fabric::Lane;
 use crate::fabric::tcp::{FRAME_HEADER, LANE_BIT, WRITE_LIMIT};
 use crate::sys::net;
@@ -66,83 +68,81 @@ impl Outgoing {
     }
 }
 
-impl Io {
-    /// One pass over an outgoing connection: notices EOF or an error, fills the write buffer
-    /// from the shadow rings and writes it.
-    pub(super) fn pump_out(&mut self, c: &mut Conn, progress: &mut bool) -> Fate {
-        let Role::Out(o) = &mut c.role else {
-            unreachable!("pump_out on a connection that is not outgoing")
-        };
-        // Nothing ever arrives on an outgoing connection: readable means EOF or an error.
-        if c.readable {
-            let mut scratch = [0u8; 64];
-            match (&c.sock).read(&mut scratch) {
-                Ok(0) => {
-                    return Fate::Lost(
-                        o.rank,
-                        format!("it closed the connection of worker {} to it", o.local),
-                    );
-                }
-                Ok(_) => {
-                    return Fate::Broke(
-                        o.rank,
-                        format!(
-                            "it sent bytes on the connection of worker {} to it, which only \
-                             carries data towards it",
-                            o.local
-                        ),
-                    );
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => c.readable = false,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    return Fate::Lost(
-                        o.rank,
-                        format!("the connection of worker {} to it failed: {e}", o.local),
-                    );
-                }
+/// One pass over an outgoing link: notices EOF or an error, fills the write buffer from the
+/// shadow rings and writes it.
+pub(super) fn pump_out(sock: &TcpStream, st: &mut LinkState, progress: &mut bool) -> Fate {
+    let Side::Out(o) = &mut st.side else {
+        unreachable!("pump_out on a link that is not outgoing")
+    };
+    // Nothing ever arrives on an outgoing connection: readable means EOF or an error.
+    if st.readable {
+        let mut scratch = [0u8; 64];
+        match (&*sock).read(&mut scratch) {
+            Ok(0) => {
+                return Fate::Lost(
+                    o.rank,
+                    format!("it closed the connection of worker {} to it", o.local),
+                );
+            }
+            Ok(_) => {
+                return Fate::Broke(
+                    o.rank,
+                    format!(
+                        "it sent bytes on the connection of worker {} to it, which only \
+                         carries data towards it",
+                        o.local
+                    ),
+                );
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => st.readable = false,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Fate::Lost(
+                    o.rank,
+                    format!("the connection of worker {} to it failed: {e}", o.local),
+                );
             }
         }
-        for _ in 0..4 {
-            // Refill only once half the buffer is out, so that moving the unsent rest to the
-            // front costs at most as much as the bytes sent.
-            if o.pending && o.wbuf.len() - o.wstart < WRITE_LIMIT / 2 {
-                if o.wstart > 0 {
-                    o.wbuf.drain(..o.wstart);
-                    o.wstart = 0;
-                }
-                o.pending = fill(o);
-            }
-            if o.wstart == o.wbuf.len() || !c.writable {
-                break;
-            }
-            // Possibly uninitialised padding bytes, which the kernel only copies. MSG_NOSIGNAL
-            // turns a broken pipe into EPIPE.
-            let n = match net::send_nosignal(c.sock.as_fd(), &o.wbuf[o.wstart..]) {
-                Ok(n) => n,
-                Err(e) => match e.kind() {
-                    std::io::ErrorKind::WouldBlock => {
-                        c.writable = false;
-                        break;
-                    }
-                    std::io::ErrorKind::Interrupted => continue,
-                    _ => {
-                        return Fate::Lost(
-                            o.rank,
-                            format!("sending to it from worker {} failed: {e}", o.local),
-                        );
-                    }
-                },
-            };
-            *progress = true;
-            o.wstart += n;
-            if o.wstart == o.wbuf.len() {
-                o.wbuf.clear();
+    }
+    for _ in 0..4 {
+        // Refill only once half the buffer is out, so that moving the unsent rest to the
+        // front costs at most as much as the bytes sent.
+        if o.pending && o.wbuf.len() - o.wstart < WRITE_LIMIT / 2 {
+            if o.wstart > 0 {
+                o.wbuf.drain(..o.wstart);
                 o.wstart = 0;
             }
+            o.pending = fill(o);
         }
-        Fate::Keep
+        if o.wstart == o.wbuf.len() || !st.writable {
+            break;
+        }
+        // Possibly uninitialised padding bytes, which the kernel only copies. MSG_NOSIGNAL
+        // turns a broken pipe into EPIPE.
+        let n = match net::send_nosignal(sock.as_fd(), &o.wbuf[o.wstart..]) {
+            Ok(n) => n,
+            Err(e) => match e.kind() {
+                std::io::ErrorKind::WouldBlock => {
+                    st.writable = false;
+                    break;
+                }
+                std::io::ErrorKind::Interrupted => continue,
+                _ => {
+                    return Fate::Lost(
+                        o.rank,
+                        format!("sending to it from worker {} failed: {e}", o.local),
+                    );
+                }
+            },
+        };
+        *progress = true;
+        o.wstart += n;
+        if o.wstart == o.wbuf.len() {
+            o.wbuf.clear();
+            o.wstart = 0;
+        }
     }
+    Fate::Keep
 }
 
 /// Copies published slots of `o`'s rings into its write buffer, round robin, until the buffer

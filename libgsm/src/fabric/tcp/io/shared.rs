@@ -1,14 +1,15 @@
-//! What the bootstrap thread, the bells and the I/O thread share: the bitmap of remote workers
-//! whose bell rang, the sleeping flag and eventfd that wake the I/O thread, the outgoing
-//! connections `create` hands over, and the attach state `attach` waits on. The bell's protocol
+//! What the bootstrap thread, the bells, the workers and the I/O thread share: the bitmap of
+//! remote workers whose bell rang, the sleeping flag and eventfd that wake the I/O thread, the
+//! outgoing links `create` hands over, the incoming links the workers read, how many workers
+//! poll them, and the attach state `attach` waits on. The bell's protocol
 //! (two fences, no system call while the thread is awake) is here; the thread's side of it is
 //! `Io::main_loop` and `Io::collect_bells`. See ARCHITECTURE.md.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
-use std::sync::{Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, Condvar, Mutex};
 
-use super::Conn;
+use super::Link;
 use crate::fabric::FabricError;
 use crate::sys::net;
 
@@ -23,8 +24,15 @@ pub(in crate::fabric::tcp) struct Shared {
     pub(in crate::fabric::tcp) closing: AtomicBool,
     pub(in crate::fabric::tcp) attach: Mutex<AttachState>,
     pub(in crate::fabric::tcp) attached: Condvar,
-    /// The outgoing connections, with their index in `Io::conns`, once `create` made them all.
-    pub(in crate::fabric::tcp) handover: Mutex<Vec<(usize, Conn)>>,
+    /// The outgoing links, with their index in `Io::conns`, once `create` made them all.
+    pub(in crate::fabric::tcp) handover: Mutex<Vec<(usize, Arc<Link>)>>,
+    /// The incoming links, as they authenticate (the workers' hooks read them).
+    pub(in crate::fabric::tcp) incoming: Mutex<Vec<Arc<Link>>>,
+    /// Local workers that poll the incoming links (called `Turn::Poll` since their last
+    /// `Turn::Park`); while there are none, the I/O thread watches the sockets.
+    pub(in crate::fabric::tcp) pollers: AtomicUsize,
+    /// Per local worker: counted in `pollers`.
+    pub(in crate::fabric::tcp) polling: Box<[AtomicBool]>,
     /// `handover` is filled and the I/O thread has not taken it yet.
     pub(in crate::fabric::tcp) handed: AtomicBool,
 }

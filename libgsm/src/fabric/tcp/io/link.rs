@@ -1,0 +1,228 @@
+//! An authenticated connection shared by the I/O thread and this rank's workers, and what a
+//! worker does with the connections on its own thread: write its outgoing connection when it
+//! rings a bell, read the incoming ones when it polls, and hand them to the I/O thread before it
+//! sleeps. It does not accept connections or report failures (the I/O thread does both).
+//!
+//! # Who touches a link
+//!
+//! A link's buffers and rings are behind one mutex. A worker only ever `try_lock`s it: when the
+//! I/O thread or another worker holds it, the holder does the work (it reads until `EAGAIN`, and
+//! looks at the shadow rings again when `pending` says a slot came while it held the lock). What
+//! a worker finds fatal (EOF, an error, a frame no peer sends) it leaves in `ended` and wakes the
+//! I/O thread, which reports it exactly as if it had found it itself (`LOSS_GRACE`, closing).
+//!
+//! # Who watches an incoming socket
+//!
+//! An incoming socket is registered level-triggered and `EPOLLONESHOT`: after one event the I/O
+//! thread is not woken by it again until it is re-armed. While some worker of this rank polls
+//! (`Shared::pollers` > 0), nobody re-arms it: the workers read it at every poll, and the I/O
+//! thread sleeps through the traffic. The last worker to park re-arms every incoming socket
+//! (after counting itself out), and the I/O thread re-arms a socket after reading it while no
+//! worker polls. Arming is level-triggered, so bytes that came before it wake the thread at
+//! once: no data waits unseen whatever the order of a park, an arrival and a re-arm. See
+//! ARCHITECTURE.md.
+
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::recv::pump_in;
+use super::send::pump_out;
+use super::{Fate, LinkState, Rx, Shared, Side};
+use crate::fabric::{Hooks, Turn};
+use crate::sys::net::{Epoll, ready};
+
+/// What an incoming socket is armed for (see the module docs).
+pub(super) const ARMED: u32 = ready::IN | ready::RDHUP | ready::ONESHOT;
+
+/// An authenticated connection (see the module docs).
+pub(in crate::fabric::tcp) struct Link {
+    pub(super) sock: TcpStream,
+    pub(super) addr: SocketAddr,
+    /// Its epoll token (its index in the I/O thread's table).
+    pub(super) token: u64,
+    pub(super) state: Mutex<LinkState>,
+    /// Outgoing: a slot was published since the holder of `state` last looked at the rings.
+    pub(super) pending: AtomicBool,
+    /// Readiness bits from epoll events the I/O thread could not apply yet (the link was held).
+    pub(super) events: AtomicU32,
+}
+
+impl Link {
+    pub(in crate::fabric::tcp) fn new(
+        sock: TcpStream,
+        addr: SocketAddr,
+        token: u64,
+        side: Side,
+    ) -> Link {
+        // A bell rung before an outgoing link existed found nothing to mark.
+        let pending = matches!(side, Side::Out(_));
+        Link {
+            sock,
+            addr,
+            token,
+            state: Mutex::new(LinkState {
+                readable: true,
+                writable: true,
+                side,
+                ended: None,
+                closed: false,
+            }),
+            pending: AtomicBool::new(pending),
+            events: AtomicU32::new(0),
+        }
+    }
+
+    /// Arms an incoming socket for one event of the I/O thread. Failing (the link was dropped)
+    /// is harmless.
+    pub(super) fn arm(&self, epoll: &Epoll) {
+        let _ = epoll.modify(self.sock.as_fd(), ARMED, self.token);
+    }
+
+    /// Hands what a worker found fatal (`ended`, set) to the I/O thread: an event it looks at,
+    /// and a wake.
+    fn leave_to_io(&self, shared: &Shared) {
+        self.events.fetch_or(ready::ERR, Ordering::SeqCst);
+        shared.wake();
+    }
+
+    /// A publisher's bell, on its own thread: writes what the shadow rings hold to the socket
+    /// now, unless another thread holds the link (then that thread does, seeing `pending`).
+    /// A fate that ends the link is left for the I/O thread.
+    pub(in crate::fabric::tcp) fn send_now(&self, shared: &Shared) {
+        self.pending.store(true, Ordering::SeqCst);
+        loop {
+            let Ok(mut st) = self.state.try_lock() else {
+                return;
+            };
+            self.pending.store(false, Ordering::SeqCst);
+            if st.closed || st.ended.is_some() {
+                return;
+            }
+            if let Side::Out(o) = &mut st.side {
+                o.pending = true;
+            }
+            let mut progress = false;
+            let fate = pump_out(&self.sock, &mut st, &mut progress);
+            if !matches!(fate, Fate::Keep) {
+                st.ended = Some(fate);
+                drop(st);
+                self.leave_to_io(shared);
+                return;
+            }
+            drop(st);
+            // Pairs with the store at the top of a bell that found the link held by us.
+            if !self.pending.load(Ordering::SeqCst) {
+                return;
+            }
+        }
+    }
+}
+
+/// The worker side of the fabric: what each local worker's [`Progress`](crate::fabric::Progress)
+/// hook does.
+pub(in crate::fabric::tcp) struct Direct {
+    pub(in crate::fabric::tcp) shared: Arc<Shared>,
+    pub(in crate::fabric::tcp) epoll: Arc<Epoll>,
+    pub(in crate::fabric::tcp) hooks: Hooks,
+    pub(in crate::fabric::tcp) rx: Rx,
+    pub(in crate::fabric::tcp) incoming: Vec<Arc<Link>>,
+    /// Per local worker: its polls in a row that found nothing (only that worker writes it).
+    pub(in crate::fabric::tcp) empty: Box<[AtomicU32]>,
+}
+
+/// A polling worker gives its CPU away after this many polls in a row that found nothing (see
+/// [`Direct::turn`]).
+const YIELD_AFTER: u32 = 2;
+
+impl Direct {
+    /// Local worker `l`'s turn `t`; whether it delivered a slot.
+    pub(in crate::fabric::tcp) fn turn(&self, l: u32, t: Turn) -> bool {
+        let sh = &self.shared;
+        match t {
+            Turn::Poll => {
+                let me = &sh.polling[l as usize];
+                if !me.load(Ordering::Relaxed) {
+                    me.store(true, Ordering::Relaxed);
+                    sh.pollers.fetch_add(1, Ordering::SeqCst);
+                }
+                let got = self.read_all(l);
+                // Under load, the kernel defers the delivery of loopback and veth packets to
+                // `ksoftirqd`, a thread of the CPU that sent them: a worker that sent a request
+                // and now polls for the answer without ever yielding holds up its own request
+                // (round trips of 215 µs against 55 µs through the I/O threads were measured so,
+                // see docs/performance.md). On an idle CPU the yield returns at once.
+                let empty = &self.empty[l as usize];
+                if got {
+                    empty.store(0, Ordering::Relaxed);
+                } else {
+                    let n = empty.load(Ordering::Relaxed) + 1;
+                    empty.store(n, Ordering::Relaxed);
+                    if n % YIELD_AFTER == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+                got
+            }
+            Turn::Park => {
+                if self.read_all(l) {
+                    return true;
+                }
+                if sh.polling[l as usize].swap(false, Ordering::Relaxed)
+                    && sh.pollers.fetch_sub(1, Ordering::SeqCst) == 1
+                {
+                    self.hand_over();
+                }
+                false
+            }
+        }
+    }
+
+    /// Reads every incoming link not held by another thread and delivers its frames.
+    fn read_all(&self, l: u32) -> bool {
+        let mut any = false;
+        for link in &self.incoming {
+            let Ok(mut st) = link.state.try_lock() else {
+                continue;
+            };
+            if st.closed || st.ended.is_some() {
+                continue;
+            }
+            st.readable = true;
+            let wake = &self.hooks.wake;
+            let fate = pump_in(&link.sock, &mut st, &self.rx, &mut any, &mut |w| {
+                if w != l {
+                    wake(w)
+                }
+            });
+            if !matches!(fate, Fate::Keep) {
+                st.ended = Some(fate);
+                drop(st);
+                link.leave_to_io(&self.shared);
+            }
+        }
+        any
+    }
+
+    /// The last polling worker parks: every incoming socket goes back to the I/O thread, and
+    /// it is woken for a delivery that waits for a full ring (which no socket event announces).
+    fn hand_over(&self) {
+        let mut stalled = false;
+        for link in &self.incoming {
+            link.arm(&self.epoll);
+            let waits = match link.state.try_lock() {
+                Ok(st) => matches!(&st.side, Side::In(inc) if inc.stalled),
+                // Whoever holds it may leave a delivery waiting.
+                Err(_) => true,
+            };
+            if waits {
+                link.events.fetch_or(ready::IN, Ordering::SeqCst);
+                stalled = true;
+            }
+        }
+        if stalled {
+            self.shared.wake();
+        }
+    }
+}
