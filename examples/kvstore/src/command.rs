@@ -70,7 +70,10 @@ fn unknown(args: &[Vec<u8>]) -> Plan {
         let cut: String = text.chars().take(room).collect();
         rest.push_str(&format!("'{cut}' "));
     }
-    let name: String = String::from_utf8_lossy(&args[0]).chars().take(128).collect();
+    let name: String = String::from_utf8_lossy(&args[0])
+        .chars()
+        .take(128)
+        .collect();
     error(&format!(
         "ERR unknown command '{name}', with args beginning with: {rest}"
     ))
@@ -102,9 +105,7 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
         }
         "incrby" | "decrby" if fixed(3) => match int_arg(&args[2]) {
             Err(e) => e,
-            Ok(by) if name == "decrby" && by == i64::MIN => {
-                error("ERR decrement would overflow")
-            }
+            Ok(by) if name == "decrby" && by == i64::MIN => error("ERR decrement would overflow"),
             Ok(by) => {
                 let by = if name == "incrby" { by } else { -by };
                 args.truncate(2);
@@ -123,7 +124,11 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
         "expire" | "pexpire" if fixed(3) => match int_arg(&args[2]) {
             Err(e) => e,
             Ok(t) => {
-                let ms = if name == "expire" { t.saturating_mul(1000) } else { t };
+                let ms = if name == "expire" {
+                    t.saturating_mul(1000)
+                } else {
+                    t
+                };
                 args.truncate(2);
                 Plan::One(args[1].clone(), Op::Expire(args.swap_remove(1), ms))
             }
@@ -180,7 +185,11 @@ fn set(args: Vec<Vec<u8>>) -> Plan {
                     Ok(t) => t,
                     Err(e) => return e,
                 };
-                let ms = if opt == b"EX" { t.checked_mul(1000) } else { Some(t) };
+                let ms = if opt == b"EX" {
+                    t.checked_mul(1000)
+                } else {
+                    Some(t)
+                };
                 match ms {
                     Some(ms) if ms > 0 => ttl = Ttl::Millis(ms as u64),
                     _ => return error("ERR invalid expire time in 'set' command"),
@@ -267,9 +276,7 @@ fn glob(pattern: &[u8], name: &[u8]) -> bool {
             glob(rest, name) || (!name.is_empty() && glob(pattern, &name[1..]))
         }
         (Some((b'?', rest)), Some((_, tail))) => glob(rest, tail),
-        (Some((p, rest)), Some((c, tail))) => {
-            p.eq_ignore_ascii_case(c) && glob(rest, tail)
-        }
+        (Some((p, rest)), Some((c, tail))) => p.eq_ignore_ascii_case(c) && glob(rest, tail),
         _ => false,
     }
 }

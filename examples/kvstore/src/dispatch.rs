@@ -43,7 +43,10 @@ enum How {
     /// `OK` if every part is.
     AllOk,
     /// `MGET`: part `p` holds the values of positions `positions[p]` of `n`.
-    Values { positions: Vec<Vec<usize>>, n: usize },
+    Values {
+        positions: Vec<Vec<usize>>,
+        n: usize,
+    },
     /// `INFO` with the summed key count.
     Info,
 }
@@ -106,7 +109,14 @@ impl Batch {
 }
 
 /// Sends `op` to shard `shard`; its answer fills part `part` of slot `slot`.
-fn issue(batch: &Rc<Batch>, shards: &[Trust<Shard>], slot: usize, part: usize, shard: usize, op: Op) {
+fn issue(
+    batch: &Rc<Batch>,
+    shards: &[Trust<Shard>],
+    slot: usize,
+    part: usize,
+    shard: usize,
+    op: Op,
+) {
     batch.missing.set(batch.missing.get() + 1);
     let b = batch.clone();
     shards[shard].try_apply_with_then(
@@ -141,7 +151,11 @@ pub fn every(batch: &Rc<Batch>, shards: &[Trust<Shard>], op: &Op, fold: Fold) {
 }
 
 /// Keys grouped by owner: per shard that owns any, the positions and the items.
-fn group<T>(items: Vec<T>, key: impl Fn(&T) -> &[u8], n: usize) -> Vec<(usize, Vec<usize>, Vec<T>)> {
+fn group<T>(
+    items: Vec<T>,
+    key: impl Fn(&T) -> &[u8],
+    n: usize,
+) -> Vec<(usize, Vec<usize>, Vec<T>)> {
     let mut by: Vec<(usize, Vec<usize>, Vec<T>)> = Vec::new();
     for (pos, item) in items.into_iter().enumerate() {
         let s = shard_of(key(&item), n);
@@ -170,18 +184,33 @@ pub fn split(batch: &Rc<Batch>, shards: &[Trust<Shard>], split: Split) {
     let (how, parts): (How, Vec<(usize, Op)>) = match split {
         Split::Del(keys) => (
             How::Sum,
-            group(keys, key_of, n).into_iter().map(|(s, _, k)| (s, Op::Del(k))).collect(),
+            group(keys, key_of, n)
+                .into_iter()
+                .map(|(s, _, k)| (s, Op::Del(k)))
+                .collect(),
         ),
         Split::Exists(keys) => (
             How::Sum,
-            group(keys, key_of, n).into_iter().map(|(s, _, k)| (s, Op::Exists(k))).collect(),
+            group(keys, key_of, n)
+                .into_iter()
+                .map(|(s, _, k)| (s, Op::Exists(k)))
+                .collect(),
         ),
         Split::MGet(keys) => {
             let total = keys.len();
             let groups = group(keys, key_of, n);
             let positions = groups.iter().map(|g| g.1.clone()).collect();
-            let ops = groups.into_iter().map(|(s, _, k)| (s, Op::MGet(k))).collect();
-            (How::Values { positions, n: total }, ops)
+            let ops = groups
+                .into_iter()
+                .map(|(s, _, k)| (s, Op::MGet(k)))
+                .collect();
+            (
+                How::Values {
+                    positions,
+                    n: total,
+                },
+                ops,
+            )
         }
         Split::MSet(pairs) => (
             How::AllOk,

@@ -7,7 +7,8 @@ const USAGE: &str = "usage: gsm-kv [--port P] [--bind ADDR]
 A Redis-compatible (RESP2) key-value store sharded over every worker of a Gossamer job.
 Run it alone or as a job: gsmrun -np N -t T gsm-kv --port P
 
-  --port P      TCP port (default 6379); ranks that share a host use P, P+1, ... in rank order
+  --port P      TCP port (default 6379); ranks that share a host use P, P+1, ... in rank order;
+                0: each rank takes a free port and prints it
   --bind ADDR   address to listen on (default 127.0.0.1; 0.0.0.0 for every interface;
                 there is no authentication)
 

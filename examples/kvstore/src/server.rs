@@ -93,8 +93,8 @@ pub fn shutdown(ctx: &Ctx) {
 
 /// Runs the store until `SHUTDOWN`; `Err` with a line for the user if the job failed.
 pub fn serve(options: Options, config: gossamer::Config) -> Result<(), String> {
-    let results = gossamer::spmd(config, move |w| worker_main(w, &options))
-        .map_err(|e| e.to_string())?;
+    let results =
+        gossamer::spmd(config, move |w| worker_main(w, &options)).map_err(|e| e.to_string())?;
     results.into_iter().collect()
 }
 
@@ -115,8 +115,12 @@ fn shard_table(mine: Trust<Shard>, me: usize, count: usize) -> Vec<Trust<Shard>>
     table
 }
 
-/// The port of this rank: `port` plus its index among the ranks of its host.
+/// The port of this rank: `port` plus its index among the ranks of its host (0 stays 0: every
+/// rank takes a port the system picks, and prints it).
 fn rank_port(port: u16, rank: usize) -> Result<u16, String> {
+    if port == 0 {
+        return Ok(0);
+    }
     let host = gossamer::host_of_rank(rank);
     let before = (0..rank)
         .filter(|&r| gossamer::host_of_rank(r) == host)
@@ -129,9 +133,7 @@ fn worker_main(w: &gossamer::Worker, options: &Options) -> Result<(), String> {
     let mine = gossamer::entrust(Shard::new());
     let shards = shard_table(mine, w.id(), w.count());
     let rank = w.rank();
-    let fail = |what: String| -> ! {
-        gossamer::fail_job(format!("gsm-kv: rank {rank}: {what}"))
-    };
+    let fail = |what: String| -> ! { gossamer::fail_job(format!("gsm-kv: rank {rank}: {what}")) };
     let port = rank_port(options.port, rank).unwrap_or_else(|e| fail(e));
     let accepting = gossamer::workers_of_rank(rank).start == w.id();
     let listener = if accepting {
@@ -142,6 +144,10 @@ fn worker_main(w: &gossamer::Worker, options: &Options) -> Result<(), String> {
         Some(mio::net::TcpListener::from_std(l))
     } else {
         None
+    };
+    let port = match &listener {
+        Some(l) => l.local_addr().map_or(port, |a| a.port()),
+        None => port,
     };
     let reactor = Reactor::new().unwrap_or_else(|e| fail(format!("epoll: {e}")));
     let ctx = Rc::new(Ctx {

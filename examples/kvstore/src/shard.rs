@@ -258,8 +258,7 @@ impl Shard {
             return;
         }
         let now = Instant::now();
-        self.map
-            .retain(|_, e| e.expires.is_none_or(|t| t > now));
+        self.map.retain(|_, e| e.expires.is_none_or(|t| t > now));
         self.with_ttl = self.map.values().filter(|e| e.expires.is_some()).count();
     }
 

@@ -13,9 +13,15 @@ fn set(key: &[u8], value: &[u8], ttl: Ttl, cond: Cond) -> Op {
 #[test]
 fn set_conditions_and_get() {
     let mut s = Shard::new();
-    assert_eq!(s.run(set(b"k", b"1", Ttl::Clear, Cond::Present)), Answer::Nil);
+    assert_eq!(
+        s.run(set(b"k", b"1", Ttl::Clear, Cond::Present)),
+        Answer::Nil
+    );
     assert_eq!(s.run(set(b"k", b"1", Ttl::Clear, Cond::Absent)), Answer::Ok);
-    assert_eq!(s.run(set(b"k", b"2", Ttl::Clear, Cond::Absent)), Answer::Nil);
+    assert_eq!(
+        s.run(set(b"k", b"2", Ttl::Clear, Cond::Absent)),
+        Answer::Nil
+    );
     assert_eq!(s.run(Op::Get(b"k".to_vec())), Answer::Bulk(b"1".to_vec()));
     let swap = Op::Set {
         key: b"k".to_vec(),
@@ -72,9 +78,24 @@ fn incr_checks_integers_and_overflow() {
         s.run(Op::IncrBy(b"x".to_vec(), 1)),
         Answer::Error(NOT_INTEGER.into())
     );
-    s.run(set(b"m", i64::MAX.to_string().as_bytes(), Ttl::Clear, Cond::Always));
-    assert!(matches!(s.run(Op::IncrBy(b"m".to_vec(), 1)), Answer::Error(e) if e.contains("overflow")));
-    for bad in [&b""[..], b"-", b"+1", b" 1", b"-0", b"1.0", b"99999999999999999999"] {
+    s.run(set(
+        b"m",
+        i64::MAX.to_string().as_bytes(),
+        Ttl::Clear,
+        Cond::Always,
+    ));
+    assert!(
+        matches!(s.run(Op::IncrBy(b"m".to_vec(), 1)), Answer::Error(e) if e.contains("overflow"))
+    );
+    for bad in [
+        &b""[..],
+        b"-",
+        b"+1",
+        b" 1",
+        b"-0",
+        b"1.0",
+        b"99999999999999999999",
+    ] {
         assert_eq!(parse_i64(bad), None, "{bad:?}");
     }
     assert_eq!(parse_i64(b"-12"), Some(-12));
@@ -84,14 +105,21 @@ fn incr_checks_integers_and_overflow() {
 #[test]
 fn multi_key_operations() {
     let mut s = Shard::new();
-    let pairs = vec![(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"2".to_vec())];
+    let pairs = vec![
+        (b"a".to_vec(), b"1".to_vec()),
+        (b"b".to_vec(), b"2".to_vec()),
+    ];
     assert_eq!(s.run(Op::MSet(pairs)), Answer::Ok);
     assert_eq!(
         s.run(Op::MGet(vec![b"a".to_vec(), b"z".to_vec(), b"b".to_vec()])),
         Answer::Values(vec![Some(b"1".to_vec()), None, Some(b"2".to_vec())])
     );
     assert_eq!(
-        s.run(Op::Exists(vec![b"a".to_vec(), b"a".to_vec(), b"z".to_vec()])),
+        s.run(Op::Exists(vec![
+            b"a".to_vec(),
+            b"a".to_vec(),
+            b"z".to_vec()
+        ])),
         Answer::Int(2)
     );
     assert_eq!(
