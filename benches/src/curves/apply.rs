@@ -210,7 +210,8 @@ fn run_in(
     Ok(Some(RankReport {
         cases: super::cases(&format!("apply ({fabric})"), &gsm, &mpi, &mpi_name),
         header: format!(
-            "open-loop blocking apply, rank 0 -> rank 1, {POOL} client fibers, {} ms per point\n",
+            "gsm-bench curves: 2 ranks, open-loop blocking apply from rank 0 to rank 1, {POOL} \
+             client fibers, {} ms per point\n",
             load.as_millis()
         ),
     }))

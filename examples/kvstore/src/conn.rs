@@ -153,6 +153,8 @@ fn run(ctx: &Rc<Ctx>, io: &mut Io<'_>) -> io::Result<()> {
     loop {
         let after = take_requests(ctx, &mut input, &batch);
         if !batch.done() {
+            // The requests to other workers leave now, not at this worker's next poll.
+            gossamer::flush();
             gossamer::wait_for(|| batch.done());
         }
         batch.drain_into(&mut out, &info);
