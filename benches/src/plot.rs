@@ -67,6 +67,14 @@ pub fn lines(
         .filter(|y| *y > 0.0)
         .fold(f64::INFINITY, f64::min);
     let y_min = if y_min.is_finite() { y_min / 1.3 } else { 1e-3 };
+    // A logarithmic axis is labelled at powers of ten: span whole decades so that it has some.
+    let (y_min, y_max) = if log_y {
+        let lo = 10f64.powf(y_min.log10().floor());
+        let hi = 10f64.powf(y_max.log10().ceil());
+        (lo, if hi > lo { hi } else { lo * 10.0 })
+    } else {
+        (y_min, y_max)
+    };
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(draw)?;
     let mut b = ChartBuilder::on(&root);
