@@ -74,6 +74,9 @@ pub struct Args {
 const P99_LIMIT_US: f64 = 50_000.0;
 /// Below this share of the offered rate completed, a system counts as saturated.
 const KEEP_UP: f64 = 0.9;
+/// A system stops after this many saturated points in a row (one alone, on a shared machine,
+/// can be a stall of the machine rather than of the system).
+pub const STRIKES: u8 = 2;
 /// No offered rate beyond this.
 const MAX_RATE: f64 = 50e6;
 
@@ -200,12 +203,12 @@ pub fn plot(dir: &Path, what: &str, title: &str, points: &[Point]) -> anyhow::Re
         let series: Vec<crate::plot::Series> = systems
             .iter()
             .map(|s| {
-                let mut pts: Vec<(f64, f64)> = points
+                // In the order of the offered rates, so that a saturated point bends back.
+                let pts: Vec<(f64, f64)> = points
                     .iter()
                     .filter(|p| p.system == *s)
                     .map(|p| (p.achieved / 1e3, get(p)))
                     .collect();
-                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
                 crate::plot::Series {
                     name: s.to_string(),
                     points: pts,
@@ -216,7 +219,7 @@ pub fn plot(dir: &Path, what: &str, title: &str, points: &[Point]) -> anyhow::Re
         crate::plot::lines(
             &path,
             &format!("{title}: {pct} latency vs achieved throughput (open loop)"),
-            "achieved throughput (kreq/s)",
+            "achieved throughput (kreq/s, log)",
             &format!("{pct} latency from intended send (µs, log)"),
             &series,
             true,

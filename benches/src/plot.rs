@@ -43,6 +43,8 @@ pub fn slug(text: &str) -> String {
     for c in text.chars() {
         if c.is_ascii_alphanumeric() {
             s.push(c.to_ascii_lowercase());
+        } else if c == 'µ' {
+            s.push('u');
         } else if !s.ends_with('-') {
             s.push('-');
         }
@@ -50,17 +52,27 @@ pub fn slug(text: &str) -> String {
     s.trim_matches('-').to_string()
 }
 
-/// A line chart of `series` (points sorted by x), the y axis logarithmic when `log_y`.
+/// A line chart of `series` (each drawn in the order of its points), both axes logarithmic when
+/// `log` (for curves over decades of load and latency).
 pub fn lines(
     path: &Path,
     title: &str,
     x_desc: &str,
     y_desc: &str,
     series: &[Series],
-    log_y: bool,
+    log: bool,
 ) -> anyhow::Result<()> {
     let pts = || series.iter().flat_map(|s| s.points.iter().copied());
     let x_max = pts().map(|p| p.0).fold(0.0, f64::max).max(1e-9) * 1.05;
+    let x_min = pts()
+        .map(|p| p.0)
+        .filter(|x| *x > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let x_min = if x_min.is_finite() {
+        x_min / 1.05
+    } else {
+        1e-3
+    };
     let y_max = pts().map(|p| p.1).fold(0.0, f64::max).max(1e-9) * 1.3;
     let y_min = pts()
         .map(|p| p.1)
@@ -68,13 +80,15 @@ pub fn lines(
         .fold(f64::INFINITY, f64::min);
     let y_min = if y_min.is_finite() { y_min / 1.3 } else { 1e-3 };
     // A logarithmic axis is labelled at powers of ten: span whole decades so that it has some.
-    let (y_min, y_max) = if log_y {
-        let lo = 10f64.powf(y_min.log10().floor());
-        let hi = 10f64.powf(y_max.log10().ceil());
+    let decades = |lo: f64, hi: f64| {
+        let (lo, hi) = (
+            10f64.powf(lo.log10().floor()),
+            10f64.powf(hi.log10().ceil()),
+        );
         (lo, if hi > lo { hi } else { lo * 10.0 })
-    } else {
-        (y_min, y_max)
     };
+    let (y_lo, y_hi) = decades(y_min, y_max);
+    let (x_lo, x_hi) = decades(x_min, x_max);
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(draw)?;
     let mut b = ChartBuilder::on(&root);
@@ -115,9 +129,9 @@ pub fn lines(
                 .map_err(draw)?;
         }};
     }
-    if log_y {
+    if log {
         draw_lines!(
-            b.build_cartesian_2d(0.0..x_max, (y_min..y_max).log_scale())
+            b.build_cartesian_2d((x_lo..x_hi).log_scale(), (y_lo..y_hi).log_scale())
                 .map_err(draw)?
         );
     } else {

@@ -15,7 +15,7 @@ use gossamer::{Config, Trust, WorkerId, entrust_on, rank, spawn, workers_of_rank
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
-use super::{Args, Arrivals, Point, histogram, point, rates, show};
+use super::{Args, Arrivals, Point, STRIKES, histogram, point, rates, show};
 use crate::report::RankReport;
 
 /// Client fibers of the Gossamer side, each with one blocking `apply` in flight at most.
@@ -169,20 +169,21 @@ fn run_in(
         .workers(1);
     let load = point(args);
     let (mut gsm, mut mpi) = (Vec::<Point>::new(), Vec::<Point>::new());
-    let mut going = [1u8, 1u8];
+    // Saturated points each system may still have before it stops (gsm, MPI).
+    let mut going = [STRIKES, STRIKES];
     for rate in rates(args) {
         world.process_at_rank(0).broadcast_into(&mut going[..]);
         if going == [0, 0] {
             break;
         }
-        if going[1] == 1
+        if going[1] > 0
             && let Some(p) = mpi_point(world, rate, load, &mpi_name)
         {
             show(&p);
-            going[1] = u8::from(!p.saturated());
+            going[1] = if p.saturated() { going[1] - 1 } else { STRIKES };
             mpi.push(p);
         }
-        if going[0] == 1 {
+        if going[0] > 0 {
             let name = gsm_name.clone();
             let p = gossamer::run(config.clone(), move || {
                 (rank() == 0).then(|| gsm_point(rate, load, &name))
@@ -190,7 +191,7 @@ fn run_in(
             .map_err(|e| anyhow::anyhow!("the gossamer runtime failed: {e}"))?;
             if let Some(p) = p {
                 show(&p);
-                going[0] = u8::from(!p.saturated());
+                going[0] = if p.saturated() { going[0] - 1 } else { STRIKES };
                 gsm.push(p);
             }
         }

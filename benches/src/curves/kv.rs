@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use super::{Args, Arrivals, Point, histogram, point, rates, show};
+use super::{Args, Arrivals, Point, STRIKES, histogram, point, rates, show};
 use crate::kv::{KEYSPACE, Options, Servers, System};
 
 /// Client connections.
@@ -155,14 +155,14 @@ pub fn run(common: &crate::Common, args: &Args) -> anyhow::Result<bool> {
     };
     let load = point(args);
     let mut curves: [Vec<Point>; 2] = [Vec::new(), Vec::new()];
-    let mut going = [true, true];
+    let mut going = [STRIKES, STRIKES];
     for (step, rate) in rates(args).enumerate() {
-        if going == [false, false] {
+        if going == [0, 0] {
             break;
         }
         let order = if step % 2 == 0 { [0, 1] } else { [1, 0] };
         for i in order {
-            if !going[i] {
+            if going[i] == 0 {
                 continue;
             }
             let system = [System::Gsm, System::Redis][i];
@@ -172,7 +172,7 @@ pub fn run(common: &crate::Common, args: &Args) -> anyhow::Result<bool> {
             servers.stop();
             let p = p?;
             show(&p);
-            going[i] = !p.saturated();
+            going[i] = if p.saturated() { going[i] - 1 } else { STRIKES };
             curves[i].push(p);
         }
     }
