@@ -12,7 +12,8 @@ Run it alone or as a job: gsmrun -np N -t T gsm-kv --port P
   --bind ADDR   address to listen on (default 127.0.0.1; 0.0.0.0 for every interface;
                 there is no authentication)
 
-Stop it with `redis-cli -p P shutdown`. Nothing is persisted.";
+Stop it with `redis-cli -p P shutdown` (the whole job), or SIGTERM/SIGINT to any rank.
+Nothing is persisted.";
 
 fn parse_args() -> Result<gsm_kv::server::Options, String> {
     let mut options = gsm_kv::server::Options {

@@ -10,8 +10,8 @@
 //! and a housekeeping loop that sleeps 100 ms at a time, purges expired keys of its shard and
 //! keeps the job from being taken for deadlocked while every other fiber waits for a client.
 //!
-//! `SHUTDOWN` (or `redis-cli shutdown nosave`) sets a stop flag on every rank, by a closure
-//! delegated to the first shard of each; each worker then ends its loops, its connections close,
+//! `SHUTDOWN` (or `redis-cli shutdown nosave`, or SIGTERM/SIGINT to any rank, seen within
+//! 100 ms) sets a stop flag on every rank, by a closure delegated to the first shard of each; each worker then ends its loops, its connections close,
 //! and the job ends normally. A rank that cannot listen ends the job with a report that names
 //! it. Nothing is persisted. See ARCHITECTURE.md, "gsm-kv".
 
@@ -35,6 +35,9 @@ pub struct Options {
 
 /// Set when the job is to stop (by `SHUTDOWN` from any rank).
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Set by SIGTERM or SIGINT: the rank's first worker then stops the whole job, as `SHUTDOWN`.
+static SIGNALLED: std::sync::LazyLock<std::sync::Arc<AtomicBool>> =
+    std::sync::LazyLock::new(|| std::sync::Arc::new(AtomicBool::new(false)));
 /// Connections open on this rank.
 static CLIENTS: AtomicUsize = AtomicUsize::new(0);
 
@@ -93,6 +96,10 @@ pub fn shutdown(ctx: &Ctx) {
 
 /// Runs the store until `SHUTDOWN`; `Err` with a line for the user if the job failed.
 pub fn serve(options: Options, config: gossamer::Config) -> Result<(), String> {
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, SIGNALLED.clone())
+            .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
+    }
     let results =
         gossamer::spmd(config, move |w| worker_main(w, &options)).map_err(|e| e.to_string())?;
     results.into_iter().collect()
@@ -174,6 +181,9 @@ fn worker_main(w: &gossamer::Worker, options: &Options) -> Result<(), String> {
     }
     while !stopping() {
         gossamer::sleep(HOUSEKEEPING);
+        if accepting && SIGNALLED.load(Ordering::Relaxed) && !stopping() {
+            shutdown(&ctx);
+        }
         ctx.shards[w.id()].apply(|s: &mut Shard| s.purge_expired());
     }
     accept.join();

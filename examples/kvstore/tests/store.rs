@@ -87,3 +87,14 @@ fn two_ranks_give_every_client_the_same_answers() {
         "gsmrun -np 2 gsm-kv after SHUTDOWN through rank 1",
     );
 }
+
+#[test]
+fn sigterm_stops_a_lone_store_cleanly() {
+    let mut store = alone();
+    let mut con = store.client(0);
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    let job = store.job.take().expect("running");
+    job.signal(libc::SIGTERM);
+    let done = job.wait(common::LIMIT);
+    assert_exit(&done, 0, "gsm-kv after SIGTERM");
+}
