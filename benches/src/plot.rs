@@ -158,7 +158,7 @@ pub fn bars(
         .flat_map(|s| s.1.iter().flatten().copied())
         .fold(0.0, f64::max)
         .max(1e-9)
-        * 1.2;
+        * 1.35; // room for the legend above the tallest bar
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(draw)?;
     let mut chart = ChartBuilder::on(&root)
@@ -168,15 +168,21 @@ pub fn bars(
         .y_label_area_size(70)
         .build_cartesian_2d(0..n * slot, 0.0..y_max)
         .map_err(draw)?;
+    // About 6 px per character of the estimated font; longer names are cut with an ellipsis.
+    let room = ((SIZE.0 as usize - 100) / categories.len().max(1) / 6).max(4);
     let label = |x: &i32| {
         // The category's name under the middle of its bars.
-        if x % slot == k / 2 {
-            categories
-                .get((x / slot) as usize)
-                .cloned()
-                .unwrap_or_default()
+        if x % slot != k / 2 {
+            return String::new();
+        }
+        let name = categories
+            .get((x / slot) as usize)
+            .cloned()
+            .unwrap_or_default();
+        if name.chars().count() <= room {
+            name
         } else {
-            String::new()
+            name.chars().take(room - 1).chain(['…']).collect()
         }
     };
     chart
