@@ -98,3 +98,44 @@ fn sigterm_stops_a_lone_store_cleanly() {
     let done = job.wait(common::LIMIT);
     assert_exit(&done, 0, "gsm-kv after SIGTERM");
 }
+
+/// Sends `script` on a fresh connection and reads until the server closes it (the script ends
+/// with a malformed request, so both servers close).
+fn replay(addr: &str, script: &[u8]) -> String {
+    let mut s = std::net::TcpStream::connect(addr).expect("connects");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    String::from_utf8_lossy(&exchange(&mut s, script)).into_owned()
+}
+
+#[test]
+fn replies_and_errors_are_byte_for_byte_redis_servers() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut redis = Command::new("redis-server");
+    redis
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"]);
+    let mut redis = gsm_tests::process::spawn(&mut redis);
+    assert!(
+        redis.wait_for_stdout(common::START, |l| l
+            .iter()
+            .any(|l| l.text.contains("Ready to accept"))),
+        "redis-server (scripts/install-deps installs it) did not start"
+    );
+    let store = alone();
+    let script: &[u8] = b"FOO a b\r\nGET\r\nSET k v EX 0\r\nSET k v NX XX\r\nSET k abc\r\n\
+        INCR k\r\nMSET a\r\nEXPIRE k 10 BOGUS\r\nTTL nokey\r\nCONFIG GET save\r\n\
+        SET n 9223372036854775807\r\nINCR n\r\nINCRBY n x\r\nDECRBY n 7\r\nDEL k n zz\r\n\
+        SET k v NX GET\r\nSET k w XX GET\r\nMGET k zz k\r\nEXISTS k k zz\r\nECHO hi\r\nPING\r\n\
+        PING a\r\n*1\r\n$999999999999\r\n";
+    let theirs = replay(&format!("127.0.0.1:{port}"), script);
+    let ours = replay(&store.addrs[0], script);
+    redis.signal(libc::SIGTERM);
+    drop(redis.wait(common::LIMIT));
+    assert_eq!(ours, theirs);
+    let done = store.shutdown(0);
+    assert_exit(&done, 0, "gsm-kv after SHUTDOWN");
+}
