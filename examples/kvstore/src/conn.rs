@@ -152,6 +152,7 @@ fn run(ctx: &Rc<Ctx>, io: &mut Io<'_>) -> io::Result<()> {
     let info = |o: &mut Vec<u8>, keys: i64| server::info(ctx, o, keys);
     loop {
         let after = take_requests(ctx, &mut input, &batch);
+        dispatch::send(&batch, &ctx.shards);
         if !batch.done() {
             // The requests to other workers leave now, not at this worker's next poll.
             gossamer::flush();

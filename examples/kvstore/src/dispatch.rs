@@ -1,9 +1,10 @@
 //! Requests to the shards that own their keys, and their answers back in request order.
 //!
 //! A connection's fiber puts the requests it has read into a [`Batch`]: each request gets a
-//! slot, and each operation for a shard goes out at once with `Trust::try_apply_with_then`
-//! (inline when the shard is this worker's, through the request rings otherwise), its callback
-//! filling its part of the slot. So the requests of a pipeline are all in flight together, to
+//! slot, and its operations are queued by shard; [`send`] then sends each shard one request with
+//! all of its operations of the batch, in request order, with `Trust::try_apply_with_then`
+//! (inline when the shard is this worker's, through the request rings otherwise), whose callback
+//! fills the parts of the slots. So the requests of a pipeline are all in flight together, to
 //! many shards, and the fiber waits once, for the batch, then writes the replies in the order
 //! of the requests. A multi-key command sends each shard one operation with its keys and puts
 //! the parts together (`MGET` by position, `DEL`/`EXISTS` summed); it is atomic per shard, not
@@ -57,11 +58,20 @@ struct Slot {
     parts: Vec<Option<Answer>>,
 }
 
+/// The operations of a batch for one shard, not sent yet, and the slot parts they answer.
+#[derive(Debug)]
+struct Group {
+    shard: usize,
+    targets: Vec<(usize, usize)>,
+    ops: Vec<Op>,
+}
+
 /// The requests of one read of a connection, in flight.
 #[derive(Debug, Default)]
 pub struct Batch {
     slots: RefCell<Vec<Slot>>,
     missing: Cell<usize>,
+    queued: RefCell<Vec<Group>>,
 }
 
 impl Batch {
@@ -108,27 +118,69 @@ impl Batch {
     }
 }
 
-/// Sends `op` to shard `shard`; its answer fills part `part` of slot `slot`.
+/// Queues `op` for shard `shard`; its answer will fill part `part` of slot `slot`.
 fn issue(
     batch: &Rc<Batch>,
-    shards: &[Trust<Shard>],
+    _shards: &[Trust<Shard>],
     slot: usize,
     part: usize,
     shard: usize,
     op: Op,
 ) {
-    batch.missing.set(batch.missing.get() + 1);
-    let b = batch.clone();
-    shards[shard].try_apply_with_then(
-        op,
-        |s: &mut Shard, op: Op| s.run(op),
-        move |r| {
-            let answer =
-                r.unwrap_or_else(|e| Answer::Error(format!("ERR shard {shard} failed: {e}")));
-            b.slots.borrow_mut()[slot].parts[part] = Some(answer);
-            b.missing.set(b.missing.get() - 1);
-        },
-    );
+    let mut queued = batch.queued.borrow_mut();
+    let group = match queued.iter().position(|g| g.shard == shard) {
+        Some(i) => &mut queued[i],
+        None => {
+            queued.push(Group {
+                shard,
+                targets: Vec::new(),
+                ops: Vec::new(),
+            });
+            queued.last_mut().expect("just pushed")
+        }
+    };
+    group.targets.push((slot, part));
+    group.ops.push(op);
+}
+
+/// Sends every queued operation: one request per shard, carrying that shard's operations of
+/// the batch in request order (so two requests on one key run in the order they came).
+pub fn send(batch: &Rc<Batch>, shards: &[Trust<Shard>]) {
+    let groups = std::mem::take(&mut *batch.queued.borrow_mut());
+    for Group {
+        shard,
+        targets,
+        ops,
+    } in groups
+    {
+        batch.missing.set(batch.missing.get() + 1);
+        let b = batch.clone();
+        shards[shard].try_apply_with_then(
+            ops,
+            |s: &mut Shard, ops: Vec<Op>| ops.into_iter().map(|op| s.run(op)).collect(),
+            move |r: Result<Vec<Answer>, _>| {
+                let failed =
+                    |why: String| Answer::Error(format!("ERR shard {shard} failed: {why}"));
+                let mut answers = match r {
+                    Ok(a) if a.len() == targets.len() => a.into_iter().map(Some).collect(),
+                    Ok(a) => vec![
+                        Some(failed(format!(
+                            "{} answers to {} requests",
+                            a.len(),
+                            targets.len()
+                        )));
+                        targets.len()
+                    ],
+                    Err(e) => vec![Some(failed(e.to_string())); targets.len()],
+                };
+                let mut slots = b.slots.borrow_mut();
+                for ((slot, part), answer) in targets.into_iter().zip(answers.drain(..)) {
+                    slots[slot].parts[part] = answer;
+                }
+                b.missing.set(b.missing.get() - 1);
+            },
+        );
+    }
 }
 
 /// One operation on the shard that owns `key`.
