@@ -13,7 +13,12 @@
 //! target/release/gsmrun -np 2 target/release/gsm-bench collectives [--runs N] [--sweep] [--json FILE]
 //! target/release/gsmrun -np 2 target/release/gsm-bench segments [--runs N] [--json FILE]
 //! target/release/gsmrun -np 2 target/release/gsm-bench streams [--runs N] [--json FILE]
+//! target/release/gsm-bench kv [--runs N] [--json FILE] [--plot DIR]
+//! target/release/gsmrun -np 2 target/release/gsm-bench curves --what apply [--plot DIR]
+//! taskset -c 1 target/release/gsm-bench curves --what kv [--plot DIR]
 //! ```
+//!
+//! Every subcommand also takes `--plot DIR`: one SVG chart per group of cases (`plot.rs`).
 //!
 //! `local` (`local.rs`, `peers.rs`, `gsm.rs`) compares delegation on 2 workers with locks,
 //! atomics, a channel server and dashmap on 2 threads; `launch` (`launch.rs`) compares `gsmrun`
@@ -22,12 +27,18 @@
 //! with MPI messages measured in the same job; `segments` (`segments.rs`, `rma.rs`) compares
 //! one-sided segment operations with MPI's RMA in the same job, the cache-line round trip and
 //! memcpy; `streams` (`streams.rs`) compares a stream between two ranks with `iperf3` on the same
-//! link and memcpy. Every figure is a median over `--runs` (at least 5) repetitions, and each case's peers are
+//! link and memcpy; `kv` (`kv.rs`) compares `gsm-kv` with `redis-server` under
+//! `redis-benchmark`; `curves` (`curves.rs`) draws latency against offered load, open loop, for
+//! `apply` against an MPI server and for `gsm-kv` against Redis. Every figure is a median over
+//! `--runs` (at least 5) repetitions, and each case's peers are
 //! measured in the same run as Gossamer's figure.
 
+mod curves;
+mod kv;
 mod launch;
 mod local;
 mod peers;
+mod plot;
 mod report;
 mod stats;
 
@@ -67,10 +78,42 @@ struct Common {
     /// Also write the rows as a JSON array to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Also draw SVG charts into DIR: one per group of cases, Gossamer beside its peers.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
+    /// gsm-kv against redis-server, both driven by redis-benchmark in the same run (see `kv.rs`).
+    Kv {
+        #[command(flatten)]
+        common: Common,
+        /// The gsm-kv to measure [default: next to gsm-bench].
+        #[arg(long)]
+        gsm_kv: Option<PathBuf>,
+        /// The peer server.
+        #[arg(long, default_value = "redis-server")]
+        redis_server: PathBuf,
+        /// The client both are driven by.
+        #[arg(long, default_value = "redis-benchmark")]
+        redis_benchmark: PathBuf,
+        /// The first of the two TCP ports the servers use.
+        #[arg(long, default_value_t = 7400)]
+        port: u16,
+        /// A smoke run for tests: a twentieth of the requests and any --runs (even 1).
+        #[arg(long)]
+        quick: bool,
+    },
+    /// Latency against offered load (open loop, Poisson arrivals) until saturation: blocking
+    /// apply between ranks against an MPI request-response server, and gsm-kv against Redis
+    /// (see `curves.rs`).
+    Curves {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        opts: curves::Args,
+    },
     /// `gsmrun -np 2 gsm-hello` against `mpirun -np 2 gsm-hello`: start-up and failure-to-exit time.
     Launch {
         #[command(flatten)]
@@ -180,6 +223,26 @@ enum Cmd {
     },
 }
 
+impl Cmd {
+    /// `--plot DIR` and the subcommand's name, when given.
+    fn plot(&self) -> Option<(&std::path::Path, &'static str)> {
+        let (common, name) = match self {
+            Cmd::Launch { common, .. } => (common, "launch"),
+            Cmd::Local { common, .. } => (common, "local"),
+            Cmd::Remote { common, .. } => (common, "remote"),
+            #[cfg(feature = "gossamer")]
+            Cmd::Collectives { common, .. } => (common, "collectives"),
+            #[cfg(feature = "gossamer")]
+            Cmd::Segments { common, .. } => (common, "segments"),
+            #[cfg(feature = "gossamer")]
+            Cmd::Streams { common, .. } => (common, "streams"),
+            Cmd::Kv { common, .. } => (common, "kv"),
+            Cmd::Curves { common, .. } => (common, "curves"),
+        };
+        common.plot.as_deref().map(|d| (d, name))
+    }
+}
+
 /// Refuses a `--runs` too few to report medians from: fewer than [`stats::MIN_RUNS`], or, for
 /// a `--quick` smoke run (which allows fewer), none.
 pub(crate) fn check_runs(runs: usize, quick: bool) -> anyhow::Result<()> {
@@ -249,6 +312,9 @@ fn main() {
         }
     }
     let load_before = loadavg();
+    if let Some((dir, name)) = cli.command.plot() {
+        report::plot_to(dir, name);
+    }
     // Whether this process printed a table (in `remote`, only rank 0 does).
     let result = (|| -> anyhow::Result<bool> {
         match cli.command {
@@ -346,6 +412,28 @@ fn main() {
                 };
                 streams::run(&opts, common.json.as_deref())
             }
+            Cmd::Kv {
+                common,
+                gsm_kv,
+                redis_server,
+                redis_benchmark,
+                port,
+                quick,
+            } => {
+                check_runs(common.runs, quick)?;
+                report::check_json(common.json.as_deref())?;
+                let opts = kv::Options {
+                    runs: common.runs,
+                    gsm_kv: gsm_kv.unwrap_or_else(|| launch::sibling("gsm-kv")),
+                    redis_server,
+                    redis_benchmark,
+                    port,
+                    scale: if quick { 20 } else { 1 },
+                };
+                report::emit(&kv::run(&opts)?, common.json.as_deref())?;
+                Ok(true)
+            }
+            Cmd::Curves { common, opts } => curves::command(&common, &opts),
         }
     })();
     match result {

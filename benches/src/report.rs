@@ -181,8 +181,22 @@ pub fn check_json(json: Option<&Path>) -> anyhow::Result<()> {
     })
 }
 
-/// Prints the table and, when `json` is given, writes every row there as a JSON array.
+/// Where `--plot DIR` asked [`emit`] to draw, and the subcommand's name (set once by `main`).
+static PLOT: std::sync::OnceLock<(std::path::PathBuf, String)> = std::sync::OnceLock::new();
+
+/// Makes [`emit`] also draw one SVG chart per group of cases into `dir` (`--plot DIR`).
+pub fn plot_to(dir: &Path, command: &str) {
+    let _ = PLOT.set((dir.to_path_buf(), command.to_string()));
+}
+
+/// Prints the table and, when `json` is given, writes every row there as a JSON array; with
+/// `--plot DIR` ([`plot_to`]) also draws the cases (`plot.rs`).
 pub fn emit(cases: &[Case], json: Option<&Path>) -> anyhow::Result<()> {
+    if let Some((dir, command)) = PLOT.get() {
+        for file in crate::plot::cases(dir, command, cases)? {
+            println!("(chart: {})", file.display());
+        }
+    }
     print!("{}", table(cases));
     println!(
         "(medians with interquartile range; ↑ higher is better, ↓ lower is better; speedup > 1: Gossamer better)"

@@ -1,0 +1,285 @@
+//! From a request's arguments to what must be done: a reply made on the spot, or operations
+//! for the shards that own the keys and how their answers are put together. Argument checks and
+//! their error texts follow Redis 7.0, so clients see the errors they know.
+//!
+//! This module decides nothing about where a shard lives or how a request reaches it
+//! (`dispatch.rs` does), and it keeps no state: the replies it makes on the spot are those that
+//! need no key (`PING`, `ECHO`, `COMMAND`, `CONFIG GET`, `SELECT 0`, `CLIENT ...`).
+
+use crate::resp;
+use crate::shard::{Cond, NOT_INTEGER, Op, Ttl, parse_i64};
+
+/// Keys spread over shards by a multi-key command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Split {
+    Del(Vec<Vec<u8>>),
+    Exists(Vec<Vec<u8>>),
+    MGet(Vec<Vec<u8>>),
+    MSet(Vec<(Vec<u8>, Vec<u8>)>),
+}
+
+/// How the answers of every shard make one reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fold {
+    /// The sum of their integers (`DBSIZE`).
+    Sum,
+    /// `OK` when all said `OK` (`FLUSHALL`).
+    AllOk,
+    /// `INFO`: the key count goes into the text.
+    Info,
+}
+
+/// What a request asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// A reply that needs no shard, already encoded.
+    Reply(Vec<u8>),
+    /// One operation on the shard that owns `key`.
+    One(Vec<u8>, Op),
+    /// One operation per shard that owns some of the keys.
+    Split(Split),
+    /// The same operation on every shard.
+    Every(Op, Fold),
+    /// `QUIT`: answer `OK` and close.
+    Quit,
+    /// `SHUTDOWN [NOSAVE|SAVE]`: stop every rank of the job.
+    Shutdown,
+}
+
+fn error(text: &str) -> Plan {
+    let mut out = Vec::new();
+    resp::error(&mut out, text);
+    Plan::Reply(out)
+}
+
+fn arity(name: &str) -> Plan {
+    error(&format!(
+        "ERR wrong number of arguments for '{name}' command"
+    ))
+}
+
+/// Redis's reply to a command it does not know.
+fn unknown(args: &[Vec<u8>]) -> Plan {
+    let mut rest = String::new();
+    for a in &args[1..] {
+        if rest.len() >= 128 {
+            break;
+        }
+        let room = 128 - rest.len();
+        let text = String::from_utf8_lossy(a);
+        let cut: String = text.chars().take(room).collect();
+        rest.push_str(&format!("'{cut}' "));
+    }
+    let name: String = String::from_utf8_lossy(&args[0])
+        .chars()
+        .take(128)
+        .collect();
+    error(&format!(
+        "ERR unknown command '{name}', with args beginning with: {rest}"
+    ))
+}
+
+fn reply(f: impl FnOnce(&mut Vec<u8>)) -> Plan {
+    let mut out = Vec::new();
+    f(&mut out);
+    Plan::Reply(out)
+}
+
+fn int_arg(arg: &[u8]) -> Result<i64, Plan> {
+    parse_i64(arg).ok_or_else(|| error(NOT_INTEGER))
+}
+
+/// The plan of one request (`args` is not empty).
+pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
+    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    let n = args.len();
+    let fixed = |want: usize| n == want;
+    match name.as_str() {
+        "get" if fixed(2) => Plan::One(args[1].clone(), Op::Get(args.swap_remove(1))),
+        "set" if n >= 3 => set(args),
+        "del" if n >= 2 => Plan::Split(Split::Del(args.split_off(1))),
+        "exists" if n >= 2 => Plan::Split(Split::Exists(args.split_off(1))),
+        "incr" | "decr" if fixed(2) => {
+            let by = if name == "incr" { 1 } else { -1 };
+            Plan::One(args[1].clone(), Op::IncrBy(args.swap_remove(1), by))
+        }
+        "incrby" | "decrby" if fixed(3) => match int_arg(&args[2]) {
+            Err(e) => e,
+            Ok(by) if name == "decrby" && by == i64::MIN => error("ERR decrement would overflow"),
+            Ok(by) => {
+                let by = if name == "incrby" { by } else { -by };
+                args.truncate(2);
+                Plan::One(args[1].clone(), Op::IncrBy(args.swap_remove(1), by))
+            }
+        },
+        "mget" if n >= 2 => Plan::Split(Split::MGet(args.split_off(1))),
+        "mset" if n >= 3 && n % 2 == 1 => {
+            let mut it = args.into_iter().skip(1);
+            let mut pairs = Vec::with_capacity(n / 2);
+            while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                pairs.push((k, v));
+            }
+            Plan::Split(Split::MSet(pairs))
+        }
+        "expire" | "pexpire" if fixed(3) => match int_arg(&args[2]) {
+            Err(e) => e,
+            Ok(t) => {
+                let ms = if name == "expire" {
+                    t.saturating_mul(1000)
+                } else {
+                    t
+                };
+                args.truncate(2);
+                Plan::One(args[1].clone(), Op::Expire(args.swap_remove(1), ms))
+            }
+        },
+        "expire" | "pexpire" if n > 3 => error(&format!(
+            "ERR Unsupported option {}",
+            String::from_utf8_lossy(&args[3])
+        )),
+        "ttl" | "pttl" if fixed(2) => Plan::One(
+            args[1].clone(),
+            Op::Ttl(args.swap_remove(1), name == "pttl"),
+        ),
+        "dbsize" if fixed(1) => Plan::Every(Op::DbSize, Fold::Sum),
+        "flushall" | "flushdb" if n <= 2 => Plan::Every(Op::FlushAll, Fold::AllOk),
+        "info" => Plan::Every(Op::DbSize, Fold::Info),
+        "ping" if n <= 2 => reply(|o| match args.get(1) {
+            Some(m) => resp::bulk(o, m),
+            None => resp::simple(o, "PONG"),
+        }),
+        "echo" if fixed(2) => reply(|o| resp::bulk(o, &args[1])),
+        "quit" => Plan::Quit,
+        "shutdown" if n <= 2 => Plan::Shutdown,
+        "select" if fixed(2) => match int_arg(&args[1]) {
+            Err(e) => e,
+            Ok(0) => reply(|o| resp::simple(o, "OK")),
+            Ok(_) => error("ERR DB index is out of range"),
+        },
+        "command" => command(&args),
+        "config" if n >= 2 => config(&args),
+        "client" if n >= 2 => reply(|o| resp::simple(o, "OK")),
+        "get" | "set" | "del" | "exists" | "incr" | "decr" | "incrby" | "decrby" | "mget"
+        | "mset" | "expire" | "pexpire" | "ttl" | "pttl" | "dbsize" | "flushall" | "flushdb"
+        | "ping" | "echo" | "shutdown" | "select" | "config" | "client" => arity(&name),
+        _ => unknown(&args),
+    }
+}
+
+/// `SET key value [NX|XX] [GET] [EX s|PX ms|KEEPTTL]`
+fn set(args: Vec<Vec<u8>>) -> Plan {
+    let mut cond = Cond::Always;
+    let mut ttl = Ttl::Clear;
+    let mut get = false;
+    let mut i = 3;
+    while i < args.len() {
+        let opt = args[i].to_ascii_uppercase();
+        let next = args.get(i + 1);
+        match (opt.as_slice(), next) {
+            (b"NX", _) if cond == Cond::Always => cond = Cond::Absent,
+            (b"XX", _) if cond == Cond::Always => cond = Cond::Present,
+            (b"GET", _) => get = true,
+            (b"KEEPTTL", _) if ttl == Ttl::Clear => ttl = Ttl::Keep,
+            (b"EX" | b"PX", Some(v)) if ttl == Ttl::Clear => {
+                let t = match int_arg(v) {
+                    Ok(t) => t,
+                    Err(e) => return e,
+                };
+                let ms = if opt == b"EX" {
+                    t.checked_mul(1000)
+                } else {
+                    Some(t)
+                };
+                match ms {
+                    Some(ms) if ms > 0 => ttl = Ttl::Millis(ms as u64),
+                    _ => return error("ERR invalid expire time in 'set' command"),
+                }
+                i += 1;
+            }
+            _ => return error("ERR syntax error"),
+        }
+        i += 1;
+    }
+    let mut it = args.into_iter().skip(1);
+    let (key, value) = (it.next().unwrap_or_default(), it.next().unwrap_or_default());
+    Plan::One(
+        key.clone(),
+        Op::Set {
+            key,
+            value,
+            ttl,
+            cond,
+            get,
+        },
+    )
+}
+
+/// `COMMAND`, `COMMAND COUNT`, `COMMAND DOCS`: enough for `redis-cli` to start (it falls back to
+/// its own help when the documentation is empty).
+fn command(args: &[Vec<u8>]) -> Plan {
+    let sub = args.get(1).map(|s| s.to_ascii_lowercase());
+    match sub.as_deref() {
+        Some(b"count") => reply(|o| resp::integer(o, COMMANDS.len() as i64)),
+        _ => reply(|o| resp::array(o, 0)),
+    }
+}
+
+/// The commands this store knows (for `COMMAND COUNT`).
+const COMMANDS: &[&str] = &[
+    "get", "set", "del", "exists", "incr", "decr", "incrby", "decrby", "mget", "mset", "expire",
+    "pexpire", "ttl", "pttl", "dbsize", "flushall", "flushdb", "info", "ping", "echo", "quit",
+    "shutdown", "select", "command", "config", "client",
+];
+
+/// The parameters `CONFIG GET` reports: what tools ask before they start (`redis-benchmark`
+/// asks for `save` and `appendonly`); nothing is persisted, so both are off.
+const CONFIG: &[(&str, &str)] = &[
+    ("save", ""),
+    ("appendonly", "no"),
+    ("databases", "1"),
+    ("maxmemory", "0"),
+    ("maxmemory-policy", "noeviction"),
+    ("proto-max-bulk-len", "16777216"),
+];
+
+/// `CONFIG GET pattern...` (glob patterns), `CONFIG SET` refused, `CONFIG RESETSTAT` accepted.
+fn config(args: &[Vec<u8>]) -> Plan {
+    let sub = args[1].to_ascii_lowercase();
+    match sub.as_slice() {
+        b"get" if args.len() >= 3 => {
+            let found: Vec<_> = CONFIG
+                .iter()
+                .filter(|(name, _)| args[2..].iter().any(|p| glob(p, name.as_bytes())))
+                .collect();
+            reply(|o| {
+                resp::array(o, found.len() * 2);
+                for (name, value) in found {
+                    resp::bulk(o, name.as_bytes());
+                    resp::bulk(o, value.as_bytes());
+                }
+            })
+        }
+        b"resetstat" => reply(|o| resp::simple(o, "OK")),
+        b"set" => error("ERR CONFIG SET is not supported by gsm-kv"),
+        _ => error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
+            String::from_utf8_lossy(&args[1])
+        )),
+    }
+}
+
+/// Glob matching with `*` and `?` (case-insensitive, as `CONFIG GET`'s).
+fn glob(pattern: &[u8], name: &[u8]) -> bool {
+    match (pattern.split_first(), name.split_first()) {
+        (None, None) => true,
+        (Some((b'*', rest)), _) => {
+            glob(rest, name) || (!name.is_empty() && glob(pattern, &name[1..]))
+        }
+        (Some((b'?', rest)), Some((_, tail))) => glob(rest, tail),
+        (Some((p, rest)), Some((c, tail))) => p.eq_ignore_ascii_case(c) && glob(rest, tail),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,344 @@
+//! Requests to the shards that own their keys, and their answers back in request order.
+//!
+//! A connection's fiber puts the requests it has read into a [`Batch`]: each request gets a
+//! slot, and its operations are queued by shard; [`send`] then sends each shard one request with
+//! all of its operations of the batch, in request order, with `Trust::try_apply_with_then`
+//! (inline when the shard is this worker's, through the request rings otherwise), whose callback
+//! fills the parts of the slots. So the requests of a pipeline are all in flight together, to
+//! many shards, and the fiber waits once, for the batch, then writes the replies in the order
+//! of the requests. A multi-key command sends each shard one operation with its keys and puts
+//! the parts together (`MGET` by position, `DEL`/`EXISTS` summed); it is atomic per shard, not
+//! across shards (Redis's `MSET` is atomic as a whole).
+//!
+//! Keys go to shards by a fixed hash (FNV-1a, 64 bits) of their bytes modulo the number of
+//! shards, the same on every rank. This module does not read or write sockets.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use gossamer::Trust;
+
+use crate::command::{Fold, Split};
+use crate::resp;
+use crate::shard::{Answer, Op, Shard};
+
+/// The shard that owns `key` among `n`.
+pub fn shard_of(key: &[u8], n: usize) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % n as u64) as usize
+}
+
+/// How the parts of a slot make its reply.
+#[derive(Debug)]
+enum How {
+    /// Encoded already.
+    Ready(Vec<u8>),
+    /// The one part's answer as it is.
+    Single,
+    /// Integers summed.
+    Sum,
+    /// `OK` if every part is.
+    AllOk,
+    /// `MGET`: part `p` holds the values of positions `positions[p]` of `n`.
+    Values {
+        positions: Vec<Vec<usize>>,
+        n: usize,
+    },
+    /// `INFO` with the summed key count.
+    Info,
+}
+
+#[derive(Debug)]
+struct Slot {
+    how: How,
+    parts: Vec<Option<Answer>>,
+}
+
+/// The operations of a batch for one shard, not sent yet, and the slot parts they answer.
+#[derive(Debug)]
+struct Group {
+    shard: usize,
+    targets: Vec<(usize, usize)>,
+    ops: Vec<Op>,
+}
+
+/// The requests of one read of a connection, in flight.
+#[derive(Debug, Default)]
+pub struct Batch {
+    slots: RefCell<Vec<Slot>>,
+    missing: Cell<usize>,
+    queued: RefCell<Vec<Group>>,
+}
+
+impl Batch {
+    pub fn new() -> Rc<Self> {
+        Rc::new(Self::default())
+    }
+
+    /// Whether every answer is in.
+    pub fn done(&self) -> bool {
+        self.missing.get() == 0
+    }
+
+    /// Requests in the batch.
+    pub fn len(&self) -> usize {
+        self.slots.borrow().len()
+    }
+
+    /// Whether the batch holds no request.
+    pub fn is_empty(&self) -> bool {
+        self.slots.borrow().is_empty()
+    }
+
+    fn push(&self, how: How, parts: usize) -> usize {
+        let mut slots = self.slots.borrow_mut();
+        slots.push(Slot {
+            how,
+            parts: (0..parts).map(|_| None).collect(),
+        });
+        slots.len() - 1
+    }
+
+    /// A reply that needs no shard.
+    pub fn ready(&self, bytes: Vec<u8>) {
+        self.push(How::Ready(bytes), 0);
+    }
+
+    /// Encodes every reply in order into `out` and empties the batch (all answers are in).
+    /// `info` writes the `INFO` text for a key count.
+    pub fn drain_into(&self, out: &mut Vec<u8>, info: &dyn Fn(&mut Vec<u8>, i64)) {
+        debug_assert!(self.done());
+        for slot in self.slots.borrow_mut().drain(..) {
+            encode(slot, out, info);
+        }
+    }
+}
+
+/// Queues `op` for shard `shard`; its answer will fill part `part` of slot `slot`.
+fn issue(
+    batch: &Rc<Batch>,
+    _shards: &[Trust<Shard>],
+    slot: usize,
+    part: usize,
+    shard: usize,
+    op: Op,
+) {
+    let mut queued = batch.queued.borrow_mut();
+    let group = match queued.iter().position(|g| g.shard == shard) {
+        Some(i) => &mut queued[i],
+        None => {
+            queued.push(Group {
+                shard,
+                targets: Vec::new(),
+                ops: Vec::new(),
+            });
+            queued.last_mut().expect("just pushed")
+        }
+    };
+    group.targets.push((slot, part));
+    group.ops.push(op);
+}
+
+/// Sends every queued operation: one request per shard, carrying that shard's operations of
+/// the batch in request order (so two requests on one key run in the order they came).
+pub fn send(batch: &Rc<Batch>, shards: &[Trust<Shard>]) {
+    let groups = std::mem::take(&mut *batch.queued.borrow_mut());
+    for Group {
+        shard,
+        targets,
+        ops,
+    } in groups
+    {
+        batch.missing.set(batch.missing.get() + 1);
+        let b = batch.clone();
+        shards[shard].try_apply_with_then(
+            ops,
+            |s: &mut Shard, ops: Vec<Op>| ops.into_iter().map(|op| s.run(op)).collect(),
+            move |r: Result<Vec<Answer>, _>| {
+                let failed =
+                    |why: String| Answer::Error(format!("ERR shard {shard} failed: {why}"));
+                let mut answers = match r {
+                    Ok(a) if a.len() == targets.len() => a.into_iter().map(Some).collect(),
+                    Ok(a) => vec![
+                        Some(failed(format!(
+                            "{} answers to {} requests",
+                            a.len(),
+                            targets.len()
+                        )));
+                        targets.len()
+                    ],
+                    Err(e) => vec![Some(failed(e.to_string())); targets.len()],
+                };
+                let mut slots = b.slots.borrow_mut();
+                for ((slot, part), answer) in targets.into_iter().zip(answers.drain(..)) {
+                    slots[slot].parts[part] = answer;
+                }
+                b.missing.set(b.missing.get() - 1);
+            },
+        );
+    }
+}
+
+/// One operation on the shard that owns `key`.
+pub fn one(batch: &Rc<Batch>, shards: &[Trust<Shard>], key: &[u8], op: Op) {
+    let slot = batch.push(How::Single, 1);
+    issue(batch, shards, slot, 0, shard_of(key, shards.len()), op);
+}
+
+/// The same operation on every shard.
+pub fn every(batch: &Rc<Batch>, shards: &[Trust<Shard>], op: &Op, fold: Fold) {
+    let how = match fold {
+        Fold::Sum => How::Sum,
+        Fold::AllOk => How::AllOk,
+        Fold::Info => How::Info,
+    };
+    let slot = batch.push(how, shards.len());
+    for s in 0..shards.len() {
+        issue(batch, shards, slot, s, s, op.clone());
+    }
+}
+
+/// Keys grouped by owner: per shard that owns any, the positions and the items.
+fn group<T>(
+    items: Vec<T>,
+    key: impl Fn(&T) -> &[u8],
+    n: usize,
+) -> Vec<(usize, Vec<usize>, Vec<T>)> {
+    let mut by: Vec<(usize, Vec<usize>, Vec<T>)> = Vec::new();
+    for (pos, item) in items.into_iter().enumerate() {
+        let s = shard_of(key(&item), n);
+        match by.iter_mut().find(|g| g.0 == s) {
+            Some(g) => {
+                g.1.push(pos);
+                g.2.push(item);
+            }
+            None => by.push((s, vec![pos], vec![item])),
+        }
+    }
+    by
+}
+
+fn key_of(k: &Vec<u8>) -> &[u8] {
+    k
+}
+
+fn pair_key(p: &(Vec<u8>, Vec<u8>)) -> &[u8] {
+    &p.0
+}
+
+/// A multi-key command: one operation per shard that owns some of its keys.
+pub fn split(batch: &Rc<Batch>, shards: &[Trust<Shard>], split: Split) {
+    let n = shards.len();
+    let (how, parts): (How, Vec<(usize, Op)>) = match split {
+        Split::Del(keys) => (
+            How::Sum,
+            group(keys, key_of, n)
+                .into_iter()
+                .map(|(s, _, k)| (s, Op::Del(k)))
+                .collect(),
+        ),
+        Split::Exists(keys) => (
+            How::Sum,
+            group(keys, key_of, n)
+                .into_iter()
+                .map(|(s, _, k)| (s, Op::Exists(k)))
+                .collect(),
+        ),
+        Split::MGet(keys) => {
+            let total = keys.len();
+            let groups = group(keys, key_of, n);
+            let positions = groups.iter().map(|g| g.1.clone()).collect();
+            let ops = groups
+                .into_iter()
+                .map(|(s, _, k)| (s, Op::MGet(k)))
+                .collect();
+            (
+                How::Values {
+                    positions,
+                    n: total,
+                },
+                ops,
+            )
+        }
+        Split::MSet(pairs) => (
+            How::AllOk,
+            group(pairs, pair_key, n)
+                .into_iter()
+                .map(|(s, _, p)| (s, Op::MSet(p)))
+                .collect(),
+        ),
+    };
+    let slot = batch.push(how, parts.len());
+    for (part, (s, op)) in parts.into_iter().enumerate() {
+        issue(batch, shards, slot, part, s, op);
+    }
+}
+
+/// The first error among the parts, if any.
+fn first_error(parts: &[Option<Answer>]) -> Option<&str> {
+    parts.iter().find_map(|p| match p {
+        Some(Answer::Error(e)) => Some(e.as_str()),
+        _ => None,
+    })
+}
+
+fn encode(slot: Slot, out: &mut Vec<u8>, info: &dyn Fn(&mut Vec<u8>, i64)) {
+    if let Some(e) = first_error(&slot.parts) {
+        resp::error(out, e);
+        return;
+    }
+    let sum = || {
+        slot.parts
+            .iter()
+            .map(|p| match p {
+                Some(Answer::Int(n)) => *n,
+                _ => 0,
+            })
+            .sum::<i64>()
+    };
+    match slot.how {
+        How::Ready(bytes) => out.extend_from_slice(&bytes),
+        How::Sum => resp::integer(out, sum()),
+        How::Info => info(out, sum()),
+        How::AllOk => resp::simple(out, "OK"),
+        How::Single => match slot.parts.into_iter().next().flatten() {
+            Some(a) => answer(out, a),
+            None => resp::error(out, "ERR no answer from the shard"),
+        },
+        How::Values { positions, n } => {
+            let mut values: Vec<Option<Vec<u8>>> = vec![None; n];
+            for (part, pos) in slot.parts.into_iter().zip(positions) {
+                if let Some(Answer::Values(vs)) = part {
+                    for (v, p) in vs.into_iter().zip(pos) {
+                        values[p] = v;
+                    }
+                }
+            }
+            answer(out, Answer::Values(values));
+        }
+    }
+}
+
+/// One shard answer as RESP.
+pub fn answer(out: &mut Vec<u8>, a: Answer) {
+    match a {
+        Answer::Ok => resp::simple(out, "OK"),
+        Answer::Nil => resp::nil(out),
+        Answer::Int(n) => resp::integer(out, n),
+        Answer::Bulk(b) => resp::bulk(out, &b),
+        Answer::Error(e) => resp::error(out, &e),
+        Answer::Values(vs) => {
+            resp::array(out, vs.len());
+            for v in vs {
+                match v {
+                    Some(b) => resp::bulk(out, &b),
+                    None => resp::nil(out),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! `gsm-kv`: a Redis-compatible key-value store on trusts.
+//!
+//! Started as any Gossamer job (`gsmrun -np N -t T gsm-kv --port P`, or alone as one rank), it
+//! shards the keyspace over one hash map per worker of every rank, each the property of its
+//! worker (a `Trust<Shard>`). Every rank listens on TCP and speaks RESP2, so `redis-cli`,
+//! `redis-benchmark` and client libraries work unchanged; each connection is a fiber that parses
+//! requests and delegates each to the shard that owns its key, without waiting between the
+//! requests of a pipeline, and writes the answers in request order.
+//!
+//! Commands: `GET`, `SET` (`EX`, `PX`, `NX`, `XX`, `KEEPTTL`, `GET`), `DEL`, `EXISTS`, `INCR`,
+//! `DECR`, `INCRBY`, `DECRBY`, `MGET`, `MSET`, `EXPIRE`, `PEXPIRE`, `TTL`, `PTTL`, `DBSIZE`,
+//! `FLUSHALL`/`FLUSHDB`, `PING`, `ECHO`, `QUIT`, `SHUTDOWN`, `SELECT 0`, and enough of `INFO`,
+//! `CONFIG GET`, `COMMAND` and `CLIENT` for tools to start. Keys and values are binary-safe.
+//! Nothing is persisted (no RDB, no AOF): the data lives as long as the job. There is no
+//! authentication: the default `--bind` is 127.0.0.1, as Redis's protected mode.
+//!
+//! The modules: [`resp`] (the protocol and its limits), [`command`] (arguments to a plan, with
+//! Redis's error texts), [`shard`] (the trustee's map), [`dispatch`] (requests to shards and
+//! answers back in order), [`conn`] (a connection's fiber), [`reactor`] (socket readiness from
+//! the worker's loop) and [`server`] (the job: shard table, listeners, shutdown).
+
+pub mod command;
+pub mod conn;
+pub mod dispatch;
+pub mod reactor;
+pub mod resp;
+pub mod server;
+pub mod shard;

@@ -1,0 +1,68 @@
+//! `gsm-kv`: parses the command line and runs the store (see the crate docs, `lib.rs`).
+
+use std::net::IpAddr;
+
+const USAGE: &str = "usage: gsm-kv [--port P] [--bind ADDR]
+
+A Redis-compatible (RESP2) key-value store sharded over every worker of a Gossamer job.
+Run it alone or as a job: gsmrun -np N -t T gsm-kv --port P
+
+  --port P      TCP port (default 6379); ranks that share a host use P, P+1, ... in rank order;
+                0: each rank takes a free port and prints it
+  --bind ADDR   address to listen on (default 127.0.0.1; 0.0.0.0 for every interface;
+                there is no authentication)
+
+Stop it with `redis-cli -p P shutdown` (the whole job), or SIGTERM/SIGINT to any rank.
+Nothing is persisted.";
+
+fn parse_args() -> Result<gsm_kv::server::Options, String> {
+    let mut options = gsm_kv::server::Options {
+        bind: IpAddr::from([127, 0, 0, 1]),
+        port: 6379,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--port" | "-p" => {
+                let v = value()?;
+                options.port = v
+                    .parse()
+                    .map_err(|_| format!("--port: `{v}` is not a port number (0-65535)"))?;
+            }
+            "--bind" => {
+                let v = value()?;
+                options.bind = v
+                    .parse()
+                    .map_err(|_| format!("--bind: `{v}` is not an IP address"))?;
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument `{other}` (try --help)")),
+        }
+    }
+    Ok(options)
+}
+
+fn main() {
+    let options = match parse_args() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("gsm-kv: {e}");
+            std::process::exit(2);
+        }
+    };
+    let config = match gossamer::Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("gsm-kv: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = gsm_kv::server::serve(options, config) {
+        eprintln!("gsm-kv: {e}");
+        std::process::exit(1);
+    }
+}

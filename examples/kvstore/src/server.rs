@@ -1,0 +1,269 @@
+//! The store as a Gossamer job: one SPMD body per worker of every rank.
+//!
+//! Each worker entrusts one [`Shard`]; the trusts are gathered by worker 0 and handed to every
+//! worker (mail under two tags of this program), so every worker of the job holds the same
+//! table and sends each key to the same shard. The first worker of each rank listens on TCP
+//! (`--bind`, default 127.0.0.1; port `--port` plus the rank's index among the ranks of its host,
+//! so ranks that share a host do not collide, as several `redis-server`s on one host would not),
+//! accepts without blocking and hands the connections round robin to the workers of its rank,
+//! each served by a fiber there (`conn.rs`). Every worker runs a reactor fiber (`reactor.rs`)
+//! and a housekeeping loop that sleeps 100 ms at a time, purges expired keys of its shard and
+//! keeps the job from being taken for deadlocked while every other fiber waits for a client.
+//!
+//! `SHUTDOWN` (or `redis-cli shutdown nosave`, or SIGTERM/SIGINT to any rank, seen within
+//! 100 ms) sets a stop flag on every rank, by a closure delegated to the first shard of each; each worker then ends its loops, its connections close,
+//! and the job ends normally. A rank that cannot listen ends the job with a report that names
+//! it. Nothing is persisted. See ARCHITECTURE.md, "gsm-kv".
+
+use std::cell::RefCell;
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use gossamer::{Trust, WorkerId};
+
+use crate::reactor::Reactor;
+use crate::shard::Shard;
+
+/// Where and how to serve.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub bind: IpAddr,
+    pub port: u16,
+}
+
+/// Set when the job is to stop (by `SHUTDOWN` from any rank).
+static STOP: AtomicBool = AtomicBool::new(false);
+/// Set by SIGTERM or SIGINT: the rank's first worker then stops the whole job, as `SHUTDOWN`.
+static SIGNALLED: std::sync::LazyLock<std::sync::Arc<AtomicBool>> =
+    std::sync::LazyLock::new(|| std::sync::Arc::new(AtomicBool::new(false)));
+/// Connections open on this rank.
+static CLIENTS: AtomicUsize = AtomicUsize::new(0);
+
+/// Mail tags of the shard table's exchange.
+const TAG_SHARD: u64 = 0x6b76_0000_0000_0001;
+const TAG_TABLE: u64 = 0x6b76_0000_0000_0002;
+
+/// How often a worker purges expired keys and looks at the stop flag.
+const HOUSEKEEPING: Duration = Duration::from_millis(100);
+
+/// What the fibers of one worker share.
+#[derive(Debug)]
+pub struct Ctx {
+    pub reactor: Reactor,
+    /// Every shard of the job, by worker id.
+    pub shards: Vec<Trust<Shard>>,
+    pub port: u16,
+    pub started: Instant,
+    pub rank: usize,
+    pub ranks: usize,
+    pub worker: usize,
+}
+
+thread_local! {
+    /// The worker's context, for the connection fibers started on it (a fiber never leaves
+    /// its worker, so this is the same for all of them).
+    static CTX: RefCell<Option<Rc<Ctx>>> = const { RefCell::new(None) };
+}
+
+/// The context of the calling worker, while the store runs.
+pub fn ctx() -> Option<Rc<Ctx>> {
+    CTX.with(|c| c.borrow().clone())
+}
+
+/// Whether the job is stopping.
+pub fn stopping() -> bool {
+    STOP.load(Ordering::Relaxed)
+}
+
+pub fn client_joined() {
+    CLIENTS.fetch_add(1, Ordering::Relaxed);
+}
+
+pub fn client_left() {
+    CLIENTS.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Asks every rank to stop.
+pub fn shutdown(ctx: &Ctx) {
+    for r in 0..ctx.ranks {
+        let first = gossamer::workers_of_rank(r).start;
+        // The closure runs in rank r's process: it sets that process's flag.
+        let _ = ctx.shards[first].try_apply(|_: &mut Shard| STOP.store(true, Ordering::SeqCst));
+    }
+}
+
+/// Runs the store until `SHUTDOWN`; `Err` with a line for the user if the job failed.
+pub fn serve(options: Options, config: gossamer::Config) -> Result<(), String> {
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, SIGNALLED.clone())
+            .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
+    }
+    let results =
+        gossamer::spmd(config, move |w| worker_main(w, &options)).map_err(|e| e.to_string())?;
+    results.into_iter().collect()
+}
+
+/// Every worker's trust to its shard, in worker order, on every worker.
+fn shard_table(mine: Trust<Shard>, me: usize, count: usize) -> Vec<Trust<Shard>> {
+    if me != 0 {
+        gossamer::send(WorkerId::new(0), TAG_SHARD, mine);
+        return gossamer::recv(WorkerId::new(0), TAG_TABLE);
+    }
+    let mut table = vec![mine];
+    for w in 1..count {
+        table.push(gossamer::recv(WorkerId::new(w), TAG_SHARD));
+    }
+    for w in 1..count {
+        gossamer::send(WorkerId::new(w), TAG_TABLE, table.clone());
+    }
+    gossamer::flush();
+    table
+}
+
+/// The port of this rank: `port` plus its index among the ranks of its host (0 stays 0: every
+/// rank takes a port the system picks, and prints it).
+fn rank_port(port: u16, rank: usize) -> Result<u16, String> {
+    if port == 0 {
+        return Ok(0);
+    }
+    let host = gossamer::host_of_rank(rank);
+    let before = (0..rank)
+        .filter(|&r| gossamer::host_of_rank(r) == host)
+        .count();
+    u16::try_from(usize::from(port) + before)
+        .map_err(|_| format!("port {port} + {before} is past 65535"))
+}
+
+fn worker_main(w: &gossamer::Worker, options: &Options) -> Result<(), String> {
+    let mine = gossamer::entrust(Shard::new());
+    let shards = shard_table(mine, w.id(), w.count());
+    let rank = w.rank();
+    let fail = |what: String| -> ! { gossamer::fail_job(format!("gsm-kv: rank {rank}: {what}")) };
+    let port = rank_port(options.port, rank).unwrap_or_else(|e| fail(e));
+    let accepting = gossamer::workers_of_rank(rank).start == w.id();
+    let listener = if accepting {
+        let addr = SocketAddr::new(options.bind, port);
+        let l = std::net::TcpListener::bind(addr)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .unwrap_or_else(|e| fail(format!("cannot listen on {addr}: {e}")));
+        Some(mio::net::TcpListener::from_std(l))
+    } else {
+        None
+    };
+    let port = match &listener {
+        Some(l) => l.local_addr().map_or(port, |a| a.port()),
+        None => port,
+    };
+    let reactor = Reactor::new().unwrap_or_else(|e| fail(format!("epoll: {e}")));
+    let ctx = Rc::new(Ctx {
+        reactor,
+        shards,
+        port,
+        started: Instant::now(),
+        rank,
+        ranks: gossamer::rank_count(),
+        worker: w.id(),
+    });
+    CTX.with(|c| *c.borrow_mut() = Some(ctx.clone()));
+    let accept = {
+        let ctx = ctx.clone();
+        gossamer::spawn(move || accept_loop(&ctx, listener))
+    };
+    if accepting {
+        println!(
+            "gsm-kv: rank {rank} of {} listening on {}:{port} ({} workers in the job)",
+            ctx.ranks,
+            options.bind,
+            w.count()
+        );
+    }
+    while !stopping() {
+        gossamer::sleep(HOUSEKEEPING);
+        if accepting && SIGNALLED.load(Ordering::Relaxed) && !stopping() {
+            shutdown(&ctx);
+        }
+        ctx.shards[w.id()].apply(|s: &mut Shard| s.purge_expired());
+    }
+    accept.join();
+    CTX.with(|c| c.borrow_mut().take());
+    Ok(())
+}
+
+/// The reactor fiber: polls readiness for the worker's connections and, on the accepting
+/// worker, takes new connections and hands them out.
+fn accept_loop(ctx: &Rc<Ctx>, mut listener: Option<mio::net::TcpListener>) {
+    if let Some(l) = listener.as_mut()
+        && let Err(e) = ctx.reactor.register_listener(l)
+    {
+        gossamer::fail_job(format!("gsm-kv: rank {}: epoll: {e}", ctx.rank));
+    }
+    let workers = gossamer::workers_of_rank(ctx.rank);
+    let mut next = 0usize;
+    loop {
+        gossamer::wait_for(|| {
+            ctx.reactor.poll_now();
+            ctx.reactor.listener_ready.get() || stopping()
+        });
+        if stopping() {
+            return;
+        }
+        ctx.reactor.listener_ready.set(false);
+        let Some(l) = listener.as_ref() else {
+            continue;
+        };
+        loop {
+            match l.accept() {
+                Ok((stream, _)) => {
+                    let to = workers.start + next % workers.len();
+                    next += 1;
+                    hand_out(ctx, stream, to);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                // The connection was reset before it was taken, or the process is out of
+                // descriptors for now: drop this one and go on serving the others.
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// Starts the fiber of a new connection on worker `to` of this rank.
+fn hand_out(ctx: &Ctx, stream: mio::net::TcpStream, to: usize) {
+    if to == ctx.worker {
+        drop(gossamer::spawn(move || crate::conn::serve(stream)));
+        return;
+    }
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    let fd = stream.into_raw_fd();
+    drop(gossamer::spawn_on(WorkerId::new(to), move || {
+        // SAFETY: `fd` is a connected socket whose only owner was the stream consumed by
+        // `into_raw_fd` above, in this same process (`to` is a worker of this rank); this fiber
+        // is its only new owner.
+        let stream = unsafe { std::net::TcpStream::from_raw_fd(fd) };
+        crate::conn::serve(mio::net::TcpStream::from_std(stream));
+    }));
+}
+
+/// The text of `INFO` (every section at once, whatever was asked).
+pub fn info(ctx: &Ctx, out: &mut Vec<u8>, keys: i64) {
+    let text = format!(
+        "# Server\r\nredis_version:7.0.0\r\ngsm_kv_version:{}\r\nredis_mode:standalone\r\n\
+         process_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\n\r\n\
+         # Clients\r\nconnected_clients:{}\r\n\r\n\
+         # Persistence\r\nloading:0\r\naof_enabled:0\r\nrdb_changes_since_last_save:0\r\n\r\n\
+         # Gossamer\r\ngsm_rank:{}\r\ngsm_ranks:{}\r\ngsm_worker:{}\r\ngsm_shards:{}\r\n\r\n\
+         # Keyspace\r\ndb0:keys={keys},expires=0,avg_ttl=0\r\n",
+        env!("CARGO_PKG_VERSION"),
+        std::process::id(),
+        ctx.port,
+        ctx.started.elapsed().as_secs(),
+        CLIENTS.load(Ordering::Relaxed),
+        ctx.rank,
+        ctx.ranks,
+        ctx.worker,
+        ctx.shards.len(),
+    );
+    crate::resp::bulk(out, text.as_bytes());
+}

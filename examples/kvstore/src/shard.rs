@@ -1,0 +1,292 @@
+//! One shard of the keyspace: a hash map of binary keys to binary values with optional expiry,
+//! owned by one worker (its trustee) and changed only by the operations delegated to it.
+//!
+//! An [`Op`] travels to the shard as the argument of `Trust::apply_with` and its [`Answer`]
+//! comes back, so within a rank both move by bytes and between ranks they are `postcard`-encoded
+//! (nothing here points into the client's memory). Expiry times are the trustee's own
+//! (`Instant`s taken where the shard lives), so ranks on hosts with different clocks agree:
+//! clients send relative times. Expired keys are dropped when a command touches them and by
+//! [`Shard::purge_expired`], which the worker runs every 100 ms while it has keys with a time to
+//! live. Nothing is persisted: a shard lives as long as its worker.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// An entry: the value and, when it has one, the instant it expires.
+#[derive(Debug)]
+struct Entry {
+    value: Vec<u8>,
+    expires: Option<Instant>,
+}
+
+/// `SET`'s condition on the key's existence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Cond {
+    Always,
+    /// `NX`: only if the key does not exist.
+    Absent,
+    /// `XX`: only if it does.
+    Present,
+}
+
+/// The time to live `SET` gives a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Ttl {
+    /// No `EX`/`PX`/`KEEPTTL`: the key loses any time to live.
+    Clear,
+    /// `KEEPTTL`: an existing key keeps its time to live.
+    Keep,
+    /// `EX`/`PX`: expires after this many milliseconds (at least 1).
+    Millis(u64),
+}
+
+/// One operation on the keys of this shard (a multi-key command sends each shard its keys).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    Get(Vec<u8>),
+    Set {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        ttl: Ttl,
+        cond: Cond,
+        /// `GET`: answer the old value instead of `OK`.
+        get: bool,
+    },
+    Del(Vec<Vec<u8>>),
+    Exists(Vec<Vec<u8>>),
+    IncrBy(Vec<u8>, i64),
+    MGet(Vec<Vec<u8>>),
+    MSet(Vec<(Vec<u8>, Vec<u8>)>),
+    /// `EXPIRE key seconds` (or `PEXPIRE` in milliseconds): a time at or before now deletes.
+    Expire(Vec<u8>, i64),
+    /// `TTL` (`false`) or `PTTL` (`true`).
+    Ttl(Vec<u8>, bool),
+    DbSize,
+    FlushAll,
+}
+
+/// What a shard answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Answer {
+    Ok,
+    Nil,
+    Int(i64),
+    Bulk(Vec<u8>),
+    Values(Vec<Option<Vec<u8>>>),
+    /// An error reply's text (`ERR ...`).
+    Error(String),
+}
+
+/// Redis's text for a value that is not a 64-bit integer.
+pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+
+/// One shard.
+#[derive(Debug, Default)]
+pub struct Shard {
+    map: HashMap<Vec<u8>, Entry>,
+    /// Keys with a time to live (an upper bound: keys deleted or overwritten are not counted
+    /// down), so that the purge runs only when there can be something to purge.
+    with_ttl: usize,
+}
+
+impl Shard {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The live entry of `key`, dropping it first if it has expired.
+    fn live(&mut self, key: &[u8], now: Instant) -> Option<&mut Entry> {
+        if self
+            .map
+            .get(key)
+            .is_some_and(|e| e.expires.is_some_and(|t| t <= now))
+        {
+            self.map.remove(key);
+        }
+        self.map.get_mut(key)
+    }
+
+    /// Runs `op` (the trustee's half of every command).
+    pub fn run(&mut self, op: Op) -> Answer {
+        let now = Instant::now();
+        match op {
+            Op::Get(key) => match self.live(&key, now) {
+                Some(e) => Answer::Bulk(e.value.clone()),
+                None => Answer::Nil,
+            },
+            Op::Set {
+                key,
+                value,
+                ttl,
+                cond,
+                get,
+            } => self.set(key, value, ttl, cond, get, now),
+            Op::Del(keys) => {
+                let n = keys
+                    .iter()
+                    .filter(|k| {
+                        self.live(k, now).is_some() && self.map.remove(k.as_slice()).is_some()
+                    })
+                    .count();
+                Answer::Int(n as i64)
+            }
+            Op::Exists(keys) => {
+                let n = keys.iter().filter(|k| self.live(k, now).is_some()).count();
+                Answer::Int(n as i64)
+            }
+            Op::IncrBy(key, by) => self.incr_by(key, by, now),
+            Op::MGet(keys) => Answer::Values(
+                keys.iter()
+                    .map(|k| self.live(k, now).map(|e| e.value.clone()))
+                    .collect(),
+            ),
+            Op::MSet(pairs) => {
+                for (key, value) in pairs {
+                    self.map.insert(
+                        key,
+                        Entry {
+                            value,
+                            expires: None,
+                        },
+                    );
+                }
+                Answer::Ok
+            }
+            Op::Expire(key, millis) => self.expire(key, millis, now),
+            Op::Ttl(key, millis) => match self.live(&key, now) {
+                None => Answer::Int(-2),
+                Some(Entry { expires: None, .. }) => Answer::Int(-1),
+                Some(Entry {
+                    expires: Some(t), ..
+                }) => {
+                    let left = t.saturating_duration_since(now).as_millis() as i64;
+                    // Redis rounds seconds to the nearest (`(ttl + 500) / 1000`).
+                    Answer::Int(if millis { left } else { (left + 500) / 1000 })
+                }
+            },
+            Op::DbSize => {
+                self.purge_expired();
+                Answer::Int(self.map.len() as i64)
+            }
+            Op::FlushAll => {
+                self.map = HashMap::new();
+                self.with_ttl = 0;
+                Answer::Ok
+            }
+        }
+    }
+
+    fn set(
+        &mut self,
+        key: Vec<u8>,
+        value: Vec<u8>,
+        ttl: Ttl,
+        cond: Cond,
+        get: bool,
+        now: Instant,
+    ) -> Answer {
+        let old = self.live(&key, now);
+        let exists = old.is_some();
+        let old_value = old.as_ref().map(|e| e.value.clone());
+        let old_expiry = old.and_then(|e| e.expires);
+        if (cond == Cond::Absent && exists) || (cond == Cond::Present && !exists) {
+            return match (get, old_value) {
+                (true, Some(v)) => Answer::Bulk(v),
+                _ => Answer::Nil,
+            };
+        }
+        let expires = match ttl {
+            Ttl::Clear => None,
+            Ttl::Keep => old_expiry,
+            Ttl::Millis(ms) => Some(now + Duration::from_millis(ms)),
+        };
+        self.with_ttl += usize::from(expires.is_some());
+        self.map.insert(key, Entry { value, expires });
+        match (get, old_value) {
+            (false, _) => Answer::Ok,
+            (true, Some(v)) => Answer::Bulk(v),
+            (true, None) => Answer::Nil,
+        }
+    }
+
+    fn incr_by(&mut self, key: Vec<u8>, by: i64, now: Instant) -> Answer {
+        let current = match self.live(&key, now) {
+            None => 0,
+            Some(e) => match parse_i64(&e.value) {
+                Some(n) => n,
+                None => return Answer::Error(NOT_INTEGER.into()),
+            },
+        };
+        let Some(next) = current.checked_add(by) else {
+            return Answer::Error("ERR increment or decrement would overflow".into());
+        };
+        let text = next.to_string().into_bytes();
+        match self.map.get_mut(&key) {
+            Some(e) => e.value = text,
+            None => {
+                self.map.insert(
+                    key,
+                    Entry {
+                        value: text,
+                        expires: None,
+                    },
+                );
+            }
+        }
+        Answer::Int(next)
+    }
+
+    fn expire(&mut self, key: Vec<u8>, millis: i64, now: Instant) -> Answer {
+        if self.live(&key, now).is_none() {
+            return Answer::Int(0);
+        }
+        if millis <= 0 {
+            self.map.remove(&key);
+        } else if let Some(e) = self.map.get_mut(&key) {
+            e.expires = Some(now + Duration::from_millis(millis as u64));
+            self.with_ttl += 1;
+        }
+        Answer::Int(1)
+    }
+
+    /// Drops every expired key (a pass over the map, only when keys with a time to live may
+    /// be left).
+    pub fn purge_expired(&mut self) {
+        if self.with_ttl == 0 {
+            return;
+        }
+        let now = Instant::now();
+        self.map.retain(|_, e| e.expires.is_none_or(|t| t > now));
+        self.with_ttl = self.map.values().filter(|e| e.expires.is_some()).count();
+    }
+
+    /// Keys stored (expired ones not yet purged included).
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether the shard holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+/// A value as Redis reads an integer: optional `-`, decimal digits, no spaces, no `+`, no
+/// leading zeros, within `i64`.
+pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+        && text != "-0";
+    if !canonical {
+        return None;
+    }
+    text.parse().ok()
+}
+
+#[cfg(test)]
+mod tests;
