@@ -1,7 +1,19 @@
 /* See shim.h: each function forwards to libfabric's static inline of the same name. */
 #include "shim.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 struct fi_info *gsm_fi_allocinfo(void) { return fi_allocinfo(); }
+int gsm_fi_set_prov_name(struct fi_info *info, const char *name)
+{
+    char *copy = strdup(name);
+    if (!copy)
+        return -FI_ENOMEM;
+    free(info->fabric_attr->prov_name);
+    info->fabric_attr->prov_name = copy;
+    return 0;
+}
 int gsm_fi_close(struct fid *fid) { return fi_close(fid); }
 int gsm_fi_domain(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **domain)
 {

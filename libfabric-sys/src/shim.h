@@ -14,6 +14,8 @@
 static const unsigned int GSM_FI_VERSION = FI_VERSION(1, 17);
 
 struct fi_info *gsm_fi_allocinfo(void);
+/* Sets info->fabric_attr->prov_name to a malloc'ed copy of name (fi_freeinfo frees it). */
+int gsm_fi_set_prov_name(struct fi_info *info, const char *name);
 int gsm_fi_close(struct fid *fid);
 int gsm_fi_domain(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **domain);
 int gsm_fi_endpoint(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep);

@@ -45,6 +45,8 @@
 //! This module does not encode records and does not choose which fabric serves which peer beyond
 //! [`FabricChoice::pick`]; the runtime does.
 
+#[cfg(feature = "ofi")]
+pub mod ofi;
 pub mod shm;
 pub mod tcp;
 
@@ -64,6 +66,8 @@ pub enum FabricKind {
     Shm,
     /// TCP, for ranks on different hosts.
     Tcp,
+    /// One-sided RMA over libfabric (cargo feature `ofi`).
+    Ofi,
 }
 
 impl std::fmt::Display for FabricKind {
@@ -71,6 +75,7 @@ impl std::fmt::Display for FabricKind {
         f.write_str(match self {
             FabricKind::Shm => "shm",
             FabricKind::Tcp => "tcp",
+            FabricKind::Ofi => "ofi",
         })
     }
 }
@@ -526,6 +531,14 @@ pub enum FabricError {
         host: String,
         /// The limit.
         seconds: u64,
+    },
+    /// A libfabric provider lacks something the `ofi` fabric needs.
+    #[error("ofi fabric: provider {provider} lacks {capability}")]
+    Provider {
+        /// The provider (`tcp;ofi_rxm`, `shm`, ...; `(any)` when none was named).
+        provider: String,
+        /// What it lacks.
+        capability: String,
     },
     /// A peer went away while the job was running.
     #[error("rank {peer} (host {host}) vanished while the job was running: {detail}")]
