@@ -90,13 +90,15 @@ pub enum FabricChoice {
     Shm,
     /// `tcp` for every peer, even on one host.
     Tcp,
+    /// `ofi` (one-sided RMA over libfabric) for every peer, even on one host.
+    Ofi,
 }
 
 /// The environment variable that chooses the fabric.
 pub const FABRIC_VAR: &str = "GSM_FABRIC";
 
 impl FabricChoice {
-    /// Parses `auto`, `shm` or `tcp` (case-insensitive), the value of [`FABRIC_VAR`].
+    /// Parses `auto`, `shm`, `tcp` or `ofi` (case-insensitive), the value of [`FABRIC_VAR`].
     pub fn parse(s: &str) -> Result<Self, FabricError> {
         let err = |reason| FabricError::Env {
             name: FABRIC_VAR,
@@ -107,10 +109,16 @@ impl FabricChoice {
             "" | "auto" => Ok(FabricChoice::Auto),
             "shm" => Ok(FabricChoice::Shm),
             "tcp" => Ok(FabricChoice::Tcp),
-            "verbs" | "rdma" => Err(err(
-                "Gossamer has no RDMA (verbs) fabric yet; expected auto, shm or tcp",
+            "ofi" if cfg!(feature = "ofi") => Ok(FabricChoice::Ofi),
+            "ofi" => Err(err(
+                "this build of Gossamer has no ofi fabric (cargo feature `ofi` of the gossamer \
+                 crate, which needs libfabric-dev); expected auto, shm or tcp",
             )),
-            _ => Err(err("expected auto, shm or tcp")),
+            "verbs" | "rdma" => Err(err(
+                "Gossamer has no verbs fabric yet: on RDMA hardware use GSM_FABRIC=ofi with \
+                 GSM_OFI_PROVIDER=verbs;ofi_rxm (or efa, cxi, psm3); expected auto, shm, tcp or ofi",
+            )),
+            _ => Err(err("expected auto, shm, tcp or ofi")),
         }
     }
 
@@ -132,6 +140,7 @@ impl FabricChoice {
         match (self, same_host) {
             (FabricChoice::Auto, true) | (FabricChoice::Shm, true) => Ok(FabricKind::Shm),
             (FabricChoice::Auto, false) | (FabricChoice::Tcp, _) => Ok(FabricKind::Tcp),
+            (FabricChoice::Ofi, _) => Ok(FabricKind::Ofi),
             (FabricChoice::Shm, false) => Err(FabricError::ShmAcrossHosts {
                 peer,
                 host: peer_host.to_string(),

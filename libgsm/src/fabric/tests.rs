@@ -22,8 +22,10 @@ fn bad_settings_name_their_variable_and_the_accepted_form() {
     let e = FabricChoice::parse("bogus").unwrap_err().to_string();
     assert_eq!(
         e,
-        "environment variable GSM_FABRIC=\"bogus\" is invalid: expected auto, shm or tcp"
+        "environment variable GSM_FABRIC=\"bogus\" is invalid: expected auto, shm, tcp or ofi"
     );
+    #[cfg(feature = "ofi")]
+    assert_eq!(FabricChoice::parse("OFI"), Ok(FabricChoice::Ofi));
     let e = FabricChoice::parse("verbs").unwrap_err().to_string();
     assert!(
         e.starts_with("environment variable GSM_FABRIC=\"verbs\""),

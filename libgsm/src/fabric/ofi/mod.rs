@@ -89,6 +89,21 @@ impl Ofi {
     }
 }
 
+/// The first RMA provider libfabric offers, if it drives RDMA hardware (not `tcp`, `sockets`,
+/// `udp`, `net` or `shm`, which emulate RMA in software); otherwise why not, for the log.
+pub fn hardware_provider() -> Result<String, String> {
+    let (info, n) = provider::choose(provider::from_env().as_deref()).map_err(|e| e.to_string())?;
+    let p = info.offers()[n].provider.clone();
+    let core = p.split(';').next().unwrap_or_default();
+    if ["tcp", "sockets", "udp", "net", "shm"].contains(&core) {
+        Err(format!(
+            "libfabric's first RMA provider is {p}, which emulates RMA over sockets or memory"
+        ))
+    } else {
+        Ok(p)
+    }
+}
+
 /// A libfabric failure during set-up, worded for the user.
 pub(super) fn setup_error(provider: &str, e: &fi::FiError) -> FabricError {
     FabricError::Os {
