@@ -227,8 +227,10 @@ pub(super) fn create(
                 HELLO,
             )
         };
-        post_send(stack, region.at(plan.hello_out(p)), addrs[p], p)
-            .map_err(|e| setup_error(&prov, &e))?;
+        if opens(me, s.rank) {
+            post_send(stack, region.at(plan.hello_out(p)), addrs[p], p)
+                .map_err(|e| setup_error(&prov, &e))?;
+        }
     }
     Ok(Created {
         plan,
@@ -240,17 +242,21 @@ pub(super) fn create(
     })
 }
 
-/// Sends a hello, progressing while the provider says "again" (bounded).
+/// Whether rank `me` sends the first hello to `peer` (and so opens the connection): the lower
+/// rank does. rxm (libfabric 1.17) refuses one of two endpoints that connect to each other at
+/// once and may then lose what was sent on the refused one, so only one side connects.
+fn opens(me: u32, peer: u32) -> bool {
+    me < peer
+}
+
+/// Posts a hello. "Again" (`FI_EAGAIN`: the connection is still being made) is not an error:
+/// the hello goes out at the next resend, from `exchange_hellos`, which progresses the
+/// endpoint; `create` must not wait for a peer.
 fn post_send(stack: &mut Stack, buf: *const u8, dest: u64, p: usize) -> Result<(), fi::FiError> {
-    let start = Instant::now();
-    loop {
-        // SAFETY: the hello lies in the registered region and is not changed afterwards.
-        match unsafe { stack.send(buf, HELLO, dest, SEND_CTX | p) } {
-            Err(e) if e.code == fi::EAGAIN && start.elapsed() < Duration::from_secs(10) => {
-                let _ = stack.poll(&mut Vec::new());
-            }
-            r => return r,
-        }
+    // SAFETY: the hello lies in the registered region and is not changed afterwards.
+    match unsafe { stack.send(buf, HELLO, dest, SEND_CTX | p) } {
+        Err(e) if e.code == fi::EAGAIN => Ok(()),
+        r => r,
     }
 }
 
@@ -308,14 +314,16 @@ pub(super) fn exchange_hellos(
             };
             let (p, r) = check_hello(c, buf, e.len)?;
             repost(stack, c, buf)?;
-            if got[p].is_some() {
+            // The first hello from a rank that opens answers it; a repeat means ours was lost.
+            if got[p].is_some() || !opens(c.topo.rank, c.plan.peers[p].rank) {
                 resend(stack, c, p)?;
             }
             got[p] = Some(r);
         }
         if last_send.elapsed() > RESEND {
             last_send = Instant::now();
-            for p in (0..n).filter(|&p| got[p].is_none()) {
+            let me = c.topo.rank;
+            for p in (0..n).filter(|&p| got[p].is_none() && opens(me, c.plan.peers[p].rank)) {
                 resend(stack, c, p)?;
             }
         }
