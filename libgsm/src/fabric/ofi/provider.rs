@@ -55,7 +55,7 @@ pub(super) fn choose(provider: Option<&str>) -> Result<(Info, usize), FabricErro
         return Ok((info, n));
     }
     Err(match provider {
-        Some(p) => lacks(p, &offers),
+        Some(p) => lacks(p, &offers, || bare(p)),
         None => FabricError::Provider {
             provider: "(any)".into(),
             capability: if offers.is_empty() {
@@ -69,8 +69,20 @@ pub(super) fn choose(provider: Option<&str>) -> Result<(Info, usize), FabricErro
     })
 }
 
-/// The error for provider `p` that gave no usable answer: the first need it does not meet.
-fn lacks(p: &str, offers: &[Offer]) -> FabricError {
+/// Every answer of provider `p` with no requirements, to see what it does have.
+fn bare(p: &str) -> Vec<Offer> {
+    let hints = Hints {
+        provider: Some(p.to_string()),
+        caps: 0,
+        rdm: false,
+        mr_mode: MR_MODES,
+    };
+    Info::get(&hints).map(|i| i.offers()).unwrap_or_default()
+}
+
+/// The error for provider `p` that gave no usable answer (`offers`, with everything asked): the
+/// first need it does not meet, judged from `all` of its answers.
+pub(super) fn lacks(p: &str, offers: &[Offer], all: impl FnOnce() -> Vec<Offer>) -> FabricError {
     let err = |capability: String| FabricError::Provider {
         provider: p.to_string(),
         capability,
@@ -81,14 +93,7 @@ fn lacks(p: &str, offers: &[Offer]) -> FabricError {
             offers[0].cq_data_size
         ));
     }
-    // Ask again with no requirements, to see what it does have.
-    let bare = Hints {
-        provider: Some(p.to_string()),
-        caps: 0,
-        rdm: false,
-        mr_mode: MR_MODES,
-    };
-    let all = Info::get(&bare).map(|i| i.offers()).unwrap_or_default();
+    let all = all();
     if all.is_empty() {
         return err(
             "any answer at all: libfabric has no such provider here, or it found no device for \
