@@ -11,6 +11,8 @@ pub(crate) mod far;
 pub(crate) mod image;
 pub(crate) mod mem;
 pub(crate) mod net;
+#[cfg(feature = "ofi")]
+pub(crate) mod ofi;
 pub(crate) mod proc;
 pub(crate) mod shm;
 pub(crate) mod signal;

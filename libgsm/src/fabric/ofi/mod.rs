@@ -50,7 +50,6 @@
 //! through `Hooks::fail`, naming the peer. After [`Fabric::closing`] failures are expected and
 //! not reported. See ARCHITECTURE.md.
 
-mod fi;
 mod layout;
 mod progress;
 mod provider;
@@ -63,6 +62,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 pub use provider::PROVIDER_VAR;
+
+use crate::sys::ofi as fi;
 
 use super::{Fabric, FabricError, FabricKind, Hooks, Links, Peer, Settings, Topology};
 

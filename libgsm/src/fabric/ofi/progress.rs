@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::fi::{self, Completion, CqFailure, Stack, bits};
 use super::layout::{CREDIT_BIT, Plan, header_offset, payload_offset, read_slot_data, slot_data};
 use super::setup::{self, Created, Remote};
 use crate::fabric::{Bell, FabricError, FabricKind, InLink, Links, OutLink};
 use crate::sys::net::{self, Epoll, Events, ready};
+use crate::sys::ofi::{self as fi, Completion, CqFailure, Stack, bits};
 use crate::wire::ring::{RingLayout, RingMemory};
 
 /// What the fabric and its bells share with the progress thread.
@@ -230,8 +230,10 @@ fn os(what: &str, e: &std::io::Error) -> FabricError {
     }
 }
 
-/// Idle turns spent spinning before sleeping.
+/// Idle turns spent spinning before yielding.
 const SPIN: u32 = 256;
+/// How long the thread keeps polling (yielding its CPU between polls) after its last work.
+const STAY_AWAKE: Duration = Duration::from_millis(2);
 
 impl State {
     fn run(mut self) {
@@ -260,8 +262,10 @@ impl State {
                 std::hint::spin_loop();
                 continue;
             }
+            // Yield for a while after the last work: a reply usually follows within it, and
+            // libfabric's emulated providers need cq reads (not a wake-up) to make progress.
             let watching = self.ins.iter().any(|i| i.next > i.credited);
-            if watching && last_work.elapsed() < Duration::from_millis(2) {
+            if last_work.elapsed() < STAY_AWAKE {
                 std::thread::yield_now();
                 continue;
             }

@@ -9,8 +9,8 @@
 //! `FI_MR_ENDPOINT`; not `FI_MR_RAW`). A provider is never taken without RMA: the default asks
 //! `fi_getinfo` for these capabilities, so every answer has them.
 
-use super::fi::{self, Hints, Info, Offer, bits};
 use crate::fabric::FabricError;
+use crate::sys::ofi::{self as fi, Hints, Info, Offer, bits};
 
 /// The variable naming the provider (`tcp;ofi_rxm`, `shm`, `verbs;ofi_rxm`, `efa`, `cxi`...).
 pub const PROVIDER_VAR: &str = "GSM_OFI_PROVIDER";

@@ -11,10 +11,10 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::fi::{self, Stack};
 use super::layout::{HELLO, Hello, Plan};
 use super::setup_error;
 use crate::fabric::{FabricError, FabricKind, Hooks, Peer, Topology};
+use crate::sys::ofi::{self as fi, Stack};
 
 /// Context of a hello send to peer `p` (`SEND | p`) and of a receive into buffer `p`.
 const SEND_CTX: usize = 1 << 60;
@@ -74,7 +74,6 @@ impl Drop for Region {
 pub(super) struct Created {
     pub plan: Plan,
     pub region: Arc<Region>,
-    pub reg: fi::Registered,
     /// Each peer's address (plan order).
     pub addrs: Vec<u64>,
     pub hooks: Hooks,
@@ -235,7 +234,6 @@ pub(super) fn create(
     Ok(Created {
         plan,
         region,
-        reg,
         addrs,
         hooks,
         topo: topo.clone(),

@@ -1,8 +1,8 @@
 //! Tests of the `ofi` fabric beyond the conformance suite: provider choice and its errors.
 
-use super::fi::{Offer, bits};
 use super::provider;
 use crate::fabric::FabricError;
+use crate::sys::ofi::{Offer, bits};
 
 #[test]
 fn a_provider_that_does_not_exist_is_named_in_the_error() {

@@ -1,14 +1,15 @@
-//! libfabric behind safe functions: the only file of `libgsm` that names `libfabric_sys`.
+//! libfabric behind safe functions, for the `ofi` fabric: the only file of `libgsm` that names
+//! `libfabric_sys`.
 //!
 //! It wraps exactly what the `ofi` fabric uses: `fi_getinfo` over hints ([`Info`]), one
 //! [`Stack`] per rank (fabric, domain, completion queue, address vector, one reliable datagram
-//! endpoint, one registered region), message sends and receives for the set-up hello, RMA writes
-//! and reads, and completion reads. Each call is one `unsafe` block whose `// SAFETY:` says why
+//! endpoint, one registered region), message sends and receives for the set-up hello, RMA writes,
+//! and completion reads. Each call is one `unsafe` block whose `// SAFETY:` says why
 //! its pointers hold; buffer lifetimes that a call cannot check (an operation in flight reads or
 //! writes its buffer until its completion) are the caller's, stated on the `unsafe fn`s.
 //!
-//! It does not decide which provider to use (`provider.rs`), what the memory holds (`layout.rs`)
-//! or what a completion means (`progress.rs`).
+//! It does not decide which provider to use, what the memory holds or what a completion means
+//! (`fabric/ofi/`: `provider.rs`, `layout.rs`, `progress.rs`).
 
 use std::ffi::{CStr, CString, c_void};
 use std::ptr;
@@ -254,7 +255,8 @@ pub(crate) struct CqFailure {
 /// thread it is moved to.
 #[derive(Debug)]
 pub(crate) struct Stack {
-    info: Info,
+    /// The answer list the objects were opened from (freed last).
+    _info: Info,
     fabric: *mut sys::fid_fabric,
     domain: *mut sys::fid_domain,
     cq: *mut sys::fid_cq,
@@ -290,7 +292,7 @@ impl Stack {
         assert!(!i.is_null(), "Stack::open: no answer {n}");
         let offer = info.offers().swap_remove(n);
         let mut s = Stack {
-            info,
+            _info: info,
             fabric: ptr::null_mut(),
             domain: ptr::null_mut(),
             cq: ptr::null_mut(),
@@ -319,11 +321,7 @@ impl Stack {
             let mut attr = sys::fi_cq_attr {
                 size: 4096,
                 format: sys::fi_cq_format_FI_CQ_FORMAT_DATA,
-                wait_obj: if std::env::var_os("GSM_OFI_NOWAIT").is_some() {
-                    sys::fi_wait_obj_FI_WAIT_NONE
-                } else {
-                    sys::fi_wait_obj_FI_WAIT_FD
-                },
+                wait_obj: sys::fi_wait_obj_FI_WAIT_FD,
                 ..Default::default()
             };
             if sys::gsm_fi_cq_open(s.domain, &mut attr, &mut s.cq) < 0 {
@@ -530,36 +528,6 @@ impl Stack {
             }
         };
         check("fi_writedata", r as i64).map(drop)
-    }
-
-    /// Reads `len` bytes from `addr` (key `key`) of `src` into `buf`.
-    ///
-    /// # Safety
-    /// `buf..buf + len` lies in the registered region and is not touched until the completion
-    /// with `context` is read.
-    pub(crate) unsafe fn read(
-        &mut self,
-        buf: *mut u8,
-        len: usize,
-        src: u64,
-        addr: u64,
-        key: u64,
-        context: usize,
-    ) -> Result<(), FiError> {
-        // SAFETY: as this function's contract.
-        let r = unsafe {
-            sys::gsm_fi_read(
-                self.ep,
-                buf.cast(),
-                len,
-                self.desc,
-                src,
-                addr,
-                key,
-                context as *mut c_void,
-            )
-        };
-        check("fi_read", r as i64).map(drop)
     }
 
     /// Reads completions into `out` (also drives the provider's progress); `Ok(0)` when none.
