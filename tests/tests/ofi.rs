@@ -133,6 +133,53 @@ fn two_hosts_over_tcp_rxm() {
     passing(cmd, 2, "gsmrun -np 2 --fabric ofi over two namespaces");
 }
 
+/// `auto` between hosts: `tcp` here (libfabric's first RMA provider is `tcp;ofi_rxm`, software),
+/// said once per rank and run at info level.
+#[test]
+fn auto_between_hosts_says_which_fabric_and_why() {
+    let _serial = serial();
+    let bed = TwoHosts::shared();
+    let scratch = Scratch::new("ofi", RunId::next());
+    let hostfile = scratch.write("hosts", &bed.hostfile(1));
+    let mut cmd = gsmrun(["-np", "2", "-t", "2", "-hostfile"]);
+    cmd.arg(&hostfile)
+        .arg("--launch-agent")
+        .arg(TwoHosts::agent())
+        .arg(cluster_check())
+        .arg("--quick")
+        .env("GSM_LOG", "gossamer::fabric=info")
+        .envs(bed.mpi_env());
+    let what = "gsmrun -np 2 over two namespaces, --fabric auto, GSM_LOG=info";
+    let job = spawn(&mut cmd);
+    let done = job.wait(LIMIT);
+    assert_exit(&done, 0, what);
+    let said: Vec<&str> = done
+        .stderr
+        .lines()
+        .filter(|l| l.contains("GSM_FABRIC=auto: the fabric between hosts"))
+        .collect();
+    // Once per rank and run (cluster_check makes two runs).
+    assert_eq!(
+        said.len(),
+        4,
+        "{what}: once per rank and run\n{}",
+        done.report()
+    );
+    for rank in ["rank=0", "rank=1"] {
+        assert!(
+            said.iter().any(|l| l.contains(rank)),
+            "{what}: {rank} did not say\n{}",
+            done.report()
+        );
+    }
+    assert!(
+        said.iter()
+            .all(|l| l.contains("fabric=tcp") && l.contains("tcp;ofi_rxm")),
+        "{what}: tcp, because the first RMA provider emulates RMA\n{}",
+        done.report()
+    );
+}
+
 #[test]
 fn a_provider_that_cannot_serve_is_refused_at_start_naming_it() {
     let _serial = serial();

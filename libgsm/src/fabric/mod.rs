@@ -114,10 +114,7 @@ impl FabricChoice {
                 "this build of Gossamer has no ofi fabric (cargo feature `ofi` of the gossamer \
                  crate, which needs libfabric-dev); expected auto, shm or tcp",
             )),
-            "verbs" | "rdma" => Err(err(
-                "Gossamer has no verbs fabric yet: on RDMA hardware use GSM_FABRIC=ofi with \
-                 GSM_OFI_PROVIDER=verbs;ofi_rxm (or efa, cxi, psm3); expected auto, shm, tcp or ofi",
-            )),
+            "verbs" | "rdma" => Err(verbs_refused(s)),
             _ => Err(err("expected auto, shm, tcp or ofi")),
         }
     }
@@ -145,6 +142,43 @@ impl FabricChoice {
                 peer,
                 host: peer_host.to_string(),
             }),
+        }
+    }
+}
+
+/// Why `GSM_FABRIC=verbs` is refused: with the `rdma` feature, the RDMA devices looked for
+/// (none here means no verbs at all); in every build, that the verbs data path is reached
+/// through `ofi`.
+fn verbs_refused(value: &str) -> FabricError {
+    #[cfg(feature = "rdma")]
+    {
+        let found = crate::sys::verbs::devices();
+        if found.is_empty() {
+            return FabricError::NoDevice {
+                value: value.to_string(),
+                looked_for: format!(
+                    "no RDMA device: ibv_get_device_list found none ({} is empty or missing: no \
+                     InfiniBand/RoCE driver, nor rxe/siw)",
+                    crate::sys::verbs::DEVICE_DIR
+                ),
+            };
+        }
+        FabricError::NoDevice {
+            value: value.to_string(),
+            looked_for: format!(
+                "no verbs data path of its own yet: reach devices {found:?} with GSM_FABRIC=ofi \
+                 and GSM_OFI_PROVIDER='verbs;ofi_rxm'"
+            ),
+        }
+    }
+    #[cfg(not(feature = "rdma"))]
+    {
+        FabricError::NoDevice {
+            value: value.to_string(),
+            looked_for:
+                "no verbs fabric in this build (cargo feature `rdma`); on RDMA hardware use \
+                         GSM_FABRIC=ofi with GSM_OFI_PROVIDER='verbs;ofi_rxm' (or efa, cxi, psm3)"
+                    .to_string(),
         }
     }
 }
@@ -540,6 +574,14 @@ pub enum FabricError {
         host: String,
         /// The limit.
         seconds: u64,
+    },
+    /// `GSM_FABRIC=verbs` cannot be served: what was looked for and not found.
+    #[error("GSM_FABRIC={value}: {looked_for}")]
+    NoDevice {
+        /// The value given.
+        value: String,
+        /// What was looked for.
+        looked_for: String,
     },
     /// A libfabric provider lacks something the `ofi` fabric needs.
     #[error("ofi fabric: provider {provider} lacks {capability}")]

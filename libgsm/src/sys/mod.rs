@@ -17,3 +17,5 @@ pub(crate) mod proc;
 pub(crate) mod shm;
 pub(crate) mod signal;
 pub(crate) mod thread;
+#[cfg(feature = "rdma")]
+pub(crate) mod verbs;
