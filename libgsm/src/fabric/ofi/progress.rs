@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::layout::{CREDIT_BIT, Plan, header_offset, payload_offset, read_slot_data, slot_data};
 use super::setup::{self, Created, Remote};
@@ -103,6 +103,10 @@ struct State {
     ins: Vec<In>,
     shared: Arc<Shared>,
     failed: bool,
+    /// Slot writes to issue again: (shadow ring, slot).
+    retries: Vec<(usize, u64)>,
+    /// Failed operations per peer so far.
+    attempts: Vec<u32>,
 }
 
 // SAFETY: the raw pointers point into `created.region`, which the state keeps alive; the stack is used
@@ -205,6 +209,7 @@ pub(super) fn start(
         waits_on_cq = stack.can_wait(),
         "ofi fabric attached"
     );
+    let peers = c.plan.peers.len();
     let state = State {
         stack,
         layout,
@@ -214,6 +219,8 @@ pub(super) fn start(
         created: c,
         shared: shared.clone(),
         failed: false,
+        retries: Vec::new(),
+        attempts: vec![0; peers],
     };
     let thread = std::thread::Builder::new()
         .name("gsm-ofi".into())
@@ -230,10 +237,11 @@ fn os(what: &str, e: &std::io::Error) -> FabricError {
     }
 }
 
+/// Failed operations towards one peer before it is reported lost.
+const ATTEMPTS: u32 = 8;
+
 /// Idle turns spent spinning before yielding.
 const SPIN: u32 = 256;
-/// How long the thread keeps polling (yielding its CPU between polls) after its last work.
-const STAY_AWAKE: Duration = Duration::from_millis(2);
 
 impl State {
     fn run(mut self) {
@@ -247,14 +255,12 @@ impl State {
         let mut events = Events::with_capacity(4);
         let mut done = Vec::with_capacity(64);
         let mut idle = 0u32;
-        let mut last_work = Instant::now();
         while !self.shared.stop.load(Ordering::Acquire) {
             let mut work = self.complete(&mut done);
             work |= self.send_all();
             work |= self.credit_all();
             if work {
                 idle = 0;
-                last_work = Instant::now();
                 continue;
             }
             idle += 1;
@@ -262,13 +268,8 @@ impl State {
                 std::hint::spin_loop();
                 continue;
             }
-            // Yield for a while after the last work: a reply usually follows within it, and
-            // libfabric's emulated providers need cq reads (not a wake-up) to make progress.
+            // A consumer holding slots: look at its release word again within a millisecond.
             let watching = self.ins.iter().any(|i| i.next > i.credited);
-            if last_work.elapsed() < STAY_AWAKE {
-                std::thread::yield_now();
-                continue;
-            }
             self.sleep(epoll.as_ref(), &mut events, if watching { 1 } else { 20 });
         }
     }
@@ -457,34 +458,58 @@ impl State {
         self.created.region.at(self.created.plan.credit_in(number))
     }
 
-    /// Writes every published, unsent slot; `true` if any was.
+    /// Writes slot `slot` of shadow ring `n` (`len` bytes) into its twin.
+    fn write_slot(&mut self, n: usize, slot: u64, len: u32) -> Result<(), fi::FiError> {
+        let o = &self.outs[n];
+        let r = &self.remotes[o.peer];
+        let off = payload_offset(self.layout, slot) as u64;
+        let data = slot_data(o.twin, self.layout.slots, slot as u32, len);
+        let ctx = DATA_CTX | n << 24 | slot as usize;
+        // SAFETY: the payload lies in the registered shadow ring, and the producer does not
+        // reuse the slot before `released` passes it, which waits for this write's completion
+        // (`done`).
+        unsafe {
+            let buf = o.ring.add(off as usize);
+            let (addr, key) = (r.addr, r.key);
+            self.stack.write(
+                buf,
+                len as usize,
+                Some(data),
+                addr,
+                o.remote + off,
+                key,
+                ctx,
+            )
+        }
+    }
+
+    /// Writes every published, unsent slot, and first the writes to try again; `true` if any
+    /// was written.
     fn send_all(&mut self) -> bool {
         let mut any = false;
+        while let Some(&(n, slot)) = self.retries.first() {
+            // SAFETY: the header of a slot of this shadow ring; it keeps its value until the
+            // slot is released, which waits for this write.
+            let h = word(unsafe { self.outs[n].ring.add(header_offset(self.layout, slot)) })
+                .load(Ordering::Acquire);
+            match self.write_slot(n, slot, h as u32) {
+                Ok(()) => {
+                    self.retries.remove(0);
+                    any = true;
+                }
+                Err(e) if e.code == fi::EAGAIN => return any,
+                Err(e) => {
+                    let p = self.outs[n].peer;
+                    self.lost(p, e.to_string());
+                    return any;
+                }
+            }
+        }
         let mask = u64::from(self.layout.slots) - 1;
         for n in 0..self.outs.len() {
             while let Some(len) = self.published(&self.outs[n]) {
-                let o = &self.outs[n];
-                let slot = o.sent & mask;
-                let r = &self.remotes[o.peer];
-                let off = payload_offset(self.layout, slot) as u64;
-                let data = slot_data(o.twin, self.layout.slots, slot as u32, len);
-                let ctx = DATA_CTX | n << 24 | slot as usize;
-                // SAFETY: the payload lies in the registered shadow ring, and the producer does
-                // not reuse the slot before `released` passes it, which waits for this write's
-                // completion (`done`).
-                let res = unsafe {
-                    let buf = o.ring.add(off as usize);
-                    self.stack.write(
-                        buf,
-                        len as usize,
-                        Some(data),
-                        r.addr,
-                        o.remote + off,
-                        r.key,
-                        ctx,
-                    )
-                };
-                match res {
+                let slot = self.outs[n].sent & mask;
+                match self.write_slot(n, slot, len) {
                     Ok(()) => {
                         self.outs[n].sent += 1;
                         any = true;
@@ -545,6 +570,8 @@ impl State {
         any
     }
 
+    /// A failed write: tried again up to [`ATTEMPTS`] times (rxm in libfabric 1.17 can fail a
+    /// write while a connection is being made), then the peer is reported lost.
     fn failed_op(&mut self, f: &CqFailure) {
         let n = f.context & !KIND_MASK;
         let peer = match f.context & KIND_MASK {
@@ -554,9 +581,22 @@ impl State {
             _ if setup::is_hello_send(f.context) => return,
             _ => None,
         };
-        match peer {
-            Some(p) => self.lost(p, f.detail.clone()),
-            None => self.protocol(None, format!("a failed operation: {}", f.detail)),
+        let Some(p) = peer else {
+            return self.protocol(None, format!("a failed operation: {}", f.detail));
+        };
+        self.attempts[p] += 1;
+        if self.attempts[p] > ATTEMPTS {
+            return self.lost(p, f.detail.clone());
+        }
+        tracing::debug!(
+            target: "gossamer::fabric",
+            peer = self.created.plan.peers[p].rank,
+            detail = %f.detail,
+            "ofi write failed; trying again"
+        );
+        match f.context & KIND_MASK {
+            DATA_CTX => self.retries.push((n >> 24, (n & 0xFF_FFFF) as u64)),
+            _ => self.ins[n].in_flight = None,
         }
     }
 
