@@ -270,7 +270,10 @@ impl State {
             }
             // A consumer holding slots: look at its release word again within a millisecond.
             let watching = self.ins.iter().any(|i| i.next > i.credited);
-            self.sleep(epoll.as_ref(), &mut events, if watching { 1 } else { 20 });
+            // shm's descriptor does not wake on a peer's write (it is written in memory), so
+            // its thread looks every millisecond.
+            let short = watching || self.shared.provider == "shm";
+            self.sleep(epoll.as_ref(), &mut events, if short { 1 } else { 20 });
         }
     }
 
