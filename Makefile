@@ -2,7 +2,7 @@
 #
 #   make demo   build in release and run a small Graph500 job (SCALE 16, 2 ranks) on localhost
 #   make test   build once in release and run every test (what CI runs, through .ci/run),
-#               check formatting, clippy and the house rules of ARCHITECTURE.md (scripts/check-layout),
+#               check formatting, clippy (also with the `rdma` feature) and the house rules of ARCHITECTURE.md (scripts/check-layout),
 #               then the loom model check of the slot ring, in its own target dir because
 #               --cfg loom changes every crate's build
 
@@ -22,5 +22,6 @@ test:
 	$(CARGO) test --release --workspace --no-fail-fast
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --release -p gossamer --features rdma --all-targets -- -D warnings
 	python3 scripts/check-layout
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom $(CARGO) test --release -p gossamer --lib wire::ring::loom_model

@@ -105,6 +105,8 @@ pub enum Fabric {
     Shm,
     /// TCP between every pair of ranks.
     Tcp,
+    /// One-sided RMA over libfabric between every pair of ranks (provider: GSM_OFI_PROVIDER).
+    Ofi,
     /// RDMA verbs: not in any build of the runtime yet, so `gsmrun` refuses it before starting
     /// anything (every rank would fail on it) and `--help` does not list it. gsmrun cannot see
     /// which runtime a program links, only its own build; once a build has verbs, this value is
@@ -120,6 +122,7 @@ impl Fabric {
             Fabric::Auto => "auto",
             Fabric::Shm => "shm",
             Fabric::Tcp => "tcp",
+            Fabric::Ofi => "ofi",
             Fabric::Verbs => "verbs",
         }
     }

@@ -168,6 +168,14 @@ fn bad_input_exits_2() {
 }
 
 #[test]
+fn fabric_ofi_is_passed_on_and_shown_by_dry_run() {
+    let out = gsmrun(&["--fabric", "ofi", "--dry-run", "app"], "openmpi");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("GSM_FABRIC=ofi"), "{shown}");
+}
+
+#[test]
 fn settings_every_rank_would_refuse_are_refused_up_front() {
     let out = gsmrun(&["--fabric", "verbs", "--dry-run", "app"], "openmpi");
     assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));

@@ -28,7 +28,8 @@ pub(super) fn fabric(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<
         };
         return Err(Error::Usage(format!(
             "{given}: Gossamer has no RDMA (verbs) fabric yet, so every rank would fail to \
-             start; use --fabric auto, shm or tcp"
+             start; on RDMA hardware use --fabric ofi with GSM_OFI_PROVIDER=verbs;ofi_rxm (or \
+             efa, cxi, psm3), else --fabric auto, shm or tcp"
         )));
     }
     Ok(fabric)
@@ -45,7 +46,7 @@ fn given_fabric(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Fabri
     };
     Fabric::from_str(v.trim(), true).map_err(|_| {
         Error::Usage(format!(
-            "GSM_FABRIC={v} in gsmrun's environment: expected auto, shm or tcp (or pass --fabric, \
+            "GSM_FABRIC={v} in gsmrun's environment: expected auto, shm, tcp or ofi (or pass --fabric, \
              which takes precedence)"
         ))
     })

@@ -633,3 +633,5 @@ macro_rules! conformance {
 
 conformance!(shm, crate::fabric::shm::Shm);
 conformance!(tcp, crate::fabric::tcp::Tcp);
+#[cfg(feature = "ofi")]
+conformance!(ofi, crate::fabric::ofi::Ofi);

@@ -47,6 +47,8 @@
 //! This module does not encode records and does not choose which fabric serves which peer beyond
 //! [`FabricChoice::pick`]; the runtime does.
 
+#[cfg(feature = "ofi")]
+pub mod ofi;
 pub mod shm;
 pub mod tcp;
 
@@ -66,6 +68,8 @@ pub enum FabricKind {
     Shm,
     /// TCP, for ranks on different hosts.
     Tcp,
+    /// One-sided RMA over libfabric (cargo feature `ofi`).
+    Ofi,
 }
 
 impl std::fmt::Display for FabricKind {
@@ -73,6 +77,7 @@ impl std::fmt::Display for FabricKind {
         f.write_str(match self {
             FabricKind::Shm => "shm",
             FabricKind::Tcp => "tcp",
+            FabricKind::Ofi => "ofi",
         })
     }
 }
@@ -87,13 +92,15 @@ pub enum FabricChoice {
     Shm,
     /// `tcp` for every peer, even on one host.
     Tcp,
+    /// `ofi` (one-sided RMA over libfabric) for every peer, even on one host.
+    Ofi,
 }
 
 /// The environment variable that chooses the fabric.
 pub const FABRIC_VAR: &str = "GSM_FABRIC";
 
 impl FabricChoice {
-    /// Parses `auto`, `shm` or `tcp` (case-insensitive), the value of [`FABRIC_VAR`].
+    /// Parses `auto`, `shm`, `tcp` or `ofi` (case-insensitive), the value of [`FABRIC_VAR`].
     pub fn parse(s: &str) -> Result<Self, FabricError> {
         let err = |reason| FabricError::Env {
             name: FABRIC_VAR,
@@ -104,10 +111,13 @@ impl FabricChoice {
             "" | "auto" => Ok(FabricChoice::Auto),
             "shm" => Ok(FabricChoice::Shm),
             "tcp" => Ok(FabricChoice::Tcp),
-            "verbs" | "rdma" => Err(err(
-                "Gossamer has no RDMA (verbs) fabric yet; expected auto, shm or tcp",
+            "ofi" if cfg!(feature = "ofi") => Ok(FabricChoice::Ofi),
+            "ofi" => Err(err(
+                "this build of Gossamer has no ofi fabric (cargo feature `ofi` of the gossamer \
+                 crate, which needs libfabric-dev); expected auto, shm or tcp",
             )),
-            _ => Err(err("expected auto, shm or tcp")),
+            "verbs" | "rdma" => Err(verbs_refused(s)),
+            _ => Err(err("expected auto, shm, tcp or ofi")),
         }
     }
 
@@ -129,10 +139,48 @@ impl FabricChoice {
         match (self, same_host) {
             (FabricChoice::Auto, true) | (FabricChoice::Shm, true) => Ok(FabricKind::Shm),
             (FabricChoice::Auto, false) | (FabricChoice::Tcp, _) => Ok(FabricKind::Tcp),
+            (FabricChoice::Ofi, _) => Ok(FabricKind::Ofi),
             (FabricChoice::Shm, false) => Err(FabricError::ShmAcrossHosts {
                 peer,
                 host: peer_host.to_string(),
             }),
+        }
+    }
+}
+
+/// Why `GSM_FABRIC=verbs` is refused: with the `rdma` feature, the RDMA devices looked for
+/// (none here means no verbs at all); in every build, that the verbs data path is reached
+/// through `ofi`.
+fn verbs_refused(value: &str) -> FabricError {
+    #[cfg(feature = "rdma")]
+    {
+        let found = crate::sys::verbs::devices();
+        if found.is_empty() {
+            return FabricError::NoDevice {
+                value: value.to_string(),
+                looked_for: format!(
+                    "no RDMA device: ibv_get_device_list found none ({} is empty or missing: no \
+                     InfiniBand/RoCE driver, nor rxe/siw)",
+                    crate::sys::verbs::DEVICE_DIR
+                ),
+            };
+        }
+        FabricError::NoDevice {
+            value: value.to_string(),
+            looked_for: format!(
+                "no verbs data path of its own yet: reach devices {found:?} with GSM_FABRIC=ofi \
+                 and GSM_OFI_PROVIDER='verbs;ofi_rxm'"
+            ),
+        }
+    }
+    #[cfg(not(feature = "rdma"))]
+    {
+        FabricError::NoDevice {
+            value: value.to_string(),
+            looked_for:
+                "no verbs fabric in this build (cargo feature `rdma`); on RDMA hardware use \
+                         GSM_FABRIC=ofi with GSM_OFI_PROVIDER='verbs;ofi_rxm' (or efa, cxi, psm3)"
+                    .to_string(),
         }
     }
 }
@@ -567,6 +615,22 @@ pub enum FabricError {
         host: String,
         /// The limit.
         seconds: u64,
+    },
+    /// `GSM_FABRIC=verbs` cannot be served: what was looked for and not found.
+    #[error("GSM_FABRIC={value}: {looked_for}")]
+    NoDevice {
+        /// The value given.
+        value: String,
+        /// What was looked for.
+        looked_for: String,
+    },
+    /// A libfabric provider lacks something the `ofi` fabric needs.
+    #[error("ofi fabric: provider {provider} lacks {capability}")]
+    Provider {
+        /// The provider (`tcp;ofi_rxm`, `shm`, ...; `(any)` when none was named).
+        provider: String,
+        /// What it lacks.
+        capability: String,
     },
     /// A peer went away while the job was running.
     #[error("rank {peer} (host {host}) vanished while the job was running: {detail}")]

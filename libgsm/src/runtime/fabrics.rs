@@ -5,6 +5,8 @@
 
 use crate::bootstrap::Job;
 use crate::error::Error;
+#[cfg(feature = "ofi")]
+use crate::fabric::ofi::Ofi;
 use crate::fabric::shm::Shm;
 use crate::fabric::tcp::Tcp;
 use crate::fabric::{Fabric, FabricChoice, FabricKind, Hooks, Links, Peer, Settings, Topology};
@@ -16,13 +18,28 @@ use super::offer::Offer;
 pub(crate) fn choose(job: &Job, hosts: &[String]) -> Result<Vec<Option<FabricKind>>, Error> {
     let me = job.rank();
     let choice = FabricChoice::from_env()?;
+    let mut remote: Option<(FabricKind, String)> = None;
     (0..job.size())
         .map(|r| {
             if r == me {
                 return Ok(None);
             }
             let same_host = job.same_host(r);
-            let k = choice.pick(same_host, r, &hosts[r as usize])?;
+            let mut k = choice.pick(same_host, r, &hosts[r as usize])?;
+            if choice == FabricChoice::Auto && !same_host {
+                let (kind, _) = remote.get_or_insert_with(|| {
+                    let (kind, why) = auto_between_hosts();
+                    tracing::info!(
+                        target: "gossamer::fabric",
+                        rank = me,
+                        fabric = %kind,
+                        why = %why,
+                        "GSM_FABRIC=auto: the fabric between hosts"
+                    );
+                    (kind, why)
+                });
+                k = *kind;
+            }
             tracing::debug!(
                 target: "gossamer::fabric",
                 rank = me,
@@ -37,12 +54,32 @@ pub(crate) fn choose(job: &Job, hosts: &[String]) -> Result<Vec<Option<FabricKin
         .collect()
 }
 
+/// The fabric `auto` uses between hosts, and why: `ofi` when libfabric's first RMA provider is
+/// a hardware one (verbs, efa, cxi, psm3...), else `tcp`, which serves a plain network better
+/// than libfabric's emulation of RMA over sockets (`tcp;ofi_rxm`, `sockets`).
+fn auto_between_hosts() -> (FabricKind, String) {
+    #[cfg(feature = "ofi")]
+    {
+        match crate::fabric::ofi::hardware_provider() {
+            Ok(p) => (
+                FabricKind::Ofi,
+                format!("libfabric offers RDMA provider {p}"),
+            ),
+            Err(why) => (FabricKind::Tcp, why),
+        }
+    }
+    #[cfg(not(feature = "ofi"))]
+    {
+        (FabricKind::Tcp, "this build has no ofi fabric".to_string())
+    }
+}
+
 /// Why `choice` gave a peer (on this host or not) its fabric, for the log.
 fn why(choice: FabricChoice, same_host: bool) -> &'static str {
     match (choice, same_host) {
         (FabricChoice::Auto, true) => "same host",
         (FabricChoice::Auto, false) => "another host",
-        (FabricChoice::Shm | FabricChoice::Tcp, _) => "GSM_FABRIC",
+        (FabricChoice::Shm | FabricChoice::Tcp | FabricChoice::Ofi, _) => "GSM_FABRIC",
     }
 }
 
@@ -50,6 +87,8 @@ fn why(choice: FabricChoice, same_host: bool) -> &'static str {
 ///
 /// Fields in this order so that an early return drops tcp before shm, as the run's locals did.
 pub(crate) struct Fabrics {
+    #[cfg(feature = "ofi")]
+    pub(crate) ofi: Option<Ofi>,
     pub(crate) tcp: Option<Tcp>,
     pub(crate) shm: Option<Shm>,
 }
@@ -59,6 +98,7 @@ pub(crate) struct Fabrics {
 pub(crate) struct Endpoints {
     pub(crate) tcp: Vec<u8>,
     pub(crate) shm: Vec<u8>,
+    pub(crate) ofi: Vec<u8>,
 }
 
 /// Whether some peer is served by `k`.
@@ -80,11 +120,22 @@ impl Fabrics {
         } else {
             None
         };
+        #[cfg(feature = "ofi")]
+        let ofi = if needs(kinds, FabricKind::Ofi) {
+            Some(Ofi::prepare(&settings)?)
+        } else {
+            None
+        };
+        #[cfg(not(feature = "ofi"))]
+        let ofi: Option<((), Vec<u8>)> = None;
         let endpoints = Endpoints {
             tcp: tcp.as_ref().map(|t| t.1.clone()).unwrap_or_default(),
             shm: shm.as_ref().map(|s| s.1.clone()).unwrap_or_default(),
+            ofi: ofi.as_ref().map(|s| s.1.clone()).unwrap_or_default(),
         };
         let fabrics = Fabrics {
+            #[cfg(feature = "ofi")]
+            ofi: ofi.map(|o| o.0),
             tcp: tcp.map(|t| t.0),
             shm: shm.map(|s| s.0),
         };
@@ -114,6 +165,10 @@ impl Fabrics {
         if let Some(f) = &mut self.tcp {
             f.create(topo, &peers_of(FabricKind::Tcp, |o| &o.tcp), hooks.clone())?;
         }
+        #[cfg(feature = "ofi")]
+        if let Some(f) = &mut self.ofi {
+            f.create(topo, &peers_of(FabricKind::Ofi, |o| &o.ofi), hooks.clone())?;
+        }
         Ok(())
     }
 
@@ -124,6 +179,10 @@ impl Fabrics {
             v.push(f.attach()?);
         }
         if let Some(f) = &mut self.tcp {
+            v.push(f.attach()?);
+        }
+        #[cfg(feature = "ofi")]
+        if let Some(f) = &mut self.ofi {
             v.push(f.attach()?);
         }
         Ok(v)
@@ -137,6 +196,10 @@ impl Fabrics {
         if let Some(f) = &mut self.tcp {
             f.sealed();
         }
+        #[cfg(feature = "ofi")]
+        if let Some(f) = &mut self.ofi {
+            f.sealed();
+        }
     }
 
     /// Tells each fabric that closing is expected now.
@@ -147,10 +210,16 @@ impl Fabrics {
         if let Some(f) = &mut self.tcp {
             f.closing();
         }
+        #[cfg(feature = "ofi")]
+        if let Some(f) = &mut self.ofi {
+            f.closing();
+        }
     }
 
-    /// Drops shm, then tcp.
+    /// Drops ofi, shm, then tcp.
     pub(crate) fn close(mut self) {
+        #[cfg(feature = "ofi")]
+        drop(self.ofi.take());
         drop(self.shm.take());
         drop(self.tcp.take());
     }

@@ -12,6 +12,9 @@ pub(crate) struct Offer {
     pub(crate) shm: Vec<u8>,
     /// Where peers on this host read to test single-copy reads (0: not offered).
     pub(crate) probe: u64,
+    /// The ofi fabric's endpoint (empty when not needed); last, so the fields before it keep
+    /// their places.
+    pub(crate) ofi: Vec<u8>,
 }
 
 impl Offer {
@@ -25,6 +28,8 @@ impl Offer {
             b.extend_from_slice(e);
         }
         b.extend_from_slice(&self.probe.to_le_bytes());
+        b.extend_from_slice(&(self.ofi.len() as u32).to_le_bytes());
+        b.extend_from_slice(&self.ofi);
         b
     }
 
@@ -39,7 +44,9 @@ impl Offer {
         let shm = b.get(20 + tl..20 + tl + sl)?.to_vec();
         let at = 20 + tl + sl;
         let probe = u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?);
-        if b.len() != at + 8 {
+        let ol = u(at + 8)? as usize;
+        let ofi = b.get(at + 12..at + 12 + ol)?.to_vec();
+        if b.len() != at + 12 + ol {
             return None;
         }
         Some(Offer {
@@ -49,6 +56,7 @@ impl Offer {
             tcp,
             shm,
             probe,
+            ofi,
         })
     }
 }

@@ -115,6 +115,7 @@ pub(crate) fn start_multi(
         slot_size: layout.slot_size,
         tcp: endpoints.tcp,
         shm: endpoints.shm,
+        ofi: endpoints.ofi,
         probe: if needs(&kinds, FabricKind::Shm) && single_copy {
             crate::wire::far::allow_peers()
         } else {

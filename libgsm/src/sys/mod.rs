@@ -11,8 +11,12 @@ pub(crate) mod far;
 pub(crate) mod image;
 pub(crate) mod mem;
 pub(crate) mod net;
+#[cfg(feature = "ofi")]
+pub(crate) mod ofi;
 pub(crate) mod proc;
 pub(crate) mod segmem;
 pub(crate) mod shm;
 pub(crate) mod signal;
 pub(crate) mod thread;
+#[cfg(feature = "rdma")]
+pub(crate) mod verbs;

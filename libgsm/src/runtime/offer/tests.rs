@@ -9,6 +9,7 @@ fn offers_round_trip_and_truncation_is_refused() {
         tcp: vec![1, 2, 3],
         shm: vec![],
         probe: 0x1234,
+        ofi: vec![9, 8],
     };
     let b = o.encode();
     assert_eq!(Offer::decode(&b), Some(o));

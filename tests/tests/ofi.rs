@@ -1,0 +1,249 @@
+//! The `ofi` fabric (one-sided RMA over libfabric) end to end, through `gsmrun --fabric ofi`:
+//! `cluster_check` over libfabric's `tcp;ofi_rxm` provider on one host and between two network
+//! namespace hosts, and over its `shm` provider; a provider that cannot serve refused at start
+//! with one line naming it; a peer killed with SIGKILL ending the job within a few seconds.
+//!
+//! Every test reads the ranks' results, runs under a hard time limit, and checks that no process
+//! of the job is left. They take a lock so that they run one at a time (2-core machine).
+//!
+//! `cargo test -p gsm-tests` does not build other packages' examples: run
+//! `cargo build --release --workspace --all-targets` first (`make test` does).
+
+use gsm_tests::cluster::{
+    check_results, cluster_check, example_checks, job_prefix, leftovers, oks, ranks,
+};
+use gsm_tests::job::{assert_exit, gsmrun};
+use gsm_tests::netns::TwoHosts;
+use gsm_tests::process::{Finished, PidGuard, Running, spawn};
+use gsm_tests::scratch::{RunId, Scratch};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The hard limit of one job.
+const LIMIT: Duration = Duration::from_secs(40);
+/// Workers per rank.
+const WORKERS: u32 = 2;
+/// How long a failed job may take to end after the failure.
+const FAIL_FAST: Duration = Duration::from_secs(5);
+
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
+/// `gsmrun -np N -t 2 --fabric ofi cluster_check ARGS`, with `GSM_OFI_PROVIDER=provider`.
+fn ofi_job(np: u32, provider: &str, args: &[&str]) -> Command {
+    let np_text = np.to_string();
+    let mut cmd = gsmrun(["-np", np_text.as_str(), "-t", "2", "--fabric", "ofi"]);
+    if np > 2 {
+        cmd.arg("--oversubscribe");
+    }
+    cmd.env("GSM_OFI_PROVIDER", provider);
+    cmd.arg(cluster_check()).args(args);
+    cmd
+}
+
+/// Waits up to `limit` until `found` returns something.
+fn poll<T>(limit: Duration, mut found: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(t) = found() {
+            return Some(t);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(3));
+    }
+}
+
+/// Records the job's rank processes in `guard` as they appear.
+fn watch_ranks(job: &Running, np: u32, guard: &PidGuard) {
+    let prefix = job_prefix(job.pid() as u32);
+    poll(Duration::from_secs(20), || {
+        let found = ranks(&prefix, "cluster_check");
+        for pid in found.values() {
+            guard.watch(*pid, "cluster_check");
+        }
+        (found.len() == np as usize).then_some(())
+    });
+}
+
+#[track_caller]
+fn assert_nothing_left(prefix: &str, guard: &PidGuard, what: &str, done: &Finished) {
+    let (processes, _) = leftovers(prefix, Duration::from_secs(3));
+    assert!(
+        processes.is_empty(),
+        "{what}: processes of the job still running: {processes:?}\n{}",
+        done.report()
+    );
+    let survivors = guard.survivors(Duration::from_millis(200));
+    assert!(
+        survivors.is_empty(),
+        "{what}: ranks {survivors:?} survived\n{}",
+        done.report()
+    );
+}
+
+/// A job that must pass every check on every rank.
+fn passing(mut cmd: Command, np: u32, what: &str) {
+    let guard = PidGuard::new();
+    let job = spawn(&mut cmd);
+    let prefix = job_prefix(job.pid() as u32);
+    watch_ranks(&job, np, &guard);
+    let done = job.wait(LIMIT);
+    assert_exit(&done, 0, what);
+    if let Err(problem) = check_results(&done.stdout, np, WORKERS, &example_checks()) {
+        panic!("{what}: {problem}\n{}", done.report());
+    }
+    assert_nothing_left(&prefix, &guard, what, &done);
+    eprintln!("{what}: passed in {:.2} s", done.elapsed.as_secs_f64());
+}
+
+#[test]
+fn two_ranks_over_tcp_rxm_full_checks() {
+    let _serial = serial();
+    let what = "gsmrun -np 2 --fabric ofi (tcp;ofi_rxm) cluster_check";
+    passing(ofi_job(2, "tcp;ofi_rxm", &[]), 2, what);
+}
+
+#[test]
+fn three_ranks_over_the_shm_provider() {
+    let _serial = serial();
+    let what = "gsmrun -np 3 --fabric ofi (shm) cluster_check --quick";
+    passing(ofi_job(3, "shm", &["--quick"]), 3, what);
+}
+
+/// One rank on each of two namespace hosts: the RMA writes cross a real (virtual) link.
+#[test]
+fn two_hosts_over_tcp_rxm() {
+    let _serial = serial();
+    let bed = TwoHosts::shared();
+    let scratch = Scratch::new("ofi", RunId::next());
+    let hostfile = scratch.write("hosts", &bed.hostfile(1));
+    let mut cmd = gsmrun(["-np", "2", "-t", "2", "--fabric", "ofi", "-hostfile"]);
+    cmd.arg(&hostfile)
+        .arg("--launch-agent")
+        .arg(TwoHosts::agent())
+        .arg(cluster_check())
+        .arg("--quick")
+        .env("GSM_OFI_PROVIDER", "tcp;ofi_rxm")
+        .envs(bed.mpi_env());
+    passing(cmd, 2, "gsmrun -np 2 --fabric ofi over two namespaces");
+}
+
+/// `auto` between hosts: `tcp` here (libfabric's first RMA provider is `tcp;ofi_rxm`, software),
+/// said once per rank and run at info level.
+#[test]
+fn auto_between_hosts_says_which_fabric_and_why() {
+    let _serial = serial();
+    let bed = TwoHosts::shared();
+    let scratch = Scratch::new("ofi", RunId::next());
+    let hostfile = scratch.write("hosts", &bed.hostfile(1));
+    let mut cmd = gsmrun(["-np", "2", "-t", "2", "-hostfile"]);
+    cmd.arg(&hostfile)
+        .arg("--launch-agent")
+        .arg(TwoHosts::agent())
+        .arg(cluster_check())
+        .arg("--quick")
+        .env("GSM_LOG", "gossamer::fabric=info")
+        .envs(bed.mpi_env());
+    let what = "gsmrun -np 2 over two namespaces, --fabric auto, GSM_LOG=info";
+    let job = spawn(&mut cmd);
+    let done = job.wait(LIMIT);
+    assert_exit(&done, 0, what);
+    let said: Vec<&str> = done
+        .stderr
+        .lines()
+        .filter(|l| l.contains("GSM_FABRIC=auto: the fabric between hosts"))
+        .collect();
+    // Once per rank and run (cluster_check makes two runs).
+    assert_eq!(
+        said.len(),
+        4,
+        "{what}: once per rank and run\n{}",
+        done.report()
+    );
+    for rank in ["rank=0", "rank=1"] {
+        assert!(
+            said.iter().any(|l| l.contains(rank)),
+            "{what}: {rank} did not say\n{}",
+            done.report()
+        );
+    }
+    assert!(
+        said.iter()
+            .all(|l| l.contains("fabric=tcp") && l.contains("tcp;ofi_rxm")),
+        "{what}: tcp, because the first RMA provider emulates RMA\n{}",
+        done.report()
+    );
+}
+
+#[test]
+fn a_provider_that_cannot_serve_is_refused_at_start_naming_it() {
+    let _serial = serial();
+    let what = "gsmrun --fabric ofi with GSM_OFI_PROVIDER=no-such-provider";
+    let guard = PidGuard::new();
+    let job = spawn(&mut ofi_job(2, "no-such-provider", &["--quick"]));
+    let prefix = job_prefix(job.pid() as u32);
+    let done = job.wait(LIMIT);
+    let report = done.report();
+    assert!(!done.timed_out, "{what}: hung\n{report}");
+    assert_ne!(done.code(), Some(0), "{what}: must fail\n{report}");
+    assert!(
+        done.stderr
+            .contains("ofi fabric: provider no-such-provider lacks any answer at all"),
+        "{what}: the error must name the provider and what it lacks\n{report}"
+    );
+    assert!(
+        !done.stdout.contains("ok entrust_on"),
+        "{what}: no check may run\n{report}"
+    );
+    assert_nothing_left(&prefix, &guard, what, &done);
+}
+
+#[test]
+fn a_peer_killed_with_sigkill_ends_the_job_fast() {
+    let _serial = serial();
+    let guard = PidGuard::new();
+    let what = "gsmrun -np 2 --fabric ofi cluster_check --hang-rank 1, rank 1 SIGKILLed";
+    let mut job = spawn(&mut ofi_job(
+        2,
+        "tcp;ofi_rxm",
+        &["--hang-rank", "1", "--quick"],
+    ));
+    let prefix = job_prefix(job.pid() as u32);
+    let pids = poll(Duration::from_secs(30), || {
+        let found = ranks(&prefix, "cluster_check");
+        (found.len() == 2).then_some(found)
+    })
+    .unwrap_or_else(|| panic!("{what}: the ranks never appeared"));
+    for pid in pids.values() {
+        guard.watch(*pid, "cluster_check");
+    }
+    let started = job.wait_for_stdout(Duration::from_secs(30), |lines| {
+        let text: String = lines.iter().map(|l| format!("{}\n", l.text)).collect();
+        oks(&text).iter().filter(|(rank, _)| *rank == 0).count() >= 3
+    });
+    assert!(started, "{what}: rank 0 did not pass 3 checks");
+    // SAFETY: kill(2) has no memory-safety preconditions; the pid is a rank of this job, which
+    // loops forever, so it cannot have exited and been reused.
+    unsafe { libc::kill(pids[&1] as i32, libc::SIGKILL) };
+    let at = job.elapsed();
+    let done = job.wait(LIMIT);
+    let report = done.report();
+    assert!(!done.timed_out, "{what}: the job hung\n{report}");
+    let took = done.elapsed.saturating_sub(at);
+    assert!(
+        took < FAIL_FAST,
+        "{what}: took {took:?} to end after the kill\n{report}"
+    );
+    assert_exit(&done, 137, what);
+    assert!(
+        done.stderr.contains("rank 1") && done.stderr.contains("signal 9"),
+        "{what}: stderr does not name rank 1 and signal 9\n{report}"
+    );
+    assert_nothing_left(&prefix, &guard, what, &done);
+    eprintln!("{what}: ended {:.2} s after the kill", took.as_secs_f64());
+}
