@@ -43,6 +43,10 @@ use crate::worker::tasks;
 /// The longest pause between two waves of a scope still in progress.
 pub const MAX_PAUSE: Duration = Duration::from_micros(200);
 
+/// Waves run back to back (each waits for its probes' answers) before the caller pauses
+/// between them.
+const EAGER_WAVES: u32 = 64;
+
 /// Runs `body` and returns its result once every request (`apply_then`, `apply_with_then`),
 /// callback and fiber (`spawn`, `spawn_on`, `spawn_on_with`) it started has finished, and
 /// everything those started in turn, on any worker of any rank. Scopes nest: a `finish` inside
@@ -99,6 +103,14 @@ fn wait(scope: u64) -> Option<String> {
     let mut failure = None;
     let mut finished_before: Option<u64> = None;
     let mut pause = Duration::ZERO;
+    let mut waves = 0;
+    // The answers to this worker's own requests come first, without a message: until they are
+    // in, a wave could only find the scope busy.
+    while waves < EAGER_WAVES * 16 && !tasks::balanced_here(scope) {
+        waves += 1;
+        yield_now();
+    }
+    waves = 0;
     loop {
         let (started, finished) = wave(scope, workers, &mut failure);
         if finished_before == Some(started) || (workers == 1 && started == finished) {
@@ -109,12 +121,14 @@ fn wait(scope: u64) -> Option<String> {
             // Likely done: the confirming wave at once.
             continue;
         }
-        if pause.is_zero() {
+        // A wave is paced by its probes' round trips; only a scope that stays busy for many
+        // waves is probed less often.
+        waves += 1;
+        if waves < EAGER_WAVES {
             yield_now();
-            pause = Duration::from_micros(10);
         } else {
             sleep(pause);
-            pause = (pause * 2).min(MAX_PAUSE);
+            pause = (pause * 2).clamp(Duration::from_micros(10), MAX_PAUSE);
         }
     }
 }

@@ -151,6 +151,12 @@ pub(crate) fn fiber<R>(scope: u64, f: impl FnOnce() -> R) -> R {
     }
 }
 
+/// Whether every task of `scope` started on this worker has finished here (its requests'
+/// callbacks; its fibers on this worker), as far as this worker's counts show.
+pub(crate) fn balanced_here(scope: u64) -> bool {
+    with_count(scope, |c| c.started == c.finished)
+}
+
 /// This worker's counts of `scope`: `(started, finished, first failure)`. Counts of closed scopes
 /// of the same home (below `floor`, see [`floor`]) are forgotten on the way.
 pub(crate) fn probe(scope: u64, floor: u32) -> (u64, u64, Option<String>) {

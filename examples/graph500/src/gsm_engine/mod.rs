@@ -50,14 +50,17 @@
 //! in the exchanges), so the two engines run within about 10% of each other. Construction is
 //! slower (more, smaller rounds, and the team's all-to-all copies each bundle on its way).
 
+mod bfs;
 pub mod comm;
+pub mod kernels;
+mod sssp;
 
 use std::sync::Arc;
 
 use comm::Comm;
 
 use crate::cli::{Args, Outcome, RunError};
-use crate::dist::{Exchange, Plan};
+use crate::dist::{Bsp, Exchange, Plan};
 
 /// Fiber stack the engine asks for at least (the kernels keep their arrays on the heap; this is
 /// room for the generator, validation and formatting with margin).
@@ -65,7 +68,9 @@ const STACK_BYTES: usize = 1 << 20;
 
 /// Runs the benchmark on Gossamer: every worker of this rank runs the kernels; worker 0 (on rank
 /// 0) is the reporter. Every worker gets the same results.
-pub fn run(args: &Args) -> Outcome {
+/// `delegated`: the delegation kernels ([`kernels`], `--engine gsm`), or else the
+/// bulk-synchronous ones of [`crate::dist`] (`--engine gsm-bsp`).
+pub fn run(args: &Args, delegated: bool) -> Outcome {
     let plan = Plan::from_args(args);
     // The collectives' tuning is read here too, before the run: read first by `Team::world`
     // inside it, a malformed variable would end the job from every worker at once.
@@ -90,7 +95,12 @@ pub fn run(args: &Args) -> Outcome {
     let json = args.json.clone();
     let outcome = gossamer::spmd(config, move |w| {
         let comm = Comm::world();
-        let result = crate::dist::run(&comm, &plan, json.as_deref());
+        let result = if delegated {
+            let mut kernels = kernels::Delegation::default();
+            crate::dist::run(&comm, &mut kernels, &plan, json.as_deref())
+        } else {
+            crate::dist::run(&comm, &mut Bsp::default(), &plan, json.as_deref())
+        };
         // A collective before leaving, so that no worker ends while another still validates.
         comm.barrier();
         (w.id(), result)
