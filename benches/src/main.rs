@@ -10,7 +10,11 @@
 //! target/release/gsmrun -np 2 target/release/gsm-bench remote [--runs N] [--json FILE]
 //! OMPI_MCA_btl=self,tcp target/release/gsmrun -np 2 --fabric tcp target/release/gsm-bench remote
 //! target/release/gsmrun -np 2 target/release/gsm-bench collectives [--runs N] [--sweep] [--json FILE]
+//! target/release/gsm-bench graph500 [--runs N] [--scales 18,20] [--roots R] [--layouts 2x1,1x2,hosts] [--json FILE]
 //! ```
+//!
+//! `graph500` (`graph500.rs`) runs the Graph500 example's engines (`gsm` by delegation, `gsm-bsp`,
+//! `mpi`) alternately on one host and on two network-namespace hosts.
 //!
 //! `local` (`local.rs`, `peers.rs`, `gsm.rs`) compares delegation on 2 workers with locks,
 //! atomics, a channel server and dashmap on 2 threads; `launch` (`launch.rs`) compares `gsmrun`
@@ -27,6 +31,7 @@ mod stats;
 
 #[cfg(feature = "gossamer")]
 mod collectives;
+mod graph500;
 #[cfg(feature = "gossamer")]
 mod gsm;
 #[cfg(feature = "gossamer")]
@@ -110,6 +115,23 @@ enum Cmd {
         /// A smoke run for tests: 20 ms per figure and any --runs (even 1).
         #[arg(long)]
         quick: bool,
+    },
+    /// The Graph500 example's engines alternately, same graphs: `gsm` (delegation) against
+    /// `gsm-bsp` and `mpi`, BFS and SSSP harmonic-mean TEPS and peak memory per rank, on one host
+    /// (2 ranks x 1 worker, 1 rank x 2 workers) and on two network-namespace hosts over tcp (needs
+    /// root). Needs `graph500` and `gsmrun` built beside gsm-bench.
+    Graph500 {
+        #[command(flatten)]
+        common: Common,
+        /// Graph scales, comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [18u32, 20])]
+        scales: Vec<u32>,
+        /// Search roots per run.
+        #[arg(long, default_value_t = 16)]
+        roots: u32,
+        /// Host layouts, comma-separated: 2x1, 1x2 (one host), hosts (two namespaces, tcp).
+        #[arg(long, value_delimiter = ',', default_values_t = ["2x1".to_string(), "1x2".to_string(), "hosts".to_string()])]
+        layouts: Vec<String>,
     },
     /// gsm-collectives against MPI's collectives in the same job:
     /// `gsmrun -np 2 gsm-bench collectives` (see `collectives.rs`). Only rank 0 prints.
@@ -229,6 +251,32 @@ fn main() {
                     seed,
                 };
                 report::emit(&local::run(&opts)?, common.json.as_deref())?;
+                Ok(true)
+            }
+            Cmd::Graph500 {
+                common,
+                scales,
+                roots,
+                layouts,
+            } => {
+                check_runs(common.runs, false)?;
+                report::check_json(common.json.as_deref())?;
+                if let Some(bad) = layouts
+                    .iter()
+                    .find(|l| !["2x1", "1x2", "hosts"].contains(&l.as_str()))
+                {
+                    anyhow::bail!("--layouts: unknown layout {bad:?}; use 2x1, 1x2 or hosts");
+                }
+                if let Some(bad) = scales.iter().find(|s| !(1..=31).contains(*s)) {
+                    anyhow::bail!("--scales: SCALE {bad} is outside 1..=31");
+                }
+                let opts = graph500::Options {
+                    runs: common.runs,
+                    scales,
+                    roots: roots.max(1),
+                    layouts,
+                };
+                graph500::run(&opts, common.json.as_deref())?;
                 Ok(true)
             }
             Cmd::Remote {

@@ -18,13 +18,16 @@
 //! the scope any more. With one worker a wave is one read, and one wave that finds the two sums
 //! equal is enough.
 //!
-//! **Cost.** A wave sends one probe (a `spawn_on` of a reading closure) to each of the other
-//! W − 1 workers of the job and takes an answer from each: 2 (W − 1) messages. A scope needs
-//! at least two waves, so a completion costs at least 4 (W − 1) messages beyond the body's own,
-//! plus two per other worker for every wave run while work was still in flight (the caller waits
-//! between such waves: it yields at first, then sleeps up to [`MAX_PAUSE`]). Each task costs a
-//! few counter updates on its workers and 8 bytes more in its request, and nothing when no scope
-//! is open (one thread-local read per call).
+//! **Cost.** After the body, the caller first waits, without a message, until the answers to
+//! its own requests are in (its own counts balance). A body that started no task costs nothing
+//! more. Otherwise a wave sends one probe (a `spawn_on` of a reading closure) to each of the
+//! other W − 1 workers of the job and takes an answer from each: 2 (W − 1) messages. A scope
+//! needs at least two waves, so a completion costs at least 4 (W − 1) messages beyond the
+//! body's own: 4 on 2 workers, 12 on 4. Every wave that finds work still in flight adds
+//! 2 (W − 1); waves run back to back (each waits for its answers) for [`EAGER_WAVES`] waves, then
+//! the caller sleeps between them, up to [`MAX_PAUSE`]. Each task costs a few counter updates
+//! on its workers and 8 bytes more in its request; with no scope open, a delegation call pays
+//! one thread-local read.
 //!
 //! **Failures.** A panic of the body, of a task's fiber, of a task's callback or of a closure
 //! delegated with `apply_then` (which its callback turns into a panic) is the caller's: the scope
@@ -43,7 +46,7 @@ use crate::worker::tasks;
 /// The longest pause between two waves of a scope still in progress.
 pub const MAX_PAUSE: Duration = Duration::from_micros(200);
 
-/// Waves run back to back (each waits for its probes' answers) before the caller pauses
+/// How many waves run back to back (each waits for its probes' answers) before the caller pauses
 /// between them.
 const EAGER_WAVES: u32 = 64;
 
@@ -99,6 +102,10 @@ pub fn finish<R>(body: impl FnOnce() -> R) -> R {
 /// Waits until every task of `scope` has finished (see the module docs); returns the first
 /// failure of a task the waves saw.
 fn wait(scope: u64) -> Option<String> {
+    // A body that started no task needs no wave: nothing of the scope can be anywhere else.
+    if tasks::started_here(scope) == 1 && tasks::balanced_here(scope) {
+        return None;
+    }
     let workers = worker_count();
     let mut failure = None;
     let mut finished_before: Option<u64> = None;

@@ -151,3 +151,31 @@ fn every_spmd_worker_finishes_its_own_scope() {
     .unwrap();
     assert_eq!(seen, vec![1000, 1000]);
 }
+
+#[test]
+fn work_started_by_a_blocking_apply_s_closure_is_waited_for() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static ANSWERED: AtomicBool = AtomicBool::new(false);
+    run(Config::default().workers(3), || {
+        let relay = entrust_on(WorkerId::new(1), || 0u64);
+        let slow = entrust_on(WorkerId::new(2), || 0u64);
+        finish(|| {
+            // The body itself starts nothing asynchronous: the closure on worker 1 does, and its
+            // callback there runs some 50 ms later.
+            relay.apply_with(slow.clone(), |_, slow| {
+                slow.apply_then(
+                    |n| {
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                        *n += 1;
+                    },
+                    |()| ANSWERED.store(true, Ordering::SeqCst),
+                );
+            });
+        });
+        assert!(
+            ANSWERED.load(Ordering::SeqCst),
+            "finish returned before the relayed request's callback ran"
+        );
+    })
+    .unwrap();
+}

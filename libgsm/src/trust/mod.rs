@@ -325,8 +325,12 @@ impl<T: Send + 'static> Trust<T> {
         }
         let scope = tasks::current();
         if scope != 0 {
-            // The closure carries the scope, so that what it starts there is the scope's too.
-            return self.block_apply(core, move |t: &mut T| tasks::within(scope, || f(t)));
+            // The closure carries the scope, so that what it starts there is the scope's too;
+            // the call is a task, so that `finish` knows the body started something.
+            tasks::started(scope);
+            let r = self.block_apply(core, move |t: &mut T| tasks::within(scope, || f(t)));
+            tasks::finished(scope, None);
+            return r;
         }
         self.block_apply(core, f)
     }
@@ -397,7 +401,10 @@ impl<T: Send + 'static> Trust<T> {
         let scope = tasks::current();
         if scope != 0 {
             let f = move |t: &mut T, a: A| tasks::within(scope, || f(t, a));
-            return self.block_apply_with(core, arg, f);
+            tasks::started(scope);
+            let r = self.block_apply_with(core, arg, f);
+            tasks::finished(scope, None);
+            return r;
         }
         self.block_apply_with(core, arg, f)
     }

@@ -5,7 +5,8 @@
 //! A *task* of a scope is a request started with `apply_then`/`apply_with_then` (from its issue
 //! until its callback has run, both on the issuing worker), a fiber started with `spawn`,
 //! `spawn_on` or `spawn_on_with` (from the spawn, counted on the spawning worker, until it
-//! returns, counted on the worker it ran on), and the scope's body. Code runs *in* a scope when
+//! returns, counted on the worker it ran on), a blocking `apply`/`apply_with` to another worker
+//! (while its fiber waits), and the scope's body. Code runs *in* a scope when
 //! it is the body, a task's fiber, a task's callback, or a closure delegated from code in the
 //! scope (blocking `apply` included, whose closure carries the scope to its trustee); what such
 //! code starts is a task of the same scope. The scope travels inside the delegated closure (its
@@ -155,6 +156,11 @@ pub(crate) fn fiber<R>(scope: u64, f: impl FnOnce() -> R) -> R {
 /// callbacks; its fibers on this worker), as far as this worker's counts show.
 pub(crate) fn balanced_here(scope: u64) -> bool {
     with_count(scope, |c| c.started == c.finished)
+}
+
+/// How many tasks of `scope` were started on this worker (the body counts as one on its home).
+pub(crate) fn started_here(scope: u64) -> u64 {
+    with_count(scope, |c| c.started)
 }
 
 /// This worker's counts of `scope`: `(started, finished, first failure)`. Counts of closed scopes

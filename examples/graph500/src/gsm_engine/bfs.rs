@@ -47,6 +47,8 @@ impl Kernels<Comm> for super::kernels::Delegation {
                 me.apply_with(all, |o, all| o.bottom_up(&all));
             } else {
                 finish(|| me.apply(|o| o.top_down()));
+                // Every worker's scope, not only this one's, must be done before `advance`.
+                comm.barrier();
             }
         }
     }

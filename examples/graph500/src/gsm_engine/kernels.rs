@@ -24,6 +24,7 @@ use crate::kronecker::Vertex;
 const TRUSTS_TAG: u64 = 0x6735_3030_0001;
 
 /// What one worker owns during a search.
+#[derive(Default)]
 pub struct Owned {
     pub(super) g: Arc<LocalGraph>,
     pub(super) part: Partition,
@@ -69,19 +70,7 @@ impl Delegation {
             let me = entrust(Owned {
                 g: g.clone(),
                 part: *g.partition(),
-                trusts: Vec::new(),
-                parent: Vec::new(),
-                dist: Vec::new(),
-                done_at: Vec::new(),
-                sent_bits: Vec::new(),
-                sent: Vec::new(),
-                frontier: Vec::new(),
-                next: Vec::new(),
-                outbox: Vec::new(),
-                buckets: Vec::new(),
-                stack: Vec::new(),
-                current: 0,
-                delta: 1.0,
+                ..Owned::default()
             });
             // One copy of this trust to every worker, by message: a serialised trust is read
             // once, so an all-gather of one encoding cannot hand it out.

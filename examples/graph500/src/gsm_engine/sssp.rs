@@ -1,14 +1,16 @@
 //! Kernel 3 of `--engine gsm`: asynchronous delta-stepping (Meyer and Sanders 2003) by delegation.
 //!
 //! Buckets of width Δ as in the sequential and bulk-synchronous kernels (every edge relaxed, no
-//! light/heavy split). Bucket k is one completion scope per worker: the worker settles its
-//! vertices of bucket k, relaxing their edges; a relaxation of a vertex it owns applies at once,
-//! one of another worker's vertex is the closure `relax(v, d, u)` delegated to the owner, which
-//! lowers the distance and, if the vertex falls in the bucket being settled there, settles it at
-//! once (delegating onward from the owner), or else files it in its bucket. When every worker's
-//! scope is done, bucket k is settled everywhere, and one minimum over the workers names the next
-//! non-empty bucket: no rounds of exchanges within a bucket, and no barrier per round. A worker
-//! does not send a vertex a distance that is not below the lowest it has sent it this search.
+//! light/heavy split). Bucket k is one completion scope per worker ([`gossamer::finish`]): the
+//! worker settles its vertices of bucket k in rounds (those filed in it, then those the round
+//! filed in it); a relaxation of a vertex it owns applies at once, and the relaxations of a
+//! round for another worker's vertices go to that owner as one delegated closure with a `Vec`
+//! of `(v, d, u)` (`apply_with_then`). The owner lowers the distances and, if some vertex falls
+//! in the bucket it is settling, settles at once from there, delegating onward; other vertices
+//! wait in their buckets. When every worker's scope is done, bucket k is settled everywhere, and
+//! one minimum over the workers names the next non-empty bucket: no exchange rounds within a
+//! bucket and no barrier per round. A worker does not send a vertex a distance that is not below
+//! the lowest it has sent it this search.
 //!
 //! A distance is only ever set to `dist[u] + w`, and only when lower, so the distances are the
 //! fixpoint every kernel reaches, bit for bit; a parent among equal-distance ones may differ.
@@ -18,6 +20,7 @@ use gossamer::{Trust, finish};
 use super::comm::Comm;
 use super::kernels::Owned;
 use crate::bfs::NO_PARENT;
+use crate::dist::Exchange;
 use crate::dist::sssp::LocalPaths;
 use crate::kronecker::Vertex;
 
@@ -37,6 +40,9 @@ pub(super) fn search(me: &Trust<Owned>, comm: &Comm, root: Vertex, delta: f32) -
             return LocalPaths { parent, dist };
         }
         finish(|| me.apply(move |o| o.drain(k as usize)));
+        // Every worker's scope, not only this one's, must be done before `lowest` is read: the
+        // others' closures may still file vertices here.
+        comm.barrier();
     }
 }
 
