@@ -2,7 +2,7 @@
 //!
 //! Levels as the bulk-synchronous kernel chooses them ([`crate::dist::bfs`]: one sum of the
 //! frontier's size and edges per level, α = 14, β = 24). A top-down level is one completion
-//! scope: each worker expands its frontier, visits the neighbours it owns at once and delegates
+//! scope per worker, then a barrier: each worker expands its frontier, visits the neighbours it owns at once and delegates
 //! each other one, once per search, to its owner as `visit(v, u)` (the visits for one owner go
 //! as one closure with a `Vec` argument, `apply_with_then`); the owner keeps the first parent
 //! and puts the vertex in its next frontier. A bottom-up level all-gathers the frontier

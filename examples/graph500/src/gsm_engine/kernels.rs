@@ -1,9 +1,9 @@
 //! `--engine gsm`'s search kernels, written with trusts: the state of a search (parents,
 //! distances, frontier, buckets) is a property of the worker that owns the vertices, [`Owned`],
 //! and work on a vertex another worker owns is a closure delegated to that worker with
-//! `apply_then`, which the runtime batches per destination. A step ends when the completion
-//! scope that started it ([`gossamer::finish`]) says that every delegated closure, and all they
-//! started in turn, has run: [`bfs`](super::bfs) has one scope per top-down level,
+//! `apply_with_then`, which the runtime batches per destination. A step ends when the
+//! completion scope each worker opened for it ([`gossamer::finish`]) says that every closure it
+//! delegated, and all they started in turn, has run, and every worker has said so (a barrier): [`bfs`](super::bfs) has one scope per top-down level,
 //! [`sssp`](super::sssp) one per bucket. Each worker reaches its own property inline (it is its
 //! trustee); the graph's rows are shared read-only with it (`Arc`).
 //!

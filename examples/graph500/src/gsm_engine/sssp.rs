@@ -7,9 +7,10 @@
 //! round for another worker's vertices go to that owner as one delegated closure with a `Vec`
 //! of `(v, d, u)` (`apply_with_then`). The owner lowers the distances and, if some vertex falls
 //! in the bucket it is settling, settles at once from there, delegating onward; other vertices
-//! wait in their buckets. When every worker's scope is done, bucket k is settled everywhere, and
-//! one minimum over the workers names the next non-empty bucket: no exchange rounds within a
-//! bucket and no barrier per round. A worker does not send a vertex a distance that is not below
+//! wait in their buckets. When every worker's scope is done (a barrier after each worker's
+//! `finish`: another worker's closures may file vertices here until its own scope is done),
+//! bucket k is settled everywhere, and one minimum over the workers names the next non-empty
+//! bucket: no exchange rounds within a bucket. A worker does not send a vertex a distance that is not below
 //! the lowest it has sent it this search.
 //!
 //! A distance is only ever set to `dist[u] + w`, and only when lower, so the distances are the
