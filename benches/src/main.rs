@@ -16,9 +16,13 @@
 //! target/release/gsm-bench kv [--runs N] [--json FILE] [--plot DIR]
 //! target/release/gsmrun -np 2 target/release/gsm-bench curves --what apply [--plot DIR]
 //! taskset -c 1 target/release/gsm-bench curves --what kv [--plot DIR]
+//! target/release/gsm-bench graph500 [--runs N] [--scales 18,20] [--roots R] [--layouts 2x1,1x2,hosts] [--json FILE]
 //! ```
 //!
 //! Every subcommand also takes `--plot DIR`: one SVG chart per group of cases (`plot.rs`).
+//!
+//! `graph500` (`graph500.rs`) runs the Graph500 example's engines (`gsm` by delegation, `gsm-bsp`,
+//! `mpi`) alternately on one host and on two network-namespace hosts.
 //!
 //! `local` (`local.rs`, `peers.rs`, `gsm.rs`) compares delegation on 2 workers with locks,
 //! atomics, a channel server and dashmap on 2 threads; `launch` (`launch.rs`) compares `gsmrun`
@@ -44,6 +48,7 @@ mod stats;
 
 #[cfg(feature = "gossamer")]
 mod collectives;
+mod graph500;
 #[cfg(feature = "gossamer")]
 mod gsm;
 #[cfg(feature = "gossamer")]
@@ -171,6 +176,23 @@ enum Cmd {
         #[arg(long)]
         two_hosts: bool,
     },
+    /// The Graph500 example's engines alternately, same graphs: `gsm` (delegation) against
+    /// `gsm-bsp` and `mpi`, BFS and SSSP harmonic-mean TEPS and peak memory per rank, on one host
+    /// (2 ranks x 1 worker, 1 rank x 2 workers) and on two network-namespace hosts over tcp (needs
+    /// root). Needs `graph500` and `gsmrun` built beside gsm-bench.
+    Graph500 {
+        #[command(flatten)]
+        common: Common,
+        /// Graph scales, comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [18u32, 20])]
+        scales: Vec<u32>,
+        /// Search roots per run.
+        #[arg(long, default_value_t = 16)]
+        roots: u32,
+        /// Host layouts, comma-separated: 2x1, 1x2 (one host), hosts (two namespaces, tcp).
+        #[arg(long, value_delimiter = ',', default_values_t = ["2x1".to_string(), "1x2".to_string(), "hosts".to_string()])]
+        layouts: Vec<String>,
+    },
     /// gsm-collectives against MPI's collectives in the same job:
     /// `gsmrun -np 2 gsm-bench collectives` (see `collectives.rs`). Only rank 0 prints.
     #[cfg(feature = "gossamer")]
@@ -238,6 +260,7 @@ impl Cmd {
             Cmd::Streams { common, .. } => (common, "streams"),
             Cmd::Kv { common, .. } => (common, "kv"),
             Cmd::Curves { common, .. } => (common, "curves"),
+            Cmd::Graph500 { common, .. } => (common, "graph500"),
         };
         common.plot.as_deref().map(|d| (d, name))
     }
@@ -358,6 +381,32 @@ fn main() {
                     seed,
                 };
                 report::emit(&local::run(&opts)?, common.json.as_deref())?;
+                Ok(true)
+            }
+            Cmd::Graph500 {
+                common,
+                scales,
+                roots,
+                layouts,
+            } => {
+                check_runs(common.runs, false)?;
+                report::check_json(common.json.as_deref())?;
+                if let Some(bad) = layouts
+                    .iter()
+                    .find(|l| !["2x1", "1x2", "hosts"].contains(&l.as_str()))
+                {
+                    anyhow::bail!("--layouts: unknown layout {bad:?}; use 2x1, 1x2 or hosts");
+                }
+                if let Some(bad) = scales.iter().find(|s| !(1..=31).contains(*s)) {
+                    anyhow::bail!("--scales: SCALE {bad} is outside 1..=31");
+                }
+                let opts = graph500::Options {
+                    runs: common.runs,
+                    scales,
+                    roots: roots.max(1),
+                    layouts,
+                };
+                graph500::run(&opts, common.json.as_deref())?;
                 Ok(true)
             }
             Cmd::Remote {

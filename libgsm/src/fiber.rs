@@ -25,6 +25,21 @@ pub(crate) type Co = Coroutine<(), (), (), DefaultStack>;
 
 thread_local! {
     static YIELDER: Cell<*const Yielder<(), ()>> = const { Cell::new(std::ptr::null()) };
+    /// The completion scope the running code belongs to (`worker::tasks`; 0: none). It is
+    /// fiber-local: [`suspend`] keeps it across the switch and leaves 0 to the scheduler.
+    static SCOPE: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The completion scope of the running code (0: none).
+#[inline(always)]
+pub(crate) fn scope() -> u64 {
+    SCOPE.with(Cell::get)
+}
+
+/// Makes `s` the running code's completion scope; returns the one it replaces.
+#[inline(always)]
+pub(crate) fn set_scope(s: u64) -> u64 {
+    SCOPE.with(|c| c.replace(s))
 }
 
 /// Pool of fiber stacks of one size.
@@ -360,16 +375,20 @@ impl Line {
 pub(crate) fn suspend() {
     let y = YIELDER.with(|c| c.get());
     assert!(!y.is_null(), "gossamer: suspend() outside a fiber");
+    // The scheduler and whatever it runs next start outside this fiber's scope.
+    let scope = set_scope(0);
     // SAFETY: `y` was set by this fiber's own entry closure (or restored below after a previous
     // suspension of this same fiber); the fiber is running, so its `Yielder` is alive, and fibers
     // never leave their thread.
     unsafe { (*y).suspend(()) };
     YIELDER.with(|c| c.set(y));
+    set_scope(scope);
 }
 
-/// Clears the current yielder after a fiber returns control to the scheduler.
+/// Clears the current yielder (and scope) after a fiber returns control to the scheduler.
 pub(crate) fn clear_current() {
     YIELDER.with(|c| c.set(std::ptr::null()));
+    SCOPE.with(|c| c.set(0));
 }
 
 #[cfg(test)]

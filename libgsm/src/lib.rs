@@ -210,6 +210,7 @@ mod output;
 mod property;
 mod runtime;
 pub mod segment;
+mod scope;
 mod spawn;
 pub mod stream;
 mod sys;
@@ -224,6 +225,7 @@ pub use mail::{flush, mail_pending, name_tags, recv, send, try_recv};
 pub use noref::{NoRef, Wire};
 pub use output::eprint_line;
 pub use runtime::{fail_job, run, spmd};
+pub use scope::finish;
 pub use spawn::{
     JoinHandle, Worker, WorkerId, current_worker, host_board, host_of_rank, live_properties_here,
     oversubscribed, rank, rank_count, rank_of, sleep, spawn, spawn_on, spawn_on_with, wait_for,

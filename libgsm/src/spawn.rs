@@ -44,7 +44,7 @@ use crate::trust::decode;
 use crate::wire::codeptr;
 use crate::wire::record::{Byte, Request, RequestReader, Src};
 use crate::worker::entry::{Delegated, Of, trampoline};
-use crate::worker::{Data, WorkerCore, core_or_panic, fiber_panic};
+use crate::worker::{Data, WorkerCore, core_or_panic, fiber_panic, tasks};
 
 pub use crate::worker::WorkerId;
 
@@ -85,6 +85,9 @@ struct JoinCell<R> {
     grave: Cell<bool>,
     /// The worker (global id) the fiber runs on, for the report of a failure nobody joins.
     worker: usize,
+    /// Whether the fiber is a task of a completion scope, which reports its panic to the
+    /// scope's caller: then a failure nobody joins does not end the job.
+    scoped: Cell<bool>,
 }
 
 impl<R> JoinCell<R> {
@@ -95,12 +98,14 @@ impl<R> JoinCell<R> {
             watched: Cell::new(true),
             grave: Cell::new(false),
             worker,
+            scoped: Cell::new(false),
         })
     }
 
     /// Stores the fiber's outcome and wakes the joiner. `grave`: a failure that must not pass
     /// unseen (see the module docs); it ends the job at once if the handle is gone already.
     fn set(&self, r: Result<R, String>, grave: bool) {
+        let grave = grave && !self.scoped.get();
         let unjoined = match &r {
             Err(m) if grave && !self.watched.get() => Some(m.clone()),
             _ => None,
@@ -229,8 +234,17 @@ pub fn spawn<R: 'static>(f: impl FnOnce() -> R + 'static) -> JoinHandle<R> {
     let core = core_or_panic("spawn");
     let cell = JoinCell::new(core.id);
     let c2 = cell.clone();
+    let scope = tasks::current();
+    if scope != 0 {
+        tasks::started(scope);
+        cell.scoped.set(true);
+    }
     core.spawn_fiber(move || {
-        let r = catch_unwind(AssertUnwindSafe(f));
+        let r = if scope != 0 {
+            catch_unwind(AssertUnwindSafe(|| tasks::fiber(scope, f)))
+        } else {
+            catch_unwind(AssertUnwindSafe(f))
+        };
         match r {
             Ok(v) => c2.set(Ok(v), false),
             Err(p) => c2.set(Err(fiber_panic(p)), true),
@@ -262,6 +276,22 @@ where
     if w == core.id {
         return spawn(f);
     }
+    let scope = tasks::current();
+    if scope != 0 {
+        tasks::started(scope);
+        let handle = spawn_remote(core, w, move || tasks::fiber(scope, f));
+        handle.cell.scoped.set(true);
+        return handle;
+    }
+    spawn_remote(core, w, f)
+}
+
+/// The remote half of [`spawn_on`]: stages the request that starts `f` on worker `w`.
+fn spawn_remote<F, R>(core: &WorkerCore, w: usize, f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + NoRef,
+    R: Wire,
+{
     let cell: Rc<JoinCell<R>> = JoinCell::new(w);
     let joined = Rc::into_raw(cell.clone()) as usize as u64;
     let req = core.add_pending(w, fill_join::<R>, |data| data[0] = MaybeUninit::new(joined));
@@ -369,6 +399,23 @@ where
     if w == core.id {
         return spawn(move || f(arg));
     }
+    let scope = tasks::current();
+    if scope != 0 {
+        tasks::started(scope);
+        let handle = spawn_remote_with(core, w, arg, move |a: A| tasks::fiber(scope, || f(a)));
+        handle.cell.scoped.set(true);
+        return handle;
+    }
+    spawn_remote_with(core, w, arg, f)
+}
+
+/// The remote half of [`spawn_on_with`]: moves `arg` and stages the request that starts `f`.
+fn spawn_remote_with<A, F, R>(core: &WorkerCore, w: usize, arg: A, f: F) -> JoinHandle<R>
+where
+    A: Wire,
+    F: FnOnce(A) -> R + NoRef,
+    R: Wire,
+{
     let cell: Rc<JoinCell<R>> = JoinCell::new(w);
     let arg = match crate::trust::OutArg::new(core, w, arg) {
         Ok(a) => a,

@@ -114,10 +114,15 @@ pub enum Engine {
     /// Sequential, on one core: direction-optimising BFS and delta-stepping SSSP. One process;
     /// refused in a rank of several (`gsmrun -np 2`), where each rank would run it alone.
     Seq,
-    /// Distributed on Gossamer: SPMD kernels over every worker of every rank, visits and
-    /// relaxations delegated to owner workers in batches; run under `gsmrun -np N [-t T]`, or
-    /// alone as one rank of `GSM_THREADS` workers.
+    /// Distributed on Gossamer, written with trusts: each worker owns its vertices' state, and
+    /// visits and relaxations of another worker's vertices are closures delegated to it
+    /// (`apply_then`, batched by the runtime), each BFS level and delta-stepping bucket ending
+    /// when its completion scope (`gossamer::finish`) is done; run under
+    /// `gsmrun -np N [-t T]`, or alone as one rank of `GSM_THREADS` workers.
     Gsm,
+    /// Distributed on Gossamer, bulk-synchronous: the MPI baseline's kernels step for step, with
+    /// the runtime's team all-to-alls between workers in place of `MPI_Alltoallv`.
+    GsmBsp,
     /// Bulk-synchronous MPI baseline (`MPI_Alltoallv` per BFS level and delta-stepping phase);
     /// run under `gsmrun -np N` or `mpirun`, or alone as one rank.
     Mpi,
@@ -234,7 +239,8 @@ pub fn run(args: &Args) -> Outcome {
             reporter: true,
             result: run_sequential(args),
         },
-        Engine::Gsm => crate::gsm_engine::run(args),
+        Engine::Gsm => crate::gsm_engine::run(args, true),
+        Engine::GsmBsp => crate::gsm_engine::run(args, false),
         Engine::Mpi => crate::mpi_engine::run(args),
     }
 }

@@ -1,5 +1,6 @@
 //! `--engine gsm` end to end through `gsmrun`: on 1 rank of 2 workers, 2 ranks of 1 worker and
-//! 2 ranks of 2 workers (and alone, without a launcher) the Gossamer engine validates every
+//! 2 ranks of 2 workers (and alone, without a launcher) the Gossamer engine (the delegation
+//! kernels; `gsm_bsp.rs` has the bulk-synchronous ones) validates every
 //! search, chooses the sequential engine's roots, and reports the same edge count m for every
 //! search; SCALE 10 also matches the reference's published values; and the engine's distributed
 //! validation rejects corrupted searches (the `corrupt` example with `gsm`, on 2 ranks of 2 workers).
@@ -15,7 +16,7 @@ mod engines;
 use engines::{
     a_bad_json_path_is_refused_before_the_run, a_tiny_graph_warns_once_about_its_roots,
     assert_no_root_warning, assert_reference_roots, assert_same_work, corrupt, distributed,
-    mismatched_arguments_are_refused, sequential,
+    distributed_with, mismatched_arguments_are_refused, sequential, sequential_with,
 };
 use gsm_tests::process::Finished;
 use serde_json::Value;
@@ -45,6 +46,15 @@ fn scale_12_on_two_ranks_of_two_workers_matches_the_sequential_engine() {
     let seq = sequential(12);
     let (done, got) = gsm(12, Some(2), 2);
     assert_same_work(&seq, &got, &done, 4);
+}
+
+#[test]
+fn scale_16_on_both_gossamer_engines_matches_the_sequential_engine_on_eight_roots() {
+    let seq = sequential_with(16, &["--roots", "8"]);
+    for engine in ["gsm", "gsm-bsp"] {
+        let (done, got) = distributed_with(engine, 16, Some(2), Some(1), &["--roots", "8"]);
+        assert_same_work(&seq, &got, &done, 2);
+    }
 }
 
 /// Without `-t`, the ranks of one host share its CPUs: 2 ranks on this machine's CPUs run one

@@ -14,7 +14,7 @@ mod engines;
 use engines::{
     a_bad_json_path_is_refused_before_the_run, a_tiny_graph_warns_once_about_its_roots,
     assert_no_root_warning, assert_reference_roots, assert_same_work, corrupt, distributed,
-    mismatched_arguments_are_refused, sequential,
+    distributed_with, mismatched_arguments_are_refused, sequential, sequential_with,
 };
 use gsm_tests::process::Finished;
 use serde_json::Value;
@@ -41,6 +41,13 @@ fn scale_10_matches_the_reference_and_the_sequential_engine() {
 fn scale_12_on_two_ranks_matches_the_sequential_engine() {
     let seq = sequential(12);
     let (done, got) = mpi(12, Some(2));
+    assert_same_work(&seq, &got, &done, 2);
+}
+
+#[test]
+fn scale_16_on_two_ranks_matches_the_sequential_engine_on_eight_roots() {
+    let seq = sequential_with(16, &["--roots", "8"]);
+    let (done, got) = distributed_with("mpi", 16, Some(2), None, &["--roots", "8"]);
     assert_same_work(&seq, &got, &done, 2);
 }
 

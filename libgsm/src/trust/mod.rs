@@ -56,6 +56,7 @@ use crate::wire::codeptr;
 use crate::wire::record::{Byte, Request, RequestReader, SER, SER_STATUS, Src};
 use crate::worker::WorkerId;
 use crate::worker::entry::{Delegated, Of, trampoline};
+use crate::worker::tasks;
 use crate::worker::{
     CONTROL_REGISTER, CONTROL_RELEASE, Data, NO_REPLY, Trampoline, WorkerCore, core_or_panic,
     sender_bit, status,
@@ -322,6 +323,25 @@ impl<T: Send + 'static> Trust<T> {
         if !self.current(core) {
             return Err(DelegationError::DeadProperty);
         }
+        let scope = tasks::current();
+        if scope != 0 {
+            // The closure carries the scope, so that what it starts there is the scope's too;
+            // the call is a task, so that `finish` knows the body started something.
+            tasks::started(scope);
+            let r = self.block_apply(core, move |t: &mut T| tasks::within(scope, || f(t)));
+            tasks::finished(scope, None);
+            return r;
+        }
+        self.block_apply(core, f)
+    }
+
+    /// The remote half of [`try_apply`](Self::try_apply): stages the request and waits.
+    #[inline(always)]
+    fn block_apply<U: Wire, F: FnOnce(&mut T) -> U + NoRef>(
+        &self,
+        core: &WorkerCore,
+        f: F,
+    ) -> Result<U, DelegationError> {
         block_on(
             core,
             self.trustee_id(),
@@ -378,6 +398,26 @@ impl<T: Send + 'static> Trust<T> {
         if !self.current(core) {
             return Err(DelegationError::DeadProperty);
         }
+        let scope = tasks::current();
+        if scope != 0 {
+            let f = move |t: &mut T, a: A| tasks::within(scope, || f(t, a));
+            tasks::started(scope);
+            let r = self.block_apply_with(core, arg, f);
+            tasks::finished(scope, None);
+            return r;
+        }
+        self.block_apply_with(core, arg, f)
+    }
+
+    /// The remote half of [`try_apply_with`](Self::try_apply_with): stages the request and
+    /// waits.
+    #[inline(always)]
+    fn block_apply_with<A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + NoRef>(
+        &self,
+        core: &WorkerCore,
+        arg: A,
+        f: F,
+    ) -> Result<U, DelegationError> {
         let arg = OutArg::new(core, self.trustee_id(), arg)?;
         block_on(
             core,
@@ -445,9 +485,34 @@ impl<T: Send + 'static> Trust<T> {
         then: impl FnOnce(Result<U, DelegationError>) + 'static,
     ) {
         let core = core_or_panic(what);
+        let scope = tasks::current();
+        if scope != 0 {
+            return self.scoped_then(core, scope, f, then);
+        }
         if self.local(core) {
             // The callback in callback context, as when the answer comes from another worker:
             // the same callback may not block there, so it may not here either.
+            core.run_keyed_then::<T, U>(self.idx, self.gn, self.key(), f, then);
+            return;
+        }
+        self.send_then(core, f, then);
+    }
+
+    /// [`try_apply_then`](Self::try_apply_then) from code in a completion scope: the request is
+    /// a task of `scope`, its closure runs in it on the trustee and its callback here
+    /// (`worker::tasks`).
+    #[inline(never)]
+    fn scoped_then<U: Wire, F: FnOnce(&mut T) -> U + NoRef>(
+        &self,
+        core: &WorkerCore,
+        scope: u64,
+        f: F,
+        then: impl FnOnce(Result<U, DelegationError>) + 'static,
+    ) {
+        tasks::started(scope);
+        let f = move |t: &mut T| tasks::within(scope, || f(t));
+        let then = move |r: Result<U, DelegationError>| tasks::callback(scope, || then(r));
+        if self.local(core) {
             core.run_keyed_then::<T, U>(self.idx, self.gn, self.key(), f, then);
             return;
         }
@@ -505,6 +570,31 @@ impl<T: Send + 'static> Trust<T> {
         then: impl FnOnce(Result<U, DelegationError>) + 'static,
     ) {
         let core = core_or_panic(what);
+        let scope = tasks::current();
+        if scope != 0 {
+            return self.scoped_with_then(core, scope, arg, f, then);
+        }
+        if self.local(core) {
+            core.run_keyed_then::<T, U>(self.idx, self.gn, self.key(), move |t| f(t, arg), then);
+            return;
+        }
+        self.send_with_then(core, arg, f, then);
+    }
+
+    /// [`try_apply_with_then`](Self::try_apply_with_then) from code in a completion scope, as
+    /// [`scoped_then`](Self::scoped_then) is for `try_apply_then`.
+    #[inline(never)]
+    fn scoped_with_then<A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + NoRef>(
+        &self,
+        core: &WorkerCore,
+        scope: u64,
+        arg: A,
+        f: F,
+        then: impl FnOnce(Result<U, DelegationError>) + 'static,
+    ) {
+        tasks::started(scope);
+        let f = move |t: &mut T, a: A| tasks::within(scope, || f(t, a));
+        let then = move |r: Result<U, DelegationError>| tasks::callback(scope, || then(r));
         if self.local(core) {
             core.run_keyed_then::<T, U>(self.idx, self.gn, self.key(), move |t| f(t, arg), then);
             return;

@@ -781,6 +781,7 @@ mod poll;
 mod sched;
 mod send;
 mod shared;
+pub(crate) mod tasks;
 mod teardown;
 
 pub use id::WorkerId;

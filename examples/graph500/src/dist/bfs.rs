@@ -25,8 +25,10 @@ use super::graph::LocalGraph;
 use crate::bfs::NO_PARENT;
 use crate::kronecker::Vertex;
 
-const ALPHA: u64 = 14;
-const BETA: u64 = 24;
+/// Top-down to bottom-up when the frontier's edges exceed the unexplored edges / `ALPHA`.
+pub const ALPHA: u64 = 14;
+/// Bottom-up back to top-down when the frontier is below N / `BETA` vertices.
+pub const BETA: u64 = 24;
 
 /// Reusable buffers of the searches (so that the timed searches do not allocate per level).
 #[derive(Debug, Default)]

@@ -23,7 +23,7 @@ use super::Exchange;
 use crate::kronecker::{EdgeList, Vertex};
 
 /// Which rank owns which vertex: contiguous blocks of a multiple of 64 vertices.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Partition {
     num_vertices: usize,
     chunk: usize,
@@ -108,7 +108,7 @@ impl Partition {
 }
 
 /// This rank's rows of the undirected graph: targets are global labels.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct LocalGraph {
     part: Partition,
     offsets: Vec<usize>,

@@ -13,7 +13,8 @@
 //! - [`bfs`]: level-synchronous, direction-optimising BFS (kernel 2).
 //! - [`sssp`]: bulk-synchronous delta-stepping (kernel 3).
 //! - [`validate`]: the rules, with the trees gathered and the edge rules distributed.
-//! - [`run`]: the phases of a run, their timing, and the results block.
+//! - [`run`]: the phases of a run, their timing, and the results block, with the search kernels
+//!   an engine chooses ([`Kernels`]: [`Bsp`], or the Gossamer engine's delegation kernels).
 //!
 //! This module does not start or stop anything: initialising MPI or the runtime, choosing the
 //! reporter and finalising are each engine's driver glue.
@@ -25,6 +26,7 @@ pub mod validate;
 
 use std::io::IsTerminal as _;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use graph::{LocalGraph, Partition};
@@ -84,6 +86,40 @@ pub trait Exchange {
         mine: u64,
         recv: &mut Vec<u32>,
     ) -> u64;
+}
+
+/// The search kernels a distributed engine runs over the graph: the bulk-synchronous ones of
+/// [`bfs`] and [`sssp`] ([`Bsp`]), or the Gossamer engine's delegation kernels. Each call is
+/// collective, and returns this member's part of the result.
+pub trait Kernels<C: Exchange> {
+    /// BFS from `root`: the parents of this member's vertices.
+    fn bfs(&mut self, comm: &C, g: &Arc<LocalGraph>, root: Vertex) -> Vec<Vertex>;
+    /// SSSP from `root` with bucket width `delta`: this member's parents and distances.
+    fn sssp(&mut self, comm: &C, g: &Arc<LocalGraph>, root: Vertex, delta: f32)
+    -> sssp::LocalPaths;
+}
+
+/// The bulk-synchronous kernels, with their reusable buffers.
+#[derive(Debug, Default)]
+pub struct Bsp {
+    bfs: bfs::Scratch,
+    sssp: sssp::Scratch,
+}
+
+impl<C: Exchange> Kernels<C> for Bsp {
+    fn bfs(&mut self, comm: &C, g: &Arc<LocalGraph>, root: Vertex) -> Vec<Vertex> {
+        bfs::search(comm, g, root, &mut self.bfs)
+    }
+
+    fn sssp(
+        &mut self,
+        comm: &C,
+        g: &Arc<LocalGraph>,
+        root: Vertex,
+        delta: f32,
+    ) -> sssp::LocalPaths {
+        sssp::search(comm, g, root, delta, &mut self.sssp)
+    }
 }
 
 /// What every member needs of the arguments.
@@ -215,7 +251,12 @@ fn short_host(all: &[Intro], per_member: f64) -> Option<(String, usize, f64, f64
 /// the plan asks for. Every member returns the same results; timings are member 0's, each phase
 /// starting after a barrier and ending with a collective. `json` is this member's `--json`:
 /// member 0's is checked before anything else (see `agree`).
-pub fn run<C: Exchange>(comm: &C, plan: &Plan, json: Option<&Path>) -> Result<Results, RunError> {
+pub fn run<C: Exchange>(
+    comm: &C,
+    kernels: &mut impl Kernels<C>,
+    plan: &Plan,
+    json: Option<&Path>,
+) -> Result<Results, RunError> {
     let me = comm.rank();
     let members = comm.size();
     let progress = me == 0 && std::io::stderr().is_terminal();
@@ -242,7 +283,7 @@ pub fn run<C: Exchange>(comm: &C, plan: &Plan, json: Option<&Path>) -> Result<Re
 
     comm.barrier();
     let t = Instant::now();
-    let graph = LocalGraph::build(comm, part, &list, plan.sssp);
+    let graph = Arc::new(LocalGraph::build(comm, part, &list, plan.sssp));
     comm.barrier();
     let construction_time = t.elapsed().as_secs_f64();
     say(&|| format!("construction_time:              {construction_time:.6} s"));
@@ -274,15 +315,13 @@ pub fn run<C: Exchange>(comm: &C, plan: &Plan, json: Option<&Path>) -> Result<Re
         progress,
     };
     if plan.bfs {
-        let mut scratch = bfs::Scratch::default();
-        let search = |root: Vertex| (bfs::search(comm, &graph, root, &mut scratch), None);
+        let search = |root: Vertex| (kernels.bfs(comm, &graph, root), None);
         results.bfs = Some(ctx.run_kernel("BFS", &roots, search)?);
     }
     if plan.sssp {
         let delta = crate::sssp::delta_for(graph.total_entries(), n);
-        let mut scratch = sssp::Scratch::default();
         let search = |root: Vertex| {
-            let p = sssp::search(comm, &graph, root, delta, &mut scratch);
+            let p = kernels.sssp(comm, &graph, root, delta);
             (p.parent, Some(p.dist))
         };
         results.sssp = Some(ctx.run_kernel("SSSP", &roots, search)?);

@@ -1,23 +1,26 @@
-//! `--engine gsm`: the three kernels as SPMD graph kernels on Gossamer, on the same graph as the
-//! other engines.
+//! `--engine gsm` and `--engine gsm-bsp`: the three kernels as SPMD graph kernels on Gossamer,
+//! on the same graph as the other engines.
 //!
 //! The whole run is one `gossamer::spmd` body, run by every worker of every rank (`gsmrun -np N`
 //! ranks of `GSM_THREADS` / `gsmrun -t T` workers each, or one process alone). The vertices are
 //! partitioned over all workers of the job (1-D blocks over global worker ids,
 //! [`crate::dist::graph`]); each worker generates its share of the edges
 //! ([`share`](crate::kronecker::share) over the workers), sends them to their owner workers and
-//! builds its rows (kernel 1, `construction_time`). Each search is a sequence of bulk-synchronous
-//! steps of the world team, in which a worker delegates the visits ([`crate::dist::bfs`]) or
-//! relaxations ([`crate::dist::sssp`]) of vertices it does not own to their owners, batched per
-//! destination worker, one message per destination per step; the bottom-up BFS exchanges the
-//! frontier bitmap with the team's all-gather. The roots are the reference's, each candidate's
-//! degree answered by its owner worker and broadcast. Validation ([`crate::dist::validate`])
-//! gathers the trees and distributes the edge rules over the workers.
+//! builds its rows (kernel 1, `construction_time`). The roots are the reference's, each
+//! candidate's degree answered by its owner worker and broadcast. Validation
+//! ([`crate::dist::validate`]) gathers the trees and distributes the edge rules over the workers.
 //!
-//! The kernels, graph building, validation and phases are [`crate::dist`]'s, shared with the MPI
-//! baseline ([`crate::mpi_engine`]) step for step, so the two engines do identical work and differ
-//! in how it moves: here between workers through the runtime's messages (by pointer inside a rank),
-//! there between ranks through `MPI_Alltoallv`.
+//! The searches differ between the two engines:
+//!
+//! - `gsm` ([`kernels`], with `bfs.rs` and `sssp.rs`): written with trusts. Each worker's search
+//!   state is a property it owns; visits and relaxations of another worker's vertices are closures
+//!   delegated to that worker (`apply_with_then`, batched by the runtime), and each top-down BFS
+//!   level and each delta-stepping bucket ends when its completion scope (`gossamer::finish`) is
+//!   done, not after an exchange round.
+//! - `gsm-bsp`: the bulk-synchronous kernels of [`crate::dist`], shared with the MPI baseline
+//!   ([`crate::mpi_engine`]) step for step: each BFS level and delta-stepping phase is one
+//!   all-to-all of the world team, one message per destination worker, so that the runtime and
+//!   MPI are compared on identical work.
 //!
 //! Worker 0 (on rank 0) reports; `num_mpi_processes` is the number of workers (the unit the graph
 //! is partitioned over, as the reference's processes are). Timings are worker 0's, each phase
@@ -25,7 +28,7 @@
 //! glue: starting the workers, their fiber stacks, and which worker reports; [`comm`] is the
 //! [`Exchange`] over the runtime's team.
 //!
-//! # Measured
+//! # Measured (`gsm-bsp`, before issue 37)
 //!
 //! This machine (2 cores, shared), edgefactor 16, 64 roots, validation off, `gsmrun -np R -t W`;
 //! harmonic-mean TEPS, construction in seconds, peak RSS per rank (`/usr/bin/time -v`, the
@@ -50,14 +53,17 @@
 //! in the exchanges), so the two engines run within about 10% of each other. Construction is
 //! slower (more, smaller rounds, and the team's all-to-all copies each bundle on its way).
 
+mod bfs;
 pub mod comm;
+pub mod kernels;
+mod sssp;
 
 use std::sync::Arc;
 
 use comm::Comm;
 
 use crate::cli::{Args, Outcome, RunError};
-use crate::dist::{Exchange, Plan};
+use crate::dist::{Bsp, Exchange, Plan};
 
 /// Fiber stack the engine asks for at least (the kernels keep their arrays on the heap; this is
 /// room for the generator, validation and formatting with margin).
@@ -65,7 +71,9 @@ const STACK_BYTES: usize = 1 << 20;
 
 /// Runs the benchmark on Gossamer: every worker of this rank runs the kernels; worker 0 (on rank
 /// 0) is the reporter. Every worker gets the same results.
-pub fn run(args: &Args) -> Outcome {
+/// `delegated`: the delegation kernels ([`kernels`], `--engine gsm`), or else the
+/// bulk-synchronous ones of [`crate::dist`] (`--engine gsm-bsp`).
+pub fn run(args: &Args, delegated: bool) -> Outcome {
     let plan = Plan::from_args(args);
     // The collectives' tuning is read here too, before the run: read first by `Team::world`
     // inside it, a malformed variable would end the job from every worker at once.
@@ -90,7 +98,12 @@ pub fn run(args: &Args) -> Outcome {
     let json = args.json.clone();
     let outcome = gossamer::spmd(config, move |w| {
         let comm = Comm::world();
-        let result = crate::dist::run(&comm, &plan, json.as_deref());
+        let result = if delegated {
+            let mut kernels = kernels::Delegation::default();
+            crate::dist::run(&comm, &mut kernels, &plan, json.as_deref())
+        } else {
+            crate::dist::run(&comm, &mut Bsp::default(), &plan, json.as_deref())
+        };
         // A collective before leaving, so that no worker ends while another still validates.
         comm.barrier();
         (w.id(), result)

@@ -35,7 +35,12 @@ pub fn run(args: &Args) -> Outcome {
         }
     };
     let reporter = comm.rank() == 0;
-    let result = crate::dist::run(&comm, &Plan::from_args(args), args.json.as_deref());
+    let result = crate::dist::run(
+        &comm,
+        &mut crate::dist::Bsp::default(),
+        &Plan::from_args(args),
+        args.json.as_deref(),
+    );
     // A collective before finalising, so that no rank leaves while another still validates.
     comm.barrier();
     drop(comm);

@@ -55,9 +55,16 @@ fn read_json(path: &Path, done: &Finished) -> Value {
 
 /// The sequential engine's JSON results for `scale` (the reference point).
 pub fn sequential(scale: u32) -> Value {
+    sequential_with(scale, &[])
+}
+
+/// [`sequential`] with more arguments (`--roots 8`, say).
+pub fn sequential_with(scale: u32, extra: &[&str]) -> Value {
     let json = scratch(&format!("seq-{scale}.json"));
     let done = run(
-        Command::new(graph500()).args([&scale.to_string(), "--json", json.to_str().unwrap()]),
+        Command::new(graph500())
+            .args([&scale.to_string(), "--json", json.to_str().unwrap()])
+            .args(extra),
         LIMIT,
     );
     assert_exit(&done, 0, "sequential engine");
@@ -71,6 +78,17 @@ pub fn distributed(
     scale: u32,
     ranks: Option<u32>,
     workers: Option<u32>,
+) -> (Finished, Value) {
+    distributed_with(engine, scale, ranks, workers, &[])
+}
+
+/// [`distributed`] with more arguments for the program (`--roots 8`, say).
+pub fn distributed_with(
+    engine: &str,
+    scale: u32,
+    ranks: Option<u32>,
+    workers: Option<u32>,
+    extra: &[&str],
 ) -> (Finished, Value) {
     let json = scratch(&format!("{engine}-{scale}-{ranks:?}-{workers:?}.json"));
     let program = [
@@ -87,12 +105,13 @@ pub fn distributed(
             if let Some(w) = workers {
                 c.args(["-t", &w.to_string()]);
             }
-            c.args(program);
+            c.args(program).args(extra);
             c
         }
         None => {
             let mut c = Command::new(program[0]);
             c.args(&program[1..])
+                .args(extra)
                 .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
                 .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
             if let Some(w) = workers {

@@ -1,0 +1,143 @@
+//! Kernel 3 of `--engine gsm`: asynchronous delta-stepping (Meyer and Sanders 2003) by delegation.
+//!
+//! Buckets of width Δ as in the sequential and bulk-synchronous kernels (every edge relaxed, no
+//! light/heavy split). Bucket k is one completion scope per worker ([`gossamer::finish`]): the
+//! worker settles its vertices of bucket k in rounds (those filed in it, then those the round
+//! filed in it); a relaxation of a vertex it owns applies at once, and the relaxations of a
+//! round for another worker's vertices go to that owner as one delegated closure with a `Vec`
+//! of `(v, d, u)` (`apply_with_then`). The owner lowers the distances and, if some vertex falls
+//! in the bucket it is settling, settles at once from there, delegating onward; other vertices
+//! wait in their buckets. When every worker's scope is done (a barrier after each worker's
+//! `finish`: another worker's closures may file vertices here until its own scope is done),
+//! bucket k is settled everywhere, and one minimum over the workers names the next non-empty
+//! bucket: no exchange rounds within a bucket. A worker does not send a vertex a distance that is not below
+//! the lowest it has sent it this search.
+//!
+//! A distance is only ever set to `dist[u] + w`, and only when lower, so the distances are the
+//! fixpoint every kernel reaches, bit for bit; a parent among equal-distance ones may differ.
+
+use gossamer::{Trust, finish};
+
+use super::comm::Comm;
+use super::kernels::Owned;
+use crate::bfs::NO_PARENT;
+use crate::dist::Exchange;
+use crate::dist::sssp::LocalPaths;
+use crate::kronecker::Vertex;
+
+/// Delta-stepping from `root` with bucket width `delta` (collective).
+pub(super) fn search(me: &Trust<Owned>, comm: &Comm, root: Vertex, delta: f32) -> LocalPaths {
+    assert!(
+        delta > 0.0 && delta <= 1.0,
+        "bucket width {delta} outside (0, 1]"
+    );
+    me.apply(move |o| o.start_sssp(root, delta));
+    loop {
+        // Also the barrier between a worker's reset and the first relaxation it is sent.
+        let k = comm.min_u64(me.apply(|o| o.lowest()));
+        if k == u64::MAX {
+            let (parent, dist) =
+                me.apply(|o| (std::mem::take(&mut o.parent), std::mem::take(&mut o.dist)));
+            return LocalPaths { parent, dist };
+        }
+        finish(|| me.apply(move |o| o.drain(k as usize)));
+        // Every worker's scope, not only this one's, must be done before `lowest` is read: the
+        // others' closures may still file vertices here.
+        comm.barrier();
+    }
+}
+
+impl Owned {
+    fn start_sssp(&mut self, root: Vertex, delta: f32) {
+        let local = self.part.local_count();
+        (self.parent, self.dist) = (vec![NO_PARENT; local], vec![f32::INFINITY; local]);
+        self.done_at = vec![f32::INFINITY; local];
+        self.sent = vec![f32::INFINITY; self.part.num_vertices()];
+        // A new distance is below the current bucket's end plus the largest weight (< 1).
+        self.buckets = vec![Vec::new(); (1.0 / delta).ceil() as usize + 2];
+        (self.current, self.delta) = (0, delta);
+        if self.part.owner(root) == self.part.rank() {
+            let r = self.part.local(root);
+            (self.dist[r], self.parent[r]) = (0.0, root);
+            self.buckets[0].push(r as u32);
+        }
+    }
+
+    /// The lowest bucket with vertices filed here, or `u64::MAX`.
+    fn lowest(&self) -> u64 {
+        let ring = self.buckets.len();
+        (0..ring)
+            .find(|k| !self.buckets[(self.current + k) % ring].is_empty())
+            .map_or(u64::MAX, |k| (self.current + k) as u64)
+    }
+
+    /// Settles this worker's vertices of bucket `k`, in rounds: the vertices filed in it, then
+    /// those the round filed in it, until none is (first in, first out: settling the newest
+    /// first relaxed the same edges many times over).
+    fn drain(&mut self, k: usize) {
+        self.current = k;
+        let slot = k % self.buckets.len();
+        loop {
+            let round = std::mem::replace(&mut self.buckets[slot], std::mem::take(&mut self.stack));
+            if round.is_empty() {
+                self.stack = round;
+                return;
+            }
+            self.settle(&round);
+            self.stack = round;
+            self.stack.clear();
+        }
+    }
+
+    /// The delegated relaxations: `(v, d, u)` triples for vertices owned here; those that fall
+    /// in the bucket being settled here are settled at once.
+    fn relax(&mut self, batch: &[u32]) {
+        let mut now = false;
+        for r in batch.chunks(3) {
+            now |= self.improve(self.part.local(r[0]), f32::from_bits(r[1]), r[2]) == self.current;
+        }
+        if now {
+            self.drain(self.current);
+        }
+    }
+
+    /// Lowers vertex `j`'s distance to `d` through `u` if that is lower, filing it in its bucket;
+    /// returns the bucket (`usize::MAX` if not lower).
+    fn improve(&mut self, j: usize, d: f32, u: Vertex) -> usize {
+        if d >= self.dist[j] {
+            return usize::MAX;
+        }
+        (self.dist[j], self.parent[j]) = (d, u);
+        let b = (d / self.delta) as usize;
+        let ring = self.buckets.len();
+        self.buckets[b % ring].push(j as u32);
+        b
+    }
+
+    /// Relaxes the edges of the vertices of `round` still in the current bucket.
+    fn settle(&mut self, round: &[u32]) {
+        let (g, part) = (self.g.clone(), self.part);
+        for &i in round {
+            let (i, du) = (i as usize, self.dist[i as usize]);
+            if self.done_at[i] == du || (du / self.delta) as usize != self.current {
+                continue;
+            }
+            self.done_at[i] = du;
+            let u = part.global(i);
+            for (&v, &w) in g.neighbors(i).iter().zip(g.weights(i)) {
+                let (d, owner) = (du + w, part.owner(v));
+                if owner == part.rank() {
+                    self.improve(part.local(v), d, u);
+                } else if d < self.sent[v as usize] {
+                    self.sent[v as usize] = d;
+                    self.outbox[owner].extend([v, d.to_bits(), u]);
+                }
+            }
+        }
+        for (out, t) in self.outbox.iter_mut().zip(&self.trusts) {
+            if !out.is_empty() {
+                t.apply_with_then(std::mem::take(out), |o, b| o.relax(&b), |()| ());
+            }
+        }
+    }
+}
