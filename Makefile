@@ -4,7 +4,8 @@
 #   make test   build once in release and run every test (what CI runs, through .ci/run),
 #               check formatting, clippy (also with the `rdma` feature) and the house rules of ARCHITECTURE.md (scripts/check-layout),
 #               then the loom model check of the slot ring, in its own target dir because
-#               --cfg loom changes every crate's build
+#               --cfg loom changes every crate's build, and the `ofi` fabric (an opt-in feature,
+#               see libgsm/Cargo.toml) in target/ofi
 
 SHELL := /bin/bash
 CARGO ?= cargo
@@ -22,6 +23,11 @@ test:
 	$(CARGO) test --release --workspace --no-fail-fast
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
-	$(CARGO) clippy --release -p gossamer --features rdma --all-targets -- -D warnings
+	$(CARGO) clippy --release -p gossamer --features rdma,ofi --all-targets -- -D warnings
+	$(CARGO) clippy --release -p gsm-tests --features ofi --all-targets -- -D warnings
 	python3 scripts/check-layout
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom $(CARGO) test --release -p gossamer --lib wire::ring::loom_model
+	CARGO_TARGET_DIR=target/ofi $(CARGO) build --release -p gsmrun --bins
+	CARGO_TARGET_DIR=target/ofi $(CARGO) build --release -p gossamer --features ofi --examples
+	CARGO_TARGET_DIR=target/ofi $(CARGO) test --release -p gossamer --features ofi --lib fabric::
+	CARGO_TARGET_DIR=target/ofi $(CARGO) test --release -p gsm-tests --features ofi --test ofi

@@ -6,8 +6,13 @@
 //! Every test reads the ranks' results, runs under a hard time limit, and checks that no process
 //! of the job is left. They take a lock so that they run one at a time (2-core machine).
 //!
+//! Compiled with `--features ofi` only (the fabric is an opt-in feature of `gossamer`):
+//! `make test` runs it in its own target dir, `target/ofi`.
+//!
 //! `cargo test -p gsm-tests` does not build other packages' examples: run
 //! `cargo build --release --workspace --all-targets` first (`make test` does).
+
+#![cfg(feature = "ofi")]
 
 use gsm_tests::cluster::{
     check_results, cluster_check, example_checks, job_prefix, leftovers, oks, ranks,

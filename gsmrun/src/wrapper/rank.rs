@@ -18,11 +18,19 @@ pub(super) fn from_env() -> Option<String> {
     .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
 }
 
+/// Read by libinfinipath (loaded with libfabric's PSM provider) before `main`.
+const PSM_NO_BACKTRACE: &str = "IPATH_NO_BACKTRACE";
+
 /// Sets the per-rank variables of `rank` (when the launcher said which) on `cmd`, and removes
 /// the control address and key, which are the wrapper's alone.
 pub(super) fn set_vars(cmd: &mut Command, rank: Option<&str>, host: &str) {
     cmd.env_remove(env::job::CONTROL)
         .env_remove(env::job::CONTROL_KEY);
+    // libfabric's PSM providers load libinfinipath, whose constructor takes SIGSEGV, SIGBUS and
+    // SIGABRT (exiting 1) unless this is set: a crash would no longer be reported as one.
+    if std::env::var_os(PSM_NO_BACKTRACE).is_none() {
+        cmd.env(PSM_NO_BACKTRACE, "1");
+    }
     let Some(r) = rank else {
         return;
     };
