@@ -1226,9 +1226,15 @@ fn what_a_sigkilled_gsmrun_left_is_removed_by_the_next_one() {
     first.wait().unwrap();
     let dir = fake.dir.0.join(format!("gsmrun.{job}"));
     let shm = std::path::PathBuf::from(format!("/dev/shm/{job}-ompi"));
-    let left = (dir.is_dir(), shm.is_dir());
-    // Look-alikes of live jobs, which must stay: a gsmrun pid that runs (ours), and a free pid
-    // whose directory is locked (a gsmrun in another pid namespace).
+    // The janitor gsmrun leaves beside the launcher removes the killed job's directories.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while (dir.exists() || shm.exists()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let by_janitor = (!dir.exists(), !shm.exists());
+    // What a gsmrun killed with its janitor left (a dead job's directories), and look-alikes of
+    // live jobs, which must stay: a gsmrun pid that runs (ours), and a free pid whose directory
+    // is locked (a gsmrun in another pid namespace).
     let live = fake
         .dir
         .0
@@ -1239,29 +1245,39 @@ fn what_a_sigkilled_gsmrun_left_is_removed_by_the_next_one() {
     gone.wait().unwrap();
     let locked = fake.dir.0.join(format!("gsmrun.gsm-{free_pid}-00000001"));
     std::fs::create_dir(&locked).unwrap();
+    let dead_job = format!("gsm-{free_pid}-00000002");
+    let dead = fake.dir.0.join(format!("gsmrun.{dead_job}"));
+    let dead_shm = std::path::PathBuf::from(format!("/dev/shm/{dead_job}-ompi"));
+    std::fs::create_dir(&dead).unwrap();
+    std::fs::create_dir_all(&dead_shm).unwrap();
     let lock = std::fs::File::open(&locked).unwrap();
     use std::os::unix::io::AsRawFd as _;
     // SAFETY: flock(2) on a descriptor `lock` keeps open.
     let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     assert_eq!(rc, 0, "cannot lock {}", locked.display());
     // Dead jobs' directories are removed once older than a few seconds.
-    for d in [&dir, &live, &locked] {
-        if d.exists() {
-            backdate(d, 60);
-        }
+    for d in [&dead, &live, &locked] {
+        backdate(d, 60);
     }
     let (code, err) = fake.run(&["-np", "1", "true"], Duration::from_secs(10));
-    let removed = (!dir.exists(), !shm.exists());
+    let removed = (!dead.exists(), !dead_shm.exists());
     let kept = (live.exists(), locked.exists());
     let _ = std::fs::remove_dir_all(&shm);
-    assert_eq!(left, (true, true), "the killed gsmrun left no directories");
+    let _ = std::fs::remove_dir_all(&dead_shm);
+    assert_eq!(
+        by_janitor,
+        (true, true),
+        "the janitor left {} or {}",
+        dir.display(),
+        shm.display()
+    );
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(
         removed,
         (true, true),
         "{} or {} left",
-        dir.display(),
-        shm.display()
+        dead.display(),
+        dead_shm.display()
     );
     assert_eq!(kept, (true, true), "a live job's directory was removed");
 }
