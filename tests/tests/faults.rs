@@ -158,16 +158,24 @@ fn assert_nothing_left(prefix: &str, hosts: Hosts<'_>, what: &str, done: &Finish
     assert!(dirs.is_empty(), "{what}: left job directories {dirs:?}");
     if let Hosts::Two(bed, _) = hosts {
         for host in &bed.hosts {
-            // Open MPI's session directory of the job on that host (its daemon's `jf.*`).
+            // Open MPI's session directory of the job on that host (its daemon's `jf.*`). The
+            // host's wrappers remove it as they end, which may be just after gsmrun's exit.
             let top = std::env::temp_dir().join(format!("ompi.{}.0", host.hostname));
-            let sessions: Vec<String> = std::fs::read_dir(&top)
-                .map(|d| {
-                    d.filter_map(Result::ok)
-                        .filter_map(|e| e.file_name().into_string().ok())
-                        .filter(|n| n.starts_with("jf."))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let sessions = || -> Vec<String> {
+                std::fs::read_dir(&top)
+                    .map(|d| {
+                        d.filter_map(Result::ok)
+                            .filter_map(|e| e.file_name().into_string().ok())
+                            .filter(|n| n.starts_with("jf."))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while !sessions().is_empty() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let sessions = sessions();
             assert!(
                 sessions.is_empty(),
                 "{what}: Open MPI session directories {sessions:?} left in {}\n{}",
