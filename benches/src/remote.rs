@@ -66,9 +66,9 @@
 //! (shm 1 was disturbed: its interquartile ranges are wide.) Goals of issue 4: shm throughput
 //! ≥ 3× MPI's message rate: met (4.2–4.3×); tcp throughput ≥ 10× MPI-over-TCP's: met
 //! (131–150×); shm round trip ≤ MPI's: missed, by 12–24 % in the undisturbed runs (0.81–0.89×).
-//! The tcp round trip (no goal then) was 3–5× MPI's: a request crossed both ranks' I/O threads
-//! each way. Since issue 33 the workers write and read their own sockets; its figures are in
-//! docs/performance.md.
+//! The tcp round trip (no goal then) was several times MPI's: a request crossed both ranks' I/O
+//! threads each way. Since issue 33 the workers write and read their own sockets; its figures
+//! are in docs/performance.md.
 //!
 //! # Slot memory per rank
 //!

@@ -14,9 +14,9 @@
 //!
 //! A blocking round trip through an I/O thread crossed four thread hand-offs (worker -> I/O
 //! thread -> socket -> I/O thread -> worker, each way a bell, an eventfd or epoll wake, and a
-//! futex wake), which cost 45-75 µs on loopback against Open MPI's 7-11 µs ping-pong, whose
-//! calling thread polls its socket itself. Now the only cross-thread step of a round trip is the
-//! kernel's: the client's worker `send`s from its bell, the trustee's worker `recv`s in its next
+//! futex wake), several times Open MPI's ping-pong, whose calling thread polls its socket itself
+//! (figures in docs/performance.md, issue 33). Now the only cross-thread step of a round trip is
+//! the kernel's: the client's worker `send`s from its bell, the trustee's worker `recv`s in its next
 //! poll, serves, and `send`s the answer from its bell; the client's poll `recv`s it. Batching is
 //! kept: a bell drains every slot its shadow rings hold into one `send`, and a poll reads up to
 //! 1 MiB per connection, so a busy worker makes one system call per destination per poll. An idle

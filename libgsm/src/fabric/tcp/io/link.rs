@@ -151,8 +151,8 @@ impl Direct {
                 // Under load, the kernel defers the delivery of loopback and veth packets to
                 // `ksoftirqd`, a thread of the CPU that sent them: a worker that sent a request
                 // and now polls for the answer without ever yielding holds up its own request
-                // (round trips of 215 µs against 55 µs through the I/O threads were measured so,
-                // see docs/performance.md). On an idle CPU the yield returns at once.
+                // (measured in docs/performance.md, issue 33). On an idle CPU the yield returns
+                // at once.
                 let empty = &self.empty[l as usize];
                 if got {
                     empty.store(0, Ordering::Relaxed);
