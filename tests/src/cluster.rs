@@ -11,6 +11,9 @@
 use std::collections::{BTreeMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::process::{Finished, PidGuard, Running};
 
 /// Checks that `cluster_check` must run (what the runtime's issue asks to be shown across
 /// ranks); it may run more (see [`example_checks`]).
@@ -360,6 +363,61 @@ pub fn frame(dst_worker: u32, lane: u32, payload: &[u8]) -> Vec<u8> {
     b.extend_from_slice(&((lane << 31) | payload.len() as u32).to_le_bytes());
     b.extend_from_slice(payload);
     b
+}
+
+/// Waits up to `limit` until `found` returns something, polling every few milliseconds.
+pub fn poll<T>(limit: Duration, mut found: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(t) = found() {
+            return Some(t);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(3));
+    }
+}
+
+/// Watches the job's rank processes while it runs, so the guard can kill them if the test fails.
+/// Returns once every rank has been seen, or the job's processes are gone (a job that ends
+/// early is judged by its output), or after 20 s.
+pub fn watch_ranks(job: &Running, np: u32, guard: &PidGuard) {
+    let prefix = job_prefix(job.pid() as u32);
+    let mut seen = BTreeMap::new();
+    let mut started = false;
+    poll(Duration::from_secs(20), || {
+        for (rank, pid) in ranks(&prefix, "cluster_check") {
+            if seen.insert(rank, pid).is_none() {
+                guard.watch(pid, "cluster_check");
+            }
+        }
+        let alive = !job_processes(&prefix).is_empty();
+        started |= alive;
+        (seen.len() == np as usize || (started && !alive)).then_some(())
+    });
+}
+
+/// Asserts that nothing of the job whose id starts with `prefix` is left: no process, no segment.
+#[track_caller]
+pub fn assert_nothing_left(prefix: &str, guard: &PidGuard, what: &str, done: &Finished) {
+    let (processes, segments) = leftovers(prefix, Duration::from_secs(3));
+    assert!(
+        processes.is_empty(),
+        "{what}: processes of the job still running after gsmrun exited: {processes:?}\n{}",
+        done.report()
+    );
+    assert!(
+        segments.is_empty(),
+        "{what}: segments of the job left in /dev/shm: {segments:?}\n{}",
+        done.report()
+    );
+    let survivors = guard.survivors(Duration::from_millis(200));
+    assert!(
+        survivors.is_empty(),
+        "{what}: ranks {survivors:?} survived\n{}",
+        done.report()
+    );
 }
 
 #[cfg(test)]

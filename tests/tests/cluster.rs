@@ -25,8 +25,8 @@
 
 use gsm_tests::bins::gsm_hello;
 use gsm_tests::cluster::{
-    check_results, cluster_check, example_checks, frame, hello, job_prefix, job_processes,
-    leftovers, oks, ranks, tcp_listeners,
+    assert_nothing_left, check_results, cluster_check, example_checks, frame, hello, job_prefix,
+    job_processes, oks, poll, ranks, tcp_listeners, watch_ranks,
 };
 use gsm_tests::job::{assert_exit, assert_ranks, gsmrun, mpirun};
 use gsm_tests::netns::TwoHosts;
@@ -37,7 +37,7 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The hard limit of one job; a healthy one takes 1–4 s here.
 const LIMIT: Duration = Duration::from_secs(40);
@@ -64,61 +64,6 @@ fn job_command(np: u32, fabric: Option<&str>, args: &[&str]) -> Command {
     }
     cmd.arg(cluster_check()).args(args);
     cmd
-}
-
-/// Waits up to `limit` until `found` returns something, polling every few milliseconds.
-fn poll<T>(limit: Duration, mut found: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(t) = found() {
-            return Some(t);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(3));
-    }
-}
-
-/// Watches the job's rank processes while it runs, so the guard can kill them if the test fails.
-/// Returns once every rank has been seen, or the job's processes are gone (a job that ends
-/// early is judged by its output), or after 20 s.
-fn watch_ranks(job: &Running, np: u32, guard: &PidGuard) {
-    let prefix = job_prefix(job.pid() as u32);
-    let mut seen = BTreeMap::new();
-    let mut started = false;
-    poll(Duration::from_secs(20), || {
-        for (rank, pid) in ranks(&prefix, "cluster_check") {
-            if seen.insert(rank, pid).is_none() {
-                guard.watch(pid, "cluster_check");
-            }
-        }
-        let alive = !job_processes(&prefix).is_empty();
-        started |= alive;
-        (seen.len() == np as usize || (started && !alive)).then_some(())
-    });
-}
-
-/// Asserts that nothing of the job whose id starts with `prefix` is left: no process, no segment.
-#[track_caller]
-fn assert_nothing_left(prefix: &str, guard: &PidGuard, what: &str, done: &Finished) {
-    let (processes, segments) = leftovers(prefix, Duration::from_secs(3));
-    assert!(
-        processes.is_empty(),
-        "{what}: processes of the job still running after gsmrun exited: {processes:?}\n{}",
-        done.report()
-    );
-    assert!(
-        segments.is_empty(),
-        "{what}: segments of the job left in /dev/shm: {segments:?}\n{}",
-        done.report()
-    );
-    let survivors = guard.survivors(Duration::from_millis(200));
-    assert!(
-        survivors.is_empty(),
-        "{what}: ranks {survivors:?} survived\n{}",
-        done.report()
-    );
 }
 
 /// Runs a job that must pass on every rank, and checks its results and what it leaves.

@@ -15,15 +15,16 @@
 #![cfg(feature = "ofi")]
 
 use gsm_tests::cluster::{
-    check_results, cluster_check, example_checks, job_prefix, leftovers, oks, ranks,
+    assert_nothing_left, check_results, cluster_check, example_checks, job_prefix, oks, poll,
+    ranks, watch_ranks,
 };
 use gsm_tests::job::{assert_exit, gsmrun};
 use gsm_tests::netns::TwoHosts;
-use gsm_tests::process::{Finished, PidGuard, Running, spawn};
+use gsm_tests::process::{PidGuard, spawn};
 use gsm_tests::scratch::{RunId, Scratch};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The hard limit of one job.
 const LIMIT: Duration = Duration::from_secs(40);
@@ -47,48 +48,6 @@ fn ofi_job(np: u32, provider: &str, args: &[&str]) -> Command {
     cmd.env("GSM_OFI_PROVIDER", provider);
     cmd.arg(cluster_check()).args(args);
     cmd
-}
-
-/// Waits up to `limit` until `found` returns something.
-fn poll<T>(limit: Duration, mut found: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(t) = found() {
-            return Some(t);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(3));
-    }
-}
-
-/// Records the job's rank processes in `guard` as they appear.
-fn watch_ranks(job: &Running, np: u32, guard: &PidGuard) {
-    let prefix = job_prefix(job.pid() as u32);
-    poll(Duration::from_secs(20), || {
-        let found = ranks(&prefix, "cluster_check");
-        for pid in found.values() {
-            guard.watch(*pid, "cluster_check");
-        }
-        (found.len() == np as usize).then_some(())
-    });
-}
-
-#[track_caller]
-fn assert_nothing_left(prefix: &str, guard: &PidGuard, what: &str, done: &Finished) {
-    let (processes, _) = leftovers(prefix, Duration::from_secs(3));
-    assert!(
-        processes.is_empty(),
-        "{what}: processes of the job still running: {processes:?}\n{}",
-        done.report()
-    );
-    let survivors = guard.survivors(Duration::from_millis(200));
-    assert!(
-        survivors.is_empty(),
-        "{what}: ranks {survivors:?} survived\n{}",
-        done.report()
-    );
 }
 
 /// A job that must pass every check on every rank.
