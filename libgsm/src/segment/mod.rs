@@ -51,6 +51,7 @@
 //! run user code on the target except by the owner's own reading of its notifications.
 
 mod collective;
+pub(crate) mod copy;
 mod error;
 pub(crate) mod layout;
 pub(crate) mod memfile;
@@ -392,12 +393,12 @@ impl View<'_> {
             Op::Get(b) => {
                 // SAFETY: in bounds (above); `b` is ours. Concurrent writers may race these bytes
                 // (documented: a get concurrent with a put may see a mix), never our buffer.
-                unsafe { std::ptr::copy_nonoverlapping(p, b.as_mut_ptr(), b.len()) };
+                unsafe { copy::copy(p, b.as_mut_ptr(), b.len()) };
                 0
             }
             Op::Put(b) => {
                 // SAFETY: as for Get, the other way.
-                unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), p, b.len()) };
+                unsafe { copy::copy(b.as_ptr(), p, b.len()) };
                 std::sync::atomic::fence(Ordering::Release);
                 0
             }
