@@ -17,9 +17,16 @@
 //! Peers: `iperf3 -c ADDR` to `iperf3 -s -1` started by rank 1 (its received rate, Gbit/s), run
 //! by the ranks themselves between the Gossamer runs, so that it crosses the same link: loopback
 //! when both ranks share a host (`--iperf-host 127.0.0.1`, the default), the bridge between two
-//! namespace hosts when given rank 1's address. And `memcpy` on one thread of rank 0 of 256 KiB
-//! blocks, twice: from one buffer into a moving window of 1 MiB (the stream's working set,
-//! cache-resident), and from 64 MiB into 64 MiB (out of cache, the machine's copy bandwidth).
+//! namespace hosts when given rank 1's address. And, on rank 0 while rank 1 sleeps:
+//! - `memcpy` on one thread of 256 KiB blocks from the writer's 256 KiB source buffer into a
+//!   256 KiB buffer like the reader's (the same bytes in the same blocks between buffers of the
+//!   same sizes, all in cache: the "shm vs memcpy"), and from 64 MiB into 64 MiB (out of
+//!   cache, the machine's copy bandwidth);
+//! - the *bare pipeline*: the same bytes through a ring of the stream's default capacity between
+//!   two threads (so two cores), a copy in and a copy out, with only a Release/Acquire head and
+//!   tail and spin-then-yield waits. It is what any stream of two copies between two cores can
+//!   reach on the machine: every byte crosses from the writer's cache to the reader's, which a
+//!   one-thread memcpy never does.
 //! All rates in Gbit/s. The header states the memory a stream holds. Only rank 0 prints.
 
 use crate::peers::Limit;
@@ -54,6 +61,7 @@ mod names {
     pub const IPERF: &str = "iperf3";
     pub const MEMCPY: &str = "memcpy";
     pub const MEMCPY_RAM: &str = "memcpy ram";
+    pub const PIPELINE: &str = "bare pipeline";
 }
 
 type Sample = Vec<(&'static str, f64)>;
@@ -185,8 +193,8 @@ fn iperf(world: &SimpleCommunicator, opts: &Options, secs: u64) -> anyhow::Resul
 }
 
 /// memcpy of 256 KiB blocks from a source of `src_blocks` blocks into a destination of
-/// `dst_blocks`, moving through both: (1, 4) is the stream's working set (its 256 KiB buffer
-/// and 1 MiB ring, cache-resident), (256, 256) is 64 MiB each way (out of cache).
+/// `dst_blocks`, moving through both: (1, 1) is the writer's source to a buffer like the reader's
+/// (cache-resident), (256, 256) is 64 MiB each way (out of cache).
 fn memcpy_rate(budget: Duration, src_blocks: usize, dst_blocks: usize) -> f64 {
     let src = vec![7u8; src_blocks * BLOCK];
     // Written once first, so that no page is first touched while timed.
@@ -239,11 +247,22 @@ fn run_in(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<R
             samples
                 .entry(names::MEMCPY)
                 .or_default()
-                .push(memcpy_rate(budget, 1, 4));
+                .push(memcpy_rate(budget, 1, 1));
             samples
                 .entry(names::MEMCPY_RAM)
                 .or_default()
                 .push(memcpy_rate(budget, 256, 256));
+            samples
+                .entry(names::PIPELINE)
+                .or_default()
+                .push(pipeline::rate(
+                    budget,
+                    stream::Options::default().capacity,
+                    BLOCK,
+                ));
+        } else {
+            // Out of the way of rank 0's threads: MPI's barrier would poll a CPU.
+            std::thread::sleep(budget * 3 + budget / 2);
         }
         world.barrier();
     }
@@ -265,12 +284,16 @@ fn run_in(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<R
                 summary: s(names::IPERF),
             },
             Figure {
-                name: "memcpy 256 KiB blocks, 256 KiB → 1 MiB (cache-resident)".into(),
+                name: "memcpy 256 KiB → 256 KiB, one thread (cache-resident)".into(),
                 summary: s(names::MEMCPY),
             },
             Figure {
                 name: "memcpy 256 KiB blocks, 64 MiB → 64 MiB (out of cache)".into(),
                 summary: s(names::MEMCPY_RAM),
+            },
+            Figure {
+                name: "bare pipeline of 2 threads, 1 MiB ring, copy in + copy out".into(),
+                summary: s(names::PIPELINE),
             },
         ]
     };
@@ -302,4 +325,126 @@ fn run_in(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<R
         o.chunk
     );
     Ok(Some(RankReport { cases, header }))
+}
+
+/// The bare two-thread pipeline peer (see the module docs).
+mod pipeline {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+
+    #[repr(align(128))]
+    struct Line(AtomicU64);
+
+    struct Shared {
+        ring: Vec<std::cell::UnsafeCell<u8>>,
+        tail: Line,
+        head: Line,
+        stop: AtomicBool,
+    }
+
+    // SAFETY: the ring's bytes are written only by the producer between its `head` check and
+    // its `tail` store, and read only by the consumer between its `tail` load and `head` store.
+    unsafe impl Sync for Shared {}
+
+    /// Spins a little, then yields: a descheduled partner must get the CPU back.
+    fn wait_until(stop: &AtomicBool, mut ready: impl FnMut() -> bool) -> bool {
+        let mut spins = 0u32;
+        while !ready() {
+            if stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            spins += 1;
+            if spins < 256 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        true
+    }
+
+    fn produce(sh: &Shared, block: usize) {
+        let cap = sh.ring.len() as u64;
+        let src = vec![0x5au8; block];
+        let base = std::cell::UnsafeCell::raw_get(sh.ring.as_ptr());
+        let mut tail = 0u64;
+        loop {
+            let mut off = 0;
+            while off < block {
+                let mut head = 0;
+                let room = || {
+                    head = sh.head.0.load(Ordering::Acquire);
+                    head + cap != tail
+                };
+                if !wait_until(&sh.stop, room) {
+                    return;
+                }
+                let n = (cap - (tail - head))
+                    .min((block - off) as u64)
+                    .min(cap - tail % cap) as usize;
+                // SAFETY: `n` free bytes at `tail % cap`, inside the ring (see `Shared`).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        src.as_ptr().add(off),
+                        base.add((tail % cap) as usize),
+                        n,
+                    );
+                }
+                tail += n as u64;
+                off += n;
+                sh.tail.0.store(tail, Ordering::Release);
+            }
+        }
+    }
+
+    fn consume(sh: &Shared, block: usize) -> u64 {
+        let cap = sh.ring.len() as u64;
+        let mut dst = vec![0u8; block];
+        let base = std::cell::UnsafeCell::raw_get(sh.ring.as_ptr());
+        let (mut head, mut off) = (0u64, 0usize);
+        loop {
+            let mut tail = 0;
+            let data = || {
+                tail = sh.tail.0.load(Ordering::Acquire);
+                tail != head
+            };
+            if !wait_until(&sh.stop, data) {
+                return head;
+            }
+            let n = (tail - head)
+                .min((block - off) as u64)
+                .min(cap - head % cap) as usize;
+            // SAFETY: `n` published bytes at `head % cap` (see `Shared`); `dst` is ours.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    base.add((head % cap) as usize),
+                    dst.as_mut_ptr().add(off),
+                    n,
+                );
+            }
+            std::hint::black_box(&mut dst[off]);
+            off = (off + n) % block;
+            head += n as u64;
+            sh.head.0.store(head, Ordering::Release);
+        }
+    }
+
+    /// Gbit/s through a ring of `cap` bytes, `block`-byte writes and reads, for `budget`.
+    pub(super) fn rate(budget: Duration, cap: usize, block: usize) -> f64 {
+        let sh = Shared {
+            ring: (0..cap).map(|_| std::cell::UnsafeCell::new(0)).collect(),
+            tail: Line(AtomicU64::new(0)),
+            head: Line(AtomicU64::new(0)),
+            stop: AtomicBool::new(false),
+        };
+        std::thread::scope(|s| {
+            let start = Instant::now();
+            s.spawn(|| produce(&sh, block));
+            let reader = s.spawn(|| consume(&sh, block));
+            std::thread::sleep(budget);
+            sh.stop.store(true, Ordering::Relaxed);
+            let bytes = reader.join().expect("the pipeline's reader panicked");
+            bytes as f64 * 8.0 / start.elapsed().as_secs_f64() / 1e9
+        })
+    }
 }
