@@ -31,3 +31,4 @@ test:
 	CARGO_TARGET_DIR=target/ofi $(CARGO) build --release -p gossamer --features ofi --examples
 	CARGO_TARGET_DIR=target/ofi $(CARGO) test --release -p gossamer --features ofi --lib fabric::
 	CARGO_TARGET_DIR=target/ofi $(CARGO) test --release -p gsm-tests --features ofi --test ofi
+	CARGO_TARGET_DIR=target/ofi $(CARGO) test --release -p gsm-filecopy --features ofi --test ranks over_the_ofi_fabric

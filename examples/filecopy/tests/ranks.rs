@@ -1,6 +1,6 @@
 //! Segments and streams between ranks through `gsmrun`: `gsm-segcheck` on one host (shared
 //! memory), over the tcp fabric (requests to the owner's handler), and across two namespace
-//! hosts; a writer that dies ends the job with a report; `gsm-filecopy` copies a 64 MiB file
+//! hosts, and (with `--features ofi`) over the ofi fabric; a writer that dies ends the job with a report; `gsm-filecopy` copies a 64 MiB file
 //! between the two namespace hosts byte for byte.
 
 use gsm_tests::job::{assert_exit, gsmrun};
@@ -27,9 +27,14 @@ const CHECKS: [&str; 5] = [
 ];
 
 fn segcheck(launch: &[&str], bed: Option<&TwoHosts>, what: &str) {
+    segcheck_with(launch, bed, &[], what);
+}
+
+fn segcheck_with(launch: &[&str], bed: Option<&TwoHosts>, env: &[(&str, &str)], what: &str) {
     let scratch = Scratch::new("segcheck", RunId::next());
     let mut cmd = gsmrun(["-np", "2", "--oversubscribe"]);
     cmd.args(launch).env_remove("GSM_FABRIC");
+    cmd.envs(env.iter().copied());
     if let Some(bed) = bed {
         let hostfile = scratch.write("hosts", &bed.hostfile(1));
         cmd.arg("--hostfile")
@@ -58,6 +63,20 @@ fn segments_and_streams_between_two_ranks_of_one_host() {
 #[test]
 fn segments_and_streams_over_the_tcp_fabric() {
     segcheck(&["--fabric", "tcp"], None, "gsm-segcheck over tcp");
+}
+
+/// With `--features ofi` (`make test`, in target/ofi): every operation as requests over the ofi
+/// fabric (libfabric's `tcp;ofi_rxm` provider), which `GSM_FABRIC=ofi` makes carry them.
+#[cfg(feature = "ofi")]
+#[test]
+fn segments_and_streams_over_the_ofi_fabric() {
+    let _serial = serial();
+    segcheck_with(
+        &["--fabric", "ofi"],
+        None,
+        &[("GSM_OFI_PROVIDER", "tcp;ofi_rxm")],
+        "gsm-segcheck over ofi",
+    );
 }
 
 #[test]

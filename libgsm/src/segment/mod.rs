@@ -27,7 +27,7 @@
 //! another rank of the same host it maps the owner's file (through `/proc/<pid>/fd`, once per
 //! worker thread and segment) and works on the shared memory: copies for `get`/`put`, hardware
 //! atomics for `compare_exchange`/`fetch_add`/`swap`; no fiber runs on the owner. On a segment of
-//! a rank on another host (or with `GSM_FABRIC=tcp`, which makes every peer such a rank) the
+//! a rank on another host (or with `GSM_FABRIC=tcp` or `ofi`, which makes every peer such a rank) the
 //! operation is a delegated request to a worker of the owner rank, served by this module's own
 //! handler (`remote.rs`: runtime code, never the user's), which applies it to the owner's memory
 //! and answers; it rides whatever fabric carries requests to that rank.
@@ -445,10 +445,15 @@ enum Route {
     Delegate,
 }
 
-/// Whether every peer is reached by requests (the job runs with `GSM_FABRIC=tcp`).
+/// Whether every peer is reached by requests: the job names a fabric other than shared memory
+/// (`GSM_FABRIC=tcp` or `ofi`), which then carries all traffic between ranks, this too. A user
+/// who picks a fabric gets it (and the conformance runs test each operation over each fabric);
+/// `auto` and `shm` keep the mapping within a host.
 pub(crate) fn forced_remote() -> bool {
     static FORCED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *FORCED.get_or_init(|| std::env::var("GSM_FABRIC").is_ok_and(|v| v.trim() == "tcp"))
+    *FORCED.get_or_init(|| {
+        std::env::var("GSM_FABRIC").is_ok_and(|v| matches!(v.trim(), "tcp" | "ofi"))
+    })
 }
 
 impl SegmentRef {

@@ -27,7 +27,7 @@
 //! or ranks differ by tag.
 //!
 //! **Carrying.** Within a host the writer maps the reader's ring and copies into it; no fiber runs
-//! on the reader's side to receive. Between hosts (or with `GSM_FABRIC=tcp`) the writer sends
+//! on the reader's side to receive. Between hosts (or with `GSM_FABRIC=tcp` or `ofi`) the writer sends
 //! chunks of up to [`Options::chunk`] bytes as delegated requests to the reader's worker, whose
 //! handler (`remote.rs`, runtime code) copies them into the ring; the writer sends a chunk only
 //! when the ring has room for it (credit, learnt from the answers), so at most one ring's worth

@@ -118,7 +118,8 @@ impl Read for Reader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let src = self.fill_buf()?;
         let n = src.len().min(buf.len());
-        buf[..n].copy_from_slice(&src[..n]);
+        // SAFETY: `n` bytes fit both; the ring's bytes and the caller's buffer do not overlap.
+        unsafe { crate::segment::copy::copy(src.as_ptr(), buf.as_mut_ptr(), n) };
         self.consume(n);
         Ok(n)
     }

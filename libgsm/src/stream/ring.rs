@@ -21,6 +21,7 @@
 use std::io;
 use std::sync::atomic::Ordering;
 
+use crate::segment::copy::copy;
 use crate::segment::memfile::MemFile;
 
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"GSMSTRM1");
@@ -168,8 +169,8 @@ impl Ring {
         let first = ((self.cap - tail % self.cap) as usize).min(data.len());
         // SAFETY: free bytes of the data area (the caller checked `free`), ours until published.
         unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.at(tail), first);
-            std::ptr::copy_nonoverlapping(data[first..].as_ptr(), self.at(0), data.len() - first);
+            copy(data.as_ptr(), self.at(tail), first);
+            copy(data[first..].as_ptr(), self.at(0), data.len() - first);
         }
     }
 
