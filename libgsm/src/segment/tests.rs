@@ -221,3 +221,18 @@ fn a_handler_fiber_runs_on_each_notification_and_ends_with_the_segment() {
     })
     .unwrap();
 }
+
+#[test]
+fn block_copies_move_every_byte_at_every_length_around_a_block() {
+    use copy::BLOCK;
+    let src: Vec<u8> = (0..3 * BLOCK + 7)
+        .map(|i| (i * 7 + i / 251) as u8)
+        .collect();
+    for len in [0, 1, BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK, 3 * BLOCK + 7] {
+        let mut dst = vec![0xEEu8; len + 1];
+        // SAFETY: both hold `len` bytes; distinct vectors.
+        unsafe { copy::copy(src.as_ptr(), dst.as_mut_ptr(), len) };
+        assert!(dst[..len] == src[..len], "a copy of {len} bytes differs");
+        assert_eq!(dst[len], 0xEE, "a copy of {len} bytes wrote past its end");
+    }
+}
