@@ -27,6 +27,7 @@
 //!   tail and spin-then-yield waits. It is what any stream of two copies between two cores can
 //!   reach on the machine: every byte crosses from the writer's cache to the reader's, which a
 //!   one-thread memcpy never does.
+//!
 //! All rates in Gbit/s. The header states the memory a stream holds. Only rank 0 prints.
 
 use crate::peers::Limit;
