@@ -149,13 +149,13 @@ mod tests;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{Fabric, FabricError, FabricKind, Hooks, Links, Peer, Progress, Settings, Topology};
 use crate::sys::net::Epoll;
-use io::{Direct, Rx, Shared, Wiring};
+use io::{Direct, Rhythm, Rx, Shared, Wiring};
 
 /// How long an accepted connection has to complete its hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -203,6 +203,9 @@ const TOKEN_LISTENER: u64 = u64::MAX - 1;
 /// The variable that turns the workers' own socket I/O off (`0`): every slot then crosses the
 /// I/O thread, as before issue 33. For measuring the difference, not for production.
 pub const DIRECT_VAR: &str = "GSM_TCP_DIRECT";
+
+/// The variable that turns delayed ACKs on incoming connections off (`0`), for comparing.
+pub const DELAYED_ACKS_VAR: &str = "GSM_TCP_DELAYED_ACKS";
 
 /// The variable that sets `SO_BUSY_POLL` (microseconds) on every connection; unset: not set.
 pub const BUSY_POLL_VAR: &str = "GSM_TCP_BUSY_POLL";
@@ -390,7 +393,7 @@ impl Fabric for Tcp {
                 hooks,
                 rx,
                 incoming,
-                empty: (0..rx.nlocal).map(|_| AtomicU32::new(0)).collect(),
+                rhythm: (0..rx.nlocal).map(|_| Rhythm::default()).collect(),
             });
             for l in 0..rx.nlocal {
                 let d = direct.clone();
