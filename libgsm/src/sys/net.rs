@@ -135,6 +135,19 @@ pub(crate) fn keep_alive(
     Ok(())
 }
 
+/// `TCP_QUICKACK` off on `sock`: the kernel delays the ACK of data read from it (its "ping-pong"
+/// mode) instead of sending one as soon as the reader empties the queue. The kernel leaves that
+/// mode by itself when a delayed ACK's timer fires, so a caller re-asserts it now and then.
+pub(crate) fn delay_acks(sock: BorrowedFd<'_>) -> io::Result<()> {
+    Ok(rustix::net::sockopt::set_tcp_quickack(sock, false)?)
+}
+
+/// Whether `sock`'s ACKs are delayed (`TCP_QUICKACK` reads 0: the kernel's ping-pong mode).
+#[cfg(test)]
+pub(crate) fn acks_delayed(sock: BorrowedFd<'_>) -> io::Result<bool> {
+    Ok(!rustix::net::sockopt::tcp_quickack(sock)?)
+}
+
 /// `SO_BUSY_POLL` on `sock`: a blocking or polling read of an empty socket busy-polls the
 /// device queue for up to `usec` microseconds (needs `CAP_NET_ADMIN` to raise it above
 /// `net.core.busy_read`; a refusal is the caller's to ignore).

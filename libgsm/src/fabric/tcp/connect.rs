@@ -172,6 +172,23 @@ pub(super) fn busy_poll(sock: &TcpStream) {
     }
 }
 
+/// Delayed ACKs on an incoming connection (`TCP_QUICKACK` off), unless [`DELAYED_ACKS_VAR`]
+/// is `0`. A connection carries data one way, so an ACK can never ride on an answer: without
+/// this, the kernel sends a bare ACK from every `recv` that empties the socket, a second packet
+/// through the stack per frame, on the path of every round trip (measured in
+/// docs/performance.md, issue 33). Streams are not slowed: the kernel still acknowledges at
+/// once every second full segment, and every second small pushed one. A refusal is ignored.
+///
+/// [`DELAYED_ACKS_VAR`]: super::DELAYED_ACKS_VAR
+pub(in crate::fabric::tcp) fn delay_acks(sock: &TcpStream) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on =
+        ON.get_or_init(|| std::env::var(super::DELAYED_ACKS_VAR).map_or(true, |v| v.trim() != "0"));
+    if *on {
+        let _ = net::delay_acks(sock.as_fd());
+    }
+}
+
 /// The address this host's name resolves to, if it is one a peer can connect to.
 pub(super) fn host_address() -> Option<IpAddr> {
     crate::fabric::resolve(&net::hostname()).filter(|ip| !ip.is_unspecified())

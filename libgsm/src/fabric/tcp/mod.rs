@@ -19,11 +19,31 @@
 //! the kernel's: the client's worker `send`s from its bell, the trustee's worker `recv`s in its next
 //! poll, serves, and `send`s the answer from its bell; the client's poll `recv`s it. Batching is
 //! kept: a bell drains every slot its shadow rings hold into one `send`, and a poll reads up to
-//! 1 MiB per connection, so a busy worker makes one system call per destination per poll. An idle
-//! worker keeps polling (one `recv` per incoming connection per turn) for its spin budget (64
-//! turns, 1 when the rank's awake workers outnumber their CPUs), yields, then parks: the last
-//! worker of the rank to park hands the sockets to the I/O thread (see `io::link`), which reads
-//! and wakes the worker as before, so a job with more workers than cores loses nothing it had.
+//! 1 MiB per connection, so a busy worker makes one system call per destination per poll; a read
+//! that does not fill the buffer ends the pass (the socket is empty, and another `recv` would only
+//! say so). An idle worker keeps polling (one `recv` per incoming connection per turn) for its
+//! spin budget (64 turns, 1 when the rank's awake workers outnumber their CPUs), yields, then
+//! parks: the last worker of the rank to park hands the sockets to the I/O thread (see
+//! `io::link`), which reads and wakes the worker as before, so a job with more workers than cores
+//! loses nothing it had. While polling, a worker gives the CPU away every 2 empty polls, or every
+//! 16 while its yields come straight back (`io::link::Rhythm`): on a loaded machine the kernel
+//! delivers loopback and veth packets from `ksoftirqd`, which a poller that never yields starves;
+//! on an idle one each yield is a system call between an answer landing and its being read.
+//!
+//! # Why the ACKs are delayed
+//!
+//! A connection carries data one way (its worker's frames; the answers come back on the peer's
+//! own connection), so an ACK can never ride on an answer as it does on Open MPI's two-way
+//! sockets. The kernel then sends a bare ACK from every `recv` that empties the socket: one more
+//! packet through the whole stack, on the path of every round trip. Incoming connections are
+//! therefore put in the kernel's delayed-ACK ("ping-pong") mode (`TCP_QUICKACK` off, set at
+//! accept and again by a reader at most every 10 ms, because the kernel leaves that mode whenever
+//! its delayed-ACK timer fires). Streams are not slowed: the kernel still acknowledges every
+//! second full segment and every second small pushed one at once. Measured in
+//! docs/performance.md (issue 33); [`DELAYED_ACKS_VAR`]`=0` turns it off for comparing. Two-way
+//! connections (one per pair of workers, or per (worker, remote host) as the design asks) would
+//! remove the bare ACKs altogether; they are not built (ARCHITECTURE.md says what they need).
+//!
 //! `TCP_NODELAY` is on (a frame is a whole batch; Nagle would hold the next small one for an
 //! ACK). `SO_BUSY_POLL` ([`BUSY_POLL_VAR`]) is off by default: measured in
 //! docs/performance.md (issue 33); it polls a NIC's queue, which loopback and veth do not have.
@@ -149,13 +169,13 @@ mod tests;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{Fabric, FabricError, FabricKind, Hooks, Links, Peer, Progress, Settings, Topology};
 use crate::sys::net::Epoll;
-use io::{Direct, Rx, Shared, Wiring};
+use io::{Direct, Rhythm, Rx, Shared, Wiring};
 
 /// How long an accepted connection has to complete its hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -203,6 +223,9 @@ const TOKEN_LISTENER: u64 = u64::MAX - 1;
 /// The variable that turns the workers' own socket I/O off (`0`): every slot then crosses the
 /// I/O thread, as before issue 33. For measuring the difference, not for production.
 pub const DIRECT_VAR: &str = "GSM_TCP_DIRECT";
+
+/// The variable that turns delayed ACKs on incoming connections off (`0`), for comparing.
+pub const DELAYED_ACKS_VAR: &str = "GSM_TCP_DELAYED_ACKS";
 
 /// The variable that sets `SO_BUSY_POLL` (microseconds) on every connection; unset: not set.
 pub const BUSY_POLL_VAR: &str = "GSM_TCP_BUSY_POLL";
@@ -390,7 +413,7 @@ impl Fabric for Tcp {
                 hooks,
                 rx,
                 incoming,
-                empty: (0..rx.nlocal).map(|_| AtomicU32::new(0)).collect(),
+                rhythm: (0..rx.nlocal).map(|_| Rhythm::default()).collect(),
             });
             for l in 0..rx.nlocal {
                 let d = direct.clone();

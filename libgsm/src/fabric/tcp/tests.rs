@@ -491,6 +491,23 @@ fn a_job_has_one_connection_per_worker_and_peer_rank() {
     no_data_anywhere(&ranks);
 }
 
+/// An accepted connection carries data one way, so its ACKs are delayed (`connect::delay_acks`):
+/// a bare ACK per frame read cost a quarter of a round trip (docs/performance.md, issue 33).
+/// The kernel's ping-pong flag is read back before any data arrives, so no delayed-ACK timer
+/// can have turned it off yet.
+#[test]
+fn incoming_connections_delay_their_acks() {
+    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let _out = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (sock, _) = listener.accept().unwrap();
+    assert!(
+        !net::acks_delayed(sock.as_fd()).unwrap(),
+        "a fresh socket acks at once"
+    );
+    connect::delay_acks(&sock);
+    assert!(net::acks_delayed(sock.as_fd()).unwrap());
+}
+
 /// The worker path (issue 33): a worker's own bell writes its socket, the peer's `Turn::Poll`
 /// reads it on the peer worker's thread; after `Turn::Park` the I/O thread delivers instead and
 /// wakes the worker; the next poll takes the sockets back. Each phase must move its message

@@ -26,6 +26,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use super::recv::pump_in;
 use super::send::pump_out;
@@ -128,13 +129,55 @@ pub(in crate::fabric::tcp) struct Direct {
     pub(in crate::fabric::tcp) hooks: Hooks,
     pub(in crate::fabric::tcp) rx: Rx,
     pub(in crate::fabric::tcp) incoming: Vec<Arc<Link>>,
-    /// Per local worker: its polls in a row that found nothing (only that worker writes it).
-    pub(in crate::fabric::tcp) empty: Box<[AtomicU32]>,
+    /// Per local worker: when it yields the CPU while polling.
+    pub(in crate::fabric::tcp) rhythm: Box<[Rhythm]>,
 }
 
-/// A polling worker gives its CPU away after this many polls in a row that found nothing (see
-/// [`Direct::turn`]).
+/// A polling worker gives its CPU away after this many polls in a row that found nothing while
+/// its yields find other threads waiting for the CPU (see [`Direct::turn`]).
 const YIELD_AFTER: u32 = 2;
+/// ... and after this many while its yields return at once: nobody else wanted the CPU, and a
+/// yield is a system call on the path of the answer it polls for.
+const YIELD_AFTER_ALONE: u32 = 16;
+/// A yield that returned within this long found no other thread to run.
+const YIELD_ALONE: Duration = Duration::from_micros(5);
+
+/// One local worker's polling rhythm (only that worker writes it).
+#[derive(Default)]
+pub(in crate::fabric::tcp) struct Rhythm {
+    /// Polls in a row that found nothing.
+    empty: AtomicU32,
+    /// Yield after this many (0: not decided yet, [`YIELD_AFTER`]).
+    every: AtomicU32,
+}
+
+impl Rhythm {
+    /// After a poll that found something (`got`) or nothing: yields the CPU when the rhythm says
+    /// so, and learns from how long the yield took.
+    fn after_poll(&self, got: bool) {
+        if got {
+            self.empty.store(0, Ordering::Relaxed);
+            return;
+        }
+        let n = self.empty.load(Ordering::Relaxed) + 1;
+        self.empty.store(n, Ordering::Relaxed);
+        let every = match self.every.load(Ordering::Relaxed) {
+            0 => YIELD_AFTER,
+            e => e,
+        };
+        if n % every == 0 {
+            let t = Instant::now();
+            std::thread::yield_now();
+            let alone = t.elapsed() < YIELD_ALONE;
+            let next = if alone {
+                YIELD_AFTER_ALONE
+            } else {
+                YIELD_AFTER
+            };
+            self.every.store(next, Ordering::Relaxed);
+        }
+    }
+}
 
 impl Direct {
     /// Local worker `l`'s turn `t`; whether it delivered a slot.
@@ -151,18 +194,10 @@ impl Direct {
                 // Under load, the kernel defers the delivery of loopback and veth packets to
                 // `ksoftirqd`, a thread of the CPU that sent them: a worker that sent a request
                 // and now polls for the answer without ever yielding holds up its own request
-                // (measured in docs/performance.md, issue 33). On an idle CPU the yield returns
-                // at once.
-                let empty = &self.empty[l as usize];
-                if got {
-                    empty.store(0, Ordering::Relaxed);
-                } else {
-                    let n = empty.load(Ordering::Relaxed) + 1;
-                    empty.store(n, Ordering::Relaxed);
-                    if n % YIELD_AFTER == 0 {
-                        std::thread::yield_now();
-                    }
-                }
+                // (measured in docs/performance.md, issue 33). So it yields every few empty
+                // polls; every 16 while its yields come straight back (an idle machine, where
+                // each yield only delays noticing the answer), every 2 once one did not.
+                self.rhythm[l as usize].after_poll(got);
                 got
             }
             Turn::Park => {

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::Instant;
 
-pub(super) use self::link::{Direct, Link};
+pub(super) use self::link::{Direct, Link, Rhythm};
 pub(super) use self::recv::Incoming;
 pub(super) use self::send::{OutRing, Outgoing};
 pub(super) use self::shared::{AttachState, Shared};

@@ -9,8 +9,10 @@
 
 use std::io::Read;
 use std::net::TcpStream;
+use std::time::{Duration, Instant};
 
 use super::{Fate, LinkState, Rx, Side};
+use crate::fabric::tcp::connect::delay_acks;
 use crate::fabric::tcp::handshake::word;
 use crate::fabric::tcp::{FRAME_HEADER, LANE_BIT};
 use crate::wire::ring::Producer;
@@ -26,6 +28,8 @@ pub(in crate::fabric::tcp) struct Incoming {
     pub(super) rend: usize,
     /// A frame waits for room in a full ring; reading stops until it is delivered.
     pub(super) stalled: bool,
+    /// When `TCP_QUICKACK` was last turned off on the socket (see [`ACKS_AGAIN`]).
+    pub(super) acks_delayed: Instant,
 }
 
 impl Incoming {
@@ -41,9 +45,27 @@ impl Incoming {
             rstart: 0,
             rend: 0,
             stalled: false,
+            acks_delayed: Instant::now(),
+        }
+    }
+
+    /// Keeps the socket's ACKs delayed (see [`delay_acks`]) after a read that came at
+    /// least [`ACKS_AGAIN`] after the last time it said so: the kernel turns delayed ACKs off
+    /// whenever its delayed-ACK timer fires (an idle moment with data unacknowledged), and
+    /// saying it on every read would cost a system call per delivery.
+    fn keep_acks_delayed(&mut self, sock: &TcpStream) {
+        let now = Instant::now();
+        if now.duration_since(self.acks_delayed) >= ACKS_AGAIN {
+            self.acks_delayed = now;
+            delay_acks(sock);
         }
     }
 }
+
+/// How often, at most, a reader turns its socket's delayed ACKs on again: well under the
+/// kernel's shortest delayed-ACK timeout (40 ms), so that after an idle spell only the first
+/// frame read is answered by its own ACK.
+const ACKS_AGAIN: Duration = Duration::from_millis(10);
 
 /// One pass over an incoming link: delivers what is buffered, then reads, until the socket is
 /// drained, a ring is full or the pass's budget is spent. `woke(l)` is called for each local
@@ -89,6 +111,13 @@ pub(super) fn pump_in(
                 );
             }
             Ok(n) => {
+                // A read that did not fill the buffer found the socket empty: another `recv`
+                // would only say so (a syscall on every delivery's path, so on every round
+                // trip). The next poll, or the I/O thread's level-triggered arming, reads on.
+                if inc.rend + n < inc.rbuf.len() {
+                    st.readable = false;
+                }
+                inc.keep_acks_delayed(sock);
                 inc.rend += n;
                 budget = budget.saturating_sub(n);
                 *progress = true;
