@@ -208,6 +208,7 @@ mod mail;
 mod noref;
 mod output;
 mod property;
+pub mod reactor;
 mod runtime;
 mod scope;
 pub mod segment;
