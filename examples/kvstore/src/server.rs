@@ -197,9 +197,8 @@ fn accept_loop(ctx: &Rc<Ctx>, listener: Option<std::net::TcpListener>) {
     let Some(listener) = listener else {
         return;
     };
-    let mut listener = gossamer::reactor::Registered::new(listener).unwrap_or_else(|e| {
-        gossamer::fail_job(format!("gsm-kv: rank {}: epoll: {e}", ctx.rank))
-    });
+    let mut listener = gossamer::reactor::Registered::new(listener)
+        .unwrap_or_else(|e| gossamer::fail_job(format!("gsm-kv: rank {}: epoll: {e}", ctx.rank)));
     let workers = gossamer::workers_of_rank(ctx.rank);
     let mut next = 0usize;
     while !stopping() {

@@ -189,7 +189,10 @@ impl WorkerCore {
                     std::hint::spin_loop();
                 }
             } else if idle < spin + YIELDS
-                || (self.waiters.get() > self.sleepers.borrow().len()
+                || (self.waiters.get() > 0
+                    // Not for sleepers whose first deadline is a millisecond away or more: they
+                    // sleep until it (a server's housekeeping timer would keep it on the CPU).
+                    && self.waiter_nap(WAITER_YIELDING) < WAITER_YIELDING
                     && sleepy_since.get_or_insert_with(Instant::now).elapsed() < WAITER_YIELDING)
             {
                 std::thread::yield_now();
