@@ -141,7 +141,9 @@
 //! - **No thread-blocking calls** (`std::sync::Mutex::lock` under contention, blocking I/O,
 //!   `thread::sleep`, channel `recv`): they stop the whole worker, its other fibers and every
 //!   request it serves. Use delegation (`apply`) or `join` to wait, and [`sleep`] to pause;
-//!   they suspend only the fiber.
+//!   they suspend only the fiber. For sockets, register a non-blocking one with
+//!   [`reactor::Registered`] and wait on it (the worker polls it and sleeps in `epoll_wait`); to
+//!   wait for an `apply_then` callback of the same worker, use [`Notify`].
 //! - **No thread-locals across a yield**: every blocking gossamer call may let other fibers of the
 //!   worker run in between, and they share the thread's locals.
 //! - **Yield in long loops** ([`yield_now`]) so that the worker keeps serving its trustees.
@@ -206,8 +208,10 @@ pub mod fabric;
 mod fiber;
 mod mail;
 mod noref;
+mod notify;
 mod output;
 mod property;
+pub mod reactor;
 mod runtime;
 mod scope;
 pub mod segment;
@@ -223,6 +227,7 @@ pub use config::{Config, available_cpus, default_workers};
 pub use error::{BLOCKING_IN_DELEGATED, DelegationError, Error};
 pub use mail::{flush, mail_pending, name_tags, recv, send, try_recv};
 pub use noref::{NoRef, Wire};
+pub use notify::Notify;
 pub use output::eprint_line;
 pub use runtime::{fail_job, run, spmd};
 pub use scope::finish;

@@ -2,16 +2,20 @@
 //! request in it, send each to its shard at once (`dispatch.rs`), wait for the batch, write the
 //! replies in order, read again.
 //!
-//! The socket is non-blocking; when a read or a write would block the fiber clears its
-//! readiness flag and waits for the reactor to set it (`reactor.rs`), so a slow client holds
-//! its own fiber only. A malformed or oversized request is answered with its protocol error,
-//! after the replies to the requests before it, and the connection closes; its buffer goes
-//! with it. `QUIT` closes after `OK`, `SHUTDOWN` after asking every rank to stop.
+//! The socket is non-blocking and registered with the worker's reactor (`gossamer::reactor`);
+//! when a read or a write would block the fiber waits for the socket's next event, so a slow
+//! client holds its own fiber only. A read that fills less than the buffer took everything the
+//! socket had, so the next read first waits for an event rather than trying (and failing) a
+//! read: one `read` and one `write` per batch of requests, as in Redis's event loop. A malformed
+//! or oversized request is answered with its protocol error, after the replies to the requests
+//! before it, and the connection closes; its buffer goes with it. `QUIT` closes after `OK`,
+//! `SHUTDOWN` after asking every rank to stop.
 
 use std::io::{self, Read, Write};
+use std::net::TcpStream;
 use std::rc::Rc;
 
-use mio::net::TcpStream;
+use gossamer::reactor::Registered;
 
 use crate::command::{self, Plan};
 use crate::dispatch::{self, Batch};
@@ -21,58 +25,89 @@ use crate::server::{self, Ctx};
 /// The most requests of one pipeline in flight at once per connection (the rest wait in the
 /// read buffer until these are answered).
 const MAX_BATCH: usize = 1024;
-/// Bytes read per `read` call.
+/// Bytes read per `read` call at least (the buffer grows for a request larger than that).
 const READ_CHUNK: usize = 16 << 10;
 
 /// Serves `stream` until the client closes it, breaks the protocol or the job stops.
-pub fn serve(mut stream: TcpStream) {
+pub fn serve(stream: TcpStream) {
     let Some(ctx) = server::ctx() else {
         return;
     };
     // Small replies must not wait for Nagle's timer: a client waits for each.
     let _ = stream.set_nodelay(true);
-    let Ok((token, flag)) = ctx.reactor.register(&mut stream) else {
+    if stream.set_nonblocking(true).is_err() {
+        return;
+    }
+    let Ok(reg) = Registered::new(stream) else {
         return;
     };
     server::client_joined();
     let mut io = Io {
-        stream: &mut stream,
-        flag: &flag,
-        scratch: vec![0; READ_CHUNK],
+        reg,
+        drained: false,
     };
-    // An I/O error means the client is gone: there is nobody to tell.
+    // An I/O error means the client is gone (or the job stops): there is nobody to tell.
     let _ = run(&ctx, &mut io);
-    ctx.reactor.deregister(&mut stream, token);
     server::client_left();
 }
 
-/// The socket, its readiness flag and the read buffer's scratch.
-struct Io<'a> {
-    stream: &'a mut TcpStream,
-    flag: &'a std::cell::Cell<bool>,
-    scratch: Vec<u8>,
+/// The registered socket, and whether the last read emptied it.
+struct Io {
+    reg: Registered<TcpStream>,
+    drained: bool,
 }
 
-impl Io<'_> {
-    /// Suspends the fiber until the reactor sees the socket ready (or the job stops).
-    fn wait(&self) -> io::Result<()> {
-        self.flag.set(false);
-        gossamer::wait_for(|| self.flag.get() || server::stopping());
-        if server::stopping() {
-            return Err(io::ErrorKind::ConnectionAborted.into());
-        }
-        Ok(())
+/// What the client sent and was not taken yet: `bytes[start..end]`.
+struct Input {
+    bytes: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Input {
+    fn pending(&self) -> &[u8] {
+        &self.bytes[self.start..self.end]
     }
 
-    /// Appends what the client sent to `buf`; `Ok(0)` when it closed its side.
-    fn read_into(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        if self.start == self.end {
+            (self.start, self.end) = (0, 0);
+        }
+    }
+
+    /// Room for at least [`READ_CHUNK`] bytes after `end` (moving the pending bytes to the
+    /// front, or growing).
+    fn room(&mut self) -> &mut [u8] {
+        if self.bytes.len() - self.end < READ_CHUNK {
+            self.bytes.copy_within(self.start..self.end, 0);
+            (self.start, self.end) = (0, self.end - self.start);
+            if self.bytes.len() - self.end < READ_CHUNK {
+                self.bytes.resize(self.end + READ_CHUNK, 0);
+            }
+        }
+        &mut self.bytes[self.end..]
+    }
+}
+
+impl Io {
+    /// Appends what the client sent to `input`; `Ok(0)` when it closed its side.
+    fn read_into(&mut self, input: &mut Input) -> io::Result<usize> {
+        if self.drained {
+            self.reg.wait()?;
+        }
         loop {
-            match self.stream.read(&mut self.scratch) {
+            // Cleared before the read: an event for bytes that come after it is kept.
+            self.reg.clear();
+            let room = input.room();
+            let want = room.len();
+            match self.reg.get_mut().read(room) {
                 Ok(n) => {
-                    buf.extend_from_slice(&self.scratch[..n]);
+                    self.drained = n < want;
+                    input.end += n;
                     return Ok(n);
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait()?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.reg.wait()?,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
@@ -81,10 +116,14 @@ impl Io<'_> {
 
     fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
         while !bytes.is_empty() {
-            match self.stream.write(bytes) {
+            match self.reg.get_mut().write(bytes) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => bytes = &bytes[n..],
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait()?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // The event this consumes may have been the socket's next read's.
+                    self.drained = false;
+                    self.reg.wait()?;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
@@ -102,11 +141,11 @@ enum After {
 }
 
 /// Takes every whole request from the front of `input` (up to [`MAX_BATCH`]) into `batch`.
-fn take_requests(ctx: &Ctx, input: &mut Vec<u8>, batch: &Rc<Batch>) -> After {
+fn take_requests(ctx: &Ctx, input: &mut Input, batch: &Rc<Batch>) -> After {
     let mut used = 0;
     let mut after = After::More { full: false };
     while batch.len() < MAX_BATCH {
-        let (args, n) = match resp::parse(&input[used..]) {
+        let (args, n) = match resp::parse(&input.pending()[used..]) {
             Ok(Some(parsed)) => parsed,
             Ok(None) => break,
             Err(e) => {
@@ -141,12 +180,16 @@ fn take_requests(ctx: &Ctx, input: &mut Vec<u8>, batch: &Rc<Batch>) -> After {
     if let After::More { full } = &mut after {
         *full = batch.len() >= MAX_BATCH;
     }
-    input.drain(..used);
+    input.consume(used);
     after
 }
 
-fn run(ctx: &Rc<Ctx>, io: &mut Io<'_>) -> io::Result<()> {
-    let mut input = Vec::with_capacity(READ_CHUNK);
+fn run(ctx: &Rc<Ctx>, io: &mut Io) -> io::Result<()> {
+    let mut input = Input {
+        bytes: vec![0; 2 * READ_CHUNK],
+        start: 0,
+        end: 0,
+    };
     let mut out = Vec::with_capacity(READ_CHUNK);
     let batch = Batch::new();
     let info = |o: &mut Vec<u8>, keys: i64| server::info(ctx, o, keys);
@@ -156,7 +199,7 @@ fn run(ctx: &Rc<Ctx>, io: &mut Io<'_>) -> io::Result<()> {
         if !batch.done() {
             // The requests to other workers leave now, not at this worker's next poll.
             gossamer::flush();
-            gossamer::wait_for(|| batch.done());
+            batch.wait();
         }
         batch.drain_into(&mut out, &info);
         if !out.is_empty() {

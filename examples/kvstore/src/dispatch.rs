@@ -72,6 +72,8 @@ pub struct Batch {
     slots: RefCell<Vec<Slot>>,
     missing: Cell<usize>,
     queued: RefCell<Vec<Group>>,
+    /// Notified by the callback that brings the last answer (see [`wait`](Batch::wait)).
+    answered: gossamer::Notify,
 }
 
 impl Batch {
@@ -82,6 +84,15 @@ impl Batch {
     /// Whether every answer is in.
     pub fn done(&self) -> bool {
         self.missing.get() == 0
+    }
+
+    /// Suspends the calling fiber until every answer is in. The answers' callbacks wake it
+    /// (`gossamer::Notify`), not a condition tested at every turn of the worker's loop, so that
+    /// the worker can sleep meanwhile.
+    pub fn wait(&self) {
+        while !self.done() {
+            self.answered.wait();
+        }
     }
 
     /// Requests in the batch.
@@ -178,6 +189,9 @@ pub fn send(batch: &Rc<Batch>, shards: &[Trust<Shard>]) {
                     slots[slot].parts[part] = answer;
                 }
                 b.missing.set(b.missing.get() - 1);
+                if b.done() {
+                    b.answered.notify();
+                }
             },
         );
     }

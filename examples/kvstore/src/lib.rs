@@ -16,13 +16,12 @@
 //!
 //! The modules: [`resp`] (the protocol and its limits), [`command`] (arguments to a plan, with
 //! Redis's error texts), [`shard`] (the trustee's map), [`dispatch`] (requests to shards and
-//! answers back in order), [`conn`] (a connection's fiber), [`reactor`] (socket readiness from
-//! the worker's loop) and [`server`] (the job: shard table, listeners, shutdown).
+//! answers back in order), [`conn`] (a connection's fiber, its socket waiting through
+//! `gossamer::reactor`) and [`server`] (the job: shard table, listeners, shutdown).
 
 pub mod command;
 pub mod conn;
 pub mod dispatch;
-pub mod reactor;
 pub mod resp;
 pub mod server;
 pub mod shard;

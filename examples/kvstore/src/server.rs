@@ -6,9 +6,10 @@
 //! (`--bind`, default 127.0.0.1; port `--port` plus the rank's index among the ranks of its host,
 //! so ranks that share a host do not collide, as several `redis-server`s on one host would not),
 //! accepts without blocking and hands the connections round robin to the workers of its rank,
-//! each served by a fiber there (`conn.rs`). Every worker runs a reactor fiber (`reactor.rs`)
-//! and a housekeeping loop that sleeps 100 ms at a time, purges expired keys of its shard and
-//! keeps the job from being taken for deadlocked while every other fiber waits for a client.
+//! each served by a fiber there (`conn.rs`). Sockets wait through the runtime's reactor
+//! (`gossamer::reactor`): a worker whose fibers all wait for clients sleeps in `epoll_wait`.
+//! Every worker runs a housekeeping loop that sleeps 100 ms at a time and purges expired keys of
+//! its shard.
 //!
 //! `SHUTDOWN` (or `redis-cli shutdown nosave`, or SIGTERM/SIGINT to any rank, seen within
 //! 100 ms) sets a stop flag on every rank, by a closure delegated to the first shard of each; each worker then ends its loops, its connections close,
@@ -23,7 +24,6 @@ use std::time::{Duration, Instant};
 
 use gossamer::{Trust, WorkerId};
 
-use crate::reactor::Reactor;
 use crate::shard::Shard;
 
 /// Where and how to serve.
@@ -51,7 +51,6 @@ const HOUSEKEEPING: Duration = Duration::from_millis(100);
 /// What the fibers of one worker share.
 #[derive(Debug)]
 pub struct Ctx {
-    pub reactor: Reactor,
     /// Every shard of the job, by worker id.
     pub shards: Vec<Trust<Shard>>,
     pub port: u16,
@@ -148,7 +147,7 @@ fn worker_main(w: &gossamer::Worker, options: &Options) -> Result<(), String> {
         let l = std::net::TcpListener::bind(addr)
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .unwrap_or_else(|e| fail(format!("cannot listen on {addr}: {e}")));
-        Some(mio::net::TcpListener::from_std(l))
+        Some(l)
     } else {
         None
     };
@@ -156,9 +155,7 @@ fn worker_main(w: &gossamer::Worker, options: &Options) -> Result<(), String> {
         Some(l) => l.local_addr().map_or(port, |a| a.port()),
         None => port,
     };
-    let reactor = Reactor::new().unwrap_or_else(|e| fail(format!("epoll: {e}")));
     let ctx = Rc::new(Ctx {
-        reactor,
         shards,
         port,
         started: Instant::now(),
@@ -186,51 +183,42 @@ fn worker_main(w: &gossamer::Worker, options: &Options) -> Result<(), String> {
         }
         ctx.shards[w.id()].apply(|s: &mut Shard| s.purge_expired());
     }
+    // Every fiber of this worker waiting for a socket gives up: connections close, the
+    // listener's loop ends.
+    gossamer::reactor::close();
     accept.join();
     CTX.with(|c| c.borrow_mut().take());
     Ok(())
 }
 
-/// The reactor fiber: polls readiness for the worker's connections and, on the accepting
-/// worker, takes new connections and hands them out.
-fn accept_loop(ctx: &Rc<Ctx>, mut listener: Option<mio::net::TcpListener>) {
-    if let Some(l) = listener.as_mut()
-        && let Err(e) = ctx.reactor.register_listener(l)
-    {
-        gossamer::fail_job(format!("gsm-kv: rank {}: epoll: {e}", ctx.rank));
-    }
+/// The listener's fiber, on the accepting worker: takes new connections and hands them out
+/// round robin to the workers of its rank.
+fn accept_loop(ctx: &Rc<Ctx>, listener: Option<std::net::TcpListener>) {
+    let Some(listener) = listener else {
+        return;
+    };
+    let mut listener = gossamer::reactor::Registered::new(listener)
+        .unwrap_or_else(|e| gossamer::fail_job(format!("gsm-kv: rank {}: epoll: {e}", ctx.rank)));
     let workers = gossamer::workers_of_rank(ctx.rank);
     let mut next = 0usize;
-    loop {
-        gossamer::wait_for(|| {
-            ctx.reactor.poll_now();
-            ctx.reactor.listener_ready.get() || stopping()
-        });
-        if stopping() {
-            return;
-        }
-        ctx.reactor.listener_ready.set(false);
-        let Some(l) = listener.as_ref() else {
-            continue;
-        };
-        loop {
-            match l.accept() {
-                Ok((stream, _)) => {
-                    let to = workers.start + next % workers.len();
-                    next += 1;
-                    hand_out(ctx, stream, to);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                // The connection was reset before it was taken, or the process is out of
-                // descriptors for now: drop this one and go on serving the others.
-                Err(_) => break,
+    while !stopping() {
+        match listener.retry(|l| l.accept()) {
+            Ok((stream, _)) => {
+                let to = workers.start + next % workers.len();
+                next += 1;
+                hand_out(ctx, stream, to);
             }
+            // `close` at the end of the job.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionAborted && stopping() => return,
+            // The connection was reset before it was taken, or the process is out of
+            // descriptors for now: drop this one and go on serving the others.
+            Err(_) => gossamer::yield_now(),
         }
     }
 }
 
 /// Starts the fiber of a new connection on worker `to` of this rank.
-fn hand_out(ctx: &Ctx, stream: mio::net::TcpStream, to: usize) {
+fn hand_out(ctx: &Ctx, stream: std::net::TcpStream, to: usize) {
     if to == ctx.worker {
         drop(gossamer::spawn(move || crate::conn::serve(stream)));
         return;
@@ -242,7 +230,7 @@ fn hand_out(ctx: &Ctx, stream: mio::net::TcpStream, to: usize) {
         // `into_raw_fd` above, in this same process (`to` is a worker of this rank); this fiber
         // is its only new owner.
         let stream = unsafe { std::net::TcpStream::from_raw_fd(fd) };
-        crate::conn::serve(mio::net::TcpStream::from_std(stream));
+        crate::conn::serve(stream);
     }));
 }
 

@@ -21,15 +21,27 @@
 //! runtime compares its trusts' home words against it, so that an inline apply learns "this
 //! worker, and nothing to serve" from the one compare it makes anyway (`WorkerCore::gate`).
 //!
+//! **The alarm.** A worker that also waits for sockets (`crate::reactor`) sleeps in `epoll_wait`,
+//! not on the futex. It then stores [`POLLING`] (2) instead of 1, and a ringer that swaps out 2
+//! writes the doorbell's *alarm*, an eventfd in that epoll set, instead of waking the futex. Only
+//! a doorbell in this process's heap has an alarm (its ringers are threads of this process); one
+//! in a shared segment has none, since a ringer in another process could not write the eventfd,
+//! and its sleeper must not wait on sockets for longer than it may miss a ring.
+//!
 //! This module does not know rings or workers; it only waits, wakes and closes the gate. The
-//! futex calls themselves are in `sys::thread`. See ARCHITECTURE.md.
+//! futex calls themselves are in `sys::thread`, the eventfd's in `sys::net`. See ARCHITECTURE.md.
 
 use std::any::Any;
-use std::sync::Arc;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use crate::sys::net::eventfd_signal;
 use crate::sys::thread::{futex_wait, futex_wake};
+
+/// The futex word of a sleeper that waits in `epoll_wait` on its alarm (see the module docs).
+pub const POLLING: u32 = 2;
 
 /// The value of a closed gate: something was published since the consumer last looked, or the
 /// consumer has not opened it. No key a consumer opens with may equal it.
@@ -54,6 +66,9 @@ pub struct Doorbell {
     gate: *const AtomicU64,
     /// Keeps the words' memory alive (the heap line itself, or the mapped segment).
     _keep: Arc<dyn Any + Send + Sync>,
+    /// The alarm eventfd, once a sleeper that polls sockets gave one; `None` for a doorbell in
+    /// a shared segment, which cannot have one (see the module docs).
+    alarm: Option<Arc<OnceLock<OwnedFd>>>,
 }
 
 // SAFETY: the words are only accessed atomically, and `_keep` keeps their memory valid for as
@@ -86,6 +101,7 @@ impl Doorbell {
             word: &keep.word,
             gate: &keep.gate,
             _keep: keep,
+            alarm: Some(Arc::new(OnceLock::new())),
         }
     }
 
@@ -107,6 +123,7 @@ impl Doorbell {
             word,
             gate,
             _keep: keep,
+            alarm: None,
         }
     }
 
@@ -148,8 +165,12 @@ impl Doorbell {
         fence(Ordering::SeqCst);
         self.close_gate();
         let w = self.word();
-        if w.load(Ordering::Relaxed) != 0 && w.swap(0, Ordering::SeqCst) != 0 {
-            futex_wake(w);
+        if w.load(Ordering::Relaxed) != 0 {
+            match w.swap(0, Ordering::SeqCst) {
+                0 => {}
+                POLLING => self.sound_alarm(),
+                _ => futex_wake(w),
+            }
         }
     }
 
@@ -159,6 +180,43 @@ impl Doorbell {
         let w = self.word();
         w.store(0, Ordering::SeqCst);
         futex_wake(w);
+        self.sound_alarm();
+    }
+
+    #[cold]
+    fn sound_alarm(&self) {
+        if let Some(fd) = self.alarm.as_ref().and_then(|a| a.get()) {
+            eventfd_signal(fd.as_fd());
+        }
+    }
+
+    /// Gives this doorbell its alarm (an eventfd the sleeper polls); `Err` gives it back when
+    /// the doorbell is in a shared segment or has one already.
+    pub fn set_alarm(&self, fd: OwnedFd) -> Result<(), OwnedFd> {
+        match &self.alarm {
+            Some(a) => a.set(fd),
+            None => Err(fd),
+        }
+    }
+
+    /// Like [`sleep`](Self::sleep), for a sleeper whose doorbell has an alarm: announces
+    /// [`POLLING`], so that a ringer writes the alarm, and calls `wait` (which waits for the
+    /// alarm among other things, at most the timeout it is given) unless `still_idle` returns
+    /// `false`.
+    pub fn sleep_polling(
+        &self,
+        timeout: Duration,
+        still_idle: impl FnOnce() -> bool,
+        wait: impl FnOnce(Duration),
+    ) {
+        debug_assert!(self.alarm.as_ref().is_some_and(|a| a.get().is_some()));
+        let w = self.word();
+        w.store(POLLING, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if still_idle() {
+            wait(timeout);
+        }
+        w.store(0, Ordering::Relaxed);
     }
 
     /// Sleeps for at most `timeout` unless `still_idle` (called after announcing the sleep)

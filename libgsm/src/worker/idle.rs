@@ -26,6 +26,7 @@ impl WorkerCore {
     /// waiting in its rings or loopback queue.
     pub(super) fn locally_quiet(&self) -> bool {
         self.sleepers.borrow().is_empty()
+            && self.reactor.waiting() == 0
             && self.outstanding.get() == self.fiber_results.get()
             && !self.has_incoming()
             && !self
@@ -145,7 +146,7 @@ impl WorkerCore {
         while !self.stopping() {
             let ran = self.run_ready(POLL_EVERY);
             let polled = self.guarded(true, || self.poll());
-            let worked = ran > 0 || polled || self.wake_waiters();
+            let worked = ran > 0 || polled || self.reactor.turn(self) || self.wake_waiters();
             let sh = &self.shared;
             let draining = sh.draining.load(Ordering::Relaxed);
             if draining || sh.watching.load(Ordering::Relaxed) {
@@ -189,6 +190,9 @@ impl WorkerCore {
                 }
             } else if idle < spin + YIELDS
                 || (self.waiters.get() > 0
+                    // Not for sleepers whose first deadline is a millisecond away or more: they
+                    // sleep until it (a server's housekeeping timer would keep it on the CPU).
+                    && self.waiter_nap(WAITER_YIELDING) < WAITER_YIELDING
                     && sleepy_since.get_or_insert_with(Instant::now).elapsed() < WAITER_YIELDING)
             {
                 std::thread::yield_now();
@@ -211,7 +215,9 @@ impl WorkerCore {
                 }
                 let sh = &self.shared;
                 sh.awake.fetch_sub(1, Ordering::Relaxed);
-                sh.doors[self.local].sleep(t, || !self.has_incoming() && !self.stopping());
+                self.reactor.park(self, &sh.doors[self.local], t, || {
+                    !self.has_incoming() && !self.stopping()
+                });
                 sh.awake.fetch_add(1, Ordering::Relaxed);
                 idle = spin.saturating_sub(4);
             }

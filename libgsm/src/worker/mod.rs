@@ -96,7 +96,8 @@ pub(crate) const STALL_CONFIRM: Duration = Duration::from_secs(1);
 /// conditions are set by other processes through the host board, which ring no doorbell. The
 /// 20 µs that `gsm-collectives`' board waits slept before the runtime took them over.
 const WAITER_SLEEP: Duration = Duration::from_micros(20);
-/// How long such a worker yields the thread between looks before it sleeps at all: a sleep
+/// How long such a worker (unless its waiters all sleep and the first deadline is this far or
+/// farther) yields the thread between looks before it sleeps at all: a sleep
 /// lasts the timer's slack (about 50 µs here) however short it is asked to be, and a partner
 /// that another rank's worker on this core is about to become is usually much nearer. The
 /// millisecond of `gsm-collectives`' board waits before the runtime took them over (sleeping
@@ -390,6 +391,9 @@ pub(crate) struct WorkerCore {
     pub mail: RefCell<mailbox::Mailbox>,
     next_id: Cell<u64>,
     backlog_limit: usize,
+    /// Sockets this worker's fibers wait for, polled at each turn and slept on when idle
+    /// (`crate::reactor`).
+    pub(crate) reactor: reactor::Reactor,
 }
 
 impl std::fmt::Debug for WorkerCore {
@@ -544,6 +548,7 @@ impl WorkerCore {
             mail: RefCell::new(mailbox::Mailbox::default()),
             next_id: Cell::new(((id as u64) << 40) | 1),
             backlog_limit: slots.max(2),
+            reactor: reactor::Reactor::default(),
             shared,
         }
     }
@@ -778,6 +783,7 @@ mod idle;
 pub(crate) mod mailbox;
 mod pending;
 mod poll;
+pub(crate) mod reactor;
 mod sched;
 mod send;
 mod shared;
