@@ -50,6 +50,7 @@
 //! through `Hooks::fail`, naming the peer. After [`Fabric::closing`] failures are expected and
 //! not reported. See ARCHITECTURE.md.
 
+mod drive;
 mod layout;
 mod progress;
 mod provider;
