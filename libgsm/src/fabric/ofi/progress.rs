@@ -260,9 +260,11 @@ impl State {
     pub(super) fn turn(&mut self) -> Turned {
         let mut done = std::mem::take(&mut self.done);
         self.delivered = false;
-        let mut work = self.complete(&mut done);
+        // Writes first: the provider may only push a posted write out in its progress, which
+        // reading the completions drives.
+        let mut work = self.send_all();
+        work |= self.complete(&mut done);
         self.done = done;
-        work |= self.send_all();
         work |= self.credit_all();
         Turned {
             work,

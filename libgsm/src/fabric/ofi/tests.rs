@@ -55,3 +55,37 @@ fn the_default_choice_has_rma() {
     assert!(o.caps & super::fi::bits::RMA != 0, "{o:?}");
     assert!(o.cq_data_size >= provider::CQ_DATA);
 }
+
+#[test]
+fn the_interface_holding_the_host_address_is_preferred_over_a_bridge_listed_first() {
+    let at = |fabric: &str, cq| Offer {
+        fabric: fabric.into(),
+        ..offer(true, bits::RMA, cq)
+    };
+    let offers = [
+        at("10.77.54.0/24", 8),
+        at("fe80::/64", 8),
+        at("192.0.2.0/23", 4),
+        at("192.0.2.0/24", 8),
+    ];
+    let host = "192.0.2.2".parse().ok();
+    assert_eq!(provider::preferred(&offers, host), Some(3));
+    // No answer holds it: the first that is not link-local.
+    let elsewhere = "172.16.0.1".parse().ok();
+    assert_eq!(provider::preferred(&offers[1..], elsewhere), Some(2));
+    assert_eq!(provider::preferred(&offers[1..2], None), Some(0));
+    assert_eq!(provider::preferred(&offers[2..3], host), None);
+    assert!(provider::subnet_holds(
+        "fd00::/64",
+        "fd00::2".parse().unwrap()
+    ));
+    assert!(!provider::subnet_holds(
+        "fd00::/64",
+        "192.0.2.2".parse().unwrap()
+    ));
+    assert!(!provider::subnet_holds("shm", "192.0.2.2".parse().unwrap()));
+    assert!(provider::subnet_holds(
+        "0.0.0.0/0",
+        "192.0.2.2".parse().unwrap()
+    ));
+}
