@@ -262,10 +262,13 @@ impl State {
         self.delivered = false;
         // Writes first: the provider may only push a posted write out in its progress, which
         // reading the completions drives.
-        let mut work = self.send_all();
+        // After `closing` nothing is sent: every rank agreed the job is over, and a peer may
+        // already have closed its endpoint (within one process, as in the tests, its memory).
+        let open = !self.shared.closing.load(Ordering::Acquire);
+        let mut work = open && self.send_all();
         work |= self.complete(&mut done);
         self.done = done;
-        work |= self.credit_all();
+        work |= open && self.credit_all();
         Turned {
             work,
             delivered: self.delivered,

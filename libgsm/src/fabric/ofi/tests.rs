@@ -89,3 +89,83 @@ fn the_interface_holding_the_host_address_is_preferred_over_a_bridge_listed_firs
         "192.0.2.2".parse().unwrap()
     ));
 }
+
+/// The worker path: while a worker polls, its own `Turn::Poll` reads the completion queue and
+/// delivers (the hook says so), and a publisher's own bell posts the write; once every worker
+/// has parked, the progress thread delivers; polling again takes progress back.
+#[test]
+fn polling_workers_drive_progress_and_the_thread_takes_over_when_they_park() {
+    use crate::fabric::conformance::{Rank, job};
+    use crate::fabric::{Lane, Turn};
+    use crate::wire::ring::{Consumer, Producer, RingLayout};
+    use std::time::{Duration, Instant};
+
+    let mut ranks = job::<super::Ofi>(&[1, 2], RingLayout::new(8, 64).unwrap());
+    let (a, b) = ranks.split_at_mut(1);
+    let to = a[0].topo.first_worker(1) + 1;
+    let bell = a[0]
+        .links
+        .worker_bells
+        .iter()
+        .find(|(l, g, _)| *l == 0 && *g == to)
+        .map(|(_, _, bell)| bell.clone())
+        .expect("a bell of worker 0 for the peer's second worker");
+    let hook = |r: &Rank<super::Ofi>, l: u32| {
+        r.links
+            .progress
+            .iter()
+            .find(|(w, _)| *w == l)
+            .map(|(_, p)| p.clone())
+            .expect("a hook per local worker")
+    };
+    let (poll0, poll1) = (hook(&b[0], 0), hook(&b[0], 1));
+    let mut p: Producer = a[0].take_out(0, to, Lane::Request);
+    let mut c: Consumer = b[0].take_in(1, 0, Lane::Request);
+    let send = |p: &mut Producer, v: u32| {
+        let mut w = p.try_reserve().expect("room in the shadow ring");
+        w.buf()[..4].copy_from_slice(&v.to_le_bytes());
+        w.publish(4);
+        bell.ring();
+    };
+    let got = |c: &mut Consumer, v: u32| {
+        c.try_poll()
+            .unwrap()
+            .is_some_and(|r| r.bytes() == v.to_le_bytes())
+    };
+    let within = |what: &str, f: &mut dyn FnMut() -> bool| {
+        let start = Instant::now();
+        while !f() {
+            assert!(start.elapsed() < Duration::from_secs(10), "{what}");
+            std::thread::yield_now();
+        }
+    };
+    // Worker 0 of rank 1 polls: its hook delivers into worker 1's ring, and says so.
+    poll0.turn(Turn::Poll);
+    send(&mut p, 1);
+    let mut delivered = false;
+    within("a polling worker delivers", &mut || {
+        delivered |= poll0.turn(Turn::Poll);
+        delivered
+    });
+    within("the slot the hook delivered", &mut || got(&mut c, 1));
+    // Both workers park: the progress thread delivers.
+    poll0.turn(Turn::Park);
+    poll1.turn(Turn::Park);
+    send(&mut p, 2);
+    within("the thread delivers while every worker sleeps", &mut || {
+        got(&mut c, 2)
+    });
+    // Polling again: the hook delivers again.
+    poll1.turn(Turn::Poll);
+    send(&mut p, 3);
+    let mut delivered = false;
+    within("a worker that polls again delivers", &mut || {
+        delivered |= poll1.turn(Turn::Poll);
+        delivered
+    });
+    within("the slot the hook delivered", &mut || got(&mut c, 3));
+    // As the runtime does at the end: with the `shm` provider, a rank's memory goes with it.
+    for r in &mut ranks {
+        crate::fabric::Fabric::closing(&mut r.fabric);
+    }
+}
