@@ -12,7 +12,9 @@
 //!
 //! # Publish, credit, wake (the ring protocol of ARCHITECTURE.md, over RMA)
 //!
-//! One progress thread per rank (`gsm-ofi`, `progress.rs`) owns the endpoint:
+//! The rank's endpoint is driven by whoever takes its turn (`drive.rs`): a worker that polls or
+//! has just published, or, while every worker sleeps, the progress thread (`gsm-ofi`). A turn
+//! (`progress.rs`) does what follows; "the progress thread" below means whoever turns.
 //!
 //! 1. **Publish.** It sees a slot published in a shadow ring (its header, Acquire) and writes the
 //!    payload with one `fi_writedata` straight into the same slot of the peer's incoming ring,

@@ -1,6 +1,7 @@
-//! The `ofi` fabric's progress thread (`gsm-ofi`): it owns the endpoint, turns published shadow
-//! slots into RMA writes, turns arrived writes into published headers (in ring order), returns
-//! credits, and sleeps on the completion queue's wait descriptor and an eventfd the bells poke.
+//! The `ofi` fabric's turn ([`State::turn`]): it turns published shadow slots into RMA writes,
+//! arrived writes into published headers (in ring order), and returns credits. Who turns, and
+//! when the progress thread (`gsm-ofi`) sleeps on the completion queue's wait descriptor and an
+//! eventfd the bells poke, is `drive.rs`'s.
 //!
 //! It does not read records; it sees headers, lengths and the words `layout.rs` places. The
 //! protocol is in the parent module's docs. See ARCHITECTURE.md.
