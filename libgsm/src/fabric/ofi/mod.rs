@@ -164,7 +164,9 @@ impl Fabric for Ofi {
             });
         };
         let peers = setup::exchange_hellos(&mut stack, &created, self.connect_timeout)?;
-        let (links, shared, thread) = progress::start(stack, created, peers)?;
+        let (mut links, shared, state, local) = progress::build(stack, created, peers)?;
+        let thread = drive::start(state, shared.clone(), local, &mut links)
+            .map_err(|e| progress::os("starting the progress thread", &e))?;
         self.shared = Some(shared);
         self.thread = Some(thread);
         Ok(links)

@@ -9,9 +9,7 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
-use std::thread::JoinHandle;
 
-use super::drive;
 use super::layout::{CREDIT_BIT, Plan, header_offset, payload_offset, read_slot_data, slot_data};
 use super::setup::{self, Created, Remote};
 use crate::fabric::{Bell, FabricError, FabricKind, InLink, Links, OutLink};
@@ -133,12 +131,13 @@ fn word(p: *mut u8) -> &'static AtomicU64 {
     unsafe { AtomicU64::from_ptr(p.cast()) }
 }
 
-/// Builds the ring ends and bells and starts the thread.
-pub(super) fn start(
+/// Builds the ring ends, the bells and the turn's state; `drive.rs` then makes the hooks and
+/// starts the thread (for the returned number of local workers).
+pub(super) fn build(
     stack: Stack,
     c: Created,
     remotes: Vec<Remote>,
-) -> Result<(Links, Arc<Shared>, JoinHandle<()>), FabricError> {
+) -> Result<(Links, Arc<Shared>, State, u32), FabricError> {
     let eventfd = net::eventfd().map_err(|e| os("creating an eventfd", &e))?;
     let shared = Arc::new(Shared {
         provider: stack.offer.provider.clone(),
@@ -239,12 +238,10 @@ pub(super) fn start(
         done: Vec::with_capacity(64),
         delivered: false,
     };
-    let thread = drive::start(state, shared.clone(), local, &mut links)
-        .map_err(|e| os("starting the progress thread", &e))?;
-    Ok((links, shared, thread))
+    Ok((links, shared, state, local))
 }
 
-fn os(what: &str, e: &std::io::Error) -> FabricError {
+pub(super) fn os(what: &str, e: &std::io::Error) -> FabricError {
     FabricError::Os {
         fabric: FabricKind::Ofi,
         what: what.into(),
