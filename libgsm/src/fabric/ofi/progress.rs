@@ -260,13 +260,10 @@ impl State {
         self.delivered = false;
         // Writes first: the provider may only push a posted write out in its progress, which
         // reading the completions drives.
-        // After `closing` nothing is sent: every rank agreed the job is over, and a peer may
-        // already have closed its endpoint (within one process, as in the tests, its memory).
-        let open = !self.shared.closing.load(Ordering::Acquire);
-        let mut work = open && self.send_all();
+        let mut work = self.send_all();
         work |= self.complete(&mut done);
         self.done = done;
-        work |= open && self.credit_all();
+        work |= self.credit_all();
         Turned {
             work,
             delivered: self.delivered,
