@@ -266,8 +266,8 @@ pub(crate) fn ipv4_ports(fd: std::os::fd::RawFd) -> Option<(u16, u16)> {
 }
 
 /// This machine's first IPv4 address that is not loopback, if it has one (`getifaddrs`, which
-/// rustix does not offer).
-#[cfg(test)]
+/// rustix does not offer). The `ofi` fabric prefers the interface holding it.
+#[cfg(any(test, feature = "ofi"))]
 pub(crate) fn first_outside_ipv4() -> Option<std::net::IpAddr> {
     let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `list` with a list we free below.

@@ -12,7 +12,9 @@
 //!
 //! # Publish, credit, wake (the ring protocol of ARCHITECTURE.md, over RMA)
 //!
-//! One progress thread per rank (`gsm-ofi`, `progress.rs`) owns the endpoint:
+//! The rank's endpoint is driven by whoever takes its turn (`drive.rs`): a worker that polls or
+//! has just published, or, while every worker sleeps, the progress thread (`gsm-ofi`). A turn
+//! (`progress.rs`) does what follows; "the progress thread" below means whoever turns.
 //!
 //! 1. **Publish.** It sees a slot published in a shadow ring (its header, Acquire) and writes the
 //!    payload with one `fi_writedata` straight into the same slot of the peer's incoming ring,
@@ -50,6 +52,7 @@
 //! through `Hooks::fail`, naming the peer. After [`Fabric::closing`] failures are expected and
 //! not reported. See ARCHITECTURE.md.
 
+mod drive;
 mod layout;
 mod progress;
 mod provider;
@@ -161,7 +164,9 @@ impl Fabric for Ofi {
             });
         };
         let peers = setup::exchange_hellos(&mut stack, &created, self.connect_timeout)?;
-        let (links, shared, thread) = progress::start(stack, created, peers)?;
+        let (mut links, shared, state, local) = progress::build(stack, created, peers)?;
+        let thread = drive::start(state, shared.clone(), local, &mut links)
+            .map_err(|e| progress::os("starting the progress thread", &e))?;
         self.shared = Some(shared);
         self.thread = Some(thread);
         Ok(links)

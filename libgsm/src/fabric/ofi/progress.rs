@@ -1,6 +1,7 @@
-//! The `ofi` fabric's progress thread (`gsm-ofi`): it owns the endpoint, turns published shadow
-//! slots into RMA writes, turns arrived writes into published headers (in ring order), returns
-//! credits, and sleeps on the completion queue's wait descriptor and an eventfd the bells poke.
+//! The `ofi` fabric's turn ([`State::turn`]): it turns published shadow slots into RMA writes,
+//! arrived writes into published headers (in ring order), and returns credits. Who turns, and
+//! when the progress thread (`gsm-ofi`) sleeps on the completion queue's wait descriptor and an
+//! eventfd the bells poke, is `drive.rs`'s.
 //!
 //! It does not read records; it sees headers, lengths and the words `layout.rs` places. The
 //! protocol is in the parent module's docs. See ARCHITECTURE.md.
@@ -8,13 +9,11 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 use super::layout::{CREDIT_BIT, Plan, header_offset, payload_offset, read_slot_data, slot_data};
 use super::setup::{self, Created, Remote};
 use crate::fabric::{Bell, FabricError, FabricKind, InLink, Links, OutLink};
-use crate::sys::net::{self, Epoll, Events, ready};
+use crate::sys::net;
 use crate::sys::ofi::{self as fi, Completion, CqFailure, Stack, bits};
 use crate::wire::ring::{RingLayout, RingMemory};
 
@@ -25,9 +24,9 @@ pub(super) struct Shared {
     pub provider: String,
     /// The job is ending: failures from now on are expected.
     pub closing: AtomicBool,
-    stop: AtomicBool,
-    sleeping: AtomicBool,
-    eventfd: OwnedFd,
+    pub(super) stop: AtomicBool,
+    pub(super) sleeping: AtomicBool,
+    pub(super) eventfd: OwnedFd,
 }
 
 impl Shared {
@@ -38,7 +37,7 @@ impl Shared {
     }
 
     /// A bell: a slot was published; wakes the thread if it sleeps.
-    fn ring(&self) {
+    pub(super) fn ring(&self) {
         // Pairs with the fence in `sleep`: either the thread sees the header, or we see it asleep.
         fence(Ordering::SeqCst);
         if self.sleeping.load(Ordering::Relaxed) {
@@ -94,7 +93,7 @@ struct In {
 }
 
 /// The thread's state.
-struct State {
+pub(super) struct State {
     stack: Stack,
     created: Created,
     layout: RingLayout,
@@ -107,6 +106,19 @@ struct State {
     retries: Vec<(usize, u64)>,
     /// Failed operations per peer so far.
     attempts: Vec<u32>,
+    /// Scratch for completions.
+    done: Vec<Completion>,
+    /// The current turn published a slot into an incoming ring.
+    delivered: bool,
+}
+
+/// What one [`State::turn`] did.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Turned {
+    /// Anything at all (a completion, a write posted, a credit returned).
+    pub work: bool,
+    /// Published a slot into one of this rank's incoming rings.
+    pub delivered: bool,
 }
 
 // SAFETY: the raw pointers point into `created.region`, which the state keeps alive; the stack is used
@@ -119,12 +131,13 @@ fn word(p: *mut u8) -> &'static AtomicU64 {
     unsafe { AtomicU64::from_ptr(p.cast()) }
 }
 
-/// Builds the ring ends and bells and starts the thread.
-pub(super) fn start(
+/// Builds the ring ends, the bells and the turn's state; `drive.rs` then makes the hooks and
+/// starts the thread (for the returned number of local workers).
+pub(super) fn build(
     stack: Stack,
     c: Created,
     remotes: Vec<Remote>,
-) -> Result<(Links, Arc<Shared>, JoinHandle<()>), FabricError> {
+) -> Result<(Links, Arc<Shared>, State, u32), FabricError> {
     let eventfd = net::eventfd().map_err(|e| os("creating an eventfd", &e))?;
     let shared = Arc::new(Shared {
         provider: stack.offer.provider.clone(),
@@ -210,6 +223,7 @@ pub(super) fn start(
         "ofi fabric attached"
     );
     let peers = c.plan.peers.len();
+    let local = c.plan.local;
     let state = State {
         stack,
         layout,
@@ -221,15 +235,13 @@ pub(super) fn start(
         failed: false,
         retries: Vec::new(),
         attempts: vec![0; peers],
+        done: Vec::with_capacity(64),
+        delivered: false,
     };
-    let thread = std::thread::Builder::new()
-        .name("gsm-ofi".into())
-        .spawn(move || state.run())
-        .map_err(|e| os("starting the progress thread", &e))?;
-    Ok((links, shared, thread))
+    Ok((links, shared, state, local))
 }
 
-fn os(what: &str, e: &std::io::Error) -> FabricError {
+pub(super) fn os(what: &str, e: &std::io::Error) -> FabricError {
     FabricError::Os {
         fabric: FabricKind::Ofi,
         what: what.into(),
@@ -240,61 +252,48 @@ fn os(what: &str, e: &std::io::Error) -> FabricError {
 /// Failed operations towards one peer before it is reported lost.
 const ATTEMPTS: u32 = 8;
 
-/// Idle turns spent spinning before yielding.
-const SPIN: u32 = 256;
-
 impl State {
-    fn run(mut self) {
-        let epoll = Epoll::new().ok();
-        if let Some(ep) = &epoll {
-            let _ = ep.add(self.shared.eventfd.as_fd(), ready::IN, 0);
-            if let Some(fd) = self.stack.cq_fd() {
-                let _ = ep.add(fd, ready::IN, 1);
-            }
-        }
-        let mut events = Events::with_capacity(4);
-        let mut done = Vec::with_capacity(64);
-        let mut idle = 0u32;
-        while !self.shared.stop.load(Ordering::Acquire) {
-            let mut work = self.complete(&mut done);
-            work |= self.send_all();
-            work |= self.credit_all();
-            if work {
-                idle = 0;
-                continue;
-            }
-            idle += 1;
-            if idle < SPIN {
-                std::hint::spin_loop();
-                continue;
-            }
-            // A consumer holding slots: look at its release word again within a millisecond.
-            let watching = self.ins.iter().any(|i| i.next > i.credited);
-            // shm's descriptor does not wake on a peer's write (it is written in memory), so
-            // its thread looks every millisecond.
-            let short = watching || self.shared.provider == "shm";
-            self.sleep(epoll.as_ref(), &mut events, if short { 1 } else { 20 });
+    /// One pass: completions (which also drive the provider's progress), published slots,
+    /// credits. What it did, for the caller's backoff.
+    pub(super) fn turn(&mut self) -> Turned {
+        let mut done = std::mem::take(&mut self.done);
+        self.delivered = false;
+        // Writes first: the provider may only push a posted write out in its progress, which
+        // reading the completions drives.
+        let mut work = self.send_all();
+        work |= self.complete(&mut done);
+        self.done = done;
+        work |= self.credit_all();
+        Turned {
+            work,
+            delivered: self.delivered,
         }
     }
 
-    /// Sleeps until a bell, a completion or `ms` milliseconds.
-    fn sleep(&mut self, epoll: Option<&Epoll>, events: &mut Events, ms: i32) {
-        self.shared.sleeping.store(true, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-        let published = self.outs.iter().any(|o| self.published(o).is_some());
-        // Only sleep on the CQ descriptor when libfabric says nothing is pending.
-        let can_block = !self.stack.can_wait() || self.stack.trywait();
-        if !published && can_block && !self.shared.stop.load(Ordering::Acquire) {
-            let ms = if self.stack.can_wait() { ms } else { ms.min(1) };
-            match epoll {
-                Some(ep) => {
-                    ep.wait(events, ms);
-                }
-                None => std::thread::sleep(Duration::from_millis(ms as u64)),
-            }
-            net::eventfd_drain(self.shared.eventfd.as_fd());
-        }
-        self.shared.sleeping.store(false, Ordering::Relaxed);
+    /// Whether a published slot waits to be written (checked before sleeping).
+    pub(super) fn unsent(&self) -> bool {
+        self.outs.iter().any(|o| self.published(o).is_some())
+    }
+
+    /// Whether a consumer holds slots it has not credited back yet (its release word needs
+    /// watching: freeing a slot rings nothing).
+    pub(super) fn watching(&self) -> bool {
+        self.ins.iter().any(|i| i.next > i.credited)
+    }
+
+    /// The completion queue's wait descriptor, if the provider has one.
+    pub(super) fn cq_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.stack.cq_fd()
+    }
+
+    /// Whether the completion queue has a wait descriptor at all.
+    pub(super) fn can_wait(&self) -> bool {
+        self.stack.can_wait()
+    }
+
+    /// `fi_trywait`: may the caller sleep on the CQ's descriptor (always, without one).
+    pub(super) fn may_sleep(&mut self) -> bool {
+        !self.stack.can_wait() || self.stack.trywait()
     }
 
     /// The length of the next unsent slot of `o`, if published.
@@ -431,6 +430,7 @@ impl State {
             published = true;
         }
         if published {
+            self.delivered = true;
             (self.created.hooks.wake)(i.local);
         }
     }

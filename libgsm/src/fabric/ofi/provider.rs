@@ -8,6 +8,16 @@
 //! fabric handles (`FI_MR_LOCAL`, `FI_MR_VIRT_ADDR`, `FI_MR_ALLOCATED`, `FI_MR_PROV_KEY`,
 //! `FI_MR_ENDPOINT`; not `FI_MR_RAW`). A provider is never taken without RMA: the default asks
 //! `fi_getinfo` for these capabilities, so every answer has them.
+//!
+//! **Which interface.** A socket provider answers once per network interface, in an order that
+//! puts an interface made a moment ago (a container's bridge) before the host's own; a rank that
+//! opened such an interface is unreachable once it goes. So among the usable answers the one
+//! whose fabric (a subnet, `192.0.2.0/24`) holds this host's address is taken ([`host_address`]:
+//! `GSM_TCP_BIND`, else the address the host name resolves to, else the first non-loopback
+//! address), else the first that is not IPv6 link-local (`fe80::/64` needs a scope no peer
+//! knows), else the first. libfabric's own `FI_TCP_IFACE` narrows the answers before this.
+
+use std::net::IpAddr;
 
 use crate::fabric::FabricError;
 use crate::sys::ofi::{self as fi, Hints, Info, Offer, bits};
@@ -51,7 +61,7 @@ pub(super) fn choose(provider: Option<&str>) -> Result<(Info, usize), FabricErro
     };
     let info = Info::get(&hints).map_err(|e| lib_error(provider, &e))?;
     let offers = info.offers();
-    if let Some(n) = offers.iter().position(|o| o.cq_data_size >= CQ_DATA) {
+    if let Some(n) = preferred(&offers, host_address()) {
         return Ok((info, n));
     }
     Err(match provider {
@@ -67,6 +77,56 @@ pub(super) fn choose(provider: Option<&str>) -> Result<(Info, usize), FabricErro
             },
         },
     })
+}
+
+/// The usable answer to open (see the module docs), if any is usable.
+pub(super) fn preferred(offers: &[Offer], host: Option<IpAddr>) -> Option<usize> {
+    let usable = |o: &&Offer| o.cq_data_size >= CQ_DATA;
+    let first = |f: &dyn Fn(&Offer) -> bool| {
+        offers
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| usable(o))
+            .find(|(_, o)| f(o))
+            .map(|(n, _)| n)
+    };
+    host.and_then(|ip| first(&|o| subnet_holds(&o.fabric, ip)))
+        .or_else(|| first(&|o| !o.fabric.starts_with("fe80:")))
+        .or_else(|| first(&|_| true))
+}
+
+/// Whether `fabric`, when it is a subnet (`a.b.c.d/n`, `x::/n`), holds `ip`.
+pub(super) fn subnet_holds(fabric: &str, ip: IpAddr) -> bool {
+    let Some((net, bits)) = fabric.split_once('/') else {
+        return false;
+    };
+    let (Ok(net), Ok(bits)) = (net.parse::<IpAddr>(), bits.parse::<u32>()) else {
+        return false;
+    };
+    match (net, ip) {
+        (IpAddr::V4(n), IpAddr::V4(a)) if bits <= 32 => {
+            let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+            u32::from(n) & mask == u32::from(a) & mask
+        }
+        (IpAddr::V6(n), IpAddr::V6(a)) if bits <= 128 => {
+            let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+            u128::from(n) & mask == u128::from(a) & mask
+        }
+        _ => false,
+    }
+}
+
+/// This host's address, as the `tcp` fabric would advertise it: `GSM_TCP_BIND`, else what the
+/// host name resolves to (unless loopback), else the first non-loopback IPv4 address.
+fn host_address() -> Option<IpAddr> {
+    let bind = std::env::var(crate::fabric::TCP_BIND_VAR)
+        .ok()
+        .and_then(|v| v.trim().parse::<IpAddr>().ok());
+    bind.or_else(|| {
+        crate::fabric::resolve(&crate::sys::net::hostname())
+            .filter(|ip| !ip.is_loopback() && !ip.is_unspecified())
+    })
+    .or_else(crate::sys::net::first_outside_ipv4)
 }
 
 /// Every answer of provider `p` with no requirements, to see what it does have.

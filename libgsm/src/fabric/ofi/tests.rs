@@ -55,3 +55,112 @@ fn the_default_choice_has_rma() {
     assert!(o.caps & super::fi::bits::RMA != 0, "{o:?}");
     assert!(o.cq_data_size >= provider::CQ_DATA);
 }
+
+#[test]
+fn the_interface_holding_the_host_address_is_preferred_over_a_bridge_listed_first() {
+    let at = |fabric: &str, cq| Offer {
+        fabric: fabric.into(),
+        ..offer(true, bits::RMA, cq)
+    };
+    let offers = [
+        at("10.77.54.0/24", 8),
+        at("fe80::/64", 8),
+        at("192.0.2.0/23", 4),
+        at("192.0.2.0/24", 8),
+    ];
+    let host = "192.0.2.2".parse().ok();
+    assert_eq!(provider::preferred(&offers, host), Some(3));
+    // No answer holds it: the first that is not link-local.
+    let elsewhere = "172.16.0.1".parse().ok();
+    assert_eq!(provider::preferred(&offers[1..], elsewhere), Some(2));
+    assert_eq!(provider::preferred(&offers[1..2], None), Some(0));
+    assert_eq!(provider::preferred(&offers[2..3], host), None);
+    assert!(provider::subnet_holds(
+        "fd00::/64",
+        "fd00::2".parse().unwrap()
+    ));
+    assert!(!provider::subnet_holds(
+        "fd00::/64",
+        "192.0.2.2".parse().unwrap()
+    ));
+    assert!(!provider::subnet_holds("shm", "192.0.2.2".parse().unwrap()));
+    assert!(provider::subnet_holds(
+        "0.0.0.0/0",
+        "192.0.2.2".parse().unwrap()
+    ));
+}
+
+/// The worker path: while a worker polls, its own `Turn::Poll` reads the completion queue and
+/// delivers (the hook says so), and a publisher's own bell posts the write; once every worker
+/// has parked, the progress thread delivers; a worker that polls again is served.
+#[test]
+fn polling_workers_drive_progress_and_the_thread_takes_over_when_they_park() {
+    use crate::fabric::conformance::{Rank, job};
+    use crate::fabric::{Lane, Turn};
+    use crate::wire::ring::{Consumer, Producer, RingLayout};
+    use std::time::{Duration, Instant};
+
+    let mut ranks = job::<super::Ofi>(&[1, 2], RingLayout::new(8, 64).unwrap());
+    let (a, b) = ranks.split_at_mut(1);
+    let to = a[0].topo.first_worker(1) + 1;
+    let bell = a[0]
+        .links
+        .worker_bells
+        .iter()
+        .find(|(l, g, _)| *l == 0 && *g == to)
+        .map(|(_, _, bell)| bell.clone())
+        .expect("a bell of worker 0 for the peer's second worker");
+    let hook = |r: &Rank<super::Ofi>, l: u32| {
+        r.links
+            .progress
+            .iter()
+            .find(|(w, _)| *w == l)
+            .map(|(_, p)| p.clone())
+            .expect("a hook per local worker")
+    };
+    let (poll0, poll1) = (hook(&b[0], 0), hook(&b[0], 1));
+    let mut p: Producer = a[0].take_out(0, to, Lane::Request);
+    let mut c: Consumer = b[0].take_in(1, 0, Lane::Request);
+    let send = |p: &mut Producer, v: u32| {
+        let mut w = p.try_reserve().expect("room in the shadow ring");
+        w.buf()[..4].copy_from_slice(&v.to_le_bytes());
+        w.publish(4);
+        bell.ring();
+    };
+    let got = |c: &mut Consumer, v: u32| {
+        c.try_poll()
+            .unwrap()
+            .is_some_and(|r| r.bytes() == v.to_le_bytes())
+    };
+    let within = |what: &str, f: &mut dyn FnMut() -> bool| {
+        let start = Instant::now();
+        while !f() {
+            assert!(start.elapsed() < Duration::from_secs(10), "{what}");
+            std::thread::yield_now();
+        }
+    };
+    // Worker 0 of rank 1 polls: its hook delivers into worker 1's ring, and says so.
+    poll0.turn(Turn::Poll);
+    send(&mut p, 1);
+    let mut delivered = false;
+    within("a polling worker delivers", &mut || {
+        delivered |= poll0.turn(Turn::Poll);
+        delivered
+    });
+    within("the slot the hook delivered", &mut || got(&mut c, 1));
+    // Both workers park: the progress thread delivers.
+    poll0.turn(Turn::Park);
+    poll1.turn(Turn::Park);
+    send(&mut p, 2);
+    within("the thread delivers while every worker sleeps", &mut || {
+        got(&mut c, 2)
+    });
+    // Polling again: delivered while the worker polls (by its hook, or by the thread if it was
+    // mid-turn when the worker came back).
+    poll1.turn(Turn::Poll);
+    send(&mut p, 3);
+    within("delivery once a worker polls again", &mut || {
+        poll1.turn(Turn::Poll);
+        got(&mut c, 3)
+    });
+}
