@@ -10,7 +10,7 @@ use graph500::csr::Csr;
 use graph500::dist::graph::{LocalGraph, Partition};
 use graph500::dist::{Bsp, Exchange, Kernels};
 use graph500::gsm_engine::comm::Comm;
-use graph500::gsm_engine::kernels::Delegation;
+use graph500::gsm_engine::Delegation;
 use graph500::kronecker::{KroneckerGenerator, share};
 use graph500::roots::choose_roots;
 use graph500::validate::{Claimed, validate};

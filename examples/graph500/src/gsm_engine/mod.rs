@@ -61,9 +61,14 @@ mod sssp;
 use std::sync::Arc;
 
 use comm::Comm;
+use gossamer::{Batches, Trust, entrust_all};
+use kernels::Owned;
 
 use crate::cli::{Args, Outcome, RunError};
-use crate::dist::{Bsp, Exchange, Plan};
+use crate::dist::graph::LocalGraph;
+use crate::dist::sssp::LocalPaths;
+use crate::dist::{Bsp, Exchange, Kernels, Plan};
+use crate::kronecker::Vertex;
 
 /// Fiber stack the engine asks for at least (the kernels keep their arrays on the heap; this is
 /// room for the generator, validation and formatting with margin).
@@ -99,7 +104,7 @@ pub fn run(args: &Args, delegated: bool) -> Outcome {
     let outcome = gossamer::spmd(config, move |w| {
         let comm = Comm::world();
         let result = if delegated {
-            let mut kernels = kernels::Delegation::default();
+            let mut kernels = Delegation::default();
             crate::dist::run(&comm, &mut kernels, &plan, json.as_deref())
         } else {
             crate::dist::run(&comm, &mut Bsp::default(), &plan, json.as_deref())
@@ -122,5 +127,48 @@ pub fn run(args: &Args, delegated: bool) -> Outcome {
             reporter: true,
             result: Err(RunError::Gsm(e.to_string())),
         },
+    }
+}
+
+/// The delegation kernels of one worker: its own property, made at the first search.
+#[derive(Debug, Default)]
+pub struct Delegation {
+    me: Option<Trust<Owned>>,
+}
+
+impl Delegation {
+    /// This worker's property (collective the first time: every worker's trust goes to every
+    /// property; each search starts with a collective, so none is reached before that is done).
+    fn owned(&mut self, g: &Arc<LocalGraph>) -> &Trust<Owned> {
+        self.me.get_or_insert_with(|| {
+            let (g, part) = (g.clone(), *g.partition());
+            let all = entrust_all(Owned {
+                g,
+                part,
+                ..Owned::default()
+            });
+            let me = all[part.rank()].clone();
+            me.apply_with(all, |o, all| o.out = Batches::new(all));
+            me
+        })
+    }
+}
+
+impl Drop for Delegation {
+    /// Lets the properties go: each holds a trust to every other one.
+    fn drop(&mut self) {
+        if let Some(me) = self.me.take() {
+            let _ = me.try_apply(|o| o.out.clear());
+        }
+    }
+}
+
+impl Kernels<Comm> for Delegation {
+    fn bfs(&mut self, comm: &Comm, g: &Arc<LocalGraph>, root: Vertex) -> Vec<Vertex> {
+        bfs::search(self.owned(g), comm, g, root)
+    }
+
+    fn sssp(&mut self, comm: &Comm, g: &Arc<LocalGraph>, root: Vertex, delta: f32) -> LocalPaths {
+        sssp::search(self.owned(g), comm, root, delta)
     }
 }
