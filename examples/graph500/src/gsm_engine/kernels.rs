@@ -39,5 +39,7 @@ pub struct Owned {
     pub(super) next: Vec<u32>,
     pub(super) buckets: Vec<Vec<u32>>,
     pub(super) current: usize,
+    /// SSSP: a fiber is on its way to settle what delegated relaxations filed in this bucket.
+    pub(super) pending: bool,
     pub(super) delta: f32,
 }

@@ -14,9 +14,12 @@
 //!
 //! - `gsm` ([`kernels`], with `bfs.rs` and `sssp.rs`): written with trusts. Each worker's search
 //!   state is a property it owns; visits and relaxations of another worker's vertices are closures
-//!   delegated to that worker (`apply_with_then`, batched by the runtime), and each top-down BFS
-//!   level and each delta-stepping bucket ends when its completion scope (`gossamer::finish`) is
-//!   done, not after an exchange round.
+//!   delegated to that worker (`apply_with_then`, one closure per destination and step through
+//!   `gossamer::Batches`), and each top-down BFS level and each delta-stepping bucket ends when
+//!   its job-wide completion scope (`gossamer::finish_all`) is done, not after an exchange round.
+//!   The engine's glue here, [`Delegation`], makes every worker's property once
+//!   (`gossamer::entrust_all`) and hands the searches to `bfs.rs` and `sssp.rs`, as `Bsp` does for
+//!   the bulk-synchronous ones.
 //! - `gsm-bsp`: the bulk-synchronous kernels of [`crate::dist`], shared with the MPI baseline
 //!   ([`crate::mpi_engine`]) step for step: each BFS level and delta-stepping phase is one
 //!   all-to-all of the world team, one message per destination worker, so that the runtime and
@@ -25,8 +28,17 @@
 //! Worker 0 (on rank 0) reports; `num_mpi_processes` is the number of workers (the unit the graph
 //! is partitioned over, as the reference's processes are). Timings are worker 0's, each phase
 //! starting after a team barrier and ending with a collective. This module abstracts the driver
-//! glue: starting the workers, their fiber stacks, and which worker reports; [`comm`] is the
-//! [`Exchange`] over the runtime's team.
+//! glue: starting the workers, their fiber stacks, which worker reports, and the delegation
+//! kernels' property; [`comm`] is the [`Exchange`] over the runtime's team.
+//!
+//! # Kernel lines
+//!
+//! Counted as non-blank lines that are not `//` comments (`grep -cvE '^\s*(//.*)?$' FILE`), the
+//! delegation kernels are `gsm_engine/bfs.rs` + `sssp.rs` + `kernels.rs` (the property), and the
+//! bulk-synchronous ones `dist/bfs.rs` + `dist/sssp.rs` (with their reusable buffers and the
+//! result type); neither counts what both use (`dist/levels.rs`: the BFS directions and the
+//! bottom-up step; the graph, roots, validation) or its engine's glue (`Delegation` here, `Bsp`
+//! in `dist/mod.rs`). docs/performance.md has the counts.
 //!
 //! # Measured (`gsm-bsp`, before issue 37)
 //!

@@ -6,11 +6,13 @@
 //! filed in it); a relaxation of a vertex it owns applies at once, and the relaxations of a
 //! round for another worker's vertices go to that owner as one delegated closure with a `Vec`
 //! of `(v, d, u)` ([`gossamer::Batches`]). The owner lowers the distances and, if some vertex falls
-//! in the bucket it is settling, settles at once from there, delegating onward; other vertices
-//! wait in their buckets. When the scope is done, bucket k is settled everywhere,
-//! and the scope's last wave also carries the minimum over the workers of their lowest non-empty
-//! bucket, the next one: no exchange rounds within a bucket, and no collective of its own. A worker does not send a vertex a distance that is not below
-//! the lowest it has sent it this search.
+//! in the bucket it is settling, spawns a fiber that settles from there, delegating onward (one
+//! fiber for every batch that arrives before it runs, so that batches arriving together are
+//! settled in one round); other vertices wait in their buckets. When the scope is done, bucket k
+//! is settled everywhere, and the scope's last wave also carries the minimum over the workers of
+//! their lowest non-empty bucket, the next one: no exchange rounds within a bucket, and no
+//! collective of its own. A worker does not send a vertex a distance that is not below the
+//! lowest it has sent it this search.
 //!
 //! A distance is only ever set to `dist[u] + w`, and only when lower, so the distances are the
 //! fixpoint every kernel reaches, bit for bit; a parent among equal-distance ones may differ.
@@ -83,8 +85,11 @@ impl Owned {
         for r in batch.chunks(3) {
             now |= self.improve(self.part.local(r[0]), f32::from_bits(r[1]), r[2]) == self.current;
         }
-        if now {
-            self.drain(self.current);
+        // One settling fiber for all the batches that arrive before it runs, not one per batch.
+        if now && !self.pending {
+            self.pending = true;
+            let me = self.out.trusts()[self.part.rank()].clone();
+            let _ = gossamer::spawn(move || me.apply(|o| (o.pending = false, o.drain(o.current))));
         }
     }
 
