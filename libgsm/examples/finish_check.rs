@@ -14,10 +14,36 @@
 //! - `spmd`: a second run, `spmd`, where every worker's scope sends work to the next worker
 //!   (of another rank when there is one) and counts its callbacks.
 //!
+//! - `all`: in the same `spmd` run, one collective scope (`gossamer::finish_all_min`): every
+//!   worker starts chains that visit every worker of the job once each, and each visit counts
+//!   itself on the worker it lands on. The scope's minimum of those counts, read on every worker
+//!   in its last wave with no barrier, must be every visit.
+//!
 //! Output ends with `finish_check: rank R of N passed` on every rank.
 
 use std::cell::Cell;
 use std::rc::Rc;
+
+thread_local! {
+    /// `all`: the visits that landed on this worker.
+    static LANDED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// `all`: a chain of visits over every worker from `at` on (`to`: a trust on each worker),
+/// `left` more to go.
+fn visit_all(to: Vec<Trust<()>>, at: usize, left: usize) {
+    if left == 0 {
+        return;
+    }
+    to[at].clone().apply_with_then(
+        to,
+        move |(), to| {
+            LANDED.with(|c| c.set(c.get() + 1));
+            visit_all(to, (at + 1) % worker_count(), left - 1);
+        },
+        |()| (),
+    );
+}
 
 use gossamer::{
     Config, Trust, WorkerId, entrust, entrust_on, finish, rank, rank_count, spawn_on,
@@ -176,11 +202,32 @@ fn main() {
                 let _ = spawn_on(peer, || ());
             }
         });
-        (seen.get(), rank(), rank_count())
+        // `all`: 8 chains from every worker, each landing once on every worker.
+        let workers = worker_count();
+        let to: Vec<Trust<()>> = (0..workers)
+            .map(|x| entrust_on(WorkerId::new(x), || ()))
+            .collect();
+        let ((), least) = gossamer::finish_all_min(
+            || (0..8).for_each(|c| visit_all(to.clone(), (w.id() + c) % workers, workers)),
+            || LANDED.with(Cell::get),
+        );
+        let landed = LANDED.with(Cell::get);
+        (
+            seen.get(),
+            rank(),
+            rank_count(),
+            (landed, least, 8 * workers as u64),
+        )
     })
     .unwrap_or_else(|e| panic!("finish_check: {e}"));
     assert!(counts.iter().all(|c| c.0 == 500), "spmd: {counts:?}");
-    let (_, r, n) = counts[0];
+    let (_, r, n, _) = counts[0];
     println!("ok spmd (rank {r})");
+    assert!(
+        counts.iter().all(|c| c.3.0 == c.3.1),
+        "all: visits (minimum, expected) per worker {:?}",
+        counts.iter().map(|c| c.3).collect::<Vec<_>>()
+    );
+    println!("ok all (rank {r})");
     println!("finish_check: rank {r} of {n} passed");
 }

@@ -200,6 +200,7 @@
 //! encodings, never as the bytes of their type. Anything else ends the job with a report naming
 //! the peer. See ARCHITECTURE.md, "Trust boundary", for what a peer holding the key can still do.
 
+mod batches;
 mod board;
 pub mod bootstrap;
 mod config;
@@ -222,6 +223,7 @@ mod trust;
 pub mod wire;
 mod worker;
 
+pub use batches::{Batches, entrust_all};
 pub use board::{BOARD_BYTES, Board, BoardRegion};
 pub use config::{Config, available_cpus, default_workers};
 pub use error::{BLOCKING_IN_DELEGATED, DelegationError, Error};
@@ -230,7 +232,7 @@ pub use noref::{NoRef, Wire};
 pub use notify::Notify;
 pub use output::eprint_line;
 pub use runtime::{fail_job, run, spmd};
-pub use scope::finish;
+pub use scope::{finish, finish_all, finish_all_min};
 pub use spawn::{
     JoinHandle, Worker, WorkerId, current_worker, host_board, host_of_rank, live_properties_here,
     oversubscribed, rank, rank_count, rank_of, sleep, spawn, spawn_on, spawn_on_with, wait_for,

@@ -40,6 +40,9 @@
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::time::Duration;
 
+use std::cell::Cell;
+
+use crate::mail::{recv, send};
 use crate::spawn::{WorkerId, current_worker, sleep, spawn_on, worker_count, yield_now};
 use crate::worker::tasks;
 
@@ -96,6 +99,108 @@ pub fn finish<R>(body: impl FnOnce() -> R) -> R {
             failure.unwrap_or_default()
         ),
         Ok(v) => v,
+    }
+}
+
+/// The tag of the messages of [`finish_all`]'s waves. Bit 61: the top bit is `gsm-collectives`'
+/// and bit 62 the segments' collective set-up; user tags with bit 61 set are not to be used.
+pub const ALL_WAVE_TAG: u64 = 1 << 61 | 0x5c09e;
+
+thread_local! {
+    /// How many collective scopes this worker has opened in this run.
+    static TOGETHER: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Collective [`finish`]: every worker of the job calls it (from an `spmd` body, in the same
+/// order on every worker), each with its own body, and it returns on every worker once every
+/// task that any worker's body started, and everything those started in turn, has finished.
+/// One scope for the whole job, so unlike one `finish` per worker it needs no barrier after it:
+/// when it returns here, no task of the scope runs anywhere (a worker that returned first may
+/// already have started later work, which can reach this one).
+///
+/// The waves are all-to-all messages instead of probes: each worker, once its own requests are
+/// answered, sends its counts to every other one ([`ALL_WAVE_TAG`]) and sums what it receives,
+/// so every worker reaches the same decision at the same wave. Cost: at least two waves, each
+/// W (W − 1) messages of 40 bytes and one one-way latency (2 messages and 2 latencies on 2
+/// workers, against `finish`'s 4 messages, 2 round trips, and then a barrier); more waves while
+/// work is in flight.
+///
+/// # Panics
+/// Outside a fiber; with the body's panic, or the first panic of a task of the scope that any
+/// worker saw (after the scope is done, on every worker); if another worker is at a different
+/// collective scope (they were not called in the same order).
+#[track_caller]
+pub fn finish_all<R>(body: impl FnOnce() -> R) -> R {
+    finish_all_min(body, || u64::MAX).0
+}
+
+/// [`finish_all`], and also the minimum over the workers of `sample()` read once the scope is
+/// done: `sample` runs on each worker at each wave, and the last wave's readings are taken after
+/// every task of the scope has finished (the Mattern argument of the module docs), so the
+/// minimum costs no collective of its own. For example the lowest non-empty bucket of a
+/// delta-stepping search after a bucket's work.
+#[track_caller]
+pub fn finish_all_min<R>(body: impl FnOnce() -> R, mut sample: impl FnMut() -> u64) -> (R, u64) {
+    let seq = TOGETHER.with(|c| {
+        c.set(c.get().wrapping_add(1));
+        c.get()
+    });
+    let scope = tasks::collective(seq);
+    tasks::started(scope);
+    let r = catch_unwind(AssertUnwindSafe(|| tasks::within(scope, body)));
+    tasks::finished(scope, None);
+    let (least, failure) = tasks::within(0, || waves_together(scope, seq, &mut sample));
+    tasks::forget(scope);
+    match r {
+        Err(p) => resume_unwind(p),
+        Ok(_) if failure.is_some() => panic!(
+            "gossamer: finish_all: a task of the scope panicked: {}",
+            failure.unwrap_or_default()
+        ),
+        Ok(v) => (v, least),
+    }
+}
+
+/// What a worker sends in a wave of [`finish_all`]: scope number, wave number, tasks started
+/// and finished here, the sample, the first failure seen here.
+type AllWave = (u32, u32, u64, u64, u64, Option<String>);
+
+/// The waves of the collective `scope` (the `seq`-th): returns the minimum of the last wave's
+/// samples and the first failure.
+fn waves_together(scope: u64, seq: u32, sample: &mut dyn FnMut() -> u64) -> (u64, Option<String>) {
+    let (me, workers) = (current_worker().index(), worker_count());
+    let mut finished_before: Option<u64> = None;
+    let mut wave = 0u32;
+    loop {
+        // Until this worker's own requests are answered, a wave could only find the scope busy;
+        // past a bound the waves go on anyway (each waits for its messages, not sleeping).
+        let mut spins = 0u32;
+        while spins < EAGER_WAVES * 16 && !tasks::balanced_here(scope) {
+            spins += 1;
+            yield_now();
+        }
+        wave += 1;
+        let (s, f, e) = tasks::probe(scope, 0);
+        let mine: AllWave = (seq, wave, s, f, sample(), e);
+        for w in (0..workers).filter(|&w| w != me) {
+            send(WorkerId::new(w), ALL_WAVE_TAG, mine.clone());
+        }
+        let (mut started, mut finished, mut least, mut failure) = (s, f, mine.4, mine.5);
+        for w in (0..workers).filter(|&w| w != me) {
+            let (q, k, s, f, l, e): AllWave = recv(WorkerId::new(w), ALL_WAVE_TAG);
+            assert!(
+                (q, k) == (seq, wave),
+                "gossamer::finish_all: worker {w} is at collective scope {q}, wave {k}, this \
+                 worker ({me}) at scope {seq}, wave {wave}: every worker must call finish_all \
+                 the same number of times, in the same order"
+            );
+            (started, finished, least) = (started + s, finished + f, least.min(l));
+            failure = failure.or(e);
+        }
+        if finished_before == Some(started) || (workers == 1 && started == finished) {
+            return (least, failure);
+        }
+        finished_before = Some(finished);
     }
 }
 

@@ -2,7 +2,7 @@
 //! crate) launched through `gsmrun` on one rank, on two ranks over `shm` and over `tcp`. Each rank
 //! must print an `ok` line for every check (chains of delegations whose closures and callbacks
 //! on other ranks start more work, a nested scope in a fiber on another rank, a panic of a
-//! closure delegated from another rank reaching the caller, every `spmd` worker's own scope) and
+//! closure delegated from another rank reaching the caller, every `spmd` worker's own scope, one collective `finish_all_min` scope) and
 //! its final line, within a time limit. About a second per job.
 //!
 //! `cargo test -p gsm-tests` does not build other packages' examples: run
@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(60);
-const CHECKS: [&str; 4] = ["chains", "nested", "panic", "spmd"];
+const CHECKS: [&str; 5] = ["chains", "nested", "panic", "spmd", "all"];
 
 fn finish_check() -> PathBuf {
     let path = gsm_tests::bins::profile_dir()

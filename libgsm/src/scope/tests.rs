@@ -5,7 +5,8 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use crate::{
-    Config, Trust, WorkerId, entrust_on, finish, run, spawn, spawn_on, spawn_on_with, spmd,
+    Config, Trust, WorkerId, entrust_on, finish, finish_all, finish_all_min, run, spawn, spawn_on,
+    spawn_on_with, spmd,
 };
 
 /// A chain of `depth` requests, each started by the previous one's closure on the next worker.
@@ -178,4 +179,75 @@ fn work_started_by_a_blocking_apply_s_closure_is_waited_for() {
         );
     })
     .unwrap();
+}
+
+thread_local! {
+    static LANDED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A chain of visits from worker `at` over the next `left` workers (`to`: a trust on each),
+/// each counted where it lands.
+fn visit(to: Vec<Trust<()>>, at: usize, left: usize) {
+    if left == 0 {
+        return;
+    }
+    to[at].clone().apply_with_then(
+        to,
+        move |(), to| {
+            LANDED.with(|c| c.set(c.get() + 1));
+            visit(to, (at + 1) % crate::worker_count(), left - 1);
+        },
+        |()| (),
+    );
+}
+
+#[test]
+fn a_collective_scope_waits_for_every_worker_s_work_and_takes_a_minimum() {
+    let seen = spmd(Config::default().workers(3), |w| {
+        let to: Vec<Trust<()>> = (0..3)
+            .map(|x| entrust_on(WorkerId::new(x), || ()))
+            .collect();
+        let mut rounds = Vec::new();
+        for round in 1..=5u64 {
+            // Every worker's chains land 4 times on every worker per round; worker 2's start
+            // late, so the others' scopes must wait for work not yet started when theirs ended.
+            if w.id() == 2 {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            // The samples of the last wave are read once the round's work is done everywhere:
+            // their minimum is exactly the round's count (worker 2's exceed it by 1).
+            let ((), least) = finish_all_min(
+                || (0..4).for_each(|c| visit(to.clone(), (w.id() + c) % 3, 3)),
+                || LANDED.with(Cell::get) + u64::from(w.id() == 2),
+            );
+            // Another worker may already be in the next round, whose visits can land here.
+            rounds.push((LANDED.with(Cell::get).min(round * 12), least, round * 12));
+        }
+        finish_all(|| ());
+        rounds
+    })
+    .unwrap();
+    for rounds in seen {
+        for (landed, least, expected) in rounds {
+            assert_eq!(landed, expected, "visits here when the scope returned");
+            assert_eq!(least, expected, "the minimum of the samples");
+        }
+    }
+}
+
+#[test]
+fn a_panic_in_a_collective_scope_reaches_every_worker() {
+    let seen = spmd(Config::default().workers(2), |w| {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            finish_all(|| {
+                if w.id() == 0 {
+                    entrust_on(WorkerId::new(1), || ())
+                        .apply_then(|()| panic!("bad bucket"), |()| ());
+                }
+            })
+        }));
+        crate::worker::panic_message(&*r.expect_err("finish_all must panic"))
+    })
+    .unwrap();
+    assert!(seen.iter().all(|m| m.contains("bad bucket")), "{seen:?}");
 }

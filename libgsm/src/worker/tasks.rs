@@ -57,6 +57,18 @@ pub(crate) fn open(home: usize) -> u64 {
     ((home as u64 + 1) << 32) | u64::from(seq)
 }
 
+/// The word of the `seq`-th collective scope of the run ([`crate::finish_all`]): the same on
+/// every worker (each counts its own calls, which all make in the same order); its home part,
+/// `u32::MAX`, is no worker's, so the clean-up of [`probe`] never takes its counts.
+pub(crate) fn collective(seq: u32) -> u64 {
+    (u64::from(u32::MAX) << 32) | u64::from(seq)
+}
+
+/// Forgets this worker's counts of the done collective `scope` (every worker does).
+pub(crate) fn forget(scope: u64) {
+    COUNTS.with(|c| c.borrow_mut().retain(|e| e.scope != scope));
+}
+
 /// Closes `scope` on its home: its counts here are forgotten; those on other workers go with the
 /// next probe from this home (see [`probe`]).
 pub(crate) fn close(scope: u64) {

@@ -4,7 +4,7 @@
 //!
 //! Each level is one bulk-synchronous step, top-down or bottom-up, chosen as the sequential
 //! [`direction_optimizing`](crate::bfs::direction_optimizing) chooses (Beamer, Asanović and
-//! Patterson, SC 2012, α = 14, β = 24) from global counts: one sum ([`Exchange::sum_u64`]) per
+//! Patterson, SC 2012, α = 14, β = 24; [`super::levels`]) from global counts: one sum ([`Exchange::sum_u64`]) per
 //! level sums the frontier's size and its edges over the ranks.
 //!
 //! - Top-down: each rank scans its frontier's rows; a neighbour it owns is visited at once, a
@@ -22,13 +22,9 @@
 
 use super::Exchange;
 use super::graph::LocalGraph;
+use super::levels::{Direction, bottom_up, frontier_bits};
 use crate::bfs::NO_PARENT;
 use crate::kronecker::Vertex;
-
-/// Top-down to bottom-up when the frontier's edges exceed the unexplored edges / `ALPHA`.
-pub const ALPHA: u64 = 14;
-/// Bottom-up back to top-down when the frontier is below N / `BETA` vertices.
-pub const BETA: u64 = 24;
 
 /// Reusable buffers of the searches (so that the timed searches do not allocate per level).
 #[derive(Debug, Default)]
@@ -61,40 +57,18 @@ pub fn search<C: Exchange>(comm: &C, g: &LocalGraph, root: Vertex, s: &mut Scrat
     s.frontier_bits.resize(words_per_rank, 0);
     s.all_bits.resize(words_per_rank * size, 0);
 
-    let mut unexplored = g.total_entries();
-    let mut bottom_up = false;
+    let mut direction = Direction::new(g);
     loop {
         let local_edges: u64 = frontier.iter().map(|&i| g.degree(i as usize) as u64).sum();
         let totals = comm.sum_u64(&[frontier.len() as u64, local_edges]);
-        let (frontier_len, frontier_edges) = (totals[0], totals[1]);
-        if frontier_len == 0 {
+        let Some(bottom_up) = direction.next(&totals) else {
             break;
-        }
-        unexplored = unexplored.saturating_sub(frontier_edges);
-        if !bottom_up && frontier_edges > unexplored / ALPHA {
-            bottom_up = true;
-        } else if bottom_up && frontier_len < n as u64 / BETA {
-            bottom_up = false;
-        }
+        };
         next.clear();
         if bottom_up {
-            s.frontier_bits.fill(0);
-            for &i in &frontier {
-                s.frontier_bits[i as usize / 64] |= 1 << (i % 64);
-            }
+            frontier_bits(&frontier, &mut s.frontier_bits);
             comm.all_gather_words(&s.frontier_bits, &mut s.all_bits);
-            for (i, pv) in parent.iter_mut().enumerate() {
-                if *pv != NO_PARENT {
-                    continue;
-                }
-                for &u in g.neighbors(i) {
-                    if s.all_bits[u as usize / 64] >> (u % 64) & 1 == 1 {
-                        *pv = u;
-                        next.push(i as u32);
-                        break;
-                    }
-                }
-            }
+            self::bottom_up(g, &mut parent, &s.all_bits, &mut next);
         } else {
             for b in &mut s.outbox {
                 b.clear();

@@ -21,6 +21,7 @@
 
 pub mod bfs;
 pub mod graph;
+pub mod levels;
 pub mod sssp;
 pub mod validate;
 

@@ -14,9 +14,12 @@
 //!
 //! - `gsm` ([`kernels`], with `bfs.rs` and `sssp.rs`): written with trusts. Each worker's search
 //!   state is a property it owns; visits and relaxations of another worker's vertices are closures
-//!   delegated to that worker (`apply_with_then`, batched by the runtime), and each top-down BFS
-//!   level and each delta-stepping bucket ends when its completion scope (`gossamer::finish`) is
-//!   done, not after an exchange round.
+//!   delegated to that worker (`apply_with_then`, one closure per destination and step through
+//!   `gossamer::Batches`), and each top-down BFS level and each delta-stepping bucket ends when
+//!   its job-wide completion scope (`gossamer::finish_all`) is done, not after an exchange round.
+//!   The engine's glue here, [`Delegation`], makes every worker's property once
+//!   (`gossamer::entrust_all`) and hands the searches to `bfs.rs` and `sssp.rs`, as `Bsp` does for
+//!   the bulk-synchronous ones.
 //! - `gsm-bsp`: the bulk-synchronous kernels of [`crate::dist`], shared with the MPI baseline
 //!   ([`crate::mpi_engine`]) step for step: each BFS level and delta-stepping phase is one
 //!   all-to-all of the world team, one message per destination worker, so that the runtime and
@@ -25,8 +28,17 @@
 //! Worker 0 (on rank 0) reports; `num_mpi_processes` is the number of workers (the unit the graph
 //! is partitioned over, as the reference's processes are). Timings are worker 0's, each phase
 //! starting after a team barrier and ending with a collective. This module abstracts the driver
-//! glue: starting the workers, their fiber stacks, and which worker reports; [`comm`] is the
-//! [`Exchange`] over the runtime's team.
+//! glue: starting the workers, their fiber stacks, which worker reports, and the delegation
+//! kernels' property; [`comm`] is the [`Exchange`] over the runtime's team.
+//!
+//! # Kernel lines
+//!
+//! Counted as non-blank lines that are not `//` comments (`grep -cvE '^\s*(//.*)?$' FILE`), the
+//! delegation kernels are `gsm_engine/bfs.rs` + `sssp.rs` + `kernels.rs` (the property), and the
+//! bulk-synchronous ones `dist/bfs.rs` + `dist/sssp.rs` (with their reusable buffers and the
+//! result type); neither counts what both use (`dist/levels.rs`: the BFS directions and the
+//! bottom-up step; the graph, roots, validation) or its engine's glue (`Delegation` here, `Bsp`
+//! in `dist/mod.rs`). docs/performance.md has the counts.
 //!
 //! # Measured (`gsm-bsp`, before issue 37)
 //!
@@ -61,9 +73,14 @@ mod sssp;
 use std::sync::Arc;
 
 use comm::Comm;
+use gossamer::{Batches, Trust, entrust_all};
+use kernels::Owned;
 
 use crate::cli::{Args, Outcome, RunError};
-use crate::dist::{Bsp, Exchange, Plan};
+use crate::dist::graph::LocalGraph;
+use crate::dist::sssp::LocalPaths;
+use crate::dist::{Bsp, Exchange, Kernels, Plan};
+use crate::kronecker::Vertex;
 
 /// Fiber stack the engine asks for at least (the kernels keep their arrays on the heap; this is
 /// room for the generator, validation and formatting with margin).
@@ -99,7 +116,7 @@ pub fn run(args: &Args, delegated: bool) -> Outcome {
     let outcome = gossamer::spmd(config, move |w| {
         let comm = Comm::world();
         let result = if delegated {
-            let mut kernels = kernels::Delegation::default();
+            let mut kernels = Delegation::default();
             crate::dist::run(&comm, &mut kernels, &plan, json.as_deref())
         } else {
             crate::dist::run(&comm, &mut Bsp::default(), &plan, json.as_deref())
@@ -122,5 +139,48 @@ pub fn run(args: &Args, delegated: bool) -> Outcome {
             reporter: true,
             result: Err(RunError::Gsm(e.to_string())),
         },
+    }
+}
+
+/// The delegation kernels of one worker: its own property, made at the first search.
+#[derive(Debug, Default)]
+pub struct Delegation {
+    me: Option<Trust<Owned>>,
+}
+
+impl Delegation {
+    /// This worker's property (collective the first time: every worker's trust goes to every
+    /// property; each search starts with a collective, so none is reached before that is done).
+    fn owned(&mut self, g: &Arc<LocalGraph>) -> &Trust<Owned> {
+        self.me.get_or_insert_with(|| {
+            let (g, part) = (g.clone(), *g.partition());
+            let all = entrust_all(Owned {
+                g,
+                part,
+                ..Owned::default()
+            });
+            let me = all[part.rank()].clone();
+            me.apply_with(all, |o, all| o.out = Batches::new(all));
+            me
+        })
+    }
+}
+
+impl Drop for Delegation {
+    /// Lets the properties go: each holds a trust to every other one.
+    fn drop(&mut self) {
+        if let Some(me) = self.me.take() {
+            let _ = me.try_apply(|o| o.out.clear());
+        }
+    }
+}
+
+impl Kernels<Comm> for Delegation {
+    fn bfs(&mut self, comm: &Comm, g: &Arc<LocalGraph>, root: Vertex) -> Vec<Vertex> {
+        bfs::search(self.owned(g), comm, g, root)
+    }
+
+    fn sssp(&mut self, comm: &Comm, g: &Arc<LocalGraph>, root: Vertex, delta: f32) -> LocalPaths {
+        sssp::search(self.owned(g), comm, root, delta)
     }
 }

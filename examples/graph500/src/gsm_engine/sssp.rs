@@ -1,22 +1,23 @@
 //! Kernel 3 of `--engine gsm`: asynchronous delta-stepping (Meyer and Sanders 2003) by delegation.
 //!
 //! Buckets of width Δ as in the sequential and bulk-synchronous kernels (every edge relaxed, no
-//! light/heavy split). Bucket k is one completion scope per worker ([`gossamer::finish`]): the
-//! worker settles its vertices of bucket k in rounds (those filed in it, then those the round
+//! light/heavy split). Bucket k is one job-wide completion scope ([`gossamer::finish_all_min`]):
+//! each worker settles its vertices of bucket k in rounds (those filed in it, then those the round
 //! filed in it); a relaxation of a vertex it owns applies at once, and the relaxations of a
 //! round for another worker's vertices go to that owner as one delegated closure with a `Vec`
-//! of `(v, d, u)` (`apply_with_then`). The owner lowers the distances and, if some vertex falls
-//! in the bucket it is settling, settles at once from there, delegating onward; other vertices
-//! wait in their buckets. When every worker's scope is done (a barrier after each worker's
-//! `finish`: another worker's closures may file vertices here until its own scope is done),
-//! bucket k is settled everywhere, and one minimum over the workers names the next non-empty
-//! bucket: no exchange rounds within a bucket. A worker does not send a vertex a distance that is not below
-//! the lowest it has sent it this search.
+//! of `(v, d, u)` ([`gossamer::Batches`]). The owner lowers the distances and, if some vertex falls
+//! in the bucket it is settling, spawns a fiber that settles from there, delegating onward (one
+//! fiber for every batch that arrives before it runs, so that batches arriving together are
+//! settled in one round); other vertices wait in their buckets. When the scope is done, bucket k
+//! is settled everywhere, and the scope's last wave also carries the minimum over the workers of
+//! their lowest non-empty bucket, the next one: no exchange rounds within a bucket, and no
+//! collective of its own. A worker does not send a vertex a distance that is not below the
+//! lowest it has sent it this search.
 //!
 //! A distance is only ever set to `dist[u] + w`, and only when lower, so the distances are the
 //! fixpoint every kernel reaches, bit for bit; a parent among equal-distance ones may differ.
 
-use gossamer::{Trust, finish};
+use gossamer::{Trust, finish_all_min};
 
 use super::comm::Comm;
 use super::kernels::Owned;
@@ -32,19 +33,15 @@ pub(super) fn search(me: &Trust<Owned>, comm: &Comm, root: Vertex, delta: f32) -
         "bucket width {delta} outside (0, 1]"
     );
     me.apply(move |o| o.start_sssp(root, delta));
-    loop {
-        // Also the barrier between a worker's reset and the first relaxation it is sent.
-        let k = comm.min_u64(me.apply(|o| o.lowest()));
-        if k == u64::MAX {
-            let (parent, dist) =
-                me.apply(|o| (std::mem::take(&mut o.parent), std::mem::take(&mut o.dist)));
-            return LocalPaths { parent, dist };
-        }
-        finish(|| me.apply(move |o| o.drain(k as usize)));
-        // Every worker's scope, not only this one's, must be done before `lowest` is read: the
-        // others' closures may still file vertices here.
-        comm.barrier();
+    // No relaxation may reach a worker before its reset.
+    comm.barrier();
+    let mut k = 0;
+    while k != u64::MAX {
+        let drain = || me.apply(move |o| o.drain(k as usize));
+        k = finish_all_min(drain, || me.apply(|o| o.lowest())).1;
     }
+    let (parent, dist) = me.apply(|o| (std::mem::take(&mut o.parent), std::mem::take(&mut o.dist)));
+    LocalPaths { parent, dist }
 }
 
 impl Owned {
@@ -57,9 +54,7 @@ impl Owned {
         self.buckets = vec![Vec::new(); (1.0 / delta).ceil() as usize + 2];
         (self.current, self.delta) = (0, delta);
         if self.part.owner(root) == self.part.rank() {
-            let r = self.part.local(root);
-            (self.dist[r], self.parent[r]) = (0.0, root);
-            self.buckets[0].push(r as u32);
+            self.improve(self.part.local(root), 0.0, root);
         }
     }
 
@@ -77,15 +72,9 @@ impl Owned {
     fn drain(&mut self, k: usize) {
         self.current = k;
         let slot = k % self.buckets.len();
-        loop {
-            let round = std::mem::replace(&mut self.buckets[slot], std::mem::take(&mut self.stack));
-            if round.is_empty() {
-                self.stack = round;
-                return;
-            }
+        while !self.buckets[slot].is_empty() {
+            let round = std::mem::take(&mut self.buckets[slot]);
             self.settle(&round);
-            self.stack = round;
-            self.stack.clear();
         }
     }
 
@@ -96,8 +85,11 @@ impl Owned {
         for r in batch.chunks(3) {
             now |= self.improve(self.part.local(r[0]), f32::from_bits(r[1]), r[2]) == self.current;
         }
-        if now {
-            self.drain(self.current);
+        // One settling fiber for all the batches that arrive before it runs, not one per batch.
+        if now && !self.pending {
+            self.pending = true;
+            let me = self.out.trusts()[self.part.rank()].clone();
+            let _ = gossamer::spawn(move || me.apply(|o| (o.pending = false, o.drain(o.current))));
         }
     }
 
@@ -130,14 +122,10 @@ impl Owned {
                     self.improve(part.local(v), d, u);
                 } else if d < self.sent[v as usize] {
                     self.sent[v as usize] = d;
-                    self.outbox[owner].extend([v, d.to_bits(), u]);
+                    self.out.extend(owner, [v, d.to_bits(), u]);
                 }
             }
         }
-        for (out, t) in self.outbox.iter_mut().zip(&self.trusts) {
-            if !out.is_empty() {
-                t.apply_with_then(std::mem::take(out), |o, b| o.relax(&b), |()| ());
-            }
-        }
+        self.out.send(|o, batch| o.relax(&batch));
     }
 }
