@@ -11,8 +11,8 @@
 //! (`supervise/reaper.rs`) ends the janitor with the rest of its descendants.
 //!
 //! On other hosts each rank's wrapper does the same for its host once `gsmrun` ended the job or
-//! vanished ([`remove_rank_leftovers`]): the launcher's daemon there (`orted`) is usually killed
-//! before it removes its session directory.
+//! vanished ([`remove_rank_leftovers`]), and exits only after it: the launcher's daemon there
+//! (`orted`) is usually killed before it removes its session directory.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -103,8 +103,13 @@ pub fn remove_rank_leftovers() {
                 .file_name()
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.starts_with("ompi."));
-        if ours {
-            let _ = std::fs::remove_dir_all(&dir);
+        // A process still writing there (the daemon's progress thread, a rank's last words)
+        // can make the last rmdir fail (ENOTEMPTY): the walk is tried again.
+        for _ in 0..3 {
+            if !ours || std::fs::remove_dir_all(&dir).is_ok() || !dir.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
     if let Ok(job) = std::env::var(crate::env::job::JOB_ID) {

@@ -73,7 +73,8 @@ pub(super) fn connect(
 }
 
 /// Listens to `gsmrun` on `reader`: a `SIGNAL` is passed on to the program; any `KILL`, end of
-/// stream or error sets `told`, ends the program and is said on `answer`.
+/// stream or error sets `told`, removes this host's leftovers, ends the program and is said on
+/// `answer`, which the main thread waits for before the wrapper exits.
 pub(super) fn listen(
     mut reader: TcpStream,
     program: Program,
