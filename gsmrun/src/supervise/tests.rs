@@ -1,9 +1,9 @@
 use super::output::{TURN_WAIT, Turn, tagged};
-use super::reaper::{descendants, parent_in_stat};
 use super::report::LauncherFailure;
 use super::stops::{Looks, looks};
 use super::*;
 use crate::clock::fmt_secs;
+use crate::proctree::{descendants, parent_in_stat};
 
 #[test]
 fn the_parent_is_read_after_a_command_name_with_spaces_and_parentheses() {
