@@ -6,9 +6,10 @@
 
 use std::time::Duration;
 
-/// How long what is left has between SIGTERM and SIGKILL: an Open MPI daemon ended with SIGTERM
-/// removes its session directory, one killed outright leaves it.
-const GRACE: Duration = Duration::from_millis(1000);
+/// How long what is left has between SIGTERM and SIGKILL: an Open MPI daemon already shutting
+/// down gets to remove its session directory (one killed outright leaves it). Short, because a
+/// daemon whose `mpirun` is gone does not end on SIGTERM, and gsmrun's exit waits for this.
+const GRACE: Duration = Duration::from_millis(300);
 
 /// Ends (SIGTERM, SIGKILL [`GRACE`] later) every process that descends from `root` (gsmrun)
 /// when the job is over: the launcher's helpers that it left in sessions of their own, adopted
