@@ -3,22 +3,23 @@
 //! which can run no code of its own.
 //!
 //! It waits for its parent, the `gsmrun` that started it, to go (its parent changes). Then it
-//! ends the launcher's process group (SIGTERM, SIGKILL [`TERM_WAIT`] later) and removes, on this
-//! host, the job's private directory, its shared-memory segments (`/dev/shm/{JOB_ID}-r*`), its
-//! Open MPI segment directory (`/dev/shm/{JOB_ID}-ompi`) and the launcher's Open MPI session
-//! directory. The ranks end by themselves: each wrapper ends its program when its connection to
+//! ends the launcher's process group and its other descendants (SIGTERM, SIGKILL [`TERM_WAIT`]
+//! later for those still there) and removes, on this host, the job's private directory, its
+//! shared-memory segments (`/dev/shm/{JOB_ID}-r*`), its Open MPI segment directory
+//! (`/dev/shm/{JOB_ID}-ompi`) and the launcher's Open MPI session directory. The ranks end by themselves: each wrapper ends its program when its connection to
 //! `gsmrun` closes. A `gsmrun` that ends normally has cleaned up already, and its reaper
 //! (`supervise/reaper.rs`) ends the janitor with the rest of its descendants.
 //!
 //! On other hosts each rank's wrapper does the same for its host once `gsmrun` ended the job or
-//! vanished ([`remove_rank_leftovers`]): the launcher's daemon there (`orted`) is usually killed
-//! before it removes its session directory.
+//! vanished ([`remove_rank_leftovers`]), and exits only after it: the launcher's daemon there
+//! (`orted`) is usually killed before it removes its session directory.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// How long the launcher has between SIGTERM and SIGKILL.
-const TERM_WAIT: Duration = Duration::from_millis(300);
+/// How long the launcher and what it started have between SIGTERM and SIGKILL (an Open MPI
+/// daemon ended with SIGTERM removes its session directory).
+const TERM_WAIT: Duration = Duration::from_millis(1000);
 /// How often the janitor looks at its parent.
 const LOOK_EVERY: Duration = Duration::from_millis(50);
 
@@ -64,8 +65,13 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
     }
     // The directory first: nothing reads it once the launcher has started.
     let _ = std::fs::remove_dir_all(PathBuf::from(dir));
+    // What the launcher started out of its group (its `ssh` or agent to each host, and through
+    // them the daemons) is read before the launcher goes, while they are still its descendants.
+    let mut tree =
+        crate::proctree::descendants(launcher as u32, &crate::proctree::process_parents());
+    tree.push(launcher as u32);
     let _ = crate::sys::kill_group(launcher, crate::sys::SIGTERM);
-    std::thread::sleep(TERM_WAIT);
+    crate::proctree::end_gently(&tree, TERM_WAIT);
     let _ = crate::sys::kill_group(launcher, crate::sys::SIGKILL);
     crate::segments::remove_job_segments(job_id);
     crate::segments::remove_mpi_dir(job_id);
@@ -103,8 +109,13 @@ pub fn remove_rank_leftovers() {
                 .file_name()
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.starts_with("ompi."));
-        if ours {
-            let _ = std::fs::remove_dir_all(&dir);
+        // A process still writing there (the daemon's progress thread, a rank's last words)
+        // can make the last rmdir fail (ENOTEMPTY): the walk is tried again.
+        for _ in 0..3 {
+            if !ours || std::fs::remove_dir_all(&dir).is_ok() || !dir.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
     if let Ok(job) = std::env::var(crate::env::job::JOB_ID) {

@@ -21,6 +21,7 @@ pub mod limits;
 pub mod local;
 pub mod placement;
 pub mod plan;
+pub mod proctree;
 pub mod progress;
 pub mod segments;
 pub mod supervise;

@@ -158,38 +158,8 @@ fn assert_nothing_left(prefix: &str, hosts: Hosts<'_>, what: &str, done: &Finish
     assert!(dirs.is_empty(), "{what}: left job directories {dirs:?}");
     if let Hosts::Two(bed, _) = hosts {
         for host in &bed.hosts {
-            // Open MPI's session directory of the job on that host (its daemon's `jf.*`). The
-            // host's wrappers remove it as they end, which may be just after gsmrun's exit.
-            let top = std::env::temp_dir().join(format!("ompi.{}.0", host.hostname));
-            let sessions = || -> Vec<String> {
-                std::fs::read_dir(&top)
-                    .map(|d| {
-                        d.filter_map(Result::ok)
-                            .filter_map(|e| e.file_name().into_string().ok())
-                            .filter(|n| n.starts_with("jf."))
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
-            let deadline = Instant::now() + Duration::from_secs(3);
-            while !sessions().is_empty() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            // Known gap (docs/faults.md): after a rank fails on a remote host, its Open MPI
-            // daemon's session directory is still there in about 1 run of 4 (seen for SIGKILL
-            // and exit 3), although the host's wrapper removes it when gsmrun ends the job. It
-            // is said here, not asserted, until the daemon's last write is understood; the
-            // other leftovers below are asserted.
-            let sessions = sessions();
-            if !sessions.is_empty() {
-                eprintln!(
-                    "{what}: KNOWN GAP: Open MPI session directories {sessions:?} left in {}",
-                    top.display()
-                );
-                let _ = sessions
-                    .iter()
-                    .try_for_each(|s| std::fs::remove_dir_all(top.join(s)));
-            }
+            // The host's processes end just after gsmrun's exit (their wrappers end as the
+            // control connections close).
             let deadline = Instant::now() + Duration::from_secs(3);
             while !host.pids().is_empty() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(50));
@@ -199,6 +169,25 @@ fn assert_nothing_left(prefix: &str, hosts: Hosts<'_>, what: &str, done: &Finish
                 left.is_empty(),
                 "{what}: processes {left:?} still run in {}\n{}",
                 host.netns,
+                done.report()
+            );
+            // Open MPI's session directory of the job on that host (its daemon's `jf.*`), which
+            // the host's wrappers remove before they exit; with no process left on the host,
+            // nothing can remove it or write it any more, so it is checked once. (A wrapper that
+            // exited in the middle of that removal left it in 1 run of 3.)
+            let top = std::env::temp_dir().join(format!("ompi.{}.0", host.hostname));
+            let sessions: Vec<String> = std::fs::read_dir(&top)
+                .map(|d| {
+                    d.filter_map(Result::ok)
+                        .filter_map(|e| e.file_name().into_string().ok())
+                        .filter(|n| n.starts_with("jf."))
+                        .collect()
+                })
+                .unwrap_or_default();
+            assert!(
+                sessions.is_empty(),
+                "{what}: Open MPI session directories {sessions:?} left in {}\n{}",
+                top.display(),
                 done.report()
             );
         }
@@ -295,7 +284,7 @@ fn a_rank_killed_segfaulting_or_exiting_3_ends_the_job_naming_it_one_host() {
     });
 }
 
-/// Fault 1 between two hosts, and fault 5 (gsmrun SIGKILLed) on both.
+/// Fault 1 between two hosts (SIGKILL, SIGSEGV, exit 3), and fault 5 (gsmrun SIGKILLed) on both.
 #[test]
 fn rank_faults_and_a_killed_gsmrun_between_two_hosts() {
     let _serial = serial();
@@ -309,6 +298,15 @@ fn rank_faults_and_a_killed_gsmrun_between_two_hosts() {
         &kill_rank_1(libc::SIGKILL),
         137,
         "was killed by signal 9 (SIGKILL)",
+        Duration::from_secs(3),
+    );
+    fault(
+        two,
+        &[],
+        &[],
+        &kill_rank_1(libc::SIGSEGV),
+        139,
+        "was killed by signal 11 (SIGSEGV)",
         Duration::from_secs(3),
     );
     fault(

@@ -22,6 +22,37 @@ const FROZEN_AFTER: Duration = Duration::from_millis(3 * BEAT_EVERY.as_millis() 
 /// How long a stop must last before it is said: the ranks of a suspended job stop within
 /// moments of each other, and should be said once as a suspension, not one by one.
 const STOP_CONFIRM: Duration = Duration::from_millis(700);
+/// A wrapper silent this long has missed a beat (they come every 1.0-1.2 s): it may be frozen
+/// too, so no stop is judged until it beats again or counts as frozen. Without it, the first of
+/// a suspended job's wrappers to count as frozen (their beats are up to a beat apart) was said
+/// as one rank stopped while the others ran.
+const UNSURE_AFTER: Duration = Duration::from_millis(3 * BEAT_EVERY.as_millis() as u64 / 2);
+
+/// How a live rank looks from its wrapper's beats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Looks {
+    /// Its wrapper beats, and its program runs.
+    Running,
+    /// Its wrapper has missed a beat, but is not yet silent for [`FROZEN_AFTER`].
+    Unsure,
+    /// Its wrapper says its program is stopped (`frozen: false`), or the wrapper has been silent
+    /// for [`FROZEN_AFTER`] while its host answers TCP (`frozen: true`).
+    Stopped { frozen: bool },
+}
+
+/// How a rank looks whose wrapper's last beat came `silence` ago saying `stopped`; `host_silent`
+/// when its host leaves TCP unanswered (a cut host is `--lost-timeout`'s to judge, not a stop).
+pub(super) fn looks(silence: Duration, stopped: bool, host_silent: bool) -> Looks {
+    if stopped {
+        Looks::Stopped { frozen: false }
+    } else if silence >= FROZEN_AFTER && !host_silent {
+        Looks::Stopped { frozen: true }
+    } else if (UNSURE_AFTER..FROZEN_AFTER).contains(&silence) {
+        Looks::Unsure
+    } else {
+        Looks::Running
+    }
+}
 
 impl Supervisor<'_> {
     /// A `BEAT` from the wrapper of `conn`.
@@ -83,23 +114,29 @@ impl Supervisor<'_> {
     /// The timed side: stops confirmed and said, a suspension said and its end, the stop
     /// timeout. `Some(instant)` to look again then; the job may have started ending.
     pub(super) fn tick_stops(&mut self, now: Instant) -> Option<Instant> {
-        let mut running = 0;
-        let mut stopped = 0;
+        let (mut running, mut stopped, mut unsure) = (0, 0, 0);
         for c in self.conns.values_mut() {
             let live = c.rank.as_ref().is_some_and(|r| !r.is_empty()) && !c.reported && !c.closed;
             let Some(last) = c.last_beat.filter(|_| live) else {
                 continue;
             };
-            // Silent, while its host answers TCP: stopped with its program. A host that answers
-            // nothing is cut off or down, which `--lost-timeout` judges.
-            let frozen = now.saturating_duration_since(last) >= FROZEN_AFTER
-                && !c.writer.as_ref().is_some_and(crate::sys::peer_host_silent);
-            if c.stopped || frozen {
-                c.stop_since.get_or_insert(if frozen { last } else { now });
-                stopped += 1;
-            } else {
-                c.stop_since = None;
-                running += 1;
+            let silence = now.saturating_duration_since(last);
+            // Only asked of a silent wrapper: it reads the socket's TCP_INFO.
+            let host_silent = silence >= FROZEN_AFTER
+                && c.writer.as_ref().is_some_and(crate::sys::peer_host_silent);
+            match looks(silence, c.stopped, host_silent) {
+                Looks::Stopped { frozen } => {
+                    c.stop_since.get_or_insert(if frozen { last } else { now });
+                    stopped += 1;
+                }
+                Looks::Unsure => {
+                    c.stop_since = None;
+                    unsure += 1;
+                }
+                Looks::Running => {
+                    c.stop_since = None;
+                    running += 1;
+                }
             }
         }
         let wake = now + Duration::from_millis(100);
@@ -123,6 +160,11 @@ impl Supervisor<'_> {
             }
             return (self.conns.values().any(|c| c.last_beat.is_some())).then_some(wake);
         }
+        if unsure > 0 {
+            // A rank that missed a beat may be stopping with the others (a suspension): nothing
+            // is said, and no stop timeout runs out, until it beats or counts as frozen.
+            return Some(wake);
+        }
         if running == 0 && stopped + self.ok_ranks.len() >= self.opts.np {
             if !self.suspended
                 && (self.conns.values())
@@ -135,11 +177,15 @@ impl Supervisor<'_> {
                 ));
                 self.suspended = true;
             }
-            // A suspension has no limit: the clocks start again when a rank continues.
-            for c in self.conns.values_mut() {
-                if c.stop_since.is_some() {
-                    c.stop_since = Some(now);
-                    c.stop_said = self.suspended;
+            // A suspension has no limit: the clocks start again when a rank continues. Before it
+            // is confirmed the clocks run on (reset on every look, they never reached
+            // STOP_CONFIRM: a suspension that began with one rank said stopped was never said).
+            if self.suspended {
+                for c in self.conns.values_mut() {
+                    if c.stop_since.is_some() {
+                        c.stop_since = Some(now);
+                        c.stop_said = true;
+                    }
                 }
             }
             return Some(wake);

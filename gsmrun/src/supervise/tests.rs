@@ -1,8 +1,9 @@
 use super::output::{TURN_WAIT, Turn, tagged};
-use super::reaper::{descendants, parent_in_stat};
 use super::report::LauncherFailure;
+use super::stops::{Looks, looks};
 use super::*;
 use crate::clock::fmt_secs;
+use crate::proctree::{descendants, parent_in_stat};
 
 #[test]
 fn the_parent_is_read_after_a_command_name_with_spaces_and_parentheses() {
@@ -205,4 +206,21 @@ fn frames_round_trip() {
     assert_eq!(wire::read_frame(&mut r).unwrap(), None);
     let bad = [b'O', 0xff, 0xff, 0xff, 0xff];
     assert!(wire::read_frame(&mut &bad[..]).is_err());
+}
+
+/// A wrapper that missed a beat is neither running nor stopped until it beats again or has been
+/// silent for three beats; a wrapper's word that its program is stopped counts at once, and a
+/// silent wrapper whose host answers nothing is left to `--lost-timeout`.
+#[test]
+fn a_rank_looks_stopped_unsure_or_running_from_its_beats() {
+    let ms = Duration::from_millis;
+    assert_eq!(looks(ms(0), true, false), Looks::Stopped { frozen: false });
+    assert_eq!(looks(ms(1200), false, false), Looks::Running);
+    assert_eq!(looks(ms(1500), false, false), Looks::Unsure);
+    assert_eq!(looks(ms(2999), false, false), Looks::Unsure);
+    assert_eq!(
+        looks(ms(3000), false, false),
+        Looks::Stopped { frozen: true }
+    );
+    assert_eq!(looks(ms(9000), false, true), Looks::Running);
 }

@@ -73,7 +73,8 @@ pub(super) fn connect(
 }
 
 /// Listens to `gsmrun` on `reader`: a `SIGNAL` is passed on to the program; any `KILL`, end of
-/// stream or error sets `told`, ends the program and is said on `answer`.
+/// stream or error sets `told`, removes this host's leftovers, ends the program and is said on
+/// `answer`, which the main thread waits for before the wrapper exits.
 pub(super) fn listen(
     mut reader: TcpStream,
     program: Program,
@@ -92,10 +93,12 @@ pub(super) fn listen(
                 }
                 Ok(Some((wire::LOST, payload))) => {
                     if let Ok(ms) = <[u8; 4]>::try_from(payload.as_slice()) {
-                        // A second sooner than gsmrun: the rank beyond a cut has ended and
-                        // cleaned up by the time gsmrun reports the host lost.
+                        // Two seconds sooner than gsmrun (at least half its time): keepalive
+                        // probes are a second apart, so either side may trip up to a second
+                        // late, and the rank beyond a cut must have ended and cleaned up before
+                        // gsmrun, having reported the host lost, ends what is left.
                         let lost = Duration::from_millis(u32::from_le_bytes(ms).into());
-                        let after = lost.saturating_sub(Duration::from_secs(1));
+                        let after = lost.saturating_sub(Duration::from_secs(2)).max(lost / 2);
                         let _ = crate::sys::fail_when_unanswered(&reader, after);
                     }
                 }

@@ -42,7 +42,7 @@ use program::Program;
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt as _;
 use std::process::Command;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
@@ -148,6 +148,12 @@ pub fn main(args: Vec<OsString>) -> i32 {
         rank.as_deref().and_then(|r| r.parse::<u32>().ok()),
     ) {
         crate::segments::remove_rank_segment(&job, r);
+    }
+    // Ended by gsmrun: the listener removed this host's Open MPI leftovers before it ended the
+    // program, which may have written there since (a rank inside `MPI_Init` makes its own
+    // directory); reaped, it writes nothing more.
+    if told.load(Ordering::SeqCst) {
+        crate::janitor::remove_rank_leftovers();
     }
     let outcome = report::outcome(status);
     report::finish(&link, outcome, &told, abandoned, &answer_rx)

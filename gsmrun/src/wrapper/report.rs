@@ -26,8 +26,8 @@ pub(super) fn outcome(status: std::io::Result<ExitStatus>) -> Outcome {
 }
 
 /// Reports `outcome`; returns the wrapper's exit status. Ended by gsmrun (`told`), it exits 0
-/// (gsmrun owns the job's status); after a failure (or an exit 0 after the runtime abandoned its
-/// run) it waits for gsmrun's answer first.
+/// (gsmrun owns the job's status) once the listener has cleaned up; after a failure (or an exit 0
+/// after the runtime abandoned its run) it waits for gsmrun's answer first.
 pub(super) fn finish(
     link: &Link,
     outcome: Outcome,
@@ -38,7 +38,10 @@ pub(super) fn finish(
     let code = outcome.exit_code();
     let _ = link.send(wire::EXIT, outcome.encode().as_bytes());
     if told.load(Ordering::SeqCst) {
-        // gsmrun ended us; it owns the job's status.
+        // gsmrun ended us; it owns the job's status. The listener answers once it has removed
+        // this host's Open MPI leftovers (`control::listen`); returning sooner ended the process
+        // in the middle of that removal and left a remote host's session directory behind.
+        let _ = answer.recv_timeout(ANSWER_WAIT);
         let _ = link.send(wire::ENDED, b"");
         link.shutdown_write();
         return 0;
