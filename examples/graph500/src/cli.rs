@@ -116,9 +116,9 @@ pub enum Engine {
     Seq,
     /// Distributed on Gossamer, written with trusts: each worker owns its vertices' state, and
     /// visits and relaxations of another worker's vertices are closures delegated to it
-    /// (`apply_with_then`, one closure per destination and step), each BFS level ending when its
-    /// job-wide completion scope (`gossamer::finish_all`) is done, each delta-stepping bucket
-    /// when every worker's scope (`gossamer::finish`) is; run under
+    /// (`apply_with_then`, one closure per destination and step), each BFS level and
+    /// delta-stepping bucket ending when its job-wide completion scope (`gossamer::finish_all`)
+    /// is done; run under
     /// `gsmrun -np N [-t T]`, or alone as one rank of `GSM_THREADS` workers.
     Gsm,
     /// Distributed on Gossamer, bulk-synchronous: the MPI baseline's kernels step for step, with

@@ -2,10 +2,9 @@
 //! distances, frontier, buckets) is a property of the worker that owns the vertices, [`Owned`],
 //! and work on a vertex another worker owns is a closure delegated to that worker with
 //! `apply_with_then` (one closure per destination and step, [`gossamer::Batches`]). A step ends
-//! when its completion scopes say that every closure any worker delegated, and all they started
-//! in turn, has run: [`bfs`](super::bfs) has one job-wide scope per top-down level
-//! ([`gossamer::finish_all`]), [`sssp`](super::sssp) one scope per worker and bucket
-//! ([`gossamer::finish`]) and a barrier. Each worker reaches its own property inline (it is its
+//! when the job-wide completion scope of the step ([`gossamer::finish_all`]) says that every
+//! closure any worker delegated, and all they started in turn, has run: [`bfs`](super::bfs) has
+//! one scope per top-down level, [`sssp`](super::sssp) one per bucket. Each worker reaches its own property inline (it is its
 //! trustee); the graph's rows are shared read-only with it (`Arc`).
 //!
 //! This module holds what both kernels share: the property. Its set-up (every worker's trust in

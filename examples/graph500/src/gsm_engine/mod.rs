@@ -15,9 +15,8 @@
 //! - `gsm` ([`kernels`], with `bfs.rs` and `sssp.rs`): written with trusts. Each worker's search
 //!   state is a property it owns; visits and relaxations of another worker's vertices are closures
 //!   delegated to that worker (`apply_with_then`, one closure per destination and step through
-//!   `gossamer::Batches`), and each top-down BFS level ends when its job-wide completion scope
-//!   (`gossamer::finish_all`) is done, each delta-stepping bucket when every worker's scope
-//!   (`gossamer::finish`) and a barrier are, not after an exchange round.
+//!   `gossamer::Batches`), and each top-down BFS level and each delta-stepping bucket ends when
+//!   its job-wide completion scope (`gossamer::finish_all`) is done, not after an exchange round.
 //!   The engine's glue here, [`Delegation`], makes every worker's property once
 //!   (`gossamer::entrust_all`) and hands the searches to `bfs.rs` and `sssp.rs`, as `Bsp` does for
 //!   the bulk-synchronous ones.

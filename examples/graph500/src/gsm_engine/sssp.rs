@@ -1,32 +1,29 @@
 //! Kernel 3 of `--engine gsm`: asynchronous delta-stepping (Meyer and Sanders 2003) by delegation.
 //!
 //! Buckets of width Δ as in the sequential and bulk-synchronous kernels (every edge relaxed, no
-//! light/heavy split). Bucket k is one completion scope per worker ([`gossamer::finish`]): each
-//! worker settles its vertices of bucket k in rounds (those filed in it, then those the round
+//! light/heavy split). Bucket k is one job-wide completion scope ([`gossamer::finish_all`]):
+//! each worker settles its vertices of bucket k in rounds (those filed in it, then those the round
 //! filed in it); a relaxation of a vertex it owns applies at once, and the relaxations of a
 //! round for another worker's vertices go to that owner as one delegated closure with a `Vec`
 //! of `(v, d, u)` ([`gossamer::Batches`]). The owner lowers the distances and, if some vertex falls
 //! in the bucket it is settling, settles at once from there, delegating onward; other vertices
-//! wait in their buckets. A barrier after the scopes (the others' closures may still file
-//! vertices here) and a minimum over the workers of their lowest non-empty bucket start the next
-//! one. A worker does not send a vertex a distance that is not below the lowest it has sent it
-//! this search.
+//! wait in their buckets. When the scope is done, bucket k is settled everywhere, and a minimum
+//! over the workers of their lowest non-empty bucket (the team's reduction) starts the next one.
+//! A worker does not send a vertex a distance that is not below the lowest it has sent it this
+//! search.
 //!
-//! Why not one job-wide scope per bucket ([`gossamer::finish_all_min`], whose last wave carries
-//! the minimum, as BFS's levels use `finish_all`): with one worker per rank on a quiet machine it
-//! was slower per bucket than the scope, barrier and minimum here, and SSSP has many more buckets
-//! than BFS has levels (docs/performance.md, issue 37). Nor is settling deferred to a spawned
-//! fiber per batch: no faster when quiet.
+//! Not used, because slower on a quiet machine (docs/performance.md, issue 37): the minimum
+//! carried by the scope's last wave ([`gossamer::finish_all_min`]), and settling by a fiber
+//! spawned per batch instead of inline.
 //!
 //! A distance is only ever set to `dist[u] + w`, and only when lower, so the distances are the
 //! fixpoint every kernel reaches, bit for bit; a parent among equal-distance ones may differ.
 
-use gossamer::{Trust, finish};
+use gossamer::{Trust, finish_all};
 
 use super::comm::Comm;
 use super::kernels::Owned;
 use crate::bfs::NO_PARENT;
-use crate::dist::Exchange;
 use crate::dist::sssp::LocalPaths;
 use crate::kronecker::Vertex;
 
@@ -43,9 +40,8 @@ pub(super) fn search(me: &Trust<Owned>, comm: &Comm, root: Vertex, delta: f32) -
         if k == u64::MAX {
             break;
         }
-        finish(|| me.apply(move |o| o.drain(k as usize)));
-        // The others' closures may still file vertices here until their scopes are done too.
-        comm.barrier();
+        // Job-wide: when it returns, no closure of bucket k can still file a vertex anywhere.
+        finish_all(|| me.apply(move |o| o.drain(k as usize)));
     }
     let (parent, dist) = me.apply(|o| (std::mem::take(&mut o.parent), std::mem::take(&mut o.dist)));
     LocalPaths { parent, dist }
