@@ -1,29 +1,28 @@
 //! Kernel 3 of `--engine gsm`: asynchronous delta-stepping (Meyer and Sanders 2003) by delegation.
 //!
 //! Buckets of width Δ as in the sequential and bulk-synchronous kernels (every edge relaxed, no
-//! light/heavy split). Bucket k is one job-wide completion scope ([`gossamer::finish_all`]):
+//! light/heavy split). Bucket k is one job-wide completion scope ([`gossamer::finish_all_min`]):
 //! each worker settles its vertices of bucket k in rounds (those filed in it, then those the round
 //! filed in it); a relaxation of a vertex it owns applies at once, and the relaxations of a
 //! round for another worker's vertices go to that owner as one delegated closure with a `Vec`
 //! of `(v, d, u)` ([`gossamer::Batches`]). The owner lowers the distances and, if some vertex falls
-//! in the bucket it is settling, settles at once from there, delegating onward; other vertices
-//! wait in their buckets. When the scope is done, bucket k is settled everywhere, and a minimum
-//! over the workers of their lowest non-empty bucket (the team's reduction) starts the next one.
-//! A worker does not send a vertex a distance that is not below the lowest it has sent it this
-//! search.
-//!
-//! Not used, because slower on a quiet machine (docs/performance.md, issue 37): the minimum
-//! carried by the scope's last wave ([`gossamer::finish_all_min`]), and settling by a fiber
-//! spawned per batch instead of inline.
+//! in the bucket it is settling, spawns a fiber that settles from there, delegating onward (one
+//! fiber for every batch that arrives before it runs, so that batches arriving together are
+//! settled in one round); other vertices wait in their buckets. When the scope is done, bucket k
+//! is settled everywhere, and the scope's last wave also carries the minimum over the workers of
+//! their lowest non-empty bucket, the next one: no exchange rounds within a bucket, and no
+//! collective of its own. A worker does not send a vertex a distance that is not below the
+//! lowest it has sent it this search.
 //!
 //! A distance is only ever set to `dist[u] + w`, and only when lower, so the distances are the
 //! fixpoint every kernel reaches, bit for bit; a parent among equal-distance ones may differ.
 
-use gossamer::{Trust, finish_all};
+use gossamer::{Trust, finish_all_min};
 
 use super::comm::Comm;
 use super::kernels::Owned;
 use crate::bfs::NO_PARENT;
+use crate::dist::Exchange;
 use crate::dist::sssp::LocalPaths;
 use crate::kronecker::Vertex;
 
@@ -34,14 +33,12 @@ pub(super) fn search(me: &Trust<Owned>, comm: &Comm, root: Vertex, delta: f32) -
         "bucket width {delta} outside (0, 1]"
     );
     me.apply(move |o| o.start_sssp(root, delta));
-    loop {
-        // Also the barrier between a worker's reset and the first relaxation it is sent.
-        let k = comm.min_u64(me.apply(|o| o.lowest()));
-        if k == u64::MAX {
-            break;
-        }
-        // Job-wide: when it returns, no closure of bucket k can still file a vertex anywhere.
-        finish_all(|| me.apply(move |o| o.drain(k as usize)));
+    // No relaxation may reach a worker before its reset.
+    comm.barrier();
+    let mut k = 0;
+    while k != u64::MAX {
+        let drain = || me.apply(move |o| o.drain(k as usize));
+        k = finish_all_min(drain, || me.apply(|o| o.lowest())).1;
     }
     let (parent, dist) = me.apply(|o| (std::mem::take(&mut o.parent), std::mem::take(&mut o.dist)));
     LocalPaths { parent, dist }
@@ -93,8 +90,10 @@ impl Owned {
             now |= self.improve(self.part.local(r[0]), f32::from_bits(r[1]), r[2]) == self.current;
         }
         // One settling fiber for all the batches that arrive before it runs, not one per batch.
-        if now {
-            self.drain(self.current);
+        if now && !self.pending {
+            self.pending = true;
+            let me = self.out.trusts()[self.part.rank()].clone();
+            let _ = gossamer::spawn(move || me.apply(|o| (o.pending = false, o.drain(o.current))));
         }
     }
 
