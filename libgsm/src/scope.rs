@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use std::cell::Cell;
 
-use crate::mail::{recv, send};
+use crate::mail::{flush, recv, send};
 use crate::spawn::{WorkerId, current_worker, sleep, spawn_on, worker_count, yield_now};
 use crate::worker::tasks;
 
@@ -185,6 +185,10 @@ fn waves_together(scope: u64, seq: u32, sample: &mut dyn FnMut() -> u64) -> (u64
         for w in (0..workers).filter(|&w| w != me) {
             send(WorkerId::new(w), ALL_WAVE_TAG, mine.clone());
         }
+        // Out now: `recv` flushes only when it must wait, so after the deciding wave this
+        // worker's last message could sit staged through the caller's next step, which
+        // does not poll, while the others wait for it.
+        flush();
         let (mut started, mut finished, mut least, mut failure) = (s, f, mine.4, mine.5);
         for w in (0..workers).filter(|&w| w != me) {
             let (q, k, s, f, l, e): AllWave = recv(WorkerId::new(w), ALL_WAVE_TAG);

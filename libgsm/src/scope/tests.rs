@@ -251,3 +251,37 @@ fn a_panic_in_a_collective_scope_reaches_every_worker() {
     .unwrap();
     assert!(seen.iter().all(|m| m.contains("bad bucket")), "{seen:?}");
 }
+
+#[test]
+fn a_collective_scope_sends_its_last_wave_before_returning() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::{Duration, Instant};
+    static DONE: [AtomicU32; 2] = [AtomicU32::new(0), AtomicU32::new(0)];
+    // After each scope every worker computes without polling until the other is out of it too: a
+    // last wave message left staged here would keep the other in the scope, and both time out.
+    let seen = spmd(Config::default().workers(2), |w| {
+        let peer = entrust_on(WorkerId::new(1 - w.id()), || ());
+        let mut late = Vec::new();
+        for round in 1..=20u32 {
+            finish_all(|| peer.apply_then(|()| (), |()| ()));
+            DONE[w.id()].store(round, Ordering::SeqCst);
+            let start = Instant::now();
+            while DONE[1 - w.id()].load(Ordering::SeqCst) < round {
+                if start.elapsed() > Duration::from_millis(500) {
+                    // Failed; polling now lets the staged message go, so the test ends.
+                    late.push(round);
+                    while DONE[1 - w.id()].load(Ordering::SeqCst) < round {
+                        crate::yield_now();
+                    }
+                }
+                std::hint::spin_loop();
+            }
+        }
+        late
+    })
+    .unwrap();
+    assert!(
+        seen.iter().all(Vec::is_empty),
+        "rounds that timed out: {seen:?}"
+    );
+}

@@ -41,5 +41,7 @@ pub struct Owned {
     pub(super) current: usize,
     /// SSSP: a fiber is on its way to settle what delegated relaxations filed in this bucket.
     pub(super) pending: bool,
+    /// SSSP: the last round's vector, reused by the next.
+    pub(super) spare: Vec<u32>,
     pub(super) delta: f32,
 }

@@ -73,8 +73,12 @@ impl Owned {
         self.current = k;
         let slot = k % self.buckets.len();
         while !self.buckets[slot].is_empty() {
-            let round = std::mem::take(&mut self.buckets[slot]);
+            // The two vectors trade places, so that neither is allocated afresh each round.
+            let mut round =
+                std::mem::replace(&mut self.buckets[slot], std::mem::take(&mut self.spare));
             self.settle(&round);
+            round.clear();
+            self.spare = round;
         }
     }
 
