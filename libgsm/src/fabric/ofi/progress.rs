@@ -495,38 +495,39 @@ impl State {
             // slot is released, which waits for this write.
             let h = word(unsafe { self.outs[n].ring.add(header_offset(self.layout, slot)) })
                 .load(Ordering::Acquire);
-            match self.write_slot(n, slot, h as u32) {
-                Ok(()) => {
-                    self.retries.remove(0);
-                    any = true;
-                }
-                Err(e) if e.code == fi::EAGAIN => return any,
-                Err(e) => {
-                    let p = self.outs[n].peer;
-                    self.lost(p, e.to_string());
-                    return any;
-                }
+            let (peer, res) = (self.outs[n].peer, self.write_slot(n, slot, h as u32));
+            if !self.went_out(peer, res) {
+                return any;
             }
+            self.retries.remove(0);
+            any = true;
         }
         let mask = u64::from(self.layout.slots) - 1;
         for n in 0..self.outs.len() {
             while let Some(len) = self.published(&self.outs[n]) {
                 let slot = self.outs[n].sent & mask;
-                match self.write_slot(n, slot, len) {
-                    Ok(()) => {
-                        self.outs[n].sent += 1;
-                        any = true;
-                    }
-                    Err(e) if e.code == fi::EAGAIN => return any,
-                    Err(e) => {
-                        let p = self.outs[n].peer;
-                        self.lost(p, e.to_string());
-                        return any;
-                    }
+                let (peer, res) = (self.outs[n].peer, self.write_slot(n, slot, len));
+                if !self.went_out(peer, res) {
+                    return any;
                 }
+                self.outs[n].sent += 1;
+                any = true;
             }
         }
         any
+    }
+
+    /// Whether a posted write went out. If not, the pass stops: the provider's queue is full
+    /// (`EAGAIN`; the next pass tries again) or the peer is reported lost.
+    fn went_out(&mut self, peer: usize, res: Result<(), fi::FiError>) -> bool {
+        match res {
+            Ok(()) => true,
+            Err(e) if e.code == fi::EAGAIN => false,
+            Err(e) => {
+                self.lost(peer, e.to_string());
+                false
+            }
+        }
     }
 
     /// Returns credit where a consumer freed half a ring or caught up; `true` if any was sent.
@@ -557,18 +558,12 @@ impl State {
                     CREDIT_CTX | n,
                 )
             };
-            match res {
-                Ok(()) => {
-                    self.ins[n].in_flight = Some(r);
-                    any = true;
-                }
-                Err(e) if e.code == fi::EAGAIN => return any,
-                Err(e) => {
-                    let p = self.ins[n].peer;
-                    self.lost(p, e.to_string());
-                    return any;
-                }
+            let peer = self.ins[n].peer;
+            if !self.went_out(peer, res) {
+                return any;
             }
+            self.ins[n].in_flight = Some(r);
+            any = true;
         }
         any
     }
