@@ -107,11 +107,8 @@ pub enum Fabric {
     Tcp,
     /// One-sided RMA over libfabric between every pair of ranks (provider: GSM_OFI_PROVIDER).
     Ofi,
-    /// RDMA verbs: not in any build of the runtime yet, so `gsmrun` refuses it before starting
-    /// anything (every rank would fail on it) and `--help` does not list it. gsmrun cannot see
-    /// which runtime a program links, only its own build; once a build has verbs, this value is
-    /// to be passed on and checked by the ranks.
-    #[value(hide = true)]
+    /// RDMA writes on RC queue pairs between every pair of ranks (device: GSM_VERBS_DEVICE; the
+    /// program must be built with gossamer's `rdma` feature)
     Verbs,
 }
 

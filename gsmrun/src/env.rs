@@ -71,6 +71,9 @@ pub mod input {
     /// `GSM_LOG`: `tracing` filter for gsmrun's and the wrapper's logs on stderr (`debug`,
     /// `gsmrun=trace`, …). Off when unset. Passed on to the ranks unchanged.
     pub const LOG: &str = "GSM_LOG";
+    /// `RUST_LOG`: the runtime's other log filter (it reads `GSM_LOG` first). gsmrun does not
+    /// read it; passed on to the ranks unchanged when set, as `GSM_LOG` is.
+    pub const RUST_LOG: &str = "RUST_LOG";
     /// `GSM_MPI_FLAVOUR`: `openmpi` or `hydra` skips asking `mpirun --version` which MPI is
     /// installed (for `--dry-run` on a machine without that MPI, and for tests).
     pub const MPI_FLAVOUR: &str = "GSM_MPI_FLAVOUR";

@@ -175,18 +175,44 @@ fn fabric_ofi_is_passed_on_and_shown_by_dry_run() {
     assert!(shown.contains("GSM_FABRIC=ofi"), "{shown}");
 }
 
+/// `--fabric verbs` is passed on (only the ranks know whether the program has the `rdma`
+/// feature and the host a device), listed by `--help`, and the dry run's fabric line says what
+/// it means; `auto` says its rule for the placement.
 #[test]
-fn settings_every_rank_would_refuse_are_refused_up_front() {
+fn fabric_verbs_is_passed_on_and_the_dry_run_shows_the_choice() {
     let out = gsmrun(&["--fabric", "verbs", "--dry-run", "app"], "openmpi");
-    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("GSM_FABRIC=verbs"), "{shown}");
     assert!(
-        stderr_of(&out).contains("--fabric verbs: Gossamer has no RDMA (verbs) fabric"),
-        "{}",
-        stderr_of(&out)
+        shown.contains("fabric: verbs between every pair of ranks (RC queue pairs on"),
+        "{shown}"
     );
     let help = gsmrun(&["--help"], "openmpi");
     let help = String::from_utf8_lossy(&help.stdout);
-    assert!(!help.contains("verbs"), "{help}");
+    assert!(help.contains("verbs"), "{help}");
+    let one = gsmrun(&["--dry-run", "app"], "openmpi");
+    let one = String::from_utf8_lossy(&one.stdout);
+    assert!(
+        one.contains("fabric: auto: shm (every rank on one host)"),
+        "{one}"
+    );
+    let two = gsmrun(&["-H", "a,b", "-np", "2", "--dry-run", "app"], "openmpi");
+    let two = String::from_utf8_lossy(&two.stdout);
+    assert!(
+        two.contains("fabric: auto: shm within a host; between hosts ofi if"),
+        "{two}"
+    );
+    let tcp = gsmrun(&["--fabric", "tcp", "--dry-run", "app"], "openmpi");
+    let tcp = String::from_utf8_lossy(&tcp.stdout);
+    assert!(
+        tcp.contains("fabric: tcp between every pair of ranks"),
+        "{tcp}"
+    );
+}
+
+#[test]
+fn settings_every_rank_would_refuse_are_refused_up_front() {
     // The runtime's GSM_THREADS range is 1 to 4096.
     let out = gsmrun(&["-t", "4097", "--dry-run", "app"], "openmpi");
     assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));

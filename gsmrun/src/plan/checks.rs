@@ -18,25 +18,10 @@ pub(super) fn exports_are_variable_names(cli: &Cli) -> Result<(), Error> {
 
 /// The fabric of the job: `--fabric`, else `GSM_FABRIC` of gsmrun's environment (which the ranks
 /// would otherwise have seen only on the launching host, and there overridden), else `auto`.
+/// Every value is passed on: whether the program has the fabric (`ofi`, `verbs` are cargo
+/// features of its runtime) and whether the hosts have the device, only its ranks can tell, and
+/// each stops at start with one line saying what is missing.
 pub(super) fn fabric(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Fabric, Error> {
-    let fabric = given_fabric(cli, var)?;
-    if fabric == Fabric::Verbs {
-        let given = if cli.fabric.is_some() {
-            "--fabric verbs"
-        } else {
-            "GSM_FABRIC=verbs in gsmrun's environment"
-        };
-        return Err(Error::Usage(format!(
-            "{given}: Gossamer has no RDMA (verbs) fabric yet, so every rank would fail to \
-             start; on RDMA hardware use --fabric ofi with GSM_OFI_PROVIDER=verbs;ofi_rxm (or \
-             efa, cxi, psm3), else --fabric auto, shm or tcp"
-        )));
-    }
-    Ok(fabric)
-}
-
-/// The fabric as given, before the check of [`fabric`].
-fn given_fabric(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Fabric, Error> {
     use clap::ValueEnum;
     if let Some(f) = cli.fabric {
         return Ok(f);
@@ -46,8 +31,8 @@ fn given_fabric(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Fabri
     };
     Fabric::from_str(v.trim(), true).map_err(|_| {
         Error::Usage(format!(
-            "GSM_FABRIC={v} in gsmrun's environment: expected auto, shm, tcp or ofi (or pass --fabric, \
-             which takes precedence)"
+            "GSM_FABRIC={v} in gsmrun's environment: expected auto, shm, tcp, ofi or verbs (or pass \
+             --fabric, which takes precedence)"
         ))
     })
 }

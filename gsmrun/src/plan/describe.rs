@@ -1,8 +1,10 @@
-//! What `--dry-run` and `-v` print of a plan: the placement table, the generated hostfile, the
-//! command and the environment added for the launcher. Only text; the plan is made elsewhere.
+//! What `--dry-run` and `-v` print of a plan: the placement table, the fabric the ranks will use,
+//! the generated hostfile, the command and the environment added for the launcher. Only text; the
+//! plan is made elsewhere.
 
 use super::Prepared;
 use super::place::source_name;
+use crate::cli::Fabric;
 use crate::env;
 use crate::hosts::HostSource;
 use crate::launch;
@@ -27,11 +29,34 @@ pub fn placement_table(p: &Placement, source: &HostSource) -> String {
     s
 }
 
+/// The fabric line: what `fabric` means for this placement. Between hosts `auto` depends on the
+/// program's build and on libfabric's providers where the ranks run, which only the ranks can
+/// see: the line says the rule, and the ranks log their choice at info level.
+pub fn fabric_line(fabric: Fabric, p: &Placement) -> String {
+    let hosts = (0..p.hosts.len())
+        .filter(|&h| p.ranks_on(h).next().is_some())
+        .count();
+    let what = match (fabric, hosts) {
+        (Fabric::Auto, 0 | 1) => "auto: shm (every rank on one host)".to_string(),
+        (Fabric::Auto, _) => "auto: shm within a host; between hosts ofi if the program is built \
+                              with it and libfabric's first RMA provider drives RDMA hardware, else \
+                              tcp (each rank says which with RUST_LOG=gossamer::fabric=info)"
+            .to_string(),
+        (Fabric::Verbs, _) => "verbs between every pair of ranks (RC queue pairs on \
+                               GSM_VERBS_DEVICE or the first active RDMA port; the program needs \
+                               gossamer's `rdma` feature, else every rank stops at start saying so)"
+            .to_string(),
+        (f, _) => format!("{} between every pair of ranks", f.as_str()),
+    };
+    format!("fabric: {what}\n")
+}
+
 /// What `--dry-run` and `-v` print: the placement, the generated hostfile, the command, and the
 /// environment added for the launcher. The hostfile's contents are printed with its path, since
 /// the file exists only while the job runs (a dry run never writes it).
 pub fn describe(p: &Prepared) -> String {
     let mut s = placement_table(&p.placement, &p.source);
+    s.push_str(&fabric_line(p.fabric, &p.placement));
     if let Some(h) = &p.plan.hostfile {
         s.push_str(&format!(
             "hostfile {} (exists only while the job runs):\n",

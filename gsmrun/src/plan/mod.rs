@@ -14,7 +14,7 @@ pub use describe::{describe, placement_table};
 pub use place::resolve_hosts;
 
 use crate::Error;
-use crate::cli::Cli;
+use crate::cli::{Cli, Fabric};
 use crate::hosts::HostSource;
 use crate::jobdir;
 use crate::launch::{self, JobSpec, Plan};
@@ -26,6 +26,8 @@ use std::path::PathBuf;
 pub struct Prepared {
     pub placement: Placement,
     pub source: HostSource,
+    /// The fabric the ranks are told to use (`GSM_FABRIC`).
+    pub fabric: Fabric,
     pub spec: JobSpec,
     pub plan: Plan,
     /// Job-wide variables (values), without the control address and key.
@@ -77,6 +79,7 @@ pub fn prepare(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Prepar
     Ok(Prepared {
         placement,
         source,
+        fabric,
         spec,
         plan,
         job_env,

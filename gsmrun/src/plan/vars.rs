@@ -39,7 +39,7 @@ pub(super) fn job_env(
 }
 
 /// The names of the variables the launcher exports to every rank: those of `job_env`, the
-/// control address and key, `GSM_LOG` when set, and the runtime settings of gsmrun's environment
+/// control address and key, `GSM_LOG` and `RUST_LOG` when set, and the runtime settings of gsmrun's environment
 /// that no `-x` names. A `-x` of a variable gsmrun sets is refused.
 pub(super) fn job_vars(
     cli: &Cli,
@@ -83,6 +83,10 @@ pub(super) fn job_vars(
         .iter()
         .filter_map(|e| Export::parse(e).ok().map(|x| x.name))
         .collect();
+    // Launchers start remote ranks without gsmrun's environment: RUST_LOG reaches them only so.
+    if var(env::input::RUST_LOG).is_some() && !exported.iter().any(|x| x == env::input::RUST_LOG) {
+        job_vars.push(env::input::RUST_LOG.to_string());
+    }
     let taken: Vec<&str> = job_vars
         .iter()
         .chain(&exported)

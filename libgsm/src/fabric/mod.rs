@@ -51,6 +51,8 @@
 pub mod ofi;
 pub mod shm;
 pub mod tcp;
+#[cfg(feature = "rdma")]
+pub mod verbs;
 
 #[cfg(test)]
 mod conformance;
@@ -70,6 +72,8 @@ pub enum FabricKind {
     Tcp,
     /// One-sided RMA over libfabric (cargo feature `ofi`).
     Ofi,
+    /// RDMA writes on RC queue pairs through rdma-core's verbs (cargo feature `rdma`).
+    Verbs,
 }
 
 impl std::fmt::Display for FabricKind {
@@ -78,6 +82,7 @@ impl std::fmt::Display for FabricKind {
             FabricKind::Shm => "shm",
             FabricKind::Tcp => "tcp",
             FabricKind::Ofi => "ofi",
+            FabricKind::Verbs => "verbs",
         })
     }
 }
@@ -94,13 +99,18 @@ pub enum FabricChoice {
     Tcp,
     /// `ofi` (one-sided RMA over libfabric) for every peer, even on one host.
     Ofi,
+    /// `verbs` (RDMA writes on RC queue pairs) for every peer, even on one host. Never chosen
+    /// by `auto`: it is compile-checked only (see `fabric::verbs`).
+    Verbs,
 }
 
 /// The environment variable that chooses the fabric.
 pub const FABRIC_VAR: &str = "GSM_FABRIC";
 
 impl FabricChoice {
-    /// Parses `auto`, `shm`, `tcp` or `ofi` (case-insensitive), the value of [`FABRIC_VAR`].
+    /// Parses `auto`, `shm`, `tcp`, `ofi` or `verbs` (`rdma` too; case-insensitive), the value
+    /// of [`FABRIC_VAR`]. A fabric this build lacks is refused here, naming the cargo feature;
+    /// whether a device exists is `verbs`'s start-up check.
     pub fn parse(s: &str) -> Result<Self, FabricError> {
         let err = |reason| FabricError::Env {
             name: FABRIC_VAR,
@@ -116,8 +126,16 @@ impl FabricChoice {
                 "this build of Gossamer has no ofi fabric (cargo feature `ofi` of the gossamer \
                  crate, which needs libfabric-dev); expected auto, shm or tcp",
             )),
-            "verbs" | "rdma" => Err(verbs_refused(s)),
-            _ => Err(err("expected auto, shm, tcp or ofi")),
+            "verbs" | "rdma" if cfg!(feature = "rdma") => Ok(FabricChoice::Verbs),
+            "verbs" | "rdma" => Err(FabricError::NoDevice {
+                value: s.trim().to_string(),
+                looked_for: "this build of Gossamer has no verbs fabric (cargo feature `rdma` of \
+                             the gossamer crate, which needs libibverbs-dev); on RDMA hardware \
+                             use GSM_FABRIC=ofi with GSM_OFI_PROVIDER='verbs;ofi_rxm' (or efa, \
+                             cxi, psm3)"
+                    .to_string(),
+            }),
+            _ => Err(err("expected auto, shm, tcp, ofi or verbs")),
         }
     }
 
@@ -140,47 +158,11 @@ impl FabricChoice {
             (FabricChoice::Auto, true) | (FabricChoice::Shm, true) => Ok(FabricKind::Shm),
             (FabricChoice::Auto, false) | (FabricChoice::Tcp, _) => Ok(FabricKind::Tcp),
             (FabricChoice::Ofi, _) => Ok(FabricKind::Ofi),
+            (FabricChoice::Verbs, _) => Ok(FabricKind::Verbs),
             (FabricChoice::Shm, false) => Err(FabricError::ShmAcrossHosts {
                 peer,
                 host: peer_host.to_string(),
             }),
-        }
-    }
-}
-
-/// Why `GSM_FABRIC=verbs` is refused: with the `rdma` feature, the RDMA devices looked for
-/// (none here means no verbs at all); in every build, that the verbs data path is reached
-/// through `ofi`.
-fn verbs_refused(value: &str) -> FabricError {
-    #[cfg(feature = "rdma")]
-    {
-        let found = crate::sys::verbs::devices();
-        if found.is_empty() {
-            return FabricError::NoDevice {
-                value: value.to_string(),
-                looked_for: format!(
-                    "no RDMA device: ibv_get_device_list found none ({} is empty or missing: no \
-                     InfiniBand/RoCE driver, nor rxe/siw)",
-                    crate::sys::verbs::DEVICE_DIR
-                ),
-            };
-        }
-        FabricError::NoDevice {
-            value: value.to_string(),
-            looked_for: format!(
-                "no verbs data path of its own yet: reach devices {found:?} with GSM_FABRIC=ofi \
-                 and GSM_OFI_PROVIDER='verbs;ofi_rxm'"
-            ),
-        }
-    }
-    #[cfg(not(feature = "rdma"))]
-    {
-        FabricError::NoDevice {
-            value: value.to_string(),
-            looked_for:
-                "no verbs fabric in this build (cargo feature `rdma`); on RDMA hardware use \
-                         GSM_FABRIC=ofi with GSM_OFI_PROVIDER='verbs;ofi_rxm' (or efa, cxi, psm3)"
-                    .to_string(),
         }
     }
 }

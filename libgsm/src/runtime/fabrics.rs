@@ -9,6 +9,8 @@ use crate::error::Error;
 use crate::fabric::ofi::Ofi;
 use crate::fabric::shm::Shm;
 use crate::fabric::tcp::Tcp;
+#[cfg(feature = "rdma")]
+use crate::fabric::verbs::Verbs;
 use crate::fabric::{Fabric, FabricChoice, FabricKind, Hooks, Links, Peer, Settings, Topology};
 
 use super::offer::Offer;
@@ -79,7 +81,9 @@ fn why(choice: FabricChoice, same_host: bool) -> &'static str {
     match (choice, same_host) {
         (FabricChoice::Auto, true) => "same host",
         (FabricChoice::Auto, false) => "another host",
-        (FabricChoice::Shm | FabricChoice::Tcp | FabricChoice::Ofi, _) => "GSM_FABRIC",
+        (FabricChoice::Shm | FabricChoice::Tcp | FabricChoice::Ofi | FabricChoice::Verbs, _) => {
+            "GSM_FABRIC"
+        }
     }
 }
 
@@ -87,6 +91,8 @@ fn why(choice: FabricChoice, same_host: bool) -> &'static str {
 ///
 /// Fields in this order so that an early return drops tcp before shm, as the run's locals did.
 pub(crate) struct Fabrics {
+    #[cfg(feature = "rdma")]
+    pub(crate) verbs: Option<Verbs>,
     #[cfg(feature = "ofi")]
     pub(crate) ofi: Option<Ofi>,
     pub(crate) tcp: Option<Tcp>,
@@ -99,6 +105,7 @@ pub(crate) struct Endpoints {
     pub(crate) tcp: Vec<u8>,
     pub(crate) shm: Vec<u8>,
     pub(crate) ofi: Vec<u8>,
+    pub(crate) verbs: Vec<u8>,
 }
 
 /// Whether some peer is served by `k`.
@@ -128,12 +135,23 @@ impl Fabrics {
         };
         #[cfg(not(feature = "ofi"))]
         let ofi: Option<((), Vec<u8>)> = None;
+        #[cfg(feature = "rdma")]
+        let verbs = if needs(kinds, FabricKind::Verbs) {
+            Some(Verbs::prepare(&settings)?)
+        } else {
+            None
+        };
+        #[cfg(not(feature = "rdma"))]
+        let verbs: Option<((), Vec<u8>)> = None;
         let endpoints = Endpoints {
             tcp: tcp.as_ref().map(|t| t.1.clone()).unwrap_or_default(),
             shm: shm.as_ref().map(|s| s.1.clone()).unwrap_or_default(),
             ofi: ofi.as_ref().map(|s| s.1.clone()).unwrap_or_default(),
+            verbs: verbs.as_ref().map(|s| s.1.clone()).unwrap_or_default(),
         };
         let fabrics = Fabrics {
+            #[cfg(feature = "rdma")]
+            verbs: verbs.map(|v| v.0),
             #[cfg(feature = "ofi")]
             ofi: ofi.map(|o| o.0),
             tcp: tcp.map(|t| t.0),
@@ -169,6 +187,30 @@ impl Fabrics {
         if let Some(f) = &mut self.ofi {
             f.create(topo, &peers_of(FabricKind::Ofi, |o| &o.ofi), hooks.clone())?;
         }
+        #[cfg(feature = "rdma")]
+        if let Some(f) = &mut self.verbs {
+            f.create(
+                topo,
+                &peers_of(FabricKind::Verbs, |o| &o.verbs),
+                hooks.clone(),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The verbs fabric's second exchange, between `create` and `attach`: every rank's cards
+    /// (queue pair numbers, region addresses and keys) through the bootstrap's all-gather. Every
+    /// rank of an `rdma` build takes part (with no cards when it has no verbs peer), so the
+    /// collective calls match whatever fabrics a rank chose.
+    #[cfg(feature = "rdma")]
+    pub(crate) fn exchange_verbs(&mut self, job: &Job) -> Result<(), Error> {
+        let mine = self.verbs.as_ref().map(Verbs::cards).unwrap_or_default();
+        let all = job
+            .all_gather(&mine)
+            .map_err(|e| Error::Bootstrap(e.to_string()))?;
+        if let Some(f) = &mut self.verbs {
+            f.accept(&all)?;
+        }
         Ok(())
     }
 
@@ -183,6 +225,10 @@ impl Fabrics {
         }
         #[cfg(feature = "ofi")]
         if let Some(f) = &mut self.ofi {
+            v.push(f.attach()?);
+        }
+        #[cfg(feature = "rdma")]
+        if let Some(f) = &mut self.verbs {
             v.push(f.attach()?);
         }
         Ok(v)
@@ -200,6 +246,10 @@ impl Fabrics {
         if let Some(f) = &mut self.ofi {
             f.sealed();
         }
+        #[cfg(feature = "rdma")]
+        if let Some(f) = &mut self.verbs {
+            f.sealed();
+        }
     }
 
     /// Tells each fabric that closing is expected now.
@@ -214,10 +264,16 @@ impl Fabrics {
         if let Some(f) = &mut self.ofi {
             f.closing();
         }
+        #[cfg(feature = "rdma")]
+        if let Some(f) = &mut self.verbs {
+            f.closing();
+        }
     }
 
-    /// Drops ofi, shm, then tcp.
+    /// Drops verbs, ofi, shm, then tcp.
     pub(crate) fn close(mut self) {
+        #[cfg(feature = "rdma")]
+        drop(self.verbs.take());
         #[cfg(feature = "ofi")]
         drop(self.ofi.take());
         drop(self.shm.take());

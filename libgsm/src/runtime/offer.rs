@@ -15,6 +15,8 @@ pub(crate) struct Offer {
     /// The ofi fabric's endpoint (empty when not needed); last, so the fields before it keep
     /// their places.
     pub(crate) ofi: Vec<u8>,
+    /// The verbs fabric's endpoint (empty when not needed); after `ofi`, for the same reason.
+    pub(crate) verbs: Vec<u8>,
 }
 
 impl Offer {
@@ -28,8 +30,10 @@ impl Offer {
             b.extend_from_slice(e);
         }
         b.extend_from_slice(&self.probe.to_le_bytes());
-        b.extend_from_slice(&(self.ofi.len() as u32).to_le_bytes());
-        b.extend_from_slice(&self.ofi);
+        for e in [&self.ofi, &self.verbs] {
+            b.extend_from_slice(&(e.len() as u32).to_le_bytes());
+            b.extend_from_slice(e);
+        }
         b
     }
 
@@ -46,7 +50,10 @@ impl Offer {
         let probe = u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?);
         let ol = u(at + 8)? as usize;
         let ofi = b.get(at + 12..at + 12 + ol)?.to_vec();
-        if b.len() != at + 12 + ol {
+        let at = at + 12 + ol;
+        let vl = u(at)? as usize;
+        let verbs = b.get(at + 4..at + 4 + vl)?.to_vec();
+        if b.len() != at + 4 + vl {
             return None;
         }
         Some(Offer {
@@ -57,6 +64,7 @@ impl Offer {
             shm,
             probe,
             ofi,
+            verbs,
         })
     }
 }

@@ -116,6 +116,7 @@ pub(crate) fn start_multi(
         tcp: endpoints.tcp,
         shm: endpoints.shm,
         ofi: endpoints.ofi,
+        verbs: endpoints.verbs,
         probe: if needs(&kinds, FabricKind::Shm) && single_copy {
             crate::wire::far::allow_peers()
         } else {
@@ -136,6 +137,12 @@ pub(crate) fn start_multi(
     let hooks = hooks(&runtime);
     let created = fabrics.create(&topo, &kinds, &offers, &hooks);
     agree(job, created, "creating the fabrics")?;
+    #[cfg(feature = "rdma")]
+    agree(
+        job,
+        fabrics.exchange_verbs(job),
+        "exchanging the verbs queue pairs",
+    )?;
     let links = agree(job, fabrics.attach(), "connecting the fabrics")?;
     fabrics.sealed();
 

@@ -10,6 +10,7 @@ fn offers_round_trip_and_truncation_is_refused() {
         shm: vec![],
         probe: 0x1234,
         ofi: vec![9, 8],
+        verbs: vec![7; 40],
     };
     let b = o.encode();
     assert_eq!(Offer::decode(&b), Some(o));
