@@ -4,8 +4,10 @@
 #   make test   build once in release and run every test (what CI runs, through .ci/run),
 #               check formatting, clippy (also with the `rdma` feature) and the house rules of ARCHITECTURE.md (scripts/check-layout),
 #               then the loom model check of the slot ring, in its own target dir because
-#               --cfg loom changes every crate's build, and the `ofi` fabric (an opt-in feature,
-#               see libgsm/Cargo.toml) in target/ofi
+#               --cfg loom changes every crate's build, the build of the `verbs` fabric (feature
+#               `rdma`: compile-checked, no RDMA device here), and the `ofi` fabric (an opt-in
+#               feature, see libgsm/Cargo.toml) in target/ofi, built there with `rdma` too so that
+#               the verbs fabric's unit tests and its no-device start-up run once
 
 SHELL := /bin/bash
 CARGO ?= cargo
@@ -27,8 +29,9 @@ test:
 	$(CARGO) clippy --release -p gsm-tests --features ofi --all-targets -- -D warnings
 	python3 scripts/check-layout
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom $(CARGO) test --release -p gossamer --lib wire::ring::loom_model
+	$(CARGO) build --release -p gossamer --features rdma
 	CARGO_TARGET_DIR=target/ofi $(CARGO) build --release -p gsmrun --bins
-	CARGO_TARGET_DIR=target/ofi $(CARGO) build --release -p gossamer --features ofi --examples
-	CARGO_TARGET_DIR=target/ofi $(CARGO) test --release -p gossamer --features ofi --lib fabric::
-	CARGO_TARGET_DIR=target/ofi $(CARGO) test --release -p gsm-tests --features ofi --test ofi
-	CARGO_TARGET_DIR=target/ofi $(CARGO) test --release -p gsm-filecopy --features ofi --test ranks over_the_ofi_fabric
+	CARGO_TARGET_DIR=target/ofi $(CARGO) build --release -p gossamer --features ofi,rdma --examples
+	CARGO_TARGET_DIR=target/ofi $(CARGO) test --release -p gossamer --features ofi,rdma --lib -- fabric:: sys::verbs
+	CARGO_TARGET_DIR=target/ofi $(CARGO) test --release -p gsm-tests --features ofi,rdma --test ofi --test verbs
+	CARGO_TARGET_DIR=target/ofi $(CARGO) test --release -p gsm-filecopy --features ofi,gossamer/rdma --test ranks over_the_ofi_fabric
