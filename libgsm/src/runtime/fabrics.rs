@@ -204,12 +204,19 @@ impl Fabrics {
     /// collective calls match whatever fabrics a rank chose.
     #[cfg(feature = "rdma")]
     pub(crate) fn exchange_verbs(&mut self, job: &Job) -> Result<(), Error> {
-        let mine = self.verbs.as_ref().map(Verbs::cards).unwrap_or_default();
+        // One leading byte, so that no rank's part is empty: Open MPI refuses an all-gather
+        // of no bytes at all (MPI_ERR_ARG), which is what a job without verbs peers would send.
+        let mut mine = vec![u8::from(self.verbs.is_some())];
+        mine.extend(self.verbs.as_ref().map(Verbs::cards).unwrap_or_default());
         let all = job
             .all_gather(&mine)
             .map_err(|e| Error::Bootstrap(e.to_string()))?;
+        let cards: Vec<Vec<u8>> = all
+            .into_iter()
+            .map(|b| b.get(1..).unwrap_or_default().to_vec())
+            .collect();
         if let Some(f) = &mut self.verbs {
-            f.accept(&all)?;
+            f.accept(&cards)?;
         }
         Ok(())
     }
