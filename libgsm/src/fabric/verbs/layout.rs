@@ -1,6 +1,8 @@
 //! The `verbs` fabric's registered region and its numbers: where each ring, credit word and
-//! staged header lies, how rings are numbered, and the 32-bit immediate of a write. Arithmetic
-//! only; nothing here touches verbs or a ring's words.
+//! staged header lies, how rings are numbered, the 32-bit immediate of a write, and the receive
+//! side's bookkeeping of one incoming ring ([`Arrivals`]: which slots arrived, what to publish
+//! next, and the checks of an arrived header). Arithmetic only; nothing here touches verbs or a
+//! ring's words.
 //!
 //! The region of one rank, in order (every part aligned to 128 bytes):
 //!
@@ -193,6 +195,69 @@ pub(super) fn read_imm(imm: u32, slots: u32) -> Imm {
 pub(super) fn position(next: u64, slot: u32, slots: u32) -> u64 {
     let s = u64::from(slots);
     next + (u64::from(slot) + s - next % s) % s
+}
+
+/// The receive side of one incoming ring: writes may complete in any slot order relative to
+/// what is published (a credit frees several slots at once), and headers go into the ring in
+/// ring order only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Arrivals {
+    /// Next position whose header to publish.
+    pub next: u64,
+    /// Arrived, unpublished writes (index = slot; length + 1, or 0).
+    arrived: Vec<u32>,
+}
+
+impl Arrivals {
+    pub(super) fn new(slots: u32) -> Arrivals {
+        Arrivals {
+            next: 0,
+            arrived: vec![0; slots as usize],
+        }
+    }
+
+    /// Records slot `slot` arriving with the staged header `h`, the consumer having released
+    /// positions below `released`. Refuses (with what was wrong) a second write into an
+    /// unpublished slot, a tag other than the position's, a length beyond `slot_size`, and a
+    /// position the consumer has not released.
+    pub(super) fn arrive(
+        &mut self,
+        slot: u32,
+        h: u64,
+        released: u64,
+        slot_size: u32,
+    ) -> Result<(), String> {
+        let slots = self.arrived.len() as u32;
+        if slot >= slots {
+            return Err(format!("slot {slot} of a ring of {slots}"));
+        }
+        let at = position(self.next, slot, slots);
+        let len = h as u32;
+        if self.arrived[slot as usize] != 0 {
+            return Err(format!("two writes into slot {slot}"));
+        }
+        if (h >> 32) as u32 != tag(at, slots) || len > slot_size {
+            return Err(format!("slot {slot}: header {h:#x} at position {at}"));
+        }
+        if at >= released + u64::from(slots) {
+            return Err(format!(
+                "position {at} written before its release ({released})"
+            ));
+        }
+        self.arrived[slot as usize] = len + 1;
+        Ok(())
+    }
+
+    /// The next header to publish, in ring order: (slot, header word); advances.
+    pub(super) fn pop(&mut self) -> Option<(u64, u64)> {
+        let slots = self.arrived.len() as u32;
+        let s = (self.next % u64::from(slots)) as usize;
+        let len = self.arrived[s].checked_sub(1)?;
+        self.arrived[s] = 0;
+        let header = (u64::from(tag(self.next, slots)) << 32) | u64::from(len);
+        self.next += 1;
+        Some((s as u64, header))
+    }
 }
 
 /// The header tag a slot published at `position` carries (`lap + 1`, as `wire::ring` writes it).

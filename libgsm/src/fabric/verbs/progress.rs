@@ -10,7 +10,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 
-use super::layout::{CREDIT_BIT, Imm, Plan, header_offset, payload_offset, position, read_imm};
+use super::layout::{Arrivals, CREDIT_BIT, Imm, Plan, header_offset, payload_offset, read_imm};
 use super::layout::{slot_imm, tag};
 use super::setup::{Created, Remote, host};
 use crate::fabric::{Bell, FabricError, FabricKind, InLink, Links, OutLink};
@@ -77,10 +77,8 @@ struct In {
     remote_credit: u64,
     /// This rank's word the credit is written from.
     src: *mut u64,
-    /// Next position whose header to publish.
-    next: u64,
-    /// Arrived writes not yet published (index = slot; length + 1, or 0).
-    arrived: Vec<u32>,
+    /// Arrived writes and the next position to publish.
+    arr: Arrivals,
     credited: u64,
     in_flight: Option<u64>,
 }
@@ -173,8 +171,7 @@ pub(super) fn build(
                 twin: r.first + i,
                 remote_credit: r.base + r.credits + u64::from(i) * 8,
                 src: c.region.at(c.plan.credit_out(number)).cast(),
-                next: 0,
-                arrived: vec![0; layout.slots as usize],
+                arr: Arrivals::new(layout.slots),
                 credited: 0,
                 in_flight: None,
             });
@@ -280,7 +277,7 @@ impl State {
     }
 
     fn watching(&self) -> bool {
-        self.ins.iter().any(|i| i.next > i.credited)
+        self.ins.iter().any(|i| i.arr.next > i.credited)
     }
 
     /// The length of the next unsent slot of `o`, if published.
@@ -374,45 +371,21 @@ impl State {
             let detail = format!("a write names ring {number}, which is not one of its rings");
             return self.protocol(Some(p), detail);
         }
-        let slots = self.layout.slots;
         let staged = self
             .created
             .region
             .at(self.created.plan.staged(number, slot));
         let h = word(staged).load(Ordering::Acquire);
         let i = &mut self.ins[number as usize];
-        let at = position(i.next, slot, slots);
         let released = word(i.ring).load(Ordering::Acquire);
-        let len = h as u32;
-        let bad = if i.arrived[slot as usize] != 0 {
-            Some(format!("two writes into slot {slot} of ring {number}"))
-        } else if (h >> 32) as u32 != tag(at, slots) || len > self.layout.slot_size {
-            Some(format!(
-                "slot {slot} of ring {number}: header {h:#x} at position {at}"
-            ))
-        } else if at >= released + u64::from(slots) {
-            Some(format!(
-                "wrote ring {number} at position {at} before its release"
-            ))
-        } else {
-            None
-        };
-        if let Some(detail) = bad {
-            return self.protocol(Some(p), detail);
+        if let Err(e) = i.arr.arrive(slot, h, released, self.layout.slot_size) {
+            return self.protocol(Some(p), format!("ring {number}: {e}"));
         }
-        i.arrived[slot as usize] = len + 1;
-        let mask = u64::from(slots) - 1;
         let mut published = false;
-        while i.arrived[(i.next & mask) as usize] != 0 {
-            let s = (i.next & mask) as usize;
-            let len = i.arrived[s] - 1;
-            i.arrived[s] = 0;
-            // SAFETY: the header of a slot of this ring (slot < slots).
-            word(unsafe { i.ring.add(header_offset(self.layout, s as u64)) }).store(
-                (u64::from(tag(i.next, slots)) << 32) | u64::from(len),
-                Ordering::Release,
-            );
-            i.next += 1;
+        while let Some((s, header)) = i.arr.pop() {
+            // SAFETY: the header of a slot of this ring (s < slots).
+            word(unsafe { i.ring.add(header_offset(self.layout, s)) })
+                .store(header, Ordering::Release);
             published = true;
         }
         if published {
@@ -501,11 +474,11 @@ impl State {
         let half = u64::from(self.layout.slots / 2);
         for n in 0..self.ins.len() {
             let i = &self.ins[n];
-            if i.next == i.credited || i.in_flight.is_some() || !self.room(i.peer, 1) {
+            if i.arr.next == i.credited || i.in_flight.is_some() || !self.room(i.peer, 1) {
                 continue;
             }
             let r = word(i.ring).load(Ordering::Acquire);
-            if r <= i.credited || (r - i.credited < half && r != i.next) {
+            if r <= i.credited || (r - i.credited < half && r != i.arr.next) {
                 continue;
             }
             let p = i.peer;

@@ -3,7 +3,8 @@
 //! depend on both sides, and the region's offsets and immediates. The data path itself needs a
 //! device (see the module docs).
 
-use super::layout::{Imm, Plan, header_offset, payload_offset, position, read_imm, slot_imm, tag};
+use super::layout::{Arrivals, Imm, Plan, header_offset, payload_offset, position, read_imm};
+use super::layout::{slot_imm, tag};
 use super::setup::depths;
 use super::wire::{CARD, Card, Endpoint, Expect, card_for, psn, rtr};
 use super::*;
@@ -229,6 +230,40 @@ fn immediates_and_positions_round_trip() {
     assert_eq!(position(17, 5, 16), 21);
     // Tags are lap + 1, as the ring's producer writes them.
     assert_eq!((tag(0, 16), tag(15, 16), tag(16, 16)), (1, 1, 2));
+}
+
+/// Writes that complete out of slot order are published in ring order, with the tag of their
+/// position; a write that lies (twice into a slot, a wrong lap, too long, past the credit) is
+/// refused without being recorded.
+#[test]
+fn arrivals_publish_in_ring_order_and_refuse_what_lies() {
+    let head = |pos: u64, len: u32| (u64::from(tag(pos, 4)) << 32) | u64::from(len);
+    let mut a = Arrivals::new(4);
+    assert_eq!(a.pop(), None);
+    assert_eq!(a.arrive(1, head(1, 10), 0, 64), Ok(()));
+    assert_eq!(a.pop(), None, "slot 0 has not arrived");
+    assert_eq!(a.arrive(0, head(0, 64), 0, 64), Ok(()));
+    assert_eq!(a.pop(), Some((0, head(0, 64))));
+    assert_eq!(a.pop(), Some((1, head(1, 10))));
+    assert_eq!(a.pop(), None);
+    assert_eq!(a.next, 2);
+    let before = a.clone();
+    assert!(a.arrive(2, head(2, 65), 0, 64).is_err(), "too long");
+    assert!(a.arrive(2, head(6, 1), 0, 64).is_err(), "a later lap's tag");
+    assert!(a.arrive(9, head(2, 1), 0, 64).is_err(), "no such slot");
+    assert_eq!(a, before, "nothing recorded");
+    assert_eq!(a.arrive(3, head(3, 0), 0, 64), Ok(()));
+    assert!(a.arrive(3, head(3, 0), 0, 64).is_err(), "twice");
+    // Position 4 (slot 0, second lap) needs the consumer to have released position 0.
+    assert!(
+        a.arrive(0, head(4, 1), 0, 64).is_err(),
+        "before its release"
+    );
+    assert_eq!(a.arrive(0, head(4, 1), 1, 64), Ok(()));
+    assert_eq!(a.arrive(2, head(2, 5), 1, 64), Ok(()));
+    let order: Vec<u64> = std::iter::from_fn(|| a.pop()).map(|(s, _)| s).collect();
+    assert_eq!(order, vec![2, 3, 0]);
+    assert_eq!(a.next, 5);
 }
 
 #[test]
