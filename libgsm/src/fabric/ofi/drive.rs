@@ -25,7 +25,7 @@ use crate::fabric::{Bell, Links, Progress, Turn};
 use crate::sys::net::{self, Epoll, Events, ready};
 
 /// The state and the workers' bookkeeping, shared by the thread and the workers' hooks.
-struct Engine {
+pub(super) struct Engine {
     shared: Arc<Shared>,
     state: Mutex<State>,
     /// A turn was asked for while another thread held the state: its holder turns again.
@@ -75,6 +75,7 @@ pub(super) fn start(
         empty: (0..local).map(|_| AtomicU32::new(0)).collect(),
         turns: AtomicU64::new(0),
     });
+    super::rma::install(&engine);
     let remotes: Vec<u32> = links.bells.iter().map(|(g, _)| *g).collect();
     for l in 0..local {
         let e = engine.clone();
@@ -119,7 +120,7 @@ impl Engine {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 

@@ -56,6 +56,7 @@ mod drive;
 mod layout;
 mod progress;
 mod provider;
+mod rma;
 mod setup;
 
 #[cfg(test)]
@@ -183,6 +184,9 @@ impl Fabric for Ofi {
 
 impl Drop for Ofi {
     fn drop(&mut self) {
+        if self.shared.is_some() {
+            rma::uninstall();
+        }
         if let Some(s) = &self.shared {
             s.closing.store(true, std::sync::atomic::Ordering::Release);
             s.stop();

@@ -110,6 +110,8 @@ pub(super) struct State {
     done: Vec<Completion>,
     /// The current turn published a slot into an incoming ring.
     delivered: bool,
+    /// Segment RMA operations in flight (`rma.rs`).
+    pub(super) rma: super::rma::Table,
 }
 
 /// What one [`State::turn`] did.
@@ -237,6 +239,7 @@ pub(super) fn build(
         attempts: vec![0; peers],
         done: Vec::with_capacity(64),
         delivered: false,
+        rma: super::rma::Table::default(),
     };
     Ok((links, shared, state, local))
 }
@@ -268,6 +271,24 @@ impl State {
             work,
             delivered: self.delivered,
         }
+    }
+
+    /// The endpoint and the segment operations in flight, for `rma.rs`'s posts.
+    pub(super) fn rma_parts(&mut self) -> (&mut Stack, &mut super::rma::Table) {
+        (&mut self.stack, &mut self.rma)
+    }
+
+    /// (rank, address) of every peer, and whether the provider wants local buffers registered.
+    pub(super) fn peer_addresses(&self) -> (Vec<(usize, u64)>, bool) {
+        let v = self
+            .created
+            .plan
+            .peers
+            .iter()
+            .zip(&self.remotes)
+            .map(|(p, r)| (p.rank as usize, r.addr))
+            .collect();
+        (v, self.stack.offer.mr_mode & bits::MR_LOCAL != 0)
     }
 
     /// Whether a published slot waits to be written (checked before sleeping).
@@ -356,6 +377,7 @@ impl State {
                     i.credited = v;
                 }
             }
+            super::rma::RMA_CTX => self.rma.finish(n, Ok(())),
             _ => self.repeated_hello(e),
         }
     }
@@ -572,6 +594,11 @@ impl State {
     /// write while a connection is being made), then the peer is reported lost.
     fn failed_op(&mut self, f: &CqFailure) {
         let n = f.context & !KIND_MASK;
+        if f.context & KIND_MASK == super::rma::RMA_CTX {
+            // A segment operation's own failure: its caller gets the error (a peer that is
+            // really gone fails the ring writes too).
+            return self.rma.finish(n, Err(f.detail.clone()));
+        }
         let peer = match f.context & KIND_MASK {
             DATA_CTX => self.outs.get(n >> 24).map(|o| o.peer),
             CREDIT_CTX => self.ins.get(n).map(|i| i.peer),
