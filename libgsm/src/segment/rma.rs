@@ -49,6 +49,10 @@ pub(crate) enum Word {
 
 /// One operation handed to the port.
 #[derive(Debug)]
+#[cfg_attr(
+    not(feature = "ofi"),
+    allow(dead_code, reason = "read by the ofi fabric's port")
+)]
 pub(crate) enum Posted {
     /// Read `len` bytes.
     Read { len: usize },
