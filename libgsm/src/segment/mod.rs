@@ -57,11 +57,7 @@ pub(crate) mod layout;
 pub(crate) mod memfile;
 mod pending;
 mod remote;
-#[cfg_attr(
-    not(feature = "ofi"),
-    allow(dead_code, reason = "the port's side is the ofi fabric's")
-)]
-pub(crate) mod rma;
+mod rma;
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;

@@ -29,106 +29,13 @@
 //! See ARCHITECTURE.md, section 10.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
 use super::{Op, Owned, Right, SegmentError, SegmentName, SegmentRef, layout, remote};
-
-/// A fetching atomic on a 64-bit word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Word {
-    /// Fetch and add `words[0]`.
-    Add,
-    /// Store `words[1]` if the word is `words[0]`.
-    Cas,
-    /// Fetch and store `words[0]`.
-    Swap,
-}
-
-/// One operation handed to the port.
-#[derive(Debug)]
-#[cfg_attr(
-    not(feature = "ofi"),
-    allow(dead_code, reason = "read by the ofi fabric's port")
-)]
-pub(crate) enum Posted {
-    /// Read `len` bytes.
-    Read { len: usize },
-    /// Write these bytes.
-    Write { data: Vec<u8> },
-    /// A word atomic; the old word comes back.
-    Word { kind: Word, words: [u64; 3] },
-}
-
-/// Why a post did not happen.
-#[derive(Debug)]
-pub(crate) enum NotPosted {
-    /// The provider's queue is full: try again after a turn.
-    Busy,
-    /// Anything else, worded for the user.
-    Failed(String),
-}
-
-/// A posted operation's completion: the bytes read or the old word, or the provider's error.
-#[derive(Debug, Default)]
-pub(crate) struct Done {
-    finished: AtomicBool,
-    out: Mutex<Option<Result<(Vec<u8>, u64), String>>>,
-}
-
-impl Done {
-    /// Called once, by whoever reads the completion.
-    pub(crate) fn finish(&self, r: Result<(Vec<u8>, u64), String>) {
-        *self.out.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
-        self.finished.store(true, Ordering::Release);
-    }
-
-    fn take(&self) -> Result<(Vec<u8>, u64), String> {
-        let mut o = self.out.lock().unwrap_or_else(|p| p.into_inner());
-        o.take().unwrap_or_else(|| Err("completed twice".into()))
-    }
-}
-
-/// A region registered for remote access.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Region {
-    /// For [`Port::unexpose`].
-    pub handle: usize,
-    /// The address peers name its first byte by (0 when the provider takes offsets).
-    pub base: u64,
-    /// Its key.
-    pub key: u64,
-}
-
-/// What a fabric with one-sided operations offers segments.
-pub(crate) trait Port: Send + Sync {
-    /// Whether this port reaches `rank`.
-    fn serves(&self, rank: usize) -> bool;
-    /// Whether 64-bit fetching atomics are available.
-    fn word_atomics(&self) -> bool;
-    /// Registers `len` bytes at `ptr` for remote use of `right` under a random key.
-    ///
-    /// # Safety
-    /// The bytes stay mapped until [`unexpose`](Port::unexpose) (or the port's end).
-    unsafe fn expose(&self, ptr: *mut u8, len: usize, right: Right) -> Result<Region, String>;
-    /// Closes a region: the provider refuses its key from now on.
-    fn unexpose(&self, handle: usize);
-    /// Posts `op` on the memory at `addr` (key `key`) of `rank`.
-    fn post(&self, rank: usize, addr: u64, key: u64, op: Posted) -> Result<Arc<Done>, NotPosted>;
-}
-
-static PORT: RwLock<Option<Arc<dyn Port>>> = RwLock::new(None);
-
-/// Installs (or, with `None`, removes) this process's port.
-pub(crate) fn install(p: Option<Arc<dyn Port>>) {
-    *PORT.write().unwrap_or_else(|e| e.into_inner()) = p;
-}
-
-fn port() -> Option<Arc<dyn Port>> {
-    PORT.read().ok()?.clone()
-}
+use crate::fabric::rma::{NotPosted, Port, Posted, Region, Word, port};
 
 static OPS: AtomicU64 = AtomicU64::new(0);
 
@@ -202,8 +109,9 @@ fn regions(own: &Owned, port: &dyn Port, granted: u8) -> [Option<Region>; 3] {
         // SAFETY: the data lies in the owner's mapping, which `Owned` keeps until it is
         // dropped, after `retire` closed every region (the segment's drop).
         let p = unsafe { own.file.base().as_ptr().add(own.data_at) };
+        let (read, write) = (r != Right::Write, r != Right::Read);
         // SAFETY: as above: mapped until unexposed.
-        match unsafe { port.expose(p, own.len as usize, r) } {
+        match unsafe { port.expose(p, own.len as usize, read, write) } {
             Ok(g) => out[index(r)] = Some(g),
             Err(e) => tracing::debug!(
                 target: "gossamer::segment",
@@ -393,7 +301,7 @@ pub(super) fn run(seg: &SegmentRef, offset: u64, op: Op<'_>) -> Result<u64, Segm
         }
     };
     let core = crate::worker::core_or_panic("a segment operation");
-    core.wait_in_flight(&mut || done.finished.load(Ordering::Acquire));
+    core.wait_in_flight(&mut || done.finished());
     OPS.fetch_add(1, Ordering::Relaxed);
     let (bytes, word) = done.take().map_err(|e| SegmentError::Unreachable {
         seg: seg.name(),

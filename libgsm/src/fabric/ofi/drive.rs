@@ -52,13 +52,14 @@ const YIELD_AFTER: u32 = 2;
 /// While workers poll, the thread looks whether they still take turns this often (ms).
 const BACKUP_MS: i32 = 1;
 
-/// Makes the hooks and bells of `local` workers, and starts the thread.
+/// Makes the hooks and bells of `local` workers, and starts the thread; the engine is also
+/// what segments' RMA posts under (`rma.rs`).
 pub(super) fn start(
     state: State,
     shared: Arc<Shared>,
     local: u32,
     links: &mut Links,
-) -> std::io::Result<JoinHandle<()>> {
+) -> std::io::Result<(JoinHandle<()>, Arc<Engine>)> {
     let cq = Epoll::new()?;
     cq.add(shared.eventfd.as_fd(), ready::IN, 0)?;
     if let Some(fd) = state.cq_fd() {
@@ -75,7 +76,6 @@ pub(super) fn start(
         empty: (0..local).map(|_| AtomicU32::new(0)).collect(),
         turns: AtomicU64::new(0),
     });
-    super::rma::install(&engine);
     let remotes: Vec<u32> = links.bells.iter().map(|(g, _)| *g).collect();
     for l in 0..local {
         let e = engine.clone();
@@ -87,9 +87,11 @@ pub(super) fn start(
             links.worker_bells.push((l, g, bell));
         }
     }
-    std::thread::Builder::new()
+    let e = engine.clone();
+    let thread = std::thread::Builder::new()
         .name("gsm-ofi".into())
-        .spawn(move || engine.run(&cq, &bell))
+        .spawn(move || e.run(&cq, &bell))?;
+    Ok((thread, engine))
 }
 
 impl Engine {

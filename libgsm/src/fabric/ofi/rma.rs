@@ -1,11 +1,7 @@
 //! The `ofi` fabric's side of segment RMA (`segment/rma.rs` decides what to post and when it is
 //! allowed): a [`Port`] that registers segment regions on the rank's domain and posts reads,
-//! writes and fetching atomics on its endpoint under the turn's lock, and the [`Table`] of
-//! operations in flight, which the turn completes (context kind [`RMA_CTX`]).
-//!
-//! Each operation owns its buffer (the bytes written, the room for the bytes read, the three
-//! words of an atomic) until its completion is read, so a caller that stops waiting (a job that
-//! ends) leaves nothing the provider could still touch. Keys are random 64-bit numbers unless
+//! writes and fetching atomics on its endpoint under the turn's lock, into the table of
+//! operations in flight that the turn completes (`progress.rs`'s `RmaTable`). Keys are random 64-bit numbers unless
 //! the provider picks them (`FI_MR_PROV_KEY`). Not installed when the provider wants local
 //! buffers registered (`FI_MR_LOCAL`): segments then delegate every operation.
 //!
@@ -16,100 +12,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::drive::Engine;
-use crate::segment::Right;
-use crate::segment::rma::{self as seg, Done, NotPosted, Port, Posted, Region, Word};
-use crate::sys::ofi::{self as fi, Stack, WordAtomic};
-
-/// The context kind of segment operations (the other kinds are `progress.rs`'s).
-pub(super) const RMA_CTX: usize = 3 << 62;
-
-/// Segment operations in flight, by the index their context carries.
-#[derive(Default)]
-pub(super) struct Table {
-    slots: Vec<Option<InFlight>>,
-    free: Vec<usize>,
-}
-
-struct InFlight {
-    buf: Vec<u8>,
-    words: Box<[u64; 3]>,
-    read: bool,
-    done: Arc<Done>,
-}
-
-impl Table {
-    /// Posts `op` to `dest`'s memory at `addr` (key `key`).
-    fn post(
-        &mut self,
-        stack: &mut Stack,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        op: Posted,
-    ) -> Result<Arc<Done>, NotPosted> {
-        let n = self.free.pop().unwrap_or_else(|| {
-            self.slots.push(None);
-            self.slots.len() - 1
-        });
-        let ctx = RMA_CTX | n;
-        let done = Arc::new(Done::default());
-        let mut f = InFlight {
-            buf: Vec::new(),
-            words: Box::new([0; 3]),
-            read: false,
-            done: done.clone(),
-        };
-        // SAFETY: the buffers are heap memory owned by `f`, which the table keeps (moving `f`
-        // does not move them) until `finish` reads this context's completion.
-        let r = unsafe {
-            match op {
-                Posted::Read { len } => {
-                    f.buf = vec![0; len];
-                    f.read = true;
-                    stack.read(f.buf.as_mut_ptr(), len, dest, addr, key, ctx)
-                }
-                Posted::Write { data } => {
-                    f.buf = data;
-                    stack.write_unregistered(f.buf.as_ptr(), f.buf.len(), dest, addr, key, ctx)
-                }
-                Posted::Word { kind, words } => {
-                    *f.words = words;
-                    let kind = match kind {
-                        Word::Add => WordAtomic::Add,
-                        Word::Cas => WordAtomic::Cas,
-                        Word::Swap => WordAtomic::Swap,
-                    };
-                    let w: *mut [u64; 3] = &mut *f.words;
-                    stack.word_atomic(kind, w, dest, addr, key, ctx)
-                }
-            }
-        };
-        match r {
-            Ok(()) => {
-                self.slots[n] = Some(f);
-                Ok(done)
-            }
-            Err(e) => {
-                self.free.push(n);
-                Err(if e.code == fi::EAGAIN {
-                    NotPosted::Busy
-                } else {
-                    NotPosted::Failed(e.to_string())
-                })
-            }
-        }
-    }
-
-    /// Operation `n` completed (or failed with the provider's words).
-    pub(super) fn finish(&mut self, n: usize, r: Result<(), String>) {
-        let Some(f) = self.slots.get_mut(n).and_then(Option::take) else {
-            return;
-        };
-        self.free.push(n);
-        let bytes = if f.read { f.buf } else { Vec::new() };
-        f.done.finish(r.map(|()| (bytes, f.words[2])));
-    }
-}
+use crate::fabric::rma::{self as seg, Done, NotPosted, Port, Posted, Region};
+use crate::sys::ofi as fi;
 
 /// The port segments use (see the module docs).
 struct OfiPort {
@@ -129,14 +33,15 @@ impl Port for OfiPort {
         self.atomics
     }
 
-    unsafe fn expose(&self, ptr: *mut u8, len: usize, right: Right) -> Result<Region, String> {
+    unsafe fn expose(
+        &self,
+        ptr: *mut u8,
+        len: usize,
+        read: bool,
+        write: bool,
+    ) -> Result<Region, String> {
         // A key is a capability: random, so that a rank cannot name a region it was not given.
         let key = if self.prov_key { 0 } else { unguessable() };
-        let (read, write) = match right {
-            Right::Read => (true, false),
-            Right::Write => (false, true),
-            Right::Atomic => (true, true),
-        };
         let mut st = self.engine.lock();
         let (stack, _) = st.rma_parts();
         // SAFETY: the caller keeps the bytes mapped until `unexpose` (this trait's contract).
