@@ -196,9 +196,15 @@ pub(super) fn retire(own: &Owned, again: bool) {
 /// invalidation must reach all of them, and posting happens under it.
 static HELD: Mutex<Option<HashMap<(u32, u64), Keys>>> = Mutex::new(None);
 
+/// Invalidations served so far (changed under `HELD`'s lock): keys asked for before one and
+/// answered after it may be the keys it withdrew, and are asked for again.
+static FORGOTTEN: AtomicU64 = AtomicU64::new(0);
+
 /// The owner rank `from` revoked or freed segment `id`: forget its keys.
 pub(super) fn forget(from: usize, id: u64) {
-    if let Some(m) = HELD.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+    let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+    FORGOTTEN.fetch_add(1, Ordering::Relaxed);
+    if let Some(m) = held.as_mut() {
         m.remove(&(from as u32, id));
     }
 }
@@ -273,12 +279,15 @@ pub(super) fn run(seg: &SegmentRef, offset: u64, op: Op<'_>) -> Result<u64, Segm
             .filter(|k| k.generation == seg.generation)
             .copied()
         else {
+            let asked = FORGOTTEN.load(Ordering::Relaxed);
             drop(held);
             let k = remote::keys(seg, offset, op.right())?;
-            HELD.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get_or_insert_with(HashMap::new)
-                .insert(key, k);
+            let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+            // An invalidation served while the answer travelled may have withdrawn these very
+            // keys (its request and this answer come on different rings): ask again.
+            if FORGOTTEN.load(Ordering::Relaxed) == asked {
+                held.get_or_insert_with(HashMap::new).insert(key, k);
+            }
             continue;
         };
         check(&k, seg, offset, &op)?;
