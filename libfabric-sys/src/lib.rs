@@ -1,6 +1,6 @@
 //! Raw bindings to the system's libfabric (1.17, Debian 12's `libfabric-dev`, and later), made at
 //! build time by bindgen from `rdma/fabric.h`, `fi_domain.h`, `fi_endpoint.h`, `fi_rma.h`,
-//! `fi_cm.h` and `fi_errno.h`.
+//! `fi_cm.h`, `fi_atomic.h` and `fi_errno.h`.
 //!
 //! Most of libfabric's API is `static inline` functions that dispatch through a provider's
 //! operation tables, which Rust cannot link to. `src/shim.c` turns each one used here into a real
@@ -10,7 +10,8 @@
 //! as they are. `GSM_FI_VERSION` is the API version to pass to `fi_getinfo` (1.17).
 //!
 //! This crate is unsafe FFI only; the safe layer is the `ofi` fabric of the `gossamer` crate.
-//! It does not bind atomics, collectives, tagged messages or connection management.
+//! Of atomics it binds the fetching ones (`fi_fetch_atomic`, `fi_compare_atomic`) that segments use.
+//! It does not bind collectives, tagged messages or connection management.
 
 #![allow(
     non_upper_case_globals,

@@ -109,3 +109,24 @@ int gsm_fi_trywait_cq(struct fid_fabric *fabric, struct fid_cq *cq)
     struct fid *fids[1] = { &cq->fid };
     return fi_trywait(fabric, fids, 1);
 }
+ssize_t gsm_fi_fetch_atomic(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+                            void *result, void *result_desc, fi_addr_t dest, uint64_t addr,
+                            uint64_t key, enum fi_datatype datatype, enum fi_op op,
+                            void *context)
+{
+    return fi_fetch_atomic(ep, buf, count, desc, result, result_desc, dest, addr, key, datatype,
+                           op, context);
+}
+ssize_t gsm_fi_compare_atomic(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+                              const void *compare, void *compare_desc, void *result,
+                              void *result_desc, fi_addr_t dest, uint64_t addr, uint64_t key,
+                              enum fi_datatype datatype, enum fi_op op, void *context)
+{
+    return fi_compare_atomic(ep, buf, count, desc, compare, compare_desc, result, result_desc,
+                             dest, addr, key, datatype, op, context);
+}
+int gsm_fi_fetch_atomicvalid(struct fid_ep *ep, enum fi_datatype datatype, enum fi_op op,
+                             size_t *count)
+{
+    return fi_fetch_atomicvalid(ep, datatype, op, count);
+}

@@ -9,6 +9,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_atomic.h>
 
 /* The API version the shim asks fi_getinfo for: 1.17, what Debian 12 ships. */
 static const unsigned int GSM_FI_VERSION = FI_VERSION(1, 17);
@@ -42,6 +43,17 @@ ssize_t gsm_fi_writedata(struct fid_ep *ep, const void *buf, size_t len, void *d
                          void *context);
 ssize_t gsm_fi_read(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
                     uint64_t addr, uint64_t key, void *context);
+ssize_t gsm_fi_fetch_atomic(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+                            void *result, void *result_desc, fi_addr_t dest, uint64_t addr,
+                            uint64_t key, enum fi_datatype datatype, enum fi_op op,
+                            void *context);
+ssize_t gsm_fi_compare_atomic(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+                              const void *compare, void *compare_desc, void *result,
+                              void *result_desc, fi_addr_t dest, uint64_t addr, uint64_t key,
+                              enum fi_datatype datatype, enum fi_op op, void *context);
+/* fi_fetch_atomicvalid: 0 when the endpoint can do op on datatype, with *count the most. */
+int gsm_fi_fetch_atomicvalid(struct fid_ep *ep, enum fi_datatype datatype, enum fi_op op,
+                             size_t *count);
 ssize_t gsm_fi_cq_read(struct fid_cq *cq, void *buf, size_t count);
 ssize_t gsm_fi_cq_sread(struct fid_cq *cq, void *buf, size_t count, const void *cond,
                         int timeout);

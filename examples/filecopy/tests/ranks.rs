@@ -65,8 +65,10 @@ fn segments_and_streams_over_the_tcp_fabric() {
     segcheck(&["--fabric", "tcp"], None, "gsm-segcheck over tcp");
 }
 
-/// With `--features ofi` (`make test`, in target/ofi): every operation as requests over the ofi
-/// fabric (libfabric's `tcp;ofi_rxm` provider), which `GSM_FABRIC=ofi` makes carry them.
+/// With `--features ofi` (`make test`, in target/ofi): every operation over the ofi fabric
+/// (libfabric's `tcp;ofi_rxm` provider), which `GSM_FABRIC=ofi` makes carry them: `get`, `put`
+/// and the atomics as RMA on the owner's registered memory (checked: some must have gone so),
+/// notifications and streams as requests.
 #[cfg(feature = "ofi")]
 #[test]
 fn segments_and_streams_over_the_ofi_fabric() {
@@ -74,7 +76,10 @@ fn segments_and_streams_over_the_ofi_fabric() {
     segcheck_with(
         &["--fabric", "ofi"],
         None,
-        &[("GSM_OFI_PROVIDER", "tcp;ofi_rxm")],
+        &[
+            ("GSM_OFI_PROVIDER", "tcp;ofi_rxm"),
+            ("GSM_SEGCHECK_RMA", "1"),
+        ],
         "gsm-segcheck over ofi",
     );
 }

@@ -49,6 +49,11 @@
 
 #[cfg(feature = "ofi")]
 pub mod ofi;
+#[cfg_attr(
+    not(feature = "ofi"),
+    allow(dead_code, reason = "the ports' side is the ofi fabric's")
+)]
+pub(crate) mod rma;
 pub mod shm;
 pub mod tcp;
 #[cfg(feature = "rdma")]

@@ -91,6 +91,16 @@ pub(crate) fn validate(
     Ok((at, len))
 }
 
+/// The rights byte of rank `from` (0 for a rank beyond the table).
+pub(crate) fn rights_of(f: &MemFile, data_at: usize, from: usize) -> u8 {
+    if RIGHTS + from < data_at {
+        // SAFETY: inside the header, which the owner wrote before publishing the file.
+        unsafe { f.base().as_ptr().add(RIGHTS + from).read_volatile() }
+    } else {
+        0
+    }
+}
+
 /// The check of one operation (data at `data_at`, `data_len` bytes long) by rank `from` on `[offset, offset + len)` needing `right`.
 /// `align8`: the operation is a 64-bit atomic.
 #[allow(clippy::too_many_arguments)]
@@ -114,12 +124,7 @@ pub(crate) fn check(
             current: g,
         });
     }
-    let rights = if RIGHTS + from < data_at {
-        // SAFETY: inside the header, which the owner wrote before publishing the file.
-        unsafe { f.base().as_ptr().add(RIGHTS + from).read_volatile() }
-    } else {
-        0
-    };
+    let rights = rights_of(f, data_at, from);
     if rights & right.bit() == 0 {
         return Err(SegmentError::Denied {
             seg: *name,

@@ -57,6 +57,7 @@ pub(crate) mod layout;
 pub(crate) mod memfile;
 mod pending;
 mod remote;
+mod rma;
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
@@ -157,6 +158,8 @@ pub(crate) struct Owned {
     noted: AtomicU64,
     /// Set when the `Segment` is dropped: a handler fiber ends once it has drained the queue.
     closed: std::sync::atomic::AtomicBool,
+    /// Its regions on an RMA fabric, and who holds their keys.
+    rma: rma::OwnerRma,
 }
 
 /// This process's exported segments by id.
@@ -199,7 +202,9 @@ pub fn export(len: usize, rights: Rights, to: Access<'_>) -> Result<Segment, Seg
         notes: Mutex::new(VecDeque::new()),
         noted: AtomicU64::new(0),
         closed: std::sync::atomic::AtomicBool::new(false),
+        rma: rma::OwnerRma::default(),
     });
+    rma::expose(&own, &table);
     EXPORTED
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -232,10 +237,12 @@ impl Segment {
     }
 
     /// Revokes every handle given so far (they are refused as stale) and returns the handle of
-    /// the new generation. The data stays.
+    /// the new generation. The data stays. On an RMA fabric it waits (this fiber) until every
+    /// rank that held the old keys has forgotten them (see [`rma_operations`]).
     pub fn revoke(&self) -> SegmentRef {
         let g = layout::generation(&self.own.file);
         layout::set_generation(&self.own.file, g + 1);
+        rma::retire(&self.own, true);
         self.handle()
     }
 
@@ -291,6 +298,7 @@ impl Segment {
 impl Drop for Segment {
     fn drop(&mut self) {
         layout::set_generation(&self.own.file, 0);
+        rma::retire(&self.own, false);
         self.own.closed.store(true, Ordering::Release);
         if let Ok(mut m) = EXPORTED.lock() {
             if let Some(m) = m.as_mut() {
@@ -442,7 +450,16 @@ thread_local! {
 enum Route {
     Here(Arc<Owned>),
     Mapped(Rc<Peer>),
+    /// By RMA on the fabric's registered regions (`rma.rs`).
+    Rma,
     Delegate,
+}
+
+/// How many segment operations this process has performed by RMA (libfabric reads, writes and
+/// atomics on the owner's registered memory, with `GSM_FABRIC=ofi`): a way to see that the
+/// one-sided path, not the delegated one, served them.
+pub fn rma_operations() -> u64 {
+    rma::operations()
 }
 
 /// Whether every peer is reached by requests: the job names a fabric other than shared memory
@@ -499,7 +516,11 @@ impl SegmentRef {
             return Ok(Route::Mapped(p));
         }
         if forced_remote() || crate::host_of_rank(self.rank as usize) != crate::host_of_rank(me) {
-            return Ok(Route::Delegate);
+            return Ok(if rma::serves(self.rank as usize) {
+                Route::Rma
+            } else {
+                Route::Delegate
+            });
         }
         if UNMAPPED.with(|u| u.borrow().contains(&key)) {
             return Ok(Route::Delegate);
@@ -568,7 +589,8 @@ impl SegmentRef {
                 }
                 Ok(r)
             }
-            Route::Delegate => remote::run(self, offset, op, notify),
+            Route::Rma if notify.is_none() => rma::run(self, offset, op),
+            Route::Rma | Route::Delegate => remote::run(self, offset, op, notify),
         }
     }
 

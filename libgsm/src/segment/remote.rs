@@ -3,7 +3,9 @@
 //! nothing), which looks the segment up by id, checks the operation against the owner's header
 //! and applies it, and answers with the result or the refusal. A `put_notify` carries its data and
 //! its notification in one request, so the notification is queued after the data is written.
-//! A notification after a put through shared memory is a request of its own ([`notify`]).
+//! A notification after a put through shared memory is a request of its own ([`notify`]). On an
+//! RMA fabric it also hands out keys (`KEYS`) and carries an owner's invalidation (`INVALIDATE`)
+//! for `rma.rs`.
 //!
 //! Requests and answers are `postcard` encodings checked on arrival; the caller's rank is the
 //! ring's, never a field of the request. It does not choose the path (`mod.rs` does). See
@@ -24,6 +26,10 @@ const CAS: u8 = 3;
 const ADD: u8 = 4;
 const SWAP: u8 = 5;
 const NOTE: u8 = 6;
+/// The caller's keys on an RMA fabric (`rma.rs`); `a` names the right the operation needs.
+const KEYS: u8 = 7;
+/// From an owner: forget the keys of segment `id` (`rma.rs`).
+const INVALIDATE: u8 = 8;
 
 /// What a request carries besides a put's data (plain integers: any bytes are some `Ask`).
 #[derive(Clone, Copy)]
@@ -44,6 +50,7 @@ struct Ask {
 struct Answer {
     word: u64,
     bytes: Vec<u8>,
+    keys: Option<super::rma::Keys>,
 }
 
 /// The worker of `rank` that serves this caller's requests: spread over the owner's workers by
@@ -154,11 +161,48 @@ pub(super) fn run(
     }
 }
 
+/// Asks the owner for this rank's keys of `seg` (on an RMA fabric); `offset` and `right` are
+/// the operation's, for a refusal to name.
+pub(super) fn keys(
+    seg: &SegmentRef,
+    offset: u64,
+    right: super::Right,
+) -> Result<super::rma::Keys, SegmentError> {
+    let mut a = ask(seg, KEYS, offset);
+    a.a = right.bit().into();
+    let ans = call(seg, a, None)?;
+    ans.keys.ok_or_else(|| SegmentError::Unreachable {
+        seg: seg.name(),
+        what: format!("rank {} answered a key request without keys", seg.rank),
+    })
+}
+
+/// Tells `rank` to forget its keys of this rank's segment `id` and waits for its answer.
+pub(super) fn invalidate(rank: usize, id: u64) -> Result<(), SegmentError> {
+    let seg = SegmentRef {
+        rank: rank as u32,
+        pid: 0,
+        fd: 0,
+        id,
+        generation: 0,
+        len: 0,
+    };
+    call(&seg, ask(&seg, INVALIDATE, 0), None).map(drop)
+}
+
 /// Delivers `n` to the owner's queue (the data is already in its memory).
 pub(super) fn notify(seg: &SegmentRef, n: Notification) -> Result<(), SegmentError> {
     let mut a = ask(seg, NOTE, n.offset);
     (a.len, a.b) = (n.len, n.word);
     call(seg, a, None).map(drop)
+}
+
+fn right_of_bit(b: u64) -> super::Right {
+    match b {
+        1 => super::Right::Read,
+        2 => super::Right::Write,
+        _ => super::Right::Atomic,
+    }
 }
 
 /// The handler of segment requests on the owner's worker.
@@ -177,10 +221,20 @@ impl Serve {
             id: a.id,
             generation: a.generation,
         };
+        if a.kind == INVALIDATE {
+            // The ring's rank is the owner that sends it: no rank can drop another's keys.
+            super::rma::forget(from, a.id);
+            return Ok(Answer {
+                word: 0,
+                bytes: Vec::new(),
+                keys: None,
+            });
+        }
         let Some(own) = exported(a.id) else {
             let right = match a.kind {
                 GET => super::Right::Read,
                 PUT | NOTE => super::Right::Write,
+                KEYS => right_of_bit(a.a),
                 _ => super::Right::Atomic,
             };
             return Err(SegmentError::Stale {
@@ -190,6 +244,14 @@ impl Serve {
                 current: 0,
             });
         };
+        if a.kind == KEYS {
+            let k = super::rma::keys_for(&own, from, &seg, a.offset, right_of_bit(a.a))?;
+            return Ok(Answer {
+                word: 0,
+                bytes: Vec::new(),
+                keys: Some(k),
+            });
+        }
         let view = own.view(seg);
         let mut bytes = Vec::new();
         let word = match a.kind {
@@ -252,7 +314,11 @@ impl Serve {
                 });
             }
         };
-        Ok(Answer { word, bytes })
+        Ok(Answer {
+            word,
+            bytes,
+            keys: None,
+        })
     }
 }
 

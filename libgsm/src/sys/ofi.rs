@@ -4,7 +4,8 @@
 //! It wraps exactly what the `ofi` fabric uses: `fi_getinfo` over hints ([`Info`]), one
 //! [`Stack`] per rank (fabric, domain, completion queue, address vector, one reliable datagram
 //! endpoint, one registered region), message sends and receives for the set-up hello, RMA writes,
-//! and completion reads. Each call is one `unsafe` block whose `// SAFETY:` says why
+//! and completion reads; for segments, regions registered for remote access alone, RMA reads
+//! and fetching atomics on 64-bit words. Each call is one `unsafe` block whose `// SAFETY:` says why
 //! its pointers hold; buffer lifetimes that a call cannot check (an operation in flight reads or
 //! writes its buffer until its completion) are the caller's, stated on the `unsafe fn`s.
 //!
@@ -70,6 +71,7 @@ pub(crate) mod bits {
     pub(crate) const SEND: u64 = sys::FI_SEND as u64;
     pub(crate) const RECV: u64 = sys::FI_RECV as u64;
     pub(crate) const REMOTE_CQ_DATA: u64 = sys::FI_REMOTE_CQ_DATA as u64;
+    pub(crate) const ATOMIC: u64 = sys::FI_ATOMIC as u64;
     pub(crate) const MR_LOCAL: u32 = sys::FI_MR_LOCAL;
     pub(crate) const MR_VIRT_ADDR: u32 = sys::FI_MR_VIRT_ADDR;
     pub(crate) const MR_ALLOCATED: u32 = sys::FI_MR_ALLOCATED;
@@ -264,6 +266,8 @@ pub(crate) struct Stack {
     ep: *mut sys::fid_ep,
     mr: *mut sys::fid_mr,
     desc: *mut c_void,
+    /// Regions of [`Stack::expose`] not yet [`Stack::unexpose`]d (closed first on drop).
+    exposed: Vec<*mut sys::fid_mr>,
     /// The CQ's wait descriptor, when the provider gives one.
     wait_fd: Option<i32>,
     /// The answer it was opened from.
@@ -273,6 +277,17 @@ pub(crate) struct Stack {
 // SAFETY: the objects are used by one thread at a time (the struct moves between threads, it is
 // never shared), which is what FI_THREAD_DOMAIN asks.
 unsafe impl Send for Stack {}
+
+/// A fetching atomic on one 64-bit word ([`Stack::word_atomic`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WordAtomic {
+    /// Fetch and add.
+    Add,
+    /// Compare and swap.
+    Cas,
+    /// Fetch and store.
+    Swap,
+}
 
 /// The region registered with [`Stack::register`], as peers must address it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -300,6 +315,7 @@ impl Stack {
             ep: ptr::null_mut(),
             mr: ptr::null_mut(),
             desc: ptr::null_mut(),
+            exposed: Vec::new(),
             wait_fd: None,
             offer,
         };
@@ -423,6 +439,218 @@ impl Stack {
                 key: sys::gsm_fi_mr_key(self.mr),
             })
         }
+    }
+
+    /// Registers `len` bytes at `ptr` for remote access only (`FI_REMOTE_READ` and/or
+    /// `FI_REMOTE_WRITE` as `read`/`write` say; there is no access flag for atomics alone), under `key`
+    /// unless the provider picks keys (`FI_MR_PROV_KEY`). Returns a handle for
+    /// [`Stack::unexpose`] and what peers must name. The segments' registration.
+    ///
+    /// # Safety
+    /// `ptr..ptr + len` stays mapped until [`Stack::unexpose`] or the stack's drop, and peers
+    /// with the key may read or write it (as the flags allow) at any time in between.
+    pub(crate) unsafe fn expose(
+        &mut self,
+        ptr: *mut u8,
+        len: usize,
+        read: bool,
+        write: bool,
+        key: u64,
+    ) -> Result<(usize, Registered), FiError> {
+        let mut access = 0;
+        if read {
+            access |= bits::REMOTE_READ;
+        }
+        if write {
+            access |= bits::REMOTE_WRITE;
+        }
+        let mut mr: *mut sys::fid_mr = ptr::null_mut();
+        // SAFETY: the region is valid until it is unexposed (this function's contract); the
+        // domain and endpoint are open; `mr` is closed below on a failed bind.
+        unsafe {
+            check(
+                "fi_mr_reg",
+                i64::from(sys::gsm_fi_mr_reg(
+                    self.domain,
+                    ptr.cast(),
+                    len,
+                    access,
+                    key,
+                    &mut mr,
+                )),
+            )?;
+            if self.offer.mr_mode & bits::MR_ENDPOINT != 0 {
+                let r = check("fi_mr_bind", i64::from(sys::gsm_fi_mr_bind_ep(mr, self.ep)))
+                    .and_then(|_| check("fi_mr_enable", i64::from(sys::gsm_fi_mr_enable(mr))));
+                if let Err(e) = r {
+                    sys::gsm_fi_close(mr.cast());
+                    return Err(e);
+                }
+            }
+            self.exposed.push(mr);
+            let base = if self.offer.mr_mode & bits::MR_VIRT_ADDR != 0 {
+                ptr as u64
+            } else {
+                0
+            };
+            Ok((
+                mr as usize,
+                Registered {
+                    base,
+                    key: sys::gsm_fi_mr_key(mr),
+                },
+            ))
+        }
+    }
+
+    /// Closes a region of [`Stack::expose`]: from now on the provider refuses its key.
+    pub(crate) fn unexpose(&mut self, handle: usize) {
+        if let Some(i) = self.exposed.iter().position(|&m| m as usize == handle) {
+            let mr = self.exposed.swap_remove(i);
+            // SAFETY: opened by `expose` on this stack and closed once (removed from the list).
+            unsafe { sys::gsm_fi_close(mr.cast()) };
+        }
+    }
+
+    /// Whether the endpoint can fetch-add, compare-swap and swap 64-bit words (`FI_ATOMIC`
+    /// was granted and the provider says each operation is valid on `FI_UINT64`).
+    pub(crate) fn has_word_atomics(&self) -> bool {
+        if self.offer.caps & bits::ATOMIC == 0 {
+            return false;
+        }
+        [sys::fi_op_FI_SUM, sys::fi_op_FI_ATOMIC_WRITE]
+            .into_iter()
+            .all(|op| {
+                let mut n = 0usize;
+                // SAFETY: the endpoint is open; `n` is a valid out pointer.
+                unsafe {
+                    sys::gsm_fi_fetch_atomicvalid(self.ep, sys::fi_datatype_FI_UINT64, op, &mut n)
+                        == 0
+                        && n >= 1
+                }
+            })
+    }
+
+    /// Writes `len` bytes at `buf` (memory not registered: callers do not use this when the
+    /// provider asks `FI_MR_LOCAL`) to `addr` (key `key`) of `dest`.
+    ///
+    /// # Safety
+    /// `buf..buf + len` stays valid and unchanged until the completion with `context` is read.
+    pub(crate) unsafe fn write_unregistered(
+        &mut self,
+        buf: *const u8,
+        len: usize,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        context: usize,
+    ) -> Result<(), FiError> {
+        // SAFETY: as this function's contract; the endpoint is open.
+        let r = unsafe {
+            sys::gsm_fi_write(
+                self.ep,
+                buf.cast(),
+                len,
+                ptr::null_mut(),
+                dest,
+                addr,
+                key,
+                context as *mut c_void,
+            )
+        };
+        check("fi_write", r as i64).map(drop)
+    }
+
+    /// Reads `len` bytes at `addr` (key `key`) of `src` into `buf`.
+    ///
+    /// # Safety
+    /// `buf..buf + len` is writable and untouched by anyone else until the completion with
+    /// `context` is read (and registered, if the provider asks `FI_MR_LOCAL`: callers do not
+    /// use this then).
+    pub(crate) unsafe fn read(
+        &mut self,
+        buf: *mut u8,
+        len: usize,
+        src: u64,
+        addr: u64,
+        key: u64,
+        context: usize,
+    ) -> Result<(), FiError> {
+        // SAFETY: as this function's contract; the endpoint is open.
+        let r = unsafe {
+            sys::gsm_fi_read(
+                self.ep,
+                buf.cast(),
+                len,
+                ptr::null_mut(),
+                src,
+                addr,
+                key,
+                context as *mut c_void,
+            )
+        };
+        check("fi_read", r as i64).map(drop)
+    }
+
+    /// A fetching atomic on the 64-bit word at `addr` (key `key`) of `dest`: `Add` (`FI_SUM`),
+    /// `Swap` (`FI_ATOMIC_WRITE`) of `words[0]`, or `Cas` (`FI_CSWAP`: `words[1]` if the word
+    /// is `words[0]`); the old word lands in `words[2]`.
+    ///
+    /// # Safety
+    /// `words` stays valid and untouched until the completion with `context` is read.
+    pub(crate) unsafe fn word_atomic(
+        &mut self,
+        kind: WordAtomic,
+        words: *mut [u64; 3],
+        dest: u64,
+        addr: u64,
+        key: u64,
+        context: usize,
+    ) -> Result<(), FiError> {
+        let ctx = context as *mut c_void;
+        let u64t = sys::fi_datatype_FI_UINT64;
+        // SAFETY: as this function's contract: three words, the operand first.
+        let r = unsafe {
+            let w = words.cast::<u64>();
+            let null = ptr::null_mut();
+            match kind {
+                WordAtomic::Cas => sys::gsm_fi_compare_atomic(
+                    self.ep,
+                    w.add(1).cast(),
+                    1,
+                    null,
+                    w.cast(),
+                    null,
+                    w.add(2).cast(),
+                    null,
+                    dest,
+                    addr,
+                    key,
+                    u64t,
+                    sys::fi_op_FI_CSWAP,
+                    ctx,
+                ),
+                WordAtomic::Add | WordAtomic::Swap => sys::gsm_fi_fetch_atomic(
+                    self.ep,
+                    w.cast(),
+                    1,
+                    null,
+                    w.add(2).cast(),
+                    null,
+                    dest,
+                    addr,
+                    key,
+                    u64t,
+                    if kind == WordAtomic::Add {
+                        sys::fi_op_FI_SUM
+                    } else {
+                        sys::fi_op_FI_ATOMIC_WRITE
+                    },
+                    ctx,
+                ),
+            }
+        };
+        check("fi_fetch_atomic", r as i64).map(drop)
     }
 
     /// Inserts a peer's endpoint address; returns its `fi_addr_t`.
@@ -606,6 +834,9 @@ impl Drop for Stack {
         // (memory region and endpoint before the AV and CQ they are bound to, then the domain
         // and the fabric).
         unsafe {
+            for mr in self.exposed.drain(..) {
+                sys::gsm_fi_close(mr.cast());
+            }
             for fid in [
                 self.mr.cast::<sys::fid>(),
                 self.ep.cast(),

@@ -168,19 +168,24 @@ impl WorkerCore {
         }
     }
 
+    /// Suspends the running fiber until `cond()` holds, for an operation in flight that no
+    /// message counter sees (a segment's RMA on a fabric): meanwhile the worker counts as having
+    /// a sleeper due now, so it is neither found quiet (no false deadlock) nor parked for long.
+    #[track_caller]
+    pub(crate) fn wait_in_flight(&self, cond: &mut dyn FnMut() -> bool) {
+        if cond() {
+            return;
+        }
+        let now = Instant::now();
+        self.sleepers.borrow_mut().push(now);
+        let _sleeping = Sleeping(&self.sleepers, now);
+        self.wait_for(cond);
+    }
+
     /// Suspends the running fiber until `until` ([`crate::sleep`]): a [`wait_for`](Self::wait_for)
     /// on the clock, counted in `sleepers` meanwhile so that the worker is not found quiet.
     #[track_caller]
     pub(crate) fn sleep_until(&self, until: Instant) {
-        struct Sleeping<'a>(&'a RefCell<Vec<Instant>>, Instant);
-        impl Drop for Sleeping<'_> {
-            fn drop(&mut self) {
-                let mut v = self.0.borrow_mut();
-                if let Some(i) = v.iter().position(|&t| t == self.1) {
-                    v.swap_remove(i);
-                }
-            }
-        }
         self.sleepers.borrow_mut().push(until);
         let _sleeping = Sleeping(&self.sleepers, until);
         self.wait_for(&mut || Instant::now() >= until);
@@ -293,5 +298,17 @@ impl WorkerCore {
             }
         }
         n
+    }
+}
+
+/// A sleeper's deadline in `sleepers`, taken out again when the wait ends (unwinding too).
+struct Sleeping<'a>(&'a RefCell<Vec<Instant>>, Instant);
+
+impl Drop for Sleeping<'_> {
+    fn drop(&mut self) {
+        let mut v = self.0.borrow_mut();
+        if let Some(i) = v.iter().position(|&t| t == self.1) {
+            v.swap_remove(i);
+        }
     }
 }

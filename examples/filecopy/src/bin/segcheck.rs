@@ -5,7 +5,8 @@
 //!
 //! MODE `all` (the default) runs every check; `writer-dies` has rank 0's stream writer end its
 //! process in the middle of a stream, and `reader-dies` rank 1's reader, to check that the job
-//! ends with a report rather than hangs.
+//! ends with a report rather than hangs. With `GSM_SEGCHECK_RMA` set (the ofi run), every rank
+//! must have done some segment operations by RMA.
 
 use std::io::{Read, Write};
 
@@ -358,6 +359,12 @@ fn main() {
                 concurrent_fetch_add();
                 notifications();
                 streams();
+                if std::env::var_os("GSM_SEGCHECK_RMA").is_some() {
+                    // Over ofi, segments must have used RMA, not only delegated requests.
+                    let n = segment::rma_operations();
+                    assert!(n > 0, "rank {}: no segment operation went by RMA", rank());
+                    say(&format!("{n} operations by RMA"));
+                }
             }
             "writer-dies" => writer_dies(),
             "reader-dies" => reader_dies(),

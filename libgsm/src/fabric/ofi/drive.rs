@@ -25,7 +25,7 @@ use crate::fabric::{Bell, Links, Progress, Turn};
 use crate::sys::net::{self, Epoll, Events, ready};
 
 /// The state and the workers' bookkeeping, shared by the thread and the workers' hooks.
-struct Engine {
+pub(super) struct Engine {
     shared: Arc<Shared>,
     state: Mutex<State>,
     /// A turn was asked for while another thread held the state: its holder turns again.
@@ -52,13 +52,14 @@ const YIELD_AFTER: u32 = 2;
 /// While workers poll, the thread looks whether they still take turns this often (ms).
 const BACKUP_MS: i32 = 1;
 
-/// Makes the hooks and bells of `local` workers, and starts the thread.
+/// Makes the hooks and bells of `local` workers, and starts the thread; the engine is also
+/// what segments' RMA posts under (`rma.rs`).
 pub(super) fn start(
     state: State,
     shared: Arc<Shared>,
     local: u32,
     links: &mut Links,
-) -> std::io::Result<JoinHandle<()>> {
+) -> std::io::Result<(JoinHandle<()>, Arc<Engine>)> {
     let cq = Epoll::new()?;
     cq.add(shared.eventfd.as_fd(), ready::IN, 0)?;
     if let Some(fd) = state.cq_fd() {
@@ -86,9 +87,11 @@ pub(super) fn start(
             links.worker_bells.push((l, g, bell));
         }
     }
-    std::thread::Builder::new()
+    let e = engine.clone();
+    let thread = std::thread::Builder::new()
         .name("gsm-ofi".into())
-        .spawn(move || engine.run(&cq, &bell))
+        .spawn(move || e.run(&cq, &bell))?;
+    Ok((thread, engine))
 }
 
 impl Engine {
@@ -119,7 +122,7 @@ impl Engine {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 

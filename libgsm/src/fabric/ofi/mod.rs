@@ -56,6 +56,7 @@ mod drive;
 mod layout;
 mod progress;
 mod provider;
+mod rma;
 mod setup;
 
 #[cfg(test)]
@@ -165,8 +166,9 @@ impl Fabric for Ofi {
         };
         let peers = setup::exchange_hellos(&mut stack, &created, self.connect_timeout)?;
         let (mut links, shared, state, local) = progress::build(stack, created, peers)?;
-        let thread = drive::start(state, shared.clone(), local, &mut links)
+        let (thread, engine) = drive::start(state, shared.clone(), local, &mut links)
             .map_err(|e| progress::os("starting the progress thread", &e))?;
+        rma::install(&engine);
         self.shared = Some(shared);
         self.thread = Some(thread);
         Ok(links)
@@ -183,6 +185,9 @@ impl Fabric for Ofi {
 
 impl Drop for Ofi {
     fn drop(&mut self) {
+        if self.shared.is_some() {
+            rma::uninstall();
+        }
         if let Some(s) = &self.shared {
             s.closing.store(true, std::sync::atomic::Ordering::Release);
             s.stop();

@@ -12,9 +12,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 
 use super::layout::{CREDIT_BIT, Plan, header_offset, payload_offset, read_slot_data, slot_data};
 use super::setup::{self, Created, Remote};
+use crate::fabric::rma::{Done, NotPosted, Posted, Word};
 use crate::fabric::{Bell, FabricError, FabricKind, InLink, Links, OutLink};
 use crate::sys::net;
-use crate::sys::ofi::{self as fi, Completion, CqFailure, Stack, bits};
+use crate::sys::ofi::{self as fi, Completion, CqFailure, Stack, WordAtomic, bits};
 use crate::wire::ring::{RingLayout, RingMemory};
 
 /// What the fabric and its bells share with the progress thread.
@@ -110,6 +111,8 @@ pub(super) struct State {
     done: Vec<Completion>,
     /// The current turn published a slot into an incoming ring.
     delivered: bool,
+    /// Segment RMA operations in flight (`rma.rs`).
+    pub(super) rma: RmaTable,
 }
 
 /// What one [`State::turn`] did.
@@ -237,6 +240,7 @@ pub(super) fn build(
         attempts: vec![0; peers],
         done: Vec::with_capacity(64),
         delivered: false,
+        rma: RmaTable::default(),
     };
     Ok((links, shared, state, local))
 }
@@ -246,6 +250,97 @@ pub(super) fn os(what: &str, e: &std::io::Error) -> FabricError {
         fabric: FabricKind::Ofi,
         what: what.into(),
         detail: e.to_string(),
+    }
+}
+
+/// The context kind of segment operations (`fabric/ofi/rma.rs` posts them).
+pub(super) const RMA_CTX: usize = 3 << 62;
+
+/// Segment operations in flight, by the index their context carries.
+#[derive(Default)]
+pub(super) struct RmaTable {
+    slots: Vec<Option<InFlight>>,
+    free: Vec<usize>,
+}
+
+struct InFlight {
+    buf: Vec<u8>,
+    words: Box<[u64; 3]>,
+    read: bool,
+    done: Arc<Done>,
+}
+
+impl RmaTable {
+    /// Posts `op` to `dest`'s memory at `addr` (key `key`).
+    pub(super) fn post(
+        &mut self,
+        stack: &mut Stack,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        op: Posted,
+    ) -> Result<Arc<Done>, NotPosted> {
+        let n = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            self.slots.len() - 1
+        });
+        let ctx = RMA_CTX | n;
+        let done = Arc::new(Done::default());
+        let mut f = InFlight {
+            buf: Vec::new(),
+            words: Box::new([0; 3]),
+            read: false,
+            done: done.clone(),
+        };
+        // SAFETY: the buffers are heap memory owned by `f`, which the table keeps (moving `f`
+        // does not move them) until `finish` reads this context's completion.
+        let r = unsafe {
+            match op {
+                Posted::Read { len } => {
+                    f.buf = vec![0; len];
+                    f.read = true;
+                    stack.read(f.buf.as_mut_ptr(), len, dest, addr, key, ctx)
+                }
+                Posted::Write { data } => {
+                    f.buf = data;
+                    stack.write_unregistered(f.buf.as_ptr(), f.buf.len(), dest, addr, key, ctx)
+                }
+                Posted::Word { kind, words } => {
+                    *f.words = words;
+                    let kind = match kind {
+                        Word::Add => WordAtomic::Add,
+                        Word::Cas => WordAtomic::Cas,
+                        Word::Swap => WordAtomic::Swap,
+                    };
+                    let w: *mut [u64; 3] = &mut *f.words;
+                    stack.word_atomic(kind, w, dest, addr, key, ctx)
+                }
+            }
+        };
+        match r {
+            Ok(()) => {
+                self.slots[n] = Some(f);
+                Ok(done)
+            }
+            Err(e) => {
+                self.free.push(n);
+                Err(if e.code == fi::EAGAIN {
+                    NotPosted::Busy
+                } else {
+                    NotPosted::Failed(e.to_string())
+                })
+            }
+        }
+    }
+
+    /// Operation `n` completed (or failed with the provider's words).
+    pub(super) fn finish(&mut self, n: usize, r: Result<(), String>) {
+        let Some(f) = self.slots.get_mut(n).and_then(Option::take) else {
+            return;
+        };
+        self.free.push(n);
+        let bytes = if f.read { f.buf } else { Vec::new() };
+        f.done.finish(r.map(|()| (bytes, f.words[2])));
     }
 }
 
@@ -268,6 +363,24 @@ impl State {
             work,
             delivered: self.delivered,
         }
+    }
+
+    /// The endpoint and the segment operations in flight, for `rma.rs`'s posts.
+    pub(super) fn rma_parts(&mut self) -> (&mut Stack, &mut RmaTable) {
+        (&mut self.stack, &mut self.rma)
+    }
+
+    /// (rank, address) of every peer, and whether the provider wants local buffers registered.
+    pub(super) fn peer_addresses(&self) -> (Vec<(usize, u64)>, bool) {
+        let v = self
+            .created
+            .plan
+            .peers
+            .iter()
+            .zip(&self.remotes)
+            .map(|(p, r)| (p.rank as usize, r.addr))
+            .collect();
+        (v, self.stack.offer.mr_mode & bits::MR_LOCAL != 0)
     }
 
     /// Whether a published slot waits to be written (checked before sleeping).
@@ -356,6 +469,7 @@ impl State {
                     i.credited = v;
                 }
             }
+            RMA_CTX => self.rma.finish(n, Ok(())),
             _ => self.repeated_hello(e),
         }
     }
@@ -572,6 +686,11 @@ impl State {
     /// write while a connection is being made), then the peer is reported lost.
     fn failed_op(&mut self, f: &CqFailure) {
         let n = f.context & !KIND_MASK;
+        if f.context & KIND_MASK == RMA_CTX {
+            // A segment operation's own failure: its caller gets the error (a peer that is
+            // really gone fails the ring writes too).
+            return self.rma.finish(n, Err(f.detail.clone()));
+        }
         let peer = match f.context & KIND_MASK {
             DATA_CTX => self.outs.get(n >> 24).map(|o| o.peer),
             CREDIT_CTX => self.ins.get(n).map(|i| i.peer),

@@ -6,7 +6,8 @@
 //! set-up hello), RMA writes and reads with their remote side (`FI_RMA`, `FI_REMOTE_WRITE`,
 //! `FI_REMOTE_READ`), 8 bytes of remote completion data, and memory registration in modes this
 //! fabric handles (`FI_MR_LOCAL`, `FI_MR_VIRT_ADDR`, `FI_MR_ALLOCATED`, `FI_MR_PROV_KEY`,
-//! `FI_MR_ENDPOINT`; not `FI_MR_RAW`). A provider is never taken without RMA: the default asks
+//! `FI_MR_ENDPOINT`; not `FI_MR_RAW`); `FI_ATOMIC` is asked for too, and dropped from the
+//! hints when no answer has it (segments then delegate their atomics). A provider is never taken without RMA: the default asks
 //! `fi_getinfo` for these capabilities, so every answer has them.
 //!
 //! **Which interface.** A socket provider answers once per network interface, in an order that
@@ -53,11 +54,21 @@ pub(super) fn from_env() -> Option<String> {
 
 /// The answers for `provider` (or any), and the index of the one to open.
 pub(super) fn choose(provider: Option<&str>) -> Result<(Info, usize), FabricError> {
-    let hints = Hints {
+    // Atomics are asked for first (segments use them when granted), then the same without.
+    let with_atomics = Hints {
         provider: provider.map(str::to_string),
-        caps: CAPS,
+        caps: CAPS | bits::ATOMIC,
         rdm: true,
         mr_mode: MR_MODES,
+    };
+    if let Ok(info) = Info::get(&with_atomics) {
+        if let Some(n) = preferred(&info.offers(), host_address()) {
+            return Ok((info, n));
+        }
+    }
+    let hints = Hints {
+        caps: CAPS,
+        ..with_atomics
     };
     let info = Info::get(&hints).map_err(|e| lib_error(provider, &e))?;
     let offers = info.offers();

@@ -1,0 +1,329 @@
+//! Segment operations as RMA: on a fabric with one-sided operations (the `ofi` fabric installs
+//! a [`Port`]), `get`, `put` and the word atomics of a rank that fabric serves are libfabric
+//! reads, writes and fetching atomics on the owner's registered memory; no code of the owner
+//! runs for them, not even the runtime's handler.
+//!
+//! **What stands for the target's check.** The owner registers the segment's data once per
+//! right that any other rank holds (a read region with `FI_REMOTE_READ`, a write region with
+//! `FI_REMOTE_WRITE`, an atomic region with both and `FI_ATOMIC`), each the data's exact length
+//! and under a random 64-bit key. A rank gets the keys of its own rights only, from the owner's
+//! handler (a `KEYS` request, answered by the ring's rank, never a field of the request), for
+//! the current generation only, and the owner records it as a holder. So rights are which keys
+//! a rank holds, bounds are the regions' length (the provider refuses beyond it), and the
+//! caller refuses before posting what its keys show: a right it lacks, bounds, alignment, with
+//! the same errors as the owner's check.
+//!
+//! **Generation.** A provider that meets a bad key does not answer an error: on `tcp` and on
+//! verbs it breaks the connection, which would end the job. So no stale key is ever posted:
+//! [`retire`] (a revocation or a free) first tells every holder to forget the segment's keys
+//! (an `INVALIDATE` request each; the holder drops them under the same lock it posts under, so
+//! whatever it posted with them went out before its answer), and closes the old regions only
+//! after every answer. The next operation with an old handle asks for keys again, and the owner
+//! answers `Stale`. An operation posted before the holder's answer may still complete, as an
+//! operation that passed its check just before a revocation does on the other paths. This
+//! leans on the provider delivering one peer's operations in order (`tcp;ofi_rxm` carries them
+//! on one connection): the invalidation's answer cannot overtake an earlier read or write.
+//!
+//! It does not carry notifications (`put_notify` stays a delegated request) and is not used
+//! when the provider needs local registration (`FI_MR_LOCAL`; the port is then not installed).
+//! See ARCHITECTURE.md, section 10.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Op, Owned, Right, SegmentError, SegmentName, SegmentRef, layout, remote};
+use crate::fabric::rma::{NotPosted, Port, Posted, Region, Word, port};
+
+static OPS: AtomicU64 = AtomicU64::new(0);
+
+/// Segment operations this process performed by RMA so far (see [`crate::segment::rma_operations`]).
+pub(crate) fn operations() -> u64 {
+    OPS.load(Ordering::Relaxed)
+}
+
+const RIGHTS: [Right; 3] = [Right::Read, Right::Write, Right::Atomic];
+
+fn index(r: Right) -> usize {
+    match r {
+        Right::Read => 0,
+        Right::Write => 1,
+        Right::Atomic => 2,
+    }
+}
+
+/// The keys a rank holds for one generation of a segment: its rights, the data's length, and
+/// the (address, key) of each region it may use (`None`: no right, or no region: delegated).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub(crate) struct Keys {
+    generation: u64,
+    len: u64,
+    rights: u8,
+    regions: [Option<(u64, u64)>; 3],
+}
+
+/// The owner's side: the regions of the current generation and who holds their keys.
+#[derive(Default)]
+pub(crate) struct OwnerRma {
+    state: Mutex<OwnerState>,
+}
+
+#[derive(Default)]
+struct OwnerState {
+    port: Option<Arc<dyn Port>>,
+    regions: [Option<Region>; 3],
+    holders: BTreeSet<u32>,
+}
+
+impl std::fmt::Debug for OwnerRma {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OwnerRma { .. }")
+    }
+}
+
+/// Registers `own`'s data once per right another rank holds in `table` (rights per rank).
+pub(super) fn expose(own: &Owned, table: &[u8]) {
+    let Some(port) = port() else { return };
+    let me = crate::rank();
+    let granted = table
+        .iter()
+        .enumerate()
+        .filter(|&(r, _)| r != me)
+        .fold(0u8, |a, (_, &b)| a | b);
+    let mut st = own.rma.state.lock().unwrap_or_else(|p| p.into_inner());
+    st.regions = regions(own, port.as_ref(), granted);
+    st.port = Some(port);
+}
+
+fn regions(own: &Owned, port: &dyn Port, granted: u8) -> [Option<Region>; 3] {
+    let mut out = [None; 3];
+    if own.len == 0 {
+        return out;
+    }
+    for r in RIGHTS {
+        if granted & r.bit() == 0 || (r == Right::Atomic && !port.word_atomics()) {
+            continue;
+        }
+        // SAFETY: the data lies in the owner's mapping, which `Owned` keeps until it is
+        // dropped, after `retire` closed every region (the segment's drop).
+        let p = unsafe { own.file.base().as_ptr().add(own.data_at) };
+        let (read, write) = (r != Right::Write, r != Right::Read);
+        // SAFETY: as above: mapped until unexposed.
+        match unsafe { port.expose(p, own.len as usize, read, write) } {
+            Ok(g) => out[index(r)] = Some(g),
+            Err(e) => tracing::debug!(
+                target: "gossamer::segment",
+                error = %e,
+                "a segment region could not be registered; its operations are delegated"
+            ),
+        }
+    }
+    out
+}
+
+/// The owner's handler: the keys of rank `from`'s rights for `seg`'s generation, recording it
+/// as a holder; `Stale` unless that generation is current.
+pub(super) fn keys_for(
+    own: &Owned,
+    from: usize,
+    seg: &SegmentName,
+    offset: u64,
+    right: Right,
+) -> Result<Keys, SegmentError> {
+    let mut st = own.rma.state.lock().unwrap_or_else(|p| p.into_inner());
+    let g = layout::generation(&own.file);
+    if g == 0 || g != seg.generation {
+        return Err(SegmentError::Stale {
+            seg: *seg,
+            offset,
+            right,
+            current: g,
+        });
+    }
+    let rights = layout::rights_of(&own.file, own.data_at, from);
+    let mut regions = [None; 3];
+    for r in RIGHTS {
+        if rights & r.bit() != 0 {
+            regions[index(r)] = st.regions[index(r)].map(|g| (g.base, g.key));
+        }
+    }
+    if regions.iter().any(Option::is_some) {
+        st.holders.insert(from as u32);
+    }
+    Ok(Keys {
+        generation: g,
+        len: own.len,
+        rights,
+        regions,
+    })
+}
+
+/// A revocation (`again`: new regions with new keys for the new generation) or a free: every
+/// holder forgets the old keys, then the old regions close. Outside a fiber (a segment dropped
+/// after its run) nobody is told: no operation of that run can still be posted.
+pub(super) fn retire(own: &Owned, again: bool) {
+    let (port, old, holders) = {
+        let mut st = own.rma.state.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(port) = st.port.clone() else { return };
+        let granted = st
+            .regions
+            .iter()
+            .zip(RIGHTS)
+            .filter(|(g, _)| g.is_some())
+            .fold(0u8, |a, (_, r)| a | r.bit());
+        let old = std::mem::take(&mut st.regions);
+        if again {
+            st.regions = regions(own, port.as_ref(), granted);
+        }
+        (port, old, std::mem::take(&mut st.holders))
+    };
+    let in_fiber =
+        crate::worker::core().is_some_and(|c| c.can_block() && c.current_fiber().is_some());
+    if in_fiber {
+        for rank in holders {
+            // A holder that cannot be reached is being lost with the job; its keys die with it.
+            let _ = remote::invalidate(rank as usize, own.id);
+        }
+    }
+    for g in old.into_iter().flatten() {
+        port.unexpose(g.handle);
+    }
+}
+
+/// Keys this process holds, by (owner rank, segment id). One lock for every thread: an
+/// invalidation must reach all of them, and posting happens under it.
+static HELD: Mutex<Option<HashMap<(u32, u64), Keys>>> = Mutex::new(None);
+
+/// Invalidations served so far (changed under `HELD`'s lock): keys asked for before one and
+/// answered after it may be the keys it withdrew, and are asked for again.
+static FORGOTTEN: AtomicU64 = AtomicU64::new(0);
+
+/// The owner rank `from` revoked or freed segment `id`: forget its keys.
+pub(super) fn forget(from: usize, id: u64) {
+    let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+    FORGOTTEN.fetch_add(1, Ordering::Relaxed);
+    if let Some(m) = held.as_mut() {
+        m.remove(&(from as u32, id));
+    }
+}
+
+/// Whether `rank`'s segments are reached by RMA.
+pub(super) fn serves(rank: usize) -> bool {
+    port().is_some_and(|p| p.serves(rank))
+}
+
+/// The caller's check on what its keys show (the owner's check, `layout::check`, in the same
+/// order: rights, bounds, alignment).
+fn check(k: &Keys, seg: &SegmentRef, offset: u64, op: &Op<'_>) -> Result<(), SegmentError> {
+    let (right, len) = (op.right(), op.len());
+    if k.rights & right.bit() == 0 {
+        return Err(SegmentError::Denied {
+            seg: seg.name(),
+            offset,
+            right,
+            rank: crate::rank() as u32,
+        });
+    }
+    if offset.checked_add(len).is_none_or(|end| end > k.len) {
+        return Err(SegmentError::OutOfBounds {
+            seg: seg.name(),
+            offset,
+            len,
+            size: k.len,
+            right,
+        });
+    }
+    if right == Right::Atomic && offset % 8 != 0 {
+        return Err(SegmentError::Misaligned {
+            seg: seg.name(),
+            offset,
+            right,
+        });
+    }
+    Ok(())
+}
+
+fn posted(op: &Op<'_>) -> Posted {
+    match op {
+        Op::Get(b) => Posted::Read { len: b.len() },
+        Op::Put(d) => Posted::Write { data: d.to_vec() },
+        Op::Cas(c, n) => Posted::Word {
+            kind: Word::Cas,
+            words: [*c, *n, 0],
+        },
+        Op::Add(v) => Posted::Word {
+            kind: Word::Add,
+            words: [*v, 0, 0],
+        },
+        Op::Swap(v) => Posted::Word {
+            kind: Word::Swap,
+            words: [*v, 0, 0],
+        },
+    }
+}
+
+/// Performs `op` on `seg` (of a rank the port serves) by RMA, or, where no region serves it,
+/// by a delegated request.
+pub(super) fn run(seg: &SegmentRef, offset: u64, op: Op<'_>) -> Result<u64, SegmentError> {
+    let Some(port) = port() else {
+        return remote::run(seg, offset, op, None);
+    };
+    let key = (seg.rank, seg.id);
+    let done = loop {
+        let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+        let map = held.get_or_insert_with(HashMap::new);
+        let Some(k) = map
+            .get(&key)
+            .filter(|k| k.generation == seg.generation)
+            .copied()
+        else {
+            let asked = FORGOTTEN.load(Ordering::Relaxed);
+            drop(held);
+            let k = remote::keys(seg, offset, op.right())?;
+            let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+            // An invalidation served while the answer travelled may have withdrawn these very
+            // keys (its request and this answer come on different rings): ask again.
+            if FORGOTTEN.load(Ordering::Relaxed) == asked {
+                held.get_or_insert_with(HashMap::new).insert(key, k);
+            }
+            continue;
+        };
+        check(&k, seg, offset, &op)?;
+        let Some((base, rkey)) = k.regions[index(op.right())] else {
+            drop(held);
+            return remote::run(seg, offset, op, None);
+        };
+        match port.post(seg.rank as usize, base + offset, rkey, posted(&op)) {
+            Ok(d) => break d,
+            Err(NotPosted::Busy) => {
+                drop(held);
+                crate::yield_now();
+            }
+            Err(NotPosted::Failed(e)) => {
+                return Err(SegmentError::Unreachable {
+                    seg: seg.name(),
+                    what: e,
+                });
+            }
+        }
+    };
+    let core = crate::worker::core_or_panic("a segment operation");
+    core.wait_in_flight(&mut || done.finished());
+    OPS.fetch_add(1, Ordering::Relaxed);
+    let (bytes, word) = done.take().map_err(|e| SegmentError::Unreachable {
+        seg: seg.name(),
+        what: format!("the RMA operation on rank {} failed: {e}", seg.rank),
+    })?;
+    if let Op::Get(buf) = op {
+        if bytes.len() != buf.len() {
+            return Err(SegmentError::Unreachable {
+                seg: seg.name(),
+                what: format!("an RMA read of {} bytes gave {}", buf.len(), bytes.len()),
+            });
+        }
+        buf.copy_from_slice(&bytes);
+    }
+    Ok(word)
+}
