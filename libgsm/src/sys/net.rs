@@ -257,6 +257,8 @@ pub(crate) struct KeepAlive {
     pub(crate) interval: Duration,
     pub(crate) probes: u32,
     pub(crate) user_timeout_ms: u32,
+    /// `TCP_NODELAY` (not keepalive, but read with it: every connection of the fabric sets it).
+    pub(crate) nodelay: bool,
 }
 
 /// Reads the [`KeepAlive`] options of descriptor `fd` (a number found in `/proc/self/fd`; one
@@ -273,6 +275,7 @@ pub(crate) fn keep_alive_of(fd: std::os::fd::RawFd) -> io::Result<KeepAlive> {
         interval: sockopt::tcp_keepintvl(sock)?,
         probes: sockopt::tcp_keepcnt(sock)?,
         user_timeout_ms: sockopt::tcp_user_timeout(sock)?,
+        nodelay: sockopt::tcp_nodelay(sock)?,
     })
 }
 

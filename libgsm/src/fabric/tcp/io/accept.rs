@@ -56,6 +56,13 @@ impl Io {
                 refuse(addr, &format!("cannot make it non-blocking: {e}"));
                 continue;
             }
+            // A two-way connection's frames leave this end too: without it, Nagle's algorithm
+            // holds a small frame until the last one is acknowledged, which the peer's delayed
+            // ACKs put off by up to 40 ms.
+            if let Err(e) = sock.set_nodelay(true) {
+                refuse(addr, &format!("cannot turn Nagle's algorithm off: {e}"));
+                continue;
+            }
             keep_alive_or_warn(&sock);
             busy_poll(&sock);
             delay_acks(&sock);

@@ -425,7 +425,7 @@ fn a_connect_that_times_out_names_this_rank_as_the_one_that_could_not_connect() 
 }
 
 #[test]
-fn both_ends_of_every_connection_keep_alive() {
+fn both_ends_of_every_connection_keep_alive_and_send_at_once() {
     let ranks = job::<Tcp>(&[1, 2], layout(8, 64));
     let listeners: Vec<u16> = ranks.iter().map(|r| r.fabric.local_addr().port()).collect();
     let mut seen = std::collections::HashSet::new();
@@ -449,6 +449,9 @@ fn both_ends_of_every_connection_keep_alive() {
             probes: KEEPALIVE_PROBES,
             // Not set: it would also drop a live peer that keeps a zero window (`keep_alive`).
             user_timeout_ms: 0,
+            // Both ends write on a two-way connection: Nagle's algorithm and the peer's delayed
+            // ACKs would hold small frames for 40 ms each.
+            nodelay: true,
         };
         assert_eq!(got, want, "socket {fd} ({local} -> {peer})");
     }
