@@ -162,11 +162,12 @@
 //!
 //! Per rank: `2 × 2 × L × R × RingLayout::bytes()` bytes of rings for `L` local and `R` remote
 //! workers (an outgoing and an incoming ring per pair and lane), plus per connection a read
-//! buffer of `max(256 KiB, 2 × (slot + 8))` and a write buffer of up to [`WRITE_LIMIT`]. Every
-//! pass of the I/O thread visits every connection, and every poll of a worker tries every
-//! incoming connection (one `recv` each), which is cheap for tens of peers and the thing to index
-//! first for thousands (one connection per (worker, remote host), the design's count, is not
-//! built yet: `gsm-bench remote` prints both counts).
+//! buffer of `max(256 KiB, 2 × (slot + 8))` (per reading half) and a write buffer of up to
+//! [`WRITE_LIMIT`] (per writing half). Between two ranks of `L` workers each there are `L`
+//! connections (`2L` one-way). Every pass of the I/O thread visits every link it was told
+//! about, and every poll of a worker tries every reading half (one `recv` each), which is cheap
+//! for tens of peers and the thing to index first for thousands (one connection per (worker,
+//! remote host), the design's count, is not built yet: `gsm-bench remote` prints the counts).
 //!
 //! # Where things are
 //!
