@@ -477,10 +477,14 @@ mod tests {
 
     #[test]
     fn hello_layout() {
-        let b = hello(&[7; 32], 1, 0, 0, 16, 4096);
+        let b = hello(&[7; 32], 1, 0, 0, 16, 4096, None);
         assert_eq!(&b[0..8], b"GSMTCP\0\0");
+        assert_eq!(&b[8..12], &2u32.to_le_bytes());
         assert_eq!(b[12], 7);
         assert_eq!(&b[44..48], &1u32.to_le_bytes());
         assert_eq!(&b[60..64], &4096u32.to_le_bytes());
+        assert_eq!(&b[64..68], &u32::MAX.to_le_bytes());
+        let b = hello(&[7; 32], 0, 1, 1, 16, 4096, Some(1));
+        assert_eq!(&b[64..68], &1u32.to_le_bytes());
     }
 }
