@@ -500,14 +500,18 @@ pub fn slot_memory_table() -> String {
 /// `ranks` ranks of `workers` workers each (tcp between hosts, shm within).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Connections {
-    /// Sockets of the rank today: one connection per (local worker, remote rank) out, and one
-    /// from every remote worker in.
+    /// Sockets of the rank with one-way connections (before issue 33's fourth session, and with
+    /// `GSM_TCP_TWO_WAY=0`): one per (local worker, remote rank) out, one from every remote
+    /// worker in.
+    pub one_way: u64,
+    /// Sockets of the rank as built: one two-way connection per pair of workers with the same
+    /// index between two ranks (equal worker counts: one per (local worker, remote rank)).
     pub per_rank: u64,
-    /// Sockets of the rank in the design of issue 33: one connection per (local worker, remote
-    /// host) out, and the host's share of one from every remote worker in.
+    /// Sockets of the rank in the design of issue 33: one two-way connection per (local worker,
+    /// remote host).
     pub per_host_design: u64,
-    /// Bytes the rank registers for tcp today: its incoming and shadow rings, a read buffer per
-    /// incoming and a write buffer per outgoing connection.
+    /// Bytes the rank registers for tcp as built: its incoming and shadow rings, and a read and
+    /// a write buffer per connection.
     pub bytes: u64,
 }
 
@@ -516,13 +520,14 @@ const CONN_BUFFER: u64 = 256 * 1024;
 
 /// [`Connections`] for `hosts` × `ranks` × `workers`, rings of `ring_bytes`.
 pub fn connections(hosts: u64, ranks: u64, workers: u64, ring_bytes: u64) -> Connections {
-    let remote_workers = (hosts - 1) * ranks * workers;
-    let out = workers * (hosts - 1) * ranks;
-    let inc = remote_workers;
+    let remote_ranks = (hosts - 1) * ranks;
+    let remote_workers = remote_ranks * workers;
+    let per_rank = workers * remote_ranks;
     Connections {
-        per_rank: out + inc,
-        per_host_design: workers * (hosts - 1) + remote_workers / ranks,
-        bytes: 2 * 2 * workers * remote_workers * ring_bytes + (out + inc) * CONN_BUFFER,
+        one_way: workers * remote_ranks + remote_workers,
+        per_rank,
+        per_host_design: workers * (hosts - 1),
+        bytes: 2 * 2 * workers * remote_workers * ring_bytes + 2 * per_rank * CONN_BUFFER,
     }
 }
 
@@ -531,8 +536,9 @@ pub fn connections(hosts: u64, ranks: u64, workers: u64, ring_bytes: u64) -> Con
 pub fn connection_table(hosts: u64, ranks: u64, workers: u64) -> String {
     let b = default_ring_bytes();
     let mut out = String::from(
-        "tcp connections per rank (computed; today: one per (worker, remote rank) out and one \
-         from each remote worker in; design: one per (worker, remote host)):\n",
+        "tcp connections per rank (computed; built: one two-way per pair of workers of the same \
+         index between two ranks; one-way: as before, one per (worker, remote rank) out and one \
+         from each remote worker in; design: one two-way per (worker, remote host)):\n",
     );
     let cases = [
         (hosts, ranks, workers, "this job"),
@@ -551,8 +557,8 @@ pub fn connection_table(hosts: u64, ranks: u64, workers: u64) -> String {
         }
         let c = connections(h, r, w, b);
         out.push_str(&format!(
-            "  {h:>4} hosts × {r} rank(s) × {w:>2} workers{}: today {:>6} connections, {:>10} \
-             registered; design {:>6} connections\n",
+            "  {h:>4} hosts × {r} rank(s) × {w:>2} workers{}: built {:>6} connections, {:>10} \
+             registered; one-way {:>6}; design {:>6}\n",
             if what.is_empty() {
                 String::new()
             } else {
@@ -560,6 +566,7 @@ pub fn connection_table(hosts: u64, ranks: u64, workers: u64) -> String {
             },
             c.per_rank,
             human(c.bytes),
+            c.one_way,
             c.per_host_design
         ));
     }
@@ -721,16 +728,20 @@ mod tests {
 
     #[test]
     fn connections_of_the_documented_cases() {
-        // 2 hosts × 2 ranks × 2 workers: 2 workers × 2 remote ranks out, 4 remote workers in.
+        // 2 hosts × 2 ranks × 2 workers: one-way, 2 workers × 2 remote ranks out and 4 remote
+        // workers in; two-way, 2 × 2 (the test `a_job_has_one_connection_per_pair_of_workers_
+        // between_two_ranks` counts them); by host, 2 × 1.
         let c = connections(2, 2, 2, 100);
-        assert_eq!(c.per_rank, 8);
-        assert_eq!(c.per_host_design, 4);
-        assert_eq!(c.bytes, 4 * 2 * 4 * 100 + 8 * 256 * 1024);
-        // One rank per host: the two counts are the same.
+        assert_eq!((c.one_way, c.per_rank, c.per_host_design), (8, 4, 2));
+        assert_eq!(c.bytes, 4 * 2 * 4 * 100 + 2 * 4 * 256 * 1024);
+        // One rank per host: built and design are the same, half the one-way count.
         let m = connections(64, 1, 16, 100);
-        assert_eq!((m.per_rank, m.per_host_design), (2 * 16 * 63, 2 * 16 * 63));
+        assert_eq!(
+            (m.one_way, m.per_rank, m.per_host_design),
+            (2 * 16 * 63, 16 * 63, 16 * 63)
+        );
         let k = connections(1024, 1, 16, 100);
-        assert_eq!(k.per_rank, 2 * 16 * 1023);
+        assert_eq!(k.per_rank, 16 * 1023);
     }
 
     #[test]

@@ -1269,6 +1269,7 @@ fn strangers_attempt() -> Attempt {
             *rank,
             config.slots_per_ring as u32,
             config.slot_size as u32,
+            (other < *rank).then_some(0),
         )
         .to_vec();
         // A frame for the rank's first worker, as an authenticated peer would send it.

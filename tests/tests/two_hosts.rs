@@ -1,12 +1,13 @@
 //! Two simulated hosts (network namespaces with their own host names) and a hostfile naming both:
-//! ranks land where the placement says. The first test checks the test bed itself with plain
+//! ranks land where the placement says, and the tcp fabric makes the connections it should. The first test checks the test bed itself with plain
 //! `mpirun`, so a failure of the `gsmrun` tests can be told apart from a broken bed.
 
 use gsm_tests::bins::gsm_hello;
+use gsm_tests::cluster::cluster_check;
 use gsm_tests::hello::Hello;
 use gsm_tests::job::{assert_exit, assert_ranks, gsmrun, mpirun};
 use gsm_tests::netns::TwoHosts;
-use gsm_tests::process::{PidGuard, run};
+use gsm_tests::process::{PidGuard, run, spawn};
 use gsm_tests::scratch::{RunId, Scratch};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -101,4 +102,93 @@ fn map_by_slot_fills_the_first_host_first() {
 #[test]
 fn map_by_node_alternates_hosts() {
     two_host_job("node", [0, 1, 0, 1]);
+}
+
+/// The sockets of a 2-host × 2-rank × 2-worker job (issue 33), counted by the kernel of the first
+/// host while the job runs (`ss` in its namespace, every 50 ms, the most seen): the connections
+/// of the first run's tcp fabrics (their listeners' ports, from the `gossamer::fabric` log; Open
+/// MPI's own connections between the hosts are not counted). Ranks on one host talk over shm;
+/// each pair of ranks on different hosts shares one two-way connection per pair of workers of
+/// the same index (the lower rank's worker connects, its partner writes back on it), so
+/// 4 pairs × 2 = 8, where the one-way model made 16 (`gsm-bench remote` prints both, and the
+/// design's 4: one per (worker, remote host), not built). `--slow-send` keeps the first run up
+/// for 2.5 s after its fabrics attached.
+#[test]
+fn two_hosts_of_two_ranks_of_two_workers_share_one_connection_per_pair_of_workers() {
+    let _serial = serial();
+    let bed = TwoHosts::shared();
+    let scratch = Scratch::new("twohosts", RunId::next());
+    let hostfile = scratch.write("hosts", &bed.hostfile(2));
+    let _guard = PidGuard::new();
+    let mut cmd = gsmrun(["-np", "4", "-hostfile"]);
+    cmd.arg(&hostfile)
+        .arg("--launch-agent")
+        .arg(TwoHosts::agent())
+        .arg(cluster_check())
+        .args(["--slow-send", "--quick"])
+        .env("GSM_LOG", "gossamer::fabric=info");
+    cmd.envs(bed.mpi_env());
+    let what = "gsmrun -np 4 (2 workers each) over two namespaces";
+    let job = spawn(&mut cmd);
+    let (a, b) = (&bed.hosts[0], &bed.hosts[1]);
+    let (mut most, mut seen) = (0, String::new());
+    let start = std::time::Instant::now();
+    while start.elapsed() < LIMIT {
+        // The first run's listeners: the first four tcp fabrics created.
+        let ports: Vec<String> = job
+            .stderr_lines()
+            .iter()
+            .filter(|l| l.text.contains("fabric created") && l.text.contains("fabric=\"tcp\""))
+            .filter_map(|l| l.text.split("listening=").nth(1)?.rsplit_once(':'))
+            .map(|(_, port)| port.trim().to_string())
+            .take(4)
+            .collect();
+        let ss = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &a.netns,
+                "ss",
+                "-Htn",
+                "state",
+                "established",
+            ])
+            .output()
+            .expect("ss in the first host's namespace");
+        let text = String::from_utf8_lossy(&ss.stdout).to_string();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                let end = |i: usize| cols.get(i).and_then(|c| c.rsplit_once(':'));
+                let (Some(here), Some(there)) = (end(2), end(3)) else {
+                    return false;
+                };
+                here.0 == a.addr
+                    && there.0 == b.addr
+                    && (ports.iter().any(|p| p == here.1) || ports.iter().any(|p| p == there.1))
+            })
+            .collect();
+        if ports.len() == 4 && lines.len() > most {
+            most = lines.len();
+            seen = format!("listeners {ports:?}:\n{}", lines.join("\n"));
+        }
+        let ended = job
+            .stdout_lines()
+            .iter()
+            .filter(|l| l.text.contains("ok slow_send"))
+            .count();
+        if ended >= 4 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let done = job.wait(LIMIT);
+    assert_exit(&done, 0, what);
+    assert_eq!(
+        most,
+        8,
+        "{what}: tcp connections between the hosts\n{seen}\n{}",
+        done.report()
+    );
 }

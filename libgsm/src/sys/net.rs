@@ -169,6 +169,32 @@ pub(crate) fn busy_poll(sock: BorrowedFd<'_>, usec: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// How long `sock` has waited for an acknowledgement of what it sent (`TCP_INFO`: the time since
+/// the last ACK came, while data is unacknowledged or zero-window probes are out), or `None` when
+/// it waits for nothing. A live peer, even one whose window is closed, answers every segment and
+/// probe; only a silent one lets this grow.
+pub(crate) fn unanswered(sock: BorrowedFd<'_>) -> io::Result<Option<Duration>> {
+    // SAFETY: an all-zero `tcp_info` is a valid value (integers only).
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` and `len` live for the call, `len` holds `info`'s size, and the kernel
+    // writes at most `len` bytes into it (and the size it wrote back into `len`).
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let waits = info.tcpi_unacked > 0 || info.tcpi_probes > 0;
+    Ok(waits.then(|| Duration::from_millis(info.tcpi_last_ack_recv.into())))
+}
+
 /// `listen(sock, backlog)`: on a bound socket, sets (or changes) its queue of connections.
 pub(crate) fn listen(sock: BorrowedFd<'_>, backlog: i32) -> io::Result<()> {
     Ok(rustix::net::listen(sock, backlog)?)
@@ -231,6 +257,8 @@ pub(crate) struct KeepAlive {
     pub(crate) interval: Duration,
     pub(crate) probes: u32,
     pub(crate) user_timeout_ms: u32,
+    /// `TCP_NODELAY` (not keepalive, but read with it: every connection of the fabric sets it).
+    pub(crate) nodelay: bool,
 }
 
 /// Reads the [`KeepAlive`] options of descriptor `fd` (a number found in `/proc/self/fd`; one
@@ -247,6 +275,7 @@ pub(crate) fn keep_alive_of(fd: std::os::fd::RawFd) -> io::Result<KeepAlive> {
         interval: sockopt::tcp_keepintvl(sock)?,
         probes: sockopt::tcp_keepcnt(sock)?,
         user_timeout_ms: sockopt::tcp_user_timeout(sock)?,
+        nodelay: sockopt::tcp_nodelay(sock)?,
     })
 }
 

@@ -55,13 +55,15 @@ impl Tcp {
         Ok((tcp, encode_endpoint(advertised)))
     }
 
-    /// Opens local worker `l`'s connection to rank `r` and sends the hello.
+    /// Opens local worker `l`'s connection to rank `r` and sends the hello; `back` is the
+    /// worker of `r` that writes back on it (two-way), if any.
     pub(super) fn connect(
         &self,
         topo: &Topology,
         l: u32,
         r: u32,
         addr: SocketAddr,
+        back: Option<u32>,
     ) -> Result<TcpStream, FabricError> {
         let host = || topo.hosts.get(r as usize).cloned().unwrap_or_default();
         let what = || {
@@ -91,6 +93,7 @@ impl Tcp {
             src_local: l,
             dst_rank: r,
             layout: topo.layout,
+            back,
         };
         sock.set_write_timeout(Some(self.connect_timeout))
             .and_then(|()| sock.write_all(&hello.encode()))
@@ -126,10 +129,11 @@ impl Tcp {
 ///
 /// Linux probes only a connection with nothing unacknowledged: one whose data to the vanished
 /// host is still in flight, or that waits on its closed window, retransmits or probes on its own
-/// clock instead and fails only after those 15 minutes. That does not delay the report, because
-/// a connection carries data one way: this rank's connections *from* the peer's workers (one per
-/// worker) only ever carry acknowledgements from this side, so they are always probed, and the
-/// first of them to fail reports the peer. The integration test
+/// clock instead and fails only after those 15 minutes. A two-way connection (the only one
+/// between two ranks of one worker each) may be that connection, so the I/O thread also watches
+/// how long each connection's data has waited for any acknowledgement (`Io::watch_acks`,
+/// [`UNANSWERED_LIMIT`](super::UNANSWERED_LIMIT), as long as keepalive takes): a live peer, even
+/// one that reads nothing, acknowledges within a round trip. The integration test
 /// `a_host_that_vanishes_without_a_word_is_noticed_over_tcp` (`tests/tests/cluster.rs`) shows it
 /// end to end: the ranks end about 26 s after the other host goes silent.
 ///

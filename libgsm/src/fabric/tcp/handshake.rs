@@ -1,6 +1,7 @@
 //! The bytes a tcp connection opens with: a listener's address as endpoint bytes (what the
-//! bootstrap exchange publishes) and the 64-byte hello that proves the job key, with every check
-//! the acceptor makes of it. Pure functions over bytes: it opens no socket and keeps no state;
+//! bootstrap exchange publishes) and the 68-byte hello that proves the job key and says who
+//! writes what on the connection (the pairing rule, [`partner`]), with every check the acceptor
+//! makes of it. Pure functions over bytes: it opens no socket and keeps no state;
 //! the layout of both is in the `tcp` module docs, the frames that follow a hello are
 //! `io::send`'s and `io::recv`'s. See ARCHITECTURE.md.
 
@@ -10,9 +11,36 @@ use crate::bootstrap::KEY_LEN;
 use crate::wire::ring::RingLayout;
 
 const MAGIC: [u8; 8] = *b"GSMTCP\0\0";
-const VERSION: u32 = 1;
+/// 2: the hello carries the worker that writes back on a two-way connection.
+const VERSION: u32 = 2;
 /// Bytes of a hello.
-pub(super) const HELLO_LEN: usize = 64;
+pub(super) const HELLO_LEN: usize = 68;
+/// The hello's `back` word of a one-way connection.
+const ONE_WAY: u32 = u32::MAX;
+
+/// The worker of rank `acceptor` that writes its frames to rank `connector` back on the
+/// connection from `connector`'s worker `l`, if that connection is two-way (`None`: it carries
+/// `l`'s frames only). Worker `l` of the lower rank pairs with worker `l` of the higher one:
+/// the lower rank connects, the higher one answers on it, and workers without a partner
+/// (unequal counts) keep a one-way connection each. `two_way` false (`GSM_TCP_TWO_WAY=0`)
+/// pairs nobody: every worker connects to every peer rank, as before issue 33's fourth
+/// session. Both ends compute it from the topology, so the hello only confirms it.
+pub(super) fn partner(
+    connector: u32,
+    l: u32,
+    acceptor: u32,
+    workers: &[u32],
+    two_way: bool,
+) -> Option<u32> {
+    let has = |r: u32| workers.get(r as usize).is_some_and(|&n| l < n);
+    (two_way && connector < acceptor && has(connector) && has(acceptor)).then_some(l)
+}
+
+/// Whether worker `l` of rank `me` opens a connection to rank `r`: unless its frames ride back
+/// on the two-way connection of `r`'s worker `l` (see [`partner`]).
+pub(super) fn connects(me: u32, l: u32, r: u32, workers: &[u32], two_way: bool) -> bool {
+    partner(r, l, me, workers, two_way).is_none()
+}
 
 /// Encodes a listener's address as endpoint bytes.
 pub(super) fn encode_endpoint(addr: SocketAddr) -> Vec<u8> {
@@ -69,6 +97,8 @@ pub(super) struct Hello {
     pub(super) src_local: u32,
     pub(super) dst_rank: u32,
     pub(super) layout: RingLayout,
+    /// The acceptor's worker that writes back on this connection (two-way), or `None`.
+    pub(super) back: Option<u32>,
 }
 
 impl Hello {
@@ -83,6 +113,7 @@ impl Hello {
             self.dst_rank,
             self.layout.slots,
             self.layout.slot_size,
+            self.back.unwrap_or(ONE_WAY),
         ]
         .into_iter()
         .enumerate()
@@ -113,10 +144,21 @@ pub(super) struct Expect<'a> {
     pub(super) workers: &'a [u32],
     pub(super) is_peer: &'a [bool],
     pub(super) layout: RingLayout,
+    /// Whether this rank pairs workers on two-way connections ([`partner`]).
+    pub(super) two_way: bool,
 }
 
-/// Checks a complete hello; `Ok((source rank, source local worker))` or why it is refused.
-pub(super) fn check_hello(b: &[u8; HELLO_LEN], x: &Expect<'_>) -> Result<(u32, u32), String> {
+/// What an acceptor learns from a hello it accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Accepted {
+    pub(super) src_rank: u32,
+    pub(super) src_local: u32,
+    /// The local worker that writes back on the connection (two-way), or `None`.
+    pub(super) back: Option<u32>,
+}
+
+/// Checks a complete hello; what it says, or why it is refused.
+pub(super) fn check_hello(b: &[u8; HELLO_LEN], x: &Expect<'_>) -> Result<Accepted, String> {
     if b[0..8] != MAGIC {
         return Err("not a gossamer tcp hello (wrong magic bytes)".into());
     }
@@ -152,5 +194,27 @@ pub(super) fn check_hello(b: &[u8; HELLO_LEN], x: &Expect<'_>) -> Result<(u32, u
             layout.slots, layout.slot_size, x.layout.slots, x.layout.slot_size
         ));
     }
-    Ok((src_rank, src_local))
+    let back = match word(b, 64) {
+        ONE_WAY => None,
+        w => Some(w),
+    };
+    let want = partner(src_rank, src_local, x.rank, x.workers, x.two_way);
+    if back != want {
+        let say = |w: Option<u32>| match w {
+            Some(w) => format!("two-way, with worker {w} of rank {} writing back", x.rank),
+            None => "one-way".to_string(),
+        };
+        return Err(format!(
+            "it says the connection of rank {src_rank}'s worker {src_local} is {}, this rank \
+             expects it {} (is {} the same on every rank?)",
+            say(back),
+            say(want),
+            super::TWO_WAY_VAR
+        ));
+    }
+    Ok(Accepted {
+        src_rank,
+        src_local,
+        back,
+    })
 }

@@ -30,19 +30,29 @@
 //! delivers loopback and veth packets from `ksoftirqd`, which a poller that never yields starves;
 //! on an idle one each yield is a system call between an answer landing and its being read.
 //!
-//! # Why the ACKs are delayed
+//! # Why connections are two-way, and the ACKs delayed
 //!
-//! A connection carries data one way (its worker's frames; the answers come back on the peer's
-//! own connection), so an ACK can never ride on an answer as it does on Open MPI's two-way
-//! sockets. The kernel then sends a bare ACK from every `recv` that empties the socket: one more
-//! packet through the whole stack, on the path of every round trip. Incoming connections are
-//! therefore put in the kernel's delayed-ACK ("ping-pong") mode (`TCP_QUICKACK` off, set at
-//! accept and again by a reader at most every 10 ms, because the kernel leaves that mode whenever
-//! its delayed-ACK timer fires). Streams are not slowed: the kernel still acknowledges every
-//! second full segment and every second small pushed one at once. Measured in
-//! docs/performance.md (issue 33); [`DELAYED_ACKS_VAR`]`=0` turns it off for comparing. Two-way
-//! connections (one per pair of workers, or per (worker, remote host) as the design asks) would
-//! remove the bare ACKs altogether; they are not built (ARCHITECTURE.md says what they need).
+//! A connection that carries data one way can never let an ACK ride on an answer: the kernel
+//! sends a bare ACK from every `recv` that empties it, one more packet through the whole stack
+//! on the path of every round trip (a C ping-pong on loopback: 6.3 µs over one two-way
+//! connection, 10.2 µs over two one-way ones; docs/performance.md, issue 33). So worker `l` of
+//! the lower rank of a pair and worker `l` of the higher one share one connection: the lower
+//! rank's worker connects, and the higher rank's worker writes its own frames back on it
+//! (`handshake::partner`; the hello says who writes back, and the acceptor checks it against the
+//! same rule). A blocking `apply` between the first workers of two ranks then goes out and comes
+//! back on one socket, and the answer carries the ACK. Workers without a partner (unequal
+//! counts) keep a one-way connection each. A two-way connection is two links, a reading half and
+//! a writing half, each behind its own mutex (a worker writing never waits for one reading) and
+//! each with its own epoll registration: the writing half's on a `dup` of the socket, because
+//! epoll keys on the descriptor and the halves want different triggers. [`TWO_WAY_VAR`]`=0`
+//! pairs nobody (one-way connections only), for comparing.
+//!
+//! Incoming sockets are also put in the kernel's delayed-ACK ("ping-pong") mode (`TCP_QUICKACK`
+//! off, at accept or connect and again by a reader at most every 10 ms, because the kernel
+//! leaves that mode whenever its delayed-ACK timer fires): a request that is not answered on the
+//! connection it came on (another worker answers, on its own) then does not cost a bare ACK
+//! either. Streams are not slowed: the kernel still acknowledges every second full segment and
+//! every second small pushed one at once. [`DELAYED_ACKS_VAR`]`=0` turns it off for comparing.
 //!
 //! `TCP_NODELAY` is on (a frame is a whole batch; Nagle would hold the next small one for an
 //! ACK). `SO_BUSY_POLL` ([`BUSY_POLL_VAR`]) is off by default: measured in
@@ -58,41 +68,47 @@
 //!   are the listener's address: `4` + 4 address bytes + port (big-endian), or `6` + 16 bytes +
 //!   port.
 //! - [`Fabric::create`] makes every ring, starts the I/O thread (which accepts from then on),
-//!   opens ONE connection per (local worker, remote rank) with a blocking connect (every peer's
-//!   listener exists before the exchange, so the kernel completes it from the backlog without the
-//!   peer doing anything), writes the hello, and hands the connections to the I/O thread, which
-//!   watches them for back-pressure and loss, and makes a bell per (local worker, remote worker)
-//!   that writes the worker's connection (`Links::worker_bells`). Accepting before connecting
+//!   opens one connection per (local worker, remote rank) that it does not share with a partner
+//!   of the peer's (see above) with a blocking connect (every peer's listener exists before the
+//!   exchange, so the kernel completes it from the backlog without the peer doing anything),
+//!   writes the hello, and hands the connections to the I/O thread, which watches them for
+//!   back-pressure and loss, and makes a bell per (local worker, remote worker) that writes the
+//!   worker's connection (`Links::worker_bells`; for a writing half that waits for the peer's
+//!   two-way connection, the bell rings the I/O thread until it comes). Accepting before connecting
 //!   matters when more connections
 //!   come than a listener's backlog holds (`listen` is capped by `net.core.somaxconn`, 128 on
 //!   older kernels): two ranks each blocked connecting to the other would never accept.
-//! - [`Fabric::attach`] waits, bounded by `Settings::connect_timeout`, until every remote worker
-//!   has connected and proved the key, and gives each local worker its hook
+//! - [`Fabric::attach`] waits, bounded by `Settings::connect_timeout`, until a connection from
+//!   every remote worker (its own, or its partner's it writes back on) has proved the key, and
+//!   gives each local worker its hook
 //!   (`Links::progress`: read the incoming connections; hand them over before parking); on timeout it names a peer that is missing, and why
 //!   `accept` is failing if it is (out of descriptors, say: the I/O thread keeps retrying, and
 //!   the peers' connections wait in the listener's queue meanwhile).
 //!
 //! # Wire
 //!
-//! A connection carries, one way, everything its local worker publishes to any worker of the
-//! peer rank, both lanes. It opens with a 64-byte hello (little-endian):
+//! A connection carries everything its connecting worker publishes to any worker of the peer
+//! rank, both lanes, and on a two-way connection everything the peer's partner worker publishes
+//! to any worker of the connecting rank. It opens with a 68-byte hello (little-endian):
 //!
 //! ```text
-//! 0   magic "GSMTCP\0\0"          8   version u32 (1)        12  job key, 32 bytes
+//! 0   magic "GSMTCP\0\0"          8   version u32 (2)        12  job key, 32 bytes
 //! 44  source rank u32             48  source local worker u32
 //! 52  destination rank u32        56  slots u32              60  slot size u32
+//! 64  the destination's worker that writes back (two-way), or u32::MAX (one-way)
 //! ```
 //!
 //! The acceptor checks all of it (the key in constant time), plus that the source is one of its
-//! tcp peers, that the worker exists and that it has not connected before. A connection that
+//! tcp peers, that the worker exists and has not connected before, and that who writes back is
+//! what the pairing rule says. A connection that
 //! fails any check, or does not complete its hello within [`HELLO_TIMEOUT`], is closed and
 //! reported by one line on stderr (`gossamer: tcp: dropped a connection from <addr>: <reason>`);
 //! it never reaches a ring and never ends the job. At most `MAX_HELLOS` accepted connections
 //! wait for their hello; the rest wait in the listener's queue.
 //!
-//! After the hello, each slot is a frame: an 8-byte header — destination global worker (u32),
+//! After the hello, each slot is a frame, the same both ways: an 8-byte header — destination global worker (u32),
 //! then `lane << 31 | length` (u32) — and `length` payload bytes, `length <= slot_size`. A frame
-//! that names a worker not on this rank or is longer than a slot, on an authenticated
+//! that names a worker not on the receiving rank or is longer than a slot, on an authenticated
 //! connection, is a protocol error and ends the job ([`FabricError::Protocol`]).
 //!
 //! # Rings and back-pressure
@@ -111,9 +127,10 @@
 //!
 //! # The I/O thread and the bells
 //!
-//! One thread per rank, `epoll` plus an `eventfd` to be woken. Outgoing sockets are
-//! edge-triggered (it is told when a full socket takes bytes again, and of EOF or errors);
-//! incoming sockets are level-triggered and one-shot, armed only while no worker polls (see
+//! One thread per rank, `epoll` plus an `eventfd` to be woken. Writing halves are
+//! edge-triggered (it is told when a full socket takes bytes again, and of EOF or errors on a
+//! one-way connection, whose reading half is the peer's); reading halves are level-triggered and
+//! one-shot, armed only while no worker polls (see
 //! `io::link`). Each pass it applies the events, takes the remote workers whose rank-wide bell
 //! rang (a bitmap; the runtime's workers ring their own bells instead, but a ring end used without
 //! hooks, as in the conformance suite, is served this way), drains shadow rings into write
@@ -145,11 +162,12 @@
 //!
 //! Per rank: `2 × 2 × L × R × RingLayout::bytes()` bytes of rings for `L` local and `R` remote
 //! workers (an outgoing and an incoming ring per pair and lane), plus per connection a read
-//! buffer of `max(256 KiB, 2 × (slot + 8))` and a write buffer of up to [`WRITE_LIMIT`]. Every
-//! pass of the I/O thread visits every connection, and every poll of a worker tries every
-//! incoming connection (one `recv` each), which is cheap for tens of peers and the thing to index
-//! first for thousands (one connection per (worker, remote host), the design's count, is not
-//! built yet: `gsm-bench remote` prints both counts).
+//! buffer of `max(256 KiB, 2 × (slot + 8))` (per reading half) and a write buffer of up to
+//! [`WRITE_LIMIT`] (per writing half). Between two ranks of `L` workers each there are `L`
+//! connections (`2L` one-way). Every pass of the I/O thread visits every link it was told
+//! about, and every poll of a worker tries every reading half (one `recv` each), which is cheap
+//! for tens of peers and the thing to index first for thousands (one connection per (worker,
+//! remote host), the design's count, is not built yet: `gsm-bench remote` prints the counts).
 //!
 //! # Where things are
 //!
@@ -206,6 +224,16 @@ pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 /// Unanswered keepalive probes before an idle connection is dropped (the kernel's default is 9).
 pub const KEEPALIVE_PROBES: u32 = 3;
+/// A connection whose data (or zero-window probe) has waited this long for any acknowledgement
+/// reports its peer lost: as long as keepalive takes on an idle connection. Keepalive does not
+/// probe a connection with data in flight, and a two-way connection may never be idle while its
+/// rank keeps sending to a host that vanished; a live peer, even one that reads nothing,
+/// acknowledges within a round trip (see `connect::keep_alive`).
+pub const UNANSWERED_LIMIT: Duration = Duration::from_secs(
+    KEEPALIVE_IDLE.as_secs() + KEEPALIVE_INTERVAL.as_secs() * KEEPALIVE_PROBES as u64,
+);
+/// How often the I/O thread looks for connections waiting for an acknowledgement.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
 /// How long the I/O thread waits before it retries an `accept` that failed for want of
 /// descriptors or memory: the connections stay queued, and each retry costs a syscall (on Linux
 /// even a failing `accept` allocates a socket).
@@ -229,6 +257,16 @@ pub const DELAYED_ACKS_VAR: &str = "GSM_TCP_DELAYED_ACKS";
 
 /// The variable that sets `SO_BUSY_POLL` (microseconds) on every connection; unset: not set.
 pub const BUSY_POLL_VAR: &str = "GSM_TCP_BUSY_POLL";
+
+/// The variable that turns two-way connections off (`0`): every worker then connects to every
+/// peer rank and each connection carries one way, for comparing. Every rank of a job must see
+/// the same value (a hello says which it expects, and a mismatch is refused by name).
+pub const TWO_WAY_VAR: &str = "GSM_TCP_TWO_WAY";
+
+/// Whether workers pair on two-way connections (unless [`TWO_WAY_VAR`] is `0`).
+fn two_way() -> bool {
+    !std::env::var(TWO_WAY_VAR).is_ok_and(|v| v.trim() == "0")
+}
 
 /// Whether [`DIRECT_VAR`] is `0`.
 fn direct_off() -> bool {
@@ -291,13 +329,16 @@ impl Fabric for Tcp {
         let (addrs, is_peer) = setup::peer_addresses(topo, peers)?;
         let (shared, epoll) = setup::shared_state(topo)?;
         let mut links = Links::default();
-        let unclaimed = setup::incoming_rings(topo, &addrs, &mut links);
-        let (outgoing, outs_of_rank) = setup::shadow_rings(topo, &addrs, &mut links);
+        let mut unclaimed = setup::incoming_rings(topo, &addrs, &mut links);
+        let two_way = two_way();
+        let wires = setup::shadow_rings(topo, &addrs, &mut links, &mut unclaimed, two_way);
         let wiring = Wiring {
             is_peer,
             unclaimed,
-            outs_of_rank,
-            outgoing: outgoing.len(),
+            outs_of_rank: wires.outs_of_rank,
+            outgoing: 2 * wires.planned.len(),
+            awaited: wires.awaited,
+            two_way,
         };
         let rx = Rx {
             rank: topo.rank,
@@ -310,10 +351,10 @@ impl Fabric for Tcp {
         // From here on, dropping `self` stops the thread, whatever fails below.
         self.shared = Some(shared.clone());
         self.io = Some(handle);
-        let made = self.connect_all(topo, &epoll, &shared, outgoing)?;
+        self.connect_all(topo, &epoll, &shared, wires.planned)?;
         setup::bells(topo, &shared, &addrs, &mut links);
         if !direct_off() {
-            setup::worker_bells(topo, &shared, &made, &mut links);
+            setup::worker_bells(topo, &shared, &wires.cells, &mut links);
         } else {
             self.direct = None;
         }

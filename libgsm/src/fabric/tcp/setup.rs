@@ -5,14 +5,19 @@
 //! per local worker that writes its own connection). It does not wait for any peer (`attach`
 //! does) and does not move a byte of a slot (the workers and the I/O thread do).
 
+use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use super::handshake::decode_endpoint;
-use super::io::{AttachState, Io, Link, OutRing, Outgoing, Shared, Side, Wiring};
+use super::connect::delay_acks;
+use super::handshake::{connects, decode_endpoint, partner};
+use super::io::{
+    ARMED, AttachState, Awaited, Incoming, Io, Link, OutCell, OutRing, Outgoing, Shared, Side,
+    Wiring,
+};
 use super::{LANE_BIT, TOKEN_EVENTFD, TOKEN_LISTENER, Tcp, os_error};
 use crate::fabric::{
     Bell, FabricError, FabricKind, Hooks, InLink, Lane, Links, OutLink, Peer, Topology,
@@ -20,8 +25,30 @@ use crate::fabric::{
 use crate::sys::net::{self, Epoll, ready};
 use crate::wire::ring::{Producer, RingLayout, RingMemory};
 
-/// The outgoing connections to make: (peer's listener, the connection's sending side).
-pub(super) type Planned = Vec<(SocketAddr, Outgoing)>;
+/// An outgoing connection to make.
+pub(super) struct Plan {
+    /// The peer's listener.
+    addr: SocketAddr,
+    /// Its sending side.
+    out: Outgoing,
+    /// Two-way: the peer's worker that writes back on it, and the producers of that worker's
+    /// incoming rings.
+    back: Option<(u32, Vec<Producer>)>,
+    /// Where the workers' bells find the outgoing half.
+    cell: OutCell,
+}
+
+/// The connections `shadow_rings` plans.
+pub(super) struct Wires {
+    /// To make, in order (index `k`: tokens `2k` and `2k + 1`).
+    pub(super) planned: Vec<Plan>,
+    /// Per rank, the tokens of the outgoing halves to it made here.
+    pub(super) outs_of_rank: Vec<Vec<usize>>,
+    /// Outgoing halves that wait for a peer's two-way connection, by (peer rank, local worker).
+    pub(super) awaited: Awaited,
+    /// Every outgoing half's cell, as (local worker, peer rank, cell), for the workers' bells.
+    pub(super) cells: Vec<(u32, u32, OutCell)>,
+}
 /// Each peer rank with its listener's address.
 pub(super) type PeerAddrs = Vec<(u32, SocketAddr)>;
 
@@ -128,16 +155,25 @@ pub(super) fn incoming_rings(
     unclaimed
 }
 
-/// The shadow rings: one connection per (local worker, peer rank), each with a ring per remote
-/// worker and lane; their producers go into `links`. Returns the connections to make (index =
-/// their place in the I/O thread's table) and, per rank, the indices of its connections.
+/// The shadow rings: one outgoing half per (local worker, peer rank), each with a ring per
+/// remote worker and lane; their producers go into `links`. Where worker `l` pairs with the peer's
+/// worker `l` ([`partner`]), this rank either connects two-way (the lower rank: the plan takes the
+/// producers of the partner's incoming rings out of `unclaimed`) or waits for the partner's
+/// connection to write back on (`Wires::awaited`).
 pub(super) fn shadow_rings(
     topo: &Topology,
     addrs: &[(u32, SocketAddr)],
     links: &mut Links,
-) -> (Planned, Vec<Vec<usize>>) {
-    let mut outgoing: Planned = Vec::new();
-    let mut outs_of_rank: Vec<Vec<usize>> = vec![Vec::new(); topo.ranks() as usize];
+    unclaimed: &mut [Option<Vec<Producer>>],
+    two_way: bool,
+) -> Wires {
+    let mut w = Wires {
+        planned: Vec::new(),
+        outs_of_rank: vec![Vec::new(); topo.ranks() as usize],
+        awaited: HashMap::new(),
+        cells: Vec::new(),
+    };
+    let me = topo.rank;
     for l in 0..topo.local_workers() {
         for &(r, addr) in addrs {
             let mut rings = Vec::new();
@@ -153,11 +189,32 @@ pub(super) fn shadow_rings(
                     rings.push(OutRing::new(g, lane, c));
                 }
             }
-            outs_of_rank[r as usize].push(outgoing.len());
-            outgoing.push((addr, Outgoing::new(r, l, rings)));
+            let cell = OutCell::default();
+            w.cells.push((l, r, cell.clone()));
+            if !connects(me, l, r, &topo.workers, two_way) {
+                let out = Outgoing::new(r, l, rings, true);
+                w.awaited.insert((r, l), (out, cell));
+                continue;
+            }
+            let back = partner(me, l, r, &topo.workers, two_way).map(|b| {
+                let g = topo.first_worker(r) + b;
+                let producers = unclaimed[g as usize]
+                    .take()
+                    .expect("every remote worker has its incoming rings");
+                (b, producers)
+            });
+            // The outgoing half's token is 2k, a two-way connection's incoming half's 2k + 1.
+            w.outs_of_rank[r as usize].push(2 * w.planned.len());
+            let out = Outgoing::new(r, l, rings, back.is_some());
+            w.planned.push(Plan {
+                addr,
+                out,
+                back,
+                cell,
+            });
         }
     }
-    (outgoing, outs_of_rank)
+    w
 }
 
 /// Registers `fd` with the I/O thread's epoll instance; the error names `what`.
@@ -204,8 +261,11 @@ pub(super) fn start_io(
 }
 
 impl Tcp {
-    /// Opens every planned connection, registers it, and hands them all to the I/O thread;
-    /// returns them as (local worker, peer rank, link) for the workers' bells.
+    /// Opens every planned connection, registers it, and hands them all to the I/O thread; a
+    /// two-way connection becomes two links, its outgoing half on a `dup` of the socket (epoll
+    /// keys on the descriptor, and the halves want different triggers) and its incoming half,
+    /// offered to the workers and counted for `attach` at once. The outgoing halves are put in
+    /// their cells for the workers' bells.
     ///
     /// Only once this rank accepts: a peer's listen backlog may be smaller than the connections
     /// coming to it, and two ranks each blocked connecting to the other while neither accepts
@@ -215,28 +275,48 @@ impl Tcp {
         topo: &Topology,
         epoll: &Epoll,
         shared: &Shared,
-        outgoing: Planned,
-    ) -> Result<Vec<(u32, u32, Arc<Link>)>, FabricError> {
-        let mut handed = Vec::with_capacity(outgoing.len());
-        let mut made = Vec::with_capacity(outgoing.len());
-        for (i, (addr, o)) in outgoing.into_iter().enumerate() {
-            let sock = self.connect(topo, o.local, o.rank, addr)?;
-            register(
-                epoll,
-                sock.as_fd(),
-                ready::IN | ready::OUT | ready::RDHUP | ready::ET,
-                i as u64,
-                "a connection",
-            )?;
-            let (l, r) = (o.local, o.rank);
-            let link = Arc::new(Link::new(sock, addr, i as u64, Side::Out(Box::new(o))));
-            made.push((l, r, link.clone()));
-            handed.push((i, link));
+        planned: Vec<Plan>,
+    ) -> Result<(), FabricError> {
+        let mut handed = Vec::with_capacity(2 * planned.len());
+        for (k, plan) in planned.into_iter().enumerate() {
+            let Plan {
+                addr,
+                out,
+                back,
+                cell,
+            } = plan;
+            let (l, r) = (out.local, out.rank);
+            let two_way = back.is_some();
+            let sock = self.connect(topo, l, r, addr, back.as_ref().map(|b| b.0))?;
+            let (t_out, t_in) = (2 * k as u64, 2 * k as u64 + 1);
+            let out_sock = match back {
+                None => sock,
+                Some((b, producers)) => {
+                    let what = || format!("connecting worker {l} to rank {r}");
+                    let out_sock = sock.try_clone().map_err(|e| os_error(what(), &e))?;
+                    delay_acks(&sock);
+                    register(epoll, sock.as_fd(), ARMED, t_in, "a connection")?;
+                    let inc = Incoming::new(r, b, producers, topo.layout.slot_size);
+                    let link = Arc::new(Link::new(sock, addr, t_in, Side::In(Box::new(inc))));
+                    shared.offer_incoming(link.clone(), r);
+                    handed.push((t_in as usize, link));
+                    out_sock
+                }
+            };
+            let ev = if two_way {
+                ready::OUT | ready::ET
+            } else {
+                ready::IN | ready::OUT | ready::RDHUP | ready::ET
+            };
+            register(epoll, out_sock.as_fd(), ev, t_out, "a connection")?;
+            let link = Arc::new(Link::new(out_sock, addr, t_out, Side::Out(Box::new(out))));
+            let _ = cell.set(link.clone());
+            handed.push((t_out as usize, link));
         }
         *shared.handover.lock().unwrap_or_else(|p| p.into_inner()) = handed;
         shared.handed.store(true, Ordering::Release);
         shared.wake();
-        Ok(made)
+        Ok(())
     }
 }
 
@@ -258,19 +338,23 @@ pub(super) fn bells(
 }
 
 /// A bell for every (local worker, remote worker) pair: the worker writes its own connection to
-/// the remote worker's rank as it rings (see `io::link`).
+/// the remote worker's rank as it rings (see `io::link`). An outgoing half that waits for the
+/// peer's two-way connection is not there yet: the bell then rings the rank's bitmap, and the
+/// half, made with its rings marked pending, is drained once it comes.
 pub(super) fn worker_bells(
     topo: &Topology,
     shared: &Arc<Shared>,
-    made: &[(u32, u32, Arc<Link>)],
+    cells: &[(u32, u32, OutCell)],
     links: &mut Links,
 ) {
-    for (l, r, link) in made {
+    for (l, r, cell) in cells {
         for g in topo.workers_of(*r) {
-            let (s, link) = (shared.clone(), link.clone());
-            links
-                .worker_bells
-                .push((*l, g, Bell::Call(Arc::new(move || link.send_now(&s)))));
+            let (s, cell) = (shared.clone(), cell.clone());
+            let ring = move || match cell.get() {
+                Some(link) => link.send_now(&s),
+                None => s.ring(g),
+            };
+            links.worker_bells.push((*l, g, Bell::Call(Arc::new(ring))));
         }
     }
 }

@@ -5,17 +5,17 @@
 //! move frames (`io::send`, `io::recv`). See ARCHITECTURE.md.
 
 use std::io::Read;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::link::{ARMED, Link};
+use super::link::{ARMED, Link, OutCell};
 use super::recv::Incoming;
 use super::{Entry, Fate, Io, Pending, Side};
 use crate::fabric::tcp::connect::{busy_poll, delay_acks, keep_alive_or_warn};
-use crate::fabric::tcp::handshake::{Expect, HELLO_LEN, check_hello};
+use crate::fabric::tcp::handshake::{Accepted, Expect, HELLO_LEN, check_hello};
 use crate::fabric::tcp::{ACCEPT_RETRY, HELLO_TIMEOUT, MAX_HELLOS};
 use crate::sys::net::{self, ready};
 
@@ -54,6 +54,13 @@ impl Io {
             }
             if let Err(e) = sock.set_nonblocking(true) {
                 refuse(addr, &format!("cannot make it non-blocking: {e}"));
+                continue;
+            }
+            // A two-way connection's frames leave this end too: without it, Nagle's algorithm
+            // holds a small frame until the last one is acknowledged, which the peer's delayed
+            // ACKs put off by up to 40 ms.
+            if let Err(e) = sock.set_nodelay(true) {
+                refuse(addr, &format!("cannot turn Nagle's algorithm off: {e}"));
                 continue;
             }
             keep_alive_or_warn(&sock);
@@ -153,46 +160,118 @@ impl Io {
                 workers: &self.workers,
                 is_peer: &self.is_peer,
                 layout: self.layout,
+                two_way: self.two_way,
             },
         );
-        let (src_rank, src_local) = match checked {
+        let Accepted {
+            src_rank,
+            src_local,
+            back,
+        } = match checked {
             Ok(x) => x,
             Err(why) => return refuse(why),
         };
         let g = self.workers[..src_rank as usize].iter().sum::<u32>() + src_local;
-        let Some(producers) = self.unclaimed[g as usize].take() else {
+        if self.unclaimed[g as usize].is_none() {
             return refuse(format!(
                 "rank {src_rank} worker {src_local} is already connected"
             ));
-        };
-        let inc = Incoming::new(src_rank, src_local, producers, self.layout.slot_size);
+        }
         let Pending { sock, .. } = *h;
+        // A two-way connection's outgoing half: a `dup` of the socket, so that it has its own
+        // epoll registration (edge-triggered writes; the incoming half's is level-triggered).
+        let out = match back {
+            None => None,
+            Some(b) => match self.out_half(&sock, addr, src_rank, b) {
+                Ok(x) => Some(x),
+                Err(why) => return refuse(why),
+            },
+        };
         // Level-triggered from now on, one event per arming (see `link`): bytes that followed
         // the hello are read by the next pass (the link starts readable).
         if let Err(e) = self.epoll.modify(sock.as_fd(), ARMED, i as u64) {
+            if let Some((j, link, cell)) = out {
+                self.drop_out_half(j, link, cell);
+            }
             return refuse(format!("cannot watch it: {e}"));
         }
+        if let Some((j, link, cell)) = out {
+            self.conns[j] = Some(Entry::Link(link.clone()));
+            self.outs_of_rank[src_rank as usize].push(j);
+            let _ = cell.set(link);
+        }
+        let producers = self.unclaimed[g as usize].take().expect("checked above");
+        let inc = Incoming::new(src_rank, src_local, producers, self.layout.slot_size);
         let link = Arc::new(Link::new(sock, addr, i as u64, Side::In(Box::new(inc))));
         self.hellos -= 1;
-        self.shared
-            .incoming
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(link.clone());
-        {
-            let mut st = self.shared.attach.lock().unwrap_or_else(|p| p.into_inner());
-            st.from[src_rank as usize] += 1;
-        }
-        self.shared.attached.notify_all();
+        self.shared.offer_incoming(link.clone(), src_rank);
         tracing::debug!(
             target: "gossamer::fabric",
             fabric = "tcp",
             peer = src_rank,
             worker = src_local,
+            two_way = back.is_some(),
             %addr,
             "accepted a connection that proved the key"
         );
         Ok(Entry::Link(link))
+    }
+
+    /// The outgoing half of this rank's worker `b` to rank `r` on a two-way connection `sock`
+    /// from it: a `dup` of the socket in a reserved place `j` of the table, registered
+    /// edge-triggered for writes, and the cell its bells look in (set once the connection is
+    /// taken); `Err` says why the connection is refused.
+    fn out_half(
+        &mut self,
+        sock: &TcpStream,
+        addr: SocketAddr,
+        r: u32,
+        b: u32,
+    ) -> Result<(usize, Arc<Link>, OutCell), String> {
+        let Some((o, cell)) = self.awaited.remove(&(r, b)) else {
+            return Err(format!(
+                "worker {b} of this rank already writes to rank {r}"
+            ));
+        };
+        let dup = match sock.try_clone() {
+            Ok(d) => d,
+            Err(e) => {
+                self.awaited.insert((r, b), (o, cell));
+                return Err(format!("cannot duplicate its descriptor: {e}"));
+            }
+        };
+        let j = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        if let Err(e) = self
+            .epoll
+            .add(dup.as_fd(), ready::OUT | ready::ET, j as u64)
+        {
+            self.free.push(j);
+            self.awaited.insert((r, b), (o, cell));
+            return Err(format!("cannot watch it: {e}"));
+        }
+        let link = Arc::new(Link::new(dup, addr, j as u64, Side::Out(Box::new(o))));
+        Ok((j, link, cell))
+    }
+
+    /// Undoes [`Io::out_half`] for a connection refused after it.
+    fn drop_out_half(&mut self, j: usize, link: Arc<Link>, cell: OutCell) {
+        let _ = self.epoll.delete(link.sock.as_fd());
+        self.free.push(j);
+        let Ok(link) = Arc::try_unwrap(link) else {
+            unreachable!("nobody else holds a half not yet in the table")
+        };
+        let Side::Out(o) = link
+            .state
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .side
+        else {
+            unreachable!("an outgoing half")
+        };
+        self.awaited.insert((o.rank, o.local), (*o, cell));
     }
 }
 

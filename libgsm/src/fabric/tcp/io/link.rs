@@ -25,7 +25,7 @@
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::recv::pump_in;
@@ -35,12 +35,18 @@ use crate::fabric::{Hooks, Turn};
 use crate::sys::net::{Epoll, ready};
 
 /// What an incoming socket is armed for (see the module docs).
-pub(super) const ARMED: u32 = ready::IN | ready::RDHUP | ready::ONESHOT;
+pub(in crate::fabric::tcp) const ARMED: u32 = ready::IN | ready::RDHUP | ready::ONESHOT;
 
-/// An authenticated connection (see the module docs).
+/// Where the workers' bells find an outgoing half: set by `create` for a connection it made, by
+/// the I/O thread for a peer's two-way connection once it authenticated.
+pub(in crate::fabric::tcp) type OutCell = Arc<OnceLock<Arc<Link>>>;
+
+/// An authenticated connection, or one half of a two-way one (see the module docs).
 pub(in crate::fabric::tcp) struct Link {
     pub(super) sock: TcpStream,
     pub(super) addr: SocketAddr,
+    /// The peer rank.
+    pub(super) rank: u32,
     /// Its epoll token (its index in the I/O thread's table).
     pub(super) token: u64,
     pub(super) state: Mutex<LinkState>,
@@ -59,9 +65,14 @@ impl Link {
     ) -> Link {
         // A bell rung before an outgoing link existed found nothing to mark.
         let pending = matches!(side, Side::Out(_));
+        let rank = match &side {
+            Side::In(i) => i.rank,
+            Side::Out(o) => o.rank,
+        };
         Link {
             sock,
             addr,
+            rank,
             token,
             state: Mutex::new(LinkState {
                 readable: true,

@@ -16,19 +16,21 @@ mod recv;
 mod send;
 mod shared;
 
+use std::collections::HashMap;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::Instant;
 
-pub(super) use self::link::{Direct, Link, Rhythm};
+pub(super) use self::link::{ARMED, Direct, Link, OutCell, Rhythm};
 pub(super) use self::recv::Incoming;
 pub(super) use self::send::{OutRing, Outgoing};
 pub(super) use self::shared::{AttachState, Shared};
 use super::handshake::HELLO_LEN;
 use super::{HELLO_TIMEOUT, IDLE_WAIT, LOSS_GRACE, SPIN, STALL_YIELD, os_error};
 use super::{TOKEN_EVENTFD, TOKEN_LISTENER};
+use super::{UNANSWERED_LIMIT, WATCH_EVERY};
 use crate::bootstrap::KEY_LEN;
 use crate::fabric::{FabricError, FabricKind, Hooks, Topology};
 use crate::sys::net::{self, Epoll, Events, ready};
@@ -36,6 +38,10 @@ use crate::wire::ring::{Producer, RingLayout};
 use accept::refuse;
 use recv::pump_in;
 use send::pump_out;
+
+/// Outgoing halves waiting for a peer's two-way connection, by (peer rank, local worker): the
+/// half, and the cell its worker's bells look in.
+pub(in crate::fabric::tcp) type Awaited = HashMap<(u32, u32), (Outgoing, OutCell)>;
 
 /// What delivering frames needs to know of this rank.
 #[derive(Debug, Clone, Copy)]
@@ -122,6 +128,10 @@ pub(in crate::fabric::tcp) struct Io {
     hellos: usize,
     /// Incoming producers per source global worker, until its connection authenticates.
     unclaimed: Vec<Option<Vec<Producer>>>,
+    /// Outgoing halves that wait for a peer's two-way connection.
+    awaited: Awaited,
+    /// Whether workers pair on two-way connections (`handshake::partner`).
+    two_way: bool,
     outs_of_rank: Vec<Vec<usize>>,
     /// Peers whose failure was reported.
     reported: Vec<bool>,
@@ -131,6 +141,8 @@ pub(in crate::fabric::tcp) struct Io {
     stalled: usize,
     /// Peers whose connection ended before `closing`, with when to report them.
     lost: Vec<(u32, String, Instant)>,
+    /// When to look next for connections that wait for an acknowledgement.
+    watch_at: Instant,
 }
 
 /// Which connections the I/O thread expects, from `create`.
@@ -141,8 +153,12 @@ pub(in crate::fabric::tcp) struct Wiring {
     pub(in crate::fabric::tcp) unclaimed: Vec<Option<Vec<Producer>>>,
     /// Per rank, the indices of the outgoing connections to it.
     pub(in crate::fabric::tcp) outs_of_rank: Vec<Vec<usize>>,
-    /// How many outgoing connections `create` will hand over (their indices come first).
+    /// How many places `create`'s connections take (their indices come first).
     pub(in crate::fabric::tcp) outgoing: usize,
+    /// Outgoing halves that wait for a peer's two-way connection.
+    pub(in crate::fabric::tcp) awaited: Awaited,
+    /// Whether workers pair on two-way connections.
+    pub(in crate::fabric::tcp) two_way: bool,
 }
 
 impl Io {
@@ -184,12 +200,15 @@ impl Io {
             free: Vec::new(),
             hellos: 0,
             unclaimed: wiring.unclaimed,
+            awaited: wiring.awaited,
+            two_way: wiring.two_way,
             outs_of_rank: wiring.outs_of_rank,
             reported: vec![false; topo.ranks() as usize],
             woke: vec![false; nlocal as usize],
             woke_list: Vec::new(),
             stalled: 0,
             lost: Vec::new(),
+            watch_at: Instant::now() + WATCH_EVERY,
         }
     }
 
@@ -218,6 +237,7 @@ impl Io {
         let mut idle_passes = 0u32;
         let mut spun = false;
         let mut stall_yield = true;
+        let mut passes = 0u32;
         loop {
             if self.shared.stop.load(Ordering::Acquire) {
                 return;
@@ -286,6 +306,11 @@ impl Io {
             progress |= self.collect_bells();
             progress |= self.pump();
             self.wake_locals();
+            // The clock is read before sleeping and every 1024 passes, not on every pass.
+            if timeout > 0 || idle_passes % 1024 == 1023 || passes % 1024 == 1023 {
+                self.watch_acks();
+            }
+            passes = passes.wrapping_add(1);
             self.report_losses();
             if progress {
                 idle_since = None;
@@ -314,6 +339,36 @@ impl Io {
         match self.accept_retry {
             Some(t) => wait.min(t.saturating_duration_since(Instant::now()).as_millis() as i32 + 1),
             None => wait,
+        }
+    }
+
+    /// Every [`WATCH_EVERY`]: a connection whose data has waited [`UNANSWERED_LIMIT`] for an
+    /// acknowledgement loses its peer (a host that vanished while this rank sent to it; an idle
+    /// connection is keepalive's). Reported like an EOF, after `LOSS_GRACE`, unless closing.
+    fn watch_acks(&mut self) {
+        let now = Instant::now();
+        if now < self.watch_at {
+            return;
+        }
+        self.watch_at = now + WATCH_EVERY;
+        let mut silent = Vec::new();
+        for e in self.conns.iter().flatten() {
+            let Entry::Link(l) = e else { continue };
+            if let Ok(Some(d)) = net::unanswered(l.sock.as_fd())
+                && d >= UNANSWERED_LIMIT
+            {
+                silent.push((l.rank, d, l.addr));
+            }
+        }
+        for (r, d, addr) in silent {
+            if self.reported[r as usize] {
+                continue;
+            }
+            let detail = format!(
+                "what this rank sent it has had no acknowledgement for {} s",
+                d.as_secs()
+            );
+            self.after(Fate::Lost(r, detail), addr);
         }
     }
 

@@ -19,7 +19,7 @@ use crate::wire::ring::Producer;
 
 /// The receiving side of one authenticated connection: from worker `local` of rank `rank`.
 pub(in crate::fabric::tcp) struct Incoming {
-    pub(super) rank: u32,
+    pub(in crate::fabric::tcp) rank: u32,
     pub(super) local: u32,
     /// Index `local worker * 2 + lane`.
     pub(super) producers: Vec<Producer>,
@@ -35,7 +35,12 @@ pub(in crate::fabric::tcp) struct Incoming {
 impl Incoming {
     /// The connection from rank `rank`'s worker `local`, whose frames go to `producers` (index
     /// `local worker * 2 + lane`), for slots of `slot_size` bytes.
-    pub(super) fn new(rank: u32, local: u32, producers: Vec<Producer>, slot_size: u32) -> Incoming {
+    pub(in crate::fabric::tcp) fn new(
+        rank: u32,
+        local: u32,
+        producers: Vec<Producer>,
+        slot_size: u32,
+    ) -> Incoming {
         let cap = (256 * 1024).max(2 * (FRAME_HEADER + slot_size as usize));
         Incoming {
             rank,

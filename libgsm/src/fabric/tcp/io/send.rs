@@ -50,11 +50,19 @@ pub(in crate::fabric::tcp) struct Outgoing {
     pub(in crate::fabric::tcp) wstart: usize,
     /// Some ring may hold a published slot.
     pub(in crate::fabric::tcp) pending: bool,
+    /// The connection also carries the peer's frames the other way, which its incoming half
+    /// (another link, on a `dup` of the socket) reads: this half never reads it.
+    pub(in crate::fabric::tcp) two_way: bool,
 }
 
 impl Outgoing {
     /// Local worker `local`'s connection to rank `rank`, over `rings`.
-    pub(in crate::fabric::tcp) fn new(rank: u32, local: u32, rings: Vec<OutRing>) -> Outgoing {
+    pub(in crate::fabric::tcp) fn new(
+        rank: u32,
+        local: u32,
+        rings: Vec<OutRing>,
+        two_way: bool,
+    ) -> Outgoing {
         Outgoing {
             rank,
             local,
@@ -64,6 +72,7 @@ impl Outgoing {
             wstart: 0,
             // A bell rung before the I/O thread took the connection found no connection to mark.
             pending: true,
+            two_way,
         }
     }
 }
@@ -74,7 +83,11 @@ pub(super) fn pump_out(sock: &TcpStream, st: &mut LinkState, progress: &mut bool
     let Side::Out(o) = &mut st.side else {
         unreachable!("pump_out on a link that is not outgoing")
     };
-    // Nothing ever arrives on an outgoing connection: readable means EOF or an error.
+    // Nothing ever arrives on a one-way outgoing connection: readable means EOF or an error. A
+    // two-way one's bytes and its end are its incoming half's to read.
+    if st.readable && o.two_way {
+        st.readable = false;
+    }
     if st.readable {
         let mut scratch = [0u8; 64];
         match (&*sock).read(&mut scratch) {

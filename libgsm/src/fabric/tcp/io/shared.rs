@@ -70,6 +70,19 @@ impl Shared {
         self.dirty.iter().any(|w| w.load(Ordering::Relaxed) != 0)
     }
 
+    /// Offers an authenticated incoming link (or half) from rank `r` to the workers and counts
+    /// it for `attach`.
+    pub(in crate::fabric::tcp) fn offer_incoming(&self, link: Arc<Link>, r: u32) {
+        self.incoming
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(link);
+        let mut st = self.attach.lock().unwrap_or_else(|p| p.into_inner());
+        st.from[r as usize] += 1;
+        drop(st);
+        self.attached.notify_all();
+    }
+
     pub(in crate::fabric::tcp) fn wake(&self) {
         self.sleeping.store(false, Ordering::Relaxed);
         net::eventfd_signal(self.eventfd.as_fd());

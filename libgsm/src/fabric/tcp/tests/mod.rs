@@ -1,6 +1,8 @@
 //! Tests of the tcp fabric beyond the conformance suite: strangers are dropped without touching
-//! the job, a vanished peer is reported, the listener's address, the wire encodings, and an
-//! ignored throughput measurement.
+//! the job, a vanished peer is reported, the listener's address, the wire encodings, who
+//! connects to whom and which connections are two-way. The measurements are in `measure`.
+
+mod measure;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -10,14 +12,16 @@ use std::time::{Duration, Instant};
 
 use std::net::Ipv4Addr;
 
-use super::handshake::{Expect, HELLO_LEN, Hello, check_hello, decode_endpoint, encode_endpoint};
+use super::handshake::{
+    Accepted, Expect, HELLO_LEN, Hello, check_hello, connects, decode_endpoint, encode_endpoint,
+    partner,
+};
 use super::*;
 use crate::bootstrap::KEY_LEN;
 use crate::fabric::Lane;
 use crate::fabric::conformance::{Rank, job};
 use crate::sys::net;
-use crate::wire::doorbell::Doorbell;
-use crate::wire::ring::{Consumer, RingLayout};
+use crate::wire::ring::RingLayout;
 
 fn layout(slots: u32, slot_size: u32) -> RingLayout {
     RingLayout::new(slots, slot_size).unwrap()
@@ -118,6 +122,7 @@ fn strangers_are_dropped_without_touching_the_job() {
         src_local: 0,
         dst_rank: 1,
         layout: layout(8, 256),
+        back: Some(0),
     };
     let mut s = TcpStream::connect(addr).unwrap();
     s.write_all(&hello.encode()).unwrap();
@@ -195,7 +200,8 @@ fn hand_made_rank_1_with(
     (t, rank0, failures, key)
 }
 
-/// Connects to `t` (rank 1) as rank 0's worker 0 and sends its hello.
+/// Connects to `t` (rank 1) as rank 0's worker 0 and sends its hello (two-way: rank 1's worker
+/// 0 writes back on it).
 fn hello_as_rank_0(t: &Tcp, key: [u8; KEY_LEN], layout: RingLayout) -> TcpStream {
     let mut s = TcpStream::connect(t.local_addr()).unwrap();
     let hello = Hello {
@@ -204,6 +210,7 @@ fn hello_as_rank_0(t: &Tcp, key: [u8; KEY_LEN], layout: RingLayout) -> TcpStream
         src_local: 0,
         dst_rank: 1,
         layout,
+        back: Some(0),
     };
     s.write_all(&hello.encode()).unwrap();
     s
@@ -349,6 +356,7 @@ fn more_peers_than_max_hellos_all_get_in() {
                 src_local: l,
                 dst_rank: 1,
                 layout,
+                back: (l == 0).then_some(0),
             };
             s.write_all(&hello.encode()).unwrap();
             socks.push(s);
@@ -390,8 +398,9 @@ fn a_connect_that_times_out_names_this_rank_as_the_one_that_could_not_connect() 
         connect_timeout: Duration::from_secs(1),
     };
     let (mut t, _) = Tcp::prepare(&settings).unwrap();
+    // The test's rank is rank 0 (the lower rank connects), its dead peer rank 1.
     let topo = Topology {
-        rank: 1,
+        rank: 0,
         workers: vec![1, 1],
         hosts: vec!["host-a".into(), "host-b".into()],
         layout: layout(4, 64),
@@ -403,12 +412,12 @@ fn a_connect_that_times_out_names_this_rank_as_the_one_that_could_not_connect() 
         fail: Arc::new(|e| panic!("{e}")),
     };
     let peer = Peer {
-        rank: 0,
+        rank: 1,
         endpoint: encode_endpoint(addr0),
     };
     let e = t.create(&topo, &[peer], hooks).unwrap_err().to_string();
     assert!(
-        e.contains("connecting worker 0 to rank 0 (host host-a)")
+        e.contains("connecting worker 0 to rank 1 (host host-b)")
             && e.contains("no answer within 1 s")
             && !e.contains("did not connect"),
         "{e}"
@@ -416,28 +425,19 @@ fn a_connect_that_times_out_names_this_rank_as_the_one_that_could_not_connect() 
 }
 
 #[test]
-fn both_ends_of_every_connection_keep_alive() {
+fn both_ends_of_every_connection_keep_alive_and_send_at_once() {
     let ranks = job::<Tcp>(&[1, 2], layout(8, 64));
     let listeners: Vec<u16> = ranks.iter().map(|r| r.fabric.local_addr().port()).collect();
+    let mut seen = std::collections::HashSet::new();
     let (mut connected, mut accepted) = (0, 0);
     // The fabric's sockets belong to its I/O thread: find them among this process's
-    // descriptors by their ports.
-    for entry in std::fs::read_dir("/proc/self/fd").unwrap() {
-        let Ok(fd) = entry
-            .unwrap()
-            .file_name()
-            .to_string_lossy()
-            .parse::<RawFd>()
-        else {
-            continue;
-        };
-        let Some((local, peer)) = net::ipv4_ports(fd) else {
-            continue;
-        };
+    // descriptors by their ports (a two-way connection's halves are two descriptors of one
+    // socket: counted once).
+    for (fd, local, peer) in fabric_sockets() {
         if listeners.contains(&peer) {
-            connected += 1;
+            connected += seen.insert((local, peer)) as usize;
         } else if listeners.contains(&local) {
-            accepted += 1;
+            accepted += seen.insert((local, peer)) as usize;
         } else {
             continue;
         }
@@ -449,18 +449,20 @@ fn both_ends_of_every_connection_keep_alive() {
             probes: KEEPALIVE_PROBES,
             // Not set: it would also drop a live peer that keeps a zero window (`keep_alive`).
             user_timeout_ms: 0,
+            // Both ends write on a two-way connection: Nagle's algorithm and the peer's delayed
+            // ACKs would hold small frames for 40 ms each.
+            nodelay: true,
         };
         assert_eq!(got, want, "socket {fd} ({local} -> {peer})");
     }
-    // Rank 0's worker connects to rank 1, rank 1's two workers to rank 0.
-    assert_eq!((connected, accepted), (3, 3));
+    // Rank 0's worker connects to rank 1, two-way with rank 1's worker 0; rank 1's worker 1
+    // has no partner and connects to rank 0.
+    assert_eq!((connected, accepted), (2, 2));
 }
 
-/// Counts the fabric's sockets in this process (found by their ports, as above): those that
-/// connected to a listener of `ranks`, and those a listener accepted.
-fn count_sockets(ranks: &[Rank<Tcp>]) -> (usize, usize) {
-    let listeners: Vec<u16> = ranks.iter().map(|r| r.fabric.local_addr().port()).collect();
-    let (mut connected, mut accepted) = (0, 0);
+/// This process's IPv4 TCP sockets: (descriptor, local port, peer port).
+fn fabric_sockets() -> Vec<(RawFd, u16, u16)> {
+    let mut v = Vec::new();
     for entry in std::fs::read_dir("/proc/self/fd").unwrap() {
         let Ok(fd) = entry
             .unwrap()
@@ -470,24 +472,51 @@ fn count_sockets(ranks: &[Rank<Tcp>]) -> (usize, usize) {
         else {
             continue;
         };
-        match net::ipv4_ports(fd) {
-            Some((_, peer)) if listeners.contains(&peer) => connected += 1,
-            Some((local, _)) if listeners.contains(&local) => accepted += 1,
-            _ => {}
+        if let Some((local, peer)) = net::ipv4_ports(fd) {
+            v.push((fd, local, peer));
+        }
+    }
+    v
+}
+
+/// Counts the fabric's connections in this process (found by their ports, as above): those that
+/// connected to a listener of `ranks`, and those a listener accepted; each socket once, however
+/// many descriptors it has.
+fn count_sockets(ranks: &[Rank<Tcp>]) -> (usize, usize) {
+    let listeners: Vec<u16> = ranks.iter().map(|r| r.fabric.local_addr().port()).collect();
+    let mut seen = std::collections::HashSet::new();
+    let (mut connected, mut accepted) = (0, 0);
+    for (_, local, peer) in fabric_sockets() {
+        if !seen.insert((local, peer)) {
+            continue;
+        }
+        if listeners.contains(&peer) {
+            connected += 1;
+        } else if listeners.contains(&local) {
+            accepted += 1;
         }
     }
     (connected, accepted)
 }
 
-/// The connection model as it stands: one connection per (local worker, peer rank), so a job of
-/// 4 ranks × 2 workers, every rank a tcp peer of every other (two hosts of two ranks each, with
-/// `--fabric tcp`), has 2 × 3 connections out of each rank: 24 in all, each seen at both ends.
-/// `gsm-bench remote` prints the same count (`connections`); one per (worker, remote host) would
-/// make it 2 × 1 out of each rank between two hosts.
+/// The connection model between ranks: one two-way connection per pair of workers with the same
+/// index (the lower rank's connects), plus a one-way one per worker without a partner, so a job
+/// of 4 ranks × 2 workers, every rank a tcp peer of every other (two hosts of two ranks each,
+/// with `--fabric tcp`), has 2 connections per pair of ranks, 12 in all, each seen at both ends
+/// (it was 24 with a one-way connection per (worker, peer rank)); 3 ranks of 3, 1 and 2 workers
+/// have, between ranks 0-1, 0-2 and 1-2, 1 + 2 + 1 two-way connections and 2 + 1 + 1 one-way
+/// ones (one per worker without a partner): 8. `gsm-bench remote` prints the same count
+/// (`connections`).
 #[test]
-fn a_job_has_one_connection_per_worker_and_peer_rank() {
-    let ranks = job::<Tcp>(&[2, 2, 2, 2], layout(4, 64));
-    assert_eq!(count_sockets(&ranks), (24, 24));
+fn a_job_has_one_connection_per_pair_of_workers_between_two_ranks() {
+    let mut ranks = job::<Tcp>(&[2, 2, 2, 2], layout(4, 64));
+    assert_eq!(count_sockets(&ranks), (12, 12));
+    moves_data(&mut ranks, 10);
+    no_data_anywhere(&ranks);
+    drop(ranks);
+    let mut ranks = job::<Tcp>(&[3, 1, 2], layout(4, 64));
+    assert_eq!(count_sockets(&ranks), (8, 8));
+    moves_data(&mut ranks, 10);
     no_data_anywhere(&ranks);
 }
 
@@ -680,6 +709,7 @@ fn hellos_are_checked_field_by_field() {
         workers: &workers,
         is_peer: &is_peer,
         layout: layout(8, 256),
+        two_way: true,
     };
     let good = Hello {
         key,
@@ -687,8 +717,32 @@ fn hellos_are_checked_field_by_field() {
         src_local: 1,
         dst_rank: 1,
         layout: layout(8, 256),
+        back: Some(1),
     };
-    assert_eq!(check_hello(&good.encode(), &x), Ok((0, 1)));
+    let accepted = |src_rank, src_local, back| Accepted {
+        src_rank,
+        src_local,
+        back,
+    };
+    assert_eq!(check_hello(&good.encode(), &x), Ok(accepted(0, 1, Some(1))));
+    // Rank 2 is higher than rank 1: its worker's connection is one-way, and so is any from a
+    // worker rank 1 has no partner for.
+    let high = Hello {
+        src_rank: 2,
+        src_local: 0,
+        back: None,
+        ..good
+    };
+    assert_eq!(check_hello(&high.encode(), &x), Ok(accepted(2, 0, None)));
+    let without = Expect {
+        two_way: false,
+        ..x
+    };
+    let one_way = Hello { back: None, ..good };
+    assert_eq!(
+        check_hello(&one_way.encode(), &without),
+        Ok(accepted(0, 1, None))
+    );
     let refused = |h: [u8; HELLO_LEN], want: &str| {
         let e = check_hello(&h, &x).unwrap_err();
         assert!(e.contains(want), "{e:?} does not say {want:?}");
@@ -697,8 +751,8 @@ fn hellos_are_checked_field_by_field() {
     b[0] = b'X';
     refused(b, "magic");
     let mut b = good.encode();
-    b[8] = 2;
-    refused(b, "version 2");
+    b[8] = 1;
+    refused(b, "version 1");
     let mut b = good.encode();
     b[43] ^= 0x80;
     refused(b, "wrong job key");
@@ -742,181 +796,43 @@ fn hellos_are_checked_field_by_field() {
         .encode(),
         "16 slots of 256 bytes",
     );
+    // Who writes back must be what both ends compute.
+    refused(one_way.encode(), "is one-way, this rank expects it two-way");
+    refused(
+        Hello {
+            back: Some(0),
+            ..good
+        }
+        .encode(),
+        "with worker 0 of rank 1 writing back, this rank expects it two-way, with worker 1",
+    );
+    refused(
+        Hello {
+            back: Some(0),
+            ..high
+        }
+        .encode(),
+        "expects it one-way (is GSM_TCP_TWO_WAY the same on every rank?)",
+    );
+    let e = check_hello(&good.encode(), &without).unwrap_err();
+    assert!(e.contains("expects it one-way"), "{e}");
 }
 
-/// Slots per second through one link over loopback. Run with
-/// `cargo test -p gossamer --release --lib fabric::tcp::tests::throughput -- --ignored --nocapture`.
 #[test]
-#[ignore = "a measurement, not a check"]
-fn throughput() {
-    for (slots, size, count) in [
-        (64u32, 4096u32, 400_000u64),
-        (64, 64, 4_000_000),
-        (256, 64, 4_000_000),
-    ] {
-        let mut ranks = job::<Tcp>(&[1, 1], layout(slots, size));
-        let (a, b) = ranks.split_at_mut(1);
-        let mut p = a[0].take_out(0, 1, Lane::Request);
-        let mut c = b[0].take_in(0, 0, Lane::Request);
-        let bell = a[0].bell(1);
-        let sleeper = b[0].sleeper(0);
-        let start = Instant::now();
-        let cpu0 = cpu_seconds();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let t = Instant::now();
-                for i in 0..count {
-                    let mut spins = 0u32;
-                    loop {
-                        if let Some(mut w) = p.try_reserve() {
-                            w.buf()[..8].copy_from_slice(&i.to_le_bytes());
-                            w.publish(size);
-                            bell.ring();
-                            break;
-                        }
-                        // As a worker would: poll a little, then give the core away.
-                        spins += 1;
-                        if spins % 64 == 0 {
-                            assert!(t.elapsed() < Duration::from_secs(120));
-                            std::thread::yield_now();
-                        }
-                        std::hint::spin_loop();
-                    }
-                }
-            });
-            let t = Instant::now();
-            let mut i = 0u64;
-            let mut spins = 0u32;
-            while i < count {
-                if let Some(r) = c.try_poll().unwrap() {
-                    assert_eq!(r.bytes().len(), size as usize);
-                    assert_eq!(r.bytes()[..8], i.to_le_bytes());
-                    i += 1;
-                    spins = 0;
-                } else {
-                    // As a worker would: poll a little, then sleep on its doorbell.
-                    spins += 1;
-                    if spins % 64 == 0 {
-                        assert!(t.elapsed() < Duration::from_secs(120));
-                        sleeper.sleep(Duration::from_millis(10), || !c.has_data());
-                    }
-                    std::hint::spin_loop();
-                }
-            }
-        });
-        let secs = start.elapsed().as_secs_f64();
-        let cpu = cpu_seconds() - cpu0;
-        println!(
-            "tcp loopback, {slots} slots of {size} B: {count} slots in {secs:.2} s = {:.0} slots/s, \
-             {:.0} MB/s; {:.2} CPU-µs per slot (all threads)",
-            count as f64 / secs,
-            count as f64 * f64::from(size) / secs / 1e6,
-            cpu * 1e6 / count as f64
-        );
-    }
-}
-
-/// User + system CPU time of this process so far.
-fn cpu_seconds() -> f64 {
-    net::process_cpu_time().as_secs_f64()
-}
-
-/// Round trips of a 4-byte slot between two simulated ranks over loopback, each side a thread
-/// that spins a little and then sleeps on its doorbell, as a worker does: through the I/O
-/// threads (the rank's bells, no hooks: four thread hand-offs) and the workers' own path (their
-/// bells write the socket, their `Turn::Poll` reads it, `Turn::Park` before sleeping),
-/// alternated in one process, 3 rounds of each. A measurement for docs/performance.md:
-/// `cargo test -p gossamer --release --lib fabric::tcp::tests::round_trip -- --ignored --nocapture`.
-#[test]
-#[ignore = "a measurement, not a check"]
-fn round_trip() {
-    for round in 0..3 {
-        for direct in [false, true] {
-            let mut times = round_trips(direct, 5_000);
-            times.sort();
-            let q = |f: f64| times[((times.len() - 1) as f64 * f) as usize];
-            println!(
-                "round {round}, {}: tcp loopback round trip of a 4-byte slot: median {:?}, q1 \
-                 {:?}, q3 {:?}, p99 {:?}",
-                if direct {
-                    "workers' own sockets"
-                } else {
-                    "through the I/O threads"
-                },
-                q(0.5),
-                q(0.25),
-                q(0.75),
-                q(0.99)
-            );
-        }
-    }
-}
-
-/// `rounds` timed round trips (see [`round_trip`]).
-fn round_trips(direct: bool, rounds: u32) -> Vec<Duration> {
-    use crate::fabric::{Progress, Turn};
-    let mut ranks = job::<Tcp>(&[1, 1], layout(16, 256));
-    let (a, b) = ranks.split_at_mut(1);
-    let mut ping = a[0].take_out(0, 1, Lane::Request);
-    let mut ping_in = b[0].take_in(0, 0, Lane::Request);
-    let mut pong = b[0].take_out(0, 0, Lane::Response);
-    let mut pong_in = a[0].take_in(0, 1, Lane::Response);
-    let own = |r: &Rank<Tcp>, g: u32| {
-        r.links
-            .worker_bells
-            .iter()
-            .find(|(l, to, _)| *l == 0 && *to == g)
-            .map(|(_, _, b)| b.clone())
-            .unwrap()
+fn the_lower_rank_connects_and_partners_write_back() {
+    let workers = [2, 3];
+    // Rank 0's workers 0 and 1 connect two-way; rank 1's worker 2 has no partner.
+    assert_eq!(partner(0, 0, 1, &workers, true), Some(0));
+    assert_eq!(partner(0, 1, 1, &workers, true), Some(1));
+    assert_eq!(partner(1, 2, 0, &workers, true), None);
+    assert_eq!(partner(1, 0, 0, &workers, true), None);
+    let who = |me: u32| {
+        (0..workers[me as usize])
+            .filter(|&l| connects(me, l, 1 - me, &workers, true))
+            .collect::<Vec<_>>()
     };
-    let hook = |r: &Rank<Tcp>| r.links.progress[0].1.clone();
-    let (bell_a, bell_b) = if direct {
-        (own(&a[0], 1), own(&b[0], 0))
-    } else {
-        (a[0].bell(1), b[0].bell(0))
-    };
-    let (hook_a, hook_b) = (hook(&a[0]), hook(&b[0]));
-    let (sleep_a, sleep_b) = (a[0].sleeper(0), b[0].sleeper(0));
-    let wait = |c: &mut Consumer, d: &Doorbell, h: &Progress| {
-        let t = Instant::now();
-        let mut spins = 0u32;
-        loop {
-            if direct {
-                h.turn(Turn::Poll);
-            }
-            if let Some(r) = c.try_poll().unwrap() {
-                return u32::from_le_bytes(r.bytes()[..4].try_into().unwrap());
-            }
-            spins += 1;
-            if spins % 256 == 0 {
-                assert!(t.elapsed() < Duration::from_secs(10));
-                if !direct || !h.turn(Turn::Park) {
-                    d.sleep(Duration::from_millis(10), || !c.has_data());
-                }
-            }
-            std::hint::spin_loop();
-        }
-    };
-    let mut times = Vec::with_capacity(rounds as usize);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            for _ in 0..rounds {
-                let v = wait(&mut ping_in, &sleep_b, &hook_b);
-                let mut w = pong.try_reserve().unwrap();
-                w.buf()[..4].copy_from_slice(&v.to_le_bytes());
-                w.publish(4);
-                bell_b.ring();
-            }
-        });
-        for i in 0..rounds {
-            let t = Instant::now();
-            let mut w = ping.try_reserve().unwrap();
-            w.buf()[..4].copy_from_slice(&i.to_le_bytes());
-            w.publish(4);
-            bell_a.ring();
-            assert_eq!(wait(&mut pong_in, &sleep_a, &hook_a), i);
-            times.push(t.elapsed());
-        }
-    });
-    times
+    assert_eq!((who(0), who(1)), (vec![0, 1], vec![2]));
+    // Without pairing, everyone connects, one-way.
+    assert_eq!(partner(0, 0, 1, &workers, false), None);
+    assert!(connects(1, 0, 0, &workers, false));
 }
