@@ -146,11 +146,7 @@ impl WorkerCore {
         while !self.stopping() {
             let ran = self.run_ready(POLL_EVERY);
             let polled = self.guarded(true, || self.poll());
-            // An idle worker looks at its sockets every few turns only: each look is a system
-            // call, and a spinning turn is meant to cost a few loads.
-            let look = idle % REACTOR_LOOK_EVERY == 0;
-            let worked =
-                ran > 0 || polled || (look && self.reactor.turn(self)) || self.wake_waiters();
+            let worked = ran > 0 || polled || self.reactor.turn(self) || self.wake_waiters();
             let sh = &self.shared;
             let draining = sh.draining.load(Ordering::Relaxed);
             if draining || sh.watching.load(Ordering::Relaxed) {
@@ -177,13 +173,7 @@ impl WorkerCore {
                 continue;
             }
             idle += 1;
-            // A worker that sleeps in `epoll_wait` is woken by sockets and rings alike: it
-            // spins and yields briefly, and leaves the CPU to the clients on its cores.
-            let (spin, yields) = if self.reactor.sleeps_here() {
-                (self.shared.spin().min(REACTOR_SPIN), REACTOR_YIELDS)
-            } else {
-                (self.shared.spin(), YIELDS)
-            };
+            let spin = self.shared.spin();
             if idle < spin {
                 // Spin lightly: look only at ring headers (and the ready queue) until something
                 // arrives, instead of a whole poll per turn, so that an answer is noticed within
@@ -198,7 +188,7 @@ impl WorkerCore {
                 } else {
                     std::hint::spin_loop();
                 }
-            } else if idle < spin + yields
+            } else if idle < spin + YIELDS
                 || (self.waiters.get() > 0
                     // Not for sleepers whose first deadline is a millisecond away or more: they
                     // sleep until it (a server's housekeeping timer would keep it on the CPU).

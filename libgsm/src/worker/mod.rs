@@ -87,14 +87,6 @@ pub(crate) const SPIN_OVERSUBSCRIBED: u32 = 1;
 /// poll over every ring) costs tens of nanoseconds, a look at the headers a few.
 const LIGHT_SPINS: u32 = 8;
 const YIELDS: u32 = 32;
-/// The spinning and yielding turns of an idle worker that sleeps in its reactor's `epoll_wait`
-/// (`Reactor::sleeps_here`): a client's bytes and a ring wake it there without a timer, so it
-/// need not stay on the CPU, where it would take the time of the client processes on its cores.
-const REACTOR_SPIN: u32 = 8;
-const REACTOR_YIELDS: u32 = 2;
-/// An idle worker looks at its sockets (an `epoll_wait` that does not wait) every this many
-/// turns; a busy one at every turn.
-const REACTOR_LOOK_EVERY: u32 = 4;
 /// How long a job of one rank must stay stalled (every worker quiet, roots left, no activity)
 /// before it is reported deadlocked; the ranks of a larger job agree on the same wait (see
 /// `runtime::quiesce::terminate`). Nothing can wake a stalled job, so this only keeps the report from

@@ -99,15 +99,6 @@ impl Reactor {
         self.inner.get().is_some_and(|i| i.live.get() > 0)
     }
 
-    /// Whether an idle worker sleeps in `epoll_wait` here (something is registered and the
-    /// doorbell has its alarm): then a client's bytes and a ring wake it alike.
-    #[inline]
-    pub(crate) fn sleeps_here(&self) -> bool {
-        self.inner
-            .get()
-            .is_some_and(|i| i.live.get() > 0 && i.alarm.is_some())
-    }
-
     /// Fibers waiting for a descriptor (the worker is not quiet while there are any).
     #[inline]
     pub(crate) fn waiting(&self) -> usize {
