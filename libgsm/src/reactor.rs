@@ -157,5 +157,51 @@ pub fn close() {
     }
 }
 
+/// A periodic timer that a fiber waits on through its worker's reactor (a timerfd in the epoll
+/// set), for a server's housekeeping. Unlike [`crate::sleep`], whose deadline the worker tests
+/// with a clock read at every turn of its loop (and at every look while it spins), it costs the
+/// worker nothing until it expires, and the worker sleeps in `epoll_wait` until then. It stays
+/// on the worker that made it; like any registration, a fiber waiting on it keeps that worker
+/// from being found quiet, and [`close`] ends its wait.
+#[derive(Debug)]
+pub struct Interval {
+    reg: Registered<std::os::fd::OwnedFd>,
+}
+
+impl Interval {
+    /// A timer that expires every `period` (the first time one period from now); `Err` for a
+    /// zero period or when the system refuses a timer.
+    ///
+    /// # Panics
+    /// Outside a worker of a running runtime.
+    #[track_caller]
+    pub fn new(period: std::time::Duration) -> io::Result<Self> {
+        let fd = crate::sys::net::timerfd_every(period)?;
+        Ok(Self {
+            reg: Registered::new(fd)?,
+        })
+    }
+
+    /// Suspends the calling fiber until the timer expires; returns the periods that passed
+    /// since the last tick (more than 1 when the fiber came late). `Err` after [`close`].
+    ///
+    /// # Panics
+    /// Outside a fiber of this worker, or in a delegated closure or callback.
+    #[track_caller]
+    pub fn tick(&mut self) -> io::Result<u64> {
+        loop {
+            // Cleared before the read: an expiry after it is kept for the wait.
+            self.reg.clear();
+            match crate::sys::net::timerfd_take(self.reg.get_ref().as_fd()) {
+                Ok(n) if n > 0 => return Ok(n),
+                Ok(_) => self.reg.wait()?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.reg.wait()?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

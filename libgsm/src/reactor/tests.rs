@@ -117,3 +117,33 @@ fn close_ends_every_wait_of_the_worker() {
     let aborted = Err(std::io::ErrorKind::ConnectionAborted);
     assert_eq!(kinds, (aborted, aborted));
 }
+
+/// An interval's ticks come no earlier than its period, the worker sleeps between them, and a
+/// zero period is refused.
+#[test]
+fn an_interval_ticks_at_its_period_while_its_worker_sleeps() {
+    let period = Duration::from_millis(20);
+    let (elapsed, ticks, cpu, zero) = crate::run(Config::default().workers(1), move || {
+        let zero = Interval::new(Duration::ZERO)
+            .map(|_| ())
+            .map_err(|e| e.kind());
+        let mut t = Interval::new(period).expect("a timerfd");
+        let (start, cpu) = (Instant::now(), thread_cpu());
+        let mut ticks = 0;
+        while ticks < 5 {
+            ticks += t.tick().expect("a tick");
+        }
+        (start.elapsed(), ticks, thread_cpu() - cpu, zero)
+    })
+    .expect("the run ends normally");
+    assert_eq!(zero, Err(std::io::ErrorKind::InvalidInput));
+    assert!(ticks >= 5);
+    assert!(
+        elapsed >= 5 * period,
+        "5 ticks of {period:?} in {elapsed:?}"
+    );
+    assert!(
+        cpu < Duration::from_millis(50),
+        "the worker spent {cpu:?} of {elapsed:?} on the CPU between ticks"
+    );
+}

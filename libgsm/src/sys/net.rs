@@ -118,6 +118,43 @@ pub(crate) fn eventfd_drain(fd: BorrowedFd<'_>) {
     let _ = rustix::io::read(fd, &mut v);
 }
 
+/// A non-blocking, close-on-exec timerfd on the monotonic clock that expires every `period`,
+/// first one period from now. A zero period would disarm it: refused (`InvalidInput`).
+pub(crate) fn timerfd_every(period: Duration) -> io::Result<OwnedFd> {
+    use rustix::time::{Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec};
+    if period.is_zero() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a zero timer period",
+        ));
+    }
+    let flags = TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC;
+    let fd = rustix::time::timerfd_create(TimerfdClockId::Monotonic, flags)?;
+    let every = Timespec {
+        tv_sec: i64::try_from(period.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: i64::from(period.subsec_nanos()),
+    };
+    let spec = Itimerspec {
+        it_interval: every,
+        it_value: every,
+    };
+    rustix::time::timerfd_settime(&fd, TimerfdTimerFlags::empty(), &spec)?;
+    Ok(fd)
+}
+
+/// Expirations of a non-blocking timerfd since the last call (`WouldBlock` when none).
+pub(crate) fn timerfd_take(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    let mut v = [0u8; 8];
+    let n = rustix::io::read(fd, &mut v)?;
+    if n != 8 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "a short timerfd read",
+        ));
+    }
+    Ok(u64::from_ne_bytes(v))
+}
+
 /// Turns on TCP keepalive for `sock`: `SO_KEEPALIVE`, then `TCP_KEEPIDLE` (`idle`),
 /// `TCP_KEEPINTVL` (`interval`) and `TCP_KEEPCNT` (`probes`), in whole seconds; stops at the
 /// first option the kernel refuses.
