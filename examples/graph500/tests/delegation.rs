@@ -27,12 +27,14 @@ fn delegation_and_bulk_synchronous_kernels_agree_on_two_workers() {
         let part = Partition::new(n, comm.size(), comm.rank());
         let (start, end) = share(m, comm.rank() as u64, comm.size() as u64);
         let mine = KroneckerGenerator::new(SCALE).range(start, end);
-        let g = Arc::new(LocalGraph::build(&comm, part, &mine, true));
+        let (mut bsp, mut deleg) = (Bsp::default(), Delegation::default());
+        let mut g = LocalGraph::build(&comm, part, &mine, true);
+        Kernels::<Comm>::prepare(&mut deleg, &mut g);
+        let g = Arc::new(g);
         let all = KroneckerGenerator::new(SCALE).range(0, m);
         let csr = Csr::build(n, &[&all], true);
         let delta = graph500::sssp::delta_for(g.total_entries(), n);
         let counts = part.counts();
-        let (mut bsp, mut deleg) = (Bsp::default(), Delegation::default());
         let mut checked = 0;
         for root in choose_roots(SCALE, 6, |v| csr.degree(v) > 0) {
             let want = Kernels::sssp(&mut bsp, &comm, &g, root, delta);

@@ -98,6 +98,8 @@ pub trait Kernels<C: Exchange> {
     /// SSSP from `root` with bucket width `delta`: this member's parents and distances.
     fn sssp(&mut self, comm: &C, g: &Arc<LocalGraph>, root: Vertex, delta: f32)
     -> sssp::LocalPaths;
+    /// Prepares this member's rows for the searches, as part of construction (timed with it).
+    fn prepare(&mut self, _g: &mut LocalGraph) {}
 }
 
 /// The bulk-synchronous kernels, with their reusable buffers.
@@ -284,7 +286,9 @@ pub fn run<C: Exchange>(
 
     comm.barrier();
     let t = Instant::now();
-    let graph = Arc::new(LocalGraph::build(comm, part, &list, plan.sssp));
+    let mut graph = LocalGraph::build(comm, part, &list, plan.sssp);
+    kernels.prepare(&mut graph);
+    let graph = Arc::new(graph);
     comm.barrier();
     let construction_time = t.elapsed().as_secs_f64();
     say(&|| format!("construction_time:              {construction_time:.6} s"));

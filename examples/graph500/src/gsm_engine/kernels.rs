@@ -38,10 +38,11 @@ pub struct Owned {
     pub(super) frontier: Vec<u32>,
     pub(super) next: Vec<u32>,
     pub(super) buckets: Vec<Vec<u32>>,
+    /// SSSP: the vertices settled in the current bucket (each time), whose edges that leave it
+    /// wait for its end.
+    pub(super) settled: Vec<u32>,
     pub(super) current: usize,
     /// SSSP: a fiber is on its way to settle what delegated relaxations filed in this bucket.
     pub(super) pending: bool,
-    /// SSSP: the last round's vector, reused by the next.
-    pub(super) spare: Vec<u32>,
     pub(super) delta: f32,
 }

@@ -183,4 +183,9 @@ impl Kernels<Comm> for Delegation {
     fn sssp(&mut self, comm: &Comm, g: &Arc<LocalGraph>, root: Vertex, delta: f32) -> LocalPaths {
         sssp::search(self.owned(g), comm, root, delta)
     }
+
+    /// The SSSP kernel relaxes the edges that stay in a bucket apart from those that leave it.
+    fn prepare(&mut self, g: &mut LocalGraph) {
+        g.sort_rows_by_weight();
+    }
 }

@@ -1,18 +1,21 @@
 //! Kernel 3 of `--engine gsm`: asynchronous delta-stepping (Meyer and Sanders 2003) by delegation.
 //!
-//! Buckets of width Δ as in the sequential and bulk-synchronous kernels (every edge relaxed, no
-//! light/heavy split). Bucket k is one job-wide completion scope ([`gossamer::finish_all_min`]):
-//! each worker settles its vertices of bucket k in rounds (those filed in it, then those the round
-//! filed in it); a relaxation of a vertex it owns applies at once, and the relaxations of a
-//! round for another worker's vertices go to that owner as one delegated closure with a `Vec`
-//! of `(v, d, u)` ([`gossamer::Batches`]). The owner lowers the distances and, if some vertex falls
-//! in the bucket it is settling, spawns a fiber that settles from there, delegating onward (one
-//! fiber for every batch that arrives before it runs, so that batches arriving together are
-//! settled in one round); other vertices wait in their buckets. When the scope is done, bucket k
-//! is settled everywhere, and the scope's last wave also carries the minimum over the workers of
-//! their lowest non-empty bucket, the next one: no exchange rounds within a bucket, and no
-//! collective of its own. A worker does not send a vertex a distance that is not below the
-//! lowest it has sent it this search.
+//! Buckets of width Δ as in the other kernels, with Meyer and Sanders' split of each vertex's
+//! edges: those whose relaxation stays in the vertex's bucket and those that leave it (rows are
+//! ordered by weight, [`Kernels::prepare`](crate::dist::Kernels::prepare), so each is a part of
+//! the row). Bucket k is one job-wide completion scope ([`gossamer::finish_all_min`]): each worker
+//! first relaxes the leaving edges of the vertices it settled in the bucket before (their
+//! distances are final now, so those edges are relaxed once per search), then settles its
+//! vertices of bucket k in rounds (those filed in it, then those the round filed in it),
+//! relaxing only the edges that stay in k. A relaxation of a vertex it owns applies at once;
+//! those of a step for another worker's vertices go to that owner as one delegated closure with a
+//! `Vec` of `(v, d, u)` ([`gossamer::Batches`]). The owner lowers the distances and, if some
+//! vertex falls in the bucket it is settling, spawns a fiber that settles from there, delegating
+//! onward (one fiber for every batch that arrives before it runs); other vertices wait in their
+//! buckets. When the scope is done, bucket k is settled everywhere, and the scope's last wave
+//! carries the minimum over the workers of the next bucket (their lowest non-empty one, or k + 1
+//! while leaving edges are still to relax): no exchange rounds, and no collective of its own. A
+//! worker does not send a vertex a distance that is not below the lowest it has sent it.
 //!
 //! A distance is only ever set to `dist[u] + w`, and only when lower, so the distances are the
 //! fixpoint every kernel reaches, bit for bit; a parent among equal-distance ones may differ.
@@ -23,6 +26,7 @@ use super::comm::Comm;
 use super::kernels::Owned;
 use crate::bfs::NO_PARENT;
 use crate::dist::Exchange;
+use crate::dist::graph::LocalGraph;
 use crate::dist::sssp::LocalPaths;
 use crate::kronecker::Vertex;
 
@@ -37,8 +41,8 @@ pub(super) fn search(me: &Trust<Owned>, comm: &Comm, root: Vertex, delta: f32) -
     comm.barrier();
     let mut k = 0;
     while k != u64::MAX {
-        let drain = || me.apply(move |o| o.drain(k as usize));
-        k = finish_all_min(drain, || me.apply(|o| o.lowest())).1;
+        let step = || me.apply(move |o| (o.leave(), o.drain(k as usize)));
+        k = finish_all_min(step, || me.apply(|o| o.lowest())).1;
     }
     let (parent, dist) = me.apply(|o| (std::mem::take(&mut o.parent), std::mem::take(&mut o.dist)));
     LocalPaths { parent, dist }
@@ -46,6 +50,10 @@ pub(super) fn search(me: &Trust<Owned>, comm: &Comm, root: Vertex, delta: f32) -
 
 impl Owned {
     fn start_sssp(&mut self, root: Vertex, delta: f32) {
+        assert!(
+            self.g.by_weight(),
+            "SSSP needs rows ordered by weight (Kernels::prepare)"
+        );
         let local = self.part.local_count();
         (self.parent, self.dist) = (vec![NO_PARENT; local], vec![f32::INFINITY; local]);
         self.done_at = vec![f32::INFINITY; local];
@@ -61,9 +69,28 @@ impl Owned {
     /// The lowest bucket with vertices filed here, or `u64::MAX`.
     fn lowest(&self) -> u64 {
         let ring = self.buckets.len();
+        let leaving = if self.settled.is_empty() {
+            u64::MAX
+        } else {
+            self.current as u64 + 1
+        };
         (0..ring)
             .find(|k| !self.buckets[(self.current + k) % ring].is_empty())
             .map_or(u64::MAX, |k| (self.current + k) as u64)
+            .min(leaving)
+    }
+
+    /// Relaxes the edges that leave the last bucket from its settled vertices, whose distances
+    /// are final now.
+    fn leave(&mut self) {
+        let (g, mut settled) = (self.g.clone(), std::mem::take(&mut self.settled));
+        // Once per vertex (one settled again is here again), in row order.
+        settled.sort_unstable();
+        settled.dedup();
+        for &i in &settled {
+            self.relax_edges(&g, i as usize, false);
+        }
+        self.out.send(|o, batch| o.relax(&batch));
     }
 
     /// Settles this worker's vertices of bucket `k`, in rounds: the vertices filed in it, then
@@ -73,12 +100,8 @@ impl Owned {
         self.current = k;
         let slot = k % self.buckets.len();
         while !self.buckets[slot].is_empty() {
-            // The two vectors trade places, so that neither is allocated afresh each round.
-            let mut round =
-                std::mem::replace(&mut self.buckets[slot], std::mem::take(&mut self.spare));
+            let round = std::mem::take(&mut self.buckets[slot]);
             self.settle(&round);
-            round.clear();
-            self.spare = round;
         }
     }
 
@@ -110,26 +133,37 @@ impl Owned {
         b
     }
 
-    /// Relaxes the edges of the vertices of `round` still in the current bucket.
+    /// Settles the vertices of `round` still in the current bucket: relaxes their edges that
+    /// stay in it.
     fn settle(&mut self, round: &[u32]) {
-        let (g, part) = (self.g.clone(), self.part);
+        let g = self.g.clone();
         for &i in round {
             let (i, du) = (i as usize, self.dist[i as usize]);
             if self.done_at[i] == du || (du / self.delta) as usize != self.current {
                 continue;
             }
+            self.settled.push(i as u32);
             self.done_at[i] = du;
-            let u = part.global(i);
-            for (&v, &w) in g.neighbors(i).iter().zip(g.weights(i)) {
-                let (d, owner) = (du + w, part.owner(v));
-                if owner == part.rank() {
-                    self.improve(part.local(v), d, u);
-                } else if d < self.sent[v as usize] {
-                    self.sent[v as usize] = d;
-                    self.out.extend(owner, [v, d.to_bits(), u]);
-                }
-            }
+            self.relax_edges(&g, i, true);
         }
         self.out.send(|o, batch| o.relax(&batch));
+    }
+
+    /// Relaxes the edges of vertex `i` that stay in its bucket (`inside`) or those that leave it
+    /// (its row is ordered by weight, so each is a part of the row).
+    fn relax_edges(&mut self, g: &LocalGraph, i: usize, inside: bool) {
+        let (du, u, part) = (self.dist[i], self.part.global(i), self.part);
+        let (here, ws) = ((du / self.delta) as usize, g.weights(i));
+        let split = ws.partition_point(|&w| ((du + w) / self.delta) as usize == here);
+        let edges = if inside { 0..split } else { split..ws.len() };
+        for (&v, &w) in g.neighbors(i)[edges.clone()].iter().zip(&ws[edges]) {
+            let (d, owner) = (du + w, part.owner(v));
+            if owner == part.rank() {
+                self.improve(part.local(v), d, u);
+            } else if d < self.sent[v as usize] {
+                self.sent[v as usize] = d;
+                self.out.extend(owner, [v, d.to_bits(), u]);
+            }
+        }
     }
 }
