@@ -245,6 +245,7 @@ fn plan(
         far,
         reads,
         board: None,
+        rma: None,
     };
     (topo, place)
 }

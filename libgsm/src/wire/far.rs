@@ -44,6 +44,15 @@ pub(crate) fn probe(pid: u32, addr: u64) -> bool {
 /// fails, it ends the process (`handle_alloc_error`: "memory allocation of N bytes failed",
 /// then SIGABRT), rather than reporting the peer's record as a breach of the protocol.
 pub(crate) fn read(pid: u32, addr: u64, len: u64) -> Result<Box<[MaybeUninit<u8>]>, String> {
+    let mut buf = alloc(len)?;
+    copy(pid, addr, buf.as_mut_ptr().cast::<u8>(), buf.len())?;
+    Ok(buf)
+}
+
+/// A buffer of `len` bytes for a single-copy read, whoever fills it (`process_vm_readv` here, an
+/// RMA read of a one-sided fabric's rendezvous), with [`read`]'s limits: a length over 1 TiB is
+/// an error, one this process has no memory for ends it.
+pub(crate) fn alloc(len: u64) -> Result<Box<[MaybeUninit<u8>]>, String> {
     if len > MAX_FAR {
         return Err(format!(
             "an announced length of {len} bytes is larger than 1 TiB"
@@ -57,9 +66,7 @@ pub(crate) fn read(pid: u32, addr: u64, len: u64) -> Result<Box<[MaybeUninit<u8>
             Err(_) => return Err(format!("an announced length of {len} bytes is too large")),
         }
     }
-    copy(pid, addr, buf.as_mut_ptr().cast::<u8>(), n)?;
-    // SAFETY: `copy` filled all `n` bytes of the reserved capacity (it fails otherwise), and
-    // `MaybeUninit<u8>` accepts any byte anyway.
+    // SAFETY: `n` bytes are reserved, and `MaybeUninit<u8>` needs no initialisation.
     unsafe { buf.set_len(n) };
     Ok(buf.into_boxed_slice())
 }

@@ -21,11 +21,13 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 
 use super::progress::{Shared, State, Turned};
+use super::rendezvous::Handle;
 use crate::fabric::{Bell, Links, Progress, Turn};
 use crate::sys::net::{self, Epoll, Events, ready};
 
-/// The state and the workers' bookkeeping, shared by the thread and the workers' hooks.
-struct Engine {
+/// The state and the workers' bookkeeping, shared by the thread, the workers' hooks and the
+/// rendezvous (`rendezvous.rs`).
+pub(super) struct Engine {
     shared: Arc<Shared>,
     state: Mutex<State>,
     /// A turn was asked for while another thread held the state: its holder turns again.
@@ -75,6 +77,8 @@ pub(super) fn start(
         empty: (0..local).map(|_| AtomicU32::new(0)).collect(),
         turns: AtomicU64::new(0),
     });
+    let ranks = engine.lock().peer_ranks();
+    links.rendezvous = Some(Arc::new(Handle::new(engine.clone(), ranks)));
     let remotes: Vec<u32> = links.bells.iter().map(|(g, _)| *g).collect();
     for l in 0..local {
         let e = engine.clone();
@@ -94,7 +98,7 @@ pub(super) fn start(
 impl Engine {
     /// Turns while this thread can take the state, and again while another thread asked for a
     /// turn meanwhile; `None` when another thread holds it (that one then turns again).
-    fn drive(&self) -> Option<Turned> {
+    pub(super) fn drive(&self) -> Option<Turned> {
         self.pending.store(true, Ordering::Relaxed);
         // Pairs with the fence after a holder's unlock: either it sees `pending`, or we get the
         // lock after it let go.
@@ -119,7 +123,7 @@ impl Engine {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 

@@ -56,6 +56,7 @@ mod drive;
 mod layout;
 mod progress;
 mod provider;
+mod rendezvous;
 mod setup;
 
 #[cfg(test)]

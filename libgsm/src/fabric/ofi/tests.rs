@@ -164,3 +164,49 @@ fn polling_workers_drive_progress_and_the_thread_takes_over_when_they_park() {
         got(&mut c, 3)
     });
 }
+
+/// The rendezvous of records larger than a slot: a body parked (registered) by one rank is read
+/// by RMA by the other, byte for byte, at sizes around a read piece and up to 64 MiB; a key that
+/// was deregistered is refused with an error (and the failure is reported), not a hang.
+#[test]
+fn a_parked_body_is_read_by_rma_byte_for_byte_up_to_64_mib() {
+    use crate::fabric::conformance::job;
+    use crate::wire::ring::RingLayout;
+
+    let ranks = job::<super::Ofi>(&[1, 1], RingLayout::new(8, 64).unwrap());
+    let (a, b) = (&ranks[0], &ranks[1]);
+    let (ra, rb) = (
+        a.links.rendezvous.clone().expect("ofi has a rendezvous"),
+        b.links.rendezvous.clone().expect("ofi has a rendezvous"),
+    );
+    assert!(ra.reaches(1) && rb.reaches(0) && !rb.reaches(1));
+    let pattern = |n: usize| -> Vec<u8> { (0..n).map(|i| (i % 251) as u8 ^ 0x5A).collect() };
+    for len in [1usize, 4097, (4 << 20) + 3, 64 << 20] {
+        let body = pattern(len);
+        // SAFETY: `body` lives, unchanged, until after `unpark` below.
+        let p = unsafe { ra.park(body.as_ptr(), body.len()) }.expect("park");
+        let got = rb.read(0, p.addr, p.key, len as u64).expect("read");
+        assert_eq!(got.len(), len);
+        // SAFETY: `read` filled every byte.
+        let same = got
+            .iter()
+            .zip(&body)
+            .all(|(g, w)| unsafe { g.assume_init() } == *w);
+        assert!(same, "the {len}-byte body read back differs");
+        ra.unpark(p.id);
+    }
+    // A body no longer registered: the read fails with a reason and the job hears of it.
+    let body = pattern(4096);
+    // SAFETY: as above.
+    let p = unsafe { ra.park(body.as_ptr(), body.len()) }.expect("park");
+    ra.unpark(p.id);
+    let e = rb
+        .read(0, p.addr, p.key, 4096)
+        .expect_err("a deregistered key");
+    assert!(!e.is_empty());
+    assert!(
+        !b.failures.lock().unwrap().is_empty(),
+        "no failure reported"
+    );
+    assert!(rb.read(5, 0, 0, 8).is_err(), "rank 5 is not in the job");
+}
