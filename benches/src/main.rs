@@ -52,6 +52,8 @@ mod graph500;
 #[cfg(feature = "gossamer")]
 mod gsm;
 #[cfg(feature = "gossamer")]
+mod record;
+#[cfg(feature = "gossamer")]
 mod remote;
 #[cfg(feature = "gossamer")]
 mod rma;
@@ -175,6 +177,17 @@ enum Cmd {
         /// under gsmrun; needs root), see `twohosts.rs`.
         #[arg(long)]
         two_hosts: bool,
+        /// MiB of the large-record bandwidth case, against iperf3 (0: skip it), see
+        /// `record.rs`.
+        #[arg(long, default_value_t = 64)]
+        record_mib: usize,
+        /// Where rank 0's iperf3 client connects to rank 1's server [default:
+        /// GSM_BENCH_PEER_HOST (set by --two-hosts), else 127.0.0.1].
+        #[arg(long)]
+        iperf_host: Option<String>,
+        /// The iperf3 program.
+        #[arg(long, default_value = "iperf3")]
+        iperf3: String,
     },
     /// The Graph500 example's engines alternately, same graphs: `gsm` (delegation) against
     /// `gsm-bsp` and `mpi`, BFS and SSSP harmonic-mean TEPS and peak memory per rank, on one host
@@ -293,6 +306,7 @@ fn remote(
     budget_ms: u64,
     workers: Option<usize>,
     quick: bool,
+    (record_mib, iperf_host, iperf3): (usize, Option<String>, String),
 ) -> anyhow::Result<bool> {
     check_runs(common.runs, quick)?;
     let workers = match workers {
@@ -311,12 +325,23 @@ fn remote(
         runs: common.runs,
         budget: std::time::Duration::from_millis(if quick { 20 } else { budget_ms.max(1) }),
         workers,
+        record_mib: if quick { record_mib.min(1) } else { record_mib },
+        iperf_host: iperf_host
+            .or_else(|| std::env::var(twohosts::PEER_HOST).ok())
+            .unwrap_or_else(|| "127.0.0.1".into()),
+        iperf3,
     };
     remote::run(&opts, common.json.as_deref())
 }
 
 #[cfg(not(feature = "gossamer"))]
-fn remote(_: Common, _: u64, _: Option<usize>, _: bool) -> anyhow::Result<bool> {
+fn remote(
+    _: Common,
+    _: u64,
+    _: Option<usize>,
+    _: bool,
+    _: (usize, Option<String>, String),
+) -> anyhow::Result<bool> {
     anyhow::bail!(
         "`remote` needs the `gossamer` feature (a default feature; this binary was built with \
          --no-default-features)"
@@ -414,8 +439,17 @@ fn main() {
                 budget_ms,
                 workers,
                 quick,
+                record_mib,
+                iperf_host,
+                iperf3,
                 ..
-            } => remote(common, budget_ms, workers, quick),
+            } => remote(
+                common,
+                budget_ms,
+                workers,
+                quick,
+                (record_mib, iperf_host, iperf3),
+            ),
             #[cfg(feature = "gossamer")]
             Cmd::Collectives {
                 common,

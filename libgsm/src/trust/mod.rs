@@ -726,6 +726,7 @@ impl<T: Send + 'static> Trust<T> {
 }
 
 mod call;
+pub(crate) mod codec;
 mod refcount;
 mod serve;
 

@@ -306,13 +306,19 @@ impl Rendezvous for Handle {
         // SAFETY: `buf` is left alone until the read ends, and leaked if it ends with pieces
         // in flight.
         let read = unsafe { self.engine.lock().start_read(peer, addr, key, dst, n) }?;
-        let mut idle = 0u32;
+        let (mut idle, start) = (0u32, std::time::Instant::now());
         loop {
             let turned = self.engine.drive().is_some_and(|t| t.work);
             match self.engine.lock().read_ended(read) {
                 None => {}
                 Some(Ended::Done) => {
-                    tracing::debug!(target: "gossamer::fabric", rank, len, "ofi rendezvous read");
+                    tracing::debug!(
+                        target: "gossamer::fabric",
+                        rank,
+                        len,
+                        micros = start.elapsed().as_micros() as u64,
+                        "ofi rendezvous read"
+                    );
                     return Ok(buf);
                 }
                 Some(Ended::Failed { why, in_flight }) => {
