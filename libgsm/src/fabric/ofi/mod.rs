@@ -58,6 +58,7 @@ mod progress;
 mod provider;
 mod rendezvous;
 mod setup;
+pub mod writerate;
 
 #[cfg(test)]
 mod tests;
