@@ -59,6 +59,7 @@ use std::sync::Arc;
 
 use crate::bootstrap::KEY_LEN;
 pub use crate::wire::doorbell::Doorbell;
+pub use crate::wire::far::{Parked, Rendezvous};
 use crate::wire::ring::{Consumer, Producer, RingLayout};
 
 /// The fabrics this build has.
@@ -352,45 +353,6 @@ pub struct Links {
     /// Large bodies read by their receiver from this rank's registered memory (RMA read), for
     /// the ranks [`Rendezvous::reaches`] says; `None` for a fabric without one-sided reads.
     pub rendezvous: Option<Arc<dyn Rendezvous>>,
-}
-
-/// A body registered for peers to read ([`Rendezvous::park`]): where they read it, with which
-/// key, and the number to give back to [`Rendezvous::unpark`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Parked {
-    /// The RMA address peers read from (a virtual address or an offset, as the provider asks).
-    pub addr: u64,
-    /// The memory key peers pass.
-    pub key: u64,
-    /// This rank's number for the registration.
-    pub id: u64,
-}
-
-/// The rendezvous for records larger than a slot over a one-sided fabric: the sender registers
-/// the body ([`park`](Self::park)) and sends its address and key in the record; the receiver
-/// reads it straight into a buffer of its own ([`read`](Self::read)) and then sends a release
-/// record, upon which the sender deregisters ([`unpark`](Self::unpark)) and frees it. Nothing
-/// of the body travels through the rings. See ARCHITECTURE.md, section 4.7.
-pub trait Rendezvous: Send + Sync + std::fmt::Debug {
-    /// Whether this rank reads parked bodies of `rank` (and `rank` reads this rank's).
-    fn reaches(&self, rank: u32) -> bool;
-    /// Registers `len` bytes at `ptr` for remote reads.
-    ///
-    /// # Safety
-    /// `ptr..ptr + len` stays allocated and unchanged until [`unpark`](Self::unpark) of the
-    /// returned id.
-    unsafe fn park(&self, ptr: *const u8, len: usize) -> Result<Parked, String>;
-    /// Deregisters a body parked under `id` (unknown ids are ignored).
-    fn unpark(&self, id: u64);
-    /// Reads `len` bytes at `addr` (key `key`) of rank `rank` into a new buffer; returns when
-    /// every byte is in place, or why not (the peer is gone, the key is refused, the job ends).
-    fn read(
-        &self,
-        rank: u32,
-        addr: u64,
-        key: u64,
-        len: u64,
-    ) -> Result<Box<[std::mem::MaybeUninit<u8>]>, String>;
 }
 
 /// Where a worker is in its loop when it calls a [`Progress`] hook.

@@ -128,7 +128,7 @@ impl<A: Wire> OutArg<A> {
         if !core.is_remote(dest) {
             return Ok(OutArg::Moved(std::mem::ManuallyDrop::new(arg)));
         }
-        super::codec::encode(&arg)
+        crate::wire::codec::encode(&arg)
             .map(OutArg::Encoded)
             .map_err(|e| {
                 DelegationError::Wire(format!(
@@ -177,7 +177,7 @@ pub(crate) unsafe fn decode<U: serde::de::DeserializeOwned + 'static>(
         st if st == status::OK | SER_STATUS => {
             // SAFETY: initialised bytes (contract); `MaybeUninit<u8>` has the layout of `u8`.
             let b = unsafe { std::slice::from_raw_parts(body.as_ptr().cast::<u8>(), body.len()) };
-            super::codec::decode::<U>(b).map_err(|e| {
+            crate::wire::codec::decode::<U>(b).map_err(|e| {
                 DelegationError::Wire(format!(
                     "gossamer: the result (a `{}`) from another rank could not be decoded: {e}",
                     std::any::type_name::<U>()

@@ -726,7 +726,6 @@ impl<T: Send + 'static> Trust<T> {
 }
 
 mod call;
-pub(crate) mod codec;
 mod refcount;
 mod serve;
 

@@ -131,7 +131,7 @@ impl WorkerCore {
             return;
         }
         match r {
-            Ok(u) => match crate::trust::codec::encode(&u) {
+            Ok(u) => match crate::wire::codec::encode(&u) {
                 Ok(bytes) => {
                     drop(u);
                     self.respond_raw(client, req, status::OK | SER_STATUS, Src::slice(&bytes));

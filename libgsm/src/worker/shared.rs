@@ -33,7 +33,7 @@ pub(crate) struct Place {
     pub board: Option<Arc<crate::board::Board>>,
     /// The one-sided fabric's rendezvous: large bodies to and from the ranks it reaches are
     /// parked in registered memory and read by RMA (section 4.7 of ARCHITECTURE.md).
-    pub rma: Option<Arc<dyn crate::fabric::Rendezvous>>,
+    pub rma: Option<Arc<dyn crate::wire::far::Rendezvous>>,
 }
 
 impl Place {

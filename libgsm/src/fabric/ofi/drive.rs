@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 
 use super::progress::{Shared, State, Turned};
-use super::rendezvous::Handle;
 use crate::fabric::{Bell, Links, Progress, Turn};
 use crate::sys::net::{self, Epoll, Events, ready};
 
@@ -54,13 +53,14 @@ const YIELD_AFTER: u32 = 2;
 /// While workers poll, the thread looks whether they still take turns this often (ms).
 const BACKUP_MS: i32 = 1;
 
-/// Makes the hooks and bells of `local` workers, and starts the thread.
+/// Makes the hooks and bells of `local` workers, and starts the thread; returns it and the
+/// engine (for the rendezvous's handle).
 pub(super) fn start(
     state: State,
     shared: Arc<Shared>,
     local: u32,
     links: &mut Links,
-) -> std::io::Result<JoinHandle<()>> {
+) -> std::io::Result<(JoinHandle<()>, Arc<Engine>)> {
     let cq = Epoll::new()?;
     cq.add(shared.eventfd.as_fd(), ready::IN, 0)?;
     if let Some(fd) = state.cq_fd() {
@@ -77,8 +77,6 @@ pub(super) fn start(
         empty: (0..local).map(|_| AtomicU32::new(0)).collect(),
         turns: AtomicU64::new(0),
     });
-    let ranks = engine.lock().peer_ranks();
-    links.rendezvous = Some(Arc::new(Handle::new(engine.clone(), ranks)));
     let remotes: Vec<u32> = links.bells.iter().map(|(g, _)| *g).collect();
     for l in 0..local {
         let e = engine.clone();
@@ -90,9 +88,11 @@ pub(super) fn start(
             links.worker_bells.push((l, g, bell));
         }
     }
-    std::thread::Builder::new()
+    let e = engine.clone();
+    let thread = std::thread::Builder::new()
         .name("gsm-ofi".into())
-        .spawn(move || engine.run(&cq, &bell))
+        .spawn(move || e.run(&cq, &bell))?;
+    Ok((thread, engine))
 }
 
 impl Engine {

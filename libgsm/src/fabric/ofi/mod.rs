@@ -53,6 +53,7 @@
 //! not reported. See ARCHITECTURE.md.
 
 mod drive;
+mod handle;
 mod layout;
 mod progress;
 mod provider;
@@ -167,8 +168,10 @@ impl Fabric for Ofi {
         };
         let peers = setup::exchange_hellos(&mut stack, &created, self.connect_timeout)?;
         let (mut links, shared, state, local) = progress::build(stack, created, peers)?;
-        let thread = drive::start(state, shared.clone(), local, &mut links)
+        let ranks = state.peer_ranks();
+        let (thread, engine) = drive::start(state, shared.clone(), local, &mut links)
             .map_err(|e| progress::os("starting the progress thread", &e))?;
+        links.rendezvous = Some(Arc::new(handle::Handle::new(engine, ranks)));
         self.shared = Some(shared);
         self.thread = Some(thread);
         Ok(links)

@@ -13,7 +13,7 @@ use super::read::{Body, Request};
 use super::stage::{
     OutQueue, ParkedBody, Registration, Src, arg_len32, cap_len16, put, put_bytes, set_bytes,
 };
-use crate::fabric::Rendezvous;
+use crate::wire::far::Rendezvous;
 
 /// The largest body a peer may announce for a streamed record (1 TiB): a bound so that a
 /// corrupt length is an error, not an attempt to allocate it.

@@ -196,7 +196,7 @@ pub(crate) struct OutQueue {
     pub(super) far_min: usize,
     /// The one-sided fabric's rendezvous that registers parked bodies, if the destination
     /// reads them by RMA.
-    pub(super) rma: Option<std::sync::Arc<dyn crate::fabric::Rendezvous>>,
+    pub(super) rma: Option<std::sync::Arc<dyn crate::wire::far::Rendezvous>>,
     /// Bodies parked for the destination to read, by token, until it releases them.
     pub(super) parked: std::collections::HashMap<u64, ParkedBody>,
     pub(super) next_token: u64,
@@ -656,10 +656,10 @@ pub(crate) struct ParkedBody {
     pub(super) bytes: Box<[Byte]>,
 }
 
-/// A body's registration with a [`Rendezvous`](crate::fabric::Rendezvous); undone on drop.
+/// A body's registration with a [`Rendezvous`](crate::wire::far::Rendezvous); undone on drop.
 #[derive(Debug)]
 pub(crate) struct Registration {
-    pub(super) rma: std::sync::Arc<dyn crate::fabric::Rendezvous>,
+    pub(super) rma: std::sync::Arc<dyn crate::wire::far::Rendezvous>,
     pub(super) id: u64,
 }
 

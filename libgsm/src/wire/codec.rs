@@ -5,7 +5,7 @@
 //! which made a 64 MiB argument spend most of its time there rather than on the fabric. The
 //! bytes on the wire are the same either way, so either side may take either path.
 //!
-//! It does not choose what is encoded (`call.rs`, `serve.rs` and the worker's `send.rs` do).
+//! It does not choose what is encoded (`trust`'s calls and the worker's responses do).
 
 use std::any::{Any, TypeId};
 
