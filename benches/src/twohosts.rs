@@ -43,7 +43,7 @@ pub fn relaunch() -> anyhow::Result<i32> {
         .arg(exe)
         .args(args)
         .envs(bed.mpi_env())
-        .env(PEER_HOST, bed.hosts[1].addr.to_string());
+        .env(PEER_HOST, &bed.hosts[1].addr);
     if std::env::var_os("OMPI_MCA_btl").is_none() {
         cmd.env("OMPI_MCA_btl", "self,tcp");
     }
