@@ -17,9 +17,6 @@ use mpi::traits::*;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The port of this case's `iperf3 -s` (apart from `streams`' 5299).
-const PORT: u16 = 5298;
-
 /// Rank 0's side: `apply_with` of a `len`-byte record to `sink` (on rank 1), one for warm-up,
 /// then as many as fit in `budget` (at least 2); the median rate of those, Gbit/s.
 pub fn gsm_rate(sink: &Trust<u64>, len: usize, budget: Duration) -> f64 {
@@ -54,7 +51,15 @@ pub fn gsm_rate(sink: &Trust<u64>, len: usize, budget: Duration) -> f64 {
 /// sends to `host` for one second. Rank 0 gets the received rate in Gbit/s, or `None` with a
 /// warning when iperf3 cannot run (the case then has no peer figure).
 pub fn iperf(world: &SimpleCommunicator, iperf3: &str, host: &str) -> Option<f64> {
-    let port = PORT.to_string();
+    // A port free on rank 1's host, so that jobs running at once (tests) do not collide.
+    let mut port: u16 = 0;
+    if world.rank() == 1 {
+        port = std::net::TcpListener::bind(("0.0.0.0", 0))
+            .and_then(|l| l.local_addr())
+            .map_or(5298, |a| a.port());
+    }
+    world.process_at_rank(1).broadcast_into(&mut port);
+    let port = port.to_string();
     if world.rank() == 1 {
         let server = Command::new(iperf3)
             .args(["-s", "-1", "-p", &port])
