@@ -216,3 +216,42 @@ fn a_parked_body_is_read_by_rma_byte_for_byte_up_to_64_mib() {
         "no failure reported"
     );
 }
+
+/// A peer that goes away in the middle of a rendezvous read of 128 MiB (its endpoint closed, as
+/// when its process dies): the read ends with an error within seconds (here in ~20 ms), and the
+/// failure is reported, which ends a job.
+#[test]
+fn a_read_from_a_peer_that_goes_away_fails_and_is_reported() {
+    use crate::fabric::conformance::job;
+    use crate::wire::ring::RingLayout;
+    use std::time::{Duration, Instant};
+
+    let mut ranks = job::<super::Ofi>(&[1, 1], RingLayout::new(8, 64).unwrap());
+    let b = ranks.pop().expect("rank 1");
+    let a = ranks.pop().expect("rank 0");
+    if a.fabric.provider() == Some("shm") {
+        return; // in one process, shm's reads (process_vm_readv) reach the peer's memory anyway
+    }
+    let ra = a.links.rendezvous.clone().expect("ofi has a rendezvous");
+    let rb = b.links.rendezvous.clone().expect("ofi has a rendezvous");
+    let body = vec![7u8; 128 << 20];
+    // SAFETY: `body` outlives every read of it (it is dropped after the read ended).
+    let p = unsafe { ra.park(body.as_ptr(), body.len()) }.expect("park");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(rb.read(0, p.addr, p.key, 128 << 20).map(|b| b.len()));
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    let start = Instant::now();
+    drop(ra);
+    drop(a);
+    let r = rx.recv_timeout(Duration::from_secs(10));
+    let r = r.expect("the read did not end within 10 s of its peer going away");
+    drop(body);
+    eprintln!("read ended after {:?}: {r:?}", start.elapsed());
+    assert!(r.is_err(), "the read of a peer that went away succeeded");
+    assert!(
+        !b.failures.lock().unwrap().is_empty(),
+        "no failure reported"
+    );
+}
