@@ -52,9 +52,13 @@ mod graph500;
 #[cfg(feature = "gossamer")]
 mod gsm;
 #[cfg(feature = "gossamer")]
+mod record;
+#[cfg(feature = "gossamer")]
 mod remote;
 #[cfg(feature = "gossamer")]
 mod rma;
+#[cfg(feature = "ofi")]
+mod rma_rate;
 #[cfg(feature = "gossamer")]
 mod segments;
 #[cfg(feature = "gossamer")]
@@ -175,6 +179,17 @@ enum Cmd {
         /// under gsmrun; needs root), see `twohosts.rs`.
         #[arg(long)]
         two_hosts: bool,
+        /// MiB of the large-record bandwidth case, against iperf3 (0: skip it), see
+        /// `record.rs`.
+        #[arg(long, default_value_t = 64)]
+        record_mib: usize,
+        /// Where rank 0's iperf3 client connects to rank 1's server [default:
+        /// GSM_BENCH_PEER_HOST (set by --two-hosts), else 127.0.0.1].
+        #[arg(long)]
+        iperf_host: Option<String>,
+        /// The iperf3 program.
+        #[arg(long, default_value = "iperf3")]
+        iperf3: String,
     },
     /// The Graph500 example's engines alternately, same graphs: `gsm` (delegation) against
     /// `gsm-bsp` and `mpi`, BFS and SSSP harmonic-mean TEPS and peak memory per rank, on one host
@@ -223,6 +238,26 @@ enum Cmd {
         #[arg(long)]
         quick: bool,
     },
+    /// The thesis's figures 12-13: RMA write rate (32 B, 256 B) with one libfabric endpoint
+    /// per worker pair against one per (worker, host), 2 ranks: `gsm-bench rma-rate
+    /// --two-hosts` (see `rma_rate.rs`; needs `--features ofi`). Only rank 0 prints.
+    RmaRate {
+        #[command(flatten)]
+        common: Common,
+        /// Timed milliseconds of each repetition of each figure (after a warm-up of a fifth).
+        #[arg(long, default_value_t = 300)]
+        budget_ms: u64,
+        /// Writer threads per rank.
+        #[arg(long, default_value_t = 2)]
+        workers: usize,
+        /// A smoke run for tests: 20 ms per figure and any --runs (even 1).
+        #[arg(long)]
+        quick: bool,
+        /// Run as a 2-rank job across the two network-namespace hosts of the test bed (not
+        /// under gsmrun; needs root), see `twohosts.rs`.
+        #[arg(long)]
+        two_hosts: bool,
+    },
     /// A stream from rank 0 to rank 1 against iperf3 on the same link and memcpy:
     /// `gsmrun -np 2 gsm-bench streams` (see `streams.rs`). Only rank 0 prints.
     #[cfg(feature = "gossamer")]
@@ -258,6 +293,7 @@ impl Cmd {
             Cmd::Segments { common, .. } => (common, "segments"),
             #[cfg(feature = "gossamer")]
             Cmd::Streams { common, .. } => (common, "streams"),
+            Cmd::RmaRate { common, .. } => (common, "rma-rate"),
             Cmd::Kv { common, .. } => (common, "kv"),
             Cmd::Curves { common, .. } => (common, "curves"),
             Cmd::Graph500 { common, .. } => (common, "graph500"),
@@ -293,6 +329,7 @@ fn remote(
     budget_ms: u64,
     workers: Option<usize>,
     quick: bool,
+    (record_mib, iperf_host, iperf3): (usize, Option<String>, String),
 ) -> anyhow::Result<bool> {
     check_runs(common.runs, quick)?;
     let workers = match workers {
@@ -311,12 +348,43 @@ fn remote(
         runs: common.runs,
         budget: std::time::Duration::from_millis(if quick { 20 } else { budget_ms.max(1) }),
         workers,
+        record_mib: if quick { record_mib.min(1) } else { record_mib },
+        iperf_host: iperf_host
+            .or_else(|| std::env::var(twohosts::PEER_HOST).ok())
+            .unwrap_or_else(|| "127.0.0.1".into()),
+        iperf3,
     };
     remote::run(&opts, common.json.as_deref())
 }
 
+#[cfg(feature = "ofi")]
+fn rma_rate(common: Common, budget_ms: u64, workers: usize, quick: bool) -> anyhow::Result<bool> {
+    check_runs(common.runs, quick)?;
+    anyhow::ensure!(workers > 0, "--workers must be at least 1");
+    let opts = rma_rate::Options {
+        runs: common.runs,
+        budget: std::time::Duration::from_millis(if quick { 20 } else { budget_ms.max(1) }),
+        workers,
+    };
+    rma_rate::run(&opts, common.json.as_deref())
+}
+
+#[cfg(not(feature = "ofi"))]
+fn rma_rate(_: Common, _: u64, _: usize, _: bool) -> anyhow::Result<bool> {
+    anyhow::bail!(
+        "`rma-rate` needs the `ofi` feature: cargo build --release -p gsm-bench --features ofi \
+         (libfabric-dev)"
+    )
+}
+
 #[cfg(not(feature = "gossamer"))]
-fn remote(_: Common, _: u64, _: Option<usize>, _: bool) -> anyhow::Result<bool> {
+fn remote(
+    _: Common,
+    _: u64,
+    _: Option<usize>,
+    _: bool,
+    _: (usize, Option<String>, String),
+) -> anyhow::Result<bool> {
     anyhow::bail!(
         "`remote` needs the `gossamer` feature (a default feature; this binary was built with \
          --no-default-features)"
@@ -414,8 +482,17 @@ fn main() {
                 budget_ms,
                 workers,
                 quick,
+                record_mib,
+                iperf_host,
+                iperf3,
                 ..
-            } => remote(common, budget_ms, workers, quick),
+            } => remote(
+                common,
+                budget_ms,
+                workers,
+                quick,
+                (record_mib, iperf_host, iperf3),
+            ),
             #[cfg(feature = "gossamer")]
             Cmd::Collectives {
                 common,
@@ -461,6 +538,13 @@ fn main() {
                 };
                 streams::run(&opts, common.json.as_deref())
             }
+            Cmd::RmaRate {
+                common,
+                budget_ms,
+                workers,
+                quick,
+                ..
+            } => rma_rate(common, budget_ms, workers, quick),
             Cmd::Kv {
                 common,
                 gsm_kv,

@@ -115,6 +115,12 @@ pub struct Options {
     pub budget: Duration,
     /// Workers per rank (the first of each rank takes part, the others only serve).
     pub workers: usize,
+    /// MiB of the large-record case's argument (0: no such case), see `record.rs`.
+    pub record_mib: usize,
+    /// Where rank 0's `iperf3 -c` of that case connects to rank 1's `iperf3 -s`.
+    pub iperf_host: String,
+    /// The `iperf3` program.
+    pub iperf3: String,
 }
 
 /// Messages per window of the MPI message-rate peers.
@@ -133,6 +139,8 @@ mod names {
     pub const GSM_APPLY: &str = "gsm apply";
     pub const GSM_RATE: &str = "gsm apply_then";
     pub const GSM_BIRATE: &str = "gsm apply_then both ways";
+    pub const GSM_RECORD: &str = "gsm large record";
+    pub const IPERF: &str = "iperf3";
 }
 
 type Sample = Vec<(&'static str, f64)>;
@@ -381,8 +389,9 @@ fn rate((ops, nanos): Streamed) -> f64 {
     ops as f64 / (nanos as f64 / 1e9) / 1e6
 }
 
-/// Rank 0's part of one repetition: every Gossamer figure once.
-fn gsm_figures(budget: Duration) -> Sample {
+/// Rank 0's part of one repetition: every Gossamer figure once (the large record's when
+/// `record` bytes is not 0).
+fn gsm_figures(budget: Duration, record: usize) -> Sample {
     let latency = gsm_round_trip(budget);
     let one_way = rate(stream_to(first_worker_of(1), budget));
     // Both ways: a fiber on rank 1 streams into a counter on rank 0 while this fiber streams
@@ -393,18 +402,26 @@ fn gsm_figures(budget: Duration) -> Sample {
     let (ops0, nanos0) = stream_to(first_worker_of(1), budget);
     let (ops1, nanos1) = back.join();
     let both = (ops0 + ops1) as f64 / (nanos0.max(nanos1) as f64 / 1e9) / 1e6;
-    vec![
+    let mut out = vec![
         (names::GSM_APPLY, latency),
         (names::GSM_RATE, one_way),
         (names::GSM_BIRATE, both),
-    ]
+    ];
+    if record > 0 {
+        let sink: Trust<u64> = entrust_on(first_worker_of(1), || 0u64);
+        out.push((
+            names::GSM_RECORD,
+            crate::record::gsm_rate(&sink, record, budget),
+        ));
+    }
+    out
 }
 
 /// One `gossamer::run` (collective): rank 0 measures, rank 1 serves.
-fn gsm_once(config: &Config, budget: Duration) -> anyhow::Result<Sample> {
+fn gsm_once(config: &Config, budget: Duration, record: usize) -> anyhow::Result<Sample> {
     gossamer::run(config.clone(), move || {
         if rank() == 0 {
-            gsm_figures(budget)
+            gsm_figures(budget, record)
         } else {
             Vec::new()
         }
@@ -622,11 +639,18 @@ fn run_in(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<R
         if me == 0 {
             crate::report::run_progress("remote", run, opts.runs);
         }
-        for (name, v) in mpi_once(world, opts.budget)
-            .into_iter()
-            .chain(gsm_once(&config, opts.budget)?)
+        let record = opts.record_mib << 20;
+        for (name, v) in
+            mpi_once(world, opts.budget)
+                .into_iter()
+                .chain(gsm_once(&config, opts.budget, record)?)
         {
             samples.entry(name).or_default().push(v);
+        }
+        if record > 0 {
+            if let Some(g) = crate::record::iperf(world, &opts.iperf3, &opts.iperf_host) {
+                samples.entry(names::IPERF).or_default().push(g);
+            }
         }
     }
     if me != 0 {
@@ -647,7 +671,7 @@ fn run_in(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<R
                 summary: s(peer_name),
             }],
         };
-    let cases = vec![
+    let mut cases = vec![
         case(
             "round trip: blocking apply on a u64 on rank 1",
             "ns",
@@ -673,6 +697,21 @@ fn run_in(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<R
             names::MPI_BIRATE,
         ),
     ];
+    if opts.record_mib > 0 {
+        cases.push(Case {
+            case: format!(
+                "bandwidth: apply_with of a {} MiB record, rank 0 → rank 1 [gsm {fabric}]",
+                opts.record_mib
+            ),
+            unit: "Gbit/s".into(),
+            higher_is_better: true,
+            gsm: s(names::GSM_RECORD),
+            peers: vec![Figure {
+                name: format!("iperf3 -c {} (1 s)", opts.iperf_host),
+                summary: s(names::IPERF),
+            }],
+        });
+    }
     let (hosts, per_host) = job_shape(2);
     let header = format!(
         "gsm-bench remote: 2 ranks × {} worker(s), {} runs of {} ms per figure\n\

@@ -16,6 +16,9 @@ use std::process::Command;
 /// The flag, removed from the arguments passed on to the ranks.
 pub const FLAG: &str = "--two-hosts";
 
+/// The variable that tells the ranks the second host's address (for a peer such as iperf3).
+pub const PEER_HOST: &str = "GSM_BENCH_PEER_HOST";
+
 /// Whether this process should launch the job over the test bed: the flag is given and this is
 /// not already a rank of a job.
 pub fn wanted() -> bool {
@@ -39,7 +42,8 @@ pub fn relaunch() -> anyhow::Result<i32> {
         .arg(TwoHosts::agent())
         .arg(exe)
         .args(args)
-        .envs(bed.mpi_env());
+        .envs(bed.mpi_env())
+        .env(PEER_HOST, &bed.hosts[1].addr);
     if std::env::var_os("OMPI_MCA_btl").is_none() {
         cmd.env("OMPI_MCA_btl", "self,tcp");
     }

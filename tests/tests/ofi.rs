@@ -50,8 +50,8 @@ fn ofi_job(np: u32, provider: &str, args: &[&str]) -> Command {
     cmd
 }
 
-/// A job that must pass every check on every rank.
-fn passing(mut cmd: Command, np: u32, what: &str) {
+/// A job that must pass every check on every rank; what it wrote.
+fn passing(mut cmd: Command, np: u32, what: &str) -> gsm_tests::process::Finished {
     let guard = PidGuard::new();
     let job = spawn(&mut cmd);
     let prefix = job_prefix(job.pid() as u32);
@@ -63,13 +63,26 @@ fn passing(mut cmd: Command, np: u32, what: &str) {
     }
     assert_nothing_left(&prefix, &guard, what, &done);
     eprintln!("{what}: passed in {:.2} s", done.elapsed.as_secs_f64());
+    done
 }
 
 #[test]
 fn two_ranks_over_tcp_rxm_full_checks() {
     let _serial = serial();
     let what = "gsmrun -np 2 --fabric ofi (tcp;ofi_rxm) cluster_check";
-    passing(ofi_job(2, "tcp;ofi_rxm", &[]), 2, what);
+    let mut cmd = ofi_job(2, "tcp;ofi_rxm", &[]);
+    cmd.env("RUST_LOG", "gossamer::fabric=debug");
+    let done = passing(cmd, 2, what);
+    // The 64 MiB argument (its bytes checked by the trustee) went by the rendezvous, an RMA
+    // read from the client's registered buffer, both ways, not through the rings.
+    for rank in [0, 1] {
+        let read = format!("ofi rendezvous read rank={rank} len=67108884");
+        assert!(
+            done.stderr.contains(&read),
+            "{what}: no {read:?}\n{}",
+            done.report()
+        );
+    }
 }
 
 #[test]

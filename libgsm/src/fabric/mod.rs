@@ -66,6 +66,7 @@ use std::sync::Arc;
 
 use crate::bootstrap::KEY_LEN;
 pub use crate::wire::doorbell::Doorbell;
+pub use crate::wire::far::{Parked, Rendezvous};
 use crate::wire::ring::{Consumer, Producer, RingLayout};
 
 /// The fabrics this build has.
@@ -336,6 +337,9 @@ pub struct Links {
     /// Work this fabric asks of a local worker's own thread (local worker, hook): see
     /// [`Progress`]. Empty for a fabric that needs none.
     pub progress: Vec<(u32, Progress)>,
+    /// Large bodies read by their receiver from this rank's registered memory (RMA read), for
+    /// the ranks [`Rendezvous::reaches`] says; `None` for a fabric without one-sided reads.
+    pub rendezvous: Option<Arc<dyn Rendezvous>>,
 }
 
 /// Where a worker is in its loop when it calls a [`Progress`] hook.

@@ -73,6 +73,9 @@ pub(crate) fn join_links(
         if let Some(d) = l.local_bells {
             doors = Some(d);
         }
+        if l.rendezvous.is_some() {
+            place.rma = l.rendezvous;
+        }
     }
     if !boards.is_empty() {
         let readable = readers

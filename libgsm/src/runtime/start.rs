@@ -252,6 +252,7 @@ fn plan(
         far,
         reads,
         board: None,
+        rma: None,
     };
     (topo, place)
 }

@@ -268,6 +268,8 @@ pub(crate) struct Stack {
     desc: *mut c_void,
     /// Regions of [`Stack::expose`] not yet [`Stack::unexpose`]d (closed first on drop).
     exposed: Vec<*mut sys::fid_mr>,
+    /// Further registrations (the rendezvous's bodies and read buffers), by the caller's id.
+    more: std::collections::HashMap<u64, *mut sys::fid_mr>,
     /// The CQ's wait descriptor, when the provider gives one.
     wait_fd: Option<i32>,
     /// The answer it was opened from.
@@ -316,6 +318,7 @@ impl Stack {
             mr: ptr::null_mut(),
             desc: ptr::null_mut(),
             exposed: Vec::new(),
+            more: std::collections::HashMap::new(),
             wait_fd: None,
             offer,
         };
@@ -561,16 +564,90 @@ impl Stack {
         check("fi_write", r as i64).map(drop)
     }
 
-    /// Reads `len` bytes at `addr` (key `key`) of `src` into `buf`.
+    /// Registers `len` bytes at `ptr` under `id` (unique among this stack's registrations, at
+    /// least 2: it is also the requested key, and the region has key 1): for peers to read
+    /// (`remote`), or as the local buffer of reads (`FI_MR_LOCAL`). Returns where peers address
+    /// it, and the local descriptor.
     ///
     /// # Safety
-    /// `buf..buf + len` is writable and untouched by anyone else until the completion with
-    /// `context` is read (and registered, if the provider asks `FI_MR_LOCAL`: callers do not
-    /// use this then).
+    /// `ptr..ptr + len` stays allocated until [`Stack::deregister`] of `id` or the stack's drop.
+    pub(crate) unsafe fn register_more(
+        &mut self,
+        id: u64,
+        ptr: *const u8,
+        len: usize,
+        remote: bool,
+    ) -> Result<(Registered, *mut c_void), FiError> {
+        debug_assert!(id >= 2 && !self.more.contains_key(&id));
+        let access = if remote {
+            bits::REMOTE_READ
+        } else {
+            bits::READ | bits::WRITE
+        };
+        let mut mr: *mut sys::fid_mr = ptr::null_mut();
+        // SAFETY: the memory is valid until deregistered (this function's contract); the domain
+        // and endpoint are open; `mr` is closed on any later failure.
+        unsafe {
+            check(
+                "fi_mr_reg",
+                i64::from(sys::gsm_fi_mr_reg(
+                    self.domain,
+                    ptr.cast(),
+                    len,
+                    access,
+                    id,
+                    &mut mr,
+                )),
+            )?;
+            if self.offer.mr_mode & bits::MR_ENDPOINT != 0 {
+                let r = check("fi_mr_bind", i64::from(sys::gsm_fi_mr_bind_ep(mr, self.ep)))
+                    .and_then(|_| check("fi_mr_enable", i64::from(sys::gsm_fi_mr_enable(mr))));
+                if let Err(e) = r {
+                    sys::gsm_fi_close(mr.cast());
+                    return Err(e);
+                }
+            }
+            self.more.insert(id, mr);
+            let base = if self.offer.mr_mode & bits::MR_VIRT_ADDR != 0 {
+                ptr as u64
+            } else {
+                0
+            };
+            Ok((
+                Registered {
+                    base,
+                    key: sys::gsm_fi_mr_key(mr),
+                },
+                sys::gsm_fi_mr_desc(mr),
+            ))
+        }
+    }
+
+    /// Undoes [`Stack::register_more`] of `id` (unknown ids are ignored).
+    pub(crate) fn deregister(&mut self, id: u64) {
+        if let Some(mr) = self.more.remove(&id) {
+            // SAFETY: opened by `register_more` and closed once (removed from the table).
+            unsafe { sys::gsm_fi_close(mr.cast()) };
+        }
+    }
+
+    /// Whether buffers of local operations must be registered (`FI_MR_LOCAL`).
+    pub(crate) fn local_mr(&self) -> bool {
+        self.offer.mr_mode & bits::MR_LOCAL != 0
+    }
+
+    /// Reads `len` bytes at `addr` (key `key`) of `src` into `buf`. `Err` with [`EAGAIN`] means
+    /// "progress, then try again".
+    ///
+    /// # Safety
+    /// `buf..buf + len` is writable, untouched by anyone else until the completion with
+    /// `context` is read, and registered with `desc` when [`Stack::local_mr`].
+    #[allow(clippy::too_many_arguments, reason = "the arguments of fi_read")]
     pub(crate) unsafe fn read(
         &mut self,
         buf: *mut u8,
         len: usize,
+        desc: *mut c_void,
         src: u64,
         addr: u64,
         key: u64,
@@ -582,7 +659,7 @@ impl Stack {
                 self.ep,
                 buf.cast(),
                 len,
-                ptr::null_mut(),
+                desc,
                 src,
                 addr,
                 key,
@@ -835,6 +912,9 @@ impl Drop for Stack {
         // and the fabric).
         unsafe {
             for mr in self.exposed.drain(..) {
+                sys::gsm_fi_close(mr.cast());
+            }
+            for (_, mr) in self.more.drain() {
                 sys::gsm_fi_close(mr.cast());
             }
             for fid in [

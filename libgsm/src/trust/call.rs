@@ -128,7 +128,7 @@ impl<A: Wire> OutArg<A> {
         if !core.is_remote(dest) {
             return Ok(OutArg::Moved(std::mem::ManuallyDrop::new(arg)));
         }
-        postcard::to_allocvec(&arg)
+        crate::wire::codec::encode(&arg)
             .map(OutArg::Encoded)
             .map_err(|e| {
                 DelegationError::Wire(format!(
@@ -159,7 +159,7 @@ impl<A: Wire> OutArg<A> {
 /// taken by anyone else. If `st == OK | SER_STATUS`, `body` holds initialised bytes (a
 /// `postcard` encoding from another rank, decoded with every check `postcard` makes).
 #[inline]
-pub(crate) unsafe fn decode<U: serde::de::DeserializeOwned>(
+pub(crate) unsafe fn decode<U: serde::de::DeserializeOwned + 'static>(
     st: u8,
     body: &[Byte],
 ) -> Result<U, DelegationError> {
@@ -177,7 +177,7 @@ pub(crate) unsafe fn decode<U: serde::de::DeserializeOwned>(
         st if st == status::OK | SER_STATUS => {
             // SAFETY: initialised bytes (contract); `MaybeUninit<u8>` has the layout of `u8`.
             let b = unsafe { std::slice::from_raw_parts(body.as_ptr().cast::<u8>(), body.len()) };
-            postcard::from_bytes::<U>(b).map_err(|e| {
+            crate::wire::codec::decode::<U>(b).map_err(|e| {
                 DelegationError::Wire(format!(
                     "gossamer: the result (a `{}`) from another rank could not be decoded: {e}",
                     std::any::type_name::<U>()

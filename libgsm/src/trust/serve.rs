@@ -69,7 +69,7 @@ pub(crate) unsafe fn take_arg<A: Wire>(
         // SAFETY: a serialised argument is initialised bytes (contract); `MaybeUninit<u8>` has
         // the layout of `u8`.
         let b = unsafe { std::slice::from_raw_parts(arg.as_ptr().cast::<u8>(), arg.len()) };
-        postcard::from_bytes::<A>(b).map_err(|e| {
+        crate::wire::codec::decode::<A>(b).map_err(|e| {
             DelegationError::Wire(format!(
                 "gossamer: the argument (a `{}`) from another rank could not be decoded: {e}",
                 std::any::type_name::<A>()

@@ -9,12 +9,52 @@
 //! two ranks is tested once per run, at set-up ([`probe`]); otherwise records are streamed.
 //!
 //! This module only copies bytes (through `sys::far`, which makes the system calls); it does not
-//! know records or workers.
+//! know records or workers. It also defines what a one-sided fabric offers for the same
+//! purpose ([`Rendezvous`]: the body registered, then read by RMA), which the fabric implements.
 
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::sys;
+
+/// A body registered for peers to read ([`Rendezvous::park`]): where they read it, with which
+/// key, and the number to give back to [`Rendezvous::unpark`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parked {
+    /// The RMA address peers read from (a virtual address or an offset, as the provider asks).
+    pub addr: u64,
+    /// The memory key peers pass.
+    pub key: u64,
+    /// This rank's number for the registration.
+    pub id: u64,
+}
+
+/// The rendezvous for records larger than a slot over a one-sided fabric: the sender registers
+/// the body ([`park`](Self::park)) and sends its address and key in the record; the receiver
+/// reads it straight into a buffer of its own ([`read`](Self::read)) and then sends a release
+/// record, upon which the sender deregisters ([`unpark`](Self::unpark)) and frees it. Nothing
+/// of the body travels through the rings. See ARCHITECTURE.md, section 4.7 (and `fabric::ofi`).
+pub trait Rendezvous: Send + Sync + std::fmt::Debug {
+    /// Whether this rank reads parked bodies of `rank` (and `rank` reads this rank's).
+    fn reaches(&self, rank: u32) -> bool;
+    /// Registers `len` bytes at `ptr` for remote reads.
+    ///
+    /// # Safety
+    /// `ptr..ptr + len` stays allocated and unchanged until [`unpark`](Self::unpark) of the
+    /// returned id.
+    unsafe fn park(&self, ptr: *const u8, len: usize) -> Result<Parked, String>;
+    /// Deregisters a body parked under `id` (unknown ids are ignored).
+    fn unpark(&self, id: u64);
+    /// Reads `len` bytes at `addr` (key `key`) of rank `rank` into a new buffer; returns when
+    /// every byte is in place, or why not (the peer is gone, the key is refused, the job ends).
+    fn read(
+        &self,
+        rank: u32,
+        addr: u64,
+        key: u64,
+        len: u64,
+    ) -> Result<Box<[std::mem::MaybeUninit<u8>]>, String>;
+}
 
 /// What a peer reads to test whether it can read this process.
 static PROBE: AtomicU64 = AtomicU64::new(0);
@@ -44,6 +84,15 @@ pub(crate) fn probe(pid: u32, addr: u64) -> bool {
 /// fails, it ends the process (`handle_alloc_error`: "memory allocation of N bytes failed",
 /// then SIGABRT), rather than reporting the peer's record as a breach of the protocol.
 pub(crate) fn read(pid: u32, addr: u64, len: u64) -> Result<Box<[MaybeUninit<u8>]>, String> {
+    let mut buf = alloc(len)?;
+    copy(pid, addr, buf.as_mut_ptr().cast::<u8>(), buf.len())?;
+    Ok(buf)
+}
+
+/// A buffer of `len` bytes for a single-copy read, whoever fills it (`process_vm_readv` here, an
+/// RMA read of a one-sided fabric's rendezvous), with [`read`]'s limits: a length over 1 TiB is
+/// an error, one this process has no memory for ends it.
+pub(crate) fn alloc(len: u64) -> Result<Box<[MaybeUninit<u8>]>, String> {
     if len > MAX_FAR {
         return Err(format!(
             "an announced length of {len} bytes is larger than 1 TiB"
@@ -57,9 +106,7 @@ pub(crate) fn read(pid: u32, addr: u64, len: u64) -> Result<Box<[MaybeUninit<u8>
             Err(_) => return Err(format!("an announced length of {len} bytes is too large")),
         }
     }
-    copy(pid, addr, buf.as_mut_ptr().cast::<u8>(), n)?;
-    // SAFETY: `copy` filled all `n` bytes of the reserved capacity (it fails otherwise), and
-    // `MaybeUninit<u8>` accepts any byte anyway.
+    // SAFETY: `n` bytes are reserved, and `MaybeUninit<u8>` needs no initialisation.
     unsafe { buf.set_len(n) };
     Ok(buf.into_boxed_slice())
 }

@@ -10,6 +10,7 @@
 pub mod doorbell;
 pub mod ring;
 
+pub(crate) mod codec;
 pub(crate) mod codeptr;
 pub(crate) mod far;
 pub(crate) mod record;

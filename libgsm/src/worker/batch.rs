@@ -100,8 +100,14 @@ impl WorkerCore {
     #[cold]
     #[inline(never)]
     pub(super) fn dispatch_other(&self, client: usize, f: usize, rec: &Request<'_>) {
-        if let Body::Far { addr, len, token } = rec.body {
-            self.dispatch_far(client, f, rec, addr, len, token);
+        if let Body::Far {
+            addr,
+            len,
+            token,
+            key,
+        } = rec.body
+        {
+            self.dispatch_far(client, f, rec, (addr, len, key), token);
             return;
         }
         if rec.fidx == RELEASE {
@@ -210,10 +216,16 @@ impl WorkerCore {
     /// Completes one response record (fetching a far body first).
     #[inline(always)]
     pub(super) fn complete_one(&self, from: usize, req: u32, st: u8, body: Body<'_>) {
-        if let Body::Far { addr, len, token } = body {
+        if let Body::Far {
+            addr,
+            len,
+            token,
+            key,
+        } = body
+        {
             // Only ever on a ring from another rank (`pointers` is false there and the
             // sender parks bodies only for ranks that can read it).
-            if let Some(b) = self.fetch_far(from, addr, len) {
+            if let Some(b) = self.fetch_far(from, addr, len, key) {
                 self.send_release(from, token);
                 self.complete_from(from, req, st, &b);
             }
@@ -231,11 +243,10 @@ impl WorkerCore {
         client: usize,
         f: usize,
         rec: &Request<'_>,
-        addr: u64,
-        len: u64,
+        (addr, len, key): (u64, u64, u64),
         token: u64,
     ) {
-        let Some(body) = self.fetch_far(client, addr, len) else {
+        let Some(body) = self.fetch_far(client, addr, len, key) else {
             return;
         };
         self.send_release(client, token);
@@ -256,11 +267,30 @@ impl WorkerCore {
         self.out_req[sender].borrow_mut().push_release(token);
     }
 
-    /// Reads `len` bytes at `addr` in the process of worker `from`'s rank (`process_vm_readv`).
+    /// Reads `len` bytes at `addr` in the process of worker `from`'s rank (`process_vm_readv`
+    /// on this host, else an RMA read with `key` over the one-sided fabric that reaches it).
     /// On failure the job fails with the reason (the record cannot be had any other way).
-    pub(super) fn fetch_far(&self, from: usize, addr: u64, len: u64) -> Option<Box<[Byte]>> {
+    pub(super) fn fetch_far(
+        &self,
+        from: usize,
+        addr: u64,
+        len: u64,
+        key: u64,
+    ) -> Option<Box<[Byte]>> {
         let place = &self.shared.place;
         let rank = place.rank_of(from);
+        if let Some(rma) = place.rma.as_ref().filter(|r| r.reaches(rank)) {
+            return match rma.read(rank, addr, key, len) {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    self.ring_broken(
+                        from,
+                        &format!("cannot read a {len}-byte record from rank {rank} by RMA: {e}"),
+                    );
+                    None
+                }
+            };
+        }
         if place.reads.get(rank as usize) != Some(&true) {
             self.ring_broken(
                 from,

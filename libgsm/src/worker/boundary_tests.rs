@@ -164,6 +164,7 @@ fn a_record_parked_by_a_rank_this_rank_does_not_read_is_refused_unread() {
     rec.extend_from_slice(&(SECRET.as_ptr() as u64).to_le_bytes());
     rec.extend_from_slice(&8u64.to_le_bytes());
     rec.extend_from_slice(&1u64.to_le_bytes());
+    rec.extend_from_slice(&0u64.to_le_bytes());
     let mut b = ((HEADER + rec.len()) as u32).to_le_bytes().to_vec();
     b.extend_from_slice(&1u16.to_le_bytes());
     b.extend_from_slice(&KIND_BATCH.to_le_bytes());

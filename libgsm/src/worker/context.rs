@@ -194,7 +194,7 @@ impl WorkerCore {
     #[inline(always)]
     pub(crate) unsafe fn serve_run<
         T: 'static,
-        U: serde::Serialize,
+        U: serde::Serialize + 'static,
         F: FnOnce(&mut T) -> U + Copy,
     >(
         &self,

@@ -490,9 +490,13 @@ impl WorkerCore {
         };
         let (out_req, out_resp) = (mk(ends.req_out), mk(ends.resp_out));
         for g in (0..count).filter(|&g| remote[g]) {
-            if place.far.get(place.rank_of(g) as usize) == Some(&true) {
+            let rank = place.rank_of(g);
+            if place.far.get(rank as usize) == Some(&true) {
                 out_req[g].borrow_mut().allow_far(false);
                 out_resp[g].borrow_mut().allow_far(true);
+            } else if let Some(rma) = place.rma.as_ref().filter(|r| r.reaches(rank)) {
+                out_req[g].borrow_mut().allow_rma(false, rma.clone());
+                out_resp[g].borrow_mut().allow_rma(true, rma.clone());
             }
         }
         let door = shared.doors[local].clone();

@@ -96,7 +96,7 @@ impl WorkerCore {
     /// Stages the response carrying `r` to `client`: the bytes of `U` moved (same rank), or its
     /// `postcard` encoding (another rank).
     #[inline(always)]
-    pub(crate) fn respond<U: serde::Serialize>(
+    pub(crate) fn respond<U: serde::Serialize + 'static>(
         &self,
         client: usize,
         req: u32,
@@ -118,7 +118,7 @@ impl WorkerCore {
     /// request it served.
     #[cold]
     #[inline(never)]
-    pub(super) fn respond_otherwise<U: serde::Serialize>(
+    pub(super) fn respond_otherwise<U: serde::Serialize + 'static>(
         &self,
         client: usize,
         req: u32,
@@ -131,7 +131,7 @@ impl WorkerCore {
             return;
         }
         match r {
-            Ok(u) => match postcard::to_allocvec(&u) {
+            Ok(u) => match crate::wire::codec::encode(&u) {
                 Ok(bytes) => {
                     drop(u);
                     self.respond_raw(client, req, status::OK | SER_STATUS, Src::slice(&bytes));

@@ -31,6 +31,9 @@ pub(crate) struct Place {
     pub reads: Vec<bool>,
     /// The host boards this rank maps (`crate::board`), if any.
     pub board: Option<Arc<crate::board::Board>>,
+    /// The one-sided fabric's rendezvous: large bodies to and from the ranks it reaches are
+    /// parked in registered memory and read by RMA (section 4.7 of ARCHITECTURE.md).
+    pub rma: Option<Arc<dyn crate::wire::far::Rendezvous>>,
 }
 
 impl Place {
@@ -47,6 +50,7 @@ impl Place {
             far: vec![false],
             reads: vec![false],
             board: None,
+            rma: None,
         }
     }
 

@@ -24,7 +24,8 @@ use super::progress::{Shared, State, Turned};
 use crate::fabric::{Bell, Links, Progress, Turn};
 use crate::sys::net::{self, Epoll, Events, ready};
 
-/// The state and the workers' bookkeeping, shared by the thread and the workers' hooks.
+/// The state and the workers' bookkeeping, shared by the thread, the workers' hooks and the
+/// rendezvous (`rendezvous.rs`).
 pub(super) struct Engine {
     shared: Arc<Shared>,
     state: Mutex<State>,
@@ -52,8 +53,8 @@ const YIELD_AFTER: u32 = 2;
 /// While workers poll, the thread looks whether they still take turns this often (ms).
 const BACKUP_MS: i32 = 1;
 
-/// Makes the hooks and bells of `local` workers, and starts the thread; the engine is also
-/// what segments' RMA posts under (`rma.rs`).
+/// Makes the hooks and bells of `local` workers, and starts the thread; returns it and the
+/// engine, which segments' RMA posts under (`rma.rs`) and the rendezvous's handle holds.
 pub(super) fn start(
     state: State,
     shared: Arc<Shared>,
@@ -97,7 +98,7 @@ pub(super) fn start(
 impl Engine {
     /// Turns while this thread can take the state, and again while another thread asked for a
     /// turn meanwhile; `None` when another thread holds it (that one then turns again).
-    fn drive(&self) -> Option<Turned> {
+    pub(super) fn drive(&self) -> Option<Turned> {
         self.pending.store(true, Ordering::Relaxed);
         // Pairs with the fence after a holder's unlock: either it sees `pending`, or we get the
         // lock after it let go.

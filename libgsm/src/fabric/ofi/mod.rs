@@ -53,11 +53,14 @@
 //! not reported. See ARCHITECTURE.md.
 
 mod drive;
+mod handle;
 mod layout;
 mod progress;
 mod provider;
+mod rendezvous;
 mod rma;
 mod setup;
+pub mod writerate;
 
 #[cfg(test)]
 mod tests;
@@ -166,9 +169,11 @@ impl Fabric for Ofi {
         };
         let peers = setup::exchange_hellos(&mut stack, &created, self.connect_timeout)?;
         let (mut links, shared, state, local) = progress::build(stack, created, peers)?;
+        let ranks = state.peer_ranks();
         let (thread, engine) = drive::start(state, shared.clone(), local, &mut links)
             .map_err(|e| progress::os("starting the progress thread", &e))?;
         rma::install(&engine);
+        links.rendezvous = Some(Arc::new(handle::Handle::new(engine, ranks)));
         self.shared = Some(shared);
         self.thread = Some(thread);
         Ok(links)

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 
 use super::layout::{CREDIT_BIT, Plan, header_offset, payload_offset, read_slot_data, slot_data};
+use super::rendezvous::{Ended, READ_CTX, Reads};
 use super::setup::{self, Created, Remote};
 use crate::fabric::rma::{Done, NotPosted, Posted, Word};
 use crate::fabric::{Bell, FabricError, FabricKind, InLink, Links, OutLink};
@@ -47,10 +48,11 @@ impl Shared {
     }
 }
 
-/// Context kinds of the operations the thread posts.
-const DATA_CTX: usize = 1 << 62;
-const CREDIT_CTX: usize = 2 << 62;
-const KIND_MASK: usize = 3 << 62;
+/// Context kinds of the operations the thread posts: the top three bits (`RMA_CTX` below,
+/// `READ_CTX` in `rendezvous.rs`; the hello's contexts of `setup.rs` leave bits 62-63 clear).
+const DATA_CTX: usize = 2 << 61;
+const CREDIT_CTX: usize = 4 << 61;
+const KIND_MASK: usize = 7 << 61;
 
 /// A shadow ring this rank's worker publishes into, and its twin in a peer.
 struct Out {
@@ -113,6 +115,8 @@ pub(super) struct State {
     delivered: bool,
     /// Segment RMA operations in flight (`rma.rs`).
     pub(super) rma: RmaTable,
+    /// The rendezvous's reads and registrations (`rendezvous.rs`).
+    reads: Reads,
 }
 
 /// What one [`State::turn`] did.
@@ -241,6 +245,7 @@ pub(super) fn build(
         done: Vec::with_capacity(64),
         delivered: false,
         rma: RmaTable::default(),
+        reads: Reads::default(),
     };
     Ok((links, shared, state, local))
 }
@@ -254,7 +259,7 @@ pub(super) fn os(what: &str, e: &std::io::Error) -> FabricError {
 }
 
 /// The context kind of segment operations (`fabric/ofi/rma.rs` posts them).
-pub(super) const RMA_CTX: usize = 3 << 62;
+pub(super) const RMA_CTX: usize = 6 << 61;
 
 /// Segment operations in flight, by the index their context carries.
 #[derive(Default)]
@@ -299,7 +304,15 @@ impl RmaTable {
                 Posted::Read { len } => {
                     f.buf = vec![0; len];
                     f.read = true;
-                    stack.read(f.buf.as_mut_ptr(), len, dest, addr, key, ctx)
+                    stack.read(
+                        f.buf.as_mut_ptr(),
+                        len,
+                        std::ptr::null_mut(),
+                        dest,
+                        addr,
+                        key,
+                        ctx,
+                    )
                 }
                 Posted::Write { data } => {
                     f.buf = data;
@@ -356,6 +369,7 @@ impl State {
         // Writes first: the provider may only push a posted write out in its progress, which
         // reading the completions drives.
         let mut work = self.send_all();
+        work |= self.post_reads();
         work |= self.complete(&mut done);
         self.done = done;
         work |= self.credit_all();
@@ -470,6 +484,7 @@ impl State {
                 }
             }
             RMA_CTX => self.rma.finish(n, Ok(())),
+            READ_CTX => self.reads.completed(e.context),
             _ => self.repeated_hello(e),
         }
     }
@@ -694,6 +709,11 @@ impl State {
         let peer = match f.context & KIND_MASK {
             DATA_CTX => self.outs.get(n >> 24).map(|o| o.peer),
             CREDIT_CTX => self.ins.get(n).map(|i| i.peer),
+            // Posted again by the next turn (`Reads::failed` queued it).
+            READ_CTX => match self.reads.failed(f.context) {
+                Some(p) => Some(p),
+                None => return,
+            },
             // A repeated hello that failed: the peer will repeat its own.
             _ if setup::is_hello_send(f.context) => return,
             _ => None,
@@ -713,8 +733,73 @@ impl State {
         );
         match f.context & KIND_MASK {
             DATA_CTX => self.retries.push((n >> 24, (n & 0xFF_FFFF) as u64)),
+            READ_CTX => {}
             _ => self.ins[n].in_flight = None,
         }
+    }
+
+    /// Posts the rendezvous's read pieces; `true` if any was posted.
+    fn post_reads(&mut self) -> bool {
+        match self.reads.post(&mut self.stack) {
+            Ok(any) => any,
+            Err((peer, e)) => {
+                self.lost(peer, e.to_string());
+                true
+            }
+        }
+    }
+
+    /// The rank of each peer, in peer order.
+    pub(super) fn peer_ranks(&self) -> Vec<u32> {
+        self.created.plan.peers.iter().map(|s| s.rank).collect()
+    }
+
+    /// Registers a body for peers to read (`Rendezvous::park`).
+    ///
+    /// # Safety
+    /// As `Rendezvous::park`.
+    pub(super) unsafe fn park(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+    ) -> Result<crate::fabric::Parked, String> {
+        // SAFETY: the caller's.
+        unsafe { self.reads.park(&mut self.stack, ptr, len) }
+    }
+
+    /// Deregisters a parked body.
+    pub(super) fn unpark(&mut self, id: u64) {
+        self.stack.deregister(id);
+    }
+
+    /// Starts reading `len` bytes at `addr` (key `key`) of peer `peer` into `dst`; the turns
+    /// post it.
+    ///
+    /// # Safety
+    /// As `Reads::start`.
+    pub(super) unsafe fn start_read(
+        &mut self,
+        peer: usize,
+        addr: u64,
+        key: u64,
+        dst: *mut u8,
+        len: usize,
+    ) -> Result<u64, String> {
+        let src = self.remotes[peer].addr;
+        // SAFETY: the caller's.
+        unsafe {
+            self.reads
+                .start(&mut self.stack, (peer, src), addr, key, dst, len)
+        }
+    }
+
+    /// How read `n` ended, if it did; every read fails once the job fails or stops.
+    pub(super) fn read_ended(&mut self, n: u64) -> Option<Ended> {
+        if self.failed || self.shared.stop.load(Ordering::Acquire) {
+            self.reads
+                .fail_all("the job is ending (a failure elsewhere)");
+        }
+        self.reads.ended(&mut self.stack, n)
     }
 
     fn host(&self, rank: u32) -> String {
@@ -727,6 +812,7 @@ impl State {
     }
 
     fn lost(&mut self, p: usize, detail: String) {
+        self.reads.lost(p, &detail);
         if self.failed || self.shared.closing.load(Ordering::Acquire) {
             return;
         }

@@ -164,3 +164,94 @@ fn polling_workers_drive_progress_and_the_thread_takes_over_when_they_park() {
         got(&mut c, 3)
     });
 }
+
+/// The rendezvous of records larger than a slot: a body parked (registered) by one rank is read
+/// by RMA by the other, byte for byte, at sizes around a read piece and up to 64 MiB; a key that
+/// was deregistered is refused with an error (and the failure is reported), not a hang.
+#[test]
+fn a_parked_body_is_read_by_rma_byte_for_byte_up_to_64_mib() {
+    use crate::fabric::conformance::job;
+    use crate::wire::ring::RingLayout;
+
+    let ranks = job::<super::Ofi>(&[1, 1], RingLayout::new(8, 64).unwrap());
+    let (a, b) = (&ranks[0], &ranks[1]);
+    let (ra, rb) = (
+        a.links.rendezvous.clone().expect("ofi has a rendezvous"),
+        b.links.rendezvous.clone().expect("ofi has a rendezvous"),
+    );
+    assert!(ra.reaches(1) && rb.reaches(0) && !rb.reaches(1));
+    let pattern = |n: usize| -> Vec<u8> { (0..n).map(|i| (i % 251) as u8 ^ 0x5A).collect() };
+    for len in [1usize, 4097, (4 << 20) + 3, 64 << 20] {
+        let body = pattern(len);
+        // SAFETY: `body` lives, unchanged, until after `unpark` below.
+        let p = unsafe { ra.park(body.as_ptr(), body.len()) }.expect("park");
+        let got = rb.read(0, p.addr, p.key, len as u64).expect("read");
+        assert_eq!(got.len(), len);
+        // SAFETY: `read` filled every byte.
+        let same = got
+            .iter()
+            .zip(&body)
+            .all(|(g, w)| unsafe { g.assume_init() } == *w);
+        assert!(same, "the {len}-byte body read back differs");
+        ra.unpark(p.id);
+    }
+    assert!(rb.read(5, 0, 0, 8).is_err(), "rank 5 is not in the job");
+    // A body no longer registered: the read fails with a reason and the job hears of it. (The
+    // `shm` provider of libfabric 1.17 reads through `process_vm_readv` and does not check a
+    // closed registration's key, so only key-checking providers are held to this.)
+    if a.fabric.provider() == Some("shm") {
+        return;
+    }
+    let body = pattern(4096);
+    // SAFETY: as above.
+    let p = unsafe { ra.park(body.as_ptr(), body.len()) }.expect("park");
+    ra.unpark(p.id);
+    let r = rb.read(0, p.addr, p.key, 4096);
+    assert!(
+        r.as_ref().is_err_and(|e| !e.is_empty()),
+        "a deregistered key was read"
+    );
+    assert!(
+        !b.failures.lock().unwrap().is_empty(),
+        "no failure reported"
+    );
+}
+
+/// A peer that goes away in the middle of a rendezvous read of 128 MiB (its endpoint closed, as
+/// when its process dies): the read ends with an error within seconds (here in ~20 ms), and the
+/// failure is reported, which ends a job.
+#[test]
+fn a_read_from_a_peer_that_goes_away_fails_and_is_reported() {
+    use crate::fabric::conformance::job;
+    use crate::wire::ring::RingLayout;
+    use std::time::{Duration, Instant};
+
+    let mut ranks = job::<super::Ofi>(&[1, 1], RingLayout::new(8, 64).unwrap());
+    let b = ranks.pop().expect("rank 1");
+    let a = ranks.pop().expect("rank 0");
+    if a.fabric.provider() == Some("shm") {
+        return; // in one process, shm's reads (process_vm_readv) reach the peer's memory anyway
+    }
+    let ra = a.links.rendezvous.clone().expect("ofi has a rendezvous");
+    let rb = b.links.rendezvous.clone().expect("ofi has a rendezvous");
+    let body = vec![7u8; 128 << 20];
+    // SAFETY: `body` outlives every read of it (it is dropped after the read ended).
+    let p = unsafe { ra.park(body.as_ptr(), body.len()) }.expect("park");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(rb.read(0, p.addr, p.key, 128 << 20).map(|b| b.len()));
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    let start = Instant::now();
+    drop(ra);
+    drop(a);
+    let r = rx.recv_timeout(Duration::from_secs(10));
+    let r = r.expect("the read did not end within 10 s of its peer going away");
+    drop(body);
+    eprintln!("read ended after {:?}: {r:?}", start.elapsed());
+    assert!(r.is_err(), "the read of a peer that went away succeeded");
+    assert!(
+        !b.failures.lock().unwrap().is_empty(),
+        "no failure reported"
+    );
+}

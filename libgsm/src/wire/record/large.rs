@@ -6,11 +6,14 @@
 //! It does not read the parked body (`wire::far` does) nor run the record. See ARCHITECTURE.md.
 
 use super::layout::{
-    ARG, Byte, CONTROL, HEADER, KIND_BATCH, KIND_MORE, KIND_REQ_START, KIND_RESP_START, LARGE,
-    RELEASE, REQ_HEADER, bytes_at, request_header, u32_at, u64_at,
+    ARG, Byte, CONTROL, FAR_WORDS, HEADER, KIND_BATCH, KIND_MORE, KIND_REQ_START, KIND_RESP_START,
+    LARGE, RELEASE, REQ_HEADER, bytes_at, request_header, u32_at, u64_at,
 };
 use super::read::{Body, Request};
-use super::stage::{OutQueue, Src, arg_len32, cap_len16, put, put_bytes, set_bytes};
+use super::stage::{
+    OutQueue, ParkedBody, Registration, Src, arg_len32, cap_len16, put, put_bytes, set_bytes,
+};
+use crate::wire::far::Rendezvous;
 
 /// The largest body a peer may announce for a streamed record (1 TiB): a bound so that a
 /// corrupt length is an error, not an attempt to allocate it.
@@ -37,23 +40,67 @@ impl OutQueue {
         self.next_token = if responses { RESPONSE_TOKEN | 1 } else { 1 };
     }
 
-    /// Frees a body the destination has read. Unknown tokens are ignored.
+    /// Lets every body too large for a slot to this destination be read by RMA from memory
+    /// registered with `rma` (the rendezvous of a one-sided fabric), instead of being streamed
+    /// through the rings; `responses` as for [`allow_far`](Self::allow_far).
+    pub(crate) fn allow_rma(&mut self, responses: bool, rma: std::sync::Arc<dyn Rendezvous>) {
+        self.allow_far(responses);
+        self.far_min = 0;
+        self.rma = Some(rma);
+    }
+
+    /// Frees a body the destination has read (deregistering it first). Unknown tokens are
+    /// ignored.
     pub(crate) fn release(&mut self, token: u64) -> bool {
         self.parked.remove(&token).is_some()
     }
 
-    /// Parks `body` for the destination to read and appends its `[addr][len][token]`.
-    pub(super) fn put_far(&mut self, body: Vec<Byte>) -> [u8; 24] {
-        let boxed = body.into_boxed_slice();
-        let (addr, len) = (boxed.as_ptr() as usize as u64, boxed.len() as u64);
+    /// Parks `body` for the destination to read and returns its `[addr][len][token][key]`;
+    /// `None` if the fabric would not register it (the caller streams it instead).
+    pub(super) fn put_far(&mut self, body: Vec<Byte>) -> Option<[u8; FAR_WORDS]> {
+        let bytes = body.into_boxed_slice();
+        let len = bytes.len() as u64;
+        let (addr, key, registration) = match &self.rma {
+            None => (bytes.as_ptr() as usize as u64, 0, None),
+            Some(rma) => {
+                // SAFETY: the box is neither freed nor written until the registration drops
+                // (`ParkedBody` drops it first); moving the box does not move its bytes.
+                match unsafe { rma.park(bytes.as_ptr().cast(), bytes.len()) } {
+                    Ok(p) => (
+                        p.addr,
+                        p.key,
+                        Some(Registration {
+                            rma: rma.clone(),
+                            id: p.id,
+                        }),
+                    ),
+                    Err(e) => {
+                        tracing::warn!(
+                            target: "gossamer::fabric",
+                            len,
+                            error = %e,
+                            "cannot register a large body for RMA; streaming it through the rings"
+                        );
+                        return None;
+                    }
+                }
+            }
+        };
         let token = self.next_token;
         self.next_token += 1;
-        self.parked.insert(token, boxed);
-        let mut w = [0u8; 24];
+        self.parked.insert(
+            token,
+            ParkedBody {
+                registration,
+                bytes,
+            },
+        );
+        let mut w = [0u8; FAR_WORDS];
         w[..8].copy_from_slice(&addr.to_le_bytes());
         w[8..16].copy_from_slice(&len.to_le_bytes());
-        w[16..].copy_from_slice(&token.to_le_bytes());
-        w
+        w[16..24].copy_from_slice(&token.to_le_bytes());
+        w[24..].copy_from_slice(&key.to_le_bytes());
+        Some(w)
     }
 
     /// Appends a release record for `token` (to the sender that parked it).

@@ -19,9 +19,13 @@ pub(crate) const SER: u8 = 4;
 /// Response status bit: the body is a `postcard` encoding.
 pub(crate) const SER_STATUS: u8 = 0x40;
 /// Request flag / response status bit: the body stays in the sender's memory, to be read with
-/// one `process_vm_readv` (same host, see `Far`).
+/// one `process_vm_readv` (same host, see `Far`) or one RMA read (a one-sided fabric's
+/// rendezvous). The record then carries [`FAR_WORDS`] bytes: `[addr][len][token][key]`.
 pub(crate) const FAR: u8 = 8;
 pub(crate) const FAR_STATUS: u8 = 0x20;
+/// The bytes of a parked body's reference: address, length, token and RMA key (0 for
+/// `process_vm_readv`), four little-endian `u64`s.
+pub(crate) const FAR_WORDS: usize = 32;
 /// Function index of a record that tells a sender it may free a body it parked for `FAR`.
 pub(crate) const RELEASE: u8 = 0xFE;
 /// Batch kinds (the header's last `u16`).

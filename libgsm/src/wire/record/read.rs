@@ -8,8 +8,8 @@
 //! holds a piece of a large record (`large` sorts those out first).
 
 use super::layout::{
-    ARG, Byte, CONT, CONT_HEADER, FAR, FAR_STATUS, HEADER, KIND_BATCH, LARGE, LARGE_STATUS,
-    REQ_HEADER, RESP_CONT, bytes_at, u32_at, u64_at,
+    ARG, Byte, CONT, CONT_HEADER, FAR, FAR_STATUS, FAR_WORDS, HEADER, KIND_BATCH, LARGE,
+    LARGE_STATUS, REQ_HEADER, RESP_CONT, bytes_at, u32_at, u64_at,
 };
 
 /// A body that is either in the slot or in a large-message box now owned by the reader. Its
@@ -24,6 +24,8 @@ pub(crate) enum Body<'a> {
         addr: u64,
         len: u64,
         token: u64,
+        /// The RMA key (0 when read with `process_vm_readv`).
+        key: u64,
     },
 }
 
@@ -306,13 +308,24 @@ impl<'a> Iterator for RequestReader<'a> {
         }
         let body = if flags & LARGE != 0 && flags & FAR != 0 {
             // SAFETY: as above.
-            let (addr, len, token) =
-                unsafe { (u64_at(b, q)?, u64_at(b, q + 8)?, u64_at(b, q + 16)?) };
-            q += 24;
+            let (addr, len, token, key) = unsafe {
+                (
+                    u64_at(b, q)?,
+                    u64_at(b, q + 8)?,
+                    u64_at(b, q + 16)?,
+                    u64_at(b, q + 24)?,
+                )
+            };
+            q += FAR_WORDS;
             if len != (cap_len + arg_len) as u64 {
                 return self.stop("a parked record whose length disagrees with its header");
             }
-            Body::Far { addr, len, token }
+            Body::Far {
+                addr,
+                len,
+                token,
+                key,
+            }
         } else if flags & LARGE != 0 {
             if !self.pointers {
                 return self.stop("a record that carries a pointer from another process");
@@ -417,11 +430,16 @@ impl<'a> Iterator for ResponseReader<'a> {
         self.pos = p + 8 + len;
         self.last = None;
         if status & FAR_STATUS != 0 {
-            // SAFETY: a far response's body is three initialised words.
-            let (Some(addr), Some(n), Some(token)) =
-                (unsafe { (u64_at(body, 0), u64_at(body, 8), u64_at(body, 16)) })
-            else {
-                return self.stop("a parked response shorter than its three words");
+            // SAFETY: a far response's body is four initialised words.
+            let (Some(addr), Some(n), Some(token), Some(key)) = (unsafe {
+                (
+                    u64_at(body, 0),
+                    u64_at(body, 8),
+                    u64_at(body, 16),
+                    u64_at(body, 24),
+                )
+            }) else {
+                return self.stop("a parked response shorter than its four words");
             };
             return Some((
                 req,
@@ -430,6 +448,7 @@ impl<'a> Iterator for ResponseReader<'a> {
                     addr,
                     len: n,
                     token,
+                    key,
                 },
             ));
         }

@@ -12,9 +12,9 @@ use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 
 use super::layout::{
-    ARG, Byte, CONT, CONT_HEADER, CONTROL, FAR, FAR_STATUS, HEADER, KIND_RESP_START, LARGE,
-    LARGE_STATUS, MAX_TABLE, REQ_HEADER, RESP_CONT, RESP_CONT_HEADER, RESP_HEADER, request_header,
-    response_header,
+    ARG, Byte, CONT, CONT_HEADER, CONTROL, FAR, FAR_STATUS, FAR_WORDS, HEADER, KIND_RESP_START,
+    LARGE, LARGE_STATUS, MAX_TABLE, REQ_HEADER, RESP_CONT, RESP_CONT_HEADER, RESP_HEADER,
+    request_header, response_header,
 };
 use crate::wire::ring::{Producer, RingError};
 
@@ -189,11 +189,16 @@ pub(crate) struct OutQueue {
     /// The destination is in another process: large records are streamed (or parked, with
     /// `far`), never pointers.
     pub(super) remote: bool,
-    /// The destination can read this process's memory (`process_vm_readv`): large bodies are
-    /// parked here and read by the receiver in one copy.
+    /// The destination can read this process's memory (`process_vm_readv`, or an RMA read
+    /// when `rma` is set): large bodies are parked here and read by the receiver in one copy.
     pub(super) far: bool,
+    /// The smallest body parked rather than streamed (with `far`).
+    pub(super) far_min: usize,
+    /// The one-sided fabric's rendezvous that registers parked bodies, if the destination
+    /// reads them by RMA.
+    pub(super) rma: Option<std::sync::Arc<dyn crate::wire::far::Rendezvous>>,
     /// Bodies parked for the destination to read, by token, until it releases them.
-    pub(super) parked: std::collections::HashMap<u64, Box<[Byte]>>,
+    pub(super) parked: std::collections::HashMap<u64, ParkedBody>,
     pub(super) next_token: u64,
 }
 
@@ -214,6 +219,8 @@ impl OutQueue {
             sink,
             remote,
             far: false,
+            far_min: FAR_MIN,
+            rma: None,
             parked: std::collections::HashMap::new(),
             next_token: 1,
         }
@@ -428,14 +435,23 @@ impl OutQueue {
         let large = head + 16 + 8 + HEADER > self.cap
             || head + body + 8 + HEADER > self.cap
             || cap.len() > u16::MAX as usize;
-        let far = large && self.remote && self.far && body >= FAR_MIN;
-        if large && self.remote && !far {
+        let parked = if large && self.remote && self.far && body >= self.far_min {
+            let mut v = Vec::with_capacity(body);
+            put(&mut v, cap);
+            if let Some(a) = arg {
+                put(&mut v, a);
+            }
+            self.put_far(v)
+        } else {
+            None
+        };
+        if large && self.remote && parked.is_none() {
             self.stream_request(code, idx, gn, req, cap, arg, extra_flags);
             return;
         }
         let need = head
             + if large {
-                if self.remote { 24 } else { 16 }
+                if self.remote { FAR_WORDS } else { 16 }
             } else {
                 body
             };
@@ -474,13 +490,7 @@ impl OutQueue {
         if let Some(a) = arg {
             put_bytes(b, &arg_len32(a.len()).to_le_bytes());
         }
-        if large && self.remote {
-            let mut v = Vec::with_capacity(body);
-            put(&mut v, cap);
-            if let Some(a) = arg {
-                put(&mut v, a);
-            }
-            let w = self.put_far(v);
+        if let Some(w) = parked {
             put_bytes(&mut self.buf, &w);
         } else if large {
             let mut v = Vec::with_capacity(body);
@@ -592,19 +602,20 @@ impl OutQueue {
     #[inline(never)]
     pub(super) fn push_response_general(&mut self, req: u32, status: u8, body: Src<'_>) {
         let large = RESP_HEADER + body.len() + HEADER > self.cap || body.len() >= 1 << 24;
-        if large && self.remote && self.far && body.len() >= FAR_MIN {
-            if self.room(0) < RESP_HEADER + 24 {
-                self.seal();
-            }
+        if large && self.remote && self.far && body.len() >= self.far_min {
             let mut v = Vec::with_capacity(body.len());
             put(&mut v, body);
-            let w = self.put_far(v);
-            put_bytes(
-                &mut self.buf,
-                &response_header(req, status | FAR_STATUS, 24),
-            );
-            put_bytes(&mut self.buf, &w);
-            return;
+            if let Some(w) = self.put_far(v) {
+                if self.room(0) < RESP_HEADER + FAR_WORDS {
+                    self.seal();
+                }
+                put_bytes(
+                    &mut self.buf,
+                    &response_header(req, status | FAR_STATUS, FAR_WORDS as u32),
+                );
+                put_bytes(&mut self.buf, &w);
+                return;
+            }
         }
         if large && self.remote {
             let mut start = Vec::with_capacity(16);
@@ -630,5 +641,30 @@ impl OutQueue {
             put_bytes(b, &response_header(req, status, body.len() as u32));
             put(b, body);
         }
+    }
+}
+
+/// A body parked for a destination to read, and its registration with a one-sided fabric (which
+/// is dropped, so deregistered, before the bytes are freed).
+#[derive(Debug)]
+#[allow(
+    dead_code,
+    reason = "held for their drops: deregistration first, then the bytes"
+)]
+pub(crate) struct ParkedBody {
+    pub(super) registration: Option<Registration>,
+    pub(super) bytes: Box<[Byte]>,
+}
+
+/// A body's registration with a [`Rendezvous`](crate::wire::far::Rendezvous); undone on drop.
+#[derive(Debug)]
+pub(crate) struct Registration {
+    pub(super) rma: std::sync::Arc<dyn crate::wire::far::Rendezvous>,
+    pub(super) id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.rma.unpark(self.id);
     }
 }

@@ -1,0 +1,79 @@
+//! The encoding of arguments and results that cross a process: `postcard`, with one fast path.
+//! A `Vec<u8>` (a user's bulk bytes) is written and read with one copy, as its length (a
+//! LEB128 varint) and the bytes, which is exactly postcard's encoding of it: serde hands the
+//! bytes of a `Vec<u8>` to postcard one `u8` at a time, about ten times slower than a copy,
+//! which made a 64 MiB argument spend most of its time there rather than on the fabric. The
+//! bytes on the wire are the same either way, so either side may take either path.
+//!
+//! It does not choose what is encoded (`trust`'s calls and the worker's responses do).
+
+use std::any::{Any, TypeId};
+
+/// Encodes `v` (postcard's bytes).
+pub(crate) fn encode<T: serde::Serialize + 'static>(v: &T) -> Result<Vec<u8>, postcard::Error> {
+    if let Some(bytes) = (v as &dyn Any).downcast_ref::<Vec<u8>>() {
+        let mut out = Vec::with_capacity(bytes.len() + 10);
+        let mut n = bytes.len() as u64;
+        while n >= 0x80 {
+            out.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+        out.extend_from_slice(bytes);
+        return Ok(out);
+    }
+    postcard::to_allocvec(v)
+}
+
+/// Decodes a `T` from postcard's bytes `b` (trailing bytes are ignored, as `postcard` does).
+pub(crate) fn decode<T: serde::de::DeserializeOwned + 'static>(
+    b: &[u8],
+) -> Result<T, postcard::Error> {
+    if TypeId::of::<T>() == TypeId::of::<Vec<u8>>() {
+        if let Some(v) = bytes_of(b) {
+            let boxed: Box<dyn Any> = Box::new(v);
+            if let Ok(t) = boxed.downcast::<T>() {
+                return Ok(*t);
+            }
+        }
+    }
+    postcard::from_bytes(b)
+}
+
+/// The bytes of an encoded `Vec<u8>`, if `b` is a well-formed one (else postcard decides, and
+/// names the error).
+fn bytes_of(b: &[u8]) -> Option<Vec<u8>> {
+    let (mut len, mut shift) = (0u64, 0u32);
+    for (i, &byte) in b.iter().enumerate().take(10) {
+        len |= u64::from(byte & 0x7F).checked_shl(shift)?;
+        if byte & 0x80 == 0 {
+            let rest = &b[i + 1..];
+            let len = usize::try_from(len).ok()?;
+            return rest.get(..len).map(<[u8]>::to_vec);
+        }
+        shift += 7;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_vectors_encode_as_postcard_does_and_decode_either_way() {
+        for len in [0usize, 1, 127, 128, 300, 70_000] {
+            let v: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+            let fast = encode(&v).unwrap();
+            assert_eq!(fast, postcard::to_allocvec(&v).unwrap(), "length {len}");
+            assert_eq!(decode::<Vec<u8>>(&fast).unwrap(), v);
+        }
+        // Other types take postcard's path; a short or malformed byte vector is postcard's error.
+        assert_eq!(
+            decode::<(u32, bool)>(&encode(&(7u32, true)).unwrap()).unwrap(),
+            (7, true)
+        );
+        assert!(decode::<Vec<u8>>(&[5, 1, 2]).is_err());
+        assert!(decode::<Vec<u8>>(&[0xFF; 11]).is_err());
+    }
+}
