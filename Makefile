@@ -27,6 +27,7 @@ test:
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --release -p gossamer --features rdma,ofi --all-targets -- -D warnings
 	$(CARGO) clippy --release -p gsm-tests --features ofi --all-targets -- -D warnings
+	$(CARGO) clippy --release -p gsm-bench --features ofi --all-targets -- -D warnings
 	python3 scripts/check-layout
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom $(CARGO) test --release -p gossamer --lib wire::ring::loom_model
 	$(CARGO) build --release -p gossamer --features rdma
