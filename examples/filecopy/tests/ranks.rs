@@ -1,6 +1,6 @@
 //! Segments and streams between ranks through `gsmrun`: `gsm-segcheck` on one host (shared
 //! memory), over the tcp fabric (requests to the owner's handler), and across two namespace
-//! hosts, and (with `--features ofi`) over the ofi fabric; a writer that dies ends the job with a report; `gsm-filecopy` copies a 64 MiB file
+//! hosts, and (with `--features ofi`) over the ofi fabric; a writer that dies ends the job with a report; `gsm-filecopy` copies a 1 GiB file
 //! between the two namespace hosts byte for byte.
 
 use gsm_tests::job::{assert_exit, gsmrun};
@@ -125,22 +125,37 @@ fn a_reader_that_dies_ends_the_job_with_a_report() {
     one_side_dies("reader-dies", &["--fabric", "tcp"], 1, 4);
 }
 
+/// The size: 1 GiB, written and compared in 1 MiB chunks so the test holds 2 MiB, not
+/// 2 GiB (the two files take 2 GiB of `/tmp` while it runs; the scratch directory goes after).
+const COPY_BYTES: usize = 1 << 30;
+const CHUNK: usize = 1 << 20;
+
+/// Fills `buf` with the next bytes of a xorshift sequence (a file no compressor or page sharing
+/// makes cheap, and whose every chunk differs).
+fn pseudo_random(x: &mut u64, buf: &mut [u8]) {
+    for b in buf {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *b = (*x >> 24) as u8;
+    }
+}
+
 #[test]
-fn filecopy_copies_64_mib_between_two_namespace_hosts() {
+fn filecopy_copies_1_gib_between_two_namespace_hosts() {
+    use std::io::{Read, Write};
     let _serial = serial();
     let bed = TwoHosts::shared();
     let scratch = Scratch::new("filecopy", RunId::next());
     let (src, dst) = (scratch.join("src.bin"), scratch.join("dst.bin"));
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let data: Vec<u8> = (0..64usize << 20)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect();
-    std::fs::write(&src, &data).unwrap();
+    let mut chunk = vec![0u8; CHUNK];
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&src).unwrap());
+    for _ in 0..COPY_BYTES / CHUNK {
+        pseudo_random(&mut x, &mut chunk);
+        out.write_all(&chunk).unwrap();
+    }
+    out.into_inner().unwrap().sync_all().unwrap();
     let hostfile = scratch.write("hosts", &bed.hostfile(1));
     let mut cmd = gsmrun(["-np", "2", "--hostfile"]);
     cmd.arg(hostfile)
@@ -152,17 +167,32 @@ fn filecopy_copies_64_mib_between_two_namespace_hosts() {
         .arg(&src)
         .arg(&dst);
     let done = run(&mut cmd, LIMIT);
-    let what = "gsm-filecopy of 64 MiB between two namespace hosts";
+    let what = "gsm-filecopy of 1 GiB between two namespace hosts";
     assert_exit(&done, 0, what);
     assert!(
         done.stdout
-            .contains(&format!("gsm-filecopy: {} bytes", 64usize << 20)),
+            .contains(&format!("gsm-filecopy: {COPY_BYTES} bytes")),
         "{what}\n{}",
         done.report()
     );
-    let got = std::fs::read(&dst).unwrap();
-    assert_eq!(got.len(), data.len(), "{what}: the copy's length");
-    assert!(got == data, "{what}: the copy differs from the source");
+    let (mut a, mut b) = (
+        std::fs::File::open(&src).unwrap(),
+        std::fs::File::open(&dst).unwrap(),
+    );
+    assert_eq!(
+        b.metadata().unwrap().len(),
+        COPY_BYTES as u64,
+        "{what}: the copy's length"
+    );
+    let mut other = vec![0u8; CHUNK];
+    for i in 0..COPY_BYTES / CHUNK {
+        a.read_exact(&mut chunk).unwrap();
+        b.read_exact(&mut other).unwrap();
+        assert!(
+            chunk == other,
+            "{what}: the copy differs from the source in MiB {i}"
+        );
+    }
 }
 
 #[test]
