@@ -143,6 +143,8 @@ impl WorkerCore {
         let mut sleepy_since: Option<Instant> = None;
         // Whether this idle spell has already had its chance to turn watching on (see below).
         let mut watched = false;
+        // When this idle spell began (see `LINGER`).
+        let mut idle_since: Option<Instant> = None;
         while !self.stopping() {
             let ran = self.run_ready(POLL_EVERY);
             let polled = self.guarded(true, || self.poll());
@@ -169,6 +171,7 @@ impl WorkerCore {
             if worked {
                 idle = 0;
                 sleepy_since = None;
+                idle_since = None;
                 watched = false;
                 continue;
             }
@@ -194,6 +197,7 @@ impl WorkerCore {
                     // sleep until it (a server's housekeeping timer would keep it on the CPU).
                     && self.waiter_nap(WAITER_YIELDING) < WAITER_YIELDING
                     && sleepy_since.get_or_insert_with(Instant::now).elapsed() < WAITER_YIELDING)
+                || (spin == SPIN && idle_since.get_or_insert_with(Instant::now).elapsed() < LINGER)
             {
                 std::thread::yield_now();
             } else {
