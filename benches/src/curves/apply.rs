@@ -75,20 +75,35 @@ fn mpi_point(world: &SimpleCommunicator, rate: f64, load: Duration, name: &str) 
 struct Load {
     arrivals: RefCell<Arrivals>,
     hist: RefCell<hdrhistogram::Histogram<u64>>,
-    start: Instant,
+    /// Set by the last fiber to finish its warm-up apply: the clock of the intended times.
+    start: Cell<Option<Instant>>,
+    /// Fibers still in their warm-up.
+    warming: Cell<usize>,
     end: u64,
     last: Cell<u64>,
 }
 
-/// One client fiber: take the next intended time, wait for it, apply, record.
+/// One client fiber: one warm-up apply (its stack's first pages, the rings' first use), then
+/// until the load ends: take the next intended time, wait for it, apply, record.
 fn client(load: &Load, target: &Trust<u64>) {
+    target.apply(|n: &mut u64| *n += 1);
+    load.warming.set(load.warming.get() - 1);
+    if load.warming.get() == 0 {
+        load.start.set(Some(Instant::now()));
+    }
+    let start = loop {
+        match load.start.get() {
+            Some(t) => break t,
+            None => yield_now(),
+        }
+    };
     loop {
         let due = load.arrivals.borrow_mut().next();
         if due >= load.end {
             return;
         }
         loop {
-            let now = ns(load.start);
+            let now = ns(start);
             if now >= due {
                 break;
             }
@@ -99,7 +114,7 @@ fn client(load: &Load, target: &Trust<u64>) {
             }
         }
         target.apply(|n: &mut u64| *n += 1);
-        let done = ns(load.start);
+        let done = ns(start);
         load.last.set(load.last.get().max(done));
         let _ = load
             .hist
@@ -114,7 +129,8 @@ fn gsm_point(rate: f64, load: Duration, name: &str) -> Point {
     let shared = Rc::new(Load {
         arrivals: RefCell::new(Arrivals::new(rate, 0x5eed ^ rate as u64)),
         hist: RefCell::new(histogram()),
-        start: Instant::now(),
+        start: Cell::new(None),
+        warming: Cell::new(POOL),
         end: load.as_nanos() as u64,
         last: Cell::new(0),
     });
@@ -129,7 +145,11 @@ fn gsm_point(rate: f64, load: Duration, name: &str) -> Point {
     }
     let served = target.apply(|n| *n);
     let hist = shared.hist.borrow();
-    assert_eq!(served, hist.len(), "every apply reached the counter once");
+    assert_eq!(
+        served,
+        POOL as u64 + hist.len(),
+        "every apply (and each fiber's warm-up) reached the counter once"
+    );
     Point::new(
         name,
         rate,

@@ -143,6 +143,9 @@ impl WorkerCore {
         let mut sleepy_since: Option<Instant> = None;
         // Whether this idle spell has already had its chance to turn watching on (see below).
         let mut watched = false;
+        // When this idle spell began, and whether the last one was short (see `LINGER`).
+        let mut idle_since: Option<Instant> = None;
+        let mut recent = false;
         while !self.stopping() {
             let ran = self.run_ready(POLL_EVERY);
             let polled = self.guarded(true, || self.poll());
@@ -169,6 +172,7 @@ impl WorkerCore {
             if worked {
                 idle = 0;
                 sleepy_since = None;
+                recent = idle_since.take().is_none_or(|t| t.elapsed() < LINGER);
                 watched = false;
                 continue;
             }
@@ -194,9 +198,15 @@ impl WorkerCore {
                     // sleep until it (a server's housekeeping timer would keep it on the CPU).
                     && self.waiter_nap(WAITER_YIELDING) < WAITER_YIELDING
                     && sleepy_since.get_or_insert_with(Instant::now).elapsed() < WAITER_YIELDING)
+                || (spin == SPIN && {
+                    let since = *idle_since.get_or_insert_with(Instant::now);
+                    recent && since.elapsed() < LINGER
+                })
             {
                 std::thread::yield_now();
             } else {
+                // A spell that reaches a sleep is measured from here at the latest.
+                idle_since.get_or_insert_with(Instant::now);
                 let t = if self.has_backlog() {
                     Duration::from_micros(50)
                 } else if self.waiters.get() > 0 {
