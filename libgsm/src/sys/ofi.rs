@@ -467,43 +467,10 @@ impl Stack {
         if write {
             access |= bits::REMOTE_WRITE;
         }
-        let mut mr: *mut sys::fid_mr = ptr::null_mut();
-        // SAFETY: the region is valid until it is unexposed (this function's contract); the
-        // domain and endpoint are open; `mr` is closed below on a failed bind.
-        unsafe {
-            check(
-                "fi_mr_reg",
-                i64::from(sys::gsm_fi_mr_reg(
-                    self.domain,
-                    ptr.cast(),
-                    len,
-                    access,
-                    key,
-                    &mut mr,
-                )),
-            )?;
-            if self.offer.mr_mode & bits::MR_ENDPOINT != 0 {
-                let r = check("fi_mr_bind", i64::from(sys::gsm_fi_mr_bind_ep(mr, self.ep)))
-                    .and_then(|_| check("fi_mr_enable", i64::from(sys::gsm_fi_mr_enable(mr))));
-                if let Err(e) = r {
-                    sys::gsm_fi_close(mr.cast());
-                    return Err(e);
-                }
-            }
-            self.exposed.push(mr);
-            let base = if self.offer.mr_mode & bits::MR_VIRT_ADDR != 0 {
-                ptr as u64
-            } else {
-                0
-            };
-            Ok((
-                mr as usize,
-                Registered {
-                    base,
-                    key: sys::gsm_fi_mr_key(mr),
-                },
-            ))
-        }
+        // SAFETY: the region stays valid until it is unexposed (this function's contract).
+        let mr = unsafe { self.register_region(ptr, len, access, key)? };
+        self.exposed.push(mr);
+        Ok((mr as usize, self.registered(mr, ptr)))
     }
 
     /// Closes a region of [`Stack::expose`]: from now on the provider refuses its key.
@@ -584,9 +551,30 @@ impl Stack {
         } else {
             bits::READ | bits::WRITE
         };
+        // SAFETY: the memory stays valid until deregistered (this function's contract).
+        let mr = unsafe { self.register_region(ptr, len, access, id)? };
+        self.more.insert(id, mr);
+        // SAFETY: `mr` is open (it was just registered).
+        let desc = unsafe { sys::gsm_fi_mr_desc(mr) };
+        Ok((self.registered(mr, ptr), desc))
+    }
+
+    /// Registers `len` bytes at `ptr` with `access` under `key` (unless the provider picks keys)
+    /// and binds and enables the region where the provider asks (`FI_MR_ENDPOINT`); what
+    /// [`Stack::expose`] and [`Stack::register_more`] share. The caller keeps and closes it.
+    ///
+    /// # Safety
+    /// `ptr..ptr + len` stays valid until the returned region is closed.
+    unsafe fn register_region(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+        access: u64,
+        key: u64,
+    ) -> Result<*mut sys::fid_mr, FiError> {
         let mut mr: *mut sys::fid_mr = ptr::null_mut();
-        // SAFETY: the memory is valid until deregistered (this function's contract); the domain
-        // and endpoint are open; `mr` is closed on any later failure.
+        // SAFETY: the memory is valid (this function's contract); the domain and endpoint are
+        // open; `mr` is closed here on a failed bind.
         unsafe {
             check(
                 "fi_mr_reg",
@@ -595,7 +583,7 @@ impl Stack {
                     ptr.cast(),
                     len,
                     access,
-                    id,
+                    key,
                     &mut mr,
                 )),
             )?;
@@ -607,20 +595,21 @@ impl Stack {
                     return Err(e);
                 }
             }
-            self.more.insert(id, mr);
-            let base = if self.offer.mr_mode & bits::MR_VIRT_ADDR != 0 {
-                ptr as u64
-            } else {
-                0
-            };
-            Ok((
-                Registered {
-                    base,
-                    key: sys::gsm_fi_mr_key(mr),
-                },
-                sys::gsm_fi_mr_desc(mr),
-            ))
         }
+        Ok(mr)
+    }
+
+    /// What peers name to reach region `mr` registered at `ptr` (its address only where the
+    /// provider wants virtual addresses, `FI_MR_VIRT_ADDR`; else offsets from 0).
+    fn registered(&self, mr: *mut sys::fid_mr, ptr: *const u8) -> Registered {
+        let base = if self.offer.mr_mode & bits::MR_VIRT_ADDR != 0 {
+            ptr as u64
+        } else {
+            0
+        };
+        // SAFETY: `mr` is an open region of this stack.
+        let key = unsafe { sys::gsm_fi_mr_key(mr) };
+        Registered { base, key }
     }
 
     /// Undoes [`Stack::register_more`] of `id` (unknown ids are ignored).
