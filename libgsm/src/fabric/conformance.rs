@@ -77,6 +77,19 @@ impl<F> Rank<F> {
 
 static JOBS: AtomicU64 = AtomicU64::new(0);
 
+/// Waits until `f` holds, failing the test with `what` after 10 s (yielding in between, so a
+/// fabric thread on the same CPU can run).
+pub(super) fn within(what: &str, f: &mut dyn FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "{what}"
+        );
+        std::thread::yield_now();
+    }
+}
+
 /// Sets up a job of `workers.len()` ranks in this process; rank `r` has `workers[r]` workers.
 pub(super) fn job<F: Fabric>(workers: &[u32], layout: RingLayout) -> Vec<Rank<F>> {
     job_with(workers, layout, |_| {})

@@ -88,11 +88,9 @@ pub(crate) const SPIN_OVERSUBSCRIBED: u32 = 1;
 const LIGHT_SPINS: u32 = 8;
 const YIELDS: u32 = 32;
 /// How long after its last work a worker keeps yielding instead of parking, while it has a CPU
-/// of its own ([`Shared::spin`]): waking a parked worker (a futex wake, and on a VM an idle
-/// vCPU's wake-up) took up to milliseconds, and was the tail of `gsm-bench curves` at light
-/// load. Only after an idle spell shorter than this (work arrives often): a worker woken by a
-/// timer every 100 ms parks at once, as before. Two milliseconds covers the gaps of a 5,000
-/// req/s Poisson load.
+/// of its own ([`Shared::spin`]): waking a parked worker was the tail of `gsm-bench curves` at
+/// light load (docs/performance.md, "Issue 36 curves"). Only after an idle spell shorter than
+/// this (work arrives often): a worker woken only by a timer parks at once, as before.
 const LINGER: Duration = Duration::from_millis(2);
 /// How long a job of one rank must stay stalled (every worker quiet, roots left, no activity)
 /// before it is reported deadlocked; the ranks of a larger job agree on the same wait (see

@@ -34,8 +34,7 @@
 //!
 //! A connection that carries data one way can never let an ACK ride on an answer: the kernel
 //! sends a bare ACK from every `recv` that empties it, one more packet through the whole stack
-//! on the path of every round trip (a C ping-pong on loopback: 6.3 µs over one two-way
-//! connection, 10.2 µs over two one-way ones; docs/performance.md, issue 33). So worker `l` of
+//! on the path of every round trip (measured in docs/performance.md, issue 33). So worker `l` of
 //! the lower rank of a pair and worker `l` of the higher one share one connection: the lower
 //! rank's worker connects, and the higher rank's worker writes its own frames back on it
 //! (`handshake::partner`; the hello says who writes back, and the acceptor checks it against the

@@ -571,13 +571,7 @@ fn workers_write_and_read_their_own_sockets_and_hand_them_over_to_park() {
         w.publish(4);
         bell.ring();
     };
-    let within = |what: &str, f: &mut dyn FnMut() -> bool| {
-        let start = Instant::now();
-        while !f() {
-            assert!(start.elapsed() < Duration::from_secs(10), "{what}");
-            std::thread::yield_now();
-        }
-    };
+    let within = crate::fabric::conformance::within;
     // Worker 0 of rank 1 polls: it reads the socket and delivers to worker 1's ring.
     poll0.turn(Turn::Poll);
     send(&mut p, 1);
