@@ -192,7 +192,7 @@ use std::time::{Duration, Instant};
 
 use super::{Fabric, FabricError, FabricKind, Hooks, Links, Peer, Progress, Settings, Topology};
 use crate::sys::net::Epoll;
-use io::{Direct, Rhythm, Rx, Shared, Wiring};
+use io::{Direct, Rx, Shared, Wiring};
 
 /// How long an accepted connection has to complete its hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -261,6 +261,16 @@ pub const BUSY_POLL_VAR: &str = "GSM_TCP_BUSY_POLL";
 /// peer rank and each connection carries one way, for comparing. Every rank of a job must see
 /// the same value (a hello says which it expects, and a mismatch is refused by name).
 pub const TWO_WAY_VAR: &str = "GSM_TCP_TWO_WAY";
+
+/// The variable that turns home-first reading off (`0`): every polling worker then reads every
+/// incoming connection, as before, for comparing (see `io::Direct::new`).
+pub const HOME_VAR: &str = "GSM_TCP_HOME";
+
+/// Whether a worker reads the incoming connections of the other polling workers only when they
+/// stand still (unless [`HOME_VAR`] is `0`).
+fn home_first() -> bool {
+    !std::env::var(HOME_VAR).is_ok_and(|v| v.trim() == "0")
+}
 
 /// Whether workers pair on two-way connections (unless [`TWO_WAY_VAR`] is `0`).
 fn two_way() -> bool {
@@ -447,14 +457,14 @@ impl Fabric for Tcp {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone();
-            let direct = Arc::new(Direct {
-                shared: shared.clone(),
+            let direct = Arc::new(Direct::new(
+                shared.clone(),
                 epoll,
                 hooks,
                 rx,
                 incoming,
-                rhythm: (0..rx.nlocal).map(|_| Rhythm::default()).collect(),
-            });
+                home_first(),
+            ));
             for l in 0..rx.nlocal {
                 let d = direct.clone();
                 links

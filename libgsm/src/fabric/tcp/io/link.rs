@@ -24,7 +24,7 @@
 
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -142,6 +142,12 @@ pub(in crate::fabric::tcp) struct Direct {
     pub(in crate::fabric::tcp) incoming: Vec<Arc<Link>>,
     /// Per local worker: when it yields the CPU while polling.
     pub(in crate::fabric::tcp) rhythm: Box<[Rhythm]>,
+    /// Per incoming link: the local worker that reads it first (see [`Direct::new`]), or
+    /// `u32::MAX` where every polling worker reads every link ([`HOME_VAR`](crate::fabric::tcp::HOME_VAR)`=0`).
+    homes: Box<[u32]>,
+    /// Per (local worker, incoming link), index `worker × links + link`: the home's poll count
+    /// this worker saw last, and how many of its own polls in a row have seen it unchanged.
+    seen: Box<[(AtomicU64, AtomicU32)]>,
 }
 
 /// A polling worker gives its CPU away after this many polls in a row that found nothing while
@@ -150,12 +156,17 @@ const YIELD_AFTER: u32 = 2;
 /// ... and after this many while its yields return at once: nobody else wanted the CPU, and a
 /// yield is a system call on the path of the answer it polls for.
 const YIELD_AFTER_ALONE: u32 = 16;
+/// A worker reads another worker's incoming link once that home's poll count has stood still
+/// for this many of its own polls in a row (see [`Direct::mine`]).
+pub(in crate::fabric::tcp) const STALE_POLLS: u32 = 32;
 /// A yield that returned within this long found no other thread to run.
 const YIELD_ALONE: Duration = Duration::from_micros(5);
 
 /// One local worker's polling rhythm (only that worker writes it).
 #[derive(Default)]
 pub(in crate::fabric::tcp) struct Rhythm {
+    /// Polls so far (read by the other workers: a home whose count stands still reads nothing).
+    polls: AtomicU64,
     /// Polls in a row that found nothing.
     empty: AtomicU32,
     /// Yield after this many (0: not decided yet, [`YIELD_AFTER`]).
@@ -191,6 +202,47 @@ impl Rhythm {
 }
 
 impl Direct {
+    /// The workers' side of the fabric over the authenticated `incoming` links. Each link has a
+    /// home, the local worker that reads it first: the one with the index of the remote worker
+    /// that connected (on a two-way connection, the one that writes back on it), modulo this
+    /// rank's workers. A link carries frames for every worker of the rank; when every polling
+    /// worker read every link, a request for worker 0 was as often read by worker 1, which then
+    /// had to wake worker 0, and, having "worked", kept polling on a CPU the two others needed
+    /// (measured in docs/performance.md, issue 33). `home_first` false: every worker reads every
+    /// link, as before.
+    pub(in crate::fabric::tcp) fn new(
+        shared: Arc<Shared>,
+        epoll: Arc<Epoll>,
+        hooks: Hooks,
+        rx: Rx,
+        incoming: Vec<Arc<Link>>,
+        home_first: bool,
+    ) -> Direct {
+        let homes: Box<[u32]> = incoming
+            .iter()
+            .map(|link| {
+                let st = link.state.lock().unwrap_or_else(|p| p.into_inner());
+                match &st.side {
+                    Side::In(inc) if home_first => inc.local % rx.nlocal.max(1),
+                    _ => u32::MAX,
+                }
+            })
+            .collect();
+        let seen = (0..rx.nlocal as usize * homes.len())
+            .map(|_| (AtomicU64::new(u64::MAX), AtomicU32::new(0)))
+            .collect();
+        Direct {
+            shared,
+            epoll,
+            hooks,
+            rx,
+            incoming,
+            rhythm: (0..rx.nlocal).map(|_| Rhythm::default()).collect(),
+            homes,
+            seen,
+        }
+    }
+
     /// Local worker `l`'s turn `t`; whether it delivered a slot.
     pub(in crate::fabric::tcp) fn turn(&self, l: u32, t: Turn) -> bool {
         let sh = &self.shared;
@@ -201,6 +253,9 @@ impl Direct {
                     me.store(true, Ordering::Relaxed);
                     sh.pollers.fetch_add(1, Ordering::SeqCst);
                 }
+                self.rhythm[l as usize]
+                    .polls
+                    .fetch_add(1, Ordering::Relaxed);
                 let got = self.read_all(l);
                 // Under load, the kernel defers the delivery of loopback and veth packets to
                 // `ksoftirqd`, a thread of the CPU that sent them: a worker that sent a request
@@ -228,7 +283,10 @@ impl Direct {
     /// Reads every incoming link not held by another thread and delivers its frames.
     fn read_all(&self, l: u32) -> bool {
         let mut any = false;
-        for link in &self.incoming {
+        for (k, link) in self.incoming.iter().enumerate() {
+            if !self.mine(l, k) {
+                continue;
+            }
             let Ok(mut st) = link.state.try_lock() else {
                 continue;
             };
@@ -249,6 +307,27 @@ impl Direct {
             }
         }
         any
+    }
+
+    /// Whether worker `l` reads incoming link `k` in this poll: always its home's; another's
+    /// only while that home does not poll (it sleeps, so this is the worker that must), or its
+    /// poll count has stood still for [`STALE_POLLS`] of `l`'s polls in a row (it runs a long
+    /// task, and the frames for the other workers on its link must not wait for it).
+    fn mine(&self, l: u32, k: usize) -> bool {
+        let h = self.homes[k];
+        if h == l || h == u32::MAX || !self.shared.polling[h as usize].load(Ordering::Relaxed) {
+            return true;
+        }
+        let now = self.rhythm[h as usize].polls.load(Ordering::Relaxed);
+        let (seen, still) = &self.seen[l as usize * self.homes.len() + k];
+        if seen.load(Ordering::Relaxed) != now {
+            seen.store(now, Ordering::Relaxed);
+            still.store(0, Ordering::Relaxed);
+            return false;
+        }
+        let n = still.load(Ordering::Relaxed) + 1;
+        still.store(n, Ordering::Relaxed);
+        n >= STALE_POLLS
     }
 
     /// The last polling worker parks: every incoming socket goes back to the I/O thread, and

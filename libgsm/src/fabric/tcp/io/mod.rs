@@ -23,7 +23,9 @@ use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::Instant;
 
-pub(super) use self::link::{ARMED, Direct, Link, OutCell, Rhythm};
+#[cfg(test)]
+pub(super) use self::link::STALE_POLLS;
+pub(super) use self::link::{ARMED, Direct, Link, OutCell};
 pub(super) use self::recv::Incoming;
 pub(super) use self::send::{OutRing, Outgoing};
 pub(super) use self::shared::{AttachState, Shared};

@@ -605,6 +605,80 @@ fn workers_write_and_read_their_own_sockets_and_hand_them_over_to_park() {
     no_data_anywhere(&ranks);
 }
 
+/// Home-first reading (issue 33, fifth session): while a connection's home worker polls, the
+/// rank's other worker leaves that connection to it, even for frames addressed to itself, until
+/// the home's polls stand still for `STALE_POLLS` of its own; once the home parks, the other
+/// worker reads at once. A frame never waits for a worker that does not read.
+#[test]
+fn the_home_worker_reads_its_connection_first() {
+    use crate::fabric::Turn;
+    let mut ranks = job::<Tcp>(&[1, 2], layout(8, 64));
+    let (a, b) = ranks.split_at_mut(1);
+    let to = a[0].topo.first_worker(1) + 1;
+    let bell = a[0]
+        .links
+        .worker_bells
+        .iter()
+        .find(|(l, g, _)| *l == 0 && *g == to)
+        .map(|(_, _, bell)| bell.clone())
+        .expect("a bell of worker 0 for the peer's second worker");
+    let hook = |l: u32| {
+        b[0].links
+            .progress
+            .iter()
+            .find(|(w, _)| *w == l)
+            .map(|(_, p)| p.clone())
+            .expect("a hook per local worker")
+    };
+    let (home, other) = (hook(0), hook(1));
+    let mut p = a[0].take_out(0, to, Lane::Request);
+    let mut c = b[0].take_in(1, 0, Lane::Request);
+    let mut send = |v: u32| {
+        let mut w = p.try_reserve().expect("room in the shadow ring");
+        w.buf()[..4].copy_from_slice(&v.to_le_bytes());
+        w.publish(4);
+        bell.ring();
+        // Loopback delivers within microseconds; this leaves no doubt the frame is there.
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut got = |v: u32| {
+        c.try_poll()
+            .unwrap()
+            .is_some_and(|r| r.bytes() == v.to_le_bytes())
+    };
+    // Both poll; a first frame takes the I/O thread's one-shot arming out of the way.
+    home.turn(Turn::Poll);
+    other.turn(Turn::Poll);
+    send(0);
+    crate::fabric::conformance::within("the home delivers", &mut || {
+        home.turn(Turn::Poll);
+        got(0)
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    // The frame is for worker 1, but the connection is worker 0's, which polls.
+    send(1);
+    home.turn(Turn::Poll);
+    assert!(got(1), "the home reads its connection");
+    send(2);
+    for i in 0..io::STALE_POLLS {
+        assert!(
+            !other.turn(Turn::Poll),
+            "poll {i} read the home's connection"
+        );
+    }
+    assert!(!got(2), "the other worker read while the home polls");
+    // The home's polls stood still for STALE_POLLS of the other's: it reads.
+    assert!(other.turn(Turn::Poll), "a standing home's frames wait");
+    assert!(got(2));
+    // The home parks: the other worker reads at once.
+    home.turn(Turn::Poll);
+    assert!(!home.turn(Turn::Park));
+    send(3);
+    assert!(other.turn(Turn::Poll), "a parked home's frames wait");
+    assert!(got(3));
+    no_data_anywhere(&ranks);
+}
+
 #[test]
 fn attach_names_a_peer_that_never_connects() {
     let (mut t, _rank0, failures, _) = hand_made_rank_1(layout(4, 64));
