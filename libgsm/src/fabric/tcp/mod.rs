@@ -30,6 +30,15 @@
 //! delivers loopback and veth packets from `ksoftirqd`, which a poller that never yields starves;
 //! on an idle one each yield is a system call between an answer landing and its being read.
 //!
+//! Each incoming connection has a home worker, the one with the connecting worker's index
+//! (modulo this rank's workers; on a two-way connection, the one that writes back on it). A
+//! polling worker reads its own connections, and another's only while that home sleeps or its
+//! polls have stood still for a few dozen of the reader's (it runs a long task): with every
+//! worker reading every connection, a request was as often read by a worker it was not for,
+//! which then had to wake its addressee and kept itself polling (measured in
+//! docs/performance.md, issue 33, fifth session). [`HOME_VAR`]`=0` lets every worker read every
+//! connection, for comparing.
+//!
 //! # Why connections are two-way, and the ACKs delayed
 //!
 //! A connection that carries data one way can never let an ACK ride on an answer: the kernel
