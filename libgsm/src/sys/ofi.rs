@@ -301,6 +301,9 @@ pub(crate) struct Registered {
     pub key: u64,
 }
 
+/// Completions one [`Stack::poll`] reads at most.
+pub(crate) const CQ_BATCH: usize = 32;
+
 impl Stack {
     /// Opens answer `n` of `info`: fabric, domain, a data-format CQ (with a wait descriptor if the
     /// provider has one), a table AV and an RDM endpoint bound to both, enabled.
@@ -824,11 +827,12 @@ impl Stack {
         check("fi_writedata", r as i64).map(drop)
     }
 
-    /// Reads completions into `out` (also drives the provider's progress); `Ok(0)` when none.
+    /// Reads completions into `out` (at most [`CQ_BATCH`]; also drives the provider's
+    /// progress); `Ok(0)` when none.
     /// A failed operation comes back as `Err`.
     pub(crate) fn poll(&mut self, out: &mut Vec<Completion>) -> Result<usize, CqFailure> {
-        let mut buf = [sys::fi_cq_data_entry::default(); 32];
-        // SAFETY: `buf` has room for 32 entries of the CQ's format (FI_CQ_FORMAT_DATA).
+        let mut buf = [sys::fi_cq_data_entry::default(); CQ_BATCH];
+        // SAFETY: `buf` has room for CQ_BATCH entries of the CQ's format (FI_CQ_FORMAT_DATA).
         let n = unsafe { sys::gsm_fi_cq_read(self.cq, buf.as_mut_ptr().cast(), buf.len()) };
         if n == -(EAVAIL as isize) {
             return Err(self.failure());

@@ -209,8 +209,8 @@ impl Engine {
     }
 
     /// Sleeps until a bell, a completion, a worker polling again, or a time-out: 20 ms, or
-    /// 1 ms while a consumer holds uncredited slots or the provider (`shm`) has a descriptor
-    /// that does not wake on a peer's write.
+    /// 1 ms while a consumer holds half a ring or more uncredited, or the provider (`shm`) has
+    /// a descriptor that does not wake on a peer's write.
     fn sleep(&self, cq: &Epoll, events: &mut Events) {
         let mut st = self.lock();
         let short = st.watching() || self.shared.provider == "shm" || !st.can_wait();

@@ -25,8 +25,9 @@
 //!    then wakes the consumer through `Hooks::wake`. A consumer that sleeps is woken by that
 //!    completion; the progress thread itself sleeps on the completion queue's wait descriptor.
 //! 2. **Credit.** The peer's progress thread watches the `released` word of an incoming ring that
-//!    has unconsumed slots, and writes it back (coalesced: when half a ring is free, or when the
-//!    consumer has caught up) into this rank's credit word for the shadow ring, again by
+//!    has half a ring or more uncredited, and writes it back (coalesced: when half a ring is
+//!    free, never merely because the consumer caught up, so a round trip of one request at a
+//!    time costs no credit write) into this rank's credit word for the shadow ring, again by
 //!    `fi_writedata` with data naming the ring. The shadow ring's own `released` becomes the
 //!    smaller of that credit and the slots whose writes completed locally, so the producer
 //!    reuses a slot only when the peer has consumed it and the provider is done with it. A

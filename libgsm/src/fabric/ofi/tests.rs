@@ -248,3 +248,54 @@ fn a_read_from_a_peer_that_goes_away_fails_and_is_reported() {
         "no failure reported"
     );
 }
+
+/// Credits are coalesced to half a ring, not returned each time the consumer catches up: a
+/// ping-pong of one slot at a time over a ring of 8 costs one credit write per 4 slots, and the
+/// producer never waits for a credit (every slot goes through a ring of 8, 40 times over).
+#[test]
+fn a_ping_pong_returns_one_credit_per_half_ring() {
+    use crate::fabric::Lane;
+    use crate::fabric::conformance::{job, within};
+    use crate::wire::ring::RingLayout;
+
+    let mut ranks = job::<super::Ofi>(&[1, 1], RingLayout::new(8, 64).unwrap());
+    let (a, b) = ranks.split_at_mut(1);
+    let to = a[0].topo.first_worker(1);
+    let bell = a[0]
+        .links
+        .worker_bells
+        .iter()
+        .find(|(l, g, _)| *l == 0 && *g == to)
+        .map(|(_, _, bell)| bell.clone())
+        .expect("a bell of worker 0 for the peer's worker");
+    let mut p = a[0].take_out(0, to, Lane::Request);
+    let mut c = b[0].take_in(0, 0, Lane::Request);
+    const TRIPS: u32 = 40;
+    for v in 0..TRIPS {
+        let mut reserved = None;
+        within("room in the shadow ring (a credit came back)", &mut || {
+            reserved = p.try_reserve().map(|mut w| {
+                w.buf()[..4].copy_from_slice(&v.to_le_bytes());
+                w.publish(4);
+            });
+            reserved.is_some()
+        });
+        bell.ring();
+        within("the slot arrives", &mut || match c.try_poll().unwrap() {
+            Some(r) => {
+                assert_eq!(r.bytes(), v.to_le_bytes());
+                r.release();
+                true
+            }
+            None => false,
+        });
+    }
+    let shared = b[0].fabric.shared.clone().expect("attached");
+    // Let the thread see the last releases, then count.
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    let credits = shared.credits.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        (TRIPS as u64 / 4 - 1..=TRIPS as u64 / 4).contains(&credits),
+        "{credits} credit writes for {TRIPS} slots one at a time (one per half ring expected)"
+    );
+}
