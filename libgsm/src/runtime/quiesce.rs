@@ -88,9 +88,10 @@ const NOTE_GRACE: Duration = Duration::from_millis(200);
 
 /// The run's thread waits this long between its looks (failure flag, notes, peers, waves) after
 /// one that moved a wave, and twice as long after each look that did not, up to
-/// [`LOOK_LONGEST`]. It used to wake every millisecond throughout: on a host whose workers poll
-/// on every CPU, each wake-up takes a worker off its CPU for a while, and a thousand a second
-/// were the p99 of `gsm-bench curves` at light load (docs/performance.md, issue 36).
+/// [`LOOK_LONGEST`]; this long again once the job is seen stalled. It used to wake every
+/// millisecond throughout: on a host whose workers poll on every CPU, each wake-up takes a
+/// worker off its CPU for a while, and a thousand a second were the p99 of `gsm-bench curves`
+/// at light load (docs/performance.md, issue 36).
 const LOOK_FIRST: Duration = Duration::from_millis(1);
 /// The longest wait between two looks: how late a busy rank sees a peer's failure note, and a
 /// rank that has just gone quiet starts its wave (a vanished peer on this host ends the wait at
@@ -240,7 +241,10 @@ pub(crate) fn terminate(job: &Job, sh: &Shared, notes: &mut Notes) -> Result<(),
                 None => false,
             },
         };
-        look = if moved {
+        // Once the job is seen stalled, every rank looks often again: a rank that reaches the
+        // deadlock verdict ends at once, and the others must complete that same wave before
+        // its exit stops MPI's progress on it (or they report it as vanished).
+        look = if moved || stalled_since.is_some() {
             LOOK_FIRST
         } else {
             (look * 2).min(LOOK_LONGEST)
