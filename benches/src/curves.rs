@@ -65,6 +65,11 @@ pub struct Args {
     /// The first of the ports the servers use (`--what kv`).
     #[arg(long, default_value_t = 7420)]
     pub port: u16,
+    /// Runs of each system at each offered rate (`--what apply`), alternating MPI and gsm; a
+    /// point's figures are the medians over its runs (a millisecond's stall of the machine in
+    /// one run moves that run's p99 by milliseconds) [default: 3, 1 with --quick].
+    #[arg(long)]
+    pub runs: Option<usize>,
     /// A smoke run for tests: 50 ms per point.
     #[arg(long)]
     pub quick: bool,
@@ -111,6 +116,32 @@ impl Point {
     pub fn saturated(&self) -> bool {
         self.requests == 0 || self.achieved < KEEP_UP * self.offered || self.p99_us > P99_LIMIT_US
     }
+}
+
+impl Point {
+    /// The point of several runs at one offered rate: the median of each figure (the runs'
+    /// requests are counted in all). `None` for no runs.
+    pub fn median(runs: &[Point]) -> Option<Point> {
+        let first = runs.first()?;
+        let mid = |f: fn(&Point) -> f64| {
+            let mut v: Vec<f64> = runs.iter().map(f).collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        Some(Point {
+            system: first.system.clone(),
+            offered: first.offered,
+            achieved: mid(|p| p.achieved),
+            p50_us: mid(|p| p.p50_us),
+            p99_us: mid(|p| p.p99_us),
+            requests: runs.iter().map(|p| p.requests).sum(),
+        })
+    }
+}
+
+/// Runs per point (see [`Args::runs`]).
+pub fn runs(args: &Args) -> usize {
+    args.runs.unwrap_or(if args.quick { 1 } else { 3 }).max(1)
 }
 
 /// A histogram of latencies in nanoseconds, 1 ns to 100 s.

@@ -196,23 +196,35 @@ fn run_in(
         if going == [0, 0] {
             break;
         }
-        if going[1] > 0
-            && let Some(p) = mpi_point(world, rate, load, &mpi_name)
-        {
-            show(&p);
-            going[1] = if p.saturated() { going[1] - 1 } else { STRIKES };
-            mpi.push(p);
-        }
-        if going[0] > 0 {
-            let name = gsm_name.clone();
-            let p = gossamer::run(config.clone(), move || {
-                (rank() == 0).then(|| gsm_point(rate, load, &name))
-            })
-            .map_err(|e| anyhow::anyhow!("the gossamer runtime failed: {e}"))?;
-            if let Some(p) = p {
+        // Alternating runs at this rate; each system's point is the median of its runs.
+        let (mut g, mut m) = (Vec::new(), Vec::new());
+        for _ in 0..super::runs(args) {
+            if going[1] > 0
+                && let Some(p) = mpi_point(world, rate, load, &mpi_name)
+            {
                 show(&p);
-                going[0] = if p.saturated() { going[0] - 1 } else { STRIKES };
-                gsm.push(p);
+                m.push(p);
+            }
+            if going[0] > 0 {
+                let name = gsm_name.clone();
+                let p = gossamer::run(config.clone(), move || {
+                    (rank() == 0).then(|| gsm_point(rate, load, &name))
+                })
+                .map_err(|e| anyhow::anyhow!("the gossamer runtime failed: {e}"))?;
+                if let Some(p) = p {
+                    show(&p);
+                    g.push(p);
+                }
+            }
+        }
+        let [gsm_going, mpi_going] = &mut going;
+        for (p, going, all) in [
+            (Point::median(&m), mpi_going, &mut mpi),
+            (Point::median(&g), gsm_going, &mut gsm),
+        ] {
+            if let Some(p) = p {
+                *going = if p.saturated() { *going - 1 } else { STRIKES };
+                all.push(p);
             }
         }
     }
@@ -232,8 +244,9 @@ fn run_in(
         cases: super::cases(&format!("apply ({fabric})"), &gsm, &mpi, &mpi_name),
         header: format!(
             "gsm-bench curves: 2 ranks, open-loop blocking apply from rank 0 to rank 1, {POOL} \
-             client fibers, {} ms per point\n",
-            load.as_millis()
+             client fibers, {} ms per run, medians of {} alternating runs per point\n",
+            load.as_millis(),
+            super::runs(args)
         ),
     }))
 }

@@ -86,6 +86,18 @@ pub(crate) struct Notes {
 /// and how long a failed rank drives its notes out. Only a failing run waits this long.
 const NOTE_GRACE: Duration = Duration::from_millis(200);
 
+/// The run's thread waits this long between its looks (failure flag, notes, peers, waves) after
+/// one that moved a wave, and twice as long after each look that did not, up to
+/// [`LOOK_LONGEST`]; this long again once the job is seen stalled. It used to wake every
+/// millisecond throughout: on a host whose workers poll on every CPU, each wake-up takes a
+/// worker off its CPU for a while, and a thousand a second were the p99 of `gsm-bench curves`
+/// at light load (docs/performance.md, issue 36).
+const LOOK_FIRST: Duration = Duration::from_millis(1);
+/// The longest wait between two looks: how late a busy rank sees a peer's failure note, and a
+/// rank that has just gone quiet starts its wave (a vanished peer on this host ends the wait at
+/// once, through its `pidfd`).
+const LOOK_LONGEST: Duration = Duration::from_millis(8);
+
 impl Notes {
     /// Tells the other ranks of `e`, once per run, if it is this rank's own failure: not a
     /// peer's loss or failure (that peer, or the peer that lost it, tells its own story; and
@@ -158,6 +170,7 @@ pub(crate) fn terminate(job: &Job, sh: &Shared, notes: &mut Notes) -> Result<(),
     let mut wave: Option<crate::bootstrap::Sum> = None;
     let mut prev: Option<(u64, u64)> = None;
     let mut stalled_since: Option<std::time::Instant> = None;
+    let mut look = LOOK_FIRST;
     loop {
         if sh.failed() {
             if let Some(w) = wave.take() {
@@ -186,7 +199,7 @@ pub(crate) fn terminate(job: &Job, sh: &Shared, notes: &mut Notes) -> Result<(),
             tracing::info!(target: "gossamer::quiesce", rank = job.rank(), error = %e, "a peer's run failed");
             return Err(e);
         }
-        if let Some(e) = watch.wait(Duration::from_millis(1)) {
+        if let Some(e) = watch.wait(look) {
             // A peer that found the job deadlocked in the wave in flight ends at once (no
             // barrier follows that verdict), and its exit can be seen here before the same
             // verdict is: read the wave once more, so that every rank reports the deadlock,
@@ -204,25 +217,38 @@ pub(crate) fn terminate(job: &Job, sh: &Shared, notes: &mut Notes) -> Result<(),
             tracing::info!(target: "gossamer::quiesce", rank = job.rank(), error = %e, "a peer vanished");
             return Err(Notes::explain(job, e));
         }
-        match &mut wave {
-            None => {
-                if let Some(mut v) = sample(sh) {
+        // Whether this look started or finished a wave: then the next comes soon.
+        let moved = match &mut wave {
+            None => match sample(sh) {
+                Some(mut v) => {
                     v[4] = u64::from(stalled_since.is_some_and(|t| t.elapsed() >= STALL_CONFIRM));
                     tracing::trace!(target: "gossamer::quiesce", rank = job.rank(), sample = ?v, "wave started");
                     wave = Some(job.start_sum(&v));
+                    true
                 }
-            }
-            Some(w) => {
-                if let Some(v) = w.test() {
+                None => false,
+            },
+            Some(w) => match w.test() {
+                Some(v) => {
                     wave = None;
                     let n = sh.waves.fetch_add(1, Ordering::SeqCst) + 1;
                     tracing::trace!(target: "gossamer::quiesce", rank = job.rank(), wave = n, totals = ?v, "wave completed");
                     if let Some(verdict) = judge(&v, job, &mut prev, &mut stalled_since) {
                         return verdict;
                     }
+                    true
                 }
-            }
-        }
+                None => false,
+            },
+        };
+        // Once the job is seen stalled, every rank looks often again: a rank that reaches the
+        // deadlock verdict ends at once, and the others must complete that same wave before
+        // its exit stops MPI's progress on it (or they report it as vanished).
+        look = if moved || stalled_since.is_some() {
+            LOOK_FIRST
+        } else {
+            (look * 2).min(LOOK_LONGEST)
+        };
     }
 }
 

@@ -26,6 +26,7 @@ impl WorkerCore {
     /// waiting in its rings or loopback queue.
     pub(super) fn locally_quiet(&self) -> bool {
         self.sleepers.borrow().is_empty()
+            && self.timers.borrow().is_empty()
             && self.reactor.waiting() == 0
             && self.outstanding.get() == self.fiber_results.get()
             && !self.has_incoming()
@@ -149,7 +150,11 @@ impl WorkerCore {
         while !self.stopping() {
             let ran = self.run_ready(POLL_EVERY);
             let polled = self.guarded(true, || self.poll());
-            let worked = ran > 0 || polled || self.reactor.turn(self) || self.wake_waiters();
+            let worked = ran > 0
+                || polled
+                || self.reactor.turn(self)
+                || self.wake_timers()
+                || self.wake_waiters();
             let sh = &self.shared;
             let draining = sh.draining.load(Ordering::Relaxed);
             if draining || sh.watching.load(Ordering::Relaxed) {
@@ -184,7 +189,11 @@ impl WorkerCore {
                 // a few nanoseconds of landing. A backlog needs the full poll to retry flushing.
                 if !self.has_backlog() {
                     for _ in 0..LIGHT_SPINS {
-                        if self.has_incoming() || self.stopping() || self.waiter_ready() {
+                        if self.has_incoming()
+                            || self.stopping()
+                            || self.timer_due()
+                            || self.waiter_ready()
+                        {
                             break;
                         }
                         std::hint::spin_loop();
@@ -193,7 +202,7 @@ impl WorkerCore {
                     std::hint::spin_loop();
                 }
             } else if idle < spin + YIELDS
-                || (self.waiters.get() > 0
+                || (self.has_waits()
                     // Not for sleepers whose first deadline is a millisecond away or more: they
                     // sleep until it (a server's housekeeping timer would keep it on the CPU).
                     && self.waiter_nap(WAITER_YIELDING) < WAITER_YIELDING
@@ -209,7 +218,7 @@ impl WorkerCore {
                 idle_since.get_or_insert_with(Instant::now);
                 let t = if self.has_backlog() {
                     Duration::from_micros(50)
-                } else if self.waiters.get() > 0 {
+                } else if self.has_waits() {
                     self.waiter_nap(Duration::from_millis(20))
                 } else {
                     Duration::from_millis(20)

@@ -352,10 +352,16 @@ pub(crate) struct WorkerCore {
     /// [`wait_for`](Self::wait_for)), and how many there are (tested once per loop turn).
     waiting: RefCell<Vec<Waiter>>,
     waiters: Cell<usize>,
-    /// Of those, the deadlines of fibers in [`crate::sleep`]: their wait ends by itself, so while
-    /// there are any this worker is never quiet (a job whose fibers wait for a sleeper is no
-    /// deadlock), and an idle worker whose waiters all sleep sleeps until the first deadline.
+    /// Of those, the deadlines of fibers in `wait_in_flight` (always "now"): their wait ends by
+    /// itself, so while there are any this worker is never quiet and naps only briefly.
     sleepers: RefCell<Vec<Instant>>,
+    /// Fibers in [`crate::sleep`], by deadline (and a sequence number, for equal deadlines): one
+    /// clock read per loop turn tells whether any is due, where a `wait_for` per sleeper cost a
+    /// clock read per sleeper per turn (a client with hundreds of sleeping fibers spent
+    /// microseconds per turn on them). While there are any this worker is never quiet (a job
+    /// whose fibers wait for a sleeper is no deadlock), and an idle worker sleeps until the first.
+    timers: RefCell<std::collections::BTreeMap<(Instant, u64), u32>>,
+    timer_seq: Cell<u64>,
     /// Of those, `apply_then` requests (see [`MAX_THEN_IN_FLIGHT`]).
     then_in_flight: Cell<usize>,
     /// Closures run inline since the last poll from a fiber, counted from minus the fibers' share
@@ -539,6 +545,8 @@ impl WorkerCore {
             waiting: RefCell::new(Vec::new()),
             waiters: Cell::new(0),
             sleepers: RefCell::new(Vec::new()),
+            timers: RefCell::new(std::collections::BTreeMap::new()),
+            timer_seq: Cell::new(0),
             then_in_flight: Cell::new(0),
             inline_runs: Cell::new(0),
             served: Cell::new(0),

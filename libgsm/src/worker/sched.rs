@@ -182,29 +182,80 @@ impl WorkerCore {
         self.wait_for(cond);
     }
 
-    /// Suspends the running fiber until `until` ([`crate::sleep`]): a [`wait_for`](Self::wait_for)
-    /// on the clock, counted in `sleepers` meanwhile so that the worker is not found quiet.
+    /// Suspends the running fiber until `until` ([`crate::sleep`]): an entry in the worker's
+    /// timers, which the loop looks at once per turn ([`wake_timers`](Self::wake_timers)).
     #[track_caller]
     pub(crate) fn sleep_until(&self, until: Instant) {
-        self.sleepers.borrow_mut().push(until);
-        let _sleeping = Sleeping(&self.sleepers, until);
-        self.wait_for(&mut || Instant::now() >= until);
+        self.assert_can_block();
+        let Some(id) = self.current.get() else {
+            return;
+        };
+        if Instant::now() >= until {
+            return;
+        }
+        let key = (until, self.timer_seq.get());
+        self.timer_seq.set(key.1 + 1);
+        self.timers.borrow_mut().insert(key, id);
+        let _timer = Timer(&self.timers, key);
+        // Only the timer's firing takes the entry out; any other wake-up of this fiber is
+        // spurious and it suspends again.
+        while self.timers.borrow().contains_key(&key) {
+            fiber::suspend();
+        }
     }
 
-    /// How long an idle worker may sleep: until the first sleeper's deadline when every fiber
-    /// in `wait_for` sleeps (at most `longest`), else [`WAITER_SLEEP`] (board conditions ring
-    /// no doorbell).
+    /// Makes ready every sleeping fiber whose deadline has passed; whether there was one. One
+    /// borrow when none sleeps, one clock read when some do.
+    #[inline]
+    pub(super) fn wake_timers(&self) -> bool {
+        let mut timers = self.timers.borrow_mut();
+        let Some((&(first, _), _)) = timers.first_key_value() else {
+            return false;
+        };
+        let now = Instant::now();
+        if first > now {
+            return false;
+        }
+        while let Some(e) = timers.first_entry() {
+            if e.key().0 > now {
+                break;
+            }
+            let id = e.remove();
+            self.ready.borrow_mut().push_back(id);
+        }
+        true
+    }
+
+    /// Whether a sleeping fiber's deadline has passed (tested while spinning).
+    #[inline]
+    pub(super) fn timer_due(&self) -> bool {
+        self.timers
+            .borrow()
+            .first_key_value()
+            .is_some_and(|(&(t, _), _)| t <= Instant::now())
+    }
+
+    /// Whether fibers wait in [`wait_for`](Self::wait_for) or sleep.
+    #[inline]
+    pub(super) fn has_waits(&self) -> bool {
+        self.waiters.get() > 0 || !self.timers.borrow().is_empty()
+    }
+
+    /// How long an idle worker may sleep: until the first sleeper's deadline when no fiber
+    /// waits in [`wait_for`](Self::wait_for) for anything but the clock (at most `longest`),
+    /// else [`WAITER_SLEEP`] (board conditions ring no doorbell).
     pub(super) fn waiter_nap(&self, longest: Duration) -> Duration {
         let sleepers = self.sleepers.borrow();
         if sleepers.len() < self.waiters.get() {
             return WAITER_SLEEP;
         }
+        let first = self.timers.borrow().first_key_value().map(|(&(t, _), _)| t);
         sleepers
             .iter()
+            .copied()
+            .chain(first)
             .min()
-            .map_or(WAITER_SLEEP, |t| {
-                t.saturating_duration_since(Instant::now())
-            })
+            .map_or(longest, |t| t.saturating_duration_since(Instant::now()))
             .min(longest)
     }
 
@@ -298,6 +349,18 @@ impl WorkerCore {
             }
         }
         n
+    }
+}
+
+/// A sleeping fiber's entry in `timers`, taken out when its wait ends early (unwinding).
+struct Timer<'a>(
+    &'a RefCell<std::collections::BTreeMap<(Instant, u64), u32>>,
+    (Instant, u64),
+);
+
+impl Drop for Timer<'_> {
+    fn drop(&mut self) {
+        self.0.borrow_mut().remove(&self.1);
     }
 }
 

@@ -39,6 +39,7 @@ impl WorkerCore {
         // The conditions of waiting fibers live on their stacks (see `Waiter`).
         self.waiting.borrow_mut().clear();
         self.waiters.set(0);
+        self.timers.borrow_mut().clear();
         let fibers = std::mem::take(&mut *self.fibers.borrow_mut());
         self.dropping_fibers.set(true);
         for co in fibers.into_iter().flatten() {
