@@ -6,6 +6,9 @@
 //! vector loop that is slower when the destination stays cached, as a segment's words do. Open
 //! MPI's datatype engine copies a contiguous `MPI_Put` in blocks of 128 KiB
 //! (`opal_datatype_memcpy_block_size`), which keeps every call below that switch; so does this.
+//! Non-temporal stores, software prefetching and other block sizes were measured against it and
+//! lose or tie (docs/performance.md, issue 35, fifth session): non-temporal stores send the bytes
+//! to DRAM, slower here than the cache path, and out of the cache the target reads them from.
 //! It does not check bounds or order anything: callers check, and fence where they publish.
 
 /// Bytes per `memcpy` call.
