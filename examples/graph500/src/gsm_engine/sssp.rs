@@ -154,7 +154,12 @@ impl Owned {
     fn relax_edges(&mut self, g: &LocalGraph, i: usize, inside: bool) {
         let (du, u, part) = (self.dist[i], self.part.global(i), self.part);
         let (here, ws) = ((du / self.delta) as usize, g.weights(i));
-        let split = ws.partition_point(|&w| ((du + w) / self.delta) as usize == here);
+        // A linear scan: the in-bucket edges are a few at the row's start, and a binary search's
+        // dependent loads missed the cache one after another.
+        let split = ws
+            .iter()
+            .position(|&w| ((du + w) / self.delta) as usize != here)
+            .unwrap_or(ws.len());
         let edges = if inside { 0..split } else { split..ws.len() };
         for (&v, &w) in g.neighbors(i)[edges.clone()].iter().zip(&ws[edges]) {
             let (d, owner) = (du + w, part.owner(v));
