@@ -139,3 +139,62 @@ fn replies_and_errors_are_byte_for_byte_redis_servers() {
     let done = store.shutdown(0);
     assert_exit(&done, 0, "gsm-kv after SHUTDOWN");
 }
+
+/// A key whose shard (of 2) is `shard`.
+fn key_of_shard(tag: &str, shard: usize) -> String {
+    (0..)
+        .map(|i| format!("{tag}{i}"))
+        .find(|k| gsm_kv::dispatch::shard_of(k.as_bytes(), 2) == shard)
+        .expect("some key hashes there")
+}
+
+/// With two workers, a pipeline of replies larger than the socket takes, its requests on both
+/// shards: the owner of the other shard writes the batch's replies (`direct.rs`) until the socket
+/// is full, the connection's fiber writes the rest, and the client gets every byte in order,
+/// through both connections (one on each worker).
+#[test]
+fn owners_write_whole_pipelines_in_order_through_a_full_socket() {
+    let store = alone();
+    let big: Vec<Vec<u8>> = (0..2u8)
+        .map(|s| (0..2u32 << 20).map(|i| (i % 251) as u8 ^ s).collect())
+        .collect();
+    let keys: Vec<String> = (0..2).map(|s| key_of_shard("big", s)).collect();
+    let mut setup = store.client(0);
+    for s in 0..2 {
+        let _: () = redis::cmd("SET")
+            .arg(&keys[s])
+            .arg(&big[s])
+            .query(&mut setup)
+            .unwrap();
+    }
+    // Two connections: the rank hands them out round robin, one to each worker.
+    let mut socks = [store.raw(0), store.raw(0)];
+    for (c, sock) in socks.iter_mut().enumerate() {
+        let mut script = Vec::new();
+        let mut want = Vec::new();
+        for i in 0..24 {
+            let s = (i + c) % 2;
+            let small = key_of_shard(&format!("c{c}i{i}k"), 1 - s);
+            script.extend_from_slice(format!("GET {}\r\nSET {small} {i}\r\n", keys[s]).as_bytes());
+            script.extend_from_slice(format!("GET {small}\r\n").as_bytes());
+            want.extend_from_slice(format!("${}\r\n", big[s].len()).as_bytes());
+            want.extend_from_slice(&big[s]);
+            want.extend_from_slice(b"\r\n+OK\r\n");
+            want.extend_from_slice(format!("${}\r\n{i}\r\n", i.to_string().len()).as_bytes());
+        }
+        use std::io::{Read, Write};
+        sock.write_all(&script).unwrap();
+        let mut got = vec![0u8; want.len()];
+        sock.read_exact(&mut got).unwrap();
+        assert!(got == want, "connection {c}: the replies differ");
+    }
+    let info: String = redis::cmd("INFO").query(&mut setup).unwrap();
+    let writes: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("gsm_owner_writes:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("INFO has gsm_owner_writes");
+    assert!(writes >= 2, "owners wrote {writes} batches");
+    let done = store.shutdown(0);
+    assert_exit(&done, 0, "gsm-kv after SHUTDOWN");
+}
