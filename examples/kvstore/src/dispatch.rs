@@ -163,29 +163,32 @@ fn issue(
 /// Sends every queued operation: one request per shard, carrying that shard's operations of
 /// the batch in request order (so two requests on one key run in the order they came).
 ///
-/// This worker's own shard goes first (it runs inline, at once). Then, with `owner_writes`
-/// (the connection's published socket), a batch whose only other shard is of another worker
-/// of this process goes there whole, slots and all, and that owner writes every reply to the
-/// client (`direct.rs`); what the socket did not take comes back to be written here.
+/// With `owner_writes` (the connection's published socket), a batch whose operations all go
+/// to one shard of another worker of this process goes there whole, slots and all, and that
+/// owner writes every reply to the client (`direct.rs`); what the socket did not take comes
+/// back to be written here. Only then: a batch that also has operations of this worker's own
+/// shard kept its replies here, which measured faster than handing them over (the two workers
+/// then touch one socket's kernel state in turn; docs/performance.md, issue 36, fifth session).
 pub fn send(batch: &Rc<Batch>, shards: &[Trust<Shard>], owner_writes: Option<Conn>) {
     let mut groups = std::mem::take(&mut *batch.queued.borrow_mut());
-    let me = gossamer::current_worker();
-    // Stable: each shard's operations stay in request order.
-    groups.sort_by_key(|g| shards[g.shard].trustee() != me);
-    let last = groups.len().wrapping_sub(1);
-    for (i, group) in groups.into_iter().enumerate() {
+    if let (Some(conn), [group]) = (owner_writes, groups.as_slice()) {
         let owner = shards[group.shard].trustee();
-        if let Some(conn) = owner_writes
-            && i == last
-            && owner != me
+        if owner != gossamer::current_worker()
             && batch.done()
             && gossamer::workers_of_rank(gossamer::rank()).contains(&owner.index())
-            && !batch.slots.borrow().iter().any(|s| matches!(s.how, How::Info))
+            && !batch
+                .slots
+                .borrow()
+                .iter()
+                .any(|s| matches!(s.how, How::Info))
         {
+            let group = groups.pop().expect("one group");
             hand_over(batch, shards, group, conn);
-        } else {
-            send_group(batch, shards, group);
+            return;
         }
+    }
+    for group in groups {
+        send_group(batch, shards, group);
     }
 }
 
@@ -224,8 +227,9 @@ fn send_group(batch: &Rc<Batch>, shards: &[Trust<Shard>], group: Group) {
     );
 }
 
-/// Sends the last shard of a batch its operations together with every slot (the others are
-/// filled): the owner runs them, encodes all replies in order and writes them to `conn`.
+/// Sends the one shard of a batch its operations together with every slot (those that need no
+/// shard are filled): the owner runs them, encodes all replies in order and writes them to
+/// `conn`.
 fn hand_over(batch: &Rc<Batch>, shards: &[Trust<Shard>], group: Group, conn: Conn) {
     let Group {
         shard,

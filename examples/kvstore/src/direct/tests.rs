@@ -41,7 +41,11 @@ fn a_full_socket_hands_the_rest_back_and_loses_nothing() {
     let p = Published::new(server, 0);
     let bytes: Vec<u8> = (0..64 << 20).map(|i: u32| (i % 251) as u8).collect();
     let rest = write(p.conn(), 0, &bytes);
-    assert!(!rest.is_empty() && rest.len() < bytes.len(), "{}", rest.len());
+    assert!(
+        !rest.is_empty() && rest.len() < bytes.len(),
+        "{}",
+        rest.len()
+    );
     let sent = bytes.len() - rest.len();
     assert_eq!(rest, bytes[sent..]);
     let mut got = vec![0u8; sent];
