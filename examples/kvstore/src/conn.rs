@@ -14,12 +14,10 @@
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::rc::Rc;
-use std::sync::Arc;
 
 use gossamer::reactor::Registered;
 
 use crate::command::{self, Plan};
-use crate::direct::Published;
 use crate::dispatch::{self, Batch};
 use crate::resp;
 use crate::server::{self, Ctx};
@@ -40,27 +38,23 @@ pub fn serve(stream: TcpStream) {
     if stream.set_nonblocking(true).is_err() {
         return;
     }
-    let stream = Arc::new(stream);
-    let Ok(reg) = Registered::new(stream.clone()) else {
+    let Ok(reg) = Registered::new(stream) else {
         return;
     };
     server::client_joined();
     let mut io = Io {
         reg,
         drained: false,
-        published: Published::new(stream, ctx.rank),
     };
     // An I/O error means the client is gone (or the job stops): there is nobody to tell.
     let _ = run(&ctx, &mut io);
     server::client_left();
 }
 
-/// The registered socket, whether the last read emptied it, and its name for the owners of
-/// the keys, which write replies to it (`direct.rs`).
+/// The registered socket, and whether the last read emptied it.
 struct Io {
-    reg: Registered<Arc<TcpStream>>,
+    reg: Registered<TcpStream>,
     drained: bool,
-    published: Published,
 }
 
 /// What the client sent and was not taken yet: `bytes[start..end]`.
@@ -107,7 +101,7 @@ impl Io {
             self.reg.clear();
             let room = input.room();
             let want = room.len();
-            match (&**self.reg.get_ref()).read(room) {
+            match self.reg.get_mut().read(room) {
                 Ok(n) => {
                     self.drained = n < want;
                     input.end += n;
@@ -122,7 +116,7 @@ impl Io {
 
     fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
         while !bytes.is_empty() {
-            match (&**self.reg.get_ref()).write(bytes) {
+            match self.reg.get_mut().write(bytes) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => bytes = &bytes[n..],
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -201,7 +195,7 @@ fn run(ctx: &Rc<Ctx>, io: &mut Io) -> io::Result<()> {
     let info = |o: &mut Vec<u8>, keys: i64| server::info(ctx, o, keys);
     loop {
         let after = take_requests(ctx, &mut input, &batch);
-        dispatch::send(&batch, &ctx.shards, Some(io.published.conn()));
+        dispatch::send(&batch, &ctx.shards);
         if !batch.done() {
             // The requests to other workers leave now, not at this worker's next poll.
             gossamer::flush();

@@ -17,10 +17,8 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use gossamer::Trust;
-use serde::{Deserialize, Serialize};
 
 use crate::command::{Fold, Split};
-use crate::direct::Conn;
 use crate::resp;
 use crate::shard::{Answer, Op, Shard};
 
@@ -35,7 +33,7 @@ pub fn shard_of(key: &[u8], n: usize) -> usize {
 }
 
 /// How the parts of a slot make its reply.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug)]
 enum How {
     /// Encoded already.
     Ready(Vec<u8>),
@@ -54,7 +52,7 @@ enum How {
     Info,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug)]
 struct Slot {
     how: How,
     parts: Vec<Option<Answer>>,
@@ -74,9 +72,6 @@ pub struct Batch {
     slots: RefCell<Vec<Slot>>,
     missing: Cell<usize>,
     queued: RefCell<Vec<Group>>,
-    /// The encoded replies an owner that wrote the batch's replies left to write (see
-    /// `direct.rs`); the slots went to it.
-    rest: RefCell<Vec<u8>>,
     /// Notified by the callback that brings the last answer (see [`wait`](Batch::wait)).
     answered: gossamer::Notify,
 }
@@ -128,7 +123,6 @@ impl Batch {
     /// `info` writes the `INFO` text for a key count.
     pub fn drain_into(&self, out: &mut Vec<u8>, info: &dyn Fn(&mut Vec<u8>, i64)) {
         debug_assert!(self.done());
-        out.append(&mut self.rest.borrow_mut());
         for slot in self.slots.borrow_mut().drain(..) {
             encode(slot, out, info);
         }
@@ -162,125 +156,44 @@ fn issue(
 
 /// Sends every queued operation: one request per shard, carrying that shard's operations of
 /// the batch in request order (so two requests on one key run in the order they came).
-///
-/// With `owner_writes` (the connection's published socket), a batch whose operations all go
-/// to one shard of another worker of this process goes there whole, slots and all, and that
-/// owner writes every reply to the client (`direct.rs`); what the socket did not take comes
-/// back to be written here. Only then: a batch that also has operations of this worker's own
-/// shard kept its replies here, which measured faster than handing them over (the two workers
-/// then touch one socket's kernel state in turn; docs/performance.md, issue 36, fifth session).
-pub fn send(batch: &Rc<Batch>, shards: &[Trust<Shard>], owner_writes: Option<Conn>) {
-    let mut groups = std::mem::take(&mut *batch.queued.borrow_mut());
-    if let (Some(conn), [group]) = (owner_writes, groups.as_slice()) {
-        let owner = shards[group.shard].trustee();
-        if owner != gossamer::current_worker()
-            && batch.done()
-            && gossamer::workers_of_rank(gossamer::rank()).contains(&owner.index())
-            && !batch
-                .slots
-                .borrow()
-                .iter()
-                .any(|s| matches!(s.how, How::Info))
-        {
-            let group = groups.pop().expect("one group");
-            hand_over(batch, shards, group, conn);
-            return;
-        }
-    }
-    for group in groups {
-        send_group(batch, shards, group);
-    }
-}
-
-/// Sends one shard its operations; the answers fill the batch's slots here.
-fn send_group(batch: &Rc<Batch>, shards: &[Trust<Shard>], group: Group) {
-    let Group {
+pub fn send(batch: &Rc<Batch>, shards: &[Trust<Shard>]) {
+    let groups = std::mem::take(&mut *batch.queued.borrow_mut());
+    for Group {
         shard,
         targets,
         ops,
-    } = group;
-    batch.missing.set(batch.missing.get() + 1);
-    let b = batch.clone();
-    shards[shard].try_apply_with_then(
-        ops,
-        |s: &mut Shard, ops: Vec<Op>| ops.into_iter().map(|op| s.run(op)).collect(),
-        move |r: Result<Vec<Answer>, _>| {
-            let failed = |why: String| Answer::Error(format!("ERR shard {shard} failed: {why}"));
-            let mut answers = match r {
-                Ok(a) if a.len() == targets.len() => a.into_iter().map(Some).collect(),
-                Ok(a) => vec![
-                    Some(failed(format!(
-                        "{} answers to {} requests",
-                        a.len(),
+    } in groups
+    {
+        batch.missing.set(batch.missing.get() + 1);
+        let b = batch.clone();
+        shards[shard].try_apply_with_then(
+            ops,
+            |s: &mut Shard, ops: Vec<Op>| ops.into_iter().map(|op| s.run(op)).collect(),
+            move |r: Result<Vec<Answer>, _>| {
+                let failed =
+                    |why: String| Answer::Error(format!("ERR shard {shard} failed: {why}"));
+                let mut answers = match r {
+                    Ok(a) if a.len() == targets.len() => a.into_iter().map(Some).collect(),
+                    Ok(a) => vec![
+                        Some(failed(format!(
+                            "{} answers to {} requests",
+                            a.len(),
+                            targets.len()
+                        )));
                         targets.len()
-                    )));
-                    targets.len()
-                ],
-                Err(e) => vec![Some(failed(e.to_string())); targets.len()],
-            };
-            let mut slots = b.slots.borrow_mut();
-            for ((slot, part), answer) in targets.into_iter().zip(answers.drain(..)) {
-                slots[slot].parts[part] = answer;
-            }
-            b.answered_one();
-        },
-    );
-}
-
-/// Sends the one shard of a batch its operations together with every slot (those that need no
-/// shard are filled): the owner runs them, encodes all replies in order and writes them to
-/// `conn`.
-fn hand_over(batch: &Rc<Batch>, shards: &[Trust<Shard>], group: Group, conn: Conn) {
-    let Group {
-        shard,
-        targets,
-        ops,
-    } = group;
-    let slots = std::mem::take(&mut *batch.slots.borrow_mut());
-    let count = slots.len();
-    batch.missing.set(batch.missing.get() + 1);
-    let b = batch.clone();
-    shards[shard].try_apply_with_then(
-        (conn, slots, targets, ops),
-        |s: &mut Shard, (conn, mut slots, targets, ops): HandOver| {
-            for ((slot, part), op) in targets.into_iter().zip(ops) {
-                slots[slot].parts[part] = Some(s.run(op));
-            }
-            let mut out = Vec::new();
-            for slot in slots {
-                encode(slot, &mut out, &|o: &mut Vec<u8>, _| {
-                    resp::error(o, "ERR INFO is answered by the connection's worker")
-                });
-            }
-            crate::direct::write(conn, gossamer::rank(), &out)
-        },
-        move |r: Result<Vec<u8>, _>| {
-            let mut rest = b.rest.borrow_mut();
-            match r {
-                Ok(bytes) => rest.extend_from_slice(&bytes),
-                // The owner failed before it wrote anything (its write cannot panic).
-                Err(e) => {
-                    for _ in 0..count {
-                        resp::error(&mut rest, &format!("ERR shard {shard} failed: {e}"));
-                    }
+                    ],
+                    Err(e) => vec![Some(failed(e.to_string())); targets.len()],
+                };
+                let mut slots = b.slots.borrow_mut();
+                for ((slot, part), answer) in targets.into_iter().zip(answers.drain(..)) {
+                    slots[slot].parts[part] = answer;
                 }
-            }
-            drop(rest);
-            b.answered_one();
-        },
-    );
-}
-
-/// What [`hand_over`] moves to the owner.
-type HandOver = (Conn, Vec<Slot>, Vec<(usize, usize)>, Vec<Op>);
-
-impl Batch {
-    /// One request of the batch is answered; the last wakes the waiting fiber.
-    fn answered_one(&self) {
-        self.missing.set(self.missing.get() - 1);
-        if self.done() {
-            self.answered.notify();
-        }
+                b.missing.set(b.missing.get() - 1);
+                if b.done() {
+                    b.answered.notify();
+                }
+            },
+        );
     }
 }
 

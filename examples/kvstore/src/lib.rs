@@ -16,13 +16,11 @@
 //!
 //! The modules: [`resp`] (the protocol and its limits), [`command`] (arguments to a plan, with
 //! Redis's error texts), [`shard`] (the trustee's map), [`dispatch`] (requests to shards and
-//! answers back in order), [`direct`] (the owner of a batch's keys writing its replies to the
-//! client), [`conn`] (a connection's fiber, its socket waiting through
+//! answers back in order), [`conn`] (a connection's fiber, its socket waiting through
 //! `gossamer::reactor`) and [`server`] (the job: shard table, listeners, shutdown).
 
 pub mod command;
 pub mod conn;
-pub mod direct;
 pub mod dispatch;
 pub mod resp;
 pub mod server;

@@ -247,8 +247,7 @@ pub fn info(ctx: &Ctx, out: &mut Vec<u8>, keys: i64) {
          process_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\n\r\n\
          # Clients\r\nconnected_clients:{}\r\n\r\n\
          # Persistence\r\nloading:0\r\naof_enabled:0\r\nrdb_changes_since_last_save:0\r\n\r\n\
-         # Gossamer\r\ngsm_rank:{}\r\ngsm_ranks:{}\r\ngsm_worker:{}\r\ngsm_shards:{}\r\n\
-         gsm_owner_writes:{}\r\n\r\n\
+         # Gossamer\r\ngsm_rank:{}\r\ngsm_ranks:{}\r\ngsm_worker:{}\r\ngsm_shards:{}\r\n\r\n\
          # Keyspace\r\ndb0:keys={keys},expires=0,avg_ttl=0\r\n",
         env!("CARGO_PKG_VERSION"),
         std::process::id(),
@@ -259,7 +258,6 @@ pub fn info(ctx: &Ctx, out: &mut Vec<u8>, keys: i64) {
         ctx.ranks,
         ctx.worker,
         ctx.shards.len(),
-        crate::direct::owner_writes(),
     );
     crate::resp::bulk(out, text.as_bytes());
 }
