@@ -7,7 +7,8 @@
 //! so ranks that share a host do not collide, as several `redis-server`s on one host would not),
 //! accepts without blocking and hands the connections round robin to the workers of its rank,
 //! each served by a fiber there (`conn.rs`). Sockets wait through the runtime's reactor
-//! (`gossamer::reactor`): a worker whose fibers all wait for clients sleeps in `epoll_wait`.
+//! (`gossamer::reactor`): a worker whose fibers all wait for clients sleeps in `epoll_wait`,
+//! and while it spins idle it looks at its sockets at every 4th turn (`reactor::look_every`).
 //! Every worker runs a housekeeping loop, woken every 100 ms by a timer in its reactor
 //! (`gossamer::reactor::Interval`), that purges expired keys of its shard.
 //!
@@ -136,6 +137,9 @@ fn rank_port(port: u16, rank: usize) -> Result<u16, String> {
 }
 
 fn worker_main(w: &gossamer::Worker, options: &Options) -> Result<(), String> {
+    // Look at the sockets at every 4th idle turn only: an idle worker's looks that find nothing
+    // are CPU time the clients on the same cores lose (docs/performance.md, issue 36).
+    gossamer::reactor::look_every(4);
     let mine = gossamer::entrust(Shard::new());
     let shards = shard_table(mine, w.id(), w.count());
     let rank = w.rank();

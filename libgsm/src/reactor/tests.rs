@@ -147,3 +147,34 @@ fn an_interval_ticks_at_its_period_while_its_worker_sleeps() {
         "the worker spent {cpu:?} of {elapsed:?} on the CPU between ticks"
     );
 }
+
+/// With `look_every(4)`, an idle turn looks at the sockets every fourth time only: bytes that
+/// arrived are seen at the fourth turn, not before; with the default, at the first.
+#[test]
+fn look_every_spaces_the_looks_of_idle_turns() {
+    let seen_at = crate::run(Config::default().workers(1), || {
+        let core = crate::worker::core_or_panic("test");
+        let mut seen_at = Vec::new();
+        for every in [4, 1] {
+            look_every(every);
+            let (a, mut b) = pair();
+            let reg = Registered::new(a).expect("register");
+            // Take the registration's first event, then count afresh.
+            core.reactor.every.set(1);
+            core.reactor.turn(core);
+            look_every(every);
+            core.reactor.turns.set(0);
+            reg.clear();
+            b.write_all(b"x").expect("write");
+            let mut turns = 0;
+            while !reg.is_ready() && turns < 16 {
+                core.reactor.turn(core);
+                turns += 1;
+            }
+            seen_at.push(turns);
+        }
+        seen_at
+    })
+    .expect("the run ends normally");
+    assert_eq!(seen_at, [4, 1]);
+}

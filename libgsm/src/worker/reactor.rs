@@ -63,6 +63,10 @@ impl std::fmt::Debug for Inner {
 #[derive(Debug, Default)]
 pub(crate) struct Reactor {
     pub(crate) inner: OnceCell<Rc<Inner>>,
+    /// Idle turns per look at the sockets (`crate::reactor::look_every`; 0 and 1: every turn).
+    pub(crate) every: Cell<u32>,
+    /// Idle turns counted towards the next look.
+    pub(crate) turns: Cell<u32>,
 }
 
 impl Reactor {
@@ -105,9 +109,18 @@ impl Reactor {
         self.inner.get().map_or(0, |i| i.waiting.get())
     }
 
-    /// One look without waiting, at a turn of the worker's loop; whether it made a fiber ready.
+    /// One look without waiting, at an idle turn of the worker's loop (at every `every`-th one
+    /// only, when set); whether it made a fiber ready.
     #[inline]
     pub(crate) fn turn(&self, core: &WorkerCore) -> bool {
+        let every = self.every.get();
+        if every > 1 {
+            let t = self.turns.get() + 1;
+            self.turns.set(if t == every { 0 } else { t });
+            if t != every {
+                return false;
+            }
+        }
         match self.inner.get() {
             Some(i) if i.live.get() > 0 => i.collect(core, 0),
             _ => false,
