@@ -14,10 +14,13 @@
 //!
 //! **Cases** (each figure: µs per operation, averaged over a loop of operations and one closing
 //! barrier, after a barrier and a warm-up of a tenth of the loop, timed on rank 0 (its first
-//! worker); medians of `--runs` repetitions, at least 5): barrier; allreduce of 8 B, 1 KiB and 1 MiB of `f64` sums;
-//! broadcast of 1 MiB from rank 0; allgather of 1 KiB per rank; alltoall of 1 KiB per pair of
-//! ranks. The peer is the same MPI collective (`MPI_Barrier`, `MPI_Allreduce`, `MPI_Bcast`,
-//! `MPI_Allgather`, `MPI_Alltoall` through the `mpi` crate) on the job's ranks.
+//! worker); medians of `--runs` repetitions, at least 5): barrier; allreduce of 8 B, 1 KiB and
+//! 1 MiB of `f64` sums; broadcast of 1 MiB from rank 0; allgather of 1 KiB per rank; alltoall
+//! of 1 KiB per pair of ranks; and the 1 KiB allreduce once more after all of them (allgather
+//! and alltoall run after the 1 MiB cases, and over tcp the small cases are slower there than
+//! before them: the repeated row shows how much in the same run). The peer is the same MPI
+//! collective (`MPI_Barrier`, `MPI_Allreduce`, `MPI_Bcast`, `MPI_Allgather`, `MPI_Alltoall`
+//! through the `mpi` crate) on the job's ranks.
 //! The *2 workers per rank* rows run the same operation on the world team of 2 × 2 workers
 //! (oversubscribed on 2 cores), with the same bytes per rank (allgather: 512 B per worker;
 //! alltoall: 256 B per pair of workers; reductions and broadcast: the whole vector on every
@@ -92,7 +95,7 @@ enum OpKind {
     Alltoall,
 }
 
-const SPECS: [Spec; 7] = [
+const SPECS: [Spec; 8] = [
     Spec {
         name: "barrier",
         op: OpKind::Barrier,
@@ -132,6 +135,15 @@ const SPECS: [Spec; 7] = [
     Spec {
         name: "alltoall 1 KiB per pair of ranks",
         op: OpKind::Alltoall,
+        bytes: 1 << 10,
+        iters: 2000,
+    },
+    // After the 1 MiB cases, as allgather and alltoall are: the same operation as the 1 KiB
+    // allreduce above, so that a run shows by itself what the large cases leave behind in the
+    // fabric for the small ones (docs/performance.md, "Issue 33 collectives, fifth session").
+    Spec {
+        name: "allreduce 1 KiB f64 sum, after the 1 MiB cases",
+        op: OpKind::Allreduce,
         bytes: 1 << 10,
         iters: 2000,
     },
