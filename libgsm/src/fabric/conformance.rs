@@ -66,6 +66,27 @@ impl<F> Rank<F> {
             .unwrap_or_else(|| panic!("no bell for remote worker {remote}"))
     }
 
+    /// The bell local worker `local` rings after publishing to remote worker `remote` (for the
+    /// fabrics whose workers write their own connections: `Links::worker_bells`).
+    pub fn worker_bell(&self, local: u32, remote: u32) -> super::Bell {
+        self.links
+            .worker_bells
+            .iter()
+            .find(|(l, g, _)| *l == local && *g == remote)
+            .map(|(_, _, bell)| bell.clone())
+            .unwrap_or_else(|| panic!("no bell of worker {local} for remote worker {remote}"))
+    }
+
+    /// The progress hook of local worker `local` (`Links::progress`).
+    pub fn progress_hook(&self, local: u32) -> super::Progress {
+        self.links
+            .progress
+            .iter()
+            .find(|(w, _)| *w == local)
+            .map(|(_, p)| p.clone())
+            .unwrap_or_else(|| panic!("no progress hook for local worker {local}"))
+    }
+
     /// The doorbell a consumer of local worker `local` sleeps on.
     pub fn sleeper(&self, local: u32) -> Doorbell {
         match &self.links.local_bells {

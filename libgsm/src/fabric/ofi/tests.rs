@@ -95,29 +95,15 @@ fn the_interface_holding_the_host_address_is_preferred_over_a_bridge_listed_firs
 /// has parked, the progress thread delivers; a worker that polls again is served.
 #[test]
 fn polling_workers_drive_progress_and_the_thread_takes_over_when_they_park() {
-    use crate::fabric::conformance::{Rank, job};
+    use crate::fabric::conformance::job;
     use crate::fabric::{Lane, Turn};
     use crate::wire::ring::{Consumer, Producer, RingLayout};
 
     let mut ranks = job::<super::Ofi>(&[1, 2], RingLayout::new(8, 64).unwrap());
     let (a, b) = ranks.split_at_mut(1);
     let to = a[0].topo.first_worker(1) + 1;
-    let bell = a[0]
-        .links
-        .worker_bells
-        .iter()
-        .find(|(l, g, _)| *l == 0 && *g == to)
-        .map(|(_, _, bell)| bell.clone())
-        .expect("a bell of worker 0 for the peer's second worker");
-    let hook = |r: &Rank<super::Ofi>, l: u32| {
-        r.links
-            .progress
-            .iter()
-            .find(|(w, _)| *w == l)
-            .map(|(_, p)| p.clone())
-            .expect("a hook per local worker")
-    };
-    let (poll0, poll1) = (hook(&b[0], 0), hook(&b[0], 1));
+    let bell = a[0].worker_bell(0, to);
+    let (poll0, poll1) = (b[0].progress_hook(0), b[0].progress_hook(1));
     let mut p: Producer = a[0].take_out(0, to, Lane::Request);
     let mut c: Consumer = b[0].take_in(1, 0, Lane::Request);
     let send = |p: &mut Producer, v: u32| {
@@ -261,13 +247,7 @@ fn a_ping_pong_returns_one_credit_per_half_ring() {
     let mut ranks = job::<super::Ofi>(&[1, 1], RingLayout::new(8, 64).unwrap());
     let (a, b) = ranks.split_at_mut(1);
     let to = a[0].topo.first_worker(1);
-    let bell = a[0]
-        .links
-        .worker_bells
-        .iter()
-        .find(|(l, g, _)| *l == 0 && *g == to)
-        .map(|(_, _, bell)| bell.clone())
-        .expect("a bell of worker 0 for the peer's worker");
+    let bell = a[0].worker_bell(0, to);
     let mut p = a[0].take_out(0, to, Lane::Request);
     let mut c = b[0].take_in(0, 0, Lane::Request);
     const TRIPS: u32 = 40;

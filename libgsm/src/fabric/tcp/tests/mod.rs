@@ -547,22 +547,8 @@ fn workers_write_and_read_their_own_sockets_and_hand_them_over_to_park() {
     let mut ranks = job::<Tcp>(&[1, 2], layout(8, 64));
     let (a, b) = ranks.split_at_mut(1);
     let to = a[0].topo.first_worker(1) + 1;
-    let bell = a[0]
-        .links
-        .worker_bells
-        .iter()
-        .find(|(l, g, _)| *l == 0 && *g == to)
-        .map(|(_, _, bell)| bell.clone())
-        .expect("a bell of worker 0 for the peer's second worker");
-    let hook = |r: &Rank<Tcp>, l: u32| {
-        r.links
-            .progress
-            .iter()
-            .find(|(w, _)| *w == l)
-            .map(|(_, p)| p.clone())
-            .expect("a hook per local worker")
-    };
-    let (poll0, poll1) = (hook(&b[0], 0), hook(&b[0], 1));
+    let bell = a[0].worker_bell(0, to);
+    let (poll0, poll1) = (b[0].progress_hook(0), b[0].progress_hook(1));
     let mut p = a[0].take_out(0, to, Lane::Request);
     let mut c = b[0].take_in(1, 0, Lane::Request);
     let send = |p: &mut crate::wire::ring::Producer, v: u32| {
@@ -615,22 +601,8 @@ fn the_home_worker_reads_its_connection_first() {
     let mut ranks = job::<Tcp>(&[1, 2], layout(8, 64));
     let (a, b) = ranks.split_at_mut(1);
     let to = a[0].topo.first_worker(1) + 1;
-    let bell = a[0]
-        .links
-        .worker_bells
-        .iter()
-        .find(|(l, g, _)| *l == 0 && *g == to)
-        .map(|(_, _, bell)| bell.clone())
-        .expect("a bell of worker 0 for the peer's second worker");
-    let hook = |l: u32| {
-        b[0].links
-            .progress
-            .iter()
-            .find(|(w, _)| *w == l)
-            .map(|(_, p)| p.clone())
-            .expect("a hook per local worker")
-    };
-    let (home, other) = (hook(0), hook(1));
+    let bell = a[0].worker_bell(0, to);
+    let (home, other) = (b[0].progress_hook(0), b[0].progress_hook(1));
     let mut p = a[0].take_out(0, to, Lane::Request);
     let mut c = b[0].take_in(1, 0, Lane::Request);
     let mut send = |v: u32| {
