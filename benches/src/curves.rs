@@ -124,9 +124,8 @@ impl Point {
     pub fn median(runs: &[Point]) -> Option<Point> {
         let first = runs.first()?;
         let mid = |f: fn(&Point) -> f64| {
-            let mut v: Vec<f64> = runs.iter().map(f).collect();
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
+            let v: Vec<f64> = runs.iter().map(f).collect();
+            summarize(&v).map_or(f64::NAN, |s| s.median)
         };
         Some(Point {
             system: first.system.clone(),

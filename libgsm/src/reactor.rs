@@ -142,7 +142,7 @@ impl<S: AsFd> Drop for Registered<S> {
 /// worker spins a few dozen turns before it yields and sleeps, and each look is a system call
 /// that mostly finds nothing; a server whose workers share their CPUs with busy client
 /// processes gives that CPU time to the clients with a larger `n` (gsm-kv uses 4). A socket
-/// event then waits for at most `n` idle turns (under a microsecond each while spinning). The
+/// event then waits for at most `n` idle turns (each short while spinning). The
 /// sleep in `epoll_wait` is unchanged, and a busy worker looks only at its idle turns anyway.
 ///
 /// # Panics

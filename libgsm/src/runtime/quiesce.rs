@@ -90,8 +90,8 @@ const NOTE_GRACE: Duration = Duration::from_millis(200);
 /// one that moved a wave, and twice as long after each look that did not, up to
 /// [`LOOK_LONGEST`]; this long again once the job is seen stalled. It used to wake every
 /// millisecond throughout: on a host whose workers poll on every CPU, each wake-up takes a
-/// worker off its CPU for a while, and a thousand a second were the p99 of `gsm-bench curves`
-/// at light load (docs/performance.md, issue 36).
+/// worker off its CPU for a while, and those wake-ups were the light-load p99 of `gsm-bench
+/// curves` (docs/performance.md, issue 36).
 const LOOK_FIRST: Duration = Duration::from_millis(1);
 /// The longest wait between two looks: how late a busy rank sees a peer's failure note, and a
 /// rank that has just gone quiet starts its wave (a vanished peer on this host ends the wait at

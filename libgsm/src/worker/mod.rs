@@ -357,8 +357,8 @@ pub(crate) struct WorkerCore {
     sleepers: RefCell<Vec<Instant>>,
     /// Fibers in [`crate::sleep`], by deadline (and a sequence number, for equal deadlines): one
     /// clock read per loop turn tells whether any is due, where a `wait_for` per sleeper cost a
-    /// clock read per sleeper per turn (a client with hundreds of sleeping fibers spent
-    /// microseconds per turn on them). While there are any this worker is never quiet (a job
+    /// clock read per sleeper per turn (a client with many sleeping fibers spent most of its
+    /// turns on them). While there are any this worker is never quiet (a job
     /// whose fibers wait for a sleeper is no deadlock), and an idle worker sleeps until the first.
     timers: RefCell<std::collections::BTreeMap<(Instant, u64), u32>>,
     timer_seq: Cell<u64>,
