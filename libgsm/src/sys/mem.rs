@@ -1,4 +1,5 @@
-//! Memory: how much this machine has, and where the calling thread's stack lies. Fiber stacks
+//! Memory: how much this machine has, where the calling thread's stack lies, and huge-page
+//! advice for large buffers. Fiber stacks
 //! themselves (mmap with a guard page) are `corosensei`'s; what to do with a size is the
 //! runtime's.
 
@@ -29,4 +30,30 @@ pub(crate) fn thread_stack_low() -> usize {
         libc::pthread_attr_destroy(&mut attr);
         if ok { addr as usize } else { 0 }
     }
+}
+
+/// Bytes from which [`advise_huge`] asks for huge pages.
+const HUGE_FROM: usize = 4 << 20;
+/// A transparent huge page on x86-64 and most 64-bit Linux targets.
+const HUGE_PAGE: usize = 2 << 20;
+
+/// Asks the kernel to back the 2 MiB-aligned interior of `ptr..ptr + len` with transparent huge
+/// pages (`MADV_HUGEPAGE`), for a buffer of at least 4 MiB about to be filled: under the common
+/// THP mode `madvise` a fresh buffer is otherwise faulted in 4 KiB pages, one fault per page,
+/// which costs several times the copy that fills it (docs/performance.md, issue 34). Advice only:
+/// the bytes and the allocation are unchanged, and a kernel that refuses (no THP) is ignored.
+pub(crate) fn advise_huge(ptr: *const u8, len: usize) {
+    if len < HUGE_FROM {
+        return;
+    }
+    let (start, end) = (ptr as usize, ptr as usize + len);
+    let lo = start.next_multiple_of(HUGE_PAGE);
+    let hi = end & !(HUGE_PAGE - 1);
+    if hi <= lo {
+        return;
+    }
+    // SAFETY: `lo..hi` lies inside the caller's allocation `ptr..ptr + len` (rounded inwards to
+    // whole huge pages, so whole base pages too); MADV_HUGEPAGE changes only how the kernel backs
+    // those pages, never their contents or the mapping.
+    let _ = unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE) };
 }

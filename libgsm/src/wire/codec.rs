@@ -13,6 +13,7 @@ use std::any::{Any, TypeId};
 pub(crate) fn encode<T: serde::Serialize + 'static>(v: &T) -> Result<Vec<u8>, postcard::Error> {
     if let Some(bytes) = (v as &dyn Any).downcast_ref::<Vec<u8>>() {
         let mut out = Vec::with_capacity(bytes.len() + 10);
+        crate::sys::mem::advise_huge(out.as_ptr(), out.capacity());
         let mut n = bytes.len() as u64;
         while n >= 0x80 {
             out.push((n as u8) | 0x80);
@@ -49,7 +50,11 @@ fn bytes_of(b: &[u8]) -> Option<Vec<u8>> {
         if byte & 0x80 == 0 {
             let rest = &b[i + 1..];
             let len = usize::try_from(len).ok()?;
-            return rest.get(..len).map(<[u8]>::to_vec);
+            let bytes = rest.get(..len)?;
+            let mut v = Vec::with_capacity(len);
+            crate::sys::mem::advise_huge(v.as_ptr(), v.capacity());
+            v.extend_from_slice(bytes);
+            return Some(v);
         }
         shift += 7;
     }

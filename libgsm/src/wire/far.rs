@@ -106,6 +106,7 @@ pub(crate) fn alloc(len: u64) -> Result<Box<[MaybeUninit<u8>]>, String> {
             Err(_) => return Err(format!("an announced length of {len} bytes is too large")),
         }
     }
+    sys::mem::advise_huge(buf.as_ptr().cast(), n);
     // SAFETY: `n` bytes are reserved, and `MaybeUninit<u8>` needs no initialisation.
     unsafe { buf.set_len(n) };
     Ok(buf.into_boxed_slice())

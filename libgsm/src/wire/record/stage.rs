@@ -436,7 +436,8 @@ impl OutQueue {
             || head + body + 8 + HEADER > self.cap
             || cap.len() > u16::MAX as usize;
         let parked = if large && self.remote && self.far && body >= self.far_min {
-            let mut v = Vec::with_capacity(body);
+            let mut v: Vec<Byte> = Vec::with_capacity(body);
+            crate::sys::mem::advise_huge(v.as_ptr().cast(), body);
             put(&mut v, cap);
             if let Some(a) = arg {
                 put(&mut v, a);
@@ -603,7 +604,8 @@ impl OutQueue {
     pub(super) fn push_response_general(&mut self, req: u32, status: u8, body: Src<'_>) {
         let large = RESP_HEADER + body.len() + HEADER > self.cap || body.len() >= 1 << 24;
         if large && self.remote && self.far && body.len() >= self.far_min {
-            let mut v = Vec::with_capacity(body.len());
+            let mut v: Vec<Byte> = Vec::with_capacity(body.len());
+            crate::sys::mem::advise_huge(v.as_ptr().cast(), body.len());
             put(&mut v, body);
             if let Some(w) = self.put_far(v) {
                 if self.room(0) < RESP_HEADER + FAR_WORDS {
