@@ -120,6 +120,16 @@ pub(super) fn push_callback<U: Wire, G: FnOnce(Result<U, DelegationError>) + 'st
 pub(crate) enum OutArg<A> {
     Moved(std::mem::ManuallyDrop<A>),
     Encoded(Vec<u8>),
+    /// A large byte vector encoded in its own allocation behind `room` bytes for the captured
+    /// ones (`codec::encode_spliced`), handed to the destination's queue by
+    /// [`offer`](Self::offer); `at`/`len` are the encoding's bytes in it, valid while either
+    /// holds the vector.
+    Spliced {
+        body: Option<Vec<Byte>>,
+        room: usize,
+        at: *const u8,
+        len: usize,
+    },
 }
 
 impl<A: Wire> OutArg<A> {
@@ -138,17 +148,58 @@ impl<A: Wire> OutArg<A> {
             })
     }
 
+    /// As [`new`](Self::new), but a large `Vec<u8>` to another rank is encoded in its own
+    /// allocation behind `room` bytes (the captured bytes' length) and given to the queue to
+    /// `dest` by [`offer`](Self::offer), which parks it as the record's body with no copy.
+    pub(crate) fn with_room(
+        core: &WorkerCore,
+        dest: usize,
+        arg: A,
+        room: usize,
+    ) -> Result<Self, DelegationError> {
+        if !core.is_remote(dest) {
+            return Self::new(core, dest, arg);
+        }
+        match crate::wire::codec::encode_spliced(arg, room) {
+            Ok(body) => Ok(OutArg::Spliced {
+                at: body[room..].as_ptr().cast::<u8>(),
+                len: body.len() - room,
+                body: Some(body),
+                room,
+            }),
+            Err(arg) => Self::new(core, dest, arg),
+        }
+    }
+
+    /// Hands a spliced argument's vector to the queue to `dest` (see [`with_room`]): call just
+    /// before staging the request. Other arguments stay here.
+    ///
+    /// [`with_room`]: Self::with_room
+    pub(crate) fn offer(&mut self, core: &WorkerCore, dest: usize) {
+        if let OutArg::Spliced { body, room, .. } = self {
+            if let Some(body) = body.take() {
+                core.offer_body(dest, body, *room);
+            }
+        }
+    }
+
     /// The bytes the record carries.
     pub(crate) fn src(&self) -> Src<'_> {
         match self {
             OutArg::Moved(a) => Src::of(&**a),
             OutArg::Encoded(b) => Src::slice(b),
+            // SAFETY: `at..at + len` lies in the vector, initialised (the encoding); moving the
+            // vector to the queue does not move its bytes, and the queue keeps it at least until
+            // the request that borrows this is staged.
+            OutArg::Spliced { at, len, .. } => Src::slice(unsafe {
+                std::slice::from_raw_parts(*at, *len)
+            }),
         }
     }
 
     /// Whether the bytes are an encoding (the record's `SER` flag).
     pub(crate) fn encoded(&self) -> bool {
-        matches!(self, OutArg::Encoded(_))
+        !matches!(self, OutArg::Moved(_))
     }
 }
 

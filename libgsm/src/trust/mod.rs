@@ -418,7 +418,9 @@ impl<T: Send + 'static> Trust<T> {
         arg: A,
         f: F,
     ) -> Result<U, DelegationError> {
-        let arg = OutArg::new(core, self.trustee_id(), arg)?;
+        let room = std::mem::size_of::<F>();
+        let mut arg = OutArg::with_room(core, self.trustee_id(), arg, room)?;
+        arg.offer(core, self.trustee_id());
         block_on(
             core,
             self.trustee_id(),
@@ -616,13 +618,15 @@ impl<T: Send + 'static> Trust<T> {
             core.guarded((), || then(Err(DelegationError::DeadProperty)));
             return;
         }
-        let arg = match OutArg::new(core, self.trustee_id(), arg) {
+        let room = std::mem::size_of::<F>();
+        let mut arg = match OutArg::with_room(core, self.trustee_id(), arg, room) {
             Ok(arg) => arg,
             Err(e) => {
                 core.guarded((), || then(Err(e)));
                 return;
             }
         };
+        arg.offer(core, self.trustee_id());
         self.stage_then(
             core,
             then,

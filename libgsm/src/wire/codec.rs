@@ -8,6 +8,7 @@
 //! It does not choose what is encoded (`trust`'s calls and the worker's responses do).
 
 use std::any::{Any, TypeId};
+use std::mem::MaybeUninit;
 
 /// Encodes `v` (postcard's bytes).
 pub(crate) fn encode<T: serde::Serialize + 'static>(v: &T) -> Result<Vec<u8>, postcard::Error> {
@@ -24,6 +25,47 @@ pub(crate) fn encode<T: serde::Serialize + 'static>(v: &T) -> Result<Vec<u8>, po
         return Ok(out);
     }
     postcard::to_allocvec(v)
+}
+
+/// Arguments from this many bytes are encoded in their own allocation ([`encode_spliced`]).
+pub(crate) const SPLICE_FROM: usize = 1 << 20;
+
+/// If `v` is a `Vec<u8>` of at least [`SPLICE_FROM`] bytes, its encoding written in its own
+/// allocation after `room` bytes left for the record to fill, `[room][length][bytes]`, and
+/// `room`; else `Err(v)`. The bytes move up in place (the allocation grows by `mremap` at
+/// these sizes), so the encoding costs no new buffer: a fresh one costs its page faults on top
+/// of the copy, and the record layer parks this buffer as the body itself, room and all (see
+/// `OutQueue::offer`).
+pub(crate) fn encode_spliced<T: 'static>(v: T, room: usize) -> Result<Vec<MaybeUninit<u8>>, T> {
+    let mut slot = Some(v);
+    let big = (&mut slot as &mut dyn Any)
+        .downcast_mut::<Option<Vec<u8>>>()
+        .and_then(|b| b.take_if(|b| b.len() >= SPLICE_FROM));
+    let Some(mut bytes) = big else {
+        return Err(slot.take().expect("a value not taken"));
+    };
+    let n = bytes.len();
+    let (mut head, mut k, mut len) = ([0u8; 10], 0, n as u64);
+    while len >= 0x80 {
+        head[k] = (len as u8) | 0x80;
+        len >>= 7;
+        k += 1;
+    }
+    head[k] = len as u8;
+    k += 1;
+    bytes.reserve_exact(room + k);
+    let p = bytes.as_mut_ptr();
+    // SAFETY: the allocation holds at least `room + k + n` bytes (reserved); the `n` bytes move
+    // up within it (`copy` allows overlap), then the head is written behind the room; the room's
+    // bytes stay uninitialised, which `MaybeUninit<u8>` allows, and the Vec is rebuilt over the
+    // same allocation with the same element layout (`MaybeUninit<u8>` is `u8`'s).
+    unsafe {
+        std::ptr::copy(p, p.add(room + k), n);
+        std::ptr::copy_nonoverlapping(head.as_ptr(), p.add(room), k);
+        let cap = bytes.capacity();
+        std::mem::forget(bytes);
+        Ok(Vec::from_raw_parts(p.cast::<MaybeUninit<u8>>(), room + k + n, cap))
+    }
 }
 
 /// Decodes a `T` from postcard's bytes `b` (trailing bytes are ignored, as `postcard` does).

@@ -56,8 +56,8 @@ impl OutQueue {
     }
 
     /// Parks `body` for the destination to read and returns its `[addr][len][token][key]`;
-    /// `None` if the fabric would not register it (the caller streams it instead).
-    pub(super) fn put_far(&mut self, body: Vec<Byte>) -> Option<[u8; FAR_WORDS]> {
+    /// the body back if the fabric would not register it (the caller streams it instead).
+    pub(super) fn put_far(&mut self, body: Vec<Byte>) -> Result<[u8; FAR_WORDS], Box<[Byte]>> {
         let bytes = body.into_boxed_slice();
         let len = bytes.len() as u64;
         let (addr, key, registration) = match &self.rma {
@@ -81,7 +81,7 @@ impl OutQueue {
                             error = %e,
                             "cannot register a large body for RMA; streaming it through the rings"
                         );
-                        return None;
+                        return Err(bytes);
                     }
                 }
             }
@@ -100,7 +100,7 @@ impl OutQueue {
         w[8..16].copy_from_slice(&len.to_le_bytes());
         w[16..24].copy_from_slice(&token.to_le_bytes());
         w[24..].copy_from_slice(&key.to_le_bytes());
-        Some(w)
+        Ok(w)
     }
 
     /// Appends a release record for `token` (to the sender that parked it).

@@ -200,6 +200,9 @@ pub(crate) struct OutQueue {
     /// Bodies parked for the destination to read, by token, until it releases them.
     pub(super) parked: std::collections::HashMap<u64, ParkedBody>,
     pub(super) next_token: u64,
+    /// A large argument's vector given by [`offer`](Self::offer), and its room for the
+    /// captured bytes.
+    offered: Option<(Vec<Byte>, usize)>,
 }
 
 impl OutQueue {
@@ -223,7 +226,28 @@ impl OutQueue {
             rma: None,
             parked: std::collections::HashMap::new(),
             next_token: 1,
+            offered: None,
         }
+    }
+
+    /// Takes `body`, `[room][argument's encoding]`, for the next request whose argument bytes
+    /// are exactly its encoding and whose captured bytes are `room` long: if that body is
+    /// parked, the captured bytes are written into the room and the vector itself is parked,
+    /// with no copy of the argument (`OutArg::offer`). A request that does not match leaves it
+    /// (the argument it was offered for may still be staged); the next offer replaces it.
+    pub(crate) fn offer(&mut self, body: Vec<Byte>, room: usize) {
+        self.offered = Some((body, room));
+    }
+
+    /// Takes the offered vector if `cap` and `arg` are the captured bytes and the argument it
+    /// was offered for.
+    fn take_offered(&mut self, cap: Src<'_>, arg: Option<Src<'_>>) -> Option<Vec<Byte>> {
+        let (v, room) = self.offered.as_ref()?;
+        let a = arg?;
+        let fits = *room == cap.len()
+            && v.len() == room + a.len()
+            && std::ptr::eq(v[*room..].as_ptr().cast::<u8>(), a.ptr);
+        fits.then(|| self.offered.take().map(|(v, _)| v))?
     }
 
     /// A cleared buffer with its header room, from the pool when possible.
@@ -435,14 +459,36 @@ impl OutQueue {
         let large = head + 16 + 8 + HEADER > self.cap
             || head + body + 8 + HEADER > self.cap
             || cap.len() > u16::MAX as usize;
+        // The argument's own vector, if it was offered for this request: parked as the body
+        // when it is parked, else kept to the end of this call (`arg` points into it).
+        let mut offered = self.take_offered(cap, arg);
+        let mut _keep = None;
         let parked = if large && self.remote && self.far && body >= self.far_min {
-            let mut v: Vec<Byte> = Vec::with_capacity(body);
-            crate::sys::mem::advise_huge(v.as_ptr().cast(), body);
-            put(&mut v, cap);
-            if let Some(a) = arg {
-                put(&mut v, a);
-            }
-            self.put_far(v)
+            let v = match offered.take() {
+                Some(mut v) => {
+                    // SAFETY: `cap` is valid for `cap.len()` reads, the room in front of the
+                    // argument's bytes is that long (`take_offered`), and `cap` does not lie in
+                    // `v`; an untyped copy, as in `put`.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            cap.ptr,
+                            v.as_mut_ptr().cast::<u8>(),
+                            cap.len(),
+                        );
+                    }
+                    v
+                }
+                None => {
+                    let mut v: Vec<Byte> = Vec::with_capacity(body);
+                    crate::sys::mem::advise_huge(v.as_ptr().cast(), body);
+                    put(&mut v, cap);
+                    if let Some(a) = arg {
+                        put(&mut v, a);
+                    }
+                    v
+                }
+            };
+            self.put_far(v).map_err(|v| _keep = Some(v)).ok()
         } else {
             None
         };
@@ -607,7 +653,7 @@ impl OutQueue {
             let mut v: Vec<Byte> = Vec::with_capacity(body.len());
             crate::sys::mem::advise_huge(v.as_ptr().cast(), body.len());
             put(&mut v, body);
-            if let Some(w) = self.put_far(v) {
+            if let Ok(w) = self.put_far(v) {
                 if self.room(0) < RESP_HEADER + FAR_WORDS {
                     self.seal();
                 }
