@@ -191,9 +191,9 @@ impl<A: Wire> OutArg<A> {
             // SAFETY: `at..at + len` lies in the vector, initialised (the encoding); moving the
             // vector to the queue does not move its bytes, and the queue keeps it at least until
             // the request that borrows this is staged.
-            OutArg::Spliced { at, len, .. } => Src::slice(unsafe {
-                std::slice::from_raw_parts(*at, *len)
-            }),
+            OutArg::Spliced { at, len, .. } => {
+                Src::slice(unsafe { std::slice::from_raw_parts(*at, *len) })
+            }
         }
     }
 

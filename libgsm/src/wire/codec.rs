@@ -64,7 +64,11 @@ pub(crate) fn encode_spliced<T: 'static>(v: T, room: usize) -> Result<Vec<MaybeU
         std::ptr::copy_nonoverlapping(head.as_ptr(), p.add(room), k);
         let cap = bytes.capacity();
         std::mem::forget(bytes);
-        Ok(Vec::from_raw_parts(p.cast::<MaybeUninit<u8>>(), room + k + n, cap))
+        Ok(Vec::from_raw_parts(
+            p.cast::<MaybeUninit<u8>>(),
+            room + k + n,
+            cap,
+        ))
     }
 }
 
@@ -122,5 +126,31 @@ mod tests {
         );
         assert!(decode::<Vec<u8>>(&[5, 1, 2]).is_err());
         assert!(decode::<Vec<u8>>(&[0xFF; 11]).is_err());
+    }
+
+    /// A large byte vector is encoded in its own allocation, behind the room asked for, as
+    /// postcard would encode it; small vectors and other types come back untouched.
+    #[test]
+    fn a_large_byte_vector_is_spliced_in_its_own_allocation() {
+        let v: Vec<u8> = (0..SPLICE_FROM + 3).map(|i| (i % 251) as u8).collect();
+        let want = postcard::to_allocvec(&v).unwrap();
+        let body = encode_spliced(v, 5).map_err(|_| ()).expect("spliced");
+        assert_eq!(body.len(), 5 + want.len());
+        // SAFETY: the bytes behind the room are the encoding, initialised.
+        let enc: Vec<u8> = body[5..]
+            .iter()
+            .map(|b| unsafe { b.assume_init() })
+            .collect();
+        assert_eq!(enc, want);
+        assert_eq!(decode::<Vec<u8>>(&enc).unwrap().len(), SPLICE_FROM + 3);
+        let small = vec![1u8; 100];
+        assert_eq!(encode_spliced(small.clone(), 5).err(), Some(small));
+        assert_eq!(encode_spliced(7u64, 5).err(), Some(7));
+        assert_eq!(
+            encode_spliced(vec![1u16; SPLICE_FROM], 5)
+                .err()
+                .map(|v| v.len()),
+            Some(SPLICE_FROM)
+        );
     }
 }

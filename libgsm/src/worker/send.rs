@@ -55,7 +55,12 @@ impl WorkerCore {
 
     /// Gives the queue to `dest` a large argument encoded in its own vector behind `room` bytes
     /// (`OutArg::offer`): the request staged next with that argument parks the vector itself.
-    pub(crate) fn offer_body(&self, dest: usize, body: Vec<crate::wire::record::Byte>, room: usize) {
+    pub(crate) fn offer_body(
+        &self,
+        dest: usize,
+        body: Vec<crate::wire::record::Byte>,
+        room: usize,
+    ) {
         self.out_req[dest].borrow_mut().offer(body, room);
     }
 

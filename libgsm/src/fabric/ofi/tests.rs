@@ -213,14 +213,16 @@ fn a_read_from_a_peer_that_goes_away_fails_and_is_reported() {
     }
     let ra = a.links.rendezvous.clone().expect("ofi has a rendezvous");
     let rb = b.links.rendezvous.clone().expect("ofi has a rendezvous");
-    let body = vec![7u8; 128 << 20];
+    // Large enough, and the peer closed soon enough, that the read is still in flight: on huge
+    // pages a read of 128 MiB could end within the 20 ms the test used to wait.
+    let body = vec![7u8; 256 << 20];
     // SAFETY: `body` outlives every read of it (it is dropped after the read ended).
     let p = unsafe { ra.park(body.as_ptr(), body.len()) }.expect("park");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(rb.read(0, p.addr, p.key, 128 << 20).map(|b| b.len()));
+        let _ = tx.send(rb.read(0, p.addr, p.key, 256 << 20).map(|b| b.len()));
     });
-    std::thread::sleep(Duration::from_millis(20));
+    std::thread::sleep(Duration::from_millis(5));
     let start = Instant::now();
     drop(ra);
     drop(a);

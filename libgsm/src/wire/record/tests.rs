@@ -729,3 +729,47 @@ fn broken_streams_are_errors_not_crashes() {
     // SAFETY: written by our encoder in this process, read once: reclaims the box.
     assert_eq!(unsafe { RequestReader::new(&b, true) }.unwrap().count(), 1);
 }
+
+/// A large argument offered in its own vector (`OutArg::offer`) is parked as that vector, with
+/// the captured bytes written into its room: no copy of the argument. A request that is not the
+/// one it was offered for leaves the offer and parks a copy of its own.
+#[test]
+fn an_offered_argument_vector_is_parked_as_the_body_itself() {
+    let mut q = OutQueue::new(4096, Sink::Loopback, true);
+    q.allow_far(false);
+    let arg: Vec<u8> = (0..2usize << 20).map(|i| (i % 253) as u8).collect();
+    let want = crate::wire::codec::encode(&arg).unwrap();
+    let body = crate::wire::codec::encode_spliced(arg, 3)
+        .map_err(|_| ())
+        .expect("spliced");
+    let (at, len) = (body.as_ptr() as usize, body.len());
+    // SAFETY: the bytes behind the room are initialised (the encoding).
+    let enc: &[u8] = unsafe { std::slice::from_raw_parts(body[3..].as_ptr().cast(), len - 3) };
+    let enc = Src::slice(enc);
+    q.offer(body, 3);
+    // Another request with a large argument of its own: parked as a copy; the offer stays.
+    let other = vec![0x5Au8; FAR_MIN];
+    q.push_request(
+        Some(1),
+        1,
+        2,
+        3,
+        Src::slice(&[4, 5, 6]),
+        Some(Src::slice(&other)),
+        SER,
+    );
+    assert_eq!(q.parked.len(), 1);
+    assert!(q.parked.values().all(|p| p.bytes.as_ptr() as usize != at));
+    // The request it was offered for: parked as the vector itself.
+    q.push_request(Some(1), 1, 2, 4, Src::slice(&[7, 8, 9]), Some(enc), SER);
+    assert_eq!(q.parked.len(), 2);
+    let mine = q
+        .parked
+        .values()
+        .find(|p| p.bytes.as_ptr() as usize == at)
+        .expect("the offered vector was not parked as the body");
+    assert_eq!(mine.bytes.len(), len);
+    let got = init(&mine.bytes);
+    assert_eq!(&got[..3], &[7, 8, 9]);
+    assert_eq!(&got[3..], &want[..]);
+}
