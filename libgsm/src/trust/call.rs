@@ -188,10 +188,10 @@ impl<A: Wire> OutArg<A> {
         match self {
             OutArg::Moved(a) => Src::of(&**a),
             OutArg::Encoded(b) => Src::slice(b),
-            // SAFETY: `at..at + len` lies in the vector, initialised (the encoding); moving the
-            // vector to the queue does not move its bytes, and the queue keeps it at least until
-            // the request that borrows this is staged.
             OutArg::Spliced { at, len, .. } => {
+                // SAFETY: `at..at + len` lies in the vector, initialised (the encoding); moving
+                // the vector to the queue does not move its bytes, and the queue keeps it until
+                // the request staged with these bytes, or a later offer, takes it.
                 Src::slice(unsafe { std::slice::from_raw_parts(*at, *len) })
             }
         }
