@@ -141,6 +141,19 @@ impl WorkerCore {
             }
             return;
         }
+        let r = match r.map(|u| crate::wire::codec::encode_spliced(u, 0)) {
+            Ok(Ok(body)) => {
+                // A large byte vector: encoded in its own allocation, parked as it is.
+                self.out_resp[client].borrow_mut().push_response_owned(
+                    req,
+                    status::OK | SER_STATUS,
+                    body,
+                );
+                return;
+            }
+            Ok(Err(u)) => Ok(u),
+            Err(e) => Err(e),
+        };
         match r {
             Ok(u) => match crate::wire::codec::encode(&u) {
                 Ok(bytes) => {

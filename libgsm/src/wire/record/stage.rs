@@ -645,6 +645,39 @@ impl OutQueue {
         }
     }
 
+    /// Appends a response record with `status` whose body is `body` itself (an encoding made
+    /// in its own vector, `codec::encode_spliced`): parked as it is when the destination reads
+    /// parked bodies, else copied like any body.
+    pub(crate) fn push_response_owned(&mut self, req: u32, status: u8, body: Vec<Byte>) {
+        let large = RESP_HEADER + body.len() + HEADER > self.cap || body.len() >= 1 << 24;
+        let body: Box<[Byte]> = if large && self.remote && self.far && body.len() >= self.far_min {
+            match self.put_far(body) {
+                Ok(w) => return self.push_far_response(req, status, &w),
+                Err(b) => b,
+            }
+        } else {
+            body.into_boxed_slice()
+        };
+        let src = Src {
+            ptr: body.as_ptr().cast::<u8>(),
+            len: body.len(),
+            _borrow: PhantomData,
+        };
+        self.push_response_general(req, status, src);
+    }
+
+    /// Appends the record of a response whose body is parked (`w`, from `put_far`).
+    fn push_far_response(&mut self, req: u32, status: u8, w: &[u8; FAR_WORDS]) {
+        if self.room(0) < RESP_HEADER + FAR_WORDS {
+            self.seal();
+        }
+        put_bytes(
+            &mut self.buf,
+            &response_header(req, status | FAR_STATUS, FAR_WORDS as u32),
+        );
+        put_bytes(&mut self.buf, w);
+    }
+
     /// [`push_response`](Self::push_response) for every record.
     #[inline(never)]
     pub(super) fn push_response_general(&mut self, req: u32, status: u8, body: Src<'_>) {
@@ -654,14 +687,7 @@ impl OutQueue {
             crate::sys::mem::advise_huge(v.as_ptr().cast(), body.len());
             put(&mut v, body);
             if let Ok(w) = self.put_far(v) {
-                if self.room(0) < RESP_HEADER + FAR_WORDS {
-                    self.seal();
-                }
-                put_bytes(
-                    &mut self.buf,
-                    &response_header(req, status | FAR_STATUS, FAR_WORDS as u32),
-                );
-                put_bytes(&mut self.buf, &w);
+                self.push_far_response(req, status, &w);
                 return;
             }
         }

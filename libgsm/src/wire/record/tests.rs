@@ -773,3 +773,31 @@ fn an_offered_argument_vector_is_parked_as_the_body_itself() {
     assert_eq!(&got[..3], &[7, 8, 9]);
     assert_eq!(&got[3..], &want[..]);
 }
+
+/// A large result encoded in its own vector is parked as that vector; to a destination that
+/// does not read parked bodies it is streamed, whole.
+#[test]
+fn an_owned_response_body_is_parked_as_itself_or_streamed_whole() {
+    let result: Vec<u8> = (0..2usize << 20).map(|i| (i % 249) as u8).collect();
+    let want = crate::wire::codec::encode(&result).unwrap();
+    let body = crate::wire::codec::encode_spliced(result.clone(), 0)
+        .map_err(|_| ())
+        .expect("spliced");
+    let at = body.as_ptr() as usize;
+    let mut q = OutQueue::new(4096, Sink::Loopback, true);
+    q.allow_far(true);
+    q.push_response_owned(5, SER_STATUS, body);
+    assert_eq!(q.parked.len(), 1);
+    let parked = q.parked.values().next().unwrap();
+    assert_eq!(parked.bytes.as_ptr() as usize, at, "the body was copied");
+    assert_eq!(init(&parked.bytes), want);
+
+    let body = crate::wire::codec::encode_spliced(result, 0)
+        .map_err(|_| ())
+        .expect("spliced");
+    let mut q = OutQueue::new(256, Sink::Loopback, true);
+    q.push_response_owned(6, SER_STATUS, body);
+    let (req, st, got) = reassemble(&mut q, false).into_response();
+    assert_eq!((req, st), (6, SER_STATUS));
+    assert_eq!(init(&got), want);
+}
