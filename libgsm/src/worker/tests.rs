@@ -60,10 +60,16 @@ fn idle_workers_spin_past_the_rank_count_only_while_the_host_has_cpus_to_spare()
     let bells = vec![None];
     let mut sh = Shared::new(place, doors, bells, 1, false);
     sh.awake.store(sh.cpus + 1, Ordering::Relaxed);
-    assert!(!sh.host_fits(usize::MAX / 2), "more awake workers than the rank's CPUs");
+    assert!(
+        !sh.host_fits(usize::MAX / 2),
+        "more awake workers than the rank's CPUs"
+    );
     sh.awake.store(1, Ordering::Relaxed);
     sh.online = usize::MAX / 2;
-    assert!(sh.may_spin() && sh.may_linger(), "one awake worker, CPUs for any count");
+    assert!(
+        sh.may_spin() && sh.may_linger(),
+        "one awake worker, CPUs for any count"
+    );
     sh.online = 0;
     assert!(!sh.host_fits(0) && !sh.may_linger(), "no CPU to spare");
     assert!(sh.host_fits(usize::MAX / 2), "spare CPUs for any count");
