@@ -45,7 +45,8 @@
 //! returns at once when the word no longer holds 1). The sleep has a timeout as a safety net. How
 //! long a worker spins depends on how many of its rank's workers are awake, not on how many there
 //! are ([`Shared::spin`]): on a host with more workers than CPUs whose idle workers sleep, the
-//! others still spin. See ARCHITECTURE.md.
+//! others still spin; and, as the other ranks' sleep is not seen from here, on whether the
+//! host's runnable threads fit its CPUs ([`Shared::may_spin`]). See ARCHITECTURE.md.
 //!
 //! This module does not know the user-facing types; `trust/` and `spawn.rs` build on it. See
 //! ARCHITECTURE.md.

@@ -273,7 +273,7 @@ impl Shared {
     /// others, and a worker that waits for an answer from another one on the other CPU then
     /// sees it within nanoseconds instead of yielding its CPU to nobody. The workers of the
     /// other ranks on the host are counted awake all the time, since their sleep is not seen
-    /// from here.
+    /// from here; [`Shared::may_spin`] looks at the kernel's count of runnable threads instead.
     #[inline]
     pub(crate) fn spin(&self) -> u32 {
         if self.awake.load(Ordering::Relaxed) <= self.cpu_room {
