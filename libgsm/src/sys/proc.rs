@@ -1,4 +1,5 @@
-//! Processes: this process's CPUs (its affinity mask, the CPUs online, pinning a thread), a
+//! Processes: this process's CPUs (its affinity mask, the CPUs online, pinning a thread, the
+//! host's runnable threads), a
 //! handler for its exit that is told the status, the lives of other processes (a pidfd, or
 //! `kill(pid, 0)`), the host's name, and a descriptor handed down by the parent process (the
 //! rank wrapper's stage channel). It decides nothing: what to do when a peer ends, or which CPU
@@ -35,6 +36,26 @@ pub(crate) fn cpus_online() -> usize {
     // SAFETY: sysconf has no preconditions. (rustix has no sysconf.)
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
     n.max(1) as usize
+}
+
+/// Threads runnable on this host right now, the calling one included (the kernel's
+/// `nr_running`, the fourth field of `/proc/loadavg`), or `None` where it cannot be read. One
+/// `pread` of a descriptor opened once per process, about a microsecond.
+pub(crate) fn runnable_threads() -> Option<usize> {
+    use std::os::unix::fs::FileExt;
+    static LOADAVG: OnceLock<Option<std::fs::File>> = OnceLock::new();
+    let f = LOADAVG
+        .get_or_init(|| std::fs::File::open("/proc/loadavg").ok())
+        .as_ref()?;
+    let mut buf = [0u8; 128];
+    let n = f.read_at(&mut buf, 0).ok()?;
+    parse_runnable(std::str::from_utf8(&buf[..n]).ok()?)
+}
+
+/// The runnable count of a `/proc/loadavg` line ("0.52 0.58 0.59 3/134 29052" gives 3).
+pub(crate) fn parse_runnable(line: &str) -> Option<usize> {
+    let field = line.split_ascii_whitespace().nth(3)?;
+    field.split_once('/')?.0.parse().ok()
 }
 
 /// The handler [`on_exit`] registered.

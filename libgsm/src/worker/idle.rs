@@ -147,6 +147,10 @@ impl WorkerCore {
         // When this idle spell began, and whether the last one was short (see `LINGER`).
         let mut idle_since: Option<Instant> = None;
         let mut recent = false;
+        // This spell's samples of the host's runnable threads, for the spin and the linger
+        // (`Shared::host_fits`): taken once each, at the spell's first idle turn that needs it.
+        let mut fits: Option<bool> = None;
+        let mut linger_fits: Option<bool> = None;
         while !self.stopping() {
             let ran = self.run_ready(POLL_EVERY);
             let polled = self.guarded(true, || self.poll());
@@ -179,10 +183,15 @@ impl WorkerCore {
                 sleepy_since = None;
                 recent = idle_since.take().is_none_or(|t| t.elapsed() < LINGER);
                 watched = false;
+                fits = None;
+                linger_fits = None;
                 continue;
             }
             idle += 1;
-            let spin = self.shared.spin();
+            let mut spin = sh.spin();
+            if spin != SPIN && *fits.get_or_insert_with(|| sh.may_spin()) {
+                spin = SPIN;
+            }
             if idle < spin {
                 // Spin lightly: look only at ring headers (and the ready queue) until something
                 // arrives, instead of a whole poll per turn, so that an answer is noticed within
@@ -209,7 +218,9 @@ impl WorkerCore {
                     && sleepy_since.get_or_insert_with(Instant::now).elapsed() < WAITER_YIELDING)
                 || (spin == SPIN && {
                     let since = *idle_since.get_or_insert_with(Instant::now);
-                    recent && since.elapsed() < LINGER
+                    recent
+                        && since.elapsed() < LINGER
+                        && *linger_fits.get_or_insert_with(|| sh.may_linger())
                 })
             {
                 std::thread::yield_now();
@@ -239,6 +250,8 @@ impl WorkerCore {
                 });
                 sh.awake.fetch_add(1, Ordering::Relaxed);
                 idle = spin.saturating_sub(4);
+                fits = None;
+                linger_fits = None;
             }
         }
     }

@@ -45,7 +45,8 @@
 //! returns at once when the word no longer holds 1). The sleep has a timeout as a safety net. How
 //! long a worker spins depends on how many of its rank's workers are awake, not on how many there
 //! are ([`Shared::spin`]): on a host with more workers than CPUs whose idle workers sleep, the
-//! others still spin. See ARCHITECTURE.md.
+//! others still spin; and, as the other ranks' sleep is not seen from here, on whether the
+//! host's runnable threads fit its CPUs ([`Shared::may_spin`]). See ARCHITECTURE.md.
 //!
 //! This module does not know the user-facing types; `trust/` and `spawn.rs` build on it. See
 //! ARCHITECTURE.md.
@@ -92,6 +93,10 @@ const YIELDS: u32 = 32;
 /// light load (docs/performance.md, "Issue 36 curves"). Only after an idle spell shorter than
 /// this (work arrives often): a worker woken only by a timer parks at once, as before.
 const LINGER: Duration = Duration::from_millis(2);
+/// `GSM_SPIN_HOST=0`: idle workers do not look at the host's runnable threads
+/// ([`Shared::host_fits`]); they spin and linger by this rank's count alone, as before (for
+/// comparing).
+pub(crate) const SPIN_HOST_VAR: &str = "GSM_SPIN_HOST";
 /// How long a job of one rank must stay stalled (every worker quiet, roots left, no activity)
 /// before it is reported deadlocked; the ranks of a larger job agree on the same wait (see
 /// `runtime::quiesce::terminate`). Nothing can wake a stalled job, so this only keeps the report from

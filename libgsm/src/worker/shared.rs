@@ -155,6 +155,11 @@ pub(crate) struct Shared {
     /// CPU each ([`Place::cpu_room`]): see [`Shared::spin`].
     pub awake: AtomicUsize,
     pub cpu_room: usize,
+    /// The CPUs this rank may use, and the host's online CPUs, for [`Shared::host_fits`].
+    pub cpus: usize,
+    pub online: usize,
+    /// Whether idle workers look at the host's runnable threads ([`SPIN_HOST_VAR`]).
+    pub host_aware: bool,
     /// This runtime's number among those this process started (from 1; see [`RUNTIMES`]).
     pub epoch: u32,
 }
@@ -225,6 +230,9 @@ impl Shared {
         Shared {
             awake: AtomicUsize::new(n),
             cpu_room: place.cpu_room(),
+            cpus: crate::config::available_cpus().min(crate::sys::proc::cpus_online()),
+            online: crate::sys::proc::cpus_online(),
+            host_aware: crate::config::env_switch(SPIN_HOST_VAR, true).unwrap_or(true),
             epoch: RUNTIMES
                 .fetch_add(1, Ordering::Relaxed)
                 .wrapping_add(1)
@@ -265,7 +273,7 @@ impl Shared {
     /// others, and a worker that waits for an answer from another one on the other CPU then
     /// sees it within nanoseconds instead of yielding its CPU to nobody. The workers of the
     /// other ranks on the host are counted awake all the time, since their sleep is not seen
-    /// from here.
+    /// from here; [`Shared::may_spin`] looks at the kernel's count of runnable threads instead.
     #[inline]
     pub(crate) fn spin(&self) -> u32 {
         if self.awake.load(Ordering::Relaxed) <= self.cpu_room {
@@ -273,6 +281,34 @@ impl Shared {
         } else {
             SPIN_OVERSUBSCRIBED
         }
+    }
+
+    /// Whether the host's runnable threads right now, the caller included, are at most its
+    /// online CPUs plus `spare`, and this rank's awake workers fit the CPUs it may use. The
+    /// kernel's count sees every process, the other ranks on this host (or in another network
+    /// namespace of the same machine) among them, asleep or not, where [`Shared::spin`] counts
+    /// the other ranks' workers as always awake. One sample (a `pread`, about 1 µs) per idle
+    /// spell and use; always `false` with [`SPIN_HOST_VAR`]`=0`.
+    pub(crate) fn host_fits(&self, spare: usize) -> bool {
+        self.host_aware
+            && self.awake.load(Ordering::Relaxed) <= self.cpus
+            && crate::sys::proc::runnable_threads().is_some_and(|n| n <= self.online + spare)
+    }
+
+    /// Whether a worker may spin for [`SPIN`] turns although [`Shared::spin`] says
+    /// [`SPIN_OVERSUBSCRIBED`]: the host's runnable threads fit its CPUs with one to spare (in a
+    /// round trip the sampler, the worker it waits for and one more were runnable in most
+    /// samples; docs/performance.md, issue 33, sixth session).
+    pub(crate) fn may_spin(&self) -> bool {
+        self.host_fits(1)
+    }
+
+    /// Whether a worker whose spin is [`SPIN`] may linger (`run_loop`): the host's runnable
+    /// threads fit its CPUs, so that lingering workers of ranks that cannot see each other
+    /// (namespace hosts sharing cores) do not take turns on the cores with the ones at work; or
+    /// [`SPIN_HOST_VAR`]`=0` (lingering as before).
+    pub(crate) fn may_linger(&self) -> bool {
+        !self.host_aware || self.host_fits(0)
     }
 
     /// Asks every worker of this rank to stop and wakes them.

@@ -41,6 +41,44 @@ fn idle_workers_spin_while_the_awake_ones_have_a_cpu_each() {
     assert_eq!(shared(place).spin(), SPIN);
 }
 
+/// The host's runnable threads are read from the kernel's count, and a worker only spins past
+/// the rank's count when that count fits the CPUs, this rank's awake workers fit the CPUs it
+/// may use, and the look is not turned off; lingering without the look is as before.
+#[test]
+fn idle_workers_spin_past_the_rank_count_only_while_the_host_has_cpus_to_spare() {
+    use super::{Place, Shared};
+    use crate::fabric::Doorbell;
+    use crate::sys::proc::{parse_runnable, runnable_threads};
+    use std::sync::atomic::Ordering;
+    assert_eq!(parse_runnable("0.52 0.58 0.59 3/134 29052\n"), Some(3));
+    assert_eq!(parse_runnable("0.52 0.58 0.59 x/134 29052"), None);
+    assert_eq!(parse_runnable("0.52 0.58"), None);
+    let n = runnable_threads().expect("/proc/loadavg");
+    assert!(n >= 1, "the reading thread itself runs");
+    let place = Place::single(1);
+    let doors = vec![Doorbell::heap()];
+    let bells = vec![None];
+    let mut sh = Shared::new(place, doors, bells, 1, false);
+    sh.awake.store(sh.cpus + 1, Ordering::Relaxed);
+    assert!(
+        !sh.host_fits(usize::MAX / 2),
+        "more awake workers than the rank's CPUs"
+    );
+    sh.awake.store(1, Ordering::Relaxed);
+    sh.online = usize::MAX / 2;
+    assert!(
+        sh.may_spin() && sh.may_linger(),
+        "one awake worker, CPUs for any count"
+    );
+    sh.online = 0;
+    assert!(!sh.host_fits(0) && !sh.may_linger(), "no CPU to spare");
+    assert!(sh.host_fits(usize::MAX / 2), "spare CPUs for any count");
+    sh.host_aware = false;
+    sh.online = usize::MAX / 2;
+    assert!(!sh.may_spin(), "the look turned off");
+    assert!(sh.may_linger(), "lingering as before without the look");
+}
+
 #[test]
 fn a_capture_of_the_wrong_length_is_refused_not_read_past() {
     use crate::wire::record::{OutQueue, RequestReader, Sink, Src};
