@@ -187,8 +187,10 @@
 //! ARCHITECTURE.md.
 
 mod connect;
+mod groups;
 mod handshake;
 mod io;
+mod segment;
 mod setup;
 #[cfg(test)]
 mod tests;
@@ -199,9 +201,14 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{Fabric, FabricError, FabricKind, Hooks, Links, Peer, Progress, Settings, Topology};
+use super::{
+    Bell, Fabric, FabricError, FabricKind, Hooks, Links, Peer, Progress, Settings, Topology,
+};
 use crate::sys::net::Epoll;
-use io::{Direct, Rx, Shared, Wiring};
+use groups::Groups;
+use io::{Dests, Direct, Others, Rx, Shared, Wiring};
+pub use segment::segment_name;
+use segment::OwnSegment;
 
 /// How long an accepted connection has to complete its hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -271,6 +278,11 @@ pub const BUSY_POLL_VAR: &str = "GSM_TCP_BUSY_POLL";
 /// the same value (a hello says which it expects, and a mismatch is refused by name).
 pub const TWO_WAY_VAR: &str = "GSM_TCP_TWO_WAY";
 
+/// The variable that selects one connection per (local worker, remote rank) (`0`) instead of
+/// one per (local worker, remote host), for comparing. Every rank of a job must see the same
+/// value (a hello says which it makes, and a mismatch is refused by name).
+pub const PER_HOST_VAR: &str = "GSM_TCP_PER_HOST";
+
 /// The variable that turns home-first reading off (`0`): every polling worker then reads every
 /// incoming connection, as before, for comparing (see `io::Direct::new`).
 pub const HOME_VAR: &str = "GSM_TCP_HOME";
@@ -313,6 +325,14 @@ pub struct Tcp {
     /// For the workers' hooks, made by attach: the epoll instance, the runtime's hooks, this
     /// rank's delivery facts.
     direct: Option<(Arc<Epoll>, Hooks, Rx)>,
+    /// Who reads what, and the topology, for attach to map the other ranks' segments.
+    groups: Option<(Groups, Topology)>,
+    /// Where frames read here may go (attach completes it).
+    dests: Option<Arc<Dests>>,
+    /// This rank's tcp segment, until `sealed` unlinks its name.
+    segment: Option<OwnSegment>,
+    /// The doorbells of the workers of this host's other ranks, lent by the shm fabric.
+    lent: std::collections::HashMap<u32, Bell>,
 }
 
 impl std::fmt::Debug for Tcp {
@@ -328,6 +348,63 @@ impl Tcp {
     /// The address the listener is bound to.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Lends this fabric the bells of the workers of this host's other ranks (the shm fabric's
+    /// doorbells, after its `attach`), for frames this rank reads for them; called before
+    /// [`Fabric::attach`]. Bells of other workers are ignored.
+    pub fn lend_bells(&mut self, bells: &[(u32, Bell)]) {
+        self.lent.extend(bells.iter().cloned());
+    }
+
+    /// Connections per (worker, remote host) (`true`) or per (worker, remote rank), once
+    /// created.
+    pub fn per_host(&self) -> bool {
+        self.groups.as_ref().is_some_and(|g| g.0.per_host)
+    }
+
+    /// Maps the segments of this host's other ranks and hands the frames this rank reads for
+    /// them their rings and doorbells (see `groups`).
+    fn attach_others(&self) -> Result<(), FabricError> {
+        let (Some((groups, topo)), Some(dests)) = (&self.groups, &self.dests) else {
+            return Ok(());
+        };
+        let others: Vec<u32> = groups
+            .ranks_of(groups.mine())
+            .into_iter()
+            .filter(|&r| r != topo.rank)
+            .collect();
+        if others.is_empty() {
+            return Ok(());
+        }
+        let mut rings: Vec<Vec<(usize, crate::wire::ring::Producer)>> =
+            (0..topo.total_workers()).map(|_| Vec::new()).collect();
+        for &c in &others {
+            for (g, l, lane, p) in segment::open_peer(topo, groups, c)? {
+                let i = groups.index(topo.first_worker(c) + l) as usize;
+                rings[g as usize].push((2 * i + lane as usize, p));
+            }
+        }
+        let mut bells = Vec::with_capacity(dests.len());
+        for i in 0..dests.len() {
+            let (r, l) = dests.owner(i);
+            if r == topo.rank {
+                bells.push(None);
+                continue;
+            }
+            let g = topo.first_worker(r) + l;
+            let b = self.lent.get(&g).cloned().ok_or_else(|| FabricError::Choice {
+                value: format!("worker {l} of rank {r}"),
+                reason: "per-host tcp connections need the doorbells of this host's other \
+                         ranks, which the shm fabric lends (set GSM_TCP_PER_HOST=0)",
+            })?;
+            bells.push(Some(b));
+        }
+        let _ = dests.others.set(Others {
+            rings: std::sync::Mutex::new(rings),
+            bells,
+        });
+        Ok(())
     }
 }
 
@@ -345,11 +422,31 @@ impl Fabric for Tcp {
             reason: "Tcp::create called twice or without prepare",
         })?;
         let (addrs, is_peer) = setup::peer_addresses(topo, peers)?;
+        let (groups, why) = Groups::new(topo, &is_peer, groups::per_host_wanted());
+        if topo.rank == 0 || why.is_some() {
+            tracing::info!(
+                target: "gossamer::fabric",
+                fabric = "tcp",
+                rank = topo.rank,
+                why = why.unwrap_or(if groups.per_host { "" } else { "GSM_TCP_PER_HOST=0" }),
+                "tcp connections: one per (worker, remote {})",
+                if groups.per_host { "host" } else { "rank" }
+            );
+        }
+        let dests = Arc::new(Dests::new(&groups));
         let (shared, epoll) = setup::shared_state(topo)?;
         let mut links = Links::default();
-        let mut unclaimed = setup::incoming_rings(topo, &addrs, &mut links);
+        let (mut unclaimed, segment) = setup::incoming_rings(topo, &groups, &mut links)?;
+        self.segment = segment;
         let two_way = two_way();
-        let wires = setup::shadow_rings(topo, &addrs, &mut links, &mut unclaimed, two_way);
+        let wires = setup::shadow_rings(topo, &groups, &addrs, &mut links, &mut unclaimed, two_way);
+        self.expect = addrs
+            .iter()
+            .map(|&(r, _)| {
+                let n = topo.workers_of(r).filter(|&g| groups.reader(g) == topo.rank);
+                (r, n.count() as u32)
+            })
+            .collect();
         let wiring = Wiring {
             is_peer,
             unclaimed,
@@ -357,10 +454,10 @@ impl Fabric for Tcp {
             outgoing: 2 * wires.planned.len(),
             awaited: wires.awaited,
             two_way,
+            groups: groups.clone(),
+            dests: dests.clone(),
         };
         let rx = Rx {
-            rank: topo.rank,
-            first_local: topo.first_worker(topo.rank),
             nlocal: topo.local_workers(),
             slot_size: topo.layout.slot_size,
         };
@@ -369,10 +466,11 @@ impl Fabric for Tcp {
         // From here on, dropping `self` stops the thread, whatever fails below.
         self.shared = Some(shared.clone());
         self.io = Some(handle);
-        self.connect_all(topo, &epoll, &shared, wires.planned)?;
+        self.groups = Some((groups, topo.clone()));
+        self.connect_all(topo, &epoll, &shared, wires.planned, &dests)?;
         setup::bells(topo, &shared, &addrs, &mut links);
         if !direct_off() {
-            setup::worker_bells(topo, &shared, &wires.cells, &mut links);
+            setup::worker_bells(&shared, &wires.cells, &mut links);
         } else {
             self.direct = None;
         }
@@ -389,11 +487,8 @@ impl Fabric for Tcp {
             listening = %self.addr,
             "fabric created"
         );
-        self.expect = addrs
-            .iter()
-            .map(|&(r, _)| (r, topo.workers[r as usize]))
-            .collect();
         self.hosts = topo.hosts.clone();
+        self.dests = Some(dests);
         self.links = Some(links);
         Ok(())
     }
@@ -448,6 +543,7 @@ impl Fabric for Tcp {
                 .0;
         }
         drop(st);
+        self.attach_others()?;
         tracing::info!(
             target: "gossamer::fabric",
             fabric = "tcp",
@@ -484,7 +580,12 @@ impl Fabric for Tcp {
         Ok(links)
     }
 
-    fn sealed(&mut self) {}
+    fn sealed(&mut self) {
+        // Every rank of the host has mapped it by now.
+        if let Some(s) = &mut self.segment {
+            s.unlink();
+        }
+    }
 
     fn closing(&mut self) {
         if let Some(s) = &self.shared {
