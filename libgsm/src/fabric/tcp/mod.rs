@@ -68,6 +68,35 @@
 //! [`DIRECT_VAR`]`=0` turns the worker path off (every slot through the I/O thread, as before),
 //! for comparing the two in one build.
 //!
+//! # One connection per (worker, remote host)
+//!
+//! The ranks of a host form a *group* (`groups`), and each worker has one connection to each
+//! remote host, whatever its ranks: worker `i` of host A (its index among A's workers, rank by
+//! rank) reaches host B through B's worker `i mod workers(B)`, whose rank reads it, so the
+//! reading spreads over B's ranks; worker `i` of A and worker `i` of B share one two-way
+//! connection (the lower rank connects), the rest are one-way. A 2-host × 2-rank × 2-worker job
+//! has 4 connections between the hosts (8 per rank pair). A frame names any worker of the
+//! receiving host; the reading rank delivers a frame for another rank of its host into that
+//! rank's incoming ring, which lives in that rank's tcp segment (`segment`,
+//! `/dev/shm/{job}-r{rank}-tcp`, created in `create`, mapped by the readers in `attach`,
+//! unlinked at `sealed`), and wakes its worker through that worker's shm doorbell (lent by the
+//! shm fabric, `Tcp::lend_bells`). Before `attach` a frame for another rank is held like one
+//! for a full ring. The origin of a frame is the connection's source worker, as before, so
+//! answers go back as before: the answering worker writes its own connection to the origin's
+//! host.
+//!
+//! Why this and not forwarding over shm: a frame forwarded through the shm ring from the
+//! reading rank's worker would arrive as that worker's, losing the origin the answer must go
+//! to; producing into the consumer's own ring keeps the ring per (remote worker, local worker,
+//! lane) that the runtime already polls, with nothing new on its side.
+//!
+//! Not served per host (each rank then is its own group, as before; stated once with
+//! `RUST_LOG=info`): `--fabric tcp` between ranks of one host (they have no shm fabric to
+//! lend doorbells), and [`PER_HOST_VAR`]`=0`, for comparing. The hello says which layout a rank
+//! makes, and a mismatch is refused by name. Cost of sharing: a frame for another rank of the
+//! host waits for the reading rank to poll (or, while its workers sleep, for its I/O thread),
+//! one futex wake more when the consumer sleeps.
+//!
 //! # Set-up
 //!
 //! - [`Fabric::prepare`] binds a listener to `Settings::bind`, else to the address this host's
@@ -76,7 +105,7 @@
 //!   are the listener's address: `4` + 4 address bytes + port (big-endian), or `6` + 16 bytes +
 //!   port.
 //! - [`Fabric::create`] makes every ring, starts the I/O thread (which accepts from then on),
-//!   opens one connection per (local worker, remote rank) that it does not share with a partner
+//!   opens one connection per (local worker, remote group) that it does not share with a partner
 //!   of the peer's (see above) with a blocking connect (every peer's listener exists before the
 //!   exchange, so the kernel completes it from the backlog without the peer doing anything),
 //!   writes the hello, and hands the connections to the I/O thread, which watches them for
@@ -96,19 +125,22 @@
 //! # Wire
 //!
 //! A connection carries everything its connecting worker publishes to any worker of the peer
-//! rank, both lanes, and on a two-way connection everything the peer's partner worker publishes
-//! to any worker of the connecting rank. It opens with a 68-byte hello (little-endian):
+//! group (host), both lanes, and on a two-way connection everything the peer's partner worker
+//! publishes to any worker of the connecting group. It opens with a 72-byte hello
+//! (little-endian):
 //!
 //! ```text
-//! 0   magic "GSMTCP\0\0"          8   version u32 (2)        12  job key, 32 bytes
+//! 0   magic "GSMTCP\0\0"          8   version u32 (3)        12  job key, 32 bytes
 //! 44  source rank u32             48  source local worker u32
 //! 52  destination rank u32        56  slots u32              60  slot size u32
 //! 64  the destination's worker that writes back (two-way), or u32::MAX (one-way)
+//! 68  1: connections per (worker, host), 0: per (worker, rank)
 //! ```
 //!
 //! The acceptor checks all of it (the key in constant time), plus that the source is one of its
-//! tcp peers, that the worker exists and has not connected before, and that who writes back is
-//! what the pairing rule says. A connection that
+//! tcp peers, that the worker exists and has not connected before, that this rank is the one
+//! of its group that reads that worker, that the layout is its own, and that who writes back
+//! is what the pairing rule says. A connection that
 //! fails any check, or does not complete its hello within [`HELLO_TIMEOUT`], is closed and
 //! reported by one line on stderr (`gossamer: tcp: dropped a connection from <addr>: <reason>`);
 //! it never reaches a ring and never ends the job. At most `MAX_HELLOS` accepted connections
@@ -116,8 +148,9 @@
 //!
 //! After the hello, each slot is a frame, the same both ways: an 8-byte header — destination global worker (u32),
 //! then `lane << 31 | length` (u32) — and `length` payload bytes, `length <= slot_size`. A frame
-//! that names a worker not on the receiving rank or is longer than a slot, on an authenticated
-//! connection, is a protocol error and ends the job ([`FabricError::Protocol`]).
+//! that names a worker not on the receiving group (rank, or host with per-host connections) or
+//! is longer than a slot, on an authenticated connection, is a protocol error that names the
+//! peer rank and host and ends the job ([`FabricError::Protocol`]).
 //!
 //! # Rings and back-pressure
 //!
@@ -164,7 +197,11 @@
 //! protocol is reported at once. A peer's host that vanishes without a FIN or RST (powered off, cut
 //! off) is noticed by TCP keepalive within about 25 s of silence, as an error on its connections
 //! (see `connect::keep_alive`). Dropping a [`Tcp`] stops and joins the I/O thread (which never
-//! blocks for longer than [`IDLE_WAIT`]) and closes every socket.
+//! blocks for longer than [`IDLE_WAIT`]) and closes every socket. With per-host connections a
+//! connection's peer is the rank that opened or accepted it, the reading rank: when it dies,
+//! the remote ranks report that rank lost (its connections' EOF), and the ranks of its own host
+//! lose the frames it read for them and learn of it from the runtime's watch of the shm peers
+//! (fate sharing ends the job on any rank's loss), so every report names the rank actually lost.
 //!
 //! # Cost
 //!
@@ -174,13 +211,16 @@
 //! [`WRITE_LIMIT`] (per writing half). Between two ranks of `L` workers each there are `L`
 //! connections (`2L` one-way). Every pass of the I/O thread visits every link it was told
 //! about, and every poll of a worker tries every reading half (one `recv` each), which is cheap
-//! for tens of peers and the thing to index first for thousands (one connection per (worker,
-//! remote host), the design's count, is not built yet: `gsm-bench remote` prints the counts).
+//! for tens of peers and the thing to index first for thousands. With per-host connections a
+//! rank has `L × (hosts - 1)` connections (equal workers per host); the rings are the same,
+//! those filled by another rank of the host in this rank's tcp segment. `gsm-bench remote`
+//! prints the counts.
 //!
 //! # Where things are
 //!
 //! `handshake` (endpoint bytes and the hello), `connect` (the listener, outgoing connections,
-//! keepalive), `setup` (`create`'s steps), `io` (the I/O thread: `io::accept` for new
+//! keepalive), `groups` (who reads what), `segment` (rings other ranks of the host fill),
+//! `setup` (`create`'s steps), `io` (the I/O thread: `io::accept` for new
 //! connections, `io::send` from shadow rings to sockets, `io::recv` from sockets to rings,
 //! `io::link` for a connection the workers share and their side of the fabric, `io::shared` for
 //! the bells). The ring protocol itself is `crate::wire::ring`'s. See
