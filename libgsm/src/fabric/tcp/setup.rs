@@ -17,7 +17,7 @@ use super::groups::Groups;
 use super::handshake::decode_endpoint;
 use super::io::{
     ARMED, AttachState, Awaited, Dests, Incoming, Io, Link, OutCell, OutRing, Outgoing, Shared,
-    Side, Wiring,
+    Side, Unclaimed, Wiring,
 };
 use super::segment::{self, OwnSegment};
 use super::{LANE_BIT, TOKEN_EVENTFD, TOKEN_LISTENER, Tcp, os_error};
@@ -126,10 +126,6 @@ pub(super) fn shared_state(topo: &Topology) -> Result<(Arc<Shared>, Arc<Epoll>),
     });
     Ok((shared, Arc::new(epoll)))
 }
-
-/// Producers of the incoming rings, per remote source worker this rank reads (index
-/// `group index * 2 + lane`; another rank's are `None` until `attach`).
-pub(super) type Unclaimed = Vec<Option<Vec<Option<Producer>>>>;
 
 /// The incoming rings of this rank's workers: their consumers go into `links`. A ring whose
 /// frames this rank reads is on the heap, its producer in the returned table under its source

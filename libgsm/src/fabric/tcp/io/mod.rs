@@ -37,8 +37,11 @@ use crate::bootstrap::KEY_LEN;
 use crate::fabric::{FabricError, FabricKind, Hooks, Topology};
 use crate::sys::net::{self, Epoll, Events, ready};
 use super::groups::Groups;
-use super::setup::Unclaimed;
-use crate::wire::ring::RingLayout;
+use crate::wire::ring::{Producer, RingLayout};
+
+/// Producers of the incoming rings, per remote source worker this rank reads (index
+/// `group index * 2 + lane`; another rank's are `None` until `attach`).
+pub(in crate::fabric::tcp) type Unclaimed = Vec<Option<Vec<Option<Producer>>>>;
 use accept::refuse;
 use recv::pump_in;
 use send::pump_out;
