@@ -129,9 +129,8 @@ impl Groups {
 
     /// The groups of this rank's tcp peers, ascending.
     pub(in crate::fabric::tcp) fn remote(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..self.members.len() as u32).filter(|&h| {
-            h != self.mine() && self.peer[h as usize] && !self.members(h).is_empty()
-        })
+        (0..self.members.len() as u32)
+            .filter(|&h| h != self.mine() && self.peer[h as usize] && !self.members(h).is_empty())
     }
 
     /// Workers in the job.

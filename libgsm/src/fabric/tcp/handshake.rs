@@ -178,7 +178,13 @@ pub(super) fn check_hello(b: &[u8; HELLO_LEN], x: &Expect<'_>) -> Result<Accepte
     }
     let per_host = word(b, 68) == 1;
     if word(b, 68) > 1 || per_host != x.groups.per_host {
-        let say = |p: bool| if p { "per (worker, host)" } else { "per (worker, rank)" };
+        let say = |p: bool| {
+            if p {
+                "per (worker, host)"
+            } else {
+                "per (worker, rank)"
+            }
+        };
         return Err(format!(
             "it makes connections {}, this rank {} (is {} the same on every rank, and the \
              fabric the same on every host?)",
@@ -208,7 +214,10 @@ pub(super) fn check_hello(b: &[u8; HELLO_LEN], x: &Expect<'_>) -> Result<Accepte
             super::TWO_WAY_VAR
         ));
     }
-    let want = x.groups.partner(gs, mine, x.two_way).map(|p| x.groups.local(p));
+    let want = x
+        .groups
+        .partner(gs, mine, x.two_way)
+        .map(|p| x.groups.local(p));
     if back != want {
         let say = |w: Option<u32>| match w {
             Some(w) => format!("two-way, with worker {w} of rank {} writing back", x.rank),

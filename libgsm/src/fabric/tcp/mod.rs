@@ -247,8 +247,8 @@ use super::{
 use crate::sys::net::Epoll;
 use groups::Groups;
 use io::{Dests, Direct, Others, Rx, Shared, Wiring};
-pub use segment::segment_name;
 use segment::OwnSegment;
+pub use segment::segment_name;
 
 /// How long an accepted connection has to complete its hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -433,11 +433,15 @@ impl Tcp {
                 continue;
             }
             let g = topo.first_worker(r) + l;
-            let b = self.lent.get(&g).cloned().ok_or_else(|| FabricError::Choice {
-                value: format!("worker {l} of rank {r}"),
-                reason: "per-host tcp connections need the doorbells of this host's other \
+            let b = self
+                .lent
+                .get(&g)
+                .cloned()
+                .ok_or_else(|| FabricError::Choice {
+                    value: format!("worker {l} of rank {r}"),
+                    reason: "per-host tcp connections need the doorbells of this host's other \
                          ranks, which the shm fabric lends (set GSM_TCP_PER_HOST=0)",
-            })?;
+                })?;
             bells.push(Some(b));
         }
         let _ = dests.others.set(Others {
@@ -483,7 +487,9 @@ impl Fabric for Tcp {
         self.expect = addrs
             .iter()
             .map(|&(r, _)| {
-                let n = topo.workers_of(r).filter(|&g| groups.reader(g) == topo.rank);
+                let n = topo
+                    .workers_of(r)
+                    .filter(|&g| groups.reader(g) == topo.rank);
                 (r, n.count() as u32)
             })
             .collect();

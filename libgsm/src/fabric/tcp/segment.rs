@@ -113,8 +113,12 @@ pub(super) fn create(
         value: format!("{} rings of {} bytes", plan.len(), layout.bytes()),
         reason: "the tcp segment would not fit this address space",
     })?;
-    let fd = sys::shm::create_exclusive(&c, 0o600)
-        .map_err(|e| os(format!("creating rank {}'s tcp segment {path}", topo.rank), &e))?;
+    let fd = sys::shm::create_exclusive(&c, 0o600).map_err(|e| {
+        os(
+            format!("creating rank {}'s tcp segment {path}", topo.rank),
+            &e,
+        )
+    })?;
     let own = OwnSegment { linked: Some(name) };
     sys::shm::set_mode(fd.as_fd(), 0o600).map_err(|e| os(format!("chmod 600 {path}"), &e))?;
     sys::shm::set_len(fd.as_fd(), len as u64)
@@ -210,9 +214,7 @@ pub(super) fn open_peer(
         // SAFETY: as in `create`: aligned, inside the mapping (size checked), zeroed by its
         // creator before the ready word, and this rank is the only reader `plan` names for it.
         let ring = unsafe { ring_at(&map, HEADER + i * stride(layout), layout) };
-        let p = ring
-            .producer()
-            .map_err(|e| bad(format!("ring {i}: {e}")))?;
+        let p = ring.producer().map_err(|e| bad(format!("ring {i}: {e}")))?;
         out.push((g, l, lane, p));
     }
     Ok(out)

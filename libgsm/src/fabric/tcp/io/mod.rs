@@ -29,6 +29,7 @@ pub(super) use self::link::{ARMED, Direct, Link, OutCell};
 pub(super) use self::recv::{Dests, Incoming, Others};
 pub(super) use self::send::{OutRing, Outgoing};
 pub(super) use self::shared::{AttachState, Shared};
+use super::groups::Groups;
 use super::handshake::HELLO_LEN;
 use super::{HELLO_TIMEOUT, IDLE_WAIT, LOSS_GRACE, SPIN, STALL_YIELD, os_error};
 use super::{TOKEN_EVENTFD, TOKEN_LISTENER};
@@ -36,7 +37,6 @@ use super::{UNANSWERED_LIMIT, WATCH_EVERY};
 use crate::bootstrap::KEY_LEN;
 use crate::fabric::{FabricError, FabricKind, Hooks, Topology};
 use crate::sys::net::{self, Epoll, Events, ready};
-use super::groups::Groups;
 use crate::wire::ring::{Producer, RingLayout};
 
 /// Producers of the incoming rings, per remote source worker this rank reads (index

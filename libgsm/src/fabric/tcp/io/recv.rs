@@ -13,11 +13,11 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::{Fate, LinkState, Rx, Side};
+use crate::fabric::Bell;
 use crate::fabric::tcp::connect::delay_acks;
+use crate::fabric::tcp::groups::{Groups, NONE};
 use crate::fabric::tcp::handshake::word;
 use crate::fabric::tcp::{FRAME_HEADER, LANE_BIT};
-use crate::fabric::Bell;
-use crate::fabric::tcp::groups::{Groups, NONE};
 use crate::wire::ring::Producer;
 
 /// Where the frames this rank reads may go: the workers of its group (its own, and with

@@ -796,7 +796,10 @@ fn hellos_are_checked_field_by_field() {
         ..good
     };
     let e = check_hello(&high.encode(), &x).unwrap_err();
-    assert!(e.contains("writes back on this rank's worker 0's connection"), "{e}");
+    assert!(
+        e.contains("writes back on this rank's worker 0's connection"),
+        "{e}"
+    );
     let without = Expect {
         two_way: false,
         ..x
@@ -938,7 +941,11 @@ fn one_connection_per_worker_and_remote_host() {
     let rr = ["a", "b", "a", "b"];
     assert_eq!(count(&w, &rr, true), 4);
     let g = groups_of(0, &w, &rr, true);
-    let readers: Vec<u32> = g.members(g.of_rank(1)).iter().map(|&x| g.reader(x)).collect();
+    let readers: Vec<u32> = g
+        .members(g.of_rank(1))
+        .iter()
+        .map(|&x| g.reader(x))
+        .collect();
     assert_eq!(readers, vec![0, 0, 2, 2]);
     // Unequal hosts: 3 workers on one, 1 on the other: 3 connections (1 two-way).
     assert_eq!(count(&[1, 2, 1], &["a", "a", "b"], true), 3);
