@@ -249,6 +249,21 @@ mod tests {
     fn segment_names_follow_the_runtime_s_contract() {
         assert_eq!(segment_name("gsm-12-ab", 3), "gsm-12-ab-r3");
         assert!(is_job_segment(&segment_name("gsm-12-ab", 3), "gsm-12-ab"));
+        // The tcp fabric's segment of the rank (per-host connections), and nothing else.
+        assert!(is_job_segment("gsm-12-ab-r3-tcp", "gsm-12-ab"));
+        assert!(!is_job_segment("gsm-12-ab-r-tcp", "gsm-12-ab"));
+        assert!(!is_job_segment("gsm-12-ab-r3-tcpx", "gsm-12-ab"));
+    }
+
+    #[test]
+    fn a_rank_s_tcp_segment_goes_with_it() {
+        let dir = std::env::temp_dir().join(format!("gsmrun-segments-tcp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("gsm-6-ee-r1-tcp"), b"x").unwrap();
+        assert!(remove_rank_segment_in(&dir, "gsm-6-ee", 1));
+        assert!(!dir.join("gsm-6-ee-r1-tcp").exists());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
