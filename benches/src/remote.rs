@@ -521,15 +521,19 @@ pub struct Connections {
     /// `GSM_TCP_TWO_WAY=0`): one per (local worker, remote rank) out, one from every remote
     /// worker in.
     pub one_way: u64,
-    /// Sockets of the rank as built: one two-way connection per pair of workers with the same
-    /// index between two ranks (equal worker counts: one per (local worker, remote rank)).
+    /// Sockets of the rank with `GSM_TCP_PER_HOST=0`: one two-way connection per pair of
+    /// workers with the same index between two ranks (equal worker counts: one per (local
+    /// worker, remote rank)).
     pub per_rank: u64,
-    /// Sockets of the rank in the design of issue 33: one two-way connection per (local worker,
-    /// remote host).
-    pub per_host_design: u64,
-    /// Bytes the rank registers for tcp as built: its incoming and shadow rings, and a read and
-    /// a write buffer per connection.
+    /// Sockets of the rank as built (issue 33's design): one two-way connection per (local
+    /// worker, remote host) (equal worker counts per host).
+    pub per_host: u64,
+    /// Bytes the rank registers for tcp with `GSM_TCP_PER_HOST=0`: its incoming and shadow
+    /// rings, and a read and a write buffer per connection.
     pub bytes: u64,
+    /// The same as built: the same rings (the ones another rank of the host fills are in this
+    /// rank's tcp segment), buffers for fewer connections.
+    pub bytes_per_host: u64,
 }
 
 /// Read and write buffer of one connection (`WRITE_LIMIT`, and the read buffer's floor).
@@ -540,11 +544,14 @@ pub fn connections(hosts: u64, ranks: u64, workers: u64, ring_bytes: u64) -> Con
     let remote_ranks = (hosts - 1) * ranks;
     let remote_workers = remote_ranks * workers;
     let per_rank = workers * remote_ranks;
+    let per_host = workers * (hosts - 1);
+    let rings = 2 * 2 * workers * remote_workers * ring_bytes;
     Connections {
         one_way: workers * remote_ranks + remote_workers,
         per_rank,
-        per_host_design: workers * (hosts - 1),
-        bytes: 2 * 2 * workers * remote_workers * ring_bytes + 2 * per_rank * CONN_BUFFER,
+        per_host,
+        bytes: rings + 2 * per_rank * CONN_BUFFER,
+        bytes_per_host: rings + 2 * per_host * CONN_BUFFER,
     }
 }
 
@@ -553,9 +560,10 @@ pub fn connections(hosts: u64, ranks: u64, workers: u64, ring_bytes: u64) -> Con
 pub fn connection_table(hosts: u64, ranks: u64, workers: u64) -> String {
     let b = default_ring_bytes();
     let mut out = String::from(
-        "tcp connections per rank (computed; built: one two-way per pair of workers of the same \
-         index between two ranks; one-way: as before, one per (worker, remote rank) out and one \
-         from each remote worker in; design: one two-way per (worker, remote host)):\n",
+        "tcp connections per rank (computed; built: one two-way per (worker, remote host); \
+         per rank (GSM_TCP_PER_HOST=0): one two-way per pair of workers of the same index \
+         between two ranks; one-way: one per (worker, remote rank) out and one from each remote \
+         worker in):\n",
     );
     let cases = [
         (hosts, ranks, workers, "this job"),
@@ -575,16 +583,17 @@ pub fn connection_table(hosts: u64, ranks: u64, workers: u64) -> String {
         let c = connections(h, r, w, b);
         out.push_str(&format!(
             "  {h:>4} hosts × {r} rank(s) × {w:>2} workers{}: built {:>6} connections, {:>10} \
-             registered; one-way {:>6}; design {:>6}\n",
+             registered; per rank {:>6}, {:>10}; one-way {:>6}\n",
             if what.is_empty() {
                 String::new()
             } else {
                 format!(" ({what})")
             },
+            c.per_host,
+            human(c.bytes_per_host),
             c.per_rank,
             human(c.bytes),
             c.one_way,
-            c.per_host_design
         ));
     }
     out
@@ -768,15 +777,18 @@ mod tests {
     #[test]
     fn connections_of_the_documented_cases() {
         // 2 hosts × 2 ranks × 2 workers: one-way, 2 workers × 2 remote ranks out and 4 remote
-        // workers in; two-way, 2 × 2 (the test `a_job_has_one_connection_per_pair_of_workers_
-        // between_two_ranks` counts them); by host, 2 × 1.
+        // workers in; two-way per rank, 2 × 2; by host, 2 × 1 (`tests/tests/two_hosts.rs`
+        // counts 4 and 8 for the job).
         let c = connections(2, 2, 2, 100);
-        assert_eq!((c.one_way, c.per_rank, c.per_host_design), (8, 4, 2));
+        assert_eq!((c.one_way, c.per_rank, c.per_host), (8, 4, 2));
         assert_eq!(c.bytes, 4 * 2 * 4 * 100 + 2 * 4 * 256 * 1024);
+        assert_eq!(c.bytes_per_host, 4 * 2 * 4 * 100 + 2 * 2 * 256 * 1024);
+        let k4 = connections(1024, 4, 4, 100);
+        assert_eq!((k4.per_rank, k4.per_host), (4 * 4 * 1023, 4 * 1023));
         // One rank per host: built and design are the same, half the one-way count.
         let m = connections(64, 1, 16, 100);
         assert_eq!(
-            (m.one_way, m.per_rank, m.per_host_design),
+            (m.one_way, m.per_rank, m.per_host),
             (2 * 16 * 63, 16 * 63, 16 * 63)
         );
         let k = connections(1024, 1, 16, 100);

@@ -17,9 +17,12 @@
 //! job's segments once the job is provably dead (see [`crate::jobdir`]), with
 //! [`remove_dead_job_segments`].
 //!
-//! This module only deletes files named exactly `{job_id}-r{digits}` and the directory
-//! `{job_id}-ompi` with the regular files in it; it never looks at anything else in `/dev/shm`,
-//! and it does not know what a segment contains.
+//! The `tcp` fabric's segment of a rank (per-host connections), `{job_id}-r{r}-tcp`, follows the
+//! same contract and is removed the same way.
+//!
+//! This module only deletes files named exactly `{job_id}-r{digits}` (with or without `-tcp`)
+//! and the directory `{job_id}-ompi` with the regular files in it; it never looks at anything
+//! else in `/dev/shm`, and it does not know what a segment contains.
 
 use std::path::Path;
 
@@ -38,7 +41,8 @@ fn usable(job_id: &str) -> bool {
 }
 
 /// Whether `file_name` is a segment of job `job_id`: exactly `{job_id}-r` followed by a rank
-/// number (ASCII digits only). `gsm-1-ab-r0` is a segment of `gsm-1-ab`, `gsm-1-abc-r0` is not.
+/// number (ASCII digits only), optionally followed by `-tcp`. `gsm-1-ab-r0` is a segment of
+/// `gsm-1-ab`, `gsm-1-abc-r0` is not.
 pub fn is_job_segment(file_name: &str, job_id: &str) -> bool {
     if !usable(job_id) {
         return false;
@@ -49,6 +53,8 @@ pub fn is_job_segment(file_name: &str, job_id: &str) -> bool {
     else {
         return false;
     };
+    // The tcp fabric's segment of the rank (per-host connections): `{job_id}-r{rank}-tcp`.
+    let rest = rest.strip_suffix("-tcp").unwrap_or(rest);
     !rest.is_empty() && rest.len() <= 10 && rest.bytes().all(|b| b.is_ascii_digit())
 }
 
@@ -90,7 +96,13 @@ pub fn remove_rank_segment(job_id: &str, rank: u32) -> bool {
 }
 
 fn remove_rank_segment_in(dir: &Path, job_id: &str, rank: u32) -> bool {
-    usable(job_id) && remove_file(dir, &segment_name(job_id, rank))
+    if !usable(job_id) {
+        return false;
+    }
+    let name = segment_name(job_id, rank);
+    // The tcp fabric's segment too (per-host connections), unlinked by the rank at `sealed`.
+    let tcp = remove_file(dir, &format!("{name}-tcp"));
+    remove_file(dir, &name) || tcp
 }
 
 /// Open MPI's parameter for the directory of its shared-memory segments.
@@ -237,6 +249,21 @@ mod tests {
     fn segment_names_follow_the_runtime_s_contract() {
         assert_eq!(segment_name("gsm-12-ab", 3), "gsm-12-ab-r3");
         assert!(is_job_segment(&segment_name("gsm-12-ab", 3), "gsm-12-ab"));
+        // The tcp fabric's segment of the rank (per-host connections), and nothing else.
+        assert!(is_job_segment("gsm-12-ab-r3-tcp", "gsm-12-ab"));
+        assert!(!is_job_segment("gsm-12-ab-r-tcp", "gsm-12-ab"));
+        assert!(!is_job_segment("gsm-12-ab-r3-tcpx", "gsm-12-ab"));
+    }
+
+    #[test]
+    fn a_rank_s_tcp_segment_goes_with_it() {
+        let dir = std::env::temp_dir().join(format!("gsmrun-segments-tcp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("gsm-6-ee-r1-tcp"), b"x").unwrap();
+        assert!(remove_rank_segment_in(&dir, "gsm-6-ee", 1));
+        assert!(!dir.join("gsm-6-ee-r1-tcp").exists());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -333,9 +333,10 @@ pub fn tcp_listeners(pid: u32) -> Vec<SocketAddr> {
     found
 }
 
-/// A `tcp` fabric hello (version 2, 68 bytes, see `gossamer::fabric::tcp`) that is well-formed
+/// A `tcp` fabric hello (version 3, 72 bytes, see `gossamer::fabric::tcp`) that is well-formed
 /// in every field but carries `key`; `back` is the destination's worker that writes back on a
-/// two-way connection (the lower rank's worker `l` pairs with the higher rank's worker `l`).
+/// two-way connection (the lower rank's worker `l` pairs with the higher rank's worker `l`). It
+/// says per-rank connections: what `--fabric tcp` on one host makes.
 pub fn hello(
     key: &[u8; 32],
     src_rank: u32,
@@ -344,10 +345,10 @@ pub fn hello(
     slots: u32,
     slot_size: u32,
     back: Option<u32>,
-) -> [u8; 68] {
-    let mut b = [0u8; 68];
+) -> [u8; 72] {
+    let mut b = [0u8; 72];
     b[0..8].copy_from_slice(b"GSMTCP\0\0");
-    b[8..12].copy_from_slice(&2u32.to_le_bytes());
+    b[8..12].copy_from_slice(&3u32.to_le_bytes());
     b[12..44].copy_from_slice(key);
     let back = back.unwrap_or(u32::MAX);
     for (i, v) in [src_rank, src_local, dst_rank, slots, slot_size, back]
@@ -479,7 +480,8 @@ mod tests {
     fn hello_layout() {
         let b = hello(&[7; 32], 1, 0, 0, 16, 4096, None);
         assert_eq!(&b[0..8], b"GSMTCP\0\0");
-        assert_eq!(&b[8..12], &2u32.to_le_bytes());
+        assert_eq!(&b[8..12], &3u32.to_le_bytes());
+        assert_eq!(&b[68..72], &0u32.to_le_bytes());
         assert_eq!(b[12], 7);
         assert_eq!(&b[44..48], &1u32.to_le_bytes());
         assert_eq!(&b[60..64], &4096u32.to_le_bytes());

@@ -744,6 +744,49 @@ fn a_peer_killed_with_sigkill_ends_the_job_fast_tcp() {
     killed_peer(Some("tcp"));
 }
 
+/// Two hosts of two ranks with per-host tcp connections (issue 33): rank 2 is the rank of the
+/// second host that reads the first host's workers 0 and 1 for both ranks of its host. SIGKILLed
+/// while the job runs, the job ends within a few seconds naming rank 2 and the signal, and no
+/// rank reports success.
+#[test]
+fn a_reading_rank_killed_on_two_hosts_is_the_one_named() {
+    let _serial = serial();
+    let guard = PidGuard::new();
+    let bed = TwoHosts::shared();
+    let scratch = Scratch::new("killreader", RunId::next());
+    let hostfile = scratch.write("hosts", &bed.hostfile(2));
+    let mut cmd = gsmrun(["-np", "4", "-t", "2", "-hostfile"]);
+    cmd.arg(&hostfile)
+        .arg("--launch-agent")
+        .arg(TwoHosts::agent())
+        .arg(cluster_check())
+        .args(["--hang-rank", "2", "--quick"]);
+    cmd.envs(bed.mpi_env());
+    let what = "gsmrun -np 4 over two namespaces, cluster_check --hang-rank 2, rank 2 SIGKILLed";
+    let Killed { job, at, .. } = start_then_kill(&mut cmd, job_prefix, (4, 2), &guard, what);
+    let done = job.wait(LIMIT);
+    let report = done.report();
+    assert!(!done.timed_out, "{what}: the job hung\n{report}");
+    let took = done.elapsed.saturating_sub(at);
+    assert!(
+        took < FAIL_FAST,
+        "{what}: the job took {took:?} to end after the kill (expected < {FAIL_FAST:?})\n{report}"
+    );
+    assert!(
+        done.stderr.contains("rank 2") && done.stderr.contains("signal 9"),
+        "{what}: stderr does not name rank 2 and signal 9\n{report}"
+    );
+    assert!(
+        !done.stdout.contains(" passed "),
+        "{what}: no rank may report success\n{report}"
+    );
+    eprintln!(
+        "{what}: ended {:.2} s after the kill\n{}",
+        took.as_secs_f64(),
+        done.stderr
+    );
+}
+
 /// `mpirun` killed from outside while the ranks run: gsmrun's line names mpirun and the signal,
 /// not a rank that mpirun's going ended (Open MPI ends such a rank with status 195, and gsmrun
 /// named "rank 0 … exited with status 195" in 5 runs of 6), and nothing is left.

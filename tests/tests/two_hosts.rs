@@ -108,13 +108,24 @@ fn map_by_node_alternates_hosts() {
 /// host while the job runs (`ss` in its namespace, every 50 ms, the most seen): the connections
 /// of the first run's tcp fabrics (their listeners' ports, from the `gossamer::fabric` log; Open
 /// MPI's own connections between the hosts are not counted). Ranks on one host talk over shm;
-/// each pair of ranks on different hosts shares one two-way connection per pair of workers of
-/// the same index (the lower rank's worker connects, its partner writes back on it), so
-/// 4 pairs × 2 = 8, where the one-way model made 16 (`gsm-bench remote` prints both, and the
-/// design's 4: one per (worker, remote host), not built). `--slow-send` keeps the first run up
-/// for 2.5 s after its fabrics attached.
+/// each worker of a host has one connection to the other host, two-way with the worker of the
+/// same index there (the lower rank's worker connects, its partner writes back on it): 4, the
+/// design's count. `GSM_TCP_PER_HOST=0` keeps one per pair of workers of each pair of ranks:
+/// 4 pairs × 2 = 8 (16 with one-way connections). `--slow-send` keeps the first run up for
+/// 2.5 s after its fabrics attached.
 #[test]
-fn two_hosts_of_two_ranks_of_two_workers_share_one_connection_per_pair_of_workers() {
+fn two_hosts_of_two_ranks_of_two_workers_have_one_connection_per_worker_and_host() {
+    assert_eq!(tcp_connections_between_hosts(None), 4);
+}
+
+#[test]
+fn per_rank_connections_stay_selectable() {
+    assert_eq!(tcp_connections_between_hosts(Some("0")), 8);
+}
+
+/// Runs the 2 × 2 × 2 job (`GSM_TCP_PER_HOST` = `per_host` if given) and returns the most tcp
+/// connections seen between the hosts.
+fn tcp_connections_between_hosts(per_host: Option<&str>) -> usize {
     let _serial = serial();
     let bed = TwoHosts::shared();
     let scratch = Scratch::new("twohosts", RunId::next());
@@ -127,6 +138,9 @@ fn two_hosts_of_two_ranks_of_two_workers_share_one_connection_per_pair_of_worker
         .arg(cluster_check())
         .args(["--slow-send", "--quick"])
         .env("GSM_LOG", "gossamer::fabric=info");
+    if let Some(v) = per_host {
+        cmd.env("GSM_TCP_PER_HOST", v);
+    }
     cmd.envs(bed.mpi_env());
     let what = "gsmrun -np 4 (2 workers each) over two namespaces";
     let job = spawn(&mut cmd);
@@ -185,10 +199,8 @@ fn two_hosts_of_two_ranks_of_two_workers_share_one_connection_per_pair_of_worker
     }
     let done = job.wait(LIMIT);
     assert_exit(&done, 0, what);
-    assert_eq!(
-        most,
-        8,
-        "{what}: tcp connections between the hosts\n{seen}\n{}",
-        done.report()
+    eprintln!(
+        "{what}, GSM_TCP_PER_HOST={per_host:?}: {most} tcp connections between the hosts\n{seen}"
     );
+    most
 }

@@ -221,13 +221,18 @@ impl Fabrics {
         Ok(())
     }
 
-    /// Connects each fabric; returns their links (shm's first).
+    /// Connects each fabric; returns their links (shm's first, whose bells tcp borrows).
     pub(crate) fn attach(&mut self) -> Result<Vec<Links>, Error> {
         let mut v = Vec::new();
         if let Some(f) = &mut self.shm {
             v.push(f.attach()?);
         }
         if let Some(f) = &mut self.tcp {
+            // Per-host tcp connections: the rank that reads a remote worker's connection wakes
+            // the workers of this host's other ranks through their shm doorbells.
+            if let Some(shm) = v.first() {
+                f.lend_bells(&shm.bells);
+            }
             v.push(f.attach()?);
         }
         #[cfg(feature = "ofi")]

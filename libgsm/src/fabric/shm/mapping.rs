@@ -16,11 +16,11 @@ use crate::wire::ring::{RingLayout, RingMemory};
 
 /// A shared mapping of a whole segment; unmapped when the last ring end or doorbell using it is
 /// dropped.
-pub(super) struct Mapping {
+pub(in crate::fabric) struct Mapping {
     /// Owns the pages (unmapped when it drops); `base` and `len` are its.
     _pages: SharedMapping,
     base: NonNull<u8>,
-    pub(super) len: usize,
+    pub(in crate::fabric) len: usize,
 }
 
 // SAFETY: the mapping is plain shared memory that stays mapped until `Drop`; every access to it
@@ -41,7 +41,7 @@ impl std::fmt::Debug for Mapping {
 
 impl Mapping {
     /// Maps the first `len` bytes of `fd` shared, readable and writable.
-    pub(super) fn map(fd: &OwnedFd, len: usize) -> std::io::Result<Mapping> {
+    pub(in crate::fabric) fn map(fd: &OwnedFd, len: usize) -> std::io::Result<Mapping> {
         let map = SharedMapping::new(fd.as_fd(), len)?;
         Ok(Mapping {
             base: map.base(),
@@ -51,12 +51,12 @@ impl Mapping {
     }
 
     /// Whether `len` bytes at `off` lie inside the mapping.
-    pub(super) fn contains(&self, off: usize, len: usize) -> bool {
+    pub(in crate::fabric) fn contains(&self, off: usize, len: usize) -> bool {
         off.checked_add(len).is_some_and(|end| end <= self.len)
     }
 
     /// The 32-bit word at `off`, if it lies inside the mapping and is aligned.
-    pub(super) fn u32_at(&self, off: usize) -> Option<&AtomicU32> {
+    pub(in crate::fabric) fn u32_at(&self, off: usize) -> Option<&AtomicU32> {
         if off % 4 != 0 || !self.contains(off, 4) {
             return None;
         }
@@ -66,7 +66,7 @@ impl Mapping {
     }
 
     /// The 64-bit word at `off`, if it lies inside the mapping and is aligned.
-    pub(super) fn u64_at(&self, off: usize) -> Option<&AtomicU64> {
+    pub(in crate::fabric) fn u64_at(&self, off: usize) -> Option<&AtomicU64> {
         if off % 8 != 0 || !self.contains(off, 8) {
             return None;
         }
@@ -74,21 +74,21 @@ impl Mapping {
         Some(unsafe { AtomicU64::from_ptr(self.base.as_ptr().add(off).cast::<u64>()) })
     }
 
-    pub(super) fn load32(&self, off: usize) -> Option<u32> {
+    pub(in crate::fabric) fn load32(&self, off: usize) -> Option<u32> {
         self.u32_at(off).map(|w| w.load(Ordering::Relaxed))
     }
 
-    pub(super) fn load64(&self, off: usize) -> Option<u64> {
+    pub(in crate::fabric) fn load64(&self, off: usize) -> Option<u64> {
         self.u64_at(off).map(|w| w.load(Ordering::Relaxed))
     }
 
-    pub(super) fn store32(&self, off: usize, v: u32) {
+    pub(in crate::fabric) fn store32(&self, off: usize, v: u32) {
         self.u32_at(off)
             .expect("shm: a header word outside our own segment")
             .store(v, Ordering::Relaxed);
     }
 
-    pub(super) fn store64(&self, off: usize, v: u64) {
+    pub(in crate::fabric) fn store64(&self, off: usize, v: u64) {
         self.u64_at(off)
             .expect("shm: a header word outside our own segment")
             .store(v, Ordering::Relaxed);
@@ -102,7 +102,7 @@ impl Mapping {
 /// memory was zeroed before any end of it was used, and over the whole life of the segment at most
 /// one producer (in the producing rank) and one consumer (in the segment's rank) are taken from
 /// rings at this offset.
-pub(super) unsafe fn ring_at(
+pub(in crate::fabric) unsafe fn ring_at(
     map: &Arc<Mapping>,
     offset: usize,
     layout: RingLayout,

@@ -36,7 +36,7 @@
 //! `crate::wire::ring`'s. See ARCHITECTURE.md.
 
 mod layout;
-mod mapping;
+pub(in crate::fabric) mod mapping;
 mod segment;
 #[cfg(test)]
 mod tests;

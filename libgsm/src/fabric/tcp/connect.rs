@@ -51,6 +51,10 @@ impl Tcp {
             expect: Vec::new(),
             hosts: Vec::new(),
             direct: None,
+            groups: None,
+            dests: None,
+            segment: None,
+            lent: Default::default(),
         };
         Ok((tcp, encode_endpoint(advertised)))
     }
@@ -94,6 +98,7 @@ impl Tcp {
             dst_rank: r,
             layout: topo.layout,
             back,
+            per_host: self.per_host(),
         };
         sock.set_write_timeout(Some(self.connect_timeout))
             .and_then(|()| sock.write_all(&hello.encode()))

@@ -1,46 +1,23 @@
 //! The bytes a tcp connection opens with: a listener's address as endpoint bytes (what the
-//! bootstrap exchange publishes) and the 68-byte hello that proves the job key and says who
-//! writes what on the connection (the pairing rule, [`partner`]), with every check the acceptor
+//! bootstrap exchange publishes) and the 72-byte hello that proves the job key and says who
+//! writes what on the connection (the pairing rule, `Groups::partner`), with every check the acceptor
 //! makes of it. Pure functions over bytes: it opens no socket and keeps no state;
 //! the layout of both is in the `tcp` module docs, the frames that follow a hello are
 //! `io::send`'s and `io::recv`'s. See ARCHITECTURE.md.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use super::groups::Groups;
 use crate::bootstrap::KEY_LEN;
 use crate::wire::ring::RingLayout;
 
 const MAGIC: [u8; 8] = *b"GSMTCP\0\0";
-/// 2: the hello carries the worker that writes back on a two-way connection.
-const VERSION: u32 = 2;
+/// 3: the hello says whether connections are per host or per rank (word 68).
+const VERSION: u32 = 3;
 /// Bytes of a hello.
-pub(super) const HELLO_LEN: usize = 68;
+pub(super) const HELLO_LEN: usize = 72;
 /// The hello's `back` word of a one-way connection.
 const ONE_WAY: u32 = u32::MAX;
-
-/// The worker of rank `acceptor` that writes its frames to rank `connector` back on the
-/// connection from `connector`'s worker `l`, if that connection is two-way (`None`: it carries
-/// `l`'s frames only). Worker `l` of the lower rank pairs with worker `l` of the higher one:
-/// the lower rank connects, the higher one answers on it, and workers without a partner
-/// (unequal counts) keep a one-way connection each. `two_way` false (`GSM_TCP_TWO_WAY=0`)
-/// pairs nobody: every worker connects to every peer rank, as before issue 33's fourth
-/// session. Both ends compute it from the topology, so the hello only confirms it.
-pub(super) fn partner(
-    connector: u32,
-    l: u32,
-    acceptor: u32,
-    workers: &[u32],
-    two_way: bool,
-) -> Option<u32> {
-    let has = |r: u32| workers.get(r as usize).is_some_and(|&n| l < n);
-    (two_way && connector < acceptor && has(connector) && has(acceptor)).then_some(l)
-}
-
-/// Whether worker `l` of rank `me` opens a connection to rank `r`: unless its frames ride back
-/// on the two-way connection of `r`'s worker `l` (see [`partner`]).
-pub(super) fn connects(me: u32, l: u32, r: u32, workers: &[u32], two_way: bool) -> bool {
-    partner(r, l, me, workers, two_way).is_none()
-}
 
 /// Encodes a listener's address as endpoint bytes.
 pub(super) fn encode_endpoint(addr: SocketAddr) -> Vec<u8> {
@@ -99,6 +76,8 @@ pub(super) struct Hello {
     pub(super) layout: RingLayout,
     /// The acceptor's worker that writes back on this connection (two-way), or `None`.
     pub(super) back: Option<u32>,
+    /// Whether connections are per (worker, remote host) (`groups`).
+    pub(super) per_host: bool,
 }
 
 impl Hello {
@@ -114,6 +93,7 @@ impl Hello {
             self.layout.slots,
             self.layout.slot_size,
             self.back.unwrap_or(ONE_WAY),
+            u32::from(self.per_host),
         ]
         .into_iter()
         .enumerate()
@@ -144,8 +124,10 @@ pub(super) struct Expect<'a> {
     pub(super) workers: &'a [u32],
     pub(super) is_peer: &'a [bool],
     pub(super) layout: RingLayout,
-    /// Whether this rank pairs workers on two-way connections ([`partner`]).
+    /// Whether this rank pairs workers on two-way connections (`Groups::partner`).
     pub(super) two_way: bool,
+    /// Who reads what (and whether per host).
+    pub(super) groups: &'a Groups,
 }
 
 /// What an acceptor learns from a hello it accepts.
@@ -194,11 +176,48 @@ pub(super) fn check_hello(b: &[u8; HELLO_LEN], x: &Expect<'_>) -> Result<Accepte
             layout.slots, layout.slot_size, x.layout.slots, x.layout.slot_size
         ));
     }
+    let per_host = word(b, 68) == 1;
+    if word(b, 68) > 1 || per_host != x.groups.per_host {
+        let say = |p: bool| {
+            if p {
+                "per (worker, host)"
+            } else {
+                "per (worker, rank)"
+            }
+        };
+        return Err(format!(
+            "it makes connections {}, this rank {} (is {} the same on every rank, and the \
+             fabric the same on every host?)",
+            say(per_host),
+            say(x.groups.per_host),
+            super::PER_HOST_VAR
+        ));
+    }
     let back = match word(b, 64) {
         ONE_WAY => None,
         w => Some(w),
     };
-    let want = partner(src_rank, src_local, x.rank, x.workers, x.two_way);
+    let gs = x.workers[..src_rank as usize].iter().sum::<u32>() + src_local;
+    let mine = x.groups.mine();
+    let t = x.groups.target(gs, mine);
+    if x.groups.rank(t) != x.rank {
+        return Err(format!(
+            "rank {src_rank}'s worker {src_local} sends to this host through rank {}, not this one",
+            x.groups.rank(t)
+        ));
+    }
+    if !x.groups.connects(gs, mine, x.two_way) {
+        return Err(format!(
+            "rank {src_rank}'s worker {src_local} writes back on this rank's worker {}'s \
+             connection instead (is {} the same on every rank?)",
+            x.groups.local(t),
+            super::TWO_WAY_VAR
+        ));
+    }
+    let want = x
+        .groups
+        .partner(gs, mine, x.two_way)
+        .map(|p| x.groups.local(p));
     if back != want {
         let say = |w: Option<u32>| match w {
             Some(w) => format!("two-way, with worker {w} of rank {} writing back", x.rank),

@@ -68,6 +68,35 @@
 //! [`DIRECT_VAR`]`=0` turns the worker path off (every slot through the I/O thread, as before),
 //! for comparing the two in one build.
 //!
+//! # One connection per (worker, remote host)
+//!
+//! The ranks of a host form a *group* (`groups`), and each worker has one connection to each
+//! remote host, whatever its ranks: worker `i` of host A (its index among A's workers, rank by
+//! rank) reaches host B through B's worker `i mod workers(B)`, whose rank reads it, so the
+//! reading spreads over B's ranks; worker `i` of A and worker `i` of B share one two-way
+//! connection (the lower rank connects), the rest are one-way. A 2-host × 2-rank × 2-worker job
+//! has 4 connections between the hosts (8 per rank pair). A frame names any worker of the
+//! receiving host; the reading rank delivers a frame for another rank of its host into that
+//! rank's incoming ring, which lives in that rank's tcp segment (`segment`,
+//! `/dev/shm/{job}-r{rank}-tcp`, created in `create`, mapped by the readers in `attach`,
+//! unlinked at `sealed`), and wakes its worker through that worker's shm doorbell (lent by the
+//! shm fabric, `Tcp::lend_bells`). Before `attach` a frame for another rank is held like one
+//! for a full ring. The origin of a frame is the connection's source worker, as before, so
+//! answers go back as before: the answering worker writes its own connection to the origin's
+//! host.
+//!
+//! Why this and not forwarding over shm: a frame forwarded through the shm ring from the
+//! reading rank's worker would arrive as that worker's, losing the origin the answer must go
+//! to; producing into the consumer's own ring keeps the ring per (remote worker, local worker,
+//! lane) that the runtime already polls, with nothing new on its side.
+//!
+//! Not served per host (each rank then is its own group, as before; stated once with
+//! `RUST_LOG=info`): `--fabric tcp` between ranks of one host (they have no shm fabric to
+//! lend doorbells), and [`PER_HOST_VAR`]`=0`, for comparing. The hello says which layout a rank
+//! makes, and a mismatch is refused by name. Cost of sharing: a frame for another rank of the
+//! host waits for the reading rank to poll (or, while its workers sleep, for its I/O thread),
+//! one futex wake more when the consumer sleeps.
+//!
 //! # Set-up
 //!
 //! - [`Fabric::prepare`] binds a listener to `Settings::bind`, else to the address this host's
@@ -76,7 +105,7 @@
 //!   are the listener's address: `4` + 4 address bytes + port (big-endian), or `6` + 16 bytes +
 //!   port.
 //! - [`Fabric::create`] makes every ring, starts the I/O thread (which accepts from then on),
-//!   opens one connection per (local worker, remote rank) that it does not share with a partner
+//!   opens one connection per (local worker, remote group) that it does not share with a partner
 //!   of the peer's (see above) with a blocking connect (every peer's listener exists before the
 //!   exchange, so the kernel completes it from the backlog without the peer doing anything),
 //!   writes the hello, and hands the connections to the I/O thread, which watches them for
@@ -96,19 +125,22 @@
 //! # Wire
 //!
 //! A connection carries everything its connecting worker publishes to any worker of the peer
-//! rank, both lanes, and on a two-way connection everything the peer's partner worker publishes
-//! to any worker of the connecting rank. It opens with a 68-byte hello (little-endian):
+//! group (host), both lanes, and on a two-way connection everything the peer's partner worker
+//! publishes to any worker of the connecting group. It opens with a 72-byte hello
+//! (little-endian):
 //!
 //! ```text
-//! 0   magic "GSMTCP\0\0"          8   version u32 (2)        12  job key, 32 bytes
+//! 0   magic "GSMTCP\0\0"          8   version u32 (3)        12  job key, 32 bytes
 //! 44  source rank u32             48  source local worker u32
 //! 52  destination rank u32        56  slots u32              60  slot size u32
 //! 64  the destination's worker that writes back (two-way), or u32::MAX (one-way)
+//! 68  1: connections per (worker, host), 0: per (worker, rank)
 //! ```
 //!
 //! The acceptor checks all of it (the key in constant time), plus that the source is one of its
-//! tcp peers, that the worker exists and has not connected before, and that who writes back is
-//! what the pairing rule says. A connection that
+//! tcp peers, that the worker exists and has not connected before, that this rank is the one
+//! of its group that reads that worker, that the layout is its own, and that who writes back
+//! is what the pairing rule says. A connection that
 //! fails any check, or does not complete its hello within [`HELLO_TIMEOUT`], is closed and
 //! reported by one line on stderr (`gossamer: tcp: dropped a connection from <addr>: <reason>`);
 //! it never reaches a ring and never ends the job. At most `MAX_HELLOS` accepted connections
@@ -116,8 +148,9 @@
 //!
 //! After the hello, each slot is a frame, the same both ways: an 8-byte header — destination global worker (u32),
 //! then `lane << 31 | length` (u32) — and `length` payload bytes, `length <= slot_size`. A frame
-//! that names a worker not on the receiving rank or is longer than a slot, on an authenticated
-//! connection, is a protocol error and ends the job ([`FabricError::Protocol`]).
+//! that names a worker not on the receiving group (rank, or host with per-host connections) or
+//! is longer than a slot, on an authenticated connection, is a protocol error that names the
+//! peer rank and host and ends the job ([`FabricError::Protocol`]).
 //!
 //! # Rings and back-pressure
 //!
@@ -164,7 +197,11 @@
 //! protocol is reported at once. A peer's host that vanishes without a FIN or RST (powered off, cut
 //! off) is noticed by TCP keepalive within about 25 s of silence, as an error on its connections
 //! (see `connect::keep_alive`). Dropping a [`Tcp`] stops and joins the I/O thread (which never
-//! blocks for longer than [`IDLE_WAIT`]) and closes every socket.
+//! blocks for longer than [`IDLE_WAIT`]) and closes every socket. With per-host connections a
+//! connection's peer is the rank that opened or accepted it, the reading rank: when it dies,
+//! the remote ranks report that rank lost (its connections' EOF), and the ranks of its own host
+//! lose the frames it read for them and learn of it from the runtime's watch of the shm peers
+//! (fate sharing ends the job on any rank's loss), so every report names the rank actually lost.
 //!
 //! # Cost
 //!
@@ -174,21 +211,26 @@
 //! [`WRITE_LIMIT`] (per writing half). Between two ranks of `L` workers each there are `L`
 //! connections (`2L` one-way). Every pass of the I/O thread visits every link it was told
 //! about, and every poll of a worker tries every reading half (one `recv` each), which is cheap
-//! for tens of peers and the thing to index first for thousands (one connection per (worker,
-//! remote host), the design's count, is not built yet: `gsm-bench remote` prints the counts).
+//! for tens of peers and the thing to index first for thousands. With per-host connections a
+//! rank has `L × (hosts - 1)` connections (equal workers per host); the rings are the same,
+//! those filled by another rank of the host in this rank's tcp segment. `gsm-bench remote`
+//! prints the counts.
 //!
 //! # Where things are
 //!
 //! `handshake` (endpoint bytes and the hello), `connect` (the listener, outgoing connections,
-//! keepalive), `setup` (`create`'s steps), `io` (the I/O thread: `io::accept` for new
+//! keepalive), `groups` (who reads what), `segment` (rings other ranks of the host fill),
+//! `setup` (`create`'s steps), `io` (the I/O thread: `io::accept` for new
 //! connections, `io::send` from shadow rings to sockets, `io::recv` from sockets to rings,
 //! `io::link` for a connection the workers share and their side of the fabric, `io::shared` for
 //! the bells). The ring protocol itself is `crate::wire::ring`'s. See
 //! ARCHITECTURE.md.
 
 mod connect;
+mod groups;
 mod handshake;
 mod io;
+mod segment;
 mod setup;
 #[cfg(test)]
 mod tests;
@@ -199,9 +241,14 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{Fabric, FabricError, FabricKind, Hooks, Links, Peer, Progress, Settings, Topology};
+use super::{
+    Bell, Fabric, FabricError, FabricKind, Hooks, Links, Peer, Progress, Settings, Topology,
+};
 use crate::sys::net::Epoll;
-use io::{Direct, Rx, Shared, Wiring};
+use groups::Groups;
+use io::{Dests, Direct, Others, Rx, Shared, Wiring};
+use segment::OwnSegment;
+pub use segment::segment_name;
 
 /// How long an accepted connection has to complete its hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -271,6 +318,11 @@ pub const BUSY_POLL_VAR: &str = "GSM_TCP_BUSY_POLL";
 /// the same value (a hello says which it expects, and a mismatch is refused by name).
 pub const TWO_WAY_VAR: &str = "GSM_TCP_TWO_WAY";
 
+/// The variable that selects one connection per (local worker, remote rank) (`0`) instead of
+/// one per (local worker, remote host), for comparing. Every rank of a job must see the same
+/// value (a hello says which it makes, and a mismatch is refused by name).
+pub const PER_HOST_VAR: &str = "GSM_TCP_PER_HOST";
+
 /// The variable that turns home-first reading off (`0`): every polling worker then reads every
 /// incoming connection, as before, for comparing (see `io::Direct::new`).
 pub const HOME_VAR: &str = "GSM_TCP_HOME";
@@ -313,6 +365,14 @@ pub struct Tcp {
     /// For the workers' hooks, made by attach: the epoll instance, the runtime's hooks, this
     /// rank's delivery facts.
     direct: Option<(Arc<Epoll>, Hooks, Rx)>,
+    /// Who reads what, and the topology, for attach to map the other ranks' segments.
+    groups: Option<(Groups, Topology)>,
+    /// Where frames read here may go (attach completes it).
+    dests: Option<Arc<Dests>>,
+    /// This rank's tcp segment, until `sealed` unlinks its name.
+    segment: Option<OwnSegment>,
+    /// The doorbells of the workers of this host's other ranks, lent by the shm fabric.
+    lent: std::collections::HashMap<u32, Bell>,
 }
 
 impl std::fmt::Debug for Tcp {
@@ -328,6 +388,67 @@ impl Tcp {
     /// The address the listener is bound to.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Lends this fabric the bells of the workers of this host's other ranks (the shm fabric's
+    /// doorbells, after its `attach`), for frames this rank reads for them; called before
+    /// [`Fabric::attach`]. Bells of other workers are ignored.
+    pub fn lend_bells(&mut self, bells: &[(u32, Bell)]) {
+        self.lent.extend(bells.iter().cloned());
+    }
+
+    /// Connections per (worker, remote host) (`true`) or per (worker, remote rank), once
+    /// created.
+    pub fn per_host(&self) -> bool {
+        self.groups.as_ref().is_some_and(|g| g.0.per_host)
+    }
+
+    /// Maps the segments of this host's other ranks and hands the frames this rank reads for
+    /// them their rings and doorbells (see `groups`).
+    fn attach_others(&self) -> Result<(), FabricError> {
+        let (Some((groups, topo)), Some(dests)) = (&self.groups, &self.dests) else {
+            return Ok(());
+        };
+        let others: Vec<u32> = groups
+            .ranks_of(groups.mine())
+            .into_iter()
+            .filter(|&r| r != topo.rank)
+            .collect();
+        if others.is_empty() {
+            return Ok(());
+        }
+        let mut rings: Vec<Vec<(usize, crate::wire::ring::Producer)>> =
+            (0..topo.total_workers()).map(|_| Vec::new()).collect();
+        for &c in &others {
+            for (g, l, lane, p) in segment::open_peer(topo, groups, c)? {
+                let i = groups.index(topo.first_worker(c) + l) as usize;
+                rings[g as usize].push((2 * i + lane as usize, p));
+            }
+        }
+        let mut bells = Vec::with_capacity(dests.len());
+        for i in 0..dests.len() {
+            let (r, l) = dests.owner(i);
+            if r == topo.rank {
+                bells.push(None);
+                continue;
+            }
+            let g = topo.first_worker(r) + l;
+            let b = self
+                .lent
+                .get(&g)
+                .cloned()
+                .ok_or_else(|| FabricError::Choice {
+                    value: format!("worker {l} of rank {r}"),
+                    reason: "per-host tcp connections need the doorbells of this host's other \
+                         ranks, which the shm fabric lends (set GSM_TCP_PER_HOST=0)",
+                })?;
+            bells.push(Some(b));
+        }
+        let _ = dests.others.set(Others {
+            rings: std::sync::Mutex::new(rings),
+            bells,
+        });
+        Ok(())
     }
 }
 
@@ -345,11 +466,33 @@ impl Fabric for Tcp {
             reason: "Tcp::create called twice or without prepare",
         })?;
         let (addrs, is_peer) = setup::peer_addresses(topo, peers)?;
+        let (groups, why) = Groups::new(topo, &is_peer, groups::per_host_wanted());
+        if topo.rank == 0 || why.is_some() {
+            tracing::info!(
+                target: "gossamer::fabric",
+                fabric = "tcp",
+                rank = topo.rank,
+                why = why.unwrap_or(if groups.per_host { "" } else { "GSM_TCP_PER_HOST=0" }),
+                "tcp connections: one per (worker, remote {})",
+                if groups.per_host { "host" } else { "rank" }
+            );
+        }
+        let dests = Arc::new(Dests::new(&groups));
         let (shared, epoll) = setup::shared_state(topo)?;
         let mut links = Links::default();
-        let mut unclaimed = setup::incoming_rings(topo, &addrs, &mut links);
+        let (mut unclaimed, segment) = setup::incoming_rings(topo, &groups, &mut links)?;
+        self.segment = segment;
         let two_way = two_way();
-        let wires = setup::shadow_rings(topo, &addrs, &mut links, &mut unclaimed, two_way);
+        let wires = setup::shadow_rings(topo, &groups, &addrs, &mut links, &mut unclaimed, two_way);
+        self.expect = addrs
+            .iter()
+            .map(|&(r, _)| {
+                let n = topo
+                    .workers_of(r)
+                    .filter(|&g| groups.reader(g) == topo.rank);
+                (r, n.count() as u32)
+            })
+            .collect();
         let wiring = Wiring {
             is_peer,
             unclaimed,
@@ -357,10 +500,10 @@ impl Fabric for Tcp {
             outgoing: 2 * wires.planned.len(),
             awaited: wires.awaited,
             two_way,
+            groups: groups.clone(),
+            dests: dests.clone(),
         };
         let rx = Rx {
-            rank: topo.rank,
-            first_local: topo.first_worker(topo.rank),
             nlocal: topo.local_workers(),
             slot_size: topo.layout.slot_size,
         };
@@ -369,10 +512,11 @@ impl Fabric for Tcp {
         // From here on, dropping `self` stops the thread, whatever fails below.
         self.shared = Some(shared.clone());
         self.io = Some(handle);
-        self.connect_all(topo, &epoll, &shared, wires.planned)?;
+        self.groups = Some((groups, topo.clone()));
+        self.connect_all(topo, &epoll, &shared, wires.planned, &dests)?;
         setup::bells(topo, &shared, &addrs, &mut links);
         if !direct_off() {
-            setup::worker_bells(topo, &shared, &wires.cells, &mut links);
+            setup::worker_bells(&shared, &wires.cells, &mut links);
         } else {
             self.direct = None;
         }
@@ -389,11 +533,8 @@ impl Fabric for Tcp {
             listening = %self.addr,
             "fabric created"
         );
-        self.expect = addrs
-            .iter()
-            .map(|&(r, _)| (r, topo.workers[r as usize]))
-            .collect();
         self.hosts = topo.hosts.clone();
+        self.dests = Some(dests);
         self.links = Some(links);
         Ok(())
     }
@@ -448,6 +589,7 @@ impl Fabric for Tcp {
                 .0;
         }
         drop(st);
+        self.attach_others()?;
         tracing::info!(
             target: "gossamer::fabric",
             fabric = "tcp",
@@ -484,7 +626,12 @@ impl Fabric for Tcp {
         Ok(links)
     }
 
-    fn sealed(&mut self) {}
+    fn sealed(&mut self) {
+        // Every rank of the host has mapped it by now.
+        if let Some(s) = &mut self.segment {
+            s.unlink();
+        }
+    }
 
     fn closing(&mut self) {
         if let Some(s) = &self.shared {

@@ -13,11 +13,13 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use super::connect::delay_acks;
-use super::handshake::{connects, decode_endpoint, partner};
+use super::groups::Groups;
+use super::handshake::decode_endpoint;
 use super::io::{
-    ARMED, AttachState, Awaited, Incoming, Io, Link, OutCell, OutRing, Outgoing, Shared, Side,
-    Wiring,
+    ARMED, AttachState, Awaited, Dests, Incoming, Io, Link, OutCell, OutRing, Outgoing, Shared,
+    Side, Unclaimed, Wiring,
 };
+use super::segment::{self, OwnSegment};
 use super::{LANE_BIT, TOKEN_EVENTFD, TOKEN_LISTENER, Tcp, os_error};
 use crate::fabric::{
     Bell, FabricError, FabricKind, Hooks, InLink, Lane, Links, OutLink, Peer, Topology,
@@ -33,7 +35,7 @@ pub(super) struct Plan {
     out: Outgoing,
     /// Two-way: the peer's worker that writes back on it, and the producers of that worker's
     /// incoming rings.
-    back: Option<(u32, Vec<Producer>)>,
+    back: Option<(u32, Vec<Option<Producer>>)>,
     /// Where the workers' bells find the outgoing half.
     cell: OutCell,
 }
@@ -46,8 +48,9 @@ pub(super) struct Wires {
     pub(super) outs_of_rank: Vec<Vec<usize>>,
     /// Outgoing halves that wait for a peer's two-way connection, by (peer rank, local worker).
     pub(super) awaited: Awaited,
-    /// Every outgoing half's cell, as (local worker, peer rank, cell), for the workers' bells.
-    pub(super) cells: Vec<(u32, u32, OutCell)>,
+    /// Every outgoing half's cell, as (local worker, the remote workers it reaches, cell), for
+    /// the workers' bells.
+    pub(super) cells: Vec<(u32, Vec<u32>, OutCell)>,
 }
 /// Each peer rank with its listener's address.
 pub(super) type PeerAddrs = Vec<(u32, SocketAddr)>;
@@ -124,23 +127,29 @@ pub(super) fn shared_state(topo: &Topology) -> Result<(Arc<Shared>, Arc<Epoll>),
     Ok((shared, Arc::new(epoll)))
 }
 
-/// The incoming rings: their consumers go into `links`; their producers wait, per source global
-/// worker, for that worker's connection (the returned table).
+/// The incoming rings of this rank's workers: their consumers go into `links`. A ring whose
+/// frames this rank reads is on the heap, its producer in the returned table under its source
+/// worker; one another rank of the group reads is in this rank's tcp segment (made here when
+/// there is any), its producer that rank's to take at `attach`.
 pub(super) fn incoming_rings(
     topo: &Topology,
-    addrs: &[(u32, SocketAddr)],
+    groups: &Groups,
     links: &mut Links,
-) -> Vec<Option<Vec<Producer>>> {
+) -> Result<(Unclaimed, Option<OwnSegment>), FabricError> {
     let nlocal = topo.local_workers();
-    let mut unclaimed: Vec<Option<Vec<Producer>>> =
-        (0..topo.total_workers()).map(|_| None).collect();
-    for &(r, _) in addrs {
-        for g in topo.workers_of(r) {
-            let mut ps = Vec::with_capacity(2 * nlocal as usize);
+    let mine = groups.members(groups.mine());
+    let mut unclaimed: Unclaimed = (0..topo.total_workers()).map(|_| None).collect();
+    for h in groups.remote() {
+        for &g in groups.members(h) {
+            if groups.reader(g) != topo.rank {
+                continue;
+            }
+            let mut ps: Vec<Option<Producer>> = (0..2 * mine.len()).map(|_| None).collect();
             for l in 0..nlocal {
-                for lane in [Lane::Request, Lane::Response] {
+                let i = groups.index(groups.global(l)) as usize;
+                for (k, lane) in [Lane::Request, Lane::Response].into_iter().enumerate() {
                     let (p, c) = Arc::new(RingMemory::new_heap(topo.layout)).split();
-                    ps.push(p);
+                    ps[2 * i + k] = Some(p);
                     links.incoming.push(InLink {
                         local: l,
                         remote: g,
@@ -152,19 +161,34 @@ pub(super) fn incoming_rings(
             unclaimed[g as usize] = Some(ps);
         }
     }
-    unclaimed
+    let plan = segment::plan(groups, topo, topo.rank);
+    if plan.is_empty() {
+        return Ok((unclaimed, None));
+    }
+    let (own, consumers) = segment::create(topo, &plan)?;
+    for (&(g, l, lane), consumer) in plan.iter().zip(consumers) {
+        links.incoming.push(InLink {
+            local: l,
+            remote: g,
+            lane,
+            consumer,
+        });
+    }
+    Ok((unclaimed, Some(own)))
 }
 
-/// The shadow rings: one outgoing half per (local worker, peer rank), each with a ring per
-/// remote worker and lane; their producers go into `links`. Where worker `l` pairs with the peer's
-/// worker `l` ([`partner`]), this rank either connects two-way (the lower rank: the plan takes the
-/// producers of the partner's incoming rings out of `unclaimed`) or waits for the partner's
-/// connection to write back on (`Wires::awaited`).
+/// The shadow rings: one outgoing half per (local worker, remote group), each with a ring per
+/// worker of the group and lane; their producers go into `links`. The half goes to the group's
+/// worker `Groups::target` names; where this rank's worker pairs with it (`Groups::partner`),
+/// this rank either connects two-way (the lower rank: the plan takes the producers of the
+/// partner's incoming rings out of `unclaimed`) or waits for the partner's connection to write
+/// back on (`Wires::awaited`).
 pub(super) fn shadow_rings(
     topo: &Topology,
+    groups: &Groups,
     addrs: &[(u32, SocketAddr)],
     links: &mut Links,
-    unclaimed: &mut [Option<Vec<Producer>>],
+    unclaimed: &mut Unclaimed,
     two_way: bool,
 ) -> Wires {
     let mut w = Wires {
@@ -173,11 +197,18 @@ pub(super) fn shadow_rings(
         awaited: HashMap::new(),
         cells: Vec::new(),
     };
-    let me = topo.rank;
+    let addr_of: HashMap<u32, SocketAddr> = addrs.iter().copied().collect();
     for l in 0..topo.local_workers() {
-        for &(r, addr) in addrs {
+        let me = groups.global(l);
+        for h in groups.remote() {
+            let t = groups.target(me, h);
+            let r = groups.rank(t);
+            let Some(&addr) = addr_of.get(&r) else {
+                continue;
+            };
             let mut rings = Vec::new();
-            for g in topo.workers_of(r) {
+            let members = groups.members(h).to_vec();
+            for &g in &members {
                 for lane in [Lane::Request, Lane::Response] {
                     let (p, c) = Arc::new(RingMemory::new_heap(topo.layout)).split();
                     links.outgoing.push(OutLink {
@@ -190,21 +221,23 @@ pub(super) fn shadow_rings(
                 }
             }
             let cell = OutCell::default();
-            w.cells.push((l, r, cell.clone()));
-            if !connects(me, l, r, &topo.workers, two_way) {
+            w.cells.push((l, members, cell.clone()));
+            if !groups.connects(me, h, two_way) {
                 let out = Outgoing::new(r, l, rings, true);
                 w.awaited.insert((r, l), (out, cell));
                 continue;
             }
-            let back = partner(me, l, r, &topo.workers, two_way).map(|b| {
-                let g = topo.first_worker(r) + b;
-                let producers = unclaimed[g as usize]
+            let back = groups.partner(me, h, two_way).map(|p| {
+                let producers = unclaimed[p as usize]
                     .take()
-                    .expect("every remote worker has its incoming rings");
-                (b, producers)
+                    .expect("every remote worker this rank reads has its incoming rings");
+                (groups.local(p), producers)
             });
             // The outgoing half's token is 2k, a two-way connection's incoming half's 2k + 1.
-            w.outs_of_rank[r as usize].push(2 * w.planned.len());
+            // A bell for any worker of the group marks it.
+            for rr in groups.ranks_of(h) {
+                w.outs_of_rank[rr as usize].push(2 * w.planned.len());
+            }
             let out = Outgoing::new(r, l, rings, back.is_some());
             w.planned.push(Plan {
                 addr,
@@ -276,6 +309,7 @@ impl Tcp {
         epoll: &Epoll,
         shared: &Shared,
         planned: Vec<Plan>,
+        dests: &Arc<Dests>,
     ) -> Result<(), FabricError> {
         let mut handed = Vec::with_capacity(2 * planned.len());
         for (k, plan) in planned.into_iter().enumerate() {
@@ -296,7 +330,13 @@ impl Tcp {
                     let out_sock = sock.try_clone().map_err(|e| os_error(what(), &e))?;
                     delay_acks(&sock);
                     register(epoll, sock.as_fd(), ARMED, t_in, "a connection")?;
-                    let inc = Incoming::new(r, b, producers, topo.layout.slot_size);
+                    let src = topo.first_worker(r) + b;
+                    let inc = Incoming::new(
+                        (r, b, src, l),
+                        producers,
+                        dests.clone(),
+                        topo.layout.slot_size,
+                    );
                     let link = Arc::new(Link::new(sock, addr, t_in, Side::In(Box::new(inc))));
                     shared.offer_incoming(link.clone(), r);
                     handed.push((t_in as usize, link));
@@ -342,13 +382,12 @@ pub(super) fn bells(
 /// peer's two-way connection is not there yet: the bell then rings the rank's bitmap, and the
 /// half, made with its rings marked pending, is drained once it comes.
 pub(super) fn worker_bells(
-    topo: &Topology,
     shared: &Arc<Shared>,
-    cells: &[(u32, u32, OutCell)],
+    cells: &[(u32, Vec<u32>, OutCell)],
     links: &mut Links,
 ) {
-    for (l, r, cell) in cells {
-        for g in topo.workers_of(*r) {
+    for (l, remote, cell) in cells {
+        for &g in remote {
             let (s, cell) = (shared.clone(), cell.clone());
             let ring = move || match cell.get() {
                 Some(link) => link.send_now(&s),

@@ -161,6 +161,7 @@ impl Io {
                 is_peer: &self.is_peer,
                 layout: self.layout,
                 two_way: self.two_way,
+                groups: &self.groups,
             },
         );
         let Accepted {
@@ -197,11 +198,19 @@ impl Io {
         }
         if let Some((j, link, cell)) = out {
             self.conns[j] = Some(Entry::Link(link.clone()));
-            self.outs_of_rank[src_rank as usize].push(j);
+            for r in self.groups.ranks_of(self.groups.of_rank(src_rank)) {
+                self.outs_of_rank[r as usize].push(j);
+            }
             let _ = cell.set(link);
         }
         let producers = self.unclaimed[g as usize].take().expect("checked above");
-        let inc = Incoming::new(src_rank, src_local, producers, self.layout.slot_size);
+        let home = self.groups.local(self.groups.target(g, self.groups.mine()));
+        let inc = Incoming::new(
+            (src_rank, src_local, g, home),
+            producers,
+            self.dests.clone(),
+            self.layout.slot_size,
+        );
         let link = Arc::new(Link::new(sock, addr, i as u64, Side::In(Box::new(inc))));
         self.hellos -= 1;
         self.shared.offer_incoming(link.clone(), src_rank);

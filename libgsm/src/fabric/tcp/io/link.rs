@@ -223,7 +223,7 @@ impl Direct {
             .map(|link| {
                 let st = link.state.lock().unwrap_or_else(|p| p.into_inner());
                 match &st.side {
-                    Side::In(inc) if home_first => inc.local % rx.nlocal.max(1),
+                    Side::In(inc) if home_first => inc.home,
                     _ => u32::MAX,
                 }
             })

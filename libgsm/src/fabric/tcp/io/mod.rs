@@ -26,9 +26,10 @@ use std::time::Instant;
 #[cfg(test)]
 pub(super) use self::link::STALE_POLLS;
 pub(super) use self::link::{ARMED, Direct, Link, OutCell};
-pub(super) use self::recv::Incoming;
+pub(super) use self::recv::{Dests, Incoming, Others};
 pub(super) use self::send::{OutRing, Outgoing};
 pub(super) use self::shared::{AttachState, Shared};
+use super::groups::Groups;
 use super::handshake::HELLO_LEN;
 use super::{HELLO_TIMEOUT, IDLE_WAIT, LOSS_GRACE, SPIN, STALL_YIELD, os_error};
 use super::{TOKEN_EVENTFD, TOKEN_LISTENER};
@@ -37,6 +38,10 @@ use crate::bootstrap::KEY_LEN;
 use crate::fabric::{FabricError, FabricKind, Hooks, Topology};
 use crate::sys::net::{self, Epoll, Events, ready};
 use crate::wire::ring::{Producer, RingLayout};
+
+/// Producers of the incoming rings, per remote source worker this rank reads (index
+/// `group index * 2 + lane`; another rank's are `None` until `attach`).
+pub(in crate::fabric::tcp) type Unclaimed = Vec<Option<Vec<Option<Producer>>>>;
 use accept::refuse;
 use recv::pump_in;
 use send::pump_out;
@@ -48,8 +53,6 @@ pub(in crate::fabric::tcp) type Awaited = HashMap<(u32, u32), (Outgoing, OutCell
 /// What delivering frames needs to know of this rank.
 #[derive(Debug, Clone, Copy)]
 pub(in crate::fabric::tcp) struct Rx {
-    pub(in crate::fabric::tcp) rank: u32,
-    pub(in crate::fabric::tcp) first_local: u32,
     pub(in crate::fabric::tcp) nlocal: u32,
     pub(in crate::fabric::tcp) slot_size: u32,
 }
@@ -129,7 +132,11 @@ pub(in crate::fabric::tcp) struct Io {
     /// Connections waiting for their hello.
     hellos: usize,
     /// Incoming producers per source global worker, until its connection authenticates.
-    unclaimed: Vec<Option<Vec<Producer>>>,
+    unclaimed: Unclaimed,
+    /// Who reads what.
+    groups: Groups,
+    /// Where frames read here may go.
+    dests: Arc<Dests>,
     /// Outgoing halves that wait for a peer's two-way connection.
     awaited: Awaited,
     /// Whether workers pair on two-way connections (`handshake::partner`).
@@ -152,7 +159,11 @@ pub(in crate::fabric::tcp) struct Wiring {
     /// Which ranks are this fabric's peers (index = rank).
     pub(in crate::fabric::tcp) is_peer: Vec<bool>,
     /// Incoming producers per source global worker, for its connection to claim.
-    pub(in crate::fabric::tcp) unclaimed: Vec<Option<Vec<Producer>>>,
+    pub(in crate::fabric::tcp) unclaimed: Unclaimed,
+    /// Who reads what.
+    pub(in crate::fabric::tcp) groups: Groups,
+    /// Where frames read here may go.
+    pub(in crate::fabric::tcp) dests: Arc<Dests>,
     /// Per rank, the indices of the outgoing connections to it.
     pub(in crate::fabric::tcp) outs_of_rank: Vec<Vec<usize>>,
     /// How many places `create`'s connections take (their indices come first).
@@ -193,8 +204,6 @@ impl Io {
             is_peer: wiring.is_peer,
             rank_of,
             rx: Rx {
-                rank: topo.rank,
-                first_local: topo.first_worker(topo.rank),
                 nlocal,
                 slot_size: topo.layout.slot_size,
             },
@@ -202,6 +211,8 @@ impl Io {
             free: Vec::new(),
             hellos: 0,
             unclaimed: wiring.unclaimed,
+            groups: wiring.groups,
+            dests: wiring.dests,
             awaited: wiring.awaited,
             two_way: wiring.two_way,
             outs_of_rank: wiring.outs_of_rank,

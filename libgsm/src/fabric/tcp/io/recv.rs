@@ -9,20 +9,94 @@
 
 use std::io::Read;
 use std::net::TcpStream;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::{Fate, LinkState, Rx, Side};
+use crate::fabric::Bell;
 use crate::fabric::tcp::connect::delay_acks;
+use crate::fabric::tcp::groups::{Groups, NONE};
 use crate::fabric::tcp::handshake::word;
 use crate::fabric::tcp::{FRAME_HEADER, LANE_BIT};
 use crate::wire::ring::Producer;
+
+/// Where the frames this rank reads may go: the workers of its group (its own, and with
+/// per-host connections those of the other ranks of its host), and, from `attach` on, the
+/// other ranks' rings (in their tcp segments) and doorbells (in their shm segments).
+pub(in crate::fabric::tcp) struct Dests {
+    me: u32,
+    /// Each global worker's index in this rank's group, or [`NONE`].
+    index: Vec<u32>,
+    /// (rank, local worker) of each group index.
+    owner: Vec<(u32, u32)>,
+    /// "rank 3", or "this host (ranks 2, 3)", for messages.
+    name: String,
+    /// Set once by `attach` when the group has other ranks.
+    pub(in crate::fabric::tcp) others: OnceLock<Others>,
+}
+
+/// The other ranks' side of a group, for the connections this rank reads.
+pub(in crate::fabric::tcp) struct Others {
+    /// By remote source worker: (group index * 2 + lane, producer), taken by its connection.
+    pub(in crate::fabric::tcp) rings: Mutex<Vec<Vec<(usize, Producer)>>>,
+    /// By group index: the doorbell of another rank's worker (`None` for this rank's).
+    pub(in crate::fabric::tcp) bells: Vec<Option<Bell>>,
+}
+
+impl Dests {
+    pub(in crate::fabric::tcp) fn new(groups: &Groups) -> Dests {
+        let mine = groups.members(groups.mine());
+        let mut index = vec![NONE; groups.total()];
+        let mut owner = Vec::with_capacity(mine.len());
+        for (i, &g) in mine.iter().enumerate() {
+            index[g as usize] = i as u32;
+            owner.push((groups.rank(g), groups.local(g)));
+        }
+        let ranks = groups.ranks_of(groups.mine());
+        let name = if ranks.len() == 1 {
+            format!("rank {}", groups.me)
+        } else {
+            let list: Vec<String> = ranks.iter().map(u32::to_string).collect();
+            format!("this host (ranks {})", list.join(", "))
+        };
+        Dests {
+            me: groups.me,
+            index,
+            owner,
+            name,
+            others: OnceLock::new(),
+        }
+    }
+
+    /// Workers in the group.
+    pub(in crate::fabric::tcp) fn len(&self) -> usize {
+        self.owner.len()
+    }
+
+    /// (rank, local worker) of group index `i`.
+    pub(in crate::fabric::tcp) fn owner(&self, i: usize) -> (u32, u32) {
+        self.owner[i]
+    }
+
+    /// The group index of global worker `g`, or [`NONE`].
+    pub(in crate::fabric::tcp) fn index(&self, g: u32) -> u32 {
+        self.index.get(g as usize).copied().unwrap_or(NONE)
+    }
+}
 
 /// The receiving side of one authenticated connection: from worker `local` of rank `rank`.
 pub(in crate::fabric::tcp) struct Incoming {
     pub(in crate::fabric::tcp) rank: u32,
     pub(super) local: u32,
-    /// Index `local worker * 2 + lane`.
-    pub(super) producers: Vec<Producer>,
+    /// The source's global id.
+    src: u32,
+    /// This rank's worker the connection targets (reads it first, see `link`).
+    pub(super) home: u32,
+    /// Index `group index * 2 + lane`; another rank's are `None` until `attach` maps them.
+    pub(super) producers: Vec<Option<Producer>>,
+    dests: std::sync::Arc<Dests>,
+    /// The other ranks' producers were taken from `Dests::others`.
+    claimed: bool,
     pub(super) rbuf: Vec<u8>,
     pub(super) rstart: usize,
     pub(super) rend: usize,
@@ -36,22 +110,51 @@ impl Incoming {
     /// The connection from rank `rank`'s worker `local`, whose frames go to `producers` (index
     /// `local worker * 2 + lane`), for slots of `slot_size` bytes.
     pub(in crate::fabric::tcp) fn new(
-        rank: u32,
-        local: u32,
-        producers: Vec<Producer>,
+        (rank, local, src, home): (u32, u32, u32, u32),
+        producers: Vec<Option<Producer>>,
+        dests: std::sync::Arc<Dests>,
         slot_size: u32,
     ) -> Incoming {
         let cap = (256 * 1024).max(2 * (FRAME_HEADER + slot_size as usize));
-        Incoming {
+        let mut inc = Incoming {
             rank,
             local,
+            src,
+            home,
             producers,
+            dests,
+            claimed: false,
             rbuf: vec![0; cap],
             rstart: 0,
             rend: 0,
             stalled: false,
             acks_delayed: Instant::now(),
+        };
+        inc.claim();
+        inc
+    }
+
+    /// Takes this connection's producers into the other ranks' rings once `attach` has mapped
+    /// them; whether it has (or the group has no other rank).
+    fn claim(&mut self) -> bool {
+        if self.claimed {
+            return true;
         }
+        if self.dests.owner.iter().all(|o| o.0 == self.dests.me) {
+            self.claimed = true;
+            return true;
+        }
+        let Some(o) = self.dests.others.get() else {
+            return false;
+        };
+        let mut rings = o.rings.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = rings.get_mut(self.src as usize) {
+            for (k, p) in v.drain(..) {
+                self.producers[k] = Some(p);
+            }
+        }
+        self.claimed = true;
+        true
     }
 
     /// Keeps the socket's ACKs delayed (see [`delay_acks`]) after a read that came at
@@ -153,11 +256,11 @@ fn deliver(
         let h = &inc.rbuf[inc.rstart..inc.rstart + FRAME_HEADER];
         let (dst, w) = (word(h, 0), word(h, 4));
         let (lane, len) = ((w >> 31) as usize, w & !LANE_BIT);
-        let local = dst.wrapping_sub(rx.first_local);
-        if local >= rx.nlocal {
+        let i = inc.dests.index(dst);
+        if i == NONE {
             return Err(format!(
-                "its worker {} sent a frame for worker {dst}, which is not on rank {}",
-                inc.local, rx.rank
+                "its worker {} sent a frame for worker {dst}, which is not on {}",
+                inc.local, inc.dests.name
             ));
         }
         if len > slot_size {
@@ -170,7 +273,17 @@ fn deliver(
         if end > inc.rend {
             return Ok(true);
         }
-        let p = &mut inc.producers[local as usize * 2 + lane];
+        let k = i as usize * 2 + lane;
+        if inc.producers[k].is_none() && !inc.claim() {
+            // Another rank's ring, not mapped before `attach`: held like a full ring's frame.
+            return Ok(false);
+        }
+        let Some(p) = inc.producers[k].as_mut() else {
+            return Err(format!(
+                "its worker {} sent a frame for worker {dst}, which this rank does not read for",
+                inc.local
+            ));
+        };
         let Some(mut slot) = p.try_reserve() else {
             return Ok(false);
         };
@@ -178,9 +291,14 @@ fn deliver(
         slot.publish(len);
         inc.rstart = end;
         *progress = true;
-        if local != last {
-            last = local;
-            woke(local);
+        if i != last {
+            last = i;
+            let (r, l) = inc.dests.owner[i as usize];
+            if r == inc.dests.me {
+                woke(l);
+            } else if let Some(Some(b)) = inc.dests.others.get().map(|o| &o.bells[i as usize]) {
+                b.ring();
+            }
         }
     }
     Ok(true)

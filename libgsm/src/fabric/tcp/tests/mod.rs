@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 use std::net::Ipv4Addr;
 
 use super::handshake::{
-    Accepted, Expect, HELLO_LEN, Hello, check_hello, connects, decode_endpoint, encode_endpoint,
-    partner,
+    Accepted, Expect, HELLO_LEN, Hello, check_hello, decode_endpoint, encode_endpoint,
 };
 use super::*;
 use crate::bootstrap::KEY_LEN;
@@ -123,6 +122,7 @@ fn strangers_are_dropped_without_touching_the_job() {
         dst_rank: 1,
         layout: layout(8, 256),
         back: Some(0),
+        per_host: true,
     };
     let mut s = TcpStream::connect(addr).unwrap();
     s.write_all(&hello.encode()).unwrap();
@@ -211,6 +211,7 @@ fn hello_as_rank_0(t: &Tcp, key: [u8; KEY_LEN], layout: RingLayout) -> TcpStream
         dst_rank: 1,
         layout,
         back: Some(0),
+        per_host: true,
     };
     s.write_all(&hello.encode()).unwrap();
     s
@@ -357,6 +358,7 @@ fn more_peers_than_max_hellos_all_get_in() {
                 dst_rank: 1,
                 layout,
                 back: (l == 0).then_some(0),
+                per_host: true,
             };
             s.write_all(&hello.encode()).unwrap();
             socks.push(s);
@@ -738,11 +740,29 @@ fn endpoints_round_trip_and_bad_ones_are_named() {
     assert!(e.contains("cannot be connected to"), "{e}");
 }
 
+/// The groups of a job of `workers` per rank on `hosts`, seen from `rank`, every rank of
+/// another host a tcp peer.
+fn groups_of(rank: u32, workers: &[u32], hosts: &[&str], per_host: bool) -> groups::Groups {
+    let topo = Topology {
+        rank,
+        workers: workers.to_vec(),
+        hosts: hosts.iter().map(|h| h.to_string()).collect(),
+        layout: layout(8, 256),
+        job_id: "groups".into(),
+        key: [0; KEY_LEN],
+    };
+    let is_peer: Vec<bool> = (0..hosts.len())
+        .map(|r| hosts[r] != hosts[rank as usize])
+        .collect();
+    groups::Groups::new(&topo, &is_peer, per_host).0
+}
+
 #[test]
 fn hellos_are_checked_field_by_field() {
     let key = [7u8; KEY_LEN];
     let workers = [2, 3, 1];
     let is_peer = [true, false, true];
+    let groups = groups_of(1, &workers, &["a", "b", "c"], true);
     let x = Expect {
         key: &key,
         rank: 1,
@@ -750,6 +770,7 @@ fn hellos_are_checked_field_by_field() {
         is_peer: &is_peer,
         layout: layout(8, 256),
         two_way: true,
+        groups: &groups,
     };
     let good = Hello {
         key,
@@ -758,6 +779,7 @@ fn hellos_are_checked_field_by_field() {
         dst_rank: 1,
         layout: layout(8, 256),
         back: Some(1),
+        per_host: true,
     };
     let accepted = |src_rank, src_local, back| Accepted {
         src_rank,
@@ -765,15 +787,19 @@ fn hellos_are_checked_field_by_field() {
         back,
     };
     assert_eq!(check_hello(&good.encode(), &x), Ok(accepted(0, 1, Some(1))));
-    // Rank 2 is higher than rank 1: its worker's connection is one-way, and so is any from a
-    // worker rank 1 has no partner for.
+    // Rank 2 is higher than rank 1: rank 1's worker 0 connects to it, and rank 2's worker 0
+    // writes back on that connection; one of its own is refused.
     let high = Hello {
         src_rank: 2,
         src_local: 0,
         back: None,
         ..good
     };
-    assert_eq!(check_hello(&high.encode(), &x), Ok(accepted(2, 0, None)));
+    let e = check_hello(&high.encode(), &x).unwrap_err();
+    assert!(
+        e.contains("writes back on this rank's worker 0's connection"),
+        "{e}"
+    );
     let without = Expect {
         two_way: false,
         ..x
@@ -793,6 +819,14 @@ fn hellos_are_checked_field_by_field() {
     let mut b = good.encode();
     b[8] = 1;
     refused(b, "version 1");
+    refused(
+        Hello {
+            per_host: false,
+            ..good
+        }
+        .encode(),
+        "it makes connections per (worker, rank), this rank per (worker, host)",
+    );
     let mut b = good.encode();
     b[43] ^= 0x80;
     refused(b, "wrong job key");
@@ -852,7 +886,7 @@ fn hellos_are_checked_field_by_field() {
             ..high
         }
         .encode(),
-        "expects it one-way (is GSM_TCP_TWO_WAY the same on every rank?)",
+        "(is GSM_TCP_TWO_WAY the same on every rank?)",
     );
     let e = check_hello(&good.encode(), &without).unwrap_err();
     assert!(e.contains("expects it one-way"), "{e}");
@@ -861,18 +895,69 @@ fn hellos_are_checked_field_by_field() {
 #[test]
 fn the_lower_rank_connects_and_partners_write_back() {
     let workers = [2, 3];
-    // Rank 0's workers 0 and 1 connect two-way; rank 1's worker 2 has no partner.
-    assert_eq!(partner(0, 0, 1, &workers, true), Some(0));
-    assert_eq!(partner(0, 1, 1, &workers, true), Some(1));
-    assert_eq!(partner(1, 2, 0, &workers, true), None);
-    assert_eq!(partner(1, 0, 0, &workers, true), None);
+    let g = groups_of(0, &workers, &["a", "b"], true);
+    // Rank 0's workers 0 and 1 connect two-way; rank 1's worker 2 (global 4) has no partner.
+    assert_eq!(g.partner(0, 1, true), Some(2));
+    assert_eq!(g.partner(1, 1, true), Some(3));
+    assert_eq!(g.partner(4, 0, true), None);
+    assert_eq!(g.partner(2, 0, true), None);
     let who = |me: u32| {
-        (0..workers[me as usize])
-            .filter(|&l| connects(me, l, 1 - me, &workers, true))
+        g.members(me)
+            .iter()
+            .copied()
+            .filter(|&w| g.connects(w, 1 - me, true))
             .collect::<Vec<_>>()
     };
-    assert_eq!((who(0), who(1)), (vec![0, 1], vec![2]));
+    assert_eq!((who(0), who(1)), (vec![0, 1], vec![4]));
+    // Rank 1's worker 2 reaches rank 0's worker 0 (2 mod 2), one-way.
+    assert_eq!(g.target(4, 0), 0);
     // Without pairing, everyone connects, one-way.
-    assert_eq!(partner(0, 0, 1, &workers, false), None);
-    assert!(connects(1, 0, 0, &workers, false));
+    assert_eq!(g.partner(0, 1, false), None);
+    assert!(g.connects(2, 0, false));
+}
+
+/// Connections between two hosts: (two-way pairs, one-way) for a layout, from every rank's view.
+fn count(workers: &[u32], hosts: &[&str], per_host: bool) -> usize {
+    let mut n = 0;
+    for me in 0..workers.len() as u32 {
+        let g = groups_of(me, workers, hosts, per_host);
+        let mine = g.mine();
+        for l in 0..workers[me as usize] {
+            let w = g.global(l);
+            n += g.remote().filter(|&h| g.connects(w, h, true)).count();
+        }
+        assert!(g.members(mine).iter().all(|&w| g.rank(w) == me || per_host));
+    }
+    n
+}
+
+#[test]
+fn one_connection_per_worker_and_remote_host() {
+    // 2 hosts x 2 ranks x 2 workers: 4 two-way connections per host pair (8 per rank pair).
+    let (w, h) = ([2, 2, 2, 2], ["a", "a", "b", "b"]);
+    assert_eq!(count(&w, &h, true), 4);
+    assert_eq!(count(&w, &h, false), 8);
+    // Round-robin placement: the same count, reading spread over both ranks of each host.
+    let rr = ["a", "b", "a", "b"];
+    assert_eq!(count(&w, &rr, true), 4);
+    let g = groups_of(0, &w, &rr, true);
+    let readers: Vec<u32> = g
+        .members(g.of_rank(1))
+        .iter()
+        .map(|&x| g.reader(x))
+        .collect();
+    assert_eq!(readers, vec![0, 0, 2, 2]);
+    // Unequal hosts: 3 workers on one, 1 on the other: 3 connections (1 two-way).
+    assert_eq!(count(&[1, 2, 1], &["a", "a", "b"], true), 3);
+    // --fabric tcp on one host keeps per-rank connections.
+    let topo = Topology {
+        rank: 0,
+        workers: vec![1, 1],
+        hosts: vec!["a".into(), "a".into()],
+        layout: layout(8, 256),
+        job_id: "groups".into(),
+        key: [0; KEY_LEN],
+    };
+    let (g, why) = groups::Groups::new(&topo, &[false, true], true);
+    assert!(!g.per_host && why.is_some_and(|w| w.contains("--fabric tcp")));
 }
