@@ -212,7 +212,8 @@ impl LocalGraph {
     /// Orders each row by weight, lightest first, so that the edges of a vertex that stay in its
     /// delta-stepping bucket are a prefix of its row (the delegation kernel's SSSP needs it).
     pub fn sort_rows_by_weight(&mut self) {
-        // Unweighted (BFS only): nothing to order.
+        self.by_weight = true;
+        // Unweighted (BFS only), or no edges here: nothing to order.
         if self.weights.is_empty() {
             return;
         }
@@ -226,7 +227,6 @@ impl LocalGraph {
                 (self.weights[k], self.targets[k]) = (w, v);
             }
         }
-        self.by_weight = true;
     }
 
     /// Whether each row is ordered by weight, lightest first.

@@ -78,8 +78,10 @@ impl Owned {
     /// in it (their distances are final now; each once, from its last distance), then settles
     /// this worker's vertices of bucket k.
     fn step(&mut self, k: usize) {
-        let g = self.g.clone();
-        for (i, d) in std::mem::take(&mut self.settled) {
+        let (g, mut last) = (self.g.clone(), std::mem::take(&mut self.settled));
+        // In row order, so that the rows are read one after another.
+        last.sort_unstable_by_key(|e| e.0);
+        for (i, d) in last {
             if self.dist[i as usize] == d {
                 self.relax_edges(&g, i as usize, false);
             }
