@@ -35,9 +35,10 @@ pub struct Owned {
     pub(super) sent: Vec<f32>,
     pub(super) frontier: Vec<u32>,
     pub(super) next: Vec<u32>,
+    /// SSSP: the ring of buckets, each entry a local vertex and the distance it was filed with.
     pub(super) buckets: Vec<Vec<(u32, f32)>>,
-    /// SSSP: the vertices settled in the current bucket (each time), whose edges that leave it
-    /// wait for its end.
+    /// SSSP: the vertices settled in the current bucket (each time, with the distance), whose
+    /// edges that leave it wait for its end.
     pub(super) settled: Vec<(u32, f32)>,
     pub(super) current: usize,
     /// SSSP: a fiber is on its way to settle what delegated relaxations filed in this bucket.

@@ -15,7 +15,10 @@
 //! buckets. When the scope is done, bucket k is settled everywhere, and the scope's last wave
 //! carries the minimum over the workers of the next bucket (their lowest non-empty one, or k + 1
 //! while leaving edges are still to relax): no exchange rounds, and no collective of its own. A
-//! worker does not send a vertex a distance that is not below the lowest it has sent it.
+//! worker does not send a vertex a distance that is not below the lowest it has sent it. A
+//! bucket entry and a settled one carry the distance of their time: one whose vertex has a lower
+//! distance since is stale and skipped, so a vertex lowered within its bucket is settled again
+//! but leaves it once, from its last distance.
 //!
 //! A distance is only ever set to `dist[u] + w`, and only when lower, so the distances are the
 //! fixpoint every kernel reaches, bit for bit; a parent among equal-distance ones may differ.
