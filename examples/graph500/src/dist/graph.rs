@@ -212,24 +212,21 @@ impl LocalGraph {
     /// Orders each row by weight, lightest first, so that the edges of a vertex that stay in its
     /// delta-stepping bucket are a prefix of its row (the delegation kernel's SSSP needs it).
     pub fn sort_rows_by_weight(&mut self) {
+        self.by_weight = true;
+        // Unweighted (BFS only), or no edges here: nothing to order.
+        if self.weights.is_empty() {
+            return;
+        }
         let mut row = Vec::new();
-        // Unweighted (BFS only): nothing to order.
-        let rows = if self.weights.is_empty() {
-            0
-        } else {
-            self.local_count()
-        };
-        for i in 0..rows {
+        for i in 0..self.local_count() {
             let r = self.offsets[i]..self.offsets[i + 1];
             row.clear();
-            let (ws, vs) = (&self.weights[r.clone()], &self.targets[r.clone()]);
-            row.extend(ws.iter().copied().zip(vs.iter().copied()));
+            row.extend(r.clone().map(|k| (self.weights[k], self.targets[k])));
             row.sort_unstable_by(|a: &(f32, Vertex), b| a.0.total_cmp(&b.0));
             for (k, &(w, v)) in r.zip(&row) {
                 (self.weights[k], self.targets[k]) = (w, v);
             }
         }
-        self.by_weight = true;
     }
 
     /// Whether each row is ordered by weight, lightest first.

@@ -41,9 +41,8 @@ impl Owned {
     fn start_bfs(&mut self, root: Vertex) {
         self.parent = vec![NO_PARENT; self.part.local_count()];
         self.sent_bits = vec![0; self.part.num_vertices().div_ceil(64)];
-        self.next.clear();
         if self.part.owner(root) == self.part.rank() {
-            self.visit(&[root, root]);
+            self.visit(root, root);
         }
     }
 
@@ -63,17 +62,17 @@ impl Owned {
         bits
     }
 
-    /// Visits `(v, u)` pairs of vertices owned here: the first parent stays.
-    fn visit(&mut self, pairs: &[u32]) {
-        for p in pairs.chunks(2) {
-            let j = self.part.local(p[0]);
-            if self.parent[j] == NO_PARENT {
-                self.parent[j] = p[1];
-                self.next.push(j as u32);
-            }
+    /// Visits vertex `v` (owned here) from `u`: the first parent stays.
+    fn visit(&mut self, v: Vertex, u: Vertex) {
+        let j = self.part.local(v);
+        if self.parent[j] == NO_PARENT {
+            self.parent[j] = u;
+            self.next.push(j as u32);
         }
     }
 
+    /// Expands the frontier: visits the neighbours owned here and delegates each other one to
+    /// its owner, once per search (a remote vertex sent is visited by the end of the level).
     fn top_down(&mut self) {
         let (g, part) = (self.g.clone(), self.part);
         for &i in &std::mem::take(&mut self.frontier) {
@@ -81,13 +80,14 @@ impl Owned {
             for &v in g.neighbors(i as usize) {
                 let (owner, bit) = (part.owner(v), 1 << (v % 64));
                 if owner == part.rank() {
-                    self.visit(&[v, u]);
+                    self.visit(v, u);
                 } else if self.sent_bits[v as usize / 64] & bit == 0 {
                     self.sent_bits[v as usize / 64] |= bit;
                     self.out.extend(owner, [v, u]);
                 }
             }
         }
-        self.out.send(|o, pairs| o.visit(&pairs));
+        self.out
+            .send(|o, pairs| pairs.chunks(2).for_each(|p| o.visit(p[0], p[1])));
     }
 }

@@ -29,18 +29,17 @@ pub struct Owned {
     pub(super) out: Batches<Owned, u32>,
     pub(super) parent: Vec<Vertex>,
     pub(super) dist: Vec<f32>,
-    /// SSSP: the distance each vertex's edges were last relaxed from.
-    pub(super) done_at: Vec<f32>,
     /// BFS: remote vertices this worker has sent a visit this search (one bit each).
     pub(super) sent_bits: Vec<u64>,
     /// SSSP: the lowest distance this worker has sent each remote vertex this search.
     pub(super) sent: Vec<f32>,
     pub(super) frontier: Vec<u32>,
     pub(super) next: Vec<u32>,
-    pub(super) buckets: Vec<Vec<u32>>,
-    /// SSSP: the vertices settled in the current bucket (each time), whose edges that leave it
-    /// wait for its end.
-    pub(super) settled: Vec<u32>,
+    /// SSSP: the ring of buckets, each entry a local vertex and the distance it was filed with.
+    pub(super) buckets: Vec<Vec<(u32, f32)>>,
+    /// SSSP: the vertices settled in the current bucket (each time, with the distance), whose
+    /// edges that leave it wait for its end.
+    pub(super) settled: Vec<(u32, f32)>,
     pub(super) current: usize,
     /// SSSP: a fiber is on its way to settle what delegated relaxations filed in this bucket.
     pub(super) pending: bool,

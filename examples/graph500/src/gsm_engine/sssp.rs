@@ -15,7 +15,10 @@
 //! buckets. When the scope is done, bucket k is settled everywhere, and the scope's last wave
 //! carries the minimum over the workers of the next bucket (their lowest non-empty one, or k + 1
 //! while leaving edges are still to relax): no exchange rounds, and no collective of its own. A
-//! worker does not send a vertex a distance that is not below the lowest it has sent it.
+//! worker does not send a vertex a distance that is not below the lowest it has sent it. A
+//! bucket entry and a settled one carry the distance of their time: one whose vertex has a lower
+//! distance since is stale and skipped, so a vertex lowered within its bucket is settled again
+//! but leaves it once, from its last distance.
 //!
 //! A distance is only ever set to `dist[u] + w`, and only when lower, so the distances are the
 //! fixpoint every kernel reaches, bit for bit; a parent among equal-distance ones may differ.
@@ -41,7 +44,7 @@ pub(super) fn search(me: &Trust<Owned>, comm: &Comm, root: Vertex, delta: f32) -
     comm.barrier();
     let mut k = 0;
     while k != u64::MAX {
-        let step = || me.apply(move |o| (o.leave(), o.drain(k as usize)));
+        let step = || me.apply(move |o| o.step(k as usize));
         k = finish_all_min(step, || me.apply(|o| o.lowest())).1;
     }
     let (parent, dist) = me.apply(|o| (std::mem::take(&mut o.parent), std::mem::take(&mut o.dist)));
@@ -50,13 +53,9 @@ pub(super) fn search(me: &Trust<Owned>, comm: &Comm, root: Vertex, delta: f32) -
 
 impl Owned {
     fn start_sssp(&mut self, root: Vertex, delta: f32) {
-        assert!(
-            self.g.by_weight(),
-            "SSSP needs rows ordered by weight (Kernels::prepare)"
-        );
+        assert!(self.g.by_weight(), "SSSP needs rows ordered by weight");
         let local = self.part.local_count();
         (self.parent, self.dist) = (vec![NO_PARENT; local], vec![f32::INFINITY; local]);
-        self.done_at = vec![f32::INFINITY; local];
         self.sent = vec![f32::INFINITY; self.part.num_vertices()];
         // A new distance is below the current bucket's end plus the largest weight (< 1).
         self.buckets = vec![Vec::new(); (1.0 / delta).ceil() as usize + 2];
@@ -66,55 +65,62 @@ impl Owned {
         }
     }
 
-    /// The lowest bucket with vertices filed here, or `u64::MAX`.
+    /// The lowest bucket with work here (the next one while leaving edges wait), or `u64::MAX`.
     fn lowest(&self) -> u64 {
         let ring = self.buckets.len();
-        let leaving = if self.settled.is_empty() {
-            u64::MAX
-        } else {
-            self.current as u64 + 1
+        let busy = |k: &usize| {
+            !self.buckets[(self.current + k) % ring].is_empty()
+                || *k == 1 && !self.settled.is_empty()
         };
         (0..ring)
-            .find(|k| !self.buckets[(self.current + k) % ring].is_empty())
+            .find(busy)
             .map_or(u64::MAX, |k| (self.current + k) as u64)
-            .min(leaving)
     }
 
-    /// Relaxes the edges that leave the last bucket from its settled vertices, whose distances
-    /// are final now.
-    fn leave(&mut self) {
-        let (g, mut settled) = (self.g.clone(), std::mem::take(&mut self.settled));
-        // Once per vertex (one settled again is here again), in row order.
-        settled.sort_unstable();
-        settled.dedup();
-        for &i in &settled {
-            self.relax_edges(&g, i as usize, false);
+    /// Bucket `k` here: relaxes the edges that leave the last bucket from the vertices settled
+    /// in it (their distances are final now; each once, from its last distance), then settles
+    /// this worker's vertices of bucket k.
+    fn step(&mut self, k: usize) {
+        let (g, mut last) = (self.g.clone(), std::mem::take(&mut self.settled));
+        // In row order, so that the rows are read one after another.
+        last.sort_unstable_by_key(|e| e.0);
+        for (i, d) in last {
+            if self.dist[i as usize] == d {
+                self.relax_edges(&g, i as usize, false);
+            }
         }
-        self.out.send(|o, batch| o.relax(&batch));
+        self.drain(k);
     }
 
-    /// Settles this worker's vertices of bucket `k`, in rounds: the vertices filed in it, then
-    /// those the round filed in it, until none is (first in, first out: settling the newest
-    /// first relaxed the same edges many times over).
+    /// Settles this worker's vertices of bucket `k` in rounds: those filed in it, then those the
+    /// round filed in it, until none is (first in, first out: settling the newest first relaxed
+    /// the same edges many times over). An entry whose vertex has a lower distance since is stale.
     fn drain(&mut self, k: usize) {
+        let (g, slot) = (self.g.clone(), k % self.buckets.len());
         self.current = k;
-        let slot = k % self.buckets.len();
-        while !self.buckets[slot].is_empty() {
-            let round = std::mem::take(&mut self.buckets[slot]);
-            self.settle(&round);
+        loop {
+            for (i, d) in std::mem::take(&mut self.buckets[slot]) {
+                if self.dist[i as usize] == d {
+                    self.settled.push((i, d));
+                    self.relax_edges(&g, i as usize, true);
+                }
+            }
+            self.out.send(|o, batch| o.relax(&batch));
+            if self.buckets[slot].is_empty() {
+                return;
+            }
         }
     }
 
     /// The delegated relaxations: `(v, d, u)` triples for vertices owned here; those that fall
-    /// in the bucket being settled here are settled at once.
+    /// in the bucket being settled here are settled at once, by one fiber for all the batches
+    /// that arrive before it runs.
     fn relax(&mut self, batch: &[u32]) {
         let mut now = false;
         for r in batch.chunks(3) {
             now |= self.improve(self.part.local(r[0]), f32::from_bits(r[1]), r[2]) == self.current;
         }
-        // One settling fiber for all the batches that arrive before it runs, not one per batch.
-        if now && !self.pending {
-            self.pending = true;
+        if now && !std::mem::replace(&mut self.pending, true) {
             let me = self.out.trusts()[self.part.rank()].clone();
             let _ = gossamer::spawn(move || me.apply(|o| (o.pending = false, o.drain(o.current))));
         }
@@ -126,39 +132,22 @@ impl Owned {
         if d >= self.dist[j] {
             return usize::MAX;
         }
+        let (b, ring) = ((d / self.delta) as usize, self.buckets.len());
         (self.dist[j], self.parent[j]) = (d, u);
-        let b = (d / self.delta) as usize;
-        let ring = self.buckets.len();
-        self.buckets[b % ring].push(j as u32);
+        self.buckets[b % ring].push((j as u32, d));
         b
-    }
-
-    /// Settles the vertices of `round` still in the current bucket: relaxes their edges that
-    /// stay in it.
-    fn settle(&mut self, round: &[u32]) {
-        let g = self.g.clone();
-        for &i in round {
-            let (i, du) = (i as usize, self.dist[i as usize]);
-            if self.done_at[i] == du || (du / self.delta) as usize != self.current {
-                continue;
-            }
-            self.settled.push(i as u32);
-            self.done_at[i] = du;
-            self.relax_edges(&g, i, true);
-        }
-        self.out.send(|o, batch| o.relax(&batch));
     }
 
     /// Relaxes the edges of vertex `i` that stay in its bucket (`inside`) or those that leave it
     /// (its row is ordered by weight, so each is a part of the row).
     fn relax_edges(&mut self, g: &LocalGraph, i: usize, inside: bool) {
         let (du, u, part) = (self.dist[i], self.part.global(i), self.part);
-        let (here, ws) = ((du / self.delta) as usize, g.weights(i));
+        let (bucket, ws) = (|w| ((du + w) / self.delta) as usize, g.weights(i));
         // A linear scan: the in-bucket edges are a few at the row's start, and a binary search's
         // dependent loads missed the cache one after another.
         let split = ws
             .iter()
-            .position(|&w| ((du + w) / self.delta) as usize != here)
+            .position(|&w| bucket(w) != bucket(0.0))
             .unwrap_or(ws.len());
         let edges = if inside { 0..split } else { split..ws.len() };
         for (&v, &w) in g.neighbors(i)[edges.clone()].iter().zip(&ws[edges]) {
