@@ -10,8 +10,11 @@
 //! under a lock: completions, published slots, credits) from its [`Progress`] hook, and its bell
 //! posts its writes at once. The thread only backs the workers up while any of them polls
 //! (one look per millisecond when no worker took a turn since its last look, e.g. a worker stuck
-//! in a long task); when the last worker parks ([`Turn::Park`]), the thread takes over and sleeps
-//! on the completion queue's wait descriptor and the bells' eventfd, as before.
+//! in a long task); when the last worker parks ([`Turn::Park`]), the thread takes over: it
+//! naps 1 ms at a time on the bells' eventfd and turns between naps. The completion queue has no
+//! wait descriptor by default (libfabric signals one on every completion, a cost on every hop of
+//! a polling worker's round trip); with `GSM_OFI_CQ_WAIT=fd` it has one and the thread sleeps on
+//! it too, for up to 20 ms.
 //!
 //! It does not know the protocol (`progress.rs` does) or what a ring holds.
 
@@ -209,8 +212,9 @@ impl Engine {
     }
 
     /// Sleeps until a bell, a completion, a worker polling again, or a time-out: 20 ms, or
-    /// 1 ms while a consumer holds half a ring or more uncredited, or the provider (`shm`) has
-    /// a descriptor that does not wake on a peer's write.
+    /// 1 ms while a consumer holds half a ring or more uncredited, or the completion queue has
+    /// no wait descriptor (the default), or the provider (`shm`) has a descriptor that does not
+    /// wake on a peer's write.
     fn sleep(&self, cq: &Epoll, events: &mut Events) {
         let mut st = self.lock();
         let short = st.watching() || self.shared.provider == "shm" || !st.can_wait();
