@@ -305,9 +305,10 @@ pub(crate) struct Registered {
 pub(crate) const CQ_BATCH: usize = 32;
 
 impl Stack {
-    /// Opens answer `n` of `info`: fabric, domain, a data-format CQ (with a wait descriptor if the
-    /// provider has one), a table AV and an RDM endpoint bound to both, enabled.
-    pub(crate) fn open(info: Info, n: usize) -> Result<Stack, FiError> {
+    /// Opens answer `n` of `info`: fabric, domain, a data-format CQ (with a wait descriptor if
+    /// `wait` and the provider has one, else wait-less), a table AV and an RDM endpoint bound to
+    /// both, enabled.
+    pub(crate) fn open(info: Info, n: usize, wait: bool) -> Result<Stack, FiError> {
         let i = info.nth(n);
         assert!(!i.is_null(), "Stack::open: no answer {n}");
         let offer = info.offers().swap_remove(n);
@@ -343,10 +344,19 @@ impl Stack {
             let mut attr = sys::fi_cq_attr {
                 size: 4096,
                 format: sys::fi_cq_format_FI_CQ_FORMAT_DATA,
-                wait_obj: sys::fi_wait_obj_FI_WAIT_FD,
+                wait_obj: if wait {
+                    sys::fi_wait_obj_FI_WAIT_FD
+                } else {
+                    sys::fi_wait_obj_FI_WAIT_NONE
+                },
                 ..Default::default()
             };
-            if sys::gsm_fi_cq_open(s.domain, &mut attr, &mut s.cq) < 0 {
+            if !wait {
+                check(
+                    "fi_cq_open",
+                    i64::from(sys::gsm_fi_cq_open(s.domain, &mut attr, &mut s.cq)),
+                )?;
+            } else if sys::gsm_fi_cq_open(s.domain, &mut attr, &mut s.cq) < 0 {
                 attr.wait_obj = sys::fi_wait_obj_FI_WAIT_NONE;
                 check(
                     "fi_cq_open",

@@ -10,8 +10,11 @@
 //! under a lock: completions, published slots, credits) from its [`Progress`] hook, and its bell
 //! posts its writes at once. The thread only backs the workers up while any of them polls
 //! (one look per millisecond when no worker took a turn since its last look, e.g. a worker stuck
-//! in a long task); when the last worker parks ([`Turn::Park`]), the thread takes over and sleeps
-//! on the completion queue's wait descriptor and the bells' eventfd, as before.
+//! in a long task); when the last worker parks ([`Turn::Park`]), the thread takes over: it
+//! naps 1 ms at a time on the bells' eventfd and turns between naps. The completion queue has no
+//! wait descriptor by default (libfabric signals one on every completion, a cost on every hop of
+//! a polling worker's round trip); with `GSM_OFI_CQ_WAIT=fd` it has one and the thread sleeps on
+//! it too, for up to 20 ms.
 //!
 //! It does not know the protocol (`progress.rs` does) or what a ring holds.
 
@@ -209,8 +212,10 @@ impl Engine {
     }
 
     /// Sleeps until a bell, a completion, a worker polling again, or a time-out: 20 ms, or
-    /// 1 ms while a consumer holds half a ring or more uncredited, or the provider (`shm`) has
-    /// a descriptor that does not wake on a peer's write.
+    /// 1 ms while a consumer holds half a ring or more uncredited, or the completion queue has
+    /// no wait descriptor (the default), or the provider (`shm`) has a descriptor that does not
+    /// wake on a peer's write. Without a descriptor it does not nap while a body is parked for
+    /// a peer's read (the read's bytes move only in this rank's turns); it yields instead.
     fn sleep(&self, cq: &Epoll, events: &mut Events) {
         let mut st = self.lock();
         let short = st.watching() || self.shared.provider == "shm" || !st.can_wait();
@@ -218,11 +223,14 @@ impl Engine {
         // Pairs with `Shared::ring`: either the thread sees the header, or the bell sees it
         // asleep.
         fence(Ordering::SeqCst);
-        let block = !st.unsent() && st.may_sleep();
+        let serving = st.serving() && !st.can_wait();
+        let block = !st.unsent() && !serving && st.may_sleep();
         drop(st);
         if block && !self.shared.stop.load(Ordering::Acquire) {
             cq.wait(events, if short { 1 } else { 20 });
             net::eventfd_drain(self.shared.eventfd.as_fd());
+        } else if serving {
+            std::thread::yield_now();
         }
         self.shared.sleeping.store(false, Ordering::Relaxed);
     }

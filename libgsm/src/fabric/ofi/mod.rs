@@ -129,7 +129,8 @@ impl Fabric for Ofi {
         let wanted = provider::from_env();
         let (info, n) = provider::choose(wanted.as_deref())?;
         let name = info.offers()[n].provider.clone();
-        let stack = fi::Stack::open(info, n).map_err(|e| setup_error(&name, &e))?;
+        let stack =
+            fi::Stack::open(info, n, provider::cq_wait()).map_err(|e| setup_error(&name, &e))?;
         let endpoint = setup::endpoint_bytes(&stack)?;
         tracing::info!(
             target: "gossamer::fabric",

@@ -119,6 +119,8 @@ pub(super) struct State {
     pub(super) rma: RmaTable,
     /// The rendezvous's reads and registrations (`rendezvous.rs`).
     reads: Reads,
+    /// Bodies parked for peers to read and not yet unparked.
+    parked: usize,
 }
 
 /// What one [`State::turn`] did.
@@ -249,6 +251,7 @@ pub(super) fn build(
         delivered: false,
         rma: RmaTable::default(),
         reads: Reads::default(),
+        parked: 0,
     };
     Ok((links, shared, state, local))
 }
@@ -783,12 +786,21 @@ impl State {
         len: usize,
     ) -> Result<crate::fabric::Parked, String> {
         // SAFETY: the caller's.
-        unsafe { self.reads.park(&mut self.stack, ptr, len) }
+        let p = unsafe { self.reads.park(&mut self.stack, ptr, len) }?;
+        self.parked += 1;
+        Ok(p)
     }
 
     /// Deregisters a parked body.
     pub(super) fn unpark(&mut self, id: u64) {
         self.stack.deregister(id);
+        self.parked = self.parked.saturating_sub(1);
+    }
+
+    /// Whether a body is parked for peers to read: its bytes move only as this rank's progress
+    /// sends them (`tcp;ofi_rxm`), so the thread then turns without napping.
+    pub(super) fn serving(&self) -> bool {
+        self.parked > 0
     }
 
     /// Starts reading `len` bytes at `addr` (key `key`) of peer `peer` into `dst`; the turns

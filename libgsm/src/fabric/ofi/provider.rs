@@ -44,6 +44,17 @@ pub(super) const MR_MODES: u32 = bits::MR_LOCAL
 /// Bytes of remote completion data a slot write carries.
 pub(super) const CQ_DATA: usize = 8;
 
+/// The variable that, set to `fd`, gives the completion queue a wait descriptor again.
+pub const CQ_WAIT_VAR: &str = "GSM_OFI_CQ_WAIT";
+
+/// Whether the completion queue gets a wait descriptor: not by default. libfabric signals a
+/// queue's descriptor on each completion, which cost a polling worker's round trip more than
+/// the progress thread's 1 ms naps cost a parked rank (docs/performance.md, issue 34, sixth
+/// session); `GSM_OFI_CQ_WAIT=fd` trades back, for a rank that should sleep until woken.
+pub(super) fn cq_wait() -> bool {
+    std::env::var(CQ_WAIT_VAR).is_ok_and(|v| v.trim() == "fd")
+}
+
 /// `GSM_OFI_PROVIDER`, `None` when unset or empty.
 pub(super) fn from_env() -> Option<String> {
     std::env::var(PROVIDER_VAR)

@@ -144,6 +144,48 @@ fn polling_workers_drive_progress_and_the_thread_takes_over_when_they_park() {
     });
 }
 
+/// A rank whose workers all sleep is still served within a few milliseconds: its completion
+/// queue has no wait descriptor by default, so its progress thread naps 1 ms at a time and
+/// turns between naps. Each send comes after 30 ms of quiet, when the thread is in its naps.
+#[test]
+fn a_rank_whose_workers_all_sleep_is_served_within_a_few_ms() {
+    use crate::fabric::conformance::job;
+    use crate::fabric::{Lane, Turn};
+    use crate::wire::ring::{Consumer, Producer, RingLayout};
+    use std::time::{Duration, Instant};
+
+    let mut ranks = job::<super::Ofi>(&[1, 1], RingLayout::new(8, 64).unwrap());
+    let (a, b) = ranks.split_at_mut(1);
+    let to = a[0].topo.first_worker(1);
+    let bell = a[0].worker_bell(0, to);
+    let hook = b[0].progress_hook(0);
+    let mut p: Producer = a[0].take_out(0, to, Lane::Request);
+    let mut c: Consumer = b[0].take_in(0, 0, Lane::Request);
+    hook.turn(Turn::Poll);
+    hook.turn(Turn::Park);
+    let mut took = Vec::new();
+    for v in 0..7u32 {
+        std::thread::sleep(Duration::from_millis(30));
+        let start = Instant::now();
+        let mut w = p.try_reserve().expect("room in the shadow ring");
+        w.buf()[..4].copy_from_slice(&v.to_le_bytes());
+        w.publish(4);
+        bell.ring();
+        crate::fabric::conformance::within("the sleeping rank is served", &mut || {
+            c.try_poll()
+                .unwrap()
+                .is_some_and(|r| r.bytes() == v.to_le_bytes())
+        });
+        took.push(start.elapsed());
+    }
+    took.sort();
+    assert!(
+        took[3] < Duration::from_millis(5),
+        "a sleeping rank took a median of {:?} to be served ({took:?})",
+        took[3]
+    );
+}
+
 /// The rendezvous of records larger than a slot: a body parked (registered) by one rank is read
 /// by RMA by the other, byte for byte, at sizes around a read piece and up to 64 MiB; a key that
 /// was deregistered is refused with an error (and the failure is reported), not a hang.

@@ -46,7 +46,7 @@ impl WriteEndpoint {
     pub fn open(len: usize) -> Result<WriteEndpoint, FabricError> {
         let (info, n) = provider::choose(provider::from_env().as_deref())?;
         let name = info.offers()[n].provider.clone();
-        let mut stack = Stack::open(info, n).map_err(|e| super::setup_error(&name, &e))?;
+        let mut stack = Stack::open(info, n, false).map_err(|e| super::setup_error(&name, &e))?;
         let mut buf = vec![0u8; len.max(64)].into_boxed_slice();
         // SAFETY: the buffer is moved into the endpoint with the stack and dropped after it
         // (field order), so it outlives the registration.
