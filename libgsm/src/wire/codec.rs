@@ -13,18 +13,26 @@ use std::mem::MaybeUninit;
 /// Encodes `v` (postcard's bytes).
 pub(crate) fn encode<T: serde::Serialize + 'static>(v: &T) -> Result<Vec<u8>, postcard::Error> {
     if let Some(bytes) = (v as &dyn Any).downcast_ref::<Vec<u8>>() {
-        let mut out = Vec::with_capacity(bytes.len() + 10);
+        let (head, k) = length_varint(bytes.len());
+        let mut out = Vec::with_capacity(bytes.len() + k);
         crate::sys::mem::advise_huge(out.as_ptr(), out.capacity());
-        let mut n = bytes.len() as u64;
-        while n >= 0x80 {
-            out.push((n as u8) | 0x80);
-            n >>= 7;
-        }
-        out.push(n as u8);
+        out.extend_from_slice(&head[..k]);
         out.extend_from_slice(bytes);
         return Ok(out);
     }
     postcard::to_allocvec(v)
+}
+
+/// A length as postcard writes it (LEB128): the bytes, and how many of them are used.
+fn length_varint(n: usize) -> ([u8; 10], usize) {
+    let (mut head, mut k, mut n) = ([0u8; 10], 0, n as u64);
+    while n >= 0x80 {
+        head[k] = (n as u8) | 0x80;
+        n >>= 7;
+        k += 1;
+    }
+    head[k] = n as u8;
+    (head, k + 1)
 }
 
 /// Arguments from this many bytes are encoded in their own allocation ([`encode_spliced`]).
@@ -45,14 +53,7 @@ pub(crate) fn encode_spliced<T: 'static>(v: T, room: usize) -> Result<Vec<MaybeU
         return Err(slot.take().expect("a value not taken"));
     };
     let n = bytes.len();
-    let (mut head, mut k, mut len) = ([0u8; 10], 0, n as u64);
-    while len >= 0x80 {
-        head[k] = (len as u8) | 0x80;
-        len >>= 7;
-        k += 1;
-    }
-    head[k] = len as u8;
-    k += 1;
+    let (head, k) = length_varint(n);
     bytes.reserve_exact(room + k);
     let p = bytes.as_mut_ptr();
     // SAFETY: the allocation holds at least `room + k + n` bytes (reserved); the `n` bytes move

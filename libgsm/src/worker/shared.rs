@@ -287,7 +287,7 @@ impl Shared {
     /// online CPUs plus `spare`, and this rank's awake workers fit the CPUs it may use. The
     /// kernel's count sees every process, the other ranks on this host (or in another network
     /// namespace of the same machine) among them, asleep or not, where [`Shared::spin`] counts
-    /// the other ranks' workers as always awake. One sample (a `pread`, about 1 µs) per idle
+    /// the other ranks' workers as always awake. One sample (one `pread`) per idle
     /// spell and use; always `false` with [`SPIN_HOST_VAR`]`=0`.
     pub(crate) fn host_fits(&self, spare: usize) -> bool {
         self.host_aware
