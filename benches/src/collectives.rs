@@ -54,7 +54,8 @@
 //! 8.2–9.0 µs; 1 MiB allreduce 1197 / 261 µs, broadcast 679 / 136 µs), as before. Under load (average 3–9) the figures spread by 10× on both
 //! sides.
 
-use crate::report::{Case, Figure, RankReport};
+use crate::case::{Case, Figure};
+use crate::report::RankReport;
 use crate::stats::summarize;
 use gossamer::Config;
 use gsm_collectives::op::Sum;

@@ -17,7 +17,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::report::{Case, Figure, emit};
+use crate::case::{Case, Figure};
+use crate::report::emit;
 use crate::stats::summarize;
 
 /// What the command line asks for.

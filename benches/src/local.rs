@@ -30,8 +30,8 @@
 //! run. The Gossamer side is the default `gossamer` feature (see `gsm.rs`); built without it, the
 //! cases show the peers alone.
 
+use crate::case::{Case, Figure};
 use crate::peers;
-use crate::report::{Case, Figure};
 use crate::stats::summarize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -55,8 +55,8 @@ pub struct Options {
 /// What one repetition measured: figure name → value.
 type Sample = Vec<(&'static str, f64)>;
 
-/// Names of the figures, shared between the measuring and the reporting side.
-pub mod names {
+/// Names of the figures.
+mod names {
     pub const STD_MUTEX: &str = "std::sync::Mutex";
     pub const PARKING_LOT: &str = "parking_lot::Mutex";
     pub const FETCH_ADD: &str = "AtomicU64::fetch_add";
@@ -109,11 +109,22 @@ fn peers_once(opts: &Options, run: usize) -> Sample {
 
 #[cfg(feature = "gossamer")]
 fn gsm_once(opts: &Options, run: usize) -> anyhow::Result<Sample> {
-    crate::gsm::measure_once(
+    let f = crate::gsm::measure_once(
         opts.limit(),
         opts.latency_limit(),
         opts.seed.wrapping_add(run as u64),
-    )
+    )?;
+    Ok(vec![
+        (names::GSM_APPLY_THEN, f.apply_then.total),
+        (names::GSM_APPLY_THEN_REMOTE, f.apply_then.remote),
+        (names::GSM_APPLY_1, f.apply_1.total),
+        (names::GSM_APPLY_1_REMOTE, f.apply_1.remote),
+        (names::GSM_APPLY_64, f.apply_64.total),
+        (names::GSM_APPLY_64_REMOTE, f.apply_64.remote),
+        (names::GSM_MAP_ONE, f.map_one),
+        (names::GSM_MAP_SHARDED, f.map_sharded),
+        (names::GSM_LATENCY, f.latency),
+    ])
 }
 
 #[cfg(not(feature = "gossamer"))]

@@ -95,8 +95,9 @@
 //! `L`): 64 MiB, 2 GiB and 32 GiB. Beyond a few hundred workers the all-to-all mesh needs fewer
 //! or smaller slots (`Config::slots_per_ring`, `GSM_SLOT_SIZE`).
 
+use crate::case::{Case, Figure};
 use crate::peers::Limit;
-use crate::report::{Case, Figure, RankReport};
+use crate::report::RankReport;
 use crate::stats::summarize;
 use gossamer::{Config, Trust, WorkerId, entrust_on, rank, spawn_on, workers_of_rank, yield_now};
 use mpi::topology::SimpleCommunicator;

@@ -37,8 +37,9 @@
 //!
 //! All rates in Gbit/s. The header states the memory a stream holds. Only rank 0 prints.
 
+use crate::case::{Case, Figure};
 use crate::peers::Limit;
-use crate::report::{Case, Figure, RankReport};
+use crate::report::RankReport;
 use crate::stats::summarize;
 use gossamer::{Config, WorkerId, rank, stream, workers_of_rank};
 use mpi::topology::SimpleCommunicator;
