@@ -76,11 +76,12 @@ use comm::Comm;
 use gossamer::{Batches, Trust, entrust_all};
 use kernels::Owned;
 
-use crate::cli::{Args, Outcome, RunError};
+use crate::cli::Args;
 use crate::dist::graph::LocalGraph;
 use crate::dist::sssp::LocalPaths;
 use crate::dist::{Bsp, Exchange, Kernels, Plan};
 use crate::kronecker::Vertex;
+use crate::outcome::{Outcome, RunError};
 
 /// Fiber stack the engine asks for at least (the kernels keep their arrays on the heap; this is
 /// room for the generator, validation and formatting with margin).
