@@ -65,9 +65,10 @@
 //! after a second the run fails with [`Error::Deadlock`], naming what they wait for. A fiber
 //! waiting for a condition that no message announces (a word on the [`host_board`]) waits in
 //! [`wait_for`], which counts as waiting too; one that waits by yielding in a loop keeps its
-//! worker busy, and is not seen. MPI is not on the data path; ARCHITECTURE.md says how set-up
-//! (`runtime/start.rs`, [`fabric`]) and termination (`runtime/quiesce.rs`) work. Without a launcher, the program is a job of one
-//! rank and MPI is never initialised.
+//! worker busy, and is not seen. MPI is not on the data path: it serves set-up
+//! (`runtime/start.rs`, [`fabric`]) and termination (`runtime/quiesce.rs`, whose protocols are in
+//! `runtime/README.md`). Without a launcher, the program is a job of one rank and MPI is never
+//! initialised.
 //!
 //! Closures that travel capture only plain data ([`NoRef`]: `Copy + Send + 'static`); owned
 //! data goes as the argument of [`Trust::apply_with`] and results are [`Wire`] values.
@@ -198,7 +199,8 @@
 //! from the binary's own symbol table, so a binary stripped of its symbols refuses to start as
 //! more than one rank), and its arguments and results are taken only from their `postcard`
 //! encodings, never as the bytes of their type. Anything else ends the job with a report naming
-//! the peer. See ARCHITECTURE.md, "Trust boundary", for what a peer holding the key can still do.
+//! the peer. See `libgsm/TRUST_BOUNDARY.md` for the checks, their tests, and what a peer holding
+//! the key can still do.
 
 mod batches;
 mod board;

@@ -9,8 +9,8 @@
 //!
 //! A `Notify` stays on its worker (it is not `Send`; share it with `Rc`). It is not a queue:
 //! notifications before a wait are one. A fiber that waits for a notification that never comes
-//! is as stuck as one in `recv` that gets no message, and is reported so. See ARCHITECTURE.md,
-//! section 11.
+//! is as stuck as one in `recv` that gets no message, and is reported so. See
+//! `reactor/README.md`.
 
 use std::cell::Cell;
 

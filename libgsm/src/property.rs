@@ -33,7 +33,7 @@
 //! 128-bit `TypeId` and the flag one by one (the `TypeId` compare alone showed in a loop of inline
 //! applies); any mismatch goes to the full checks, which name the error. Type indexes are numbered
 //! per process, so only a trust made or deserialised in the trustee's own process can match; every
-//! other name takes the full checks, as requests from other workers do. See ARCHITECTURE.md.
+//! other name takes the full checks, as requests from other workers do. See `trust/README.md`.
 
 use std::any::{Any, TypeId};
 use std::cell::RefCell;

@@ -22,6 +22,8 @@
 //!   so a job whose fibers wait for clients that never come runs until it is stopped ([`close`]
 //!   wakes every waiting fiber of the calling worker with an error, for a server that stops).
 //! - It reads and writes nothing, accepts nothing and owns no socket logic: the caller does.
+//!
+//! The design, and the alternatives measured and rejected, are in `reactor/README.md`.
 
 use std::io;
 use std::os::fd::AsFd;

@@ -3,7 +3,8 @@
 //! `GlobalCompletionEvent`). The counting is `worker::tasks`'s; this module opens and closes a
 //! scope and decides, by waves over the workers, when it is done. It does not track tagged
 //! messages (`send`/`recv`) or host-board writes: a fiber of the scope that waits for one is a
-//! task until it returns, but the message itself is not. See ARCHITECTURE.md.
+//! task until it returns, but the message itself is not. The whole protocol, with the collective
+//! form, is in `scope/README.md`.
 //!
 //! **When a scope is done.** Every worker counts, per scope, the tasks started on it and the
 //! tasks finished on it (a request's start and its callback both on the issuing worker, a

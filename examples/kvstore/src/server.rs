@@ -14,8 +14,9 @@
 //!
 //! `SHUTDOWN` (or `redis-cli shutdown nosave`, or SIGTERM/SIGINT to any rank, seen within
 //! 100 ms) sets a stop flag on every rank (`state.rs`), by a closure delegated to the first shard
-//! of each; each worker then ends its loops, its connections close, and the job ends normally. A rank that cannot listen ends the job with a report that names
-//! it. Nothing is persisted. See ARCHITECTURE.md, "gsm-kv".
+//! of each; each worker then ends its loops, its connections close, and the job ends normally. A
+//! rank that cannot listen ends the job with a report that names it. Nothing is persisted. See
+//! the crate's README.md.
 
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;

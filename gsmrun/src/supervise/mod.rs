@@ -67,7 +67,7 @@
 //! (`protocol.rs`), output forwarding (`output.rs`), the launcher (`launcher.rs`), the timers
 //! (`tick.rs`) and events (`events.rs`) of the state machine, the end-of-job lines (`report.rs`)
 //! and the reaping of leftovers (`reaper.rs`). This module does not build command lines
-//! ([`crate::launch`]) nor start programs on ranks ([`crate::wrapper`]). See ARCHITECTURE.md.
+//! ([`crate::launch`]) nor start programs on ranks ([`crate::wrapper`]). See `supervise/README.md`.
 
 mod events;
 mod launcher;

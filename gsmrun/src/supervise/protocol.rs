@@ -2,7 +2,7 @@
 //! rank's program ended ([`Outcome`]), and the serving of one control connection, which turns
 //! its frames into the supervisor's events (a connection counts as a rank only once it presents
 //! the job's key). It decides nothing about the job: that is the supervisor's state machine.
-//! See ARCHITECTURE.md.
+//! See `supervise/README.md`.
 
 use super::Event;
 use super::output::{LineOut, Output};

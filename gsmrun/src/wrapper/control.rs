@@ -1,7 +1,7 @@
 //! The wrapper's side of the control connection: connecting to `gsmrun` and saying `HELLO`,
 //! sending frames (output, stages, the report) from several threads, and listening for `KILL`,
 //! `SIGNAL` or the connection's end; and the signals that reach the wrapper itself. What to do
-//! with the program is [`Program`]'s business. See ARCHITECTURE.md.
+//! with the program is [`Program`]'s business. See `supervise/README.md`.
 
 use super::fail;
 use super::program::Program;

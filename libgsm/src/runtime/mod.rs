@@ -3,7 +3,8 @@
 //! (`run`'s main on each rank's first worker, or `spmd`'s body on every worker), wait until the
 //! whole job is quiet, and stop every worker; [`fail_job`] ends a job early. What a worker does
 //! in between (scheduling, serving, polling) is the worker's; how bytes reach another rank is the
-//! fabrics'; who the ranks are is the bootstrap's. See ARCHITECTURE.md.
+//! fabrics'; who the ranks are is the bootstrap's. How a run ends on every rank together (fate
+//! sharing, the termination waves) is written in `runtime/README.md`.
 //!
 //! **One rank or many.** A program started by a launcher (`gsmrun`, `mpirun`, `srun`: see
 //! `job.rs`) is one rank of a job: the first `run`/`spmd` bootstraps the job over MPI, each call
@@ -34,8 +35,8 @@
 //! program installed its own, which is then used as it is. Targets: `gossamer::bootstrap` (the
 //! bootstrap's stages and their times), `gossamer::fabric` (the fabric chosen for each peer rank
 //! and why), `gossamer::ring` (slot size, slots per ring, memory), `gossamer::worker` (workers
-//! started), `gossamer::quiesce` (each termination wave's totals, the end verdict). Nothing is
-//! logged per request.
+//! started), `gossamer::quiesce` (each termination wave's totals, the end verdict); `log.rs` has
+//! the table of what each says at which level. Nothing is logged per request.
 
 mod fabrics;
 mod handoff;

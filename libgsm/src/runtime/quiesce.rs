@@ -2,7 +2,7 @@
 //! verdict of each wave (over, deadlocked, or not yet), the failure notes ranks send each other,
 //! and the watch over this host's peer processes. It starts and stops nothing itself: the caller
 //! (`start.rs`) stops the workers and closes the fabrics once [`terminate`] returns. See
-//! ARCHITECTURE.md.
+//! `runtime/README.md` for the protocols together.
 //!
 //! **Ending together.** A rank whose roots are done and whose workers are all quiet may still be
 //! sent work by another rank. So the run's thread runs *waves*: when the rank is quiet it
@@ -88,10 +88,9 @@ const NOTE_GRACE: Duration = Duration::from_millis(200);
 
 /// The run's thread waits this long between its looks (failure flag, notes, peers, waves) after
 /// one that moved a wave, and twice as long after each look that did not, up to
-/// [`LOOK_LONGEST`]; this long again once the job is seen stalled. It used to wake every
-/// millisecond throughout: on a host whose workers poll on every CPU, each wake-up takes a
-/// worker off its CPU for a while, and those wake-ups were the light-load p99 of `gsm-bench
-/// curves` (docs/performance.md, issue 36).
+/// [`LOOK_LONGEST`]; this long again once the job is seen stalled. Not every millisecond
+/// throughout: on a host whose workers poll on every CPU, each wake-up takes a worker off its
+/// CPU, which showed in the light-load tail of a blocking `apply`.
 const LOOK_FIRST: Duration = Duration::from_millis(1);
 /// The longest wait between two looks: how late a busy rank sees a peer's failure note, and a
 /// rank that has just gone quiet starts its wave (a vanished peer on this host ends the wait at

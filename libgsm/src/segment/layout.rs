@@ -12,7 +12,7 @@
 //!  data_at    the data, page-aligned: round_up(64 + ranks, 4096)
 //! ```
 //!
-//! It does not map files or move data (`memfile.rs`, `mod.rs`). See ARCHITECTURE.md.
+//! It does not map files or move data (`memfile.rs`, `mod.rs`). See `segment/README.md`.
 
 use super::error::{Right, SegmentError, SegmentName};
 use super::memfile::MemFile;

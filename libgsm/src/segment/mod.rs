@@ -36,8 +36,8 @@
 //! the generation (a revoked or freed segment refuses old handles), the caller rank's rights,
 //! bounds, and 8-byte alignment for atomics. On the delegated path the owner's handler checks;
 //! within a host the caller's runtime checks the owner-written header before it touches the data
-//! (as with the shm rings, a process of the same user could bypass that; see ARCHITECTURE.md,
-//! "Trust boundary"). A refusal is a [`SegmentError`] naming the segment, offset and right, and
+//! (as with the shm rings, a process of the same user could bypass that; see
+//! `libgsm/TRUST_BOUNDARY.md`). A refusal is a [`SegmentError`] naming the segment, offset and right, and
 //! the data is untouched. An operation that passed its check just before a revocation may still
 //! complete, as with RDMA memory windows.
 //!

@@ -9,7 +9,7 @@
 //!
 //! Requests and answers are `postcard` encodings checked on arrival; the caller's rank is the
 //! ring's, never a field of the request. It does not choose the path (`mod.rs` does). See
-//! ARCHITECTURE.md.
+//! `segment/README.md`.
 
 use serde::{Deserialize, Serialize};
 

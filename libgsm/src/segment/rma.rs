@@ -26,7 +26,7 @@
 //!
 //! It does not carry notifications (`put_notify` stays a delegated request) and is not used
 //! when the provider needs local registration (`FI_MR_LOCAL`; the port is then not installed).
-//! See ARCHITECTURE.md, section 10.
+//! See `segment/README.md`, "RMA on `ofi`".
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

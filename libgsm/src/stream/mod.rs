@@ -47,7 +47,7 @@
 //! unsent chunk and up to one ring's worth of chunks in flight.
 //!
 //! This module does not multiplex several writers into one stream, nor reorder or retransmit
-//! (the rings below are reliable and ordered). See ARCHITECTURE.md.
+//! (the rings below are reliable and ordered). See `stream/README.md`.
 
 mod reader;
 mod remote;

@@ -7,7 +7,7 @@
 //! Each chunk is sent from a fiber of its own on the writer's worker, so that several are in
 //! flight (the requests keep their order: one FIFO ring per pair of workers, and each names its
 //! position, which the handler checks). A writer out of credit with nothing in flight asks the
-//! reader's `head` again after a pause (20 µs, doubling to 1 ms). See ARCHITECTURE.md.
+//! reader's `head` again after a pause (20 µs, doubling to 1 ms). See `stream/README.md`.
 
 use std::io;
 use std::time::Duration;

@@ -14,8 +14,8 @@
 //!
 //! Credit is `capacity - (tail - head)`: the producer writes only into free bytes, then publishes
 //! `tail` with Release; the reader loads `tail` with Acquire, reads, and gives bytes back by
-//! storing `head` with Release (the ring protocol of ARCHITECTURE.md section 4.1, on bytes
-//! instead of slots). Values read from the other side are checked (`tail` never behind `head`
+//! storing `head` with Release (the slot ring's protocol, `wire/README.md`, on bytes instead of
+//! slots). Values read from the other side are checked (`tail` never behind `head`
 //! nor more than `capacity` ahead), since the other side is another process.
 
 use std::io;

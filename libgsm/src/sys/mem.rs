@@ -40,7 +40,7 @@ const HUGE_PAGE: usize = 2 << 20;
 /// Asks the kernel to back the 2 MiB-aligned interior of `ptr..ptr + len` with transparent huge
 /// pages (`MADV_HUGEPAGE`), for a buffer of at least 4 MiB about to be filled: under the common
 /// THP mode `madvise` a fresh buffer is otherwise faulted in 4 KiB pages, one fault per page,
-/// which costs several times the copy that fills it (docs/performance.md, issue 34). Advice only:
+/// which costs more than the copy that fills it. Advice only:
 /// the bytes and the allocation are unchanged, and a kernel that refuses (no THP) is ignored.
 pub(crate) fn advise_huge(ptr: *const u8, len: usize) {
     if len < HUGE_FROM {

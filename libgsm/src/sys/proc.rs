@@ -40,7 +40,7 @@ pub(crate) fn cpus_online() -> usize {
 
 /// Threads runnable on this host right now, the calling one included (the kernel's
 /// `nr_running`, the fourth field of `/proc/loadavg`), or `None` where it cannot be read. One
-/// `pread` of a descriptor opened once per process, about a microsecond.
+/// `pread` of a descriptor opened once per process, cheap enough for once per idle spell.
 pub(crate) fn runnable_threads() -> Option<usize> {
     use std::os::unix::fs::FileExt;
     static LOADAVG: OnceLock<Option<std::fs::File>> = OnceLock::new();

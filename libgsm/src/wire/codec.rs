@@ -1,8 +1,8 @@
 //! The encoding of arguments and results that cross a process: `postcard`, with one fast path.
 //! A `Vec<u8>` (a user's bulk bytes) is written and read with one copy, as its length (a
 //! LEB128 varint) and the bytes, which is exactly postcard's encoding of it: serde hands the
-//! bytes of a `Vec<u8>` to postcard one `u8` at a time, about ten times slower than a copy,
-//! which made a 64 MiB argument spend most of its time there rather than on the fabric. The
+//! bytes of a `Vec<u8>` to postcard one `u8` at a time, far slower than a copy, which made a
+//! large argument spend most of its time there rather than on the fabric. The
 //! bytes on the wire are the same either way, so either side may take either path.
 //!
 //! It does not choose what is encoded (`trust`'s calls and the worker's responses do).

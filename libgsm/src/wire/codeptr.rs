@@ -6,8 +6,8 @@
 //! encoded itself, only checks that the offset lands in the executable segment that holds the
 //! base function. [`entry_in`], for offsets from another process, accepts only the exact entries
 //! of a table read once from the binary's own symbol table ([`entries`]): the instances of the
-//! one generic function through which a trustee runs delegated code. See ARCHITECTURE.md,
-//! "Trust boundary".
+//! one generic function through which a trustee runs delegated code. See
+//! `libgsm/TRUST_BOUNDARY.md`.
 
 use std::sync::OnceLock;
 

@@ -29,7 +29,8 @@
 //! and its sleeper must not wait on sockets for longer than it may miss a ring.
 //!
 //! This module does not know rings or workers; it only waits, wakes and closes the gate. The
-//! futex calls themselves are in `sys::thread`, the eventfd's in `sys::net`. See ARCHITECTURE.md.
+//! futex calls themselves are in `sys::thread`, the eventfd's in `sys::net`. See `wire/README.md`
+//! for who rings whom.
 
 use std::any::Any;
 use std::os::fd::{AsFd, OwnedFd};

@@ -33,7 +33,7 @@ pub struct Parked {
 /// the body ([`park`](Self::park)) and sends its address and key in the record; the receiver
 /// reads it straight into a buffer of its own ([`read`](Self::read)) and then sends a release
 /// record, upon which the sender deregisters ([`unpark`](Self::unpark)) and frees it. Nothing
-/// of the body travels through the rings. See ARCHITECTURE.md, section 4.7 (and `fabric::ofi`).
+/// of the body travels through the rings. See `fabric::ofi`, whose rendezvous this is.
 pub trait Rendezvous: Send + Sync + std::fmt::Debug {
     /// Whether this rank reads parked bodies of `rank` (and `rank` reads this rank's).
     fn reaches(&self, rank: u32) -> bool;

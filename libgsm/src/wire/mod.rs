@@ -5,7 +5,8 @@
 //! offsets that can travel (`codeptr`), and single-copy reads of a peer's memory (`far`).
 //!
 //! It does not know what a record means (the trampolines that encode a closure decode it), choose
-//! destinations, or move bytes between hosts (the fabrics do). See ARCHITECTURE.md.
+//! destinations, or move bytes between hosts (the fabrics do). Its protocols together (the slot
+//! ring, records and batches, doorbells and the gate) are written in `wire/README.md`.
 
 pub mod doorbell;
 pub mod ring;

@@ -1,8 +1,8 @@
 //! The slot ring: a single-producer single-consumer ring of fixed-size slots that carries batches
 //! from one worker to another.
 //!
-//! A ring lives in a caller-provided region (heap now; a shared-memory segment or an
-//! RDMA-registered region later), so it is position-independent: the region holds only offsets'
+//! A ring lives in a caller-provided region (the heap, a shared-memory segment, or memory a
+//! one-sided fabric registered), so it is position-independent: the region holds only offsets'
 //! worth of structure, never a pointer, and every word both sides touch is an atomic at a fixed
 //! offset. The ring moves opaque bytes; it does not encode records, pick destinations, wake
 //! sleeping workers, or move bytes between hosts (the fabrics do that, see below).
@@ -51,30 +51,26 @@
 //! There are no read-modify-write atomics: each shared word has exactly one writer, which uses a
 //! plain Release store. Producer-written and consumer-written words never share a cache line.
 //!
-//! # Fabrics (what `shm`, `verbs` and `tcp` will have to do)
+//! # Fabrics
 //!
 //! The design is *credit by monotonic counter*: data flows producer → consumer as slot writes
 //! (payload, then header), credit flows consumer → producer as the single `released` counter.
-//! Both directions are one-way writes, so they work unchanged over all three fabrics:
+//! Both directions are one-way writes, so every fabric carries the same ring:
 //!
 //! - `shm`: the region is one mapped segment; both sides use it directly, as on the heap.
-//! - `verbs`: the ring lives in the consumer's registered memory. The producer fills a local
-//!   staging slot (same layout) and transfers it with RDMA WRITE: the payload bytes, then the
-//!   8-byte header (which precedes the payload in address order) as a second WRITE chained on
-//!   the same RC QP. This relies on the last-written
-//!   header becoming visible no earlier than the payload, as FaRM-style rings do; the fabric
-//!   must document the NICs it has checked. Credit: the producer keeps its *own* copy of the
-//!   control block and reads `released` there; the consumer's fabric RDMA-WRITEs its 8-byte
-//!   `released` into that copy. Because the counter is monotonic, writes may be coalesced
-//!   (e.g. every `slots / 2` releases, or when the consumer goes idle): a later value subsumes
-//!   all earlier ones and a stale value only delays the producer.
-//! - `tcp`: the receive thread (or the poller) applies a slot message by copying the payload
-//!   into the slot and then storing the header with Release, exactly as the producer would; a
-//!   credit message carries the latest `released` value, applied to the producer's copy with a
-//!   Release store.
+//! - `tcp`: the producer's ring is a shadow ring in its own process, drained into frames; on the
+//!   other side whoever reads the connection applies a frame exactly as a producer would
+//!   (payload, then the header with Release). The credit is the incoming ring's own `released`:
+//!   a full ring stops the reader, and TCP's window carries the back-pressure to the sender.
+//! - `ofi` and `verbs`: the producer's ring is a shadow ring in registered memory; the fabric
+//!   writes the payload into the peer's ring, and the peer's fabric stores the header (Release)
+//!   only once it knows every payload byte is in place, in ring order. Credit: the consumer's
+//!   fabric writes its `released` back into the producer's credit word. Because the counter is
+//!   monotonic, such writes may be coalesced (every half ring): a later value subsumes all
+//!   earlier ones, and a stale value only delays the producer.
 //!
 //! So in every fabric the producer reads its local `released` word and the consumer polls its
-//! local headers; only the transport between the two copies differs.
+//! local headers; only the transport between the two copies differs (`wire/README.md`).
 //!
 //! # Memory cost
 //!

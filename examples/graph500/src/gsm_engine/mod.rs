@@ -38,7 +38,7 @@
 //! bulk-synchronous ones `dist/bfs.rs` + `dist/sssp.rs` (with their reusable buffers and the
 //! result type); neither counts what both use (`dist/levels.rs`: the BFS directions and the
 //! bottom-up step; the graph, roots, validation) or its engine's glue (`Delegation` here, `Bsp`
-//! in `dist/mod.rs`). docs/performance.md has the counts.
+//! in `dist/mod.rs`). docs/performance-log.md has the counts.
 //!
 //! The bulk-synchronous engine does the MPI baseline's work step for step, and that work is
 //! compute-bound on a small machine (a search spends little of its time in the exchanges), so

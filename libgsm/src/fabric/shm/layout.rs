@@ -1,6 +1,6 @@
 //! The format of a segment: its name, where everything sits in it, and the words of its header
 //! and ring table. Arithmetic only (overflow-checked): it maps nothing and trusts nothing; the
-//! segment is written by `segment` and checked by `validate`. See ARCHITECTURE.md.
+//! segment is written by `segment` and checked by `validate`.
 //!
 //! **Layout** (native endianness: every mapper is on this host; offsets in bytes):
 //!

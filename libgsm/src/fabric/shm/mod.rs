@@ -33,7 +33,7 @@
 //! **Where things are.** `layout` (the format and its arithmetic), `mapping` (a mapped segment and
 //! the rings, doorbells and board made from it), `segment` (creating this rank's segment, opening
 //! a peer's), `validate` (checking a peer's before use). The ring protocol itself is
-//! `crate::wire::ring`'s. See ARCHITECTURE.md.
+//! `crate::wire::ring`'s (see `wire/README.md`).
 
 mod layout;
 pub(in crate::fabric) mod mapping;

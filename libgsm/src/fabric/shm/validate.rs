@@ -2,7 +2,7 @@
 //! ready word, rank, ring geometry, where every part lies) and the ring table (one ring per
 //! (peer worker, our worker, lane), each inside the mapping, aligned, where the format puts it).
 //! Every value is read once; only the returned copy is used afterwards, never the shared memory
-//! again. It does not open or map the segment (`segment`). See ARCHITECTURE.md.
+//! again. It does not open or map the segment (`segment`).
 
 use std::sync::atomic::Ordering;
 

@@ -140,7 +140,7 @@ impl Tcp {
 /// [`UNANSWERED_LIMIT`](super::UNANSWERED_LIMIT), as long as keepalive takes): a live peer, even
 /// one that reads nothing, acknowledges within a round trip. The integration test
 /// `a_host_that_vanishes_without_a_word_is_noticed_over_tcp` (`tests/tests/cluster.rs`) shows it
-/// end to end: the ranks end about 26 s after the other host goes silent.
+/// end to end: the ranks end once keepalive's bound has passed after the other host goes silent.
 ///
 /// Failing to set these options is not fatal (a kernel or sandbox may lack one): the connection
 /// works, only a vanished host is noticed later (see [`keep_alive_or_warn`]).
@@ -168,7 +168,7 @@ pub(super) fn keep_alive_or_warn(sock: &TcpStream) {
 }
 
 /// `SO_BUSY_POLL` of [`BUSY_POLL_VAR`](super::BUSY_POLL_VAR) microseconds on `sock`, when set:
-/// a measured option (see docs/performance.md, issue 33), off by default. A refusal is ignored.
+/// an option for a NIC with a receive queue to poll, off by default. A refusal is ignored.
 pub(super) fn busy_poll(sock: &TcpStream) {
     static USEC: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
     let usec = USEC.get_or_init(|| {
@@ -184,8 +184,8 @@ pub(super) fn busy_poll(sock: &TcpStream) {
 /// Delayed ACKs on an incoming connection (`TCP_QUICKACK` off), unless [`DELAYED_ACKS_VAR`]
 /// is `0`. A connection carries data one way, so an ACK can never ride on an answer: without
 /// this, the kernel sends a bare ACK from every `recv` that empties the socket, a second packet
-/// through the stack per frame, on the path of every round trip (measured in
-/// docs/performance.md, issue 33). Streams are not slowed: the kernel still acknowledges at
+/// through the stack per frame, on the path of every round trip. Streams are not slowed: the
+/// kernel still acknowledges at
 /// once every second full segment, and every second small pushed one. A refusal is ignored.
 ///
 /// [`DELAYED_ACKS_VAR`]: super::DELAYED_ACKS_VAR

@@ -2,7 +2,7 @@
 //! alone), which worker of a remote group a worker's connection goes to, which connections are
 //! two-way, and who opens them. Pure arithmetic on the topology that every rank computes alike,
 //! so a hello only confirms it; it makes no ring or socket. See the `tcp` module docs ("One
-//! connection per (worker, remote host)") and ARCHITECTURE.md §4.9.
+//! connection per (worker, remote host)") and `fabric/tcp/README.md`.
 
 use super::PER_HOST_VAR;
 use crate::fabric::Topology;

@@ -3,7 +3,7 @@
 //! writes what on the connection (the pairing rule, `Groups::partner`), with every check the acceptor
 //! makes of it. Pure functions over bytes: it opens no socket and keeps no state;
 //! the layout of both is in the `tcp` module docs, the frames that follow a hello are
-//! `io::send`'s and `io::recv`'s. See ARCHITECTURE.md.
+//! `io::send`'s and `io::recv`'s. See `fabric/tcp/README.md`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 

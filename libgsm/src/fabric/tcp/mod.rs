@@ -15,7 +15,7 @@
 //! A blocking round trip through an I/O thread crossed four thread hand-offs (worker -> I/O
 //! thread -> socket -> I/O thread -> worker, each way a bell, an eventfd or epoll wake, and a
 //! futex wake), several times Open MPI's ping-pong, whose calling thread polls its socket itself
-//! (figures in docs/performance.md, issue 33). Now the only cross-thread step of a round trip is
+//! (figures in docs/performance-log.md). Now the only cross-thread step of a round trip is
 //! the kernel's: the client's worker `send`s from its bell, the trustee's worker `recv`s in its next
 //! poll, serves, and `send`s the answer from its bell; the client's poll `recv`s it. Batching is
 //! kept: a bell drains every slot its shadow rings hold into one `send`, and a poll reads up to
@@ -35,15 +35,15 @@
 //! polling worker reads its own connections, and another's only while that home sleeps or its
 //! polls have stood still for a few dozen of the reader's (it runs a long task): with every
 //! worker reading every connection, a request was as often read by a worker it was not for,
-//! which then had to wake its addressee and kept itself polling (measured in
-//! docs/performance.md, issue 33, fifth session). [`HOME_VAR`]`=0` lets every worker read every
+//! which then had to wake its addressee and kept itself polling (see `fabric/tcp/README.md`).
+//! [`HOME_VAR`]`=0` lets every worker read every
 //! connection, for comparing.
 //!
 //! # Why connections are two-way, and the ACKs delayed
 //!
 //! A connection that carries data one way can never let an ACK ride on an answer: the kernel
 //! sends a bare ACK from every `recv` that empties it, one more packet through the whole stack
-//! on the path of every round trip (measured in docs/performance.md, issue 33). So worker `l` of
+//! on the path of every round trip. So worker `l` of
 //! the lower rank of a pair and worker `l` of the higher one share one connection: the lower
 //! rank's worker connects, and the higher rank's worker writes its own frames back on it
 //! (`handshake::partner`; the hello says who writes back, and the acceptor checks it against the
@@ -63,8 +63,8 @@
 //! every second small pushed one at once. [`DELAYED_ACKS_VAR`]`=0` turns it off for comparing.
 //!
 //! `TCP_NODELAY` is on (a frame is a whole batch; Nagle would hold the next small one for an
-//! ACK). `SO_BUSY_POLL` ([`BUSY_POLL_VAR`]) is off by default: measured in
-//! docs/performance.md (issue 33); it polls a NIC's queue, which loopback and veth do not have.
+//! ACK). `SO_BUSY_POLL` ([`BUSY_POLL_VAR`]) is off by default: it polls a NIC's queue, which
+//! loopback and veth do not have.
 //! [`DIRECT_VAR`]`=0` turns the worker path off (every slot through the I/O thread, as before),
 //! for comparing the two in one build.
 //!
@@ -223,8 +223,8 @@
 //! `setup` (`create`'s steps), `io` (the I/O thread: `io::accept` for new
 //! connections, `io::send` from shadow rings to sockets, `io::recv` from sockets to rings,
 //! `io::link` for a connection the workers share and their side of the fabric, `io::shared` for
-//! the bells). The ring protocol itself is `crate::wire::ring`'s. See
-//! ARCHITECTURE.md.
+//! the bells). The ring protocol itself is `crate::wire::ring`'s. The design decisions, and what
+//! each needs from the rest of the code, are in `fabric/tcp/README.md`.
 
 mod connect;
 mod groups;
@@ -304,7 +304,8 @@ const TOKEN_EVENTFD: u64 = u64::MAX;
 const TOKEN_LISTENER: u64 = u64::MAX - 1;
 
 /// The variable that turns the workers' own socket I/O off (`0`): every slot then crosses the
-/// I/O thread, as before issue 33. For measuring the difference, not for production.
+/// I/O thread, as it did before the workers did their own socket I/O. For measuring the
+/// difference, not for production.
 pub const DIRECT_VAR: &str = "GSM_TCP_DIRECT";
 
 /// The variable that turns delayed ACKs on incoming connections off (`0`), for comparing.

@@ -3,7 +3,7 @@
 //! (methods of [`OutQueue`]); the receiver sorts each slot from another rank by kind
 //! ([`classify`]) and reassembles the pieces ([`Partial`]). See the parent module for the format.
 //!
-//! It does not read the parked body (`wire::far` does) nor run the record. See ARCHITECTURE.md.
+//! It does not read the parked body (`wire::far` does) nor run the record. See `wire/README.md`.
 
 use super::layout::{
     ARG, Byte, CONTROL, FAR_WORDS, HEADER, KIND_BATCH, KIND_MORE, KIND_REQ_START, KIND_RESP_START,

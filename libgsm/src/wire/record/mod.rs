@@ -18,7 +18,7 @@
 //! bytes instead of 16 for a `u64` result).
 //!
 //! Both kinds of continuation cut the bytes that cross between the two cores (figures in
-//! docs/performance.md).
+//! docs/performance-log.md).
 //!
 //! The batch header's last `u16` is the batch *kind*: 0 for a batch of records, or a piece of a
 //! large record (below).
@@ -61,7 +61,7 @@
 //!
 //! This module does not know what a record means; the trampolines that encode and decode a
 //! closure do. It does not touch ring internals either: a sealed batch is copied into a reserved
-//! slot and published. See ARCHITECTURE.md.
+//! slot and published. The protocols together are in `wire/README.md`.
 
 mod large;
 mod layout;

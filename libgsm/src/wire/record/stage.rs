@@ -19,7 +19,7 @@ use super::layout::{
 use crate::wire::ring::{Producer, RingError};
 
 /// The smallest body sent by the single-copy path; smaller large records are streamed through
-/// the rings, which measured faster below about half a MiB (figures in docs/performance.md).
+/// the rings, which measured faster below about half a MiB (figures in docs/performance-log.md).
 pub(super) const FAR_MIN: usize = 512 << 10;
 /// The code of an unset `OutQueue::last`/`prev` entry (no code offset is this large).
 const NO_CODE: usize = usize::MAX;
@@ -133,7 +133,7 @@ pub(super) fn put_bytes(b: &mut Vec<Byte>, v: &[u8]) {
 
 /// Appends the large-message form of a body: the body moves into a heap box whose address and
 /// length go on the record, and the receiver takes ownership of the box. Within one process only;
-/// the fabrics of the next issue replace this with their own large-message path.
+/// to another rank a large body is streamed or parked instead.
 fn put_large(b: &mut Vec<Byte>, body: Vec<Byte>) {
     let boxed: Box<[Byte]> = body.into_boxed_slice();
     let len = boxed.len() as u64;

@@ -2,7 +2,7 @@
 //! of descriptors), reading and checking their hello, and turning an authenticated one into an
 //! incoming connection; taking over the outgoing connections `create` made. A connection that
 //! fails its hello is dropped with one line on stderr and never touches the job. It does not
-//! move frames (`io::send`, `io::recv`). See ARCHITECTURE.md.
+//! move frames (`io::send`, `io::recv`). See `fabric/tcp/README.md`.
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};

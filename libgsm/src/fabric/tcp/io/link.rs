@@ -20,7 +20,7 @@
 //! (after counting itself out), and the I/O thread re-arms a socket after reading it while no
 //! worker polls. Arming is level-triggered, so bytes that came before it wake the thread at
 //! once: no data waits unseen whatever the order of a park, an arrival and a re-arm. See
-//! ARCHITECTURE.md.
+//! `fabric/tcp/README.md`.
 
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsFd;
@@ -208,8 +208,8 @@ impl Direct {
     /// rank's workers. A link carries frames for every worker of the rank; when every polling
     /// worker read every link, a request for worker 0 was as often read by worker 1, which then
     /// had to wake worker 0, and, having "worked", kept polling on a CPU the two others needed
-    /// (measured in docs/performance.md, issue 33). `home_first` false: every worker reads every
-    /// link, as before.
+    /// (see `fabric/tcp/README.md`). `home_first` false: every worker reads every link, as
+    /// before.
     pub(in crate::fabric::tcp) fn new(
         shared: Arc<Shared>,
         epoll: Arc<Epoll>,
@@ -260,7 +260,7 @@ impl Direct {
                 // Under load, the kernel defers the delivery of loopback and veth packets to
                 // `ksoftirqd`, a thread of the CPU that sent them: a worker that sent a request
                 // and now polls for the answer without ever yielding holds up its own request
-                // (measured in docs/performance.md, issue 33). So it yields every few empty
+                // (see `fabric/tcp/README.md`). So it yields every few empty
                 // polls; every 16 while its yields come straight back (an idle machine, where
                 // each yield only delays noticing the answer), every 2 once one did not.
                 self.rhythm[l as usize].after_poll(got);

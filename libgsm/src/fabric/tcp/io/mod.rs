@@ -8,7 +8,7 @@
 //! briefly, then sleeps in `epoll_wait` after announcing it (the bells' protocol, `shared`). Its
 //! jobs are in `accept` (new connections and hellos), `send` (shadow rings to sockets), `recv`
 //! (sockets to rings) and `link` (a connection shared with the workers, and the workers' side);
-//! it does not make rings or connections (`setup`, `connect`). See ARCHITECTURE.md.
+//! it does not make rings or connections (`setup`, `connect`). See `fabric/tcp/README.md`.
 
 mod accept;
 mod link;

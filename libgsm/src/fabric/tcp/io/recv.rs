@@ -5,7 +5,7 @@
 //! When that ring is full the frame waits and reading stops: TCP's window closes and the
 //! sender's shadow ring fills, so back-pressure reaches the remote producer and nothing is
 //! dropped. A frame no correct peer sends (a worker not on this rank, longer than a slot) is a
-//! protocol error. It does not read hellos (`io::accept`). See ARCHITECTURE.md.
+//! protocol error. It does not read hellos (`io::accept`). See `fabric/tcp/README.md`.
 
 use std::io::Read;
 use std::net::TcpStream;

@@ -5,7 +5,7 @@
 //! `lane << 31 | length`, then the payload) and writes it with as few `send`s as it can. It does
 //! not decide when a connection is looked at (the bells and `Io::pump` do) and never blocks: a
 //! full socket waits for the next writable event, and the shadow rings fill behind it, which is
-//! the producer's back-pressure. See ARCHITECTURE.md.
+//! the producer's back-pressure. See `fabric/tcp/README.md`.
 
 use std::io::Read;
 use std::mem::MaybeUninit;

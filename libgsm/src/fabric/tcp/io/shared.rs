@@ -3,7 +3,7 @@
 //! outgoing links `create` hands over, the incoming links the workers read, how many workers
 //! poll them, and the attach state `attach` waits on. The bell's protocol
 //! (two fences, no system call while the thread is awake) is here; the thread's side of it is
-//! `Io::main_loop` and `Io::collect_bells`. See ARCHITECTURE.md.
+//! `Io::main_loop` and `Io::collect_bells`. See `fabric/tcp/README.md`.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};

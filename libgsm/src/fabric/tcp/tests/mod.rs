@@ -523,7 +523,7 @@ fn a_job_has_one_connection_per_pair_of_workers_between_two_ranks() {
 }
 
 /// An accepted connection carries data one way, so its ACKs are delayed (`connect::delay_acks`):
-/// a bare ACK per frame read cost a quarter of a round trip (docs/performance.md, issue 33).
+/// a bare ACK per frame read was a packet more on the path of every round trip.
 /// The kernel's ping-pong flag is read back before any data arrives, so no delayed-ACK timer
 /// can have turned it off yet.
 #[test]
@@ -539,7 +539,7 @@ fn incoming_connections_delay_their_acks() {
     assert!(net::acks_delayed(sock.as_fd()).unwrap());
 }
 
-/// The worker path (issue 33): a worker's own bell writes its socket, the peer's `Turn::Poll`
+/// The worker path: a worker's own bell writes its socket, the peer's `Turn::Poll`
 /// reads it on the peer worker's thread; after `Turn::Park` the I/O thread delivers instead and
 /// wakes the worker; the next poll takes the sockets back. Each phase must move its message
 /// within the time limit, whoever moves it.
@@ -593,7 +593,7 @@ fn workers_write_and_read_their_own_sockets_and_hand_them_over_to_park() {
     no_data_anywhere(&ranks);
 }
 
-/// Home-first reading (issue 33, fifth session): while a connection's home worker polls, the
+/// Home-first reading: while a connection's home worker polls, the
 /// rank's other worker leaves that connection to it, even for frames addressed to itself, until
 /// the home's polls stand still for `STALE_POLLS` of its own; once the home parks, the other
 /// worker reads at once. A frame never waits for a worker that does not read.
