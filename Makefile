@@ -2,7 +2,8 @@
 #
 #   make demo   build in release and run a small Graph500 job (SCALE 16, 2 ranks) on localhost
 #   make test   build once in release and run every test (what CI runs, through .ci/run),
-#               check formatting, clippy (also with the `rdma` feature) and the house rules of ARCHITECTURE.md (scripts/check-layout),
+#               check formatting, clippy (also with the `rdma` feature) and the house rules of ARCHITECTURE.md
+#               (check-layout, the crate tools/layout, over every member of the workspace),
 #               then the loom model check of the slot ring, in its own target dir because
 #               --cfg loom changes every crate's build, the build of the `verbs` fabric (feature
 #               `rdma`: compile-checked, no RDMA device here), and the `ofi` fabric (an opt-in
@@ -28,7 +29,7 @@ test:
 	$(CARGO) clippy --release -p gossamer --features rdma,ofi --all-targets -- -D warnings
 	$(CARGO) clippy --release -p gsm-tests --features ofi --all-targets -- -D warnings
 	$(CARGO) clippy --release -p gsm-bench --features ofi --all-targets -- -D warnings
-	python3 scripts/check-layout
+	$(CARGO) run --release -q -p gsm-layout --bin check-layout
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom $(CARGO) test --release -p gossamer --lib wire::ring::loom_model
 	$(CARGO) build --release -p gossamer --features rdma
 	CARGO_TARGET_DIR=target/ofi $(CARGO) build --release -p gsmrun --bins

@@ -33,28 +33,11 @@
 //! the default is the smallest size from which the second is not slower. Rows: gsm = the
 //! second algorithm, peer = the first.
 //!
-//! # Measured (2026-11-21, load average 1.8, two runs of 7 repetitions, final code)
-//!
-//! `gsmrun -np 2 gsm-bench collectives`, shm, 1 worker per rank (the ranks meet on the host
-//! board), µs (gsm / MPI, ratio MPI ÷ gsm): barrier 0.081–0.085 / 0.180–0.183 (2.16–2.23×);
-//! allreduce 8 B 0.104–0.109 / 0.228 (2.09–2.20×); allreduce 1 KiB 0.222–0.229 / 0.492–0.493
-//! (2.15–2.22×); allreduce 1 MiB 122–125 / 144–147 (1.18×); broadcast 1 MiB 43.2 / 81.0–85.5
-//! (1.88–1.98×); allgather 1 KiB 0.168–0.186 / 0.458–0.460 (2.48–2.73×); alltoall 1 KiB
-//! 0.186–0.198 / 0.453–0.482 (2.44×). The goal (≤ 1.0× MPI's time, small cases ≤ 0.7×) is met
-//! by every case. With 2 workers per rank (4 workers on 2 cores): 5.7–6.2 µs for barrier and
-//! small allreduces, 7.2–7.9 µs for allgather and alltoall, 267–270 µs and 496–635 µs for the
-//! 1 MiB allreduce and broadcast (the group's hand-over by pointer costs a copy, and the threads
-//! take turns on the cores); the like-for-like peer is 4 MPI ranks on 2 cores (`gsmrun -np 4
-//! --oversubscribe`, one run of 5): Open MPI barrier 8.0 ms, allreduce 8 B 4.6 ms, 1 MiB 21 ms,
-//! broadcast 1 MiB 8.3 ms, against gsm 4 × 1 workers 3.3 µs, 3.7 µs, 469 µs, 227 µs. Before the
-//! board (messages between ranks): barrier 0.33–0.44 µs, allreduce 1 MiB 680 µs, broadcast
-//! 1 MiB 281–312 µs, and 50 µs per small case with 2 workers per rank (idle workers spun 64
-//! turns before yielding the CPU the others needed). Over tcp (`--fabric tcp`, no board between
-//! ranks, `OMPI_MCA_btl=self,tcp`, one run of 5): 0.20–0.24× (small cases 37–41 µs against
-//! 8.2–9.0 µs; 1 MiB allreduce 1197 / 261 µs, broadcast 679 / 136 µs), as before. Under load (average 3–9) the figures spread by 10× on both
-//! sides.
+//! Current figures and how to reproduce them are in docs/performance.md. Run it on a quiet
+//! machine: under load the figures of both sides spread widely.
 
-use crate::report::{Case, Figure, RankReport};
+use crate::case::{Case, Figure};
+use crate::report::RankReport;
 use crate::stats::summarize;
 use gossamer::Config;
 use gsm_collectives::op::Sum;
@@ -140,7 +123,7 @@ const SPECS: [Spec; 8] = [
     },
     // After the 1 MiB cases, as allgather and alltoall are: the same operation as the 1 KiB
     // allreduce above, so that a run shows by itself what the large cases leave behind in the
-    // fabric for the small ones (docs/performance.md, "Issue 33 collectives, fifth session").
+    // fabric for the small ones.
     Spec {
         name: "allreduce 1 KiB f64 sum, after the 1 MiB cases",
         op: OpKind::Allreduce,

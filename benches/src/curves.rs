@@ -41,7 +41,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::report::{Case, Figure};
+use crate::case::{Case, Figure};
 use crate::stats::summarize;
 
 /// The options of `gsm-bench curves`.

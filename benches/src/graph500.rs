@@ -1,7 +1,7 @@
 //! `gsm-bench graph500`: the Graph500 example's engines on identical graphs, alternately in one
 //! run: `--engine gsm` (delegation kernels) beside `gsm-bsp` (the same runtime, bulk-synchronous
 //! kernels) and `mpi` (the MPI baseline), for BFS and SSSP harmonic-mean TEPS and each run's peak
-//! memory per rank, on the host layouts of issue 37:
+//! memory per rank, on three host layouts:
 //!
 //! - `1 host, 2x1`: `gsmrun -np 2 -t 1 --oversubscribe` (shm between the ranks; `mpi` too);
 //! - `1 host, 1x2`: `gsmrun -np 1 -t 2` (the Gossamer engines only: MPI has no workers);
@@ -17,7 +17,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::report::{Case, Figure, emit};
+use crate::case::{Case, Figure};
+use crate::report::emit;
 use crate::stats::summarize;
 
 /// What the command line asks for.

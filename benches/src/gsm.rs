@@ -23,7 +23,6 @@
 //! delegated `apply_with` that moves a clone of the trust to that worker. This module does not
 //! compare anything; `local.rs` pairs these figures with the peers'.
 
-use crate::local::names;
 use crate::peers::{KEY_RANGE, Limit, SplitMix, THREADS, map_op};
 use gossamer::{Config, Trust, WorkerId, entrust, entrust_on, spawn_on, yield_now};
 use std::any::Any;
@@ -146,9 +145,11 @@ struct Timed {
 
 /// A counter figure: the rate over both workers, and worker 1's (remote) part of it.
 #[derive(Debug, Clone, Copy)]
-struct Rates {
-    total: f64,
-    remote: f64,
+pub struct Rates {
+    /// Mops/s over both workers.
+    pub total: f64,
+    /// Mops/s of the clients on worker 1.
+    pub remote: f64,
 }
 
 impl Timed {
@@ -279,32 +280,39 @@ fn latency(limit: Limit) -> f64 {
     nanos as f64 / trips as f64
 }
 
+/// Every Gossamer figure of one repetition.
+#[derive(Debug, Clone, Copy)]
+pub struct Figures {
+    /// The counter by `apply_then`, every request in flight the runtime accepts.
+    pub apply_then: Rates,
+    /// The counter by blocking `apply`, one client fiber per worker.
+    pub apply_1: Rates,
+    /// The counter by blocking `apply`, 64 client fibers per worker.
+    pub apply_64: Rates,
+    /// The map in one trust, Mops/s.
+    pub map_one: f64,
+    /// The map sharded over the workers, Mops/s.
+    pub map_sharded: f64,
+    /// Nanoseconds per blocking `apply` from worker 1 to worker 0.
+    pub latency: f64,
+}
+
 /// Measures every Gossamer figure once on a fresh 2-worker runtime.
-pub fn measure_once(
-    limit: Limit,
-    latency_limit: Limit,
-    seed: u64,
-) -> anyhow::Result<Vec<(&'static str, f64)>> {
+pub fn measure_once(limit: Limit, latency_limit: Limit, seed: u64) -> anyhow::Result<Figures> {
     let config = Config::default().workers(THREADS);
     gossamer::run(config, move || {
         let one = vec![entrust(prefilled_map(None))];
         let sharded: Vec<Trust<Map>> = (0..THREADS)
             .map(|w| entrust_on(WorkerId::new(w), move || prefilled_map(Some(w as u64))))
             .collect();
-        let then = counter_apply_then(limit);
-        let one_fiber = counter_apply(limit, 1);
-        let many_fibers = counter_apply(limit, FIBERS);
-        vec![
-            (names::GSM_APPLY_THEN, then.total),
-            (names::GSM_APPLY_THEN_REMOTE, then.remote),
-            (names::GSM_APPLY_1, one_fiber.total),
-            (names::GSM_APPLY_1_REMOTE, one_fiber.remote),
-            (names::GSM_APPLY_64, many_fibers.total),
-            (names::GSM_APPLY_64_REMOTE, many_fibers.remote),
-            (names::GSM_MAP_ONE, map_delegated(limit, seed, one)),
-            (names::GSM_MAP_SHARDED, map_delegated(limit, seed, sharded)),
-            (names::GSM_LATENCY, latency(latency_limit)),
-        ]
+        Figures {
+            apply_then: counter_apply_then(limit),
+            apply_1: counter_apply(limit, 1),
+            apply_64: counter_apply(limit, FIBERS),
+            map_one: map_delegated(limit, seed, one),
+            map_sharded: map_delegated(limit, seed, sharded),
+            latency: latency(latency_limit),
+        }
     })
     .map_err(|e| anyhow::anyhow!("the gossamer runtime failed: {e}"))
 }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use crate::report::{Case, Figure};
+use crate::case::{Case, Figure};
 use crate::stats::summarize;
 
 /// Options of `gsm-bench kv`.

@@ -32,8 +32,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use crate::report::{Case, Figure};
+use crate::case::{Case, Figure};
 use crate::stats::summarize;
+use crate::sys;
 
 /// Untimed runs of each launcher before the timed ones.
 pub const WARMUPS: usize = 2;
@@ -235,10 +236,10 @@ impl Fault {
     }
 }
 
+/// Signals a process of this bench's own job (a rank that printed its pid a moment ago, or the
+/// launcher it spawned), or their group.
 fn kill(pid: i32, sig: i32) {
-    // SAFETY: kill(2) has no memory-safety preconditions; the pids are this bench's own job's
-    // (ranks that printed them a moment ago, or the launcher it spawned), or their group.
-    unsafe { libc::kill(pid, sig) };
+    sys::kill(pid, sig);
 }
 
 fn alive(pid: i32) -> bool {
@@ -293,7 +294,7 @@ fn fault_once(opts: &Options, which: Launcher, fault: Fault) -> anyhow::Result<O
                 ranks.insert(r, p);
             }
             Err(_) => {
-                kill(-launcher, libc::SIGKILL);
+                kill(-launcher, sys::SIGKILL);
                 let _ = child.wait();
                 bail!(
                     "{what}: the ranks did not say hello within {} s",
@@ -305,9 +306,9 @@ fn fault_once(opts: &Options, which: Launcher, fault: Fault) -> anyhow::Result<O
     let pids: Vec<i32> = ranks.values().copied().collect();
     let at = Instant::now();
     match fault {
-        Fault::KillRank => kill(ranks[&1], libc::SIGKILL),
-        Fault::StopRank => kill(ranks[&1], libc::SIGSTOP),
-        Fault::KillLauncher => kill(launcher, libc::SIGKILL),
+        Fault::KillRank => kill(ranks[&1], sys::SIGKILL),
+        Fault::StopRank => kill(ranks[&1], sys::SIGSTOP),
+        Fault::KillLauncher => kill(launcher, sys::SIGKILL),
     }
     let ended = loop {
         let done = match fault {
@@ -323,10 +324,10 @@ fn fault_once(opts: &Options, which: Launcher, fault: Fault) -> anyhow::Result<O
         std::thread::sleep(Duration::from_millis(2));
     };
     // Whatever is left of the job goes: the launcher's group, the ranks (a stopped one too).
-    kill(-launcher, libc::SIGKILL);
+    kill(-launcher, sys::SIGKILL);
     for &p in &pids {
         if alive(p) {
-            kill(p, libc::SIGKILL);
+            kill(p, sys::SIGKILL);
         }
     }
     let _ = child.wait();

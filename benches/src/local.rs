@@ -1,7 +1,7 @@
 //! `gsm-bench local`: Gossamer's delegation within one process against shared-memory peers, on
 //! two workers / two threads, each figure the median of `--runs` repetitions.
 //!
-//! Cases (issue 3): a contended `u64` counter (`apply_then`; blocking `apply` with 1 and with 64
+//! Cases: a contended `u64` counter (`apply_then`; blocking `apply` with 1 and with 64
 //! fibers per worker) against `std::sync::Mutex`, `parking_lot::Mutex`, `AtomicU64::fetch_add` and
 //! a crossbeam-channel server thread; the thesis's shared `HashMap<u64, u64>` (50 % inserts, 50 %
 //! lookups, keys uniform in `0..1<<16`, seeded, prefilled with the even keys) against
@@ -21,17 +21,17 @@
 //! peer often do not run at the same time, so lock-based peers then look uncontended (and fast);
 //! the load average is printed beside the table for that reason. On the 2-vCPU development
 //! machines the figures also switch between levels over time, from one runtime to the next and
-//! sometimes within one, with the cost of moving a cache line between the two vCPUs: the
-//! ping-pong peer measured 65-70 ns in some phases and 330-350 ns in others, and in the slow
-//! phases the Gossamer counter cases, which move batches between the vCPUs, drop by up to a
-//! third while the peers drop less. Address-space randomisation is not the cause (`setarch -R` runs showed both).
+//! sometimes within one, with the cost of moving a cache line between the two vCPUs (the
+//! ping-pong peer shows the level), and in the slow phases the Gossamer counter cases, which move
+//! batches between the vCPUs, drop more than the peers. Address-space randomisation is not the
+//! cause (`setarch -R` runs show both levels).
 //! Compare builds by alternating several processes of each, or two variants within one process
 //! in A-B-B-A order, not by one run, and read each Gossamer figure against the peers of the same
 //! run. The Gossamer side is the default `gossamer` feature (see `gsm.rs`); built without it, the
 //! cases show the peers alone.
 
+use crate::case::{Case, Figure};
 use crate::peers;
-use crate::report::{Case, Figure};
 use crate::stats::summarize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -55,8 +55,8 @@ pub struct Options {
 /// What one repetition measured: figure name → value.
 type Sample = Vec<(&'static str, f64)>;
 
-/// Names of the figures, shared between the measuring and the reporting side.
-pub mod names {
+/// Names of the figures.
+mod names {
     pub const STD_MUTEX: &str = "std::sync::Mutex";
     pub const PARKING_LOT: &str = "parking_lot::Mutex";
     pub const FETCH_ADD: &str = "AtomicU64::fetch_add";
@@ -109,11 +109,22 @@ fn peers_once(opts: &Options, run: usize) -> Sample {
 
 #[cfg(feature = "gossamer")]
 fn gsm_once(opts: &Options, run: usize) -> anyhow::Result<Sample> {
-    crate::gsm::measure_once(
+    let f = crate::gsm::measure_once(
         opts.limit(),
         opts.latency_limit(),
         opts.seed.wrapping_add(run as u64),
-    )
+    )?;
+    Ok(vec![
+        (names::GSM_APPLY_THEN, f.apply_then.total),
+        (names::GSM_APPLY_THEN_REMOTE, f.apply_then.remote),
+        (names::GSM_APPLY_1, f.apply_1.total),
+        (names::GSM_APPLY_1_REMOTE, f.apply_1.remote),
+        (names::GSM_APPLY_64, f.apply_64.total),
+        (names::GSM_APPLY_64_REMOTE, f.apply_64.remote),
+        (names::GSM_MAP_ONE, f.map_one),
+        (names::GSM_MAP_SHARDED, f.map_sharded),
+        (names::GSM_LATENCY, f.latency),
+    ])
 }
 
 #[cfg(not(feature = "gossamer"))]

@@ -37,6 +37,7 @@
 //! `--runs` (at least 5) repetitions, and each case's peers are
 //! measured in the same run as Gossamer's figure.
 
+mod case;
 mod curves;
 mod kv;
 mod launch;
@@ -45,6 +46,7 @@ mod peers;
 mod plot;
 mod report;
 mod stats;
+mod sys;
 
 #[cfg(feature = "gossamer")]
 mod collectives;
@@ -391,6 +393,185 @@ fn remote(
     )
 }
 
+/// Runs one subcommand; whether this process printed a table (in `remote`, only rank 0 does).
+fn run(command: Cmd) -> anyhow::Result<bool> {
+    match command {
+        Cmd::Launch {
+            common,
+            gsmrun,
+            hello,
+            mpirun,
+        } => {
+            check_runs(common.runs, false)?;
+            report::check_json(common.json.as_deref())?;
+            let opts = launch::Options {
+                runs: common.runs,
+                gsmrun: gsmrun.unwrap_or_else(|| launch::sibling("gsmrun")),
+                hello: hello.unwrap_or_else(|| launch::sibling("gsm-hello")),
+                mpirun,
+            };
+            report::emit(&launch::run(&opts)?, common.json.as_deref())?;
+            Ok(true)
+        }
+        Cmd::Local {
+            common,
+            ops,
+            budget_ms,
+            seed,
+            quick,
+        } => local(&common, ops, budget_ms, seed, quick),
+        Cmd::Graph500 {
+            common,
+            scales,
+            roots,
+            layouts,
+        } => graph500(&common, scales, roots, layouts),
+        Cmd::Remote {
+            common,
+            budget_ms,
+            workers,
+            quick,
+            record_mib,
+            iperf_host,
+            iperf3,
+            ..
+        } => remote(
+            common,
+            budget_ms,
+            workers,
+            quick,
+            (record_mib, iperf_host, iperf3),
+        ),
+        #[cfg(feature = "gossamer")]
+        Cmd::Collectives {
+            common,
+            quick,
+            sweep,
+            ..
+        } => collectives::command(common.runs, common.json.as_deref(), quick, sweep),
+        #[cfg(feature = "gossamer")]
+        Cmd::Segments {
+            common,
+            budget_ms,
+            quick,
+        } => {
+            check_runs(common.runs, quick)?;
+            let opts = segments::Options {
+                runs: common.runs,
+                budget: std::time::Duration::from_millis(if quick { 20 } else { budget_ms.max(1) }),
+            };
+            segments::run(&opts, common.json.as_deref())
+        }
+        #[cfg(feature = "gossamer")]
+        Cmd::Streams {
+            common,
+            budget_ms,
+            iperf_host,
+            iperf3,
+            quick,
+        } => {
+            check_runs(common.runs, quick)?;
+            let opts = streams::Options {
+                runs: common.runs,
+                budget: std::time::Duration::from_millis(if quick { 50 } else { budget_ms.max(1) }),
+                iperf_host,
+                iperf3,
+            };
+            streams::run(&opts, common.json.as_deref())
+        }
+        Cmd::RmaRate {
+            common,
+            budget_ms,
+            workers,
+            quick,
+            ..
+        } => rma_rate(common, budget_ms, workers, quick),
+        Cmd::Kv {
+            common,
+            gsm_kv,
+            redis_server,
+            redis_benchmark,
+            port,
+            quick,
+        } => kv(&common, gsm_kv, redis_server, redis_benchmark, port, quick),
+        Cmd::Curves { common, opts } => curves::command(&common, &opts),
+    }
+}
+
+/// `gsm-bench local`.
+fn local(
+    common: &Common,
+    ops: u64,
+    budget_ms: u64,
+    seed: u64,
+    quick: bool,
+) -> anyhow::Result<bool> {
+    check_runs(common.runs, quick)?;
+    if ops < 1000 {
+        anyhow::bail!("--ops {ops} is too few to time; use at least 1000");
+    }
+    report::check_json(common.json.as_deref())?;
+    let opts = local::Options {
+        runs: common.runs,
+        ops,
+        budget: std::time::Duration::from_millis(if quick { 10 } else { budget_ms.max(1) }),
+        seed,
+    };
+    report::emit(&local::run(&opts)?, common.json.as_deref())?;
+    Ok(true)
+}
+
+/// `gsm-bench graph500`.
+fn graph500(
+    common: &Common,
+    scales: Vec<u32>,
+    roots: u32,
+    layouts: Vec<String>,
+) -> anyhow::Result<bool> {
+    check_runs(common.runs, false)?;
+    report::check_json(common.json.as_deref())?;
+    if let Some(bad) = layouts
+        .iter()
+        .find(|l| !["2x1", "1x2", "hosts"].contains(&l.as_str()))
+    {
+        anyhow::bail!("--layouts: unknown layout {bad:?}; use 2x1, 1x2 or hosts");
+    }
+    if let Some(bad) = scales.iter().find(|s| !(1..=31).contains(*s)) {
+        anyhow::bail!("--scales: SCALE {bad} is outside 1..=31");
+    }
+    let opts = graph500::Options {
+        runs: common.runs,
+        scales,
+        roots: roots.max(1),
+        layouts,
+    };
+    graph500::run(&opts, common.json.as_deref())?;
+    Ok(true)
+}
+
+/// `gsm-bench kv`.
+fn kv(
+    common: &Common,
+    gsm_kv: Option<PathBuf>,
+    redis_server: PathBuf,
+    redis_benchmark: PathBuf,
+    port: u16,
+    quick: bool,
+) -> anyhow::Result<bool> {
+    check_runs(common.runs, quick)?;
+    report::check_json(common.json.as_deref())?;
+    let opts = kv::Options {
+        runs: common.runs,
+        gsm_kv: gsm_kv.unwrap_or_else(|| launch::sibling("gsm-kv")),
+        redis_server,
+        redis_benchmark,
+        port,
+        scale: if quick { 20 } else { 1 },
+    };
+    report::emit(&kv::run(&opts)?, common.json.as_deref())?;
+    Ok(true)
+}
+
 fn main() {
     let cli = Cli::parse();
     if twohosts::wanted() {
@@ -406,169 +587,7 @@ fn main() {
     if let Some((dir, name)) = cli.command.plot() {
         report::plot_to(dir, name);
     }
-    // Whether this process printed a table (in `remote`, only rank 0 does).
-    let result = (|| -> anyhow::Result<bool> {
-        match cli.command {
-            Cmd::Launch {
-                common,
-                gsmrun,
-                hello,
-                mpirun,
-            } => {
-                check_runs(common.runs, false)?;
-                report::check_json(common.json.as_deref())?;
-                let opts = launch::Options {
-                    runs: common.runs,
-                    gsmrun: gsmrun.unwrap_or_else(|| launch::sibling("gsmrun")),
-                    hello: hello.unwrap_or_else(|| launch::sibling("gsm-hello")),
-                    mpirun,
-                };
-                report::emit(&launch::run(&opts)?, common.json.as_deref())?;
-                Ok(true)
-            }
-            Cmd::Local {
-                common,
-                ops,
-                budget_ms,
-                seed,
-                quick,
-            } => {
-                check_runs(common.runs, quick)?;
-                if ops < 1000 {
-                    anyhow::bail!("--ops {ops} is too few to time; use at least 1000");
-                }
-                report::check_json(common.json.as_deref())?;
-                let opts = local::Options {
-                    runs: common.runs,
-                    ops,
-                    budget: std::time::Duration::from_millis(if quick {
-                        10
-                    } else {
-                        budget_ms.max(1)
-                    }),
-                    seed,
-                };
-                report::emit(&local::run(&opts)?, common.json.as_deref())?;
-                Ok(true)
-            }
-            Cmd::Graph500 {
-                common,
-                scales,
-                roots,
-                layouts,
-            } => {
-                check_runs(common.runs, false)?;
-                report::check_json(common.json.as_deref())?;
-                if let Some(bad) = layouts
-                    .iter()
-                    .find(|l| !["2x1", "1x2", "hosts"].contains(&l.as_str()))
-                {
-                    anyhow::bail!("--layouts: unknown layout {bad:?}; use 2x1, 1x2 or hosts");
-                }
-                if let Some(bad) = scales.iter().find(|s| !(1..=31).contains(*s)) {
-                    anyhow::bail!("--scales: SCALE {bad} is outside 1..=31");
-                }
-                let opts = graph500::Options {
-                    runs: common.runs,
-                    scales,
-                    roots: roots.max(1),
-                    layouts,
-                };
-                graph500::run(&opts, common.json.as_deref())?;
-                Ok(true)
-            }
-            Cmd::Remote {
-                common,
-                budget_ms,
-                workers,
-                quick,
-                record_mib,
-                iperf_host,
-                iperf3,
-                ..
-            } => remote(
-                common,
-                budget_ms,
-                workers,
-                quick,
-                (record_mib, iperf_host, iperf3),
-            ),
-            #[cfg(feature = "gossamer")]
-            Cmd::Collectives {
-                common,
-                quick,
-                sweep,
-                ..
-            } => collectives::command(common.runs, common.json.as_deref(), quick, sweep),
-            #[cfg(feature = "gossamer")]
-            Cmd::Segments {
-                common,
-                budget_ms,
-                quick,
-            } => {
-                check_runs(common.runs, quick)?;
-                let opts = segments::Options {
-                    runs: common.runs,
-                    budget: std::time::Duration::from_millis(if quick {
-                        20
-                    } else {
-                        budget_ms.max(1)
-                    }),
-                };
-                segments::run(&opts, common.json.as_deref())
-            }
-            #[cfg(feature = "gossamer")]
-            Cmd::Streams {
-                common,
-                budget_ms,
-                iperf_host,
-                iperf3,
-                quick,
-            } => {
-                check_runs(common.runs, quick)?;
-                let opts = streams::Options {
-                    runs: common.runs,
-                    budget: std::time::Duration::from_millis(if quick {
-                        50
-                    } else {
-                        budget_ms.max(1)
-                    }),
-                    iperf_host,
-                    iperf3,
-                };
-                streams::run(&opts, common.json.as_deref())
-            }
-            Cmd::RmaRate {
-                common,
-                budget_ms,
-                workers,
-                quick,
-                ..
-            } => rma_rate(common, budget_ms, workers, quick),
-            Cmd::Kv {
-                common,
-                gsm_kv,
-                redis_server,
-                redis_benchmark,
-                port,
-                quick,
-            } => {
-                check_runs(common.runs, quick)?;
-                report::check_json(common.json.as_deref())?;
-                let opts = kv::Options {
-                    runs: common.runs,
-                    gsm_kv: gsm_kv.unwrap_or_else(|| launch::sibling("gsm-kv")),
-                    redis_server,
-                    redis_benchmark,
-                    port,
-                    scale: if quick { 20 } else { 1 },
-                };
-                report::emit(&kv::run(&opts)?, common.json.as_deref())?;
-                Ok(true)
-            }
-            Cmd::Curves { common, opts } => curves::command(&common, &opts),
-        }
-    })();
+    let result = run(cli.command);
     match result {
         Ok(true) => println!("(load average before: {load_before}; after: {})", loadavg()),
         Ok(false) => {}

@@ -231,8 +231,8 @@ pub fn map_mutex(limit: Limit, seed: u64) -> f64 {
 /// by one thread at a time) does every operation on one core at this cost at least, so this rate
 /// bounds the one-trust case from above, and its ratio to the shared peers says how far above
 /// them any such design can get on this machine at this moment. (The thread alone also draws its
-/// keys, ~2 ns of each operation, which the one-trust case draws on the client for the half it
-/// serves: the bound holds within that margin.)
+/// keys, a small part of each operation, which the one-trust case draws on the client for the
+/// half it serves: the bound holds within that margin.)
 pub fn map_one_thread(limit: Limit, seed: u64) -> f64 {
     let mut map = prefilled_hashmap();
     let mut rng = SplitMix::new(seed, 0);

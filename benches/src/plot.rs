@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use plotters::prelude::*;
 
-use crate::report::Case;
+use crate::case::Case;
 
 const SIZE: (u32, u32) = (960, 540);
 
@@ -298,7 +298,7 @@ pub fn cases(dir: &Path, command: &str, cases: &[Case]) -> anyhow::Result<Vec<Pa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::Figure;
+    use crate::case::Figure;
     use crate::stats::summarize;
 
     #[test]

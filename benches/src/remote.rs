@@ -46,29 +46,11 @@
 //! test) allows one run of 20 ms.
 //!
 //! **Run it on a quiet machine.** Open MPI busy-polls: when a third runnable thread shares the
-//! two cores, its ping-pong waits for scheduler time slices (8 ms round trips and 0.008 M/s were
-//! seen here under `perf record` and during other jobs), while Gossamer's workers park and are
-//! woken, so on a loaded machine the speedups are meaningless. The load average is printed after
+//! two cores, its ping-pong waits for scheduler time slices, while Gossamer's workers park and
+//! are woken, so on a loaded machine the speedups are meaningless. The load average is printed after
 //! the table; look at the interquartile ranges too.
 //!
-//! # Measured (2026-11-21, the 2-core test VM, Open MPI 4.1.4, release build, CPUs ≥ 98 % idle
-//! in the 3 s before each run; each figure the median of 5; gsm / MPI, speedup)
-//!
-//! | run      | round trip (ns)       | apply_then vs message rate (M/s) | both ways (M/s)         |
-//! |----------|-----------------------|----------------------------------|-------------------------|
-//! | shm 1    | 923 / 581, 0.63×      | 31.6 / 7.32, 4.31×               | 40.3 / 9.42, 4.28×      |
-//! | shm 2    | 421 / 340, 0.81×      | 46.2 / 11.0, 4.19×               | 54.4 / 13.5, 4.04×      |
-//! | shm 3    | 390 / 349, 0.89×      | 45.7 / 10.8, 4.23×               | 47.1 / 13.2, 3.58×      |
-//! | tcp 1    | 52 187 / 16 028, 0.31× | 24.2 / 0.162, 150×              | 18.7 / 0.305, 61×       |
-//! | tcp 2    | 50 810 / 11 062, 0.22× | 26.5 / 0.202, 131×              | 23.3 / 0.372, 63×       |
-//! | tcp 3    | 52 795 / 11 058, 0.21× | 28.3 / 0.205, 138×              | 25.2 / 0.370, 68×       |
-//!
-//! (shm 1 was disturbed: its interquartile ranges are wide.) Goals of issue 4: shm throughput
-//! ≥ 3× MPI's message rate: met (4.2–4.3×); tcp throughput ≥ 10× MPI-over-TCP's: met
-//! (131–150×); shm round trip ≤ MPI's: missed, by 12–24 % in the undisturbed runs (0.81–0.89×).
-//! The tcp round trip (no goal then) was several times MPI's: a request crossed both ranks' I/O
-//! threads each way. Since issue 33 the workers write and read their own sockets; its figures
-//! are in docs/performance.md.
+//! Current figures and how to reproduce them are in docs/performance.md.
 //!
 //! # Slot memory per rank
 //!
@@ -95,8 +77,9 @@
 //! `L`): 64 MiB, 2 GiB and 32 GiB. Beyond a few hundred workers the all-to-all mesh needs fewer
 //! or smaller slots (`Config::slots_per_ring`, `GSM_SLOT_SIZE`).
 
+use crate::case::{Case, Figure};
 use crate::peers::Limit;
-use crate::report::{Case, Figure, RankReport};
+use crate::report::RankReport;
 use crate::stats::summarize;
 use gossamer::{Config, Trust, WorkerId, entrust_on, rank, spawn_on, workers_of_rank, yield_now};
 use mpi::topology::SimpleCommunicator;
@@ -517,16 +500,15 @@ pub fn slot_memory_table() -> String {
 /// `ranks` ranks of `workers` workers each (tcp between hosts, shm within).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Connections {
-    /// Sockets of the rank with one-way connections (before issue 33's fourth session, and with
-    /// `GSM_TCP_TWO_WAY=0`): one per (local worker, remote rank) out, one from every remote
-    /// worker in.
+    /// Sockets of the rank with one-way connections (`GSM_TCP_TWO_WAY=0`): one per (local
+    /// worker, remote rank) out, one from every remote worker in.
     pub one_way: u64,
     /// Sockets of the rank with `GSM_TCP_PER_HOST=0`: one two-way connection per pair of
     /// workers with the same index between two ranks (equal worker counts: one per (local
     /// worker, remote rank)).
     pub per_rank: u64,
-    /// Sockets of the rank as built (issue 33's design): one two-way connection per (local
-    /// worker, remote host) (equal worker counts per host).
+    /// Sockets of the rank as built: one two-way connection per (local worker, remote host)
+    /// (equal worker counts per host).
     pub per_host: u64,
     /// Bytes the rank registers for tcp with `GSM_TCP_PER_HOST=0`: its incoming and shadow
     /// rings, and a read and a write buffer per connection.

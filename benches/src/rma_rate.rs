@@ -18,7 +18,8 @@
 //! rank for 2, 64 and 1,024 hosts × 16 workers, against the `ofi` fabric's one endpoint per
 //! rank. The endpoints are `gossamer::fabric::ofi::writerate`'s; this file only orchestrates.
 
-use crate::report::{Case, Figure, RankReport};
+use crate::case::{Case, Figure};
+use crate::report::RankReport;
 use crate::stats::summarize;
 use gossamer::fabric::ofi::writerate::{WriteEndpoint, write_for};
 use mpi::topology::SimpleCommunicator;

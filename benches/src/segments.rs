@@ -26,8 +26,9 @@
 //! then the Gossamer figures in one `gossamer::run`. Figures are medians of `--runs` repetitions
 //! of `--budget-ms` each (after a warm-up of a tenth). Only rank 0 prints.
 
+use crate::case::{Case, Figure};
 use crate::peers::{Limit, pingpong};
-use crate::report::{Case, Figure, RankReport};
+use crate::report::RankReport;
 use crate::rma::Window;
 use crate::stats::summarize;
 use gossamer::segment::{self, Rights};

@@ -26,9 +26,9 @@
 //!   256 KiB block into its own buffer right after another thread wrote it, the two taking
 //!   turns, only the copy timed: each line crosses between two cores once, as it must in any
 //!   stream between two cores, and nothing else is counted. The header states the stream's ratio
-//!   to it, which is what the issue's "shm vs memcpy bandwidth ≥ 0.8×" is judged by: a
-//!   cache-resident one-thread memcpy moves no line between cores, so no two-core design reaches
-//!   it (the bare pipeline below shows the ceiling; docs/performance.md, issue 35);
+//!   to it, which is what a stream's bandwidth is judged by: a cache-resident one-thread memcpy
+//!   moves no line between cores, so no two-core design reaches it (the bare pipeline below shows
+//!   the ceiling);
 //! - the *bare pipeline*: the same bytes through a ring of the stream's default capacity between
 //!   two threads (so two cores), a copy in and a copy out, with only a Release/Acquire head and
 //!   tail and spin-then-yield waits. It is what any stream of two copies between two cores can
@@ -37,8 +37,9 @@
 //!
 //! All rates in Gbit/s. The header states the memory a stream holds. Only rank 0 prints.
 
+use crate::case::{Case, Figure};
 use crate::peers::Limit;
-use crate::report::{Case, Figure, RankReport};
+use crate::report::RankReport;
 use crate::stats::summarize;
 use gossamer::{Config, WorkerId, rank, stream, workers_of_rank};
 use mpi::topology::SimpleCommunicator;
@@ -338,8 +339,7 @@ fn run_in(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<R
     };
     let goal = if fabric == "shm" {
         format!(
-            "goal (issue 35, shm vs memcpy ≥ 0.8×), judged against a memcpy of bytes another \
-             core just wrote (docs/performance.md, issue 35, fourth session): lend/fill_buf \
+            "shm stream against a memcpy of bytes another core just wrote: lend/fill_buf \
              (zero-copy) {}, write_all/read {}\n",
             ratio(names::LEND),
             ratio(names::COPY)

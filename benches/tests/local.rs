@@ -1,5 +1,5 @@
 //! `gsm-bench local` end to end, as a user runs it: one process, `--quick` (10 ms per figure,
-//! one repetition) with `--json`. The report must hold every case of issue 3 with every peer,
+//! one repetition) with `--json`. The report must hold every case the subcommand runs, with every peer,
 //! Gossamer's figure and each peer's positive and finite, and each speedup the ratio of the two
 //! in the direction the unit says. The Gossamer side checks its own results as it goes (each
 //! counter ends at the number of operations the clients report, every callback ran), so a lost,

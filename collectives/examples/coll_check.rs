@@ -61,51 +61,6 @@ fn main() {
         return ranks_team(config, large);
     }
     let r = gossamer::spmd(config, move |w| {
-        let rounds = [
-            ("hierarchical", Tuning::default()),
-            (
-                "flat",
-                Tuning {
-                    hierarchical: false,
-                    ..Tuning::default()
-                },
-            ),
-            (
-                "board copies",
-                Tuning {
-                    copy_min: 0,
-                    copy_piece: 4096,
-                    ..Tuning::default()
-                },
-            ),
-            (
-                "board steps",
-                Tuning {
-                    copy_min: usize::MAX,
-                    ..Tuning::default()
-                },
-            ),
-            (
-                "messages",
-                Tuning {
-                    board: false,
-                    ..Tuning::default()
-                },
-            ),
-            (
-                "forced",
-                Tuning {
-                    hierarchical: false,
-                    board: false,
-                    allreduce_ring_min: 0,
-                    bcast_pipeline_min: 0,
-                    bcast_chunk: 4096,
-                    piece: 4096,
-                    rendezvous_min: 0,
-                    ..Tuning::default()
-                },
-            ),
-        ];
         let world = Team::world();
         if let Some(r) = panic_rank {
             // A failure test: rank r panics while the others wait in a barrier, which must end
@@ -162,7 +117,7 @@ fn main() {
             return (0, w.count(), w.rank(), gossamer::rank_count());
         }
         let mut passed = 0;
-        for (name, tuning) in rounds {
+        for (name, tuning) in rounds() {
             let team = world.dup().with_tuning(tuning);
             let mut t = suite::Tally {
                 passed: 0,
@@ -200,6 +155,55 @@ fn main() {
             std::process::exit(1);
         }
     }
+}
+
+/// The rounds of the suite on the world team: each tuning, by name (see the module docs).
+fn rounds() -> [(&'static str, Tuning); 6] {
+    [
+        ("hierarchical", Tuning::default()),
+        (
+            "flat",
+            Tuning {
+                hierarchical: false,
+                ..Tuning::default()
+            },
+        ),
+        (
+            "board copies",
+            Tuning {
+                copy_min: 0,
+                copy_piece: 4096,
+                ..Tuning::default()
+            },
+        ),
+        (
+            "board steps",
+            Tuning {
+                copy_min: usize::MAX,
+                ..Tuning::default()
+            },
+        ),
+        (
+            "messages",
+            Tuning {
+                board: false,
+                ..Tuning::default()
+            },
+        ),
+        (
+            "forced",
+            Tuning {
+                hierarchical: false,
+                board: false,
+                allreduce_ring_min: 0,
+                bcast_pipeline_min: 0,
+                bcast_chunk: 4096,
+                piece: 4096,
+                rendezvous_min: 0,
+                ..Tuning::default()
+            },
+        ),
+    ]
 }
 
 /// `--ranks-team`: the suite on [`Team::ranks`] from `run`'s main (one member per rank).

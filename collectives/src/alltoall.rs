@@ -20,9 +20,9 @@
 
 use std::sync::Arc;
 
+use crate::call::{Call, Kind};
 use crate::gather::check_counts;
 use crate::pod::{Parts, Plain, PodVec, assert_sized};
-use crate::team::{Call, Kind};
 use crate::{Error, Team};
 
 /// Parts from one group to another: entry `src_slot × |dst| + dst_slot`.

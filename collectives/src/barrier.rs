@@ -9,7 +9,7 @@
 //! others waiting (their fibers only; their workers keep serving).
 
 use crate::Team;
-use crate::team::Kind;
+use crate::call::Kind;
 
 impl Team {
     /// Blocks the calling fiber until every member of the team has called `barrier`.

@@ -10,18 +10,16 @@
 //! for the family). From [`Tuning::rendezvous_min`](crate::Tuning) bytes on, every leader
 //! acknowledges the whole message to the one it came from, and a leader returns only when its
 //! children have acknowledged: a root that ran ahead would flood the rings and the receivers'
-//! mailboxes, which the runtime handles several times slower (1 MiB in 256 KiB pieces, 2 ranks:
-//! 1.0 ms per message flooding, 0.23–0.34 ms acknowledged). Each leader then hands the data to
-//! its group by pointer (one shared `Arc`),
-//! and every member copies it into its buffer once. Leaders of ranks on one host use the host
+//! mailboxes, which the runtime handles several times slower. Each leader then hands the data
+//! to its group by pointer (one shared `Arc`), and every member copies it into its buffer once. Leaders of ranks on one host use the host
 //! board instead of the tree or chain (see `board`: the root's leader writes the data in steps
 //! of 64 KiB, double-buffered, and the others copy each step out). This module does not overlap the group
 //! phase with the chain.
 
 use std::sync::Arc;
 
+use crate::call::{Call, Kind};
 use crate::pod::{Plain, PodVec, assert_sized};
-use crate::team::{Call, Kind};
 use crate::{Error, Team};
 
 impl Team {

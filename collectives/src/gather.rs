@@ -18,8 +18,8 @@
 
 use std::sync::Arc;
 
+use crate::call::{Call, Kind};
 use crate::pod::{Parts, Plain, PodVec, assert_sized};
-use crate::team::{Call, Kind};
 use crate::{Error, Team};
 
 /// One group's parts, in group order.

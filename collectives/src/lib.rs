@@ -79,7 +79,7 @@
 //! # Limits
 //!
 //! - One fiber per worker at a time per team value ([`Team::dup`] makes an independent one).
-//! - Message tags with the top bit set are this crate's (see the `team` module).
+//! - Message tags with the top bit set are this crate's (see the `call` module).
 //! - `reduce`/`allreduce` assume a commutative operator; `scan`/`exscan` do not.
 //! - Nothing times out, but a member that never calls leaves the others' fibers waiting for
 //!   messages that never come, and once every worker of the job is idle the runtime ends the job
@@ -112,6 +112,8 @@ mod alltoall;
 mod barrier;
 mod board;
 mod broadcast;
+mod call;
+mod channel;
 mod error;
 mod gather;
 pub mod op;

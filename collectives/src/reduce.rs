@@ -32,9 +32,9 @@
 
 use std::sync::Arc;
 
+use crate::call::{Call, Kind};
 use crate::op::Op;
 use crate::pod::{Plain, PodVec, assert_sized};
-use crate::team::{Call, Kind};
 use crate::{Error, Team};
 
 fn prev_pow2(n: usize) -> usize {

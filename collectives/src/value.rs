@@ -13,7 +13,7 @@
 
 use gossamer::Wire;
 
-use crate::team::{Call, Kind};
+use crate::call::{Call, Kind};
 use crate::{Error, Team};
 
 impl Team {

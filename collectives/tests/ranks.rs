@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-/// The hard limit of one job (a healthy one takes 1–9 s here in a debug build).
+/// The hard limit of one job, well above a healthy job's time even in a debug build.
 const LIMIT: Duration = Duration::from_secs(60);
 
 fn serial() -> MutexGuard<'static, ()> {

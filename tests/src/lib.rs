@@ -23,6 +23,7 @@ pub mod netns;
 pub mod process;
 pub mod scratch;
 pub mod slurm;
+mod sys;
 
 pub use error::TestbedError;
 

@@ -110,9 +110,8 @@ fn delete_netns(name: &str) {
             .split_whitespace()
             .filter_map(|p| p.parse::<i32>().ok())
         {
-            // SAFETY: kill(2) has no memory-safety preconditions; these processes live in a
-            // namespace this test bed created and is deleting.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // These processes live in a namespace this test bed created and is deleting.
+            crate::sys::kill(pid, crate::sys::SIGKILL);
         }
     }
     let _ = command("ip", &["netns", "del", name]);

@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::sys;
+
 /// One line of output and when it arrived, measured from the start of the command.
 #[derive(Debug, Clone)]
 pub struct Line {
@@ -190,9 +192,9 @@ impl Running {
 
     /// Sends `signal` to the process itself (not its group), as a user's `kill` would.
     pub fn signal(&self, signal: i32) {
-        // SAFETY: kill(2) has no memory-safety preconditions; the pid is our own child, which
-        // has not been reaped yet (we hold `child`), so it cannot have been reused.
-        unsafe { libc::kill(self.pid(), signal) };
+        // The pid is our own child, which has not been reaped yet (we hold `child`), so it
+        // cannot have been reused.
+        sys::kill(self.pid(), signal);
     }
 
     /// The stdout lines collected so far.
@@ -227,8 +229,8 @@ impl Running {
     }
 
     fn kill_group(&self) {
-        // SAFETY: as in `signal`; a negative pid addresses the process group we created.
-        unsafe { libc::kill(-self.pid(), libc::SIGKILL) };
+        // As in `signal`; a negative pid addresses the process group we created.
+        sys::kill(-self.pid(), sys::SIGKILL);
     }
 
     /// Waits for the command to end, killing its process group if `limit` passes first.
@@ -244,8 +246,8 @@ impl Running {
                 Ok(Some(status)) => break status,
                 Ok(None) if Instant::now() >= deadline => {
                     timed_out = true;
-                    // SAFETY: see `signal`; the child is not reaped yet.
-                    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+                    // See `signal`; the child is not reaped yet.
+                    sys::kill(-(child.id() as i32), sys::SIGKILL);
                     break child.wait().expect("waiting for a killed child");
                 }
                 Ok(None) => std::thread::sleep(Duration::from_millis(5)),
@@ -255,9 +257,9 @@ impl Running {
         let elapsed = self.start.elapsed();
         // Whatever is left in the group (a launcher's children that outlived it) goes too, so the
         // pipes close; readers get a bounded grace in case something outside the group holds them.
-        // SAFETY: the group id is the reaped child's pid; after reaping, the id can only name our
-        // group while a member is alive, so this cannot reach an unrelated group.
-        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        // The group id is the reaped child's pid; after reaping, the id can only name our group
+        // while a member is alive, so this cannot reach an unrelated group.
+        sys::kill(-(child.id() as i32), sys::SIGKILL);
         let grace = Instant::now() + Duration::from_secs(2);
         for reader in std::mem::take(&mut self.readers) {
             while !reader.is_finished() && Instant::now() < grace {
@@ -284,8 +286,8 @@ impl Drop for Running {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
             self.kill_group();
-            // SAFETY: see `signal`.
-            unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+            // See `signal`.
+            sys::kill(child.id() as i32, sys::SIGKILL);
             let _ = child.wait();
         }
     }
@@ -351,9 +353,8 @@ impl Drop for PidGuard {
     fn drop(&mut self) {
         for (pid, name) in self.pids.lock().unwrap().iter() {
             if alive_as(*pid, name) {
-                // SAFETY: kill(2) has no memory-safety preconditions; the name check above makes
-                // a recycled PID unlikely to be hit.
-                unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+                // The name check above makes a recycled PID unlikely to be hit.
+                sys::kill(*pid as i32, sys::SIGKILL);
             }
         }
     }

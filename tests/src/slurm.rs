@@ -62,9 +62,8 @@ pub fn remove_leftovers() {
             // Only a process whose command line names that directory is one of its daemons.
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             if String::from_utf8_lossy(&cmdline).contains(&marker) {
-                // SAFETY: kill(2) has no memory-safety preconditions; the command-line check
-                // makes sure it is a daemon of that dead run.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+                // The command-line check makes sure it is a daemon of that dead run.
+                crate::sys::kill(pid, crate::sys::SIGKILL);
             }
         }
         let _ = std::fs::remove_dir_all(&dir);
@@ -324,8 +323,8 @@ impl Drop for Slurm {
             }
         }
         for (_, mut child) in self.daemons.drain(..).rev() {
-            // SAFETY: kill(2) has no memory-safety preconditions; the child is ours and unreaped.
-            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            // The child is ours and unreaped.
+            crate::sys::kill(child.id() as i32, crate::sys::SIGTERM);
             let deadline = Instant::now() + Duration::from_secs(5);
             while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
                 std::thread::sleep(Duration::from_millis(50));

@@ -473,8 +473,7 @@ fn output_arrives_byte_for_byte() {
 
 /// A rank stopped in the middle of a long line (70 KB without a newline, then a sleep) holds
 /// the other ranks' output up once, for about a second, not at each of their lines: rank 1's ten
-/// lines and its failure come out within a few seconds. (Each line waited a second, so the job
-/// took 11 s to end.)
+/// lines and its failure come out within a few seconds. (Each line used to wait a second.)
 #[test]
 fn a_rank_stopped_inside_a_long_line_holds_the_others_up_once() {
     let script = "if [ \"$GSM_RANK\" = 0 ]; then head -c 70000 /dev/zero | tr '\\0' x; sleep 60; \
@@ -552,8 +551,8 @@ fn long_lines_of_two_ranks_stay_whole() {
 
 /// What a rank's program leaves running in its process group when it exits ends with it, and
 /// does not hold the rank's report back: a `sleep 300 &` kept the output pipes open, so each
-/// rank's end was reported only after the wrapper's waits (6 s), and the `sleep` outlived the
-/// job, when the rank exited 0 as when it failed.
+/// rank's end was reported only after the wrapper's waits, and the `sleep` outlived the job,
+/// when the rank exited 0 as when it failed.
 #[test]
 fn what_a_rank_leaves_running_ends_with_it() {
     for (code, script) in [

@@ -150,8 +150,8 @@ fn dry_run_prints_the_placement_and_command_and_starts_nothing() {
 fn oversubscribed_ranks_run_where_gsmrun_says() {
     let scratch = Scratch::new("placement", RunId::next());
     // Each host's daemon gets its own session directory: daemons of one job on one machine
-    // otherwise race to create the same one, and one of them fails (`orte_session_dir failed`,
-    // in 3 runs of 6 here). As ssh would, the agent starts it in a clean environment, so a
+    // otherwise race to create the same one, and one of them may fail (`orte_session_dir
+    // failed`). As ssh would, the agent starts it in a clean environment, so a
     // runtime setting of gsmrun's environment reaches the ranks only if gsmrun passes it on
     // (GSM_SLOT_SIZE reached only the ranks of the launching host).
     let agent = scratch.write_executable(

@@ -104,7 +104,7 @@ fn map_by_node_alternates_hosts() {
     two_host_job("node", [0, 1, 0, 1]);
 }
 
-/// The sockets of a 2-host × 2-rank × 2-worker job (issue 33), counted by the kernel of the first
+/// The sockets of a 2-host × 2-rank × 2-worker job, counted by the kernel of the first
 /// host while the job runs (`ss` in its namespace, every 50 ms, the most seen): the connections
 /// of the first run's tcp fabrics (their listeners' ports, from the `gossamer::fabric` log; Open
 /// MPI's own connections between the hosts are not counted). Ranks on one host talk over shm;

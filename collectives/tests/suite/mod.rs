@@ -77,13 +77,45 @@ fn compose(f: [u64; 2], g: [u64; 2]) -> [u64; 2] {
 /// moves about `len` elements per member).
 pub fn plain(team: &Team, len: usize, t: &mut Tally) {
     let n = team.size();
-    let me = team.index();
-    let salt = len as u64 * 7919 + team.sequence();
-    let per = if len > 4096 { len / n } else { len };
-
+    let p = Sizes {
+        n,
+        me: team.index(),
+        len,
+        salt: len as u64 * 7919 + team.sequence(),
+        per: if len > 4096 { len / n } else { len },
+    };
     team.barrier();
     t.ok();
+    rooted(team, &p, t);
+    allreduces(team, &p, t);
+    scans(team, &p, t);
+    gathers(team, &p, t);
+    scatters(team, &p, t);
+    alltoalls(team, &p, t);
+}
 
+/// What every part of [`plain`] computes its inputs from.
+struct Sizes {
+    n: usize,
+    me: usize,
+    len: usize,
+    salt: u64,
+    /// Elements per member for the gather family.
+    per: usize,
+}
+
+impl Sizes {
+    /// Member `m`'s length in the `v` variants.
+    fn vlen(&self, m: usize) -> usize {
+        self.per + m % 3
+    }
+}
+
+/// Broadcast and reduce.
+fn rooted(team: &Team, p: &Sizes, t: &mut Tally) {
+    let Sizes {
+        n, me, len, salt, ..
+    } = *p;
     // broadcast, from the first and the last member.
     for root in [0, n - 1] {
         let mut buf = if me == root {
@@ -103,7 +135,6 @@ pub fn plain(team: &Team, len: usize, t: &mut Tally) {
     // reduce (to the middle member).
     let root = n / 2;
     let mine = input(me, len, salt);
-    let inputs: Vec<Vec<u64>> = (0..n).map(|m| input(m, len, salt)).collect();
     let mut out = vec![0u64; if me == root { len } else { 0 }];
     team.reduce(&mine, &mut out, Sum, root).unwrap();
     if me == root {
@@ -114,7 +145,15 @@ pub fn plain(team: &Team, len: usize, t: &mut Tally) {
             "reduce sum of {len} to {root}"
         );
     }
+}
 
+/// Allreduce over several types and operators.
+fn allreduces(team: &Team, p: &Sizes, t: &mut Tally) {
+    let Sizes {
+        n, me, len, salt, ..
+    } = *p;
+    let mine = input(me, len, salt);
+    let inputs: Vec<Vec<u64>> = (0..n).map(|m| input(m, len, salt)).collect();
     // allreduce: sums (u64 and f64), max of i64, xor, min through a closure, in place.
     let mut out = vec![0u64; len];
     team.allreduce(&mine, &mut out, Sum).unwrap();
@@ -160,7 +199,15 @@ pub fn plain(team: &Team, len: usize, t: &mut Tally) {
     let mut mout = vec![0f64; len];
     team.allreduce(&fmine, &mut mout, Min).unwrap();
     same!(t, cout, mout, "allreduce min by closure and by Min, {len}");
+}
 
+/// Scan and exscan.
+fn scans(team: &Team, p: &Sizes, t: &mut Tally) {
+    let Sizes {
+        n, me, len, salt, ..
+    } = *p;
+    let mine = input(me, len, salt);
+    let inputs: Vec<Vec<u64>> = (0..n).map(|m| input(m, len, salt)).collect();
     // scan / exscan: sums, and an order-sensitive composition of affine maps.
     let mut sout = vec![0u64; len];
     team.scan(&mine, &mut sout, Sum).unwrap();
@@ -201,7 +248,14 @@ pub fn plain(team: &Team, len: usize, t: &mut Tally) {
         })
         .collect();
     same!(t, aout, awant, "scan of a non-commutative operator, {len}");
+}
 
+/// Gather, gatherv, allgather and allgatherv.
+fn gathers(team: &Team, p: &Sizes, t: &mut Tally) {
+    let Sizes {
+        n, me, salt, per, ..
+    } = *p;
+    let vlen = |m: usize| p.vlen(m);
     // gather / gatherv (to the last member).
     let root = n - 1;
     let pmine = input(me, per, salt ^ 1);
@@ -211,7 +265,6 @@ pub fn plain(team: &Team, len: usize, t: &mut Tally) {
         let want: Vec<u64> = (0..n).flat_map(|m| input(m, per, salt ^ 1)).collect();
         same!(t, all, want, "gather of {per} per member to {root}");
     }
-    let vlen = |m: usize| per + m % 3;
     let vmine = input(me, vlen(me), salt ^ 2);
     let got = team.gatherv(&vmine, 0).unwrap();
     if me == 0 {
@@ -232,6 +285,22 @@ pub fn plain(team: &Team, len: usize, t: &mut Tally) {
         );
     }
 
+    // allgather / allgatherv.
+    let mut all = vec![0u64; per * n];
+    team.allgather(&pmine, &mut all).unwrap();
+    let want: Vec<u64> = (0..n).flat_map(|m| input(m, per, salt ^ 1)).collect();
+    same!(t, all, want, "allgather of {per} per member");
+    let got = team.allgatherv(&vmine);
+    let want: Vec<u64> = (0..n).flat_map(|m| input(m, vlen(m), salt ^ 2)).collect();
+    same!(t, got.data, want, "allgatherv of about {per} per member");
+}
+
+/// Scatter and scatterv.
+fn scatters(team: &Team, p: &Sizes, t: &mut Tally) {
+    let Sizes {
+        n, me, salt, per, ..
+    } = *p;
+    let vlen = |m: usize| p.vlen(m);
     // scatter / scatterv (from member 0 and from the last).
     let root = n - 1;
     let src: Vec<u64> = (0..n).flat_map(|m| input(m, per, salt ^ 3)).collect();
@@ -257,16 +326,17 @@ pub fn plain(team: &Team, len: usize, t: &mut Tally) {
         input(me, vlen(me), salt ^ 4),
         "scatterv of about {per} per member"
     );
+}
 
-    // allgather / allgatherv.
-    let mut all = vec![0u64; per * n];
-    team.allgather(&pmine, &mut all).unwrap();
-    let want: Vec<u64> = (0..n).flat_map(|m| input(m, per, salt ^ 1)).collect();
-    same!(t, all, want, "allgather of {per} per member");
-    let got = team.allgatherv(&vmine);
-    let want: Vec<u64> = (0..n).flat_map(|m| input(m, vlen(m), salt ^ 2)).collect();
-    same!(t, got.data, want, "allgatherv of about {per} per member");
-
+/// Alltoall and alltoallv: the part from i to j is input(i * n + j).
+fn alltoalls(team: &Team, p: &Sizes, t: &mut Tally) {
+    let Sizes {
+        n,
+        me,
+        len,
+        salt,
+        per,
+    } = *p;
     // alltoall / alltoallv: the part from i to j is input(i * n + j).
     let k = per / n.max(1) + usize::from(len % 2 == 1);
     let send: Vec<u64> = (0..n)

@@ -167,7 +167,7 @@ impl KroneckerGenerator {
     }
 
     /// [`Self::fill_lanes`] compiled for AVX2, where the lanes' 64-bit products vectorise four
-    /// at a time (about 1.5× faster than the baseline x86-64 build).
+    /// at a time (faster than the baseline x86-64 build).
     ///
     /// # Safety
     /// The CPU must support AVX2.

@@ -10,7 +10,9 @@
 use std::process::ExitCode;
 
 use clap::Parser as _;
-use graph500::cli::{Args, Outcome, RunError, run};
+use graph500::cli::Args;
+use graph500::driver::run;
+use graph500::outcome::{Outcome, RunError};
 
 fn main() -> ExitCode {
     let args = Args::parse();

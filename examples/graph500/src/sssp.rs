@@ -113,9 +113,9 @@ pub fn delta_stepping(g: &Csr, root: Vertex, delta: f32) -> ShortestPaths {
 }
 
 /// The bucket width the sequential engine uses: a quarter of the weight below which a vertex
-/// has one edge on average (weights are uniform in [0, 1)), clamped to [0.002, 1]. Measured on
-/// SCALE 16 and 18 with `examples/kernels.rs`: narrower buckets cost little on one core (few
-/// vertices are relaxed twice), wider ones re-relax more.
+/// has one edge on average (weights are uniform in [0, 1)), clamped to [0.002, 1]: narrower
+/// buckets cost little on one core (few vertices are relaxed twice), wider ones re-relax more
+/// (`examples/kernels.rs` compares widths).
 pub fn default_delta(g: &Csr) -> f32 {
     delta_for(g.num_entries() as u64, g.num_vertices())
 }

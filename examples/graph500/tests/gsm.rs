@@ -48,8 +48,8 @@ fn scale_12_on_two_ranks_of_two_workers_matches_the_sequential_engine() {
     assert_same_work(&seq, &got, &done, 4);
 }
 
-/// 32 roots: the first version of the SSSP kernel's split edges failed validation here on 2 x 1
-/// at the sixth root in most runs (a vertex settled again after its leaving edges were relaxed).
+/// 32 roots: enough for a vertex settled again after its leaving edges were relaxed (a bug the
+/// SSSP kernel's split edges can have) to fail validation on 2 x 1.
 #[test]
 fn scale_16_on_both_gossamer_engines_matches_the_sequential_engine_on_32_roots() {
     let seq = sequential_with(16, &["--roots", "32"]);

@@ -1,7 +1,7 @@
 //! `--engine seq` started as one of several ranks (`gsmrun -np 2 graph500 10 --engine seq`) is
 //! refused with status 2: each rank ran the whole benchmark alone and printed its own results.
 
-use graph500::cli::ranks_of_job;
+use graph500::driver::ranks_of_job;
 use std::process::{Command, Output};
 
 /// graph500 with `args` and only the launcher variable `var` set to `value`.

@@ -1,7 +1,7 @@
 //! `--engine gsm` on two simulated hosts (network namespaces, `tcp` between them), one rank of
 //! two workers on each, at SCALE 14: every search validates, on the sequential engine's roots and
 //! with its edge counts. Delegated visits, relaxations and the completion scopes' probes all
-//! cross the tcp fabric. About 10 s here.
+//! cross the tcp fabric.
 
 #[allow(dead_code)] // the helpers of the other engines' tests
 mod engines;

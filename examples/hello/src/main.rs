@@ -12,6 +12,8 @@
 //! - `--print-personality`: every rank also prints its `/proc/self/personality` word, so tests can
 //!   see whether address-space randomisation is off.
 
+mod sys;
+
 use mpi::traits::Communicator;
 use std::time::Duration;
 
@@ -58,18 +60,6 @@ fn parse<T: std::str::FromStr>(text: &str, flag: &str) -> Result<T, String> {
         .map_err(|_| format!("{flag}: `{text}` is not a valid number"))
 }
 
-fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: `buf` is writable for its whole length, and gethostname writes at most that many
-    // bytes; we only read up to the first NUL below.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "unknown".to_string();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
-
 fn main() {
     let args = match parse_args() {
         Ok(args) => args,
@@ -90,7 +80,7 @@ fn main() {
     }
     println!(
         "hello from rank {rank} of {size} on {} (pid {})",
-        hostname(),
+        sys::hostname(),
         std::process::id()
     );
     if args.print_personality {
@@ -103,14 +93,7 @@ fn main() {
     if args.segfault_rank == Some(rank) {
         use std::io::Write;
         let _ = std::io::stdout().flush();
-        // SAFETY: restoring the default disposition and raising a signal touch no Rust-managed
-        // memory. Open MPI installs its own SIGSEGV handler, which returns from a raised signal,
-        // so the default action is put back first; raising (rather than dereferencing a bad
-        // pointer) keeps the behaviour defined.
-        unsafe {
-            libc::signal(libc::SIGSEGV, libc::SIG_DFL);
-            libc::raise(libc::SIGSEGV);
-        }
+        sys::crash();
     }
     if args.fail_rank == Some(rank) {
         use std::io::Write;

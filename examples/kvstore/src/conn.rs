@@ -20,7 +20,7 @@ use gossamer::reactor::Registered;
 use crate::command::{self, Plan};
 use crate::dispatch::{self, Batch};
 use crate::resp;
-use crate::server::{self, Ctx};
+use crate::state::{self, Ctx};
 
 /// The most requests of one pipeline in flight at once per connection (the rest wait in the
 /// read buffer until these are answered).
@@ -30,7 +30,7 @@ const READ_CHUNK: usize = 16 << 10;
 
 /// Serves `stream` until the client closes it, breaks the protocol or the job stops.
 pub fn serve(stream: TcpStream) {
-    let Some(ctx) = server::ctx() else {
+    let Some(ctx) = state::ctx() else {
         return;
     };
     // Small replies must not wait for Nagle's timer: a client waits for each.
@@ -41,14 +41,14 @@ pub fn serve(stream: TcpStream) {
     let Ok(reg) = Registered::new(stream) else {
         return;
     };
-    server::client_joined();
+    state::client_joined();
     let mut io = Io {
         reg,
         drained: false,
     };
     // An I/O error means the client is gone (or the job stops): there is nobody to tell.
     let _ = run(&ctx, &mut io);
-    server::client_left();
+    state::client_left();
 }
 
 /// The registered socket, and whether the last read emptied it.
@@ -171,7 +171,7 @@ fn take_requests(ctx: &Ctx, input: &mut Input, batch: &Rc<Batch>) -> After {
                 break;
             }
             Plan::Shutdown => {
-                server::shutdown(ctx);
+                state::shutdown(ctx);
                 after = After::Close;
                 break;
             }
@@ -192,7 +192,7 @@ fn run(ctx: &Rc<Ctx>, io: &mut Io) -> io::Result<()> {
     };
     let mut out = Vec::with_capacity(READ_CHUNK);
     let batch = Batch::new();
-    let info = |o: &mut Vec<u8>, keys: i64| server::info(ctx, o, keys);
+    let info = |o: &mut Vec<u8>, keys: i64| state::info(ctx, o, keys);
     loop {
         let after = take_requests(ctx, &mut input, &batch);
         dispatch::send(&batch, &ctx.shards);
@@ -211,7 +211,7 @@ fn run(ctx: &Rc<Ctx>, io: &mut Io) -> io::Result<()> {
             After::More { full: true } => continue,
             After::More { full: false } => {}
         }
-        if server::stopping() || io.read_into(&mut input)? == 0 {
+        if state::stopping() || io.read_into(&mut input)? == 0 {
             return Ok(());
         }
     }

@@ -17,7 +17,8 @@
 //! The modules: [`resp`] (the protocol and its limits), [`command`] (arguments to a plan, with
 //! Redis's error texts), [`shard`] (the trustee's map), [`dispatch`] (requests to shards and
 //! answers back in order), [`conn`] (a connection's fiber, its socket waiting through
-//! `gossamer::reactor`) and [`server`] (the job: shard table, listeners, shutdown).
+//! `gossamer::reactor`), [`state`] (what a rank's fibers share: contexts, the stop flag) and
+//! [`server`] (the job: shard table, listeners, signals).
 
 pub mod command;
 pub mod conn;
@@ -25,3 +26,4 @@ pub mod dispatch;
 pub mod resp;
 pub mod server;
 pub mod shard;
+pub mod state;

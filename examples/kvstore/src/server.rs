@@ -13,19 +13,21 @@
 //! (`gossamer::reactor::Interval`), that purges expired keys of its shard.
 //!
 //! `SHUTDOWN` (or `redis-cli shutdown nosave`, or SIGTERM/SIGINT to any rank, seen within
-//! 100 ms) sets a stop flag on every rank, by a closure delegated to the first shard of each; each worker then ends its loops, its connections close,
-//! and the job ends normally. A rank that cannot listen ends the job with a report that names
-//! it. Nothing is persisted. See the crate's README.md.
+//! 100 ms) sets a stop flag on every rank (`state.rs`), by a closure delegated to the first shard
+//! of each; each worker then ends its loops, its connections close, and the job ends normally. A
+//! rank that cannot listen ends the job with a report that names it. Nothing is persisted. See
+//! the crate's README.md.
 
-use std::cell::RefCell;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use gossamer::{Trust, WorkerId};
 
+use crate::conn;
 use crate::shard::Shard;
+use crate::state::{self, Ctx, shutdown, stopping};
 
 /// Where and how to serve.
 #[derive(Debug, Clone)]
@@ -34,13 +36,9 @@ pub struct Options {
     pub port: u16,
 }
 
-/// Set when the job is to stop (by `SHUTDOWN` from any rank).
-static STOP: AtomicBool = AtomicBool::new(false);
 /// Set by SIGTERM or SIGINT: the rank's first worker then stops the whole job, as `SHUTDOWN`.
 static SIGNALLED: std::sync::LazyLock<std::sync::Arc<AtomicBool>> =
     std::sync::LazyLock::new(|| std::sync::Arc::new(AtomicBool::new(false)));
-/// Connections open on this rank.
-static CLIENTS: AtomicUsize = AtomicUsize::new(0);
 
 /// Mail tags of the shard table's exchange.
 const TAG_SHARD: u64 = 0x6b76_0000_0000_0001;
@@ -48,51 +46,6 @@ const TAG_TABLE: u64 = 0x6b76_0000_0000_0002;
 
 /// How often a worker purges expired keys and looks at the stop flag.
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
-
-/// What the fibers of one worker share.
-#[derive(Debug)]
-pub struct Ctx {
-    /// Every shard of the job, by worker id.
-    pub shards: Vec<Trust<Shard>>,
-    pub port: u16,
-    pub started: Instant,
-    pub rank: usize,
-    pub ranks: usize,
-    pub worker: usize,
-}
-
-thread_local! {
-    /// The worker's context, for the connection fibers started on it (a fiber never leaves
-    /// its worker, so this is the same for all of them).
-    static CTX: RefCell<Option<Rc<Ctx>>> = const { RefCell::new(None) };
-}
-
-/// The context of the calling worker, while the store runs.
-pub fn ctx() -> Option<Rc<Ctx>> {
-    CTX.with(|c| c.borrow().clone())
-}
-
-/// Whether the job is stopping.
-pub fn stopping() -> bool {
-    STOP.load(Ordering::Relaxed)
-}
-
-pub fn client_joined() {
-    CLIENTS.fetch_add(1, Ordering::Relaxed);
-}
-
-pub fn client_left() {
-    CLIENTS.fetch_sub(1, Ordering::Relaxed);
-}
-
-/// Asks every rank to stop.
-pub fn shutdown(ctx: &Ctx) {
-    for r in 0..ctx.ranks {
-        let first = gossamer::workers_of_rank(r).start;
-        // The closure runs in rank r's process: it sets that process's flag.
-        let _ = ctx.shards[first].try_apply(|_: &mut Shard| STOP.store(true, Ordering::SeqCst));
-    }
-}
 
 /// Runs the store until `SHUTDOWN`; `Err` with a line for the user if the job failed.
 pub fn serve(options: Options, config: gossamer::Config) -> Result<(), String> {
@@ -138,7 +91,7 @@ fn rank_port(port: u16, rank: usize) -> Result<u16, String> {
 
 fn worker_main(w: &gossamer::Worker, options: &Options) -> Result<(), String> {
     // Look at the sockets at every 4th idle turn only: an idle worker's looks that find nothing
-    // are CPU time the clients on the same cores lose (docs/performance.md, issue 36).
+    // are CPU time the clients on the same cores lose.
     gossamer::reactor::look_every(4);
     let mine = gossamer::entrust(Shard::new());
     let shards = shard_table(mine, w.id(), w.count());
@@ -167,7 +120,7 @@ fn worker_main(w: &gossamer::Worker, options: &Options) -> Result<(), String> {
         ranks: gossamer::rank_count(),
         worker: w.id(),
     });
-    CTX.with(|c| *c.borrow_mut() = Some(ctx.clone()));
+    state::install(Some(ctx.clone()));
     let accept = {
         let ctx = ctx.clone();
         gossamer::spawn(move || accept_loop(&ctx, listener))
@@ -197,7 +150,7 @@ fn worker_main(w: &gossamer::Worker, options: &Options) -> Result<(), String> {
     // listener's loop ends.
     gossamer::reactor::close();
     accept.join();
-    CTX.with(|c| c.borrow_mut().take());
+    state::install(None);
     Ok(())
 }
 
@@ -230,7 +183,7 @@ fn accept_loop(ctx: &Rc<Ctx>, listener: Option<std::net::TcpListener>) {
 /// Starts the fiber of a new connection on worker `to` of this rank.
 fn hand_out(ctx: &Ctx, stream: std::net::TcpStream, to: usize) {
     if to == ctx.worker {
-        drop(gossamer::spawn(move || crate::conn::serve(stream)));
+        drop(gossamer::spawn(move || conn::serve(stream)));
         return;
     }
     use std::os::fd::{FromRawFd, IntoRawFd};
@@ -240,28 +193,6 @@ fn hand_out(ctx: &Ctx, stream: std::net::TcpStream, to: usize) {
         // `into_raw_fd` above, in this same process (`to` is a worker of this rank); this fiber
         // is its only new owner.
         let stream = unsafe { std::net::TcpStream::from_raw_fd(fd) };
-        crate::conn::serve(stream);
+        conn::serve(stream);
     }));
-}
-
-/// The text of `INFO` (every section at once, whatever was asked).
-pub fn info(ctx: &Ctx, out: &mut Vec<u8>, keys: i64) {
-    let text = format!(
-        "# Server\r\nredis_version:7.0.0\r\ngsm_kv_version:{}\r\nredis_mode:standalone\r\n\
-         process_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\n\r\n\
-         # Clients\r\nconnected_clients:{}\r\n\r\n\
-         # Persistence\r\nloading:0\r\naof_enabled:0\r\nrdb_changes_since_last_save:0\r\n\r\n\
-         # Gossamer\r\ngsm_rank:{}\r\ngsm_ranks:{}\r\ngsm_worker:{}\r\ngsm_shards:{}\r\n\r\n\
-         # Keyspace\r\ndb0:keys={keys},expires=0,avg_ttl=0\r\n",
-        env!("CARGO_PKG_VERSION"),
-        std::process::id(),
-        ctx.port,
-        ctx.started.elapsed().as_secs(),
-        CLIENTS.load(Ordering::Relaxed),
-        ctx.rank,
-        ctx.ranks,
-        ctx.worker,
-        ctx.shards.len(),
-    );
-    crate::resp::bulk(out, text.as_bytes());
 }

@@ -2,13 +2,13 @@
 //! [`BLOCK`] bytes.
 //!
 //! Why blocks: glibc's `memcpy` picks its method by size, and from a size near the L2 cache
-//! (`rep_movsb_stop_threshold`; 1 MiB on the AMD machines measured) it leaves `rep movsb` for a
+//! (`rep_movsb_stop_threshold`) it leaves `rep movsb` for a
 //! vector loop that is slower when the destination stays cached, as a segment's words do. Open
 //! MPI's datatype engine copies a contiguous `MPI_Put` in blocks of 128 KiB
 //! (`opal_datatype_memcpy_block_size`), which keeps every call below that switch; so does this.
-//! Non-temporal stores, software prefetching and other block sizes were measured against it and
-//! lose or tie (docs/performance.md, issue 35, fifth session): non-temporal stores send the bytes
-//! to DRAM, slower here than the cache path, and out of the cache the target reads them from.
+//! Non-temporal stores, software prefetching and other block sizes lose or tie against it:
+//! non-temporal stores send the bytes to DRAM, slower than the cache path, and out of the cache
+//! the target reads them from.
 //! It does not check bounds or order anything: callers check, and fence where they publish.
 
 /// Bytes per `memcpy` call.

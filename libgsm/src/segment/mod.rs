@@ -53,6 +53,7 @@
 mod collective;
 pub(crate) mod copy;
 mod error;
+mod keys;
 pub(crate) mod layout;
 pub(crate) mod memfile;
 mod pending;
@@ -159,7 +160,7 @@ pub(crate) struct Owned {
     /// Set when the `Segment` is dropped: a handler fiber ends once it has drained the queue.
     closed: std::sync::atomic::AtomicBool,
     /// Its regions on an RMA fabric, and who holds their keys.
-    rma: rma::OwnerRma,
+    rma: keys::OwnerRma,
 }
 
 /// This process's exported segments by id.
@@ -202,7 +203,7 @@ pub fn export(len: usize, rights: Rights, to: Access<'_>) -> Result<Segment, Seg
         notes: Mutex::new(VecDeque::new()),
         noted: AtomicU64::new(0),
         closed: std::sync::atomic::AtomicBool::new(false),
-        rma: rma::OwnerRma::default(),
+        rma: keys::OwnerRma::default(),
     });
     rma::expose(&own, &table);
     EXPORTED

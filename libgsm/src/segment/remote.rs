@@ -50,7 +50,7 @@ struct Ask {
 struct Answer {
     word: u64,
     bytes: Vec<u8>,
-    keys: Option<super::rma::Keys>,
+    keys: Option<super::keys::Keys>,
 }
 
 /// The worker of `rank` that serves this caller's requests: spread over the owner's workers by
@@ -167,7 +167,7 @@ pub(super) fn keys(
     seg: &SegmentRef,
     offset: u64,
     right: super::Right,
-) -> Result<super::rma::Keys, SegmentError> {
+) -> Result<super::keys::Keys, SegmentError> {
     let mut a = ask(seg, KEYS, offset);
     a.a = right.bit().into();
     let ans = call(seg, a, None)?;
@@ -223,7 +223,7 @@ impl Serve {
         };
         if a.kind == INVALIDATE {
             // The ring's rank is the owner that sends it: no rank can drop another's keys.
-            super::rma::forget(from, a.id);
+            super::keys::forget(from, a.id);
             return Ok(Answer {
                 word: 0,
                 bytes: Vec::new(),
@@ -245,7 +245,7 @@ impl Serve {
             });
         };
         if a.kind == KEYS {
-            let k = super::rma::keys_for(&own, from, &seg, a.offset, right_of_bit(a.a))?;
+            let k = super::keys::keys_for(&own, from, &seg, a.offset, right_of_bit(a.a))?;
             return Ok(Answer {
                 word: 0,
                 bytes: Vec::new(),

@@ -28,59 +28,17 @@
 //! when the provider needs local registration (`FI_MR_LOCAL`; the port is then not installed).
 //! See `segment/README.md`, "RMA on `ofi`".
 
-use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
-use serde::{Deserialize, Serialize};
-
-use super::{Op, Owned, Right, SegmentError, SegmentName, SegmentRef, layout, remote};
-use crate::fabric::rma::{NotPosted, Port, Posted, Region, Word, port};
+use super::keys::{Held, Keys, RIGHTS, Regions, index};
+use super::{Op, Owned, Right, SegmentError, SegmentRef, remote};
+use crate::fabric::rma::{NotPosted, Port, Posted, Word, port};
 
 static OPS: AtomicU64 = AtomicU64::new(0);
 
 /// Segment operations this process performed by RMA so far (see [`crate::segment::rma_operations`]).
 pub(crate) fn operations() -> u64 {
     OPS.load(Ordering::Relaxed)
-}
-
-const RIGHTS: [Right; 3] = [Right::Read, Right::Write, Right::Atomic];
-
-fn index(r: Right) -> usize {
-    match r {
-        Right::Read => 0,
-        Right::Write => 1,
-        Right::Atomic => 2,
-    }
-}
-
-/// The keys a rank holds for one generation of a segment: its rights, the data's length, and
-/// the (address, key) of each region it may use (`None`: no right, or no region: delegated).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub(crate) struct Keys {
-    generation: u64,
-    len: u64,
-    rights: u8,
-    regions: [Option<(u64, u64)>; 3],
-}
-
-/// The owner's side: the regions of the current generation and who holds their keys.
-#[derive(Default)]
-pub(crate) struct OwnerRma {
-    state: Mutex<OwnerState>,
-}
-
-#[derive(Default)]
-struct OwnerState {
-    port: Option<Arc<dyn Port>>,
-    regions: [Option<Region>; 3],
-    holders: BTreeSet<u32>,
-}
-
-impl std::fmt::Debug for OwnerRma {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("OwnerRma { .. }")
-    }
 }
 
 /// Registers `own`'s data once per right another rank holds in `table` (rights per rank).
@@ -92,12 +50,10 @@ pub(super) fn expose(own: &Owned, table: &[u8]) {
         .enumerate()
         .filter(|&(r, _)| r != me)
         .fold(0u8, |a, (_, &b)| a | b);
-    let mut st = own.rma.state.lock().unwrap_or_else(|p| p.into_inner());
-    st.regions = regions(own, port.as_ref(), granted);
-    st.port = Some(port);
+    own.rma.install(port, |port| regions(own, port, granted));
 }
 
-fn regions(own: &Owned, port: &dyn Port, granted: u8) -> [Option<Region>; 3] {
+fn regions(own: &Owned, port: &dyn Port, granted: u8) -> Regions {
     let mut out = [None; 3];
     if own.len == 0 {
         return out;
@@ -123,89 +79,24 @@ fn regions(own: &Owned, port: &dyn Port, granted: u8) -> [Option<Region>; 3] {
     out
 }
 
-/// The owner's handler: the keys of rank `from`'s rights for `seg`'s generation, recording it
-/// as a holder; `Stale` unless that generation is current.
-pub(super) fn keys_for(
-    own: &Owned,
-    from: usize,
-    seg: &SegmentName,
-    offset: u64,
-    right: Right,
-) -> Result<Keys, SegmentError> {
-    let mut st = own.rma.state.lock().unwrap_or_else(|p| p.into_inner());
-    let g = layout::generation(&own.file);
-    if g == 0 || g != seg.generation {
-        return Err(SegmentError::Stale {
-            seg: *seg,
-            offset,
-            right,
-            current: g,
-        });
-    }
-    let rights = layout::rights_of(&own.file, own.data_at, from);
-    let mut regions = [None; 3];
-    for r in RIGHTS {
-        if rights & r.bit() != 0 {
-            regions[index(r)] = st.regions[index(r)].map(|g| (g.base, g.key));
-        }
-    }
-    if regions.iter().any(Option::is_some) {
-        st.holders.insert(from as u32);
-    }
-    Ok(Keys {
-        generation: g,
-        len: own.len,
-        rights,
-        regions,
-    })
-}
-
 /// A revocation (`again`: new regions with new keys for the new generation) or a free: every
 /// holder forgets the old keys, then the old regions close. Outside a fiber (a segment dropped
 /// after its run) nobody is told: no operation of that run can still be posted.
 pub(super) fn retire(own: &Owned, again: bool) {
-    let (port, old, holders) = {
-        let mut st = own.rma.state.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(port) = st.port.clone() else { return };
-        let granted = st
-            .regions
-            .iter()
-            .zip(RIGHTS)
-            .filter(|(g, _)| g.is_some())
-            .fold(0u8, |a, (_, r)| a | r.bit());
-        let old = std::mem::take(&mut st.regions);
-        if again {
-            st.regions = regions(own, port.as_ref(), granted);
-        }
-        (port, old, std::mem::take(&mut st.holders))
+    let make = |port: &dyn Port, granted: u8| regions(own, port, granted);
+    let Some(retired) = own.rma.retire(again, make) else {
+        return;
     };
     let in_fiber =
         crate::worker::core().is_some_and(|c| c.can_block() && c.current_fiber().is_some());
     if in_fiber {
-        for rank in holders {
+        for rank in retired.holders {
             // A holder that cannot be reached is being lost with the job; its keys die with it.
             let _ = remote::invalidate(rank as usize, own.id);
         }
     }
-    for g in old.into_iter().flatten() {
-        port.unexpose(g.handle);
-    }
-}
-
-/// Keys this process holds, by (owner rank, segment id). One lock for every thread: an
-/// invalidation must reach all of them, and posting happens under it.
-static HELD: Mutex<Option<HashMap<(u32, u64), Keys>>> = Mutex::new(None);
-
-/// Invalidations served so far (changed under `HELD`'s lock): keys asked for before one and
-/// answered after it may be the keys it withdrew, and are asked for again.
-static FORGOTTEN: AtomicU64 = AtomicU64::new(0);
-
-/// The owner rank `from` revoked or freed segment `id`: forget its keys.
-pub(super) fn forget(from: usize, id: u64) {
-    let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
-    FORGOTTEN.fetch_add(1, Ordering::Relaxed);
-    if let Some(m) = held.as_mut() {
-        m.remove(&(from as u32, id));
+    for g in retired.old.into_iter().flatten() {
+        retired.port.unexpose(g.handle);
     }
 }
 
@@ -272,22 +163,14 @@ pub(super) fn run(seg: &SegmentRef, offset: u64, op: Op<'_>) -> Result<u64, Segm
     };
     let key = (seg.rank, seg.id);
     let done = loop {
-        let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
-        let map = held.get_or_insert_with(HashMap::new);
-        let Some(k) = map
-            .get(&key)
-            .filter(|k| k.generation == seg.generation)
-            .copied()
-        else {
-            let asked = FORGOTTEN.load(Ordering::Relaxed);
+        let mut held = Held::lock();
+        let Some(k) = held.get(key, seg.generation) else {
+            let asked = held.invalidations();
             drop(held);
             let k = remote::keys(seg, offset, op.right())?;
-            let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
             // An invalidation served while the answer travelled may have withdrawn these very
             // keys (its request and this answer come on different rings): ask again.
-            if FORGOTTEN.load(Ordering::Relaxed) == asked {
-                held.get_or_insert_with(HashMap::new).insert(key, k);
-            }
+            Held::lock().remember(key, k, asked);
             continue;
         };
         check(&k, seg, offset, &op)?;

@@ -33,8 +33,9 @@ use std::time::Instant;
 use graph::{LocalGraph, Partition};
 
 use crate::bfs::NO_PARENT;
-use crate::cli::{Args, Kernel, RunError};
+use crate::cli::{Args, Kernel};
 use crate::kronecker::{EdgeList, KroneckerGenerator, Vertex, share};
+use crate::outcome::RunError;
 use crate::report::{KernelRuns, Results};
 use crate::roots::choose_roots_counted;
 
@@ -192,7 +193,7 @@ fn agree<C: Exchange>(
     json: Option<&Path>,
 ) -> Result<(), RunError> {
     let json_refused = match json {
-        Some(path) if comm.rank() == 0 => crate::cli::check_json_path(path)
+        Some(path) if comm.rank() == 0 => crate::outcome::check_json_path(path)
             .err()
             .map(|e| (path.display().to_string(), e.to_string())),
         _ => None,
@@ -202,7 +203,7 @@ fn agree<C: Exchange>(
         host: std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_default(),
-        available: crate::cli::available_bytes(),
+        available: crate::outcome::available_bytes(),
         json_refused,
     };
     let bytes = postcard::to_allocvec(&mine).expect("a plan and a host name always encode");
@@ -230,8 +231,8 @@ fn agree<C: Exchange>(
         Some((host, on_host, need, available)) => Err(RunError::TooLarge {
             scale: plan.scale,
             edgefactor: plan.edgefactor,
-            need_gib: need / crate::cli::GIB,
-            available_gib: available / crate::cli::GIB,
+            need_gib: need / crate::outcome::GIB,
+            available_gib: available / crate::outcome::GIB,
             place: format!("on host {host} for its {on_host} members"),
         }),
         None => Ok(()),
@@ -396,10 +397,10 @@ mod tests {
         let intro = |host: &str, gib: f64| Intro {
             plan: plan.clone(),
             host: host.into(),
-            available: Some(gib * crate::cli::GIB),
+            available: Some(gib * crate::outcome::GIB),
             json_refused: None,
         };
-        let gib = crate::cli::GIB;
+        let gib = crate::outcome::GIB;
         // Four members over two hosts of 3 GiB each, 1 GiB per member: each host needs 2.
         let spread = [
             intro("a", 3.0),

@@ -82,9 +82,9 @@ impl Comm {
 
 impl Exchange for Comm {
     /// A quarter of the MPI baseline's round (3 MiB out, about as much in, each copied a few
-    /// times on its way through the team's all-to-all): at SCALE 20 on 2 ranks of 1 worker,
-    /// `1 << 19` peaked at 340 MiB per rank and `1 << 17` at 294 MiB, construction no slower (the
-    /// smaller buffers are reused by the allocator instead of mapped and faulted in afresh).
+    /// times on its way through the team's all-to-all): a larger round raises the peak memory per
+    /// rank and builds no faster (the smaller buffers are reused by the allocator instead of
+    /// mapped and faulted in afresh).
     const ROUND: usize = 1 << 17;
     /// The degree sum, the searches' per-vertex arrays and gathered validation arrays.
     const BYTES_PER_VERTEX: f64 = 32.0;

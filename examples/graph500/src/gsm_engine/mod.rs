@@ -38,32 +38,13 @@
 //! bulk-synchronous ones `dist/bfs.rs` + `dist/sssp.rs` (with their reusable buffers and the
 //! result type); neither counts what both use (`dist/levels.rs`: the BFS directions and the
 //! bottom-up step; the graph, roots, validation) or its engine's glue (`Delegation` here, `Bsp`
-//! in `dist/mod.rs`). docs/performance.md has the counts.
+//! in `dist/mod.rs`). docs/performance-log.md has the counts.
 //!
-//! # Measured (`gsm-bsp`, before issue 37)
-//!
-//! This machine (2 cores, shared), edgefactor 16, 64 roots, validation off, `gsmrun -np R -t W`;
-//! harmonic-mean TEPS, construction in seconds, peak RSS per rank (`/usr/bin/time -v`, the
-//! largest process), one run each (about ±10% from run to run):
-//!
-//! | SCALE | engine, ranks × workers | BFS TEPS | SSSP TEPS | construction | RSS/rank |
-//! |------:|-------------------------|---------:|----------:|-------------:|---------:|
-//! | 16 | gsm 1 × 2 | 1.28e9 | 7.14e7 | 0.051 | 76 MiB |
-//! | 16 | gsm 2 × 1 | 1.21e9 | 7.12e7 | 0.056 | 49 MiB |
-//! | 16 | mpi 2 × 1 | 1.40e9 | 7.89e7 | 0.039 | 54 MiB |
-//! | 18 | gsm 1 × 2 | 1.13e9 | 6.13e7 | 0.176 | 164 MiB |
-//! | 18 | gsm 2 × 1 | 1.11e9 | 6.04e7 | 0.184 | 94 MiB |
-//! | 18 | mpi 2 × 1 | 1.24e9 | 6.54e7 | 0.138 | 100 MiB |
-//! | 20 | gsm 1 × 2 | 9.81e8 | 4.80e7 | 0.96 | 556 MiB |
-//! | 20 | gsm 2 × 1 | 8.97e8 | 4.27e7 | 0.99 | 301 MiB |
-//! | 20 | mpi 2 × 1 | 9.20e8 | 4.34e7 | 0.72 | 283 MiB |
-//!
-//! At SCALE 20 the engine meets the issue's absolute goals (BFS ≥ 2e8, SSSP ≥ 3.6e7, at most 310
-//! MiB per rank on 2 ranks; 1 rank of 2 workers holds the whole graph in one process) but not
-//! "at least 1.5× the MPI engine": it does the baseline's work step for step, and that work is
-//! compute-bound here (at SCALE 18 on 1 × 2 a delta-stepping search spends about 6 of its 80 ms
-//! in the exchanges), so the two engines run within about 10% of each other. Construction is
-//! slower (more, smaller rounds, and the team's all-to-all copies each bundle on its way).
+//! The bulk-synchronous engine does the MPI baseline's work step for step, and that work is
+//! compute-bound on a small machine (a search spends little of its time in the exchanges), so
+//! the two run close to each other; its construction is slower (more, smaller rounds, and the
+//! team's all-to-all copies each bundle on its way). docs/performance.md has the figures and how
+//! to reproduce them (`gsm-bench graph500`).
 
 mod bfs;
 pub mod comm;
@@ -76,11 +57,12 @@ use comm::Comm;
 use gossamer::{Batches, Trust, entrust_all};
 use kernels::Owned;
 
-use crate::cli::{Args, Outcome, RunError};
+use crate::cli::Args;
 use crate::dist::graph::LocalGraph;
 use crate::dist::sssp::LocalPaths;
 use crate::dist::{Bsp, Exchange, Kernels, Plan};
 use crate::kronecker::Vertex;
+use crate::outcome::{Outcome, RunError};
 
 /// Fiber stack the engine asks for at least (the kernels keep their arrays on the heap; this is
 /// room for the generator, validation and formatting with margin).

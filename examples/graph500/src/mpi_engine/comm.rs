@@ -15,6 +15,7 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 
 use crate::dist::Exchange;
 use crate::kronecker::Vertex;
+use crate::outcome::CommError;
 
 /// An initialised MPI library and its world communicator; dropping it calls `MPI_Finalize`,
 /// except while a panic unwinds (see `Finalizer`).
@@ -45,18 +46,6 @@ impl std::fmt::Debug for Comm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Comm {{ rank: {}, size: {} }}", self.rank, self.size)
     }
-}
-
-/// Why MPI could not be started.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum CommError {
-    /// `MPI_Init` was already called in this process.
-    #[error("MPI is already initialised in this process")]
-    AlreadyInitialised,
-    /// `MPI_COMM_WORLD` is not the job the launcher started (another MPI's launcher).
-    #[error(transparent)]
-    World(#[from] gossamer::bootstrap::BootstrapError),
 }
 
 fn count(len: usize, what: &str) -> Count {

@@ -19,8 +19,9 @@ pub mod comm;
 
 use comm::Comm;
 
-use crate::cli::{Args, Outcome, RunError};
+use crate::cli::Args;
 use crate::dist::{Exchange, Plan};
+use crate::outcome::{Outcome, RunError};
 
 /// Runs the benchmark under MPI: initialises MPI, runs every phase, finalises MPI. Every rank
 /// gets the same results; rank 0 is the reporter.
