@@ -102,15 +102,42 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
+/// `apply_then`s each counter takes from this rank in `apply_then_everywhere`.
+const PER: u64 = 2000;
+
 fn checks(quick: bool) -> usize {
     let me = rank();
     let w = worker_count();
     let mut passed = 0;
-    let ok = |name: &str, passed: &mut usize| {
+    let mut ok = |name: &str| {
         println!("ok {name} (rank {me})");
-        *passed += 1;
+        passed += 1;
     };
+    let counters = entrust_on_every_worker(me, w);
+    ok("entrust_on");
+    apply_then_everywhere(me, w, &counters);
+    ok("apply_then");
+    fibers_applying(me, w, &counters);
+    ok("fibers");
+    spawn_on_every_worker(w);
+    ok("spawn_on");
+    messages_to_every_worker(me, w);
+    ok("messages");
+    // The last worker of the next rank.
+    let far = gossamer::workers_of_rank((me + 1) % rank_count()).end - 1;
+    large_values(me, far, quick);
+    ok("large");
+    trust_passing(far);
+    ok("trust_passing");
+    inline_loop(far);
+    ok("inline_loop");
+    errors(me, far);
+    ok("errors");
+    drop(counters);
+    passed
+}
 
+fn entrust_on_every_worker(me: usize, w: usize) -> Vec<Trust<u64>> {
     // entrust_on + apply on every worker of the job.
     let counters: Vec<Trust<u64>> = (0..w)
         .map(|i| entrust_on(WorkerId::new(i), move || (me as u64) << 32))
@@ -123,13 +150,14 @@ fn checks(quick: bool) -> usize {
         assert_eq!(v, ((me as u64) << 32) + 1, "counter on worker {i}");
         assert_eq!(c.trustee(), WorkerId::new(i));
     }
-    ok("entrust_on", &mut passed);
+    counters
+}
 
+fn apply_then_everywhere(me: usize, w: usize, counters: &[Trust<u64>]) {
     // apply_then: asynchronous increments, each callback counted on this worker.
     let done = std::rc::Rc::new(std::cell::Cell::new(0u64));
-    let per = 2000u64;
-    for c in &counters {
-        for k in 0..per {
+    for c in counters {
+        for k in 0..PER {
             let d = done.clone();
             c.apply_then(
                 |n| {
@@ -146,9 +174,9 @@ fn checks(quick: bool) -> usize {
     }
     for (i, c) in counters.iter().enumerate() {
         let v = c.apply(|n| *n);
-        assert_eq!(v, ((me as u64) << 32) + 1 + per, "counter on worker {i}");
+        assert_eq!(v, ((me as u64) << 32) + 1 + PER, "counter on worker {i}");
     }
-    assert_eq!(done.get(), per * w as u64, "apply_then callbacks run");
+    assert_eq!(done.get(), PER * w as u64, "apply_then callbacks run");
     // A flood to the last worker of the next rank (another rank when there is one), yielding
     // only every 4096: a worker keeps at most 16 384 apply_thens unanswered (`apply_then`'s
     // docs), so the answers keep coming in while it issues.
@@ -174,8 +202,9 @@ fn checks(quick: bool) -> usize {
         far.trustee().index()
     );
     assert_eq!(far.apply(|n| *n), flood, "the flood's increments");
-    ok("apply_then", &mut passed);
+}
 
+fn fibers_applying(me: usize, w: usize, counters: &[Trust<u64>]) {
     // 64 fibers applying at once.
     let handles: Vec<_> = (0..64)
         .map(|f| {
@@ -194,12 +223,13 @@ fn checks(quick: bool) -> usize {
         let fibers_here = (0..64).filter(|f| f % w == i).count() as u64;
         assert_eq!(
             c.apply(|n| *n),
-            ((me as u64) << 32) + 1 + per + fibers_here * 100,
+            ((me as u64) << 32) + 1 + PER + fibers_here * 100,
             "counter on worker {i} after 64 fibers"
         );
     }
-    ok("fibers", &mut passed);
+}
 
+fn spawn_on_every_worker(w: usize) {
     // spawn_on every worker.
     let joins: Vec<_> = (0..w)
         .map(|i| {
@@ -218,8 +248,9 @@ fn checks(quick: bool) -> usize {
         assert_eq!(r, gossamer::rank_of(WorkerId::new(i)));
         assert_eq!(s, format!("hello from worker {i}"));
     }
-    ok("spawn_on", &mut passed);
+}
 
+fn messages_to_every_worker(me: usize, w: usize) {
     // Tagged messages to a fiber on every worker.
     let me_w = gossamer::current_worker();
     let tag = 0xC0FF_EE00 + me as u64;
@@ -238,10 +269,10 @@ fn checks(quick: bool) -> usize {
     for (i, j) in receivers.into_iter().enumerate() {
         assert_eq!(j.join(), 499_500 + 1000 * i as u64, "message to worker {i}");
     }
-    ok("messages", &mut passed);
+}
 
+fn large_values(me: usize, far: usize, quick: bool) {
     // Large arguments and results, to the last worker of the next rank.
-    let far = gossamer::workers_of_rank((me + 1) % rank_count()).end - 1;
     let sink = entrust_on(WorkerId::new(far), || 0u64);
     let sizes: &[usize] = if quick {
         &[1 << 20]
@@ -290,8 +321,9 @@ fn checks(quick: bool) -> usize {
         }
     }
     assert_eq!((answers.borrow().len(), all.len()), (50, len));
-    ok("large", &mut passed);
+}
 
+fn trust_passing(far: usize) {
     // Trust passing: a tracked property here, a handle sent to another rank's worker, which
     // keeps a clone and drops the original; then we drop ours and ask it to drop its clone.
     let home = gossamer::current_worker();
@@ -328,8 +360,9 @@ fn checks(quick: bool) -> usize {
         freed,
         "the property was not freed within 30 s after the last handle went"
     );
-    ok("trust_passing", &mut passed);
+}
 
+fn inline_loop(far: usize) {
     // A loop of inline applies that never yields, on this worker, still serves a request that a
     // worker of the next rank sends it some milliseconds later (through the shm segment or a
     // tcp I/O thread, or within this process in a one-rank job): the ring that announces the
@@ -354,8 +387,9 @@ fn checks(quick: bool) -> usize {
         );
     }
     setter.join();
-    ok("inline_loop", &mut passed);
+}
 
+fn errors(me: usize, far: usize) {
     // Errors across ranks.
     let fragile = entrust_on(WorkerId::new(far), || 1u32);
     let e = fragile
@@ -416,10 +450,6 @@ fn checks(quick: bool) -> usize {
         }
         assert_eq!(wired.try_apply(|n| *n), Ok(6), "after a wire failure");
     }
-    ok("errors", &mut passed);
-
-    drop(counters);
-    passed
 }
 
 fn main() {
