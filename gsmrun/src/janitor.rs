@@ -1,14 +1,17 @@
-//! The janitor: `gsmrun --janitor JOB_ID LAUNCHER_PID JOB_DIR` (hidden), a small process that
-//! `gsmrun` starts beside the launcher and that cleans up after a `gsmrun` killed with SIGKILL,
-//! which can run no code of its own.
+//! The janitor: `gsmrun --janitor JOB_ID LAUNCHER_PID JOB_DIR GSMRUN_PID` (hidden), a small
+//! process that `gsmrun` starts beside the launcher and that cleans up after a `gsmrun` killed
+//! with SIGKILL, which can run no code of its own.
 //!
-//! It waits for its parent, the `gsmrun` that started it, to go (its parent changes). Then it
-//! ends the launcher's process group and its other descendants (SIGTERM, SIGKILL [`TERM_WAIT`]
-//! later for those still there) and removes, on this host, the job's private directory, its
-//! shared-memory segments (`/dev/shm/{JOB_ID}-r*`), its Open MPI segment directory
-//! (`/dev/shm/{JOB_ID}-ompi`) and the launcher's Open MPI session directory. The ranks end by themselves: each wrapper ends its program when its connection to
-//! `gsmrun` closes. A `gsmrun` that ends normally has cleaned up already, and its reaper
-//! (`supervise/reaper.rs`) ends the janitor with the rest of its descendants.
+//! It waits for its parent, the `gsmrun` that started it, to go: its parent is no longer
+//! `GSMRUN_PID`. The pid is passed rather than read at start, since a `gsmrun` killed before the
+//! janitor ran would leave it waiting for a change that already happened. Then it ends the
+//! launcher's process group and its other descendants (SIGTERM, SIGKILL [`TERM_WAIT`] later for
+//! those still there) and removes, on this host, the job's private directory, its shared-memory
+//! segments (`/dev/shm/{JOB_ID}-r*`), its Open MPI segment directory (`/dev/shm/{JOB_ID}-ompi`)
+//! and the launcher's Open MPI session directory. The ranks end by themselves: each wrapper ends
+//! its program when its connection to `gsmrun` closes. A `gsmrun` that ends normally has cleaned
+//! up already, and its reaper (`supervise/reaper.rs`) ends the janitor with the rest of its
+//! descendants.
 //!
 //! On other hosts each rank's wrapper does the same for its host once `gsmrun` ended the job or
 //! vanished ([`remove_rank_leftovers`]), and exits only after it: the launcher's daemon there
@@ -36,6 +39,7 @@ pub fn start(job_id: &str, launcher_pid: i32, job_dir: &std::path::Path) {
         .arg(job_id)
         .arg(launcher_pid.to_string())
         .arg(job_dir)
+        .arg(std::process::id().to_string())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -49,16 +53,16 @@ pub fn start(job_id: &str, launcher_pid: i32, job_dir: &std::path::Path) {
 
 /// Runs the janitor with the arguments after `--janitor`; returns its exit status.
 pub fn main(args: &[std::ffi::OsString]) -> i32 {
-    let [job_id, launcher, dir] = args else {
+    let [job_id, launcher, dir, gsmrun] = args else {
         return 2;
     };
-    let (Some(job_id), Some(launcher)) = (
+    let (Some(job_id), Some(launcher), Some(parent)) = (
         job_id.to_str(),
         launcher.to_str().and_then(|p| p.parse::<i32>().ok()),
+        gsmrun.to_str().and_then(|p| p.parse::<u32>().ok()),
     ) else {
         return 2;
     };
-    let parent = std::os::unix::process::parent_id();
     // A normal end of gsmrun kills the janitor; only a gsmrun that died gets here.
     while std::os::unix::process::parent_id() == parent {
         std::thread::sleep(LOOK_EVERY);

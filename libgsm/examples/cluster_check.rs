@@ -1,5 +1,5 @@
 //! `cluster_check`: delegation across ranks, checked end to end, for the multi-process tests
-//! (`tests/tests/cluster.rs` in `gsm-tests`). Run it under `gsmrun -np N` (any N ≥ 1, any
+//! (`tests/tests/cluster/` in `gsm-tests`). Run it under `gsmrun -np N` (any N ≥ 1, any
 //! fabric); every rank runs the same checks against workers of every rank and compares every
 //! result with the value it must have.
 //!
@@ -180,7 +180,7 @@ fn apply_then_everywhere(me: usize, w: usize, counters: &[Trust<u64>]) {
     // A flood to the last worker of the next rank (another rank when there is one), yielding
     // only every 4096: a worker keeps at most 16 384 apply_thens unanswered (`apply_then`'s
     // docs), so the answers keep coming in while it issues.
-    let next = (me as usize + 1) % rank_count();
+    let next = (me + 1) % rank_count();
     let far = entrust_on(WorkerId::new(workers_of_rank(next).end - 1), || 0u64);
     let flood = 8 * 16_384u64;
     let answered = std::rc::Rc::new(std::cell::Cell::new(0u64));

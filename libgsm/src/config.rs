@@ -50,7 +50,7 @@ const LOCAL_SIZE_VARS: [&str; 3] = [
 /// host when a launcher says how many there are and left each of them the whole machine.
 ///
 /// Why: ranks of one host that each took every CPU ran more workers than cores, and ran slower
-/// (docs/performance.md, "default worker count"). A launcher that binds each rank to its
+/// (docs/performance-log.md, "Default worker count"). A launcher that binds each rank to its
 /// own CPUs has already narrowed the affinity mask, and that mask is taken as it is. At least one
 /// worker; `GSM_THREADS` or `gsmrun -t` still choose freely.
 pub fn default_workers() -> usize {

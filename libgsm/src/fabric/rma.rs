@@ -1,7 +1,7 @@
 //! One-sided operations a fabric offers the runtime's segments (`segment/rma.rs`): the [`Port`]
 //! a fabric with RMA installs for the process (the `ofi` fabric does, at attach), the operations
 //! it posts and their completions. It knows nothing of segments, rights or generations.
-//! See ARCHITECTURE.md, section 10.
+//! See `segment/README.md`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};

@@ -90,7 +90,7 @@ const LIGHT_SPINS: u32 = 8;
 const YIELDS: u32 = 32;
 /// How long after its last work a worker keeps yielding instead of parking, while it has a CPU
 /// of its own ([`Shared::spin`]): waking a parked worker was the tail of `gsm-bench curves` at
-/// light load (docs/performance.md, "Issue 36 curves"). Only after an idle spell shorter than
+/// light load (the curves' history in docs/performance-log.md). Only after an idle spell shorter than
 /// this (work arrives often): a worker woken only by a timer parks at once, as before.
 const LINGER: Duration = Duration::from_millis(2);
 /// `GSM_SPIN_HOST=0`: idle workers do not look at the host's runnable threads

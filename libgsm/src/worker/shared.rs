@@ -32,7 +32,7 @@ pub(crate) struct Place {
     /// The host boards this rank maps (`crate::board`), if any.
     pub board: Option<Arc<crate::board::Board>>,
     /// The one-sided fabric's rendezvous: large bodies to and from the ranks it reaches are
-    /// parked in registered memory and read by RMA (section 4.7 of ARCHITECTURE.md).
+    /// parked in registered memory and read by RMA (the ofi rendezvous, docs/moved/ofi.md).
     pub rma: Option<Arc<dyn crate::wire::far::Rendezvous>>,
 }
 
@@ -298,7 +298,7 @@ impl Shared {
     /// Whether a worker may spin for [`SPIN`] turns although [`Shared::spin`] says
     /// [`SPIN_OVERSUBSCRIBED`]: the host's runnable threads fit its CPUs with one to spare (in a
     /// round trip the sampler, the worker it waits for and one more were runnable in most
-    /// samples; docs/performance.md, issue 33, sixth session).
+    /// samples; docs/performance-log.md has the measurement).
     pub(crate) fn may_spin(&self) -> bool {
         self.host_fits(1)
     }

@@ -50,7 +50,7 @@ const SPIN: u32 = 256;
 /// A polling worker gives its CPU away after this many polls in a row that found nothing: under
 /// load the kernel defers a loopback or veth packet to `ksoftirqd` of the CPU that sent it, so a
 /// worker that polls for its answer without yielding holds up its own request (the tcp fabric's
-/// measurement, docs/performance.md, issue 33).
+/// measurement, in docs/performance-log.md).
 const YIELD_AFTER: u32 = 2;
 
 /// While workers poll, the thread looks whether they still take turns this often (ms).

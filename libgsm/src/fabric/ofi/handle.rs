@@ -2,8 +2,8 @@
 //! and reads peers' parked bodies through the rank's progress state, driving the rank's progress
 //! itself while a read is in flight (as a polling worker does).
 //!
-//! The bookkeeping of reads and registrations is `rendezvous.rs`'s. See ARCHITECTURE.md,
-//! section 4.7.
+//! The bookkeeping of reads and registrations is `rendezvous.rs`'s. See docs/moved/ofi.md (the
+//! rendezvous for large records).
 
 use std::mem::MaybeUninit;
 use std::sync::Arc;

@@ -446,7 +446,7 @@ impl State {
     /// It stops after a read that did not fill the buffer instead of reading again until one
     /// finds nothing: each read of an empty queue is a pass of the provider's progress (under
     /// `tcp;ofi_rxm` a poll of its sockets and its wait object's wake-up), and that extra pass
-    /// was on every hop's path (docs/performance.md, issue 34). What arrives meanwhile is the
+    /// was on every hop's path (measured: docs/performance-log.md). What arrives meanwhile is the
     /// next turn's.
     fn complete(&mut self, done: &mut Vec<Completion>) -> bool {
         let mut any = false;

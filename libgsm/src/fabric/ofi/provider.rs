@@ -49,8 +49,8 @@ pub const CQ_WAIT_VAR: &str = "GSM_OFI_CQ_WAIT";
 
 /// Whether the completion queue gets a wait descriptor: not by default. libfabric signals a
 /// queue's descriptor on each completion, which cost a polling worker's round trip more than
-/// the progress thread's 1 ms naps cost a parked rank (docs/performance.md, issue 34, sixth
-/// session); `GSM_OFI_CQ_WAIT=fd` trades back, for a rank that should sleep until woken.
+/// the progress thread's 1 ms naps cost a parked rank (docs/performance-log.md has the
+/// measurement); `GSM_OFI_CQ_WAIT=fd` trades back, for a rank that should sleep until woken.
 pub(super) fn cq_wait() -> bool {
     std::env::var(CQ_WAIT_VAR).is_ok_and(|v| v.trim() == "fd")
 }

@@ -14,7 +14,7 @@
 //! This module keeps the reads and registrations (under the progress state's lock); `handle.rs`
 //! is what the runtime calls. It does not know records (`wire::record` makes and reads the
 //! references) or rings.
-//! See ARCHITECTURE.md, section 4.7.
+//! See docs/moved/ofi.md (the rendezvous for large records).
 
 use std::collections::HashMap;
 use std::ffi::c_void;

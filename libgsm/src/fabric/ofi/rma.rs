@@ -6,7 +6,7 @@
 //! buffers registered (`FI_MR_LOCAL`): segments then delegate every operation.
 //!
 //! It does not check rights, bounds or generations (the segment's side does, and the owner
-//! hands out keys). See ARCHITECTURE.md, section 10.
+//! hands out keys). See `segment/README.md`.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -139,7 +139,7 @@ impl Tcp {
 /// how long each connection's data has waited for any acknowledgement (`Io::watch_acks`,
 /// [`UNANSWERED_LIMIT`](super::UNANSWERED_LIMIT), as long as keepalive takes): a live peer, even
 /// one that reads nothing, acknowledges within a round trip. The integration test
-/// `a_host_that_vanishes_without_a_word_is_noticed_over_tcp` (`tests/tests/cluster.rs`) shows it
+/// `a_host_that_vanishes_without_a_word_is_noticed_over_tcp` (`tests/tests/cluster/lost.rs`) shows it
 /// end to end: the ranks end once keepalive's bound has passed after the other host goes silent.
 ///
 /// Failing to set these options is not fatal (a kernel or sandbox may lack one): the connection

@@ -46,6 +46,13 @@ use accept::refuse;
 use recv::pump_in;
 use send::pump_out;
 
+/// The outgoing links `create` hands to the I/O thread, with their index in `Io::conns`. The
+/// link lists are named here, above `shared` and `link`, so that `shared` can hold them without
+/// importing `link`, which uses `shared`.
+pub(in crate::fabric::tcp) type Handover = Vec<(usize, Arc<Link>)>;
+/// An incoming link, as it authenticates (the workers' hooks read them).
+pub(in crate::fabric::tcp) type IncomingLink = Arc<Link>;
+
 /// Outgoing halves waiting for a peer's two-way connection, by (peer rank, local worker): the
 /// half, and the cell its worker's bells look in.
 pub(in crate::fabric::tcp) type Awaited = HashMap<(u32, u32), (Outgoing, OutCell)>;

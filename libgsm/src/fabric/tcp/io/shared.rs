@@ -7,9 +7,9 @@
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Condvar, Mutex};
 
-use super::Link;
+use super::{Handover, IncomingLink};
 use crate::fabric::FabricError;
 use crate::sys::net;
 
@@ -25,9 +25,8 @@ pub(in crate::fabric::tcp) struct Shared {
     pub(in crate::fabric::tcp) attach: Mutex<AttachState>,
     pub(in crate::fabric::tcp) attached: Condvar,
     /// The outgoing links, with their index in `Io::conns`, once `create` made them all.
-    pub(in crate::fabric::tcp) handover: Mutex<Vec<(usize, Arc<Link>)>>,
-    /// The incoming links, as they authenticate (the workers' hooks read them).
-    pub(in crate::fabric::tcp) incoming: Mutex<Vec<Arc<Link>>>,
+    pub(in crate::fabric::tcp) handover: Mutex<Handover>,
+    pub(in crate::fabric::tcp) incoming: Mutex<Vec<IncomingLink>>,
     /// Local workers that poll the incoming links (called `Turn::Poll` since their last
     /// `Turn::Park`); while there are none, the I/O thread watches the sockets.
     pub(in crate::fabric::tcp) pollers: AtomicUsize,
@@ -72,7 +71,7 @@ impl Shared {
 
     /// Offers an authenticated incoming link (or half) from rank `r` to the workers and counts
     /// it for `attach`.
-    pub(in crate::fabric::tcp) fn offer_incoming(&self, link: Arc<Link>, r: u32) {
+    pub(in crate::fabric::tcp) fn offer_incoming(&self, link: IncomingLink, r: u32) {
         self.incoming
             .lock()
             .unwrap_or_else(|p| p.into_inner())
