@@ -103,7 +103,7 @@ impl<T: Wire> Delegated for Deliver<T> {
         // SAFETY: forwarded from this function's contract.
         match unsafe { take_arg::<T>(core, client, rec) } {
             Ok(v) => deposit(core, client as u32, tag, Box::new(v)),
-            Err(e) => core.respond::<()>(
+            Err(e) => core.outbox().respond::<()>(
                 client,
                 NO_REPLY,
                 Err(DelegationError::Wire(format!(

@@ -294,7 +294,9 @@ where
 {
     let cell: Rc<JoinCell<R>> = JoinCell::new(w);
     let joined = Rc::into_raw(cell.clone()) as usize as u64;
-    let req = core.pending().add(w, fill_join::<R>, |data| data[0] = MaybeUninit::new(joined));
+    let req = core
+        .pending()
+        .add(w, fill_join::<R>, |data| data[0] = MaybeUninit::new(joined));
     core.pending().fiber_result(true);
     core.send_request(
         w,
@@ -346,7 +348,7 @@ impl<F: FnOnce() -> R + Copy + 'static, R: Wire> Delegated for Spawn<F, R> {
         // SAFETY: the client copied one `F` into the captured bytes (this function's contract).
         match unsafe { crate::trust::captured::<F>(rec) } {
             Ok(f) => spawn_answering(core, client, rec.req, f),
-            Err(e) => core.respond::<R>(client, rec.req, Err(e)),
+            Err(e) => core.outbox().respond::<R>(client, rec.req, Err(e)),
         }
     }
 }
@@ -367,11 +369,12 @@ fn spawn_answering<R: Wire>(
             Err(p) => Err(DelegationError::Panicked(fiber_panic(p))),
         };
         if let Some(core) = crate::worker::core() {
-            core.respond::<R>(client, req, r);
+            core.outbox().respond::<R>(client, req, r);
         }
     });
     if let Err(why) = started {
-        core.respond::<R>(client, req, Err(DelegationError::Panicked(why)));
+        core.outbox()
+            .respond::<R>(client, req, Err(DelegationError::Panicked(why)));
     }
 }
 
@@ -428,7 +431,9 @@ where
         }
     };
     let joined = Rc::into_raw(cell.clone()) as usize as u64;
-    let req = core.pending().add(w, fill_join::<R>, |data| data[0] = MaybeUninit::new(joined));
+    let req = core
+        .pending()
+        .add(w, fill_join::<R>, |data| data[0] = MaybeUninit::new(joined));
     core.pending().fiber_result(true);
     let code = Some(codeptr::offset_of(
         trampoline::<SpawnWith<A, F, R>>() as usize
@@ -466,7 +471,7 @@ impl<A: Wire, F: FnOnce(A) -> R + Copy + 'static, R: Wire> Delegated for SpawnWi
         let f: F = match unsafe { crate::trust::captured::<F>(rec) } {
             Ok(f) => f,
             Err(e) => {
-                core.respond::<R>(client, rec.req, Err(e));
+                core.outbox().respond::<R>(client, rec.req, Err(e));
                 return;
             }
         };
@@ -474,7 +479,7 @@ impl<A: Wire, F: FnOnce(A) -> R + Copy + 'static, R: Wire> Delegated for SpawnWi
         let a: A = match unsafe { crate::trust::take_arg::<A>(core, client, rec) } {
             Ok(a) => a,
             Err(e) => {
-                core.respond::<R>(client, rec.req, Err(e));
+                core.outbox().respond::<R>(client, rec.req, Err(e));
                 return;
             }
         };

@@ -336,10 +336,16 @@ impl Delegated for Serve {
         // any bytes of that size are an `Ask`).
         let a = match unsafe { captured::<Ask>(rec) } {
             Ok(a) => a,
-            Err(e) => return core.respond::<Result<Answer, SegmentError>>(client, rec.req, Err(e)),
+            Err(e) => {
+                return core.outbox().respond::<Result<Answer, SegmentError>>(
+                    client,
+                    rec.req,
+                    Err(e),
+                );
+            }
         };
         let data = if a.kind == PUT { raw_arg(rec) } else { &[] };
         let r = Serve::answer(core, client, a, data);
-        core.respond(client, rec.req, Ok(r));
+        core.outbox().respond(client, rec.req, Ok(r));
     }
 }

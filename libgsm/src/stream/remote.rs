@@ -265,12 +265,12 @@ impl Delegated for Serve {
         // size are an `Ask`).
         let a = match unsafe { captured::<Ask>(rec) } {
             Ok(a) => a,
-            Err(e) => return core.respond::<Answer>(client, rec.req, Err(e)),
+            Err(e) => return core.outbox().respond::<Answer>(client, rec.req, Err(e)),
         };
         let data = if a.kind == CHUNK { raw_arg(rec) } else { &[] };
         let r = Serve::answer(client, a, data);
         if rec.req != NO_REPLY {
-            core.respond(client, rec.req, Ok(r));
+            core.outbox().respond(client, rec.req, Ok(r));
         }
     }
 }

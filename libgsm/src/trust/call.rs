@@ -41,7 +41,7 @@ pub(crate) fn block_on<U: Wire>(
     );
     if core.nothing_ready() && dest != core.id {
         // No other fiber will add to this batch before the worker polls: send it now.
-        core.flush_to(dest, true);
+        core.outbox().flush_to(dest, true);
     }
     // SAFETY: `outp` points to `out` on this fiber's stack, alive for this whole
     // function; the completer writes through the same pointer, on this same thread, only while
@@ -103,14 +103,15 @@ pub(super) fn push_callback<U: Wire, G: FnOnce(Result<U, DelegationError>) + 'st
     dest: usize,
     g: G,
 ) -> u32 {
-    core.pending().add(dest, fill_callback::<U, G>, |data: &mut Data| {
-        if inline_fits::<G>() {
-            // SAFETY: `G` fits in `data` in size and alignment (checked above).
-            unsafe { std::ptr::write(data.as_mut_ptr().cast::<G>(), g) };
-        } else {
-            data[0] = MaybeUninit::new(Box::into_raw(Box::new(g)) as usize as u64);
-        }
-    })
+    core.pending()
+        .add(dest, fill_callback::<U, G>, |data: &mut Data| {
+            if inline_fits::<G>() {
+                // SAFETY: `G` fits in `data` in size and alignment (checked above).
+                unsafe { std::ptr::write(data.as_mut_ptr().cast::<G>(), g) };
+            } else {
+                data[0] = MaybeUninit::new(Box::into_raw(Box::new(g)) as usize as u64);
+            }
+        })
 }
 
 /// An argument on its way to worker `dest`: within the process the value itself, to be moved by
@@ -178,7 +179,7 @@ impl<A: Wire> OutArg<A> {
     pub(crate) fn offer(&mut self, core: &WorkerCore, dest: usize) {
         if let OutArg::Spliced { body, room, .. } = self {
             if let Some(body) = body.take() {
-                core.offer_body(dest, body, *room);
+                core.outbox().offer(dest, body, *room);
             }
         }
     }

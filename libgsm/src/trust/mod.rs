@@ -393,7 +393,9 @@ impl<T: Send + 'static> Trust<T> {
     ) -> Result<U, DelegationError> {
         let core = blocking_core(what)?;
         if self.local(core) {
-            return serve::run_keyed::<T, U>(core, self.idx, self.gn, self.key(), move |t| f(t, arg));
+            return serve::run_keyed::<T, U>(core, self.idx, self.gn, self.key(), move |t| {
+                f(t, arg)
+            });
         }
         if !self.current(core) {
             return Err(DelegationError::DeadProperty);
@@ -577,7 +579,14 @@ impl<T: Send + 'static> Trust<T> {
             return self.scoped_with_then(core, scope, arg, f, then);
         }
         if self.local(core) {
-            serve::run_keyed_then::<T, U>(core, self.idx, self.gn, self.key(), move |t| f(t, arg), then);
+            serve::run_keyed_then::<T, U>(
+                core,
+                self.idx,
+                self.gn,
+                self.key(),
+                move |t| f(t, arg),
+                then,
+            );
             return;
         }
         self.send_with_then(core, arg, f, then);
@@ -598,7 +607,14 @@ impl<T: Send + 'static> Trust<T> {
         let f = move |t: &mut T, a: A| tasks::within(scope, || f(t, a));
         let then = move |r: Result<U, DelegationError>| tasks::callback(scope, || then(r));
         if self.local(core) {
-            serve::run_keyed_then::<T, U>(core, self.idx, self.gn, self.key(), move |t| f(t, arg), then);
+            serve::run_keyed_then::<T, U>(
+                core,
+                self.idx,
+                self.gn,
+                self.key(),
+                move |t| f(t, arg),
+                then,
+            );
             return;
         }
         self.send_with_then(core, arg, f, then);

@@ -30,10 +30,9 @@ impl<T: Send + 'static, F: FnOnce() -> T + Copy> Delegated for Entrust<T, F> {
     ) {
         let id = crate::worker::control_id(rec.arg());
         // SAFETY: the client copied one `F` into the captured bytes (this function's contract).
-        let r = unsafe { captured::<F>(rec) }.and_then(|make| {
-            run_plain(core, make).map(|v| core.props.borrow_mut().insert(v, id))
-        });
-        core.respond(client, rec.req, r);
+        let r = unsafe { captured::<F>(rec) }
+            .and_then(|make| run_plain(core, make).map(|v| core.props.borrow_mut().insert(v, id)));
+        core.outbox().respond(client, rec.req, r);
     }
 }
 
@@ -59,7 +58,7 @@ impl<T: Send + 'static, U: Wire, F: FnOnce(&mut T) -> U + Copy> Delegated for Ap
 /// Takes ownership of the argument a record carries: a moved `A` (same process) or the
 /// `postcard` encoding of one (flag `SER`, from another rank), decoded with every check
 /// `postcard` makes. Whether the bytes may be a moved `A` is decided here, by where the batch
-/// came from, never by the sender's flag: from another process (`core.serving_foreign`) only an
+/// came from, never by the sender's flag: from another process (`Inbox::serving_foreign`) only an
 /// encoding is taken, and a record without `SER` ends the job as a protocol error of `client`
 /// (an `A` read by its bytes could carry a pointer into this process).
 ///
@@ -72,7 +71,7 @@ pub(crate) unsafe fn take_arg<A: Wire>(
     rec: &Request<'_>,
 ) -> Result<A, DelegationError> {
     let arg = rec.arg();
-    if rec.flags & SER == 0 && core.serving_foreign.get() {
+    if rec.flags & SER == 0 && core.inbox().serving_foreign() {
         return Err(argument_by_its_bytes::<A>(core, client));
     }
     if rec.flags & SER != 0 {
@@ -129,7 +128,7 @@ impl<T: Send + 'static, A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + Copy> Dele
         let f: F = match unsafe { captured::<F>(rec) } {
             Ok(f) => f,
             Err(e) => {
-                core.respond::<U>(client, rec.req, Err(e));
+                core.outbox().respond::<U>(client, rec.req, Err(e));
                 return;
             }
         };
@@ -137,12 +136,12 @@ impl<T: Send + 'static, A: Wire, U: Wire, F: FnOnce(&mut T, A) -> U + Copy> Dele
         let a: A = match unsafe { take_arg::<A>(core, client, rec) } {
             Ok(a) => a,
             Err(e) => {
-                core.respond::<U>(client, rec.req, Err(e));
+                core.outbox().respond::<U>(client, rec.req, Err(e));
                 return;
             }
         };
         let r = run_delegated::<T, U>(core, rec.idx, rec.gn, move |t| f(t, a));
-        core.respond(client, rec.req, r);
+        core.outbox().respond(client, rec.req, r);
     }
 }
 
@@ -326,7 +325,8 @@ unsafe fn serve_run<T: 'static, U: serde::Serialize + 'static, F: FnOnce(&mut T)
     if first.cap_len != std::mem::size_of::<F>() {
         // Not what this trampoline's sender writes: refuse it (and the run with it, whose
         // records have the same length) rather than read past the captured bytes.
-        core.respond::<U>(client, first.req, Err(capture_mismatch()));
+        core.outbox()
+            .respond::<U>(client, first.req, Err(capture_mismatch()));
         return;
     }
     // A closure that never returns is reported by the stall watch, named by its type.
@@ -417,7 +417,7 @@ where
             } else if group.gather {
                 group.push(req, u);
             } else {
-                core.respond(group.client, req, Ok(u));
+                core.outbox().respond(group.client, req, Ok(u));
             }
         }
     }));
@@ -469,7 +469,7 @@ impl<'a, U: serde::Serialize + 'static> Group<'a, U> {
     #[inline(always)]
     fn answer(&mut self, req: u32, r: Result<U, DelegationError>) {
         self.stage();
-        self.core.respond(self.client, req, r);
+        self.core.outbox().respond(self.client, req, r);
     }
 
     /// Stages what was gathered.
@@ -484,7 +484,7 @@ impl<'a, U: serde::Serialize + 'static> Group<'a, U> {
                     self.n,
                 )
             };
-            self.core.respond_values(self.client, done);
+            self.core.outbox().respond_values(self.client, done);
             self.n = 0;
         }
     }

@@ -83,9 +83,9 @@ fn feed_foreign(bytes: Vec<Byte>, requests: bool) -> Result<(), Error> {
     crate::run(Config::default().workers(1), move || {
         let core = super::core().expect("on a worker");
         if requests {
-            core.serve_batch(0, &bytes, false);
+            core.inbox.serve_batch(core, 0, &bytes, false);
         } else {
-            core.complete_batch(0, &bytes, false);
+            core.inbox.complete_batch(core, 0, &bytes, false);
         }
     })
 }
@@ -201,7 +201,7 @@ fn only_the_worker_a_request_went_to_may_answer_it() {
         }
         q.seal();
         let forged = q.queued.pop_front().expect("a sealed batch");
-        core.complete_batch(0, &forged, true);
+        core.inbox.complete_batch(core, 0, &forged, true);
     });
     protocol_error_saying(r.map(|_| ()), "which is not waiting for one from it");
     assert!(

@@ -5,20 +5,12 @@
 use super::*;
 
 impl WorkerCore {
-    /// Whether a ring to this worker holds a published batch (one header load per ring).
-    pub(super) fn incoming_waiting(&self) -> bool {
-        self.req_in.iter().any(ring_has_data) || self.resp_in.iter().any(ring_has_data)
-    }
-
     pub(super) fn has_incoming(&self) -> bool {
-        !self.ready.borrow().is_empty() || self.incoming_waiting() || self.loopback_dirty()
+        !self.ready.borrow().is_empty() || self.inbox.waiting() || self.outbox.loopback_dirty()
     }
 
     pub(super) fn has_backlog(&self) -> bool {
-        self.out_req
-            .iter()
-            .chain(self.out_resp.iter())
-            .any(|q| q.borrow().backlog() > 0)
+        self.outbox.has_backlog()
     }
 
     /// Whether this worker has nothing left to do: no ready fiber, no unanswered request of its
@@ -30,11 +22,7 @@ impl WorkerCore {
             && self.reactor.waiting() == 0
             && self.pending.settled()
             && !self.has_incoming()
-            && !self
-                .out_req
-                .iter()
-                .chain(self.out_resp.iter())
-                .any(|q| q.borrow().is_dirty())
+            && !self.outbox.any_dirty()
     }
 
     /// While counting (draining, or watching for a deadlock): reports this worker quiet, and

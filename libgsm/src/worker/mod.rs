@@ -1,5 +1,7 @@
 //! A worker: one OS thread running a fiber scheduler and a poller, and holding its trustee-side
-//! property table, its outgoing batch queues and its pending-request table.
+//! property table. `WorkerCore` owns the parts (`Inbox`, `Outbox`, `Pending`, `Context`, the
+//! fibers) and drives one turn of the loop; the parts, the request path through them and the
+//! idle protocol are described in this folder's README.md.
 //!
 //! **Loop.** Run up to `POLL_EVERY` ready fibers, then poll: serve incoming request batches (one
 //! ring per client plus the loopback queue), complete incoming responses (one ring per trustee
@@ -20,10 +22,10 @@
 //! whatever process or thread), or the worker stages a request. Then the counting and looking
 //! above start again, from a look at the next apply.
 //!
-//! **Serving.** A request batch is served record by record (`batch.rs`), each through its
+//! **Serving.** A request batch is served record by record (`Inbox`), each through its
 //! trampoline (`entry.rs`; the kinds of request are in `trust/serve.rs`, `spawn.rs` and
 //! `mail.rs`); a trampoline of `apply`/`apply_then` also serves the plain records of its own kind
-//! right behind it ([`WorkerCore::serve_run`]), so a run of requests of one closure type costs one
+//! right behind it (`trust::serve::serve_run`), so a run of requests of one closure type costs one
 //! call, one property lookup per name change and one staging of results per 16.
 //!
 //! **Contexts.** Code runs on a worker in one of three contexts: a *fiber* (may block: apply, join,
@@ -37,23 +39,14 @@
 //! ([`WorkerCore::guarded`]).
 //!
 //! **Idle backoff and wake-up.** An idle worker spins (looking only at its ring headers), then
-//! yields its thread, then sleeps on its doorbell, a futex word (`wire::doorbell`, `idle.rs`).
-//! Before sleeping it stores 1 in the word, issues a SeqCst fence and re-checks its rings; a
-//! producer publishes its slot, issues a SeqCst fence, closes the gate and, if the word reads 1,
-//! swaps in 0 and wakes the futex. This is the Dekker pattern: either the sleeper sees the slot or
-//! the producer sees the flag, and a wake between the store and the wait is not lost (the wait
-//! returns at once when the word no longer holds 1). The sleep has a timeout as a safety net. How
-//! long a worker spins depends on how many of its rank's workers are awake, not on how many there
-//! are ([`Shared::spin`]): on a host with more workers than CPUs whose idle workers sleep, the
-//! others still spin; and, as the other ranks' sleep is not seen from here, on whether the
-//! host's runnable threads fit its CPUs ([`Shared::may_spin`]). See ARCHITECTURE.md.
+//! yields its thread, then sleeps on its doorbell; the states, who wakes whom and why no wake-up
+//! is lost are in README.md, "The idle protocol".
 //!
 //! This module does not know the user-facing types; `trust/` and `spawn.rs` build on it. See
 //! ARCHITECTURE.md.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -65,9 +58,8 @@ use crate::fiber::{self, Co, StackPool};
 use crate::property::{PropertyTable, Toggle};
 use crate::wire::codeptr;
 use crate::wire::record::{
-    Body, Byte, CONTROL, Large, MAX_TABLE, OutQueue, Partial, RELEASE, Request, RequestReader,
-    ResponseReader, SER, SER_STATUS, Sink, Src, classify,
-    parked_by_responses,
+    Body, Byte, CONTROL, Large, MAX_TABLE, Partial, RELEASE, Request, RequestReader,
+    ResponseReader, Src, classify,
 };
 use crate::wire::ring::{Consumer, Producer};
 
@@ -180,7 +172,7 @@ pub(crate) mod status {
 /// The shape of every trampoline (`entry.rs`; the kinds of request are in `trust/serve.rs`,
 /// `spawn.rs` and `mail.rs`): the worker, the client, the record, and the rest of its batch, from
 /// which a trampoline may serve the plain records of its own kind that follow (see
-/// [`WorkerCore::serve_run`]); it leaves the others to the caller.
+/// `trust::serve::serve_run`); it leaves the others to the caller.
 pub(crate) type Trampoline = unsafe fn(&WorkerCore, usize, &Request<'_>, &mut RequestReader<'_>);
 
 /// How many response records ahead of the one being completed its pending slot is prefetched:
@@ -269,8 +261,6 @@ pub(crate) struct WorkerCore {
     /// Workers in the job.
     pub count: usize,
     pub shared: Arc<Shared>,
-    /// [`Ends::bells`].
-    own_bells: Vec<Option<Bell>>,
     /// [`Ends::progress`].
     progress: Vec<Progress>,
     fibers: RefCell<Vec<Option<Co>>>,
@@ -282,15 +272,10 @@ pub(crate) struct WorkerCore {
     stacks: RefCell<StackPool>,
     /// How deep the running code is in delegated closures and callbacks.
     context: Context,
-    out_req: Vec<RefCell<OutQueue>>,
-    out_resp: Vec<RefCell<OutQueue>>,
-    req_in: Vec<RefCell<Option<Consumer>>>,
-    resp_in: Vec<RefCell<Option<Consumer>>>,
-    /// By global id: whether that worker is in another rank (its rings cross a process).
-    remote: Vec<bool>,
-    /// Large records being reassembled, per incoming remote ring.
-    partial_req: Vec<RefCell<Option<Partial>>>,
-    partial_resp: Vec<RefCell<Option<Partial>>>,
+    /// This worker's outgoing batches.
+    outbox: Outbox,
+    /// This worker's incoming rings.
+    inbox: Inbox,
     /// This worker's requests awaiting an answer.
     pending: Pending,
     /// This worker's quiet report stands (`Shared::quiet`); see [`not_quiet`](Self::not_quiet).
@@ -313,14 +298,6 @@ pub(crate) struct WorkerCore {
     /// that poll granted (`poll_flushing`), or `INLINE_POLL` when the loopback queue has work
     /// that must run before the next inline closure (see [`WorkerCore::inline_ran`]).
     inline_runs: Cell<i32>,
-    /// Request records served, in all (see [`WorkerCore::poll_flushing`]).
-    served: Cell<u32>,
-    /// Whether the batch being served came from another process: then an argument is taken
-    /// only from its encoding, never by its bytes (`trust::take_arg`).
-    pub(crate) serving_foreign: Cell<bool>,
-    /// The last code offset from another process found to be a delegation entry, and its
-    /// address: a peer's batches mostly name the same few, so most skip the table's search.
-    last_entry: Cell<Option<(u64, usize)>>,
     /// Polls made by [`WorkerCore::inline_ran`] (see `INLINE_REQUEST_FLUSH`).
     inline_polls: Cell<u32>,
     /// Looks at the rings by inline applies in a row that found nothing (see
@@ -338,9 +315,6 @@ pub(crate) struct WorkerCore {
     /// (see [`WorkerCore::grant_share`]).
     share_left: Cell<u32>,
     share_until: Cell<Option<Instant>>,
-    /// Slots published to / consumed from other ranks (mirrored into `Shared` after each poll).
-    sent: Cell<u64>,
-    received: Cell<u64>,
     pub props: RefCell<PropertyTable>,
     /// Messages delivered to this worker and not yet received (`mailbox.rs`; the API that sends
     /// and receives them is `crate::mail`).
@@ -431,30 +405,19 @@ impl WorkerCore {
     ) -> Self {
         let place = &shared.place;
         let (id, count) = (place.base + local, place.total);
-        let remote: Vec<bool> = (0..count).map(|g| !place.is_local(g)).collect();
-        let mk = |v: Vec<Option<Producer>>| -> Vec<RefCell<OutQueue>> {
-            v.into_iter()
-                .enumerate()
-                .map(|(g, p)| {
-                    RefCell::new(OutQueue::new(
-                        slot_cap,
-                        p.map_or(Sink::Loopback, Sink::Ring),
-                        remote[g],
-                    ))
-                })
-                .collect()
-        };
-        let (out_req, out_resp) = (mk(ends.req_out), mk(ends.resp_out));
-        for g in (0..count).filter(|&g| remote[g]) {
-            let rank = place.rank_of(g);
-            if place.far.get(rank as usize) == Some(&true) {
-                out_req[g].borrow_mut().allow_far(false);
-                out_resp[g].borrow_mut().allow_far(true);
-            } else if let Some(rma) = place.rma.as_ref().filter(|r| r.reaches(rank)) {
-                out_req[g].borrow_mut().allow_rma(false, rma.clone());
-                out_resp[g].borrow_mut().allow_rma(true, rma.clone());
-            }
-        }
+        let outbox = Outbox::new(
+            (id, local),
+            shared.clone(),
+            (ends.req_out, ends.resp_out),
+            ends.bells,
+            slot_cap,
+        );
+        let inbox = Inbox::new(
+            (id, local),
+            place,
+            (ends.req_in, ends.resp_in),
+            slots.max(2),
+        );
         let door = shared.doors[local].clone();
         // Closed until this worker has looked at its rings and found them empty (a shm segment
         // starts with zero there).
@@ -467,7 +430,6 @@ impl WorkerCore {
             local,
             sender_bit: sender_bit(local),
             count,
-            own_bells: ends.bells,
             progress: ends.progress,
             fibers: RefCell::new(Vec::new()),
             free_fibers: RefCell::new(Vec::new()),
@@ -476,13 +438,8 @@ impl WorkerCore {
             dropping_fibers: Cell::new(false),
             stacks: RefCell::new(StackPool::new(stack)),
             context: Context::default(),
-            out_req,
-            out_resp,
-            req_in: ends.req_in.into_iter().map(RefCell::new).collect(),
-            resp_in: ends.resp_in.into_iter().map(RefCell::new).collect(),
-            partial_req: (0..count).map(|_| RefCell::new(None)).collect(),
-            partial_resp: (0..count).map(|_| RefCell::new(None)).collect(),
-            remote,
+            outbox,
+            inbox,
             pending: Pending::default(),
             reported: Cell::new(false),
             waiting: RefCell::new(Vec::new()),
@@ -491,9 +448,6 @@ impl WorkerCore {
             timers: RefCell::new(std::collections::BTreeMap::new()),
             timer_seq: Cell::new(0),
             inline_runs: Cell::new(0),
-            served: Cell::new(0),
-            serving_foreign: Cell::new(false),
-            last_entry: Cell::new(None),
             inline_polls: Cell::new(0),
             empty_looks: Cell::new(0),
             last_look: Cell::new(None),
@@ -501,8 +455,6 @@ impl WorkerCore {
             runs_at_yield: Cell::new(0),
             share_left: Cell::new(0),
             share_until: Cell::new(None),
-            sent: Cell::new(0),
-            received: Cell::new(0),
             props: RefCell::new(PropertyTable::default()),
             mail: RefCell::new(mailbox::Mailbox::default()),
             next_id: Cell::new(((id as u64) << 40) | 1),
@@ -522,20 +474,22 @@ impl WorkerCore {
         any
     }
 
-    /// Rings what must be rung after publishing to global worker `dest`: this worker's own bell
-    /// for it if a fabric gave one, else the rank's.
-    #[inline]
-    pub(super) fn ring_for(&self, dest: usize) {
-        match self.own_bells.get(dest) {
-            Some(Some(b)) => b.ring(),
-            _ => self.shared.wake(dest),
-        }
-    }
-
     /// Whether global worker `w` is in another rank.
     #[inline]
     pub(crate) fn is_remote(&self, w: usize) -> bool {
-        self.remote[w]
+        self.outbox.is_remote(w)
+    }
+
+    /// This worker's incoming rings.
+    #[inline(always)]
+    pub(crate) fn inbox(&self) -> &Inbox {
+        &self.inbox
+    }
+
+    /// This worker's outgoing batches: where responses are staged.
+    #[inline(always)]
+    pub(crate) fn outbox(&self) -> &Outbox {
+        &self.outbox
     }
 
     /// Installs `self` as this thread's core for the duration of `f`.
@@ -578,15 +532,13 @@ impl WorkerCore {
     /// it closes looks at once.
     #[cold]
     fn watch(&self) {
-        let staged = (0..self.count)
-            .any(|d| self.out_req[d].borrow().is_dirty() || self.out_resp[d].borrow().is_dirty());
-        if staged {
+        if self.outbox.any_dirty() {
             return;
         }
         self.door.open_gate(self.home);
         // The Dekker re-check (`wire::doorbell`): a publication that came before the gate opened
         // may have found it closed.
-        if self.incoming_waiting() {
+        if self.inbox.waiting() {
             self.door.close_gate();
         }
         // The next look comes with the first apply after the gate closes, or with the next
@@ -706,18 +658,6 @@ pub(crate) fn capture_mismatch() -> DelegationError {
     DelegationError::Wire("gossamer: a request's captured bytes do not fit its closure".into())
 }
 
-/// Whether an incoming ring holds a published batch (one header load). A ring being served
-/// (borrowed mutably) counts as empty.
-///
-/// Without a `RefCell` guard: an inline apply looks at every ring every `INLINE_POLL` applies,
-/// and a guard's stores to the borrow count cost more than the header load there.
-#[inline]
-fn ring_has_data(ring: &RefCell<Option<Consumer>>) -> bool {
-    // SAFETY: the reference lives only for the header load below, during which nothing can
-    // borrow the ring mutably (this thread alone uses it).
-    matches!(unsafe { ring.try_borrow_unguarded() }, Ok(Some(c)) if c.has_data())
-}
-
 /// Maps a caught panic payload to the delegation error it stands for.
 pub(crate) fn panic_to_error(p: &(dyn std::any::Any + Send)) -> DelegationError {
     let m = panic_message(p);
@@ -725,17 +665,6 @@ pub(crate) fn panic_to_error(p: &(dyn std::any::Any + Send)) -> DelegationError 
         DelegationError::BlockingInDelegatedContext
     } else {
         DelegationError::Panicked(m)
-    }
-}
-
-fn error_to_status(e: &DelegationError) -> (u8, String) {
-    match e {
-        DelegationError::Panicked(m) => (status::PANICKED, m.clone()),
-        DelegationError::Poisoned => (status::POISONED, String::new()),
-        DelegationError::DeadProperty => (status::DEAD, String::new()),
-        DelegationError::BlockingInDelegatedContext => (status::BLOCKING, String::new()),
-        DelegationError::Stopped => (status::STOPPED, String::new()),
-        DelegationError::Wire(m) => (status::WIRE, m.clone()),
     }
 }
 
@@ -762,14 +691,16 @@ pub(crate) fn control_id(cap: &[Byte]) -> u64 {
     u64::from_le_bytes(unsafe { std::ptr::read_unaligned(cap.as_ptr().cast::<[u8; 8]>()) })
 }
 
-mod batch;
 mod context;
 pub(crate) mod entry;
 mod id;
 mod idle;
+mod inbox;
 pub(crate) mod mailbox;
+mod outbox;
 pub(crate) mod pending;
 mod poll;
+mod props;
 pub(crate) mod reactor;
 mod sched;
 mod send;
@@ -781,7 +712,9 @@ use context::Context;
 pub(crate) use context::{CALLBACK, DELEGATED};
 pub use id::WorkerId;
 pub(crate) use id::home;
-pub(crate) use pending::{Data, MAX_THEN_IN_FLIGHT, Pending};
+use inbox::Inbox;
+use outbox::Outbox;
+pub(crate) use pending::{Data, Pending};
 pub(crate) use shared::{Place, Shared};
 
 #[cfg(test)]

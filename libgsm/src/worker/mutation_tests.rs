@@ -200,9 +200,9 @@ fn corrupted_batches_from_another_process_are_refused_or_served_never_run_astray
             let before = core.shared.failures();
             let r = catch_unwind(AssertUnwindSafe(|| {
                 if *requests {
-                    core.serve_batch(0, &bytes, false);
+                    core.inbox.serve_batch(core, 0, &bytes, false);
                 } else {
-                    core.complete_batch(0, &bytes, false);
+                    core.inbox.complete_batch(core, 0, &bytes, false);
                 }
             }));
             if r.is_err() {
@@ -213,7 +213,8 @@ fn corrupted_batches_from_another_process_are_refused_or_served_never_run_astray
                 served += 1;
             }
             // Whatever the batches staged for their client (this worker) is dropped unsent.
-            for q in [&core.out_req[0], &core.out_resp[0]] {
+            for requests in [true, false] {
+                let q = core.outbox().queue_for_tests(0, requests);
                 let mut q = q.borrow_mut();
                 q.seal();
                 q.queued.clear();

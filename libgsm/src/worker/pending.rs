@@ -65,7 +65,12 @@ impl Pending {
     /// there, and each such load waited for those stores to retire (a failed store-to-load
     /// forward).
     #[inline]
-    pub(crate) fn add(&self, dest: usize, complete: Completer, fill: impl FnOnce(&mut Data)) -> u32 {
+    pub(crate) fn add(
+        &self,
+        dest: usize,
+        complete: Completer,
+        fill: impl FnOnce(&mut Data),
+    ) -> u32 {
         self.outstanding.set(self.outstanding.get() + 1);
         let mut t = self.table.borrow_mut();
         let Table { slots, free } = &mut *t;

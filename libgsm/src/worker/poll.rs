@@ -59,90 +59,13 @@ impl WorkerCore {
         // inline applies cost less than served requests. Work waiting in the loopback queue
         // keeps its claim on the next inline apply (only `inline_turn` drops it, once the queue
         // is empty).
-        let served_before = self.served.get();
+        let served_before = self.inbox.served();
         // A fabric that reads its sockets on this thread fills the rings now (`Turn::Poll`).
         if !self.progress.is_empty() {
             self.fabric_turn(Turn::Poll);
         }
-        let mut work = false;
-        let budget = self.backlog_limit;
-        for c in 0..self.count {
-            if c == self.id {
-                for _ in 0..budget {
-                    let batch = {
-                        let mut q = self.out_req[c].borrow_mut();
-                        q.seal();
-                        q.queued.pop_front()
-                    };
-                    let Some(b) = batch else { break };
-                    work = true;
-                    self.serve_batch(c, &b, true);
-                    self.out_req[c].borrow_mut().recycle(b);
-                }
-            } else {
-                let mut cons = self.req_in[c].borrow_mut();
-                let Some(cons) = cons.as_mut() else { continue };
-                let remote = self.remote[c];
-                for _ in 0..budget {
-                    let slot = match cons.try_poll() {
-                        Ok(Some(slot)) => slot,
-                        Ok(None) => break,
-                        Err(e) => {
-                            self.ring_broken(c, &e.to_string());
-                            break;
-                        }
-                    };
-                    work = true;
-                    if remote {
-                        self.received.set(self.received.get() + 1);
-                        self.serve_remote(c, slot.bytes_uninit());
-                    } else {
-                        self.serve_batch(c, slot.bytes_uninit(), true);
-                    }
-                    slot.release();
-                }
-                // Answer this client now rather than after every other ring: its responses
-                // are complete, and it may be waiting for nothing else.
-                self.flush_to(c, false);
-            }
-        }
-        for t in 0..self.count {
-            if t == self.id {
-                for _ in 0..budget {
-                    let batch = {
-                        let mut q = self.out_resp[t].borrow_mut();
-                        q.seal();
-                        q.queued.pop_front()
-                    };
-                    let Some(b) = batch else { break };
-                    work = true;
-                    self.complete_batch(t, &b, true);
-                    self.out_resp[t].borrow_mut().recycle(b);
-                }
-            } else {
-                let mut cons = self.resp_in[t].borrow_mut();
-                let Some(cons) = cons.as_mut() else { continue };
-                let remote = self.remote[t];
-                for _ in 0..budget {
-                    let slot = match cons.try_poll() {
-                        Ok(Some(slot)) => slot,
-                        Ok(None) => break,
-                        Err(e) => {
-                            self.ring_broken(t, &e.to_string());
-                            break;
-                        }
-                    };
-                    work = true;
-                    if remote {
-                        self.received.set(self.received.get() + 1);
-                        self.complete_remote(t, slot.bytes_uninit());
-                    } else {
-                        self.complete_batch(t, slot.bytes_uninit(), true);
-                    }
-                    slot.release();
-                }
-            }
-        }
+        let mut work = self.inbox.serve_all(self);
+        work |= self.inbox.complete_all(self);
         // Publishing counts as work: a batch that waited for room in a full ring and goes out
         // now must bump the job's activity (`run_loop`) like the serving that will follow, or
         // the termination wave could find every worker quiet with it unserved in the ring.
@@ -154,7 +77,7 @@ impl WorkerCore {
             self.empty_looks.set(0);
         }
         if self.inline_runs.get() < INLINE_POLL {
-            self.grant_share(self.served.get().wrapping_sub(served_before));
+            self.grant_share(self.inbox.served().wrapping_sub(served_before));
         }
         work
     }
@@ -194,49 +117,14 @@ impl WorkerCore {
     /// quiet report, which the store precedes).
     #[inline]
     pub(super) fn publish_traffic(&self) {
-        let me = self.local;
-        let (s, r) = (self.sent.get(), self.received.get());
-        let (ss, rr) = (&self.shared.sent[me].0, &self.shared.received[me].0);
-        if ss.load(Ordering::Relaxed) != s {
-            ss.store(s, Ordering::Release);
-        }
-        if rr.load(Ordering::Relaxed) != r {
-            rr.store(r, Ordering::Release);
-        }
-    }
-
-    /// A registration or release from worker `from` named property `idx` (generation `gn`),
-    /// which is not alive.
-    #[cold]
-    #[inline(never)]
-    pub(super) fn count_broken(&self, from: usize, idx: u32, gn: u32, id: u64, what: Toggle) {
-        let verb = match what {
-            Toggle::Register { .. } => "registers",
-            Toggle::Release { .. } => "releases",
-        };
-        let place = &self.shared.place;
-        self.shared.fail(Error::TrustCount {
-            worker: self.id,
-            rank: place.rank,
-            from,
-            from_rank: place.rank_of(from),
-            detail: format!(
-                "a reference-counting record {verb} trust {id} of property {idx} (generation \
-                 {gn}), which is not alive"
-            ),
-        });
+        self.outbox.publish_sent();
+        self.inbox.publish_received(&self.shared);
     }
 
     /// A ring or record from worker `peer` broke the protocol: the job cannot go on safely.
     #[cold]
     pub(crate) fn ring_broken(&self, peer: usize, detail: &str) {
-        let place = &self.shared.place;
-        let rank = place.rank_of(peer);
-        self.shared.fail(Error::Protocol {
-            rank,
-            host: place.hosts.get(rank as usize).cloned().unwrap_or_default(),
-            detail: format!("worker {peer} -> worker {}: {detail}", self.id),
-        });
+        self.shared.ring_broken(self.id, peer, detail);
     }
 
     /// Called before a closure runs inline on a local property. Every `INLINE_POLL` of them it
@@ -295,7 +183,7 @@ impl WorkerCore {
         // applies that callbacks make during the poll below.
         self.inline_runs.set(if loopback { INLINE_POLL } else { 0 });
         if self.can_block() {
-            if self.incoming_waiting() {
+            if self.inbox.waiting() {
                 let k = self.inline_polls.get().wrapping_add(1);
                 self.inline_polls.set(k);
                 self.guarded(false, || self.poll_flushing(k % INLINE_REQUEST_FLUSH == 0));
@@ -369,58 +257,24 @@ impl WorkerCore {
         self.inline_runs.set(INLINE_POLL);
     }
 
-    /// Whether the loopback queue holds requests or responses.
-    pub(super) fn loopback_dirty(&self) -> bool {
-        let me = self.id;
-        self.out_req[me].borrow().is_dirty() || self.out_resp[me].borrow().is_dirty()
-    }
-
     /// Serves the requests waiting in the loopback queue and completes the responses they
     /// produce, up to a bound. Returns whether work is left.
     pub(super) fn drain_loopback(&self) -> bool {
         let me = self.id;
         for _ in 0..1024 {
-            if !self.loopback_dirty() {
+            if !self.outbox.loopback_dirty() {
                 return false;
             }
-            let batch = {
-                let mut q = self.out_req[me].borrow_mut();
-                q.seal();
-                q.queued.pop_front()
-            };
-            if let Some(b) = batch {
-                self.serve_batch(me, &b, true);
-                self.out_req[me].borrow_mut().recycle(b);
+            if let Some(b) = self.outbox.take_loopback(true) {
+                self.inbox.serve_batch(self, me, &b, true);
+                self.outbox.recycle_loopback(true, b);
             }
-            let batch = {
-                let mut q = self.out_resp[me].borrow_mut();
-                q.seal();
-                q.queued.pop_front()
-            };
-            if let Some(b) = batch {
-                self.complete_batch(me, &b, true);
-                self.out_resp[me].borrow_mut().recycle(b);
+            if let Some(b) = self.outbox.take_loopback(false) {
+                self.inbox.complete_batch(self, me, &b, true);
+                self.outbox.recycle_loopback(false, b);
             }
         }
-        self.loopback_dirty()
-    }
-
-    /// Publishes what is staged for worker `dest`: its responses (`requests` false) or requests.
-    #[inline]
-    pub(crate) fn flush_to(&self, dest: usize, requests: bool) {
-        let q = if requests {
-            &self.out_req[dest]
-        } else {
-            &self.out_resp[dest]
-        };
-        let n = {
-            let mut q = q.borrow_mut();
-            if !q.is_dirty() {
-                return;
-            }
-            q.flush()
-        };
-        self.published(dest, n);
+        self.outbox.loopback_dirty()
     }
 
     /// Publishes every staged batch now (`gossamer::flush`).
@@ -436,39 +290,13 @@ impl WorkerCore {
     }
 
     /// Publishes the staged batches to every other worker (request batches only if `requests`);
-    /// returns whether any slot was published.
+    /// returns whether any slot was published. What is left for a later flush closes the gate,
+    /// so that the looks of inline applies make it.
     pub(super) fn flush_all(&self, requests: bool) -> bool {
-        let mut any = false;
-        for d in 0..self.count {
-            if d == self.id {
-                continue;
-            }
-            let mut n = 0;
-            let mut broken = None;
-            for (q, go) in [(&self.out_req[d], requests), (&self.out_resp[d], true)] {
-                if !go {
-                    continue;
-                }
-                let mut q = q.borrow_mut();
-                if q.is_dirty() {
-                    let k = q.flush();
-                    // Nothing went out while batches wait: back-pressure, or a broken ring.
-                    if k == 0 && q.backlog() > 0 {
-                        broken = broken.or_else(|| q.broken().map(|e| e.to_string()));
-                    }
-                    if q.is_dirty() {
-                        // Left for a later flush, which the looks of inline applies make.
-                        self.door.close_gate();
-                    }
-                    n += k;
-                }
-            }
-            self.published(d, n);
-            any |= n > 0;
-            if let Some(e) = broken {
-                self.ring_broken(d, &format!("the ring to it takes no more slots: {e}"));
-            }
+        let done = self.outbox.flush_all(requests);
+        if done.left {
+            self.door.close_gate();
         }
-        any
+        done.any
     }
 }

@@ -348,6 +348,23 @@ impl Shared {
         self.failure.lock().map(|f| f.is_some()).unwrap_or(true)
     }
 
+    /// A ring or record from worker `peer` to this rank's worker `me` broke the protocol: the
+    /// job cannot go on safely.
+    #[cold]
+    pub(crate) fn ring_broken(&self, me: usize, peer: usize, detail: &str) {
+        let rank = self.place.rank_of(peer);
+        self.fail(Error::Protocol {
+            rank,
+            host: self
+                .place
+                .hosts
+                .get(rank as usize)
+                .cloned()
+                .unwrap_or_default(),
+            detail: format!("worker {peer} -> worker {me}: {detail}"),
+        });
+    }
+
     /// Wakes global worker `w` if it sleeps (after a publication to it).
     #[inline]
     pub(super) fn wake(&self, w: usize) {

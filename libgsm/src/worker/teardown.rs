@@ -58,9 +58,4 @@ impl WorkerCore {
             }
         }
     }
-
-    /// Live properties on this worker.
-    pub(crate) fn live_properties(&self) -> usize {
-        self.props.borrow().live()
-    }
 }

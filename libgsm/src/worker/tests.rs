@@ -141,7 +141,8 @@ fn broken_ring_job() -> Result<(), Error> {
         }
         // Worker 1 "releases" slots never published on the ring from worker 0 to it.
         let core = super::core().expect("on a worker");
-        core.out_req[1]
+        core.outbox()
+            .queue_for_tests(1, true)
             .borrow()
             .release_word()
             .expect("a ring to worker 1")
@@ -185,9 +186,9 @@ fn feed(bytes: Vec<Byte>, requests: bool) -> Error {
     let out = crate::run(Config::default().workers(1), move || {
         let core = super::core().expect("on a worker");
         if requests {
-            core.serve_batch(0, &bytes, true);
+            core.inbox.serve_batch(core, 0, &bytes, true);
         } else {
-            core.complete_batch(0, &bytes, true);
+            core.inbox.complete_batch(core, 0, &bytes, true);
         }
     });
     out.expect_err("a malformed batch must end the job")
@@ -420,7 +421,7 @@ fn only_inline_applies_hold_back_the_polls_of_yields() {
 
 #[test]
 fn apply_then_waits_while_too_many_are_unanswered() {
-    use super::MAX_THEN_IN_FLIGHT;
+    use super::pending::MAX_THEN_IN_FLIGHT;
     use std::cell::Cell;
     use std::rc::Rc;
     crate::run(Config::default().workers(2), || {

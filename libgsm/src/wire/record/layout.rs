@@ -41,7 +41,7 @@ pub(crate) const CONT: u8 = 0xFD;
 pub(crate) const CONT_HEADER: usize = 5;
 /// The bit of a response record's first word that makes it a continuation: `[u32 req |
 /// RESP_CONT]` and a body of the status and length of the record before it. Request ids are
-/// pending-table indexes, kept below this bit (`WorkerCore::add_pending`), so a response's id
+/// pending-table indexes, kept below this bit (`Pending::add`), so a response's id
 /// never has it.
 pub(crate) const RESP_CONT: u32 = 1 << 31;
 /// Bytes of a response continuation before its body.

@@ -176,7 +176,7 @@ impl<'a> RequestReader<'a> {
     ///
     /// A plain record's body is its captured bytes, inline, so this reads no length or pointer
     /// word: one compare decides, and a trampoline can serve a run of records of its own kind in
-    /// a loop of its own (`WorkerCore::serve_run`).
+    /// a loop of its own (`trust::serve::serve_run`).
     #[inline(always)]
     pub(crate) fn next_plain(&mut self, head: u32) -> Option<(u32, u32, u32, &'a [Byte])> {
         let p = self.pos;
