@@ -3,11 +3,13 @@
 //! to an exit code.
 //!
 //! The path of a launch, top to bottom: [`cli`] (raw arguments: what the user asked) → [`plan`]
-//! (a validated launch plan: [`hosts`] says where the job may run, [`placement`] which rank runs
-//! where, [`launch`] the launcher's exact command line) → [`supervise`] (run it, forward output,
-//! share fate), with [`wrapper`] on every rank and the variables of [`env`](mod@env) between them;
-//! [`segments`] removes the shared memory a crashed job leaves, and [`jobdir`] the job's directory
-//! and what a killed `gsmrun` leaves. [`sys`] is the only code that calls the operating system.
+//! (a validated launch plan, made from the arguments and a snapshot of the environment and read
+//! by nothing else afterwards: [`hosts`] says where the job may run, [`placement`] which rank
+//! runs where, [`launch`] the launcher's exact command line) → [`supervise`] (run it, forward
+//! output, share fate), with [`wrapper`] on every rank and the variables of [`env`](mod@env)
+//! between them; [`segments`] removes the shared memory a crashed job leaves, and [`jobdir`] the
+//! job's directory and what a killed `gsmrun` leaves. [`sys`] is the only code that calls the
+//! operating system. The crate's README follows a launch through the folders.
 
 pub mod cli;
 pub mod clock;
