@@ -6,8 +6,8 @@
 //! (`dispatch.rs` does), and it keeps no state: the replies it makes on the spot are those that
 //! need no key (`PING`, `ECHO`, `COMMAND`, `CONFIG GET`, `SELECT 0`, `CLIENT ...`).
 
-use crate::resp;
 use crate::shard::{Cond, NOT_INTEGER, Op, Ttl, parse_i64};
+use crate::{glob, resp};
 
 /// Keys spread over shards by a multi-key command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,7 +150,7 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
         }),
         "echo" if fixed(2) => reply(|o| resp::bulk(o, &args[1])),
         "quit" => Plan::Quit,
-        "shutdown" if n <= 2 => Plan::Shutdown,
+        "shutdown" => shutdown(&args),
         "select" if fixed(2) => match int_arg(&args[1]) {
             Err(e) => e,
             Ok(0) => reply(|o| resp::simple(o, "OK")),
@@ -161,9 +161,32 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
         "client" if n >= 2 => reply(|o| resp::simple(o, "OK")),
         "get" | "set" | "del" | "exists" | "incr" | "decr" | "incrby" | "decrby" | "mget"
         | "mset" | "expire" | "pexpire" | "ttl" | "pttl" | "dbsize" | "flushall" | "flushdb"
-        | "ping" | "echo" | "shutdown" | "select" | "config" | "client" => arity(&name),
+        | "ping" | "echo" | "select" | "config" | "client" => arity(&name),
         _ => unknown(&args),
     }
+}
+
+/// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`, with Redis's checks and answers. Nothing is
+/// persisted and a shutdown is never left in progress, so every flag but `ABORT` stops the job
+/// at once, and `ABORT` finds nothing to abort.
+fn shutdown(args: &[Vec<u8>]) -> Plan {
+    let (mut save, mut nosave, mut other, mut abort) = (false, false, false, false);
+    for a in &args[1..] {
+        match a.to_ascii_lowercase().as_slice() {
+            b"nosave" => nosave = true,
+            b"save" => save = true,
+            b"now" | b"force" => other = true,
+            b"abort" => abort = true,
+            _ => return error("ERR syntax error"),
+        }
+    }
+    if (abort && (save || nosave || other)) || (save && nosave) {
+        return error("ERR syntax error");
+    }
+    if abort {
+        return error("ERR No shutdown in progress.");
+    }
+    Plan::Shutdown
 }
 
 /// `SET key value [NX|XX] [GET] [EX s|PX ms|KEEPTTL]`
@@ -247,9 +270,13 @@ fn config(args: &[Vec<u8>]) -> Plan {
     let sub = args[1].to_ascii_lowercase();
     match sub.as_slice() {
         b"get" if args.len() >= 3 => {
+            let patterns: Vec<_> = args[2..]
+                .iter()
+                .map(|p| glob::Pattern::new(p, true))
+                .collect();
             let found: Vec<_> = CONFIG
                 .iter()
-                .filter(|(name, _)| args[2..].iter().any(|p| glob(p, name.as_bytes())))
+                .filter(|(name, _)| patterns.iter().any(|p| p.matches(name.as_bytes())))
                 .collect();
             reply(|o| {
                 resp::array(o, found.len() * 2);
@@ -265,19 +292,6 @@ fn config(args: &[Vec<u8>]) -> Plan {
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
             String::from_utf8_lossy(&args[1])
         )),
-    }
-}
-
-/// Glob matching with `*` and `?` (case-insensitive, as `CONFIG GET`'s).
-fn glob(pattern: &[u8], name: &[u8]) -> bool {
-    match (pattern.split_first(), name.split_first()) {
-        (None, None) => true,
-        (Some((b'*', rest)), _) => {
-            glob(rest, name) || (!name.is_empty() && glob(pattern, &name[1..]))
-        }
-        (Some((b'?', rest)), Some((_, tail))) => glob(rest, tail),
-        (Some((p, rest)), Some((c, tail))) => p.eq_ignore_ascii_case(c) && glob(rest, tail),
-        _ => false,
     }
 }
 

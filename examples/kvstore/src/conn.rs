@@ -28,8 +28,14 @@ const MAX_BATCH: usize = 1024;
 /// Bytes read per `read` call at least (the buffer grows for a request larger than that).
 const READ_CHUNK: usize = 16 << 10;
 
-/// Serves `stream` until the client closes it, breaks the protocol or the job stops.
+/// Serves `stream` until the client closes it, breaks the protocol or the job stops; the
+/// connection was counted in (`state::client_joined`) and is counted out here.
 pub fn serve(stream: TcpStream) {
+    serve_counted(stream);
+    state::client_left();
+}
+
+fn serve_counted(stream: TcpStream) {
     let Some(ctx) = state::ctx() else {
         return;
     };
@@ -41,14 +47,12 @@ pub fn serve(stream: TcpStream) {
     let Ok(reg) = Registered::new(stream) else {
         return;
     };
-    state::client_joined();
     let mut io = Io {
         reg,
         drained: false,
     };
     // An I/O error means the client is gone (or the job stops): there is nobody to tell.
     let _ = run(&ctx, &mut io);
-    state::client_left();
 }
 
 /// The registered socket, and whether the last read emptied it.
@@ -73,17 +77,27 @@ impl Input {
         self.start += n;
         if self.start == self.end {
             (self.start, self.end) = (0, 0);
+            // A large request's buffer goes when it has been read: an idle connection keeps
+            // the usual size only.
+            if self.bytes.len() > 4 * READ_CHUNK {
+                self.bytes = vec![0; 2 * READ_CHUNK];
+            }
         }
     }
 
-    /// Room for at least [`READ_CHUNK`] bytes after `end` (moving the pending bytes to the
-    /// front, or growing).
-    fn room(&mut self) -> &mut [u8] {
-        if self.bytes.len() - self.end < READ_CHUNK {
-            self.bytes.copy_within(self.start..self.end, 0);
-            (self.start, self.end) = (0, self.end - self.start);
-            if self.bytes.len() - self.end < READ_CHUNK {
-                self.bytes.resize(self.end + READ_CHUNK, 0);
+    /// Room for at least [`READ_CHUNK`] bytes after `end`, and for `wanted` bytes past the
+    /// pending ones (the rest of a large bulk, so that it is read in place, not moved again at
+    /// every read): the pending bytes move to the front only when room lacks, then the buffer
+    /// grows.
+    fn room(&mut self, wanted: usize) -> &mut [u8] {
+        let need = READ_CHUNK.max(wanted.saturating_sub(self.end - self.start));
+        if self.bytes.len() - self.end < need {
+            if self.start > 0 {
+                self.bytes.copy_within(self.start..self.end, 0);
+                (self.start, self.end) = (0, self.end - self.start);
+            }
+            if self.bytes.len() - self.end < need {
+                self.bytes.resize(self.end + need, 0);
             }
         }
         &mut self.bytes[self.end..]
@@ -92,14 +106,14 @@ impl Input {
 
 impl Io {
     /// Appends what the client sent to `input`; `Ok(0)` when it closed its side.
-    fn read_into(&mut self, input: &mut Input) -> io::Result<usize> {
+    fn read_into(&mut self, input: &mut Input, wanted: usize) -> io::Result<usize> {
         if self.drained {
             self.reg.wait()?;
         }
         loop {
             // Cleared before the read: an event for bytes that come after it is kept.
             self.reg.clear();
-            let room = input.room();
+            let room = input.room(wanted);
             let want = room.len();
             match self.reg.get_mut().read(room) {
                 Ok(n) => {
@@ -141,13 +155,21 @@ enum After {
 }
 
 /// Takes every whole request from the front of `input` (up to [`MAX_BATCH`]) into `batch`.
-fn take_requests(ctx: &Ctx, input: &mut Input, batch: &Rc<Batch>) -> After {
+fn take_requests(
+    ctx: &Ctx,
+    parser: &mut resp::Parser,
+    input: &mut Input,
+    batch: &Rc<Batch>,
+) -> After {
     let mut used = 0;
     let mut after = After::More { full: false };
     while batch.len() < MAX_BATCH {
-        let (args, n) = match resp::parse(&input.pending()[used..]) {
-            Ok(Some(parsed)) => parsed,
-            Ok(None) => break,
+        let (args, n) = match parser.feed(&input.pending()[used..]) {
+            Ok((Some(args), n)) => (args, n),
+            Ok((None, n)) => {
+                used += n;
+                break;
+            }
             Err(e) => {
                 let mut reply = Vec::new();
                 resp::error(&mut reply, &e.0);
@@ -192,9 +214,10 @@ fn run(ctx: &Rc<Ctx>, io: &mut Io) -> io::Result<()> {
     };
     let mut out = Vec::with_capacity(READ_CHUNK);
     let batch = Batch::new();
+    let mut parser = resp::Parser::default();
     let info = |o: &mut Vec<u8>, keys: i64| state::info(ctx, o, keys);
     loop {
-        let after = take_requests(ctx, &mut input, &batch);
+        let after = take_requests(ctx, &mut parser, &mut input, &batch);
         dispatch::send(&batch, &ctx.shards);
         if !batch.done() {
             // The requests to other workers leave now, not at this worker's next poll.
@@ -211,7 +234,12 @@ fn run(ctx: &Rc<Ctx>, io: &mut Io) -> io::Result<()> {
             After::More { full: true } => continue,
             After::More { full: false } => {}
         }
-        if state::stopping() || io.read_into(&mut input)? == 0 {
+        if parser.in_progress() {
+            // A large request takes many reads: the other connections of this worker are
+            // served between them, as Redis's event loop serves them between its reads.
+            gossamer::yield_now();
+        }
+        if state::stopping() || io.read_into(&mut input, parser.wanted())? == 0 {
             return Ok(());
         }
     }

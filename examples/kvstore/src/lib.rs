@@ -23,7 +23,9 @@
 pub mod command;
 pub mod conn;
 pub mod dispatch;
+pub mod glob;
 pub mod resp;
 pub mod server;
 pub mod shard;
 pub mod state;
+pub mod sys;

@@ -11,6 +11,8 @@ Run it alone or as a job: gsmrun -np N -t T gsm-kv --port P
                 0: each rank takes a free port and prints it
   --bind ADDR   address to listen on (default 127.0.0.1; 0.0.0.0 for every interface;
                 there is no authentication)
+  --maxclients N  clients each rank serves at once (default 10000, lowered to what the
+                limit on open descriptors allows); the next get Redis's error and a close
 
 Stop it with `redis-cli -p P shutdown` (the whole job), or SIGTERM/SIGINT to any rank.
 Nothing is persisted.";
@@ -19,6 +21,7 @@ fn parse_args() -> Result<gsm_kv::server::Options, String> {
     let mut options = gsm_kv::server::Options {
         bind: IpAddr::from([127, 0, 0, 1]),
         port: 6379,
+        maxclients: gsm_kv::server::MAX_CLIENTS,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -35,6 +38,13 @@ fn parse_args() -> Result<gsm_kv::server::Options, String> {
                 options.bind = v
                     .parse()
                     .map_err(|_| format!("--bind: `{v}` is not an IP address"))?;
+            }
+            "--maxclients" => {
+                let v = value()?;
+                options.maxclients = match v.parse() {
+                    Ok(n) if n > 0 => n,
+                    _ => return Err(format!("--maxclients: `{v}` is not a positive number")),
+                };
             }
             "-h" | "--help" => {
                 println!("{USAGE}");

@@ -3,8 +3,9 @@
 //! A request is either a multibulk array of bulk strings (`*2\r\n$3\r\nGET\r\n$1\r\nk\r\n`, what
 //! every client library, `redis-cli` and `redis-benchmark` send) or an inline command (`PING\r\n`
 //! typed over a raw connection; split on spaces and tabs, without Redis's quoting). Parsing is
-//! incremental: [`parse`] answers `Ok(None)` until a whole request is in the buffer, and it reads
-//! only headers to decide, so a large bulk is not rescanned as it arrives.
+//! incremental: a connection's [`Parser`] keeps the arguments of a request in progress across
+//! reads and takes the bytes it has read, so a request costs its length once however many reads
+//! bring it, and a large bulk is awaited by its length alone.
 //!
 //! Limits (checked on the headers, before the bytes they announce are awaited, so that no memory
 //! is kept for a request that will be refused): a bulk string of at most [`MAX_BULK`] bytes, at
@@ -47,15 +48,128 @@ fn protocol(what: &str) -> ProtocolError {
 /// One parsed request: its arguments (the command name first) and how many bytes it took.
 pub type Parsed = (Vec<Vec<u8>>, usize);
 
-/// Reads the first request in `buf`: `Ok(Some((args, consumed)))` when it is whole (`args` may be
-/// empty for an empty inline line or `*0`, which clients may send and Redis ignores),
-/// `Ok(None)` when more bytes are needed, an error when the bytes can never be a request within
-/// the limits.
+/// Reads the first request in `buf` with a fresh [`Parser`]: `Ok(Some((args, consumed)))` when
+/// it is whole (`args` may be empty for an empty inline line or `*0`, which clients may send and
+/// Redis ignores), `Ok(None)` when more bytes are needed, an error when the bytes can never be a
+/// request within the limits.
 pub fn parse(buf: &[u8]) -> Result<Option<Parsed>, ProtocolError> {
-    match buf.first() {
-        None => Ok(None),
-        Some(b'*') => multibulk(buf),
-        Some(_) => inline(buf),
+    let mut parser = Parser::default();
+    match parser.feed(buf)? {
+        (Some(args), used) => Ok(Some((args, used))),
+        (None, _) => Ok(None),
+    }
+}
+
+/// What [`Parser::feed`] took: a whole request's arguments (or `None` while it is partial) and
+/// the bytes it used.
+pub type Fed = (Option<Vec<Vec<u8>>>, usize);
+
+/// A request read across reads: what it has taken so far is kept, so each byte a client sends
+/// is looked at once however many reads a large request takes (the connection drops the bytes
+/// [`feed`](Self::feed) took, whole or not).
+#[derive(Debug, Default)]
+pub struct Parser {
+    /// The arguments read so far of the request in progress.
+    args: Vec<Vec<u8>>,
+    /// Arguments of the multibulk in progress not read yet (0: between requests).
+    left: usize,
+    /// The length of the bulk whose header was read and whose bytes are awaited.
+    bulk: Option<usize>,
+    /// Bytes announced by the bulk headers of this request so far.
+    announced: usize,
+}
+
+impl Parser {
+    /// Takes from the front of `buf` what it can: `(Some(args), used)` when a request is whole,
+    /// `(None, used)` when it took `used` bytes (headers and whole arguments) and needs more.
+    /// After an error the connection closes, so the parser's state no longer matters.
+    pub fn feed(&mut self, buf: &[u8]) -> Result<Fed, ProtocolError> {
+        if self.left == 0 {
+            match buf.first() {
+                None => return Ok((None, 0)),
+                Some(b'*') => {}
+                Some(_) => {
+                    return Ok(match inline(buf)? {
+                        Some((args, used)) => (Some(args), used),
+                        None => (None, 0),
+                    });
+                }
+            }
+            let Some((head, at)) = line(buf, 1, "too big mbulk count string")? else {
+                return Ok((None, 0));
+            };
+            let count = number(head).ok_or_else(|| protocol("invalid multibulk length"))?;
+            if count <= 0 {
+                return Ok((Some(Vec::new()), at));
+            }
+            if count as u64 > MAX_ARGS as u64 {
+                return Err(protocol("invalid multibulk length"));
+            }
+            self.left = count as usize;
+            self.announced = 0;
+            self.args = Vec::with_capacity(self.left.min(1024));
+            let (done, used) = self.bulks(&buf[at..])?;
+            return Ok((done, at + used));
+        }
+        self.bulks(buf)
+    }
+
+    /// Whether a multibulk request has been read in part.
+    pub fn in_progress(&self) -> bool {
+        self.left > 0
+    }
+
+    /// The bytes the request in progress still needs at least (a bulk's whole length once its
+    /// header is read), so that the reader can make room for them at once.
+    pub fn wanted(&self) -> usize {
+        self.bulk.map_or(0, |len| len + 2)
+    }
+
+    /// The bulk strings of the multibulk in progress, as far as `buf` holds them.
+    fn bulks(&mut self, buf: &[u8]) -> Result<Fed, ProtocolError> {
+        let mut at = 0;
+        while self.left > 0 {
+            let len = match self.bulk {
+                Some(len) => len,
+                None => {
+                    match buf.get(at) {
+                        None => return Ok((None, at)),
+                        Some(b'$') => {}
+                        Some(&other) => {
+                            return Err(protocol(&format!(
+                                "expected '$', got '{}'",
+                                char::from(other).escape_default()
+                            )));
+                        }
+                    }
+                    let Some((len, data)) = line(buf, at + 1, "too big bulk count string")? else {
+                        return Ok((None, at));
+                    };
+                    let len = match number(len) {
+                        Some(n) if (0..=MAX_BULK as i64).contains(&n) => n as usize,
+                        _ => return Err(protocol("invalid bulk length")),
+                    };
+                    self.announced += len;
+                    if self.announced > MAX_REQUEST {
+                        return Err(protocol("request larger than 64 MiB"));
+                    }
+                    at = data;
+                    self.bulk = Some(len);
+                    len
+                }
+            };
+            if buf.len() < at + len + 2 {
+                return Ok((None, at));
+            }
+            if &buf[at + len..at + len + 2] != b"\r\n" {
+                return Err(protocol("bulk string not followed by CRLF"));
+            }
+            self.args.push(buf[at..at + len].to_vec());
+            self.bulk = None;
+            self.left -= 1;
+            at += len + 2;
+        }
+        Ok((Some(std::mem::take(&mut self.args)), at))
     }
 }
 
@@ -66,7 +180,7 @@ fn line<'a>(
     from: usize,
     too_long: &str,
 ) -> Result<Option<(&'a [u8], usize)>, ProtocolError> {
-    let window = &buf[from..buf.len().min(from + MAX_INLINE + 2)];
+    let window = &buf[from.min(buf.len())..buf.len().min(from + MAX_INLINE + 2)];
     match window.windows(2).position(|w| w == b"\r\n") {
         Some(end) => Ok(Some((&window[..end], from + end + 2))),
         None if window.len() >= MAX_INLINE + 2 => Err(protocol(too_long)),
@@ -87,58 +201,6 @@ fn number(text: &[u8]) -> Option<i64> {
         .iter()
         .fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0'));
     Some(if neg { -v } else { v })
-}
-
-fn multibulk(buf: &[u8]) -> Result<Option<Parsed>, ProtocolError> {
-    let Some((head, mut at)) = line(buf, 1, "too big mbulk count string")? else {
-        return Ok(None);
-    };
-    let count = number(head).ok_or_else(|| protocol("invalid multibulk length"))?;
-    if count <= 0 {
-        return Ok(Some((Vec::new(), at)));
-    }
-    if count as u64 > MAX_ARGS as u64 {
-        return Err(protocol("invalid multibulk length"));
-    }
-    // First the headers only: refuse what exceeds a limit before waiting for its bytes.
-    let mut spans = Vec::with_capacity((count as usize).min(1024));
-    let mut announced = 0usize;
-    for _ in 0..count {
-        match buf.get(at) {
-            None => return Ok(None),
-            Some(b'$') => {}
-            Some(&other) => {
-                return Err(protocol(&format!(
-                    "expected '$', got '{}'",
-                    char::from(other).escape_default()
-                )));
-            }
-        }
-        let Some((len, data)) = line(buf, at + 1, "too big bulk count string")? else {
-            return Ok(None);
-        };
-        let len = match number(len) {
-            Some(n) if (0..=MAX_BULK as i64).contains(&n) => n as usize,
-            _ => return Err(protocol("invalid bulk length")),
-        };
-        announced += len;
-        if announced > MAX_REQUEST {
-            return Err(protocol("request larger than 64 MiB"));
-        }
-        if buf.len() < data + len + 2 {
-            return Ok(None);
-        }
-        if &buf[data + len..data + len + 2] != b"\r\n" {
-            return Err(protocol("bulk string not followed by CRLF"));
-        }
-        spans.push((data, len));
-        at = data + len + 2;
-    }
-    let args = spans
-        .into_iter()
-        .map(|(from, len)| buf[from..from + len].to_vec())
-        .collect();
-    Ok(Some((args, at)))
 }
 
 fn inline(buf: &[u8]) -> Result<Option<Parsed>, ProtocolError> {

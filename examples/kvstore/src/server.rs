@@ -28,13 +28,26 @@ use gossamer::{Trust, WorkerId};
 use crate::conn;
 use crate::shard::Shard;
 use crate::state::{self, Ctx, shutdown, stopping};
+use crate::sys;
 
 /// Where and how to serve.
 #[derive(Debug, Clone)]
 pub struct Options {
     pub bind: IpAddr,
     pub port: u16,
+    /// The most clients a rank serves at once (lowered at start to what the descriptor limit
+    /// allows, as Redis does).
+    pub maxclients: usize,
 }
+
+/// Redis's default `maxclients`.
+pub const MAX_CLIENTS: usize = 10_000;
+/// Descriptors kept out of `maxclients` for the runtime's own (Redis keeps 32), beyond those
+/// open at start.
+const RESERVED_FDS: usize = 32;
+/// How long the listener waits before it accepts again when the process is out of
+/// descriptors and cannot even refuse a connection.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 
 /// Set by SIGTERM or SIGINT: the rank's first worker then stops the whole job, as `SHUTDOWN`.
 static SIGNALLED: std::sync::LazyLock<std::sync::Arc<AtomicBool>> =
@@ -112,6 +125,9 @@ fn worker_main(w: &gossamer::Worker, options: &Options) -> Result<(), String> {
         Some(l) => l.local_addr().map_or(port, |a| a.port()),
         None => port,
     };
+    if accepting {
+        state::set_max_clients(max_clients(options.maxclients, w.count(), rank));
+    }
     let ctx = Rc::new(Ctx {
         shards,
         port,
@@ -154,6 +170,39 @@ fn worker_main(w: &gossamer::Worker, options: &Options) -> Result<(), String> {
     Ok(())
 }
 
+/// `maxclients` as the descriptor limit allows it: the soft limit is raised towards what
+/// `wanted` clients need, and what is left of it after the descriptors open now and a reserve
+/// bounds the clients.
+fn max_clients(wanted: usize, workers: usize, rank: usize) -> usize {
+    let reserve = RESERVED_FDS + 4 * workers + sys::open_descriptors().unwrap_or(0);
+    let Some(limit) = sys::raise_open_files((wanted + reserve) as u64) else {
+        return wanted;
+    };
+    let allowed = usize::try_from(limit)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(reserve);
+    if allowed < wanted {
+        eprintln!(
+            "gsm-kv: rank {rank}: maxclients lowered from {wanted} to {} by the limit of \
+             {limit} open descriptors",
+            allowed.max(1)
+        );
+    }
+    wanted.min(allowed).max(1)
+}
+
+/// Redis's answer to a client over `maxclients`, written before the connection closes.
+const TOO_MANY: &[u8] = b"-ERR max number of clients reached\r\n";
+
+/// Tells a client it is refused, and closes (a fresh socket takes so short a reply at once; a
+/// client that cannot take it is not waited for).
+fn refuse(stream: std::net::TcpStream) {
+    use std::io::Write;
+    if stream.set_nonblocking(true).is_ok() {
+        let _ = (&stream).write(TOO_MANY);
+    }
+}
+
 /// The listener's fiber, on the accepting worker: takes new connections and hands them out
 /// round robin to the workers of its rank.
 fn accept_loop(ctx: &Rc<Ctx>, listener: Option<std::net::TcpListener>) {
@@ -164,17 +213,31 @@ fn accept_loop(ctx: &Rc<Ctx>, listener: Option<std::net::TcpListener>) {
         .unwrap_or_else(|e| gossamer::fail_job(format!("gsm-kv: rank {}: epoll: {e}", ctx.rank)));
     let workers = gossamer::workers_of_rank(ctx.rank);
     let mut next = 0usize;
+    let mut spare = sys::spare_descriptor();
     while !stopping() {
         match listener.retry(|l| l.accept()) {
             Ok((stream, _)) => {
+                if !state::client_joined() {
+                    refuse(stream);
+                    continue;
+                }
                 let to = workers.start + next % workers.len();
                 next += 1;
                 hand_out(ctx, stream, to);
             }
             // `close` at the end of the job.
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionAborted && stopping() => return,
-            // The connection was reset before it was taken, or the process is out of
-            // descriptors for now: drop this one and go on serving the others.
+            // The connection waits in the backlog, and the listener's edge is spent: let the
+            // spare descriptor go to take it and refuse it, or wait a little, but never spin.
+            Err(e) if sys::out_of_descriptors(&e) => {
+                let refused = spare.take().is_some()
+                    && listener.get_mut().accept().map(|(s, _)| refuse(s)).is_ok();
+                spare = sys::spare_descriptor();
+                if !refused {
+                    gossamer::sleep(ACCEPT_BACKOFF);
+                }
+            }
+            // The connection was reset before it was taken: go on serving the others.
             Err(_) => gossamer::yield_now(),
         }
     }

@@ -16,6 +16,8 @@ use crate::shard::Shard;
 static STOP: AtomicBool = AtomicBool::new(false);
 /// Connections open on this rank.
 static CLIENTS: AtomicUsize = AtomicUsize::new(0);
+/// The most connections this rank serves at once (Redis's `maxclients`), set at start.
+static MAX_CLIENTS: AtomicUsize = AtomicUsize::new(usize::MAX);
 
 /// What the fibers of one worker share.
 #[derive(Debug)]
@@ -50,8 +52,25 @@ pub fn stopping() -> bool {
     STOP.load(Ordering::Relaxed)
 }
 
-pub fn client_joined() {
-    CLIENTS.fetch_add(1, Ordering::Relaxed);
+/// Counts a new connection in, unless the rank serves `maxclients` already (`false`: the
+/// connection is to be refused).
+pub fn client_joined() -> bool {
+    let max = MAX_CLIENTS.load(Ordering::Relaxed);
+    CLIENTS
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .is_ok()
+}
+
+/// Sets this rank's `maxclients`.
+pub fn set_max_clients(n: usize) {
+    MAX_CLIENTS.store(n, Ordering::Relaxed);
+}
+
+/// This rank's `maxclients`.
+pub fn max_clients() -> usize {
+    MAX_CLIENTS.load(Ordering::Relaxed)
 }
 
 pub fn client_left() {

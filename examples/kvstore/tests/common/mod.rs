@@ -9,6 +9,8 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::Duration;
 
+pub mod reference;
+
 use gsm_tests::process::{Finished, Running, spawn};
 use redis::Commands;
 

@@ -1,0 +1,43 @@
+//! The operating system calls of the store (the only module that makes any): the limit on open
+//! descriptors, which bounds how many clients a rank can take.
+
+/// Raises the soft limit on open descriptors towards `want` (as far as the hard limit allows,
+/// as Redis does at start) and returns the soft limit then in force, or `None` when the system
+/// does not say.
+pub fn raise_open_files(want: u64) -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid, writable `rlimit` for the call to fill.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return None;
+    }
+    if limit.rlim_cur < want && limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: want.min(limit.rlim_max),
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: `raised` is a valid `rlimit`; failing leaves the limit as it was.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return Some(raised.rlim_cur);
+        }
+    }
+    Some(limit.rlim_cur)
+}
+
+/// How many descriptors the process has open (`None` when the system does not say).
+pub fn open_descriptors() -> Option<usize> {
+    Some(std::fs::read_dir("/proc/self/fd").ok()?.count())
+}
+
+/// Whether `e` says the process (or the system) is out of descriptors.
+pub fn out_of_descriptors(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// A descriptor held in reserve, to be let go when the process is out of them so that one
+/// more connection can be taken and told why it is refused.
+pub fn spare_descriptor() -> Option<std::fs::File> {
+    std::fs::File::open("/dev/null").ok()
+}
