@@ -536,5 +536,15 @@ impl Export {
     }
 }
 
+/// The item as the user wrote it: `NAME` or `NAME=value`.
+impl std::fmt::Display for Export {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.value {
+            Some(v) => write!(f, "{}={v}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -3,11 +3,13 @@
 //! to an exit code.
 //!
 //! The path of a launch, top to bottom: [`cli`] (raw arguments: what the user asked) → [`plan`]
-//! (a validated launch plan: [`hosts`] says where the job may run, [`placement`] which rank runs
-//! where, [`launch`] the launcher's exact command line) → [`supervise`] (run it, forward output,
-//! share fate), with [`wrapper`] on every rank and the variables of [`env`](mod@env) between them;
-//! [`segments`] removes the shared memory a crashed job leaves, and [`jobdir`] the job's directory
-//! and what a killed `gsmrun` leaves. [`sys`] is the only code that calls the operating system.
+//! (a validated launch plan, made from the arguments and a snapshot of the environment and read
+//! by nothing else afterwards: [`hosts`] says where the job may run, [`placement`] which rank
+//! runs where, [`launch`] the launcher's exact command line) → [`supervise`] (run it, forward
+//! output, share fate), with [`wrapper`] on every rank and the variables of [`env`](mod@env)
+//! between them; [`segments`] removes the shared memory a crashed job leaves, and [`jobdir`] the
+//! job's directory and what a killed `gsmrun` leaves. [`sys`] is the only code that calls the
+//! operating system. The crate's README follows a launch through the folders.
 
 pub mod cli;
 pub mod clock;
@@ -30,7 +32,9 @@ pub mod wrapper;
 
 pub use error::Error;
 pub use local::{control_ip, is_local_host};
-pub use plan::{Prepared, describe, placement_table, prepare, resolve_hosts};
+pub use plan::{
+    Environment, Mode, Prepared, Watch, describe, placement_table, prepare, resolve_hosts,
+};
 pub use sys::{hostname, usable_cpus};
 
 use cli::Cli;
@@ -56,21 +60,29 @@ pub(crate) fn plural(n: impl Into<u64>, thing: &str) -> String {
     }
 }
 
-/// Run `gsmrun` with these options; returns its exit status.
+/// Run `gsmrun` with these options in this process's environment; returns its exit status.
 pub fn run(cli: &Cli) -> Result<i32, Error> {
-    let var = |k: &str| std::env::var(k).ok();
-    let prepared = prepare(cli, &var)?;
+    let prepared = prepare(cli, &Environment::of_process())?;
     for w in &prepared.warnings {
         eprintln!("{w}");
     }
-    if cli.dry_run {
-        print!("{}", describe(&prepared));
-        let _ = std::io::stdout().flush();
-        return Ok(0);
+    match prepared.mode {
+        Mode::DryRun => {
+            print!("{}", describe(&prepared));
+            let _ = std::io::stdout().flush();
+            Ok(0)
+        }
+        Mode::Verbose => {
+            eprint!("{}", describe(&prepared));
+            start(&prepared)
+        }
+        Mode::Run => start(&prepared),
     }
-    if cli.verbose {
-        eprint!("{}", describe(&prepared));
-    }
+}
+
+/// Start the job `prepared` plans and supervise it; returns gsmrun's exit status. Everything it
+/// needs is in the plan: neither the options nor gsmrun's environment are read here.
+fn start(prepared: &Prepared) -> Result<i32, Error> {
     if prepared
         .mpi_env
         .iter()
@@ -86,8 +98,8 @@ pub fn run(cli: &Cli) -> Result<i32, Error> {
         let here = (prepared.placement.rank_host.iter())
             .filter(|&&h| local::is_local_host(&prepared.placement.hosts[h].name))
             .count() as u64;
-        let tcp = here < np || matches!(cli.fabric, Some(cli::Fabric::Tcp));
-        let threads = cli.threads_per_rank.map_or(1, u64::from);
+        let tcp = here < np || prepared.fabric == cli::Fabric::Tcp;
+        let threads = prepared.threads_per_rank.map_or(1, u64::from);
         limits::ensure(limits::needed(np, here, threads, tcp))?;
     }
     let io = |what: &str| {
@@ -126,31 +138,22 @@ pub fn run(cli: &Cli) -> Result<i32, Error> {
     env.extend(prepared.plan.env.iter().cloned());
     env.extend(prepared.mpi_env.iter().cloned());
     tracing::debug!(%addr, argv = ?prepared.plan.argv, "launching");
+    let watch = &prepared.watch;
     let opts = supervise::Options {
         np: prepared.placement.rank_host.len(),
         key,
-        tag_output: cli.tag_output,
-        timeout: cli.timeout,
-        start_timeout: cli.start_timeout.or(match prepared.plan.backend {
-            launch::Backend::Srun => None,
-            _ => Some(supervise::START_TIMEOUT),
-        }),
+        tag_output: watch.tag_output,
+        timeout: watch.timeout,
+        start_timeout: watch.start_timeout,
         rank_hosts: (prepared.placement.rank_host.iter())
             .map(|&h| prepared.placement.hosts[h].name.clone())
             .collect(),
         wrapper: prepared.spec.wrapper.clone(),
-        stop_timeout: match cli.stop_timeout {
-            Some(t) if t.is_infinite() => None,
-            Some(t) => Some(t),
-            None => Some(supervise::STOP_TIMEOUT),
-        },
-        lost_timeout: cli.lost_timeout.unwrap_or(supervise::LOST_TIMEOUT),
+        stop_timeout: watch.stop_timeout,
+        lost_timeout: watch.lost_timeout,
         job_id: prepared.job_id.clone(),
         job_dir: prepared.tmpdir.clone(),
-        slurm_job_with_hosts: hosts::slurm::job_id(&|k| std::env::var(k).ok()).filter(|_| {
-            (cli.hostfile.is_some() || cli.host.is_some())
-                && matches!(prepared.plan.backend, launch::Backend::OpenMpi { .. })
-        }),
+        slurm_job_with_hosts: watch.slurm_job_with_hosts.clone(),
     };
     let result = supervise::run(&prepared.plan, &env, listener, &opts, signals);
     // Whatever happened, no segment of this job stays in this host's /dev/shm (ranks on other

@@ -1,32 +1,26 @@
 //! The checks of a launch plan that refuse, before anything starts, what every rank or the
-//! launcher would refuse after it: `-x` names, the fabric, worker-thread counts, a launcher that
-//! cannot use the hosts given, and strings longer than the kernel passes. Each check only says
-//! yes or no (with the message); building the plan is the other steps' business.
+//! launcher would refuse after it: the fabric, worker-thread counts, a launcher that cannot use
+//! the hosts given, and strings longer than the kernel passes (`-x` names are refused where they
+//! are read, in `exports.rs`). Each check only says yes or no (with the message); building the
+//! plan is the other steps' business.
 
+use super::environment::Environment;
 use crate::Error;
 use crate::cli::{Cli, Export, Fabric};
 use crate::env;
 use crate::launch::{self, Backend, Plan};
-
-/// Every `-x` is a variable name (`-x NAME` or `-x NAME=value`).
-pub(super) fn exports_are_variable_names(cli: &Cli) -> Result<(), Error> {
-    for e in &cli.export {
-        Export::parse(e).map_err(Error::Usage)?;
-    }
-    Ok(())
-}
 
 /// The fabric of the job: `--fabric`, else `GSM_FABRIC` of gsmrun's environment (which the ranks
 /// would otherwise have seen only on the launching host, and there overridden), else `auto`.
 /// Every value is passed on: whether the program has the fabric (`ofi`, `verbs` are cargo
 /// features of its runtime) and whether the hosts have the device, only its ranks can tell, and
 /// each stops at start with one line saying what is missing.
-pub(super) fn fabric(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<Fabric, Error> {
+pub(super) fn fabric(cli: &Cli, environment: &Environment) -> Result<Fabric, Error> {
     use clap::ValueEnum;
     if let Some(f) = cli.fabric {
         return Ok(f);
     }
-    let Some(v) = var(env::job::FABRIC) else {
+    let Some(v) = environment.var(env::job::FABRIC) else {
         return Ok(Fabric::Auto);
     };
     Fabric::from_str(v.trim(), true).map_err(|_| {
@@ -39,23 +33,25 @@ pub(super) fn fabric(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<
 
 /// The worker threads per rank are ones the runtime takes: `-t`'s, or else `GSM_THREADS` as the
 /// ranks would get it.
-pub(super) fn threads(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result<(), Error> {
+pub(super) fn threads(
+    cli: &Cli,
+    exports: &[Export],
+    environment: &Environment,
+) -> Result<(), Error> {
     // GSM_THREADS reaches every rank when -t is not given, from `-x GSM_THREADS=N` or else from
     // gsmrun's environment (see `env::passed_settings`): a value the runtime would refuse is
     // refused here, before the launch, as -t's is, instead of by every rank after it.
     if cli.threads_per_rank.is_none() {
-        let given = cli
-            .export
+        let given = exports
             .iter()
-            .filter_map(|e| Export::parse(e).ok())
             .filter(|e| e.name == env::job::THREADS)
-            .find_map(|e| e.value);
+            .find_map(|e| e.value.clone());
         let from_x = given.is_some();
         // A value that is not UTF-8 is passed on too, and refused by the runtime.
         let value = given.or_else(|| {
-            var(env::job::THREADS).or_else(|| {
-                std::env::var_os(env::job::THREADS).map(|v| v.to_string_lossy().into_owned())
-            })
+            environment
+                .var_os(env::job::THREADS)
+                .map(|v| v.to_string_lossy().into_owned())
         });
         if let Some(v) = value.filter(|v| !v.trim().is_empty()) {
             let t = v.trim();
@@ -96,11 +92,11 @@ pub(super) fn threads(cli: &Cli, var: &dyn Fn(&str) -> Option<String>) -> Result
 /// them on the hosts given.
 pub(super) fn backend(
     cli: &Cli,
-    var: &dyn Fn(&str) -> Option<String>,
+    environment: &Environment,
     in_slurm: bool,
 ) -> Result<Backend, Error> {
     let explicit = cli.hostfile.is_some() || cli.host.is_some();
-    let forced = var(env::input::MPI_FLAVOUR);
+    let forced = environment.var(env::input::MPI_FLAVOUR);
     let backend = launch::choose_backend(
         cli.launcher,
         in_slurm,
@@ -123,9 +119,10 @@ pub(super) fn backend(
 /// `SLURM_STEP_ID` names a step, not the batch script's (`4294967294`, or unset) nor the
 /// extern step's. Its own `srun` then waits for ever for the CPUs that step holds ("step creation
 /// temporarily disabled … Requested nodes are busy") unless it may share them (`--overlap`).
-pub(super) fn in_srun_step(var: &dyn Fn(&str) -> Option<String>) -> bool {
-    var("SLURM_STEP_ID")
-        .or_else(|| var("SLURM_STEPID"))
+pub(super) fn in_srun_step(environment: &Environment) -> bool {
+    environment
+        .var("SLURM_STEP_ID")
+        .or_else(|| environment.var("SLURM_STEPID"))
         .and_then(|s| s.trim().parse::<u64>().ok())
         .is_some_and(|id| id < 0xffff_fff0)
 }

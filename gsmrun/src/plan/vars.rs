@@ -3,6 +3,7 @@
 //! gsmrun's environment), Open MPI's settings, and what `gsmrun` warns about them. Per-rank values
 //! are the wrapper's ([`crate::env`] lists both); checks that refuse a plan are in `checks.rs`.
 
+use super::environment::Environment;
 use crate::Error;
 use crate::cli::{Cli, Export, Fabric};
 use crate::env;
@@ -42,8 +43,8 @@ pub(super) fn job_env(
 /// control address and key, `GSM_LOG` and `RUST_LOG` when set, and the runtime settings of gsmrun's environment
 /// that no `-x` names. A `-x` of a variable gsmrun sets is refused.
 pub(super) fn job_vars(
-    cli: &Cli,
-    var: &dyn Fn(&str) -> Option<String>,
+    exports: &[Export],
+    environment: &Environment,
     job_env: &[(String, String)],
 ) -> Result<Vec<String>, Error> {
     let mut job_vars: Vec<String> = job_env.iter().map(|(k, _)| k.clone()).collect();
@@ -53,8 +54,7 @@ pub(super) fn job_vars(
     // instead of, gsmrun's own value (the control key and job id among them): refused rather than
     // silently overridden. Those gsmrun leaves unset here (GSM_THREADS without -t, say) may be
     // exported.
-    for e in &cli.export {
-        let export = Export::parse(e).map_err(Error::Usage)?;
+    for export in exports {
         let ours = job_vars
             .iter()
             .map(String::as_str)
@@ -67,32 +67,27 @@ pub(super) fn job_vars(
                 _ => "remove this -x",
             };
             return Err(Error::Usage(format!(
-                "-x {e}: gsmrun sets {} itself for every rank of this job; {hint}",
+                "-x {export}: gsmrun sets {} itself for every rank of this job; {hint}",
                 export.name
             )));
         }
     }
-    if var(env::input::LOG).is_some() {
+    if environment.var(env::input::LOG).is_some() {
         job_vars.push(env::input::LOG.to_string());
     }
-    let names: Vec<String> = std::env::vars_os()
-        .filter_map(|(k, _)| k.into_string().ok())
-        .collect();
-    let exported: Vec<String> = cli
-        .export
-        .iter()
-        .filter_map(|e| Export::parse(e).ok().map(|x| x.name))
-        .collect();
+    let exported = || exports.iter().map(|e| e.name.as_str());
     // Launchers start remote ranks without gsmrun's environment: RUST_LOG reaches them only so.
-    if var(env::input::RUST_LOG).is_some() && !exported.iter().any(|x| x == env::input::RUST_LOG) {
+    if environment.var(env::input::RUST_LOG).is_some()
+        && !exported().any(|x| x == env::input::RUST_LOG)
+    {
         job_vars.push(env::input::RUST_LOG.to_string());
     }
     let taken: Vec<&str> = job_vars
         .iter()
-        .chain(&exported)
         .map(String::as_str)
+        .chain(exported())
         .collect();
-    let settings = env::passed_settings(names.iter().map(String::as_str), &taken);
+    let settings = env::passed_settings(environment.names(), &taken);
     job_vars.extend(settings);
 
     Ok(job_vars)
@@ -101,9 +96,10 @@ pub(super) fn job_vars(
 /// Open MPI's settings and root permission added to the launcher's environment.
 pub(super) fn mpi_env(
     backend: &Backend,
-    var: &dyn Fn(&str) -> Option<String>,
+    environment: &Environment,
     job_id: &str,
 ) -> Vec<(String, String)> {
+    let var = |k: &str| environment.var(k);
     let mut mpi_env = Vec::new();
     if backend.uses_open_mpi_settings() {
         for (k, v) in env::OPEN_MPI_DEFAULTS {
@@ -145,35 +141,6 @@ pub(super) fn srun_warning(backend: &Backend, in_slurm: bool) -> Vec<String> {
         );
     }
     warnings
-}
-
-/// The `-x` variables passed on, with a warning in `warnings` for each that has no value.
-///
-/// `-x NAME` of a variable gsmrun's environment does not have is passed on as nothing, with
-/// a word from gsmrun: Open MPI printed a warning of its own for it (about a variable
-/// "requested to be forwarded but not found"), and MPICH and srun said nothing.
-pub(super) fn exports(
-    cli: &Cli,
-    var: &dyn Fn(&str) -> Option<String>,
-    warnings: &mut Vec<String>,
-) -> Vec<Export> {
-    cli.export
-        .iter()
-        .filter_map(|e| Export::parse(e).ok())
-        .filter(|e| {
-            // A value that is not UTF-8 is set all the same (the launcher passes it on).
-            let unset =
-                e.value.is_none() && var(&e.name).is_none() && std::env::var_os(&e.name).is_none();
-            if unset {
-                warnings.push(format!(
-                    "gsmrun: warning: -x {0}: {0} is not set in gsmrun's environment, so the \
-                     ranks do not get it (write -x {0}=VALUE to give it a value)",
-                    e.name
-                ));
-            }
-            !unset
-        })
-        .collect()
 }
 
 /// `GSM_HOSTS` and `GSM_RANK_HOSTS` of `placement`: the names of the hosts that got ranks, in
