@@ -56,6 +56,8 @@ enum How {
 struct Slot {
     how: How,
     parts: Vec<Option<Answer>>,
+    /// Its reply is not sent (`CLIENT REPLY OFF` or `SKIP`).
+    silent: bool,
 }
 
 /// The operations of a batch for one shard, not sent yet, and the slot parts they answer.
@@ -110,6 +112,7 @@ impl Batch {
         slots.push(Slot {
             how,
             parts: (0..parts).map(|_| None).collect(),
+            silent: false,
         });
         slots.len() - 1
     }
@@ -119,11 +122,18 @@ impl Batch {
         self.push(How::Ready(bytes), 0);
     }
 
+    /// Drops the reply of the last request pushed (it is still run).
+    pub fn silence_last(&self) {
+        if let Some(slot) = self.slots.borrow_mut().last_mut() {
+            slot.silent = true;
+        }
+    }
+
     /// Encodes every reply in order into `out` and empties the batch (all answers are in).
     /// `info` writes the `INFO` text for a key count.
     pub fn drain_into(&self, out: &mut Vec<u8>, info: &dyn Fn(&mut Vec<u8>, i64)) {
         debug_assert!(self.done());
-        for slot in self.slots.borrow_mut().drain(..) {
+        for slot in self.slots.borrow_mut().drain(..).filter(|s| !s.silent) {
             encode(slot, out, info);
         }
     }
