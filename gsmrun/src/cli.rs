@@ -113,15 +113,17 @@ pub enum Fabric {
 }
 
 impl Fabric {
-    /// The value passed in `GSM_FABRIC`.
+    /// The value passed in `GSM_FABRIC`: the launch contract's name of the fabric.
     pub fn as_str(self) -> &'static str {
+        use gsm_contract::contract::Fabric as Named;
         match self {
-            Fabric::Auto => "auto",
-            Fabric::Shm => "shm",
-            Fabric::Tcp => "tcp",
-            Fabric::Ofi => "ofi",
-            Fabric::Verbs => "verbs",
+            Fabric::Auto => Named::Auto,
+            Fabric::Shm => Named::Shm,
+            Fabric::Tcp => Named::Tcp,
+            Fabric::Ofi => Named::Ofi,
+            Fabric::Verbs => Named::Verbs,
         }
+        .name()
     }
 }
 

@@ -1,82 +1,73 @@
-//! The environment variables of a Gossamer job, in one place: those `gsmrun` passes to every rank
-//! (`GSM_*`), those the rank wrapper adds for its own rank, the MPI settings `gsmrun` supplies unless
-//! the user set them, and the few variables `gsmrun` itself reads.
+//! The environment variables of a Gossamer job: those `gsmrun` passes to every rank (`GSM_*`),
+//! those the rank wrapper adds for its own rank, the MPI settings `gsmrun` supplies unless the
+//! user set them, and the few variables `gsmrun` itself reads.
 //!
-//! This module only names and documents the variables and computes their values; who sets them is
-//! [`crate::launch`] (job-wide values, given to the launcher's environment and exported with
-//! `-x`/`-genv`) and [`crate::wrapper`] (per-rank values, set just before the program starts).
-//! The README's table of variables is written from the docs below.
+//! The `GSM_*` names, their values and their docs are the settings table of the `gsm-contract`
+//! crate (`docs/settings.md` is generated from it), which the runtime reads too; this module
+//! groups them by who sets them and computes their values. Who sets them is [`crate::launch`]
+//! (job-wide values, given to the launcher's environment and exported with `-x`/`-genv`) and
+//! [`crate::wrapper`] (per-rank values, set just before the program starts).
+
+use gsm_contract::table;
 
 /// Variables `gsmrun` passes to every rank (job-wide values).
 pub mod job {
-    /// `GSM_JOB_ID`: a name unique to this job (`gsm-<pid of gsmrun>-<hex>`). The runtime uses it
-    /// to name shared-memory segments so that `gsmrun` can remove them after a crash.
-    /// Always set.
-    ///
-    /// Segment contract: rank `r`'s `shm` segment is the file `/dev/shm/{GSM_JOB_ID}-r{r}` (the
-    /// runtime's `gossamer::fabric::shm::segment_name`, [`crate::segments::segment_name`] here).
-    /// The runtime unlinks it once every rank has attached; after the program exits the rank
-    /// wrapper removes its own rank's file, and after the job `gsmrun` removes every
-    /// `{GSM_JOB_ID}-r<digits>` file in the launching host's `/dev/shm`, nothing else.
-    pub const JOB_ID: &str = "GSM_JOB_ID";
+    use super::table;
+    /// `GSM_JOB_ID`: a name unique to this job (`gsm-<pid of gsmrun>-<hex>`), after which the
+    /// runtime names the job's segments ([`crate::segments`]). Always set.
+    pub const JOB_ID: &str = table::JOB_ID.name;
     /// `GSM_THREADS`: worker threads per rank, from `-t/--threads-per-rank`. Not set when `-t` is
     /// not given; the runtime then chooses.
-    pub const THREADS: &str = "GSM_THREADS";
-    /// Most worker threads per rank: the runtime refuses a larger `GSM_THREADS` on every rank
-    /// (`MAX_WORKERS` in `libgsm/src/config.rs`; a test keeps the two equal), so `gsmrun`
-    /// refuses a larger `-t` before starting anything.
-    pub const MAX_THREADS: u32 = 4096;
-    /// `GSM_FABRIC`: `auto`, `shm` or `tcp`, from `--fabric`. Default `auto`.
-    pub const FABRIC: &str = "GSM_FABRIC";
+    pub const THREADS: &str = table::THREADS.name;
+    /// Most worker threads per rank: the runtime refuses a larger `GSM_THREADS` on every rank,
+    /// so `gsmrun` refuses a larger `-t` before starting anything.
+    pub const MAX_THREADS: u32 = gsm_contract::contract::MAX_WORKERS as u32;
+    /// `GSM_FABRIC`, from `--fabric`. Default `auto`.
+    pub const FABRIC: &str = table::FABRIC.name;
     /// `GSM_CONTROL`: `address:port` where `gsmrun` listens for the rank wrappers' reports
     /// (`127.0.0.1:…` when every host is this machine, else the local address that routes to the
-    /// first remote host). For the wrapper only; the wrapper removes it from the program's
-    /// environment.
-    pub const CONTROL: &str = "GSM_CONTROL";
-    /// `GSM_CONTROL_KEY`: a random secret the wrapper presents on the control connection; a
-    /// connection without it is dropped. Never on a command line. Removed before the program runs.
-    pub const CONTROL_KEY: &str = "GSM_CONTROL_KEY";
-    /// `GSM_HOSTS`: the hosts that got ranks, comma-separated, as written in the hostfile, in
-    /// its order (the indices of `GSM_RANK_HOSTS`). Unset under `srun`, where Slurm places the
-    /// ranks.
-    pub const HOSTS: &str = "GSM_HOSTS";
-    /// `GSM_RANK_HOSTS`: for each rank in order, the index into `GSM_HOSTS` of its host,
-    /// comma-separated (`0,0,1,1`). Unset under `srun`.
-    pub const RANK_HOSTS: &str = "GSM_RANK_HOSTS";
+    /// first remote host).
+    pub const CONTROL: &str = table::CONTROL.name;
+    /// `GSM_CONTROL_KEY`: the secret a wrapper presents on the control connection.
+    pub const CONTROL_KEY: &str = table::CONTROL_KEY.name;
+    /// `GSM_HOSTS`: the hosts that got ranks. Unset under `srun`, where Slurm places the ranks.
+    pub const HOSTS: &str = table::HOSTS.name;
+    /// `GSM_RANK_HOSTS`: each rank's index into `GSM_HOSTS`. Unset under `srun`.
+    pub const RANK_HOSTS: &str = table::RANK_HOSTS.name;
     /// `GSM_SIZE`: number of ranks in the job.
-    pub const SIZE: &str = "GSM_SIZE";
+    pub const SIZE: &str = table::SIZE.name;
 }
 
 /// Variables the rank wrapper sets for its own rank, just before starting the program.
 pub mod rank {
+    use super::table;
     /// `GSM_RANK`: this rank's number, read from the launcher (`OMPI_COMM_WORLD_RANK`,
     /// `PMIX_RANK`, `PMI_RANK` or `SLURM_PROCID`, first one set).
-    pub const RANK: &str = "GSM_RANK";
-    /// `GSM_HOST_ADDR`: this rank's host as the placement names it (a hostfile name or address);
-    /// the TCP fabric binds to it. Under `srun`, this machine's hostname.
-    pub const HOST_ADDR: &str = "GSM_HOST_ADDR";
-    /// `GSM_LOCAL_RANK`: index of this rank among the ranks on its host (0-based), for pinning.
-    pub const LOCAL_RANK: &str = "GSM_LOCAL_RANK";
+    pub const RANK: &str = table::RANK.name;
+    /// `GSM_HOST_ADDR`: this rank's host as the placement names it. Under `srun`, this machine's
+    /// hostname.
+    pub const HOST_ADDR: &str = table::HOST_ADDR.name;
+    /// `GSM_LOCAL_RANK`: index of this rank among the ranks on its host (0-based).
+    pub const LOCAL_RANK: &str = table::LOCAL_RANK.name;
     /// `GSM_LOCAL_SIZE`: number of ranks on this rank's host.
-    pub const LOCAL_SIZE: &str = "GSM_LOCAL_SIZE";
-    /// `GSM_STATE_FD`: `FD:INODE` of the program's end of the stage channel, a Unix stream
-    /// socket on which the runtime tells the wrapper the stages of its job it enters (see
-    /// [`crate::progress`]; the runtime reads it as `gossamer::bootstrap::STATE_FD_VAR`).
-    /// Set only when the wrapper reports to `gsmrun`.
-    pub const STATE_FD: &str = "GSM_STATE_FD";
+    pub const LOCAL_SIZE: &str = table::LOCAL_SIZE.name;
+    /// `GSM_STATE_FD`: `FD:INODE` of the program's end of the stage channel (see
+    /// [`crate::progress`]). Set only when the wrapper reports to `gsmrun`.
+    pub const STATE_FD: &str = table::STATE_FD.name;
 }
 
 /// Variables `gsmrun` reads itself.
 pub mod input {
+    use super::table;
     /// `GSM_LOG`: `tracing` filter for gsmrun's and the wrapper's logs on stderr (`debug`,
     /// `gsmrun=trace`, …). Off when unset. Passed on to the ranks unchanged.
-    pub const LOG: &str = "GSM_LOG";
+    pub const LOG: &str = table::LOG.name;
     /// `RUST_LOG`: the runtime's other log filter (it reads `GSM_LOG` first). gsmrun does not
     /// read it; passed on to the ranks unchanged when set, as `GSM_LOG` is.
     pub const RUST_LOG: &str = "RUST_LOG";
     /// `GSM_MPI_FLAVOUR`: `openmpi` or `hydra` skips asking `mpirun --version` which MPI is
     /// installed (for `--dry-run` on a machine without that MPI, and for tests).
-    pub const MPI_FLAVOUR: &str = "GSM_MPI_FLAVOUR";
+    pub const MPI_FLAVOUR: &str = table::MPI_FLAVOUR.name;
 }
 
 /// Open MPI settings `gsmrun` adds to the launcher's environment unless the user already set the
@@ -167,36 +158,6 @@ pub fn rank_location(hosts: &str, rank_hosts: &str, rank: usize) -> Option<(Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn max_threads_is_the_runtime_s_cap() {
-        // gsmrun does not link the runtime, so its cap is read from the source.
-        let config = include_str!("../../libgsm/src/config.rs");
-        let line = format!("const MAX_WORKERS: usize = {};", job::MAX_THREADS);
-        assert!(
-            config.contains(&line),
-            "libgsm/src/config.rs no longer says `{line}`; update job::MAX_THREADS"
-        );
-    }
-
-    #[test]
-    fn the_stage_channel_is_named_and_spoken_as_the_runtime_does() {
-        // gsmrun does not link the runtime, so the contract is read from its source.
-        let stage = include_str!("../../libgsm/src/bootstrap/stage.rs");
-        let var = format!("STATE_FD_VAR: &str = \"{}\";", rank::STATE_FD);
-        assert!(stage.contains(&var), "stage.rs no longer says `{var}`");
-        for (name, byte) in [
-            ("Joining", crate::progress::stage::JOINING),
-            ("Run", crate::progress::stage::RUN),
-            ("Leaving", crate::progress::stage::LEAVING),
-            ("Abandoned", crate::progress::stage::ABANDONED),
-            ("Deadlocked", crate::progress::stage::DEADLOCKED),
-            ("Follows", crate::progress::stage::FOLLOWS),
-        ] {
-            let line = format!("{name} = b'{}',", byte as char);
-            assert!(stage.contains(&line), "stage.rs no longer says `{line}`");
-        }
-    }
 
     #[test]
     fn every_gsm_setting_not_taken_is_passed_on() {

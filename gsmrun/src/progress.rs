@@ -6,8 +6,8 @@
 //! returns before `gossamer::run` hangs the job: the others wait in the bootstrap for a rank that
 //! is gone. A rank that calls `run`/`spmd` fewer times than the others hangs it too: it waits in
 //! `MPI_Finalize` for the others, and they for it in their next run. The runtime therefore tells
-//! its rank wrapper each stage it enters, one byte per stage (see [`stage`]; the runtime's side is
-//! `libgsm/src/bootstrap/stage.rs`), the wrapper passes them on in `STATE` frames before its exit
+//! its rank wrapper each stage it enters, one byte per stage (see [`stage`]; both sides use the
+//! `gsm-contract` crate's `Stage`), the wrapper passes them on in `STATE` frames before its exit
 //! report, and [`Progress`] decides, as stages and clean exits arrive in any order, whether the
 //! job cannot go on:
 //!
@@ -40,21 +40,23 @@ use std::time::{Duration, Instant};
 /// short enough that a user looking at a silent job gets the word before giving up on it.
 pub const JOIN_WAIT_NOTE: Duration = Duration::from_secs(30);
 
-/// The stage bytes a rank sends (the runtime's `bootstrap::Stage`).
+/// The stage bytes a rank sends: the launch contract's `Stage`, which the runtime sends with the
+/// same type, as constants to match on.
 pub mod stage {
+    use gsm_contract::contract::Stage;
     /// About to initialise MPI and wait for every rank in the bootstrap exchange.
-    pub const JOINING: u8 = b'J';
+    pub const JOINING: u8 = Stage::Joining.byte();
     /// About to start one collective `run`/`spmd`.
-    pub const RUN: u8 = b'R';
+    pub const RUN: u8 = Stage::Run.byte();
     /// About to finalise MPI: the rank starts no more runs.
-    pub const LEAVING: u8 = b'L';
+    pub const LEAVING: u8 = Stage::Leaving.byte();
     /// MPI given up after a failure: the rank has failed, even if it then exits 0.
-    pub const ABANDONED: u8 = b'A';
+    pub const ABANDONED: u8 = Stage::Abandoned.byte();
     /// The job was found deadlocked: every rank found it in the same wave, and each is ending
     /// with its own report of what its fibers wait for.
-    pub const DEADLOCKED: u8 = b'D';
+    pub const DEADLOCKED: u8 = Stage::Deadlocked.byte();
     /// The rank's run failed because another rank's did (it vanished, or told its failure).
-    pub const FOLLOWS: u8 = b'F';
+    pub const FOLLOWS: u8 = Stage::Follows.byte();
 }
 
 /// How far a rank got: joined the job, and how many runs it started. A later stage compares

@@ -29,34 +29,10 @@ use std::path::Path;
 /// Where POSIX shared-memory segments appear on Linux.
 pub const SHM_DIR: &str = "/dev/shm";
 
-/// The file name of `rank`'s segment in job `job_id` (see the module docs).
-pub fn segment_name(job_id: &str, rank: u32) -> String {
-    format!("{job_id}-r{rank}")
-}
-
-/// Whether a job id can name segments at all: a non-empty file-name component. An empty or odd
-/// id matches nothing, so nothing is removed for it.
-fn usable(job_id: &str) -> bool {
-    !job_id.is_empty() && !job_id.contains('/') && !job_id.contains('\0') && job_id != "."
-}
-
-/// Whether `file_name` is a segment of job `job_id`: exactly `{job_id}-r` followed by a rank
-/// number (ASCII digits only), optionally followed by `-tcp`. `gsm-1-ab-r0` is a segment of
-/// `gsm-1-ab`, `gsm-1-abc-r0` is not.
-pub fn is_job_segment(file_name: &str, job_id: &str) -> bool {
-    if !usable(job_id) {
-        return false;
-    }
-    let Some(rest) = file_name
-        .strip_prefix(job_id)
-        .and_then(|r| r.strip_prefix("-r"))
-    else {
-        return false;
-    };
-    // The tcp fabric's segment of the rank (per-host connections): `{job_id}-r{rank}-tcp`.
-    let rest = rest.strip_suffix("-tcp").unwrap_or(rest);
-    !rest.is_empty() && rest.len() <= 10 && rest.bytes().all(|b| b.is_ascii_digit())
-}
+use gsm_contract::contract::usable_job_id as usable;
+/// The file name of `rank`'s segment in job `job_id`, and whether a file name is one of a job's
+/// segments: the launch contract's, which the runtime names its segments with.
+pub use gsm_contract::contract::{is_job_segment, segment_name};
 
 /// Removes `dir/name` if it is a regular file; a missing file is not an error. Returns whether a
 /// file was removed.
@@ -217,43 +193,6 @@ fn remove_dead_job_segments_in(dir: &Path, job_id: &str, uid: u32) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_the_job_s_own_segments_match() {
-        let job = "gsm-12-ab";
-        for yes in ["gsm-12-ab-r0", "gsm-12-ab-r7", "gsm-12-ab-r1023"] {
-            assert!(is_job_segment(yes, job), "{yes}");
-        }
-        for no in [
-            "gsm-12-abc-r0",     // a job whose id has ours as a prefix
-            "gsm-12-ab-r",       // no rank
-            "gsm-12-ab-rx",      // not a rank
-            "gsm-12-ab-r0.lock", // something else
-            "gsm-12-ab-r-1",
-            "xgsm-12-ab-r0",
-            "gsm-12-ab",
-            "gsm-12-a-r0",
-            "gsm-12-ab-r99999999999",
-        ] {
-            assert!(!is_job_segment(no, job), "{no}");
-        }
-        // The shorter id does not match the longer id's segments, and vice versa.
-        assert!(!is_job_segment("gsm-1-ab1-r0", "gsm-1-ab"));
-        assert!(!is_job_segment("gsm-1-ab-r0", "gsm-1-ab1"));
-        // A job id that cannot name a segment matches nothing.
-        assert!(!is_job_segment("-r0", ""));
-        assert!(!is_job_segment("a/b-r0", "a/b"));
-    }
-
-    #[test]
-    fn segment_names_follow_the_runtime_s_contract() {
-        assert_eq!(segment_name("gsm-12-ab", 3), "gsm-12-ab-r3");
-        assert!(is_job_segment(&segment_name("gsm-12-ab", 3), "gsm-12-ab"));
-        // The tcp fabric's segment of the rank (per-host connections), and nothing else.
-        assert!(is_job_segment("gsm-12-ab-r3-tcp", "gsm-12-ab"));
-        assert!(!is_job_segment("gsm-12-ab-r-tcp", "gsm-12-ab"));
-        assert!(!is_job_segment("gsm-12-ab-r3-tcpx", "gsm-12-ab"));
-    }
 
     #[test]
     fn a_rank_s_tcp_segment_goes_with_it() {

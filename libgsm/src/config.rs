@@ -84,7 +84,7 @@ impl Default for Config {
 }
 
 /// Most workers one process may run.
-const MAX_WORKERS: usize = 4096;
+const MAX_WORKERS: usize = gsm_contract::contract::MAX_WORKERS as usize;
 /// Smallest fiber stack: what a panic needs to be reported from a fiber with its backtrace
 /// (`RUST_BACKTRACE=1` or `full`: 20-30 KiB to capture and print it, measured in release
 /// builds), with room left for the code that panicked. With 16 KiB, once the minimum, such a

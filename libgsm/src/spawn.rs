@@ -294,8 +294,8 @@ where
 {
     let cell: Rc<JoinCell<R>> = JoinCell::new(w);
     let joined = Rc::into_raw(cell.clone()) as usize as u64;
-    let req = core.add_pending(w, fill_join::<R>, |data| data[0] = MaybeUninit::new(joined));
-    core.fiber_result(true);
+    let req = core.pending().add(w, fill_join::<R>, |data| data[0] = MaybeUninit::new(joined));
+    core.pending().fiber_result(true);
     core.send_request(
         w,
         Some(codeptr::offset_of(trampoline::<Spawn<F, R>>() as usize)),
@@ -315,7 +315,7 @@ where
 /// # Safety
 /// `data[0]` must be an `Rc<JoinCell<R>>` raw pointer from `spawn_on::<_, R>`.
 unsafe fn fill_join<R: Wire>(core: &WorkerCore, data: &mut Data, st: u8, body: &[Byte]) {
-    core.fiber_result(false);
+    core.pending().fiber_result(false);
     // SAFETY: per the contract; reclaimed once (the entry completes once).
     let cell = unsafe { Rc::from_raw(data[0].assume_init() as usize as *const JoinCell<R>) };
     // SAFETY: the response to this request carries a moved `R` when OK.
@@ -428,8 +428,8 @@ where
         }
     };
     let joined = Rc::into_raw(cell.clone()) as usize as u64;
-    let req = core.add_pending(w, fill_join::<R>, |data| data[0] = MaybeUninit::new(joined));
-    core.fiber_result(true);
+    let req = core.pending().add(w, fill_join::<R>, |data| data[0] = MaybeUninit::new(joined));
+    core.pending().fiber_result(true);
     let code = Some(codeptr::offset_of(
         trampoline::<SpawnWith<A, F, R>>() as usize
     ));

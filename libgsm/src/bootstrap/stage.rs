@@ -10,7 +10,8 @@
 //! 0 short of a stage another rank has reached, or exits 0 in the middle of its job.
 //!
 //! The channel is a Unix stream socket the wrapper hands down in `GSM_STATE_FD` as `FD:INODE`
-//! (the wrapper's side of the contract is `gsmrun`'s `env::rank::STATE_FD`). A descriptor that is
+//! (the variable and the stage bytes are the launch contract of the `gsm-contract` crate,
+//! which `gsmrun` reads with the same types). A descriptor that is
 //! not a socket with that inode (the variable came down to a process the wrapper did not start)
 //! is never written. Each stage is one byte, sent without blocking and without `SIGPIPE`: a rank
 //! never waits on its wrapper, and one started by hand or by plain `mpirun` sends nothing.
@@ -19,33 +20,11 @@ use std::os::fd::RawFd;
 use std::sync::OnceLock;
 
 /// The variable the rank wrapper sets: `FD:INODE` of this rank's end of the stage channel.
-pub const STATE_FD_VAR: &str = "GSM_STATE_FD";
+pub const STATE_FD_VAR: &str = gsm_contract::table::STATE_FD.name;
 
-/// A stage of a rank's job, as one byte on the channel (`gsmrun`'s `progress::stage` names the
-/// same bytes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum Stage {
-    /// About to initialise MPI and wait for every rank in the bootstrap exchange.
-    Joining = b'J',
-    /// About to start one collective `run`/`spmd` (its first exchange).
-    Run = b'R',
-    /// About to finalise MPI at the end of the job: this rank starts no more runs (it may then
-    /// wait in `MPI_Finalize` for ranks that do, which is why this comes first). In a program
-    /// that owns MPI, its own `MPI_Finalize` says it (`mpi_calls::LeavingMark`).
-    Leaving = b'L',
-    /// MPI given up after a failure (never finalised): the job no longer waits for this rank,
-    /// and has failed even if the process then exits 0 (a program that goes on past the error).
-    Abandoned = b'A',
-    /// The job was found deadlocked (`runtime::quiesce::terminate`): every rank found it in the same
-    /// wave and fails its run with its own report, so the launcher waits a little for the
-    /// others' reports before it ends them.
-    Deadlocked = b'D',
-    /// This rank's run failed because another rank's did: a peer vanished, or told its failure
-    /// (`Error::PeerLost`, `Error::PeerFailed`). The launcher then waits a little for the report
-    /// of the rank whose failure it was, and names that one.
-    Follows = b'F',
-}
+/// A stage of a rank's job, as one byte on the channel: the launch contract's, which `gsmrun`
+/// reads with the same type.
+pub(crate) use gsm_contract::contract::Stage;
 
 /// This rank's end of the channel, found once: `None` when there is none to use.
 fn channel() -> Option<RawFd> {
@@ -75,7 +54,7 @@ pub(crate) fn tell(stage: Stage) {
 fn send_stage(fd: RawFd, stage: Stage) {
     // A failure (the wrapper is gone, or a buffer of some 200 KB is full, which a few bytes per
     // job never fill) loses a stage only for the report of a job that ends anyway.
-    let _ = crate::sys::proc::send_byte_nowait(fd, stage as u8);
+    let _ = crate::sys::proc::send_byte_nowait(fd, stage.byte());
 }
 
 #[cfg(test)]

@@ -111,7 +111,7 @@ pub enum FabricChoice {
 }
 
 /// The environment variable that chooses the fabric.
-pub const FABRIC_VAR: &str = "GSM_FABRIC";
+pub const FABRIC_VAR: &str = gsm_contract::table::FABRIC.name;
 
 impl FabricChoice {
     /// Parses `auto`, `shm`, `tcp`, `ofi` or `verbs` (`rdma` too; case-insensitive), the value
@@ -123,17 +123,18 @@ impl FabricChoice {
             value: s.to_string(),
             reason,
         };
-        match s.trim().to_ascii_lowercase().as_str() {
-            "" | "auto" => Ok(FabricChoice::Auto),
-            "shm" => Ok(FabricChoice::Shm),
-            "tcp" => Ok(FabricChoice::Tcp),
-            "ofi" if cfg!(feature = "ofi") => Ok(FabricChoice::Ofi),
-            "ofi" => Err(err(
+        use gsm_contract::contract::Fabric;
+        match Fabric::parse(s) {
+            Some(Fabric::Auto) => Ok(FabricChoice::Auto),
+            Some(Fabric::Shm) => Ok(FabricChoice::Shm),
+            Some(Fabric::Tcp) => Ok(FabricChoice::Tcp),
+            Some(Fabric::Ofi) if cfg!(feature = "ofi") => Ok(FabricChoice::Ofi),
+            Some(Fabric::Ofi) => Err(err(
                 "this build of Gossamer has no ofi fabric (cargo feature `ofi` of the gossamer \
                  crate, which needs libfabric-dev); expected auto, shm or tcp",
             )),
-            "verbs" | "rdma" if cfg!(feature = "rdma") => Ok(FabricChoice::Verbs),
-            "verbs" | "rdma" => Err(FabricError::NoDevice {
+            Some(Fabric::Verbs) if cfg!(feature = "rdma") => Ok(FabricChoice::Verbs),
+            Some(Fabric::Verbs) => Err(FabricError::NoDevice {
                 value: s.trim().to_string(),
                 looked_for: "this build of Gossamer has no verbs fabric (cargo feature `rdma` of \
                              the gossamer crate, which needs libibverbs-dev); on RDMA hardware \
@@ -141,7 +142,7 @@ impl FabricChoice {
                              cxi, psm3)"
                     .to_string(),
             }),
-            _ => Err(err("expected auto, shm, tcp, ofi or verbs")),
+            None => Err(err("expected auto, shm, tcp, ofi or verbs")),
         }
     }
 

@@ -25,7 +25,7 @@ pub(crate) fn block_on<U: Wire>(
     // Every later access to `out` goes through this one raw pointer (the completer's write and
     // our reads), so no reference to `out` is invalidated by the completer's write.
     let outp: *mut (bool, MaybeUninit<Result<U, DelegationError>>) = &mut out;
-    let req = core.add_pending(dest, fill_fiber::<U>, |data| {
+    let req = core.pending().add(dest, fill_fiber::<U>, |data| {
         data[0] = MaybeUninit::new(u64::from(fiber));
         data[1] = MaybeUninit::new(outp as usize as u64);
     });
@@ -81,7 +81,7 @@ pub(super) unsafe fn fill_callback<U: Wire, G: FnOnce(Result<U, DelegationError>
     st: u8,
     body: &[Byte],
 ) {
-    core.then_answered();
+    core.pending().then_answered();
     let g: G = if inline_fits::<G>() {
         // SAFETY: `push_callback` wrote a `G` into `data` (it fits) and it is read once.
         unsafe { std::ptr::read(data.as_ptr().cast::<G>()) }
@@ -103,7 +103,7 @@ pub(super) fn push_callback<U: Wire, G: FnOnce(Result<U, DelegationError>) + 'st
     dest: usize,
     g: G,
 ) -> u32 {
-    core.add_pending(dest, fill_callback::<U, G>, |data: &mut Data| {
+    core.pending().add(dest, fill_callback::<U, G>, |data: &mut Data| {
         if inline_fits::<G>() {
             // SAFETY: `G` fits in `data` in size and alignment (checked above).
             unsafe { std::ptr::write(data.as_mut_ptr().cast::<G>(), g) };

@@ -318,7 +318,7 @@ impl<T: Send + 'static> Trust<T> {
     ) -> Result<U, DelegationError> {
         let core = blocking_core(what)?;
         if self.local(core) {
-            return core.run_keyed::<T, U>(self.idx, self.gn, self.key(), f);
+            return serve::run_keyed::<T, U>(core, self.idx, self.gn, self.key(), f);
         }
         if !self.current(core) {
             return Err(DelegationError::DeadProperty);
@@ -393,7 +393,7 @@ impl<T: Send + 'static> Trust<T> {
     ) -> Result<U, DelegationError> {
         let core = blocking_core(what)?;
         if self.local(core) {
-            return core.run_keyed::<T, U>(self.idx, self.gn, self.key(), move |t| f(t, arg));
+            return serve::run_keyed::<T, U>(core, self.idx, self.gn, self.key(), move |t| f(t, arg));
         }
         if !self.current(core) {
             return Err(DelegationError::DeadProperty);
@@ -494,7 +494,7 @@ impl<T: Send + 'static> Trust<T> {
         if self.local(core) {
             // The callback in callback context, as when the answer comes from another worker:
             // the same callback may not block there, so it may not here either.
-            core.run_keyed_then::<T, U>(self.idx, self.gn, self.key(), f, then);
+            serve::run_keyed_then::<T, U>(core, self.idx, self.gn, self.key(), f, then);
             return;
         }
         self.send_then(core, f, then);
@@ -515,7 +515,7 @@ impl<T: Send + 'static> Trust<T> {
         let f = move |t: &mut T| tasks::within(scope, || f(t));
         let then = move |r: Result<U, DelegationError>| tasks::callback(scope, || then(r));
         if self.local(core) {
-            core.run_keyed_then::<T, U>(self.idx, self.gn, self.key(), f, then);
+            serve::run_keyed_then::<T, U>(core, self.idx, self.gn, self.key(), f, then);
             return;
         }
         self.send_then(core, f, then);
@@ -577,7 +577,7 @@ impl<T: Send + 'static> Trust<T> {
             return self.scoped_with_then(core, scope, arg, f, then);
         }
         if self.local(core) {
-            core.run_keyed_then::<T, U>(self.idx, self.gn, self.key(), move |t| f(t, arg), then);
+            serve::run_keyed_then::<T, U>(core, self.idx, self.gn, self.key(), move |t| f(t, arg), then);
             return;
         }
         self.send_with_then(core, arg, f, then);
@@ -598,7 +598,7 @@ impl<T: Send + 'static> Trust<T> {
         let f = move |t: &mut T, a: A| tasks::within(scope, || f(t, a));
         let then = move |r: Result<U, DelegationError>| tasks::callback(scope, || then(r));
         if self.local(core) {
-            core.run_keyed_then::<T, U>(self.idx, self.gn, self.key(), move |t| f(t, arg), then);
+            serve::run_keyed_then::<T, U>(core, self.idx, self.gn, self.key(), move |t| f(t, arg), then);
             return;
         }
         self.send_with_then(core, arg, f, then);

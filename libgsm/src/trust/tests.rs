@@ -67,7 +67,7 @@ fn tramp_apply_of<T: Send + 'static, U: Wire, F: FnOnce(&mut T) -> U + Copy>(
 }
 
 /// Requests of one closure type to one trustee reach it in runs that one trampoline call
-/// serves (`WorkerCore::serve_run`): each must still be answered as if served alone, in
+/// serves (`trust::serve::serve_run`): each must still be answered as if served alone, in
 /// order, with its own property looked up, a dead name refused, and a property that a
 /// closure of the run poisoned refusing the rest of the run.
 #[test]

@@ -172,7 +172,7 @@ impl WorkerCore {
             if !pointers && st == status::OK {
                 return self.result_by_its_bytes(from, req);
             }
-            self.prefetch_pending(req);
+            self.pending.prefetch(req);
             if let Some((r, s, b)) = held[i % AHEAD].replace((req, st, body)) {
                 self.complete_one(from, r, s, b);
             }
@@ -194,23 +194,42 @@ impl WorkerCore {
         }
     }
 
-    /// Hints the CPU to fetch pending slot `req` (no access, no effect on unknown ids).
-    #[inline(always)]
-    pub(super) fn prefetch_pending(&self, req: u32) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let p = self.pending.borrow();
-            if let Some(s) = p.0.get(req as usize) {
-                // SAFETY: a prefetch reads nothing architecturally and cannot fault.
-                unsafe {
-                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                        (s as *const PendingSlot).cast::<i8>(),
-                    );
-                }
-            }
+    /// Completes pending request `req` (runs its completer as a callback). Returns `false`, and
+    /// does nothing, if no request `req` is waiting for an answer from worker `from`.
+    #[inline]
+    #[must_use]
+    pub(crate) fn complete(&self, from: usize, req: u32, st: u8, body: &[Byte]) -> bool {
+        let Some((c, mut data)) = self.pending.take(from, req) else {
+            return false;
+        };
+        // SAFETY: `c` and `data` were registered together by `Pending::add`, and the entry is
+        // completed once (`take` took it out). `st`/`body` are the response to it.
+        let r = self
+            .context
+            .caught(CALLBACK, || unsafe { c(self, &mut data, st, body) });
+        if let Err(e) = r {
+            std::panic::resume_unwind(e);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = req;
+        true
+    }
+
+    /// Completes request `req` with a response from worker `from`; a response that no request
+    /// is waiting for (an unknown id, or one answered already) breaks the protocol: answers
+    /// cannot be matched any more, so the job ends with a report rather than go on unsure.
+    #[inline(always)]
+    pub(super) fn complete_from(&self, from: usize, req: u32, st: u8, body: &[Byte]) {
+        if !self.complete(from, req, st, body) {
+            self.unexpected_response(from, req);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    pub(super) fn unexpected_response(&self, from: usize, req: u32) {
+        self.ring_broken(
+            from,
+            &format!("a response to request {req}, which is not waiting for one from it"),
+        );
     }
 
     /// Completes one response record (fetching a far body first).
@@ -374,7 +393,7 @@ impl WorkerCore {
             }
         };
         if let Some(v) = dead {
-            let r = caught_at(&self.context, DELEGATED, move || drop(v));
+            let r = self.context.caught(DELEGATED, move || drop(v));
             if let Err(e) = r {
                 std::panic::resume_unwind(e);
             }

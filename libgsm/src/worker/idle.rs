@@ -28,7 +28,7 @@ impl WorkerCore {
         self.sleepers.borrow().is_empty()
             && self.timers.borrow().is_empty()
             && self.reactor.waiting() == 0
-            && self.outstanding.get() == self.fiber_results.get()
+            && self.pending.settled()
             && !self.has_incoming()
             && !self
                 .out_req

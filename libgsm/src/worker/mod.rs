@@ -53,7 +53,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::mem::{ManuallyDrop, MaybeUninit};
+use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -65,8 +65,8 @@ use crate::fiber::{self, Co, StackPool};
 use crate::property::{PropertyTable, Toggle};
 use crate::wire::codeptr;
 use crate::wire::record::{
-    Body, Byte, CONTROL, Large, MAX_TABLE, OutQueue, Partial, RELEASE, RESP_CONT, Request,
-    RequestReader, ResponseReader, SER, SER_STATUS, SMALL, Sink, Src, classify,
+    Body, Byte, CONTROL, Large, MAX_TABLE, OutQueue, Partial, RELEASE, Request, RequestReader,
+    ResponseReader, SER, SER_STATUS, Sink, Src, classify,
     parked_by_responses,
 };
 use crate::wire::ring::{Consumer, Producer};
@@ -140,18 +140,6 @@ const LOOK_GAP: Duration = Duration::from_micros(1);
 /// more than its half of the worker.
 const MAX_SHARE: u32 = 1 << 14;
 
-/// `apply_then` requests one worker may have unanswered before a fiber that issues one more
-/// waits (polling, so answers come in and run their callbacks) until fewer are: the pending
-/// queue's bound of the thesis (§3.2.4: the issuing fiber yields when its pending queue is
-/// full). Without it nothing bounded them: a fiber that issues faster than it is answered and
-/// yields rarely piled up pending entries, and answers queued on the trustee (whose full
-/// response ring the client empties only at its rare polls), by the million, and ran slower
-/// than with the bound. A full ring of continuations, like [`MAX_SHARE`]: 16 384 entries take
-/// 0.7 MB here, and at the tcp fabric's 50-80 us round trip they still allow 200 M requests/s.
-/// Blocking requests (`apply`, `join`) are not counted: each holds a fiber, so fibers bound
-/// them, and a spawned fiber's answer may wait on work that the spawner has yet to issue.
-pub(crate) const MAX_THEN_IN_FLIGHT: usize = 1 << 14;
-
 /// A share larger than this many applies is handed out this many at a time, with a look at the
 /// clock in between (see [`SHARE_TIME`]): rare enough that the clock reads do not show in a
 /// loop of inline applies, as they did at 64.
@@ -169,13 +157,6 @@ const SHARE_TIME: Duration = Duration::from_millis(1);
 pub(crate) fn sender_bit(local: usize) -> u64 {
     1 << local.min(63)
 }
-
-/// One level of delegated closure, and one of callback, in `WorkerCore::context`.
-const DELEGATED: u64 = 1;
-const CALLBACK: u64 = 1 << 32;
-
-/// Results of a run of requests (`WorkerCore::serve_run`) staged together.
-const RUN_GROUP: usize = 16;
 
 /// The request-id field of a reference-counting (`CONTROL`) record says which kind it is: a
 /// registration of a trust made from another, or a release (see `property.rs`).
@@ -196,10 +177,6 @@ pub(crate) mod status {
     pub const WIRE: u8 = 6;
 }
 
-/// Inline storage of a pending entry.
-pub(crate) type Data = [MaybeUninit<u64>; 4];
-/// Completes a pending entry with `(status, body)`, on the worker that made it.
-pub(crate) type Completer = unsafe fn(&WorkerCore, &mut Data, u8, &[Byte]);
 /// The shape of every trampoline (`entry.rs`; the kinds of request are in `trust/serve.rs`,
 /// `spawn.rs` and `mail.rs`): the worker, the client, the record, and the rest of its batch, from
 /// which a trampoline may serve the plain records of its own kind that follow (see
@@ -219,27 +196,6 @@ impl Drop for OutOfFiber<'_> {
         self.0.current.set(None);
         fiber::clear_current();
     }
-}
-
-/// A value alone in its cache line: its neighbours in a struct are not next to it, so the
-/// compiler cannot merge an update of it with one of theirs into one wide load and store.
-#[repr(align(64))]
-struct Lone<T>(T);
-
-impl<T> std::ops::Deref for Lone<T> {
-    type Target = T;
-    #[inline(always)]
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
-#[derive(Debug)]
-struct PendingSlot {
-    complete: Option<Completer>,
-    data: Data,
-    /// The worker the request went to: only its response completes the entry.
-    dest: u32,
 }
 
 /// The ring ends one worker holds.
@@ -324,16 +280,8 @@ pub(crate) struct WorkerCore {
     /// Set while [`teardown`](Self::teardown) drops the unfinished fibers (see [`fiber_panic`]).
     dropping_fibers: Cell<bool>,
     stacks: RefCell<StackPool>,
-    /// How deep the running code is in delegated closures (`DELEGATED` each, the low half) and
-    /// in callbacks (`CALLBACK` each, the high half); 0 outside both. One word, so that an
-    /// inline `apply_then` enters its closure's and then its callback's context with one store
-    /// each and leaves with one.
-    ///
-    /// Alone in its cache line ([`Lone`]): next to the `pending` table's borrow flag, the
-    /// compiler merged `complete`'s release of that borrow and its step into callback context
-    /// into one 16-byte load and store, and the load, overlapping the flag's 8-byte store just
-    /// before it, waited for that store to retire (a failed store-to-load forward).
-    context: Lone<Cell<u64>>,
+    /// How deep the running code is in delegated closures and callbacks.
+    context: Context,
     out_req: Vec<RefCell<OutQueue>>,
     out_resp: Vec<RefCell<OutQueue>>,
     req_in: Vec<RefCell<Option<Consumer>>>,
@@ -343,14 +291,8 @@ pub(crate) struct WorkerCore {
     /// Large records being reassembled, per incoming remote ring.
     partial_req: Vec<RefCell<Option<Partial>>>,
     partial_resp: Vec<RefCell<Option<Partial>>>,
-    pending: RefCell<(Vec<PendingSlot>, Vec<u32>)>,
-    /// Pending requests not yet answered.
-    outstanding: Cell<usize>,
-    /// Of those, `spawn_on`s to other workers: answered when the fiber they started there ends,
-    /// they wait for that fiber, which its worker's quiet report covers, not for anything in
-    /// flight, so they do not keep this worker from being quiet (a fiber suspended for ever
-    /// there is a deadlock, or at the end of the run a fiber left behind, as on this worker).
-    fiber_results: Cell<usize>,
+    /// This worker's requests awaiting an answer.
+    pending: Pending,
     /// This worker's quiet report stands (`Shared::quiet`); see [`not_quiet`](Self::not_quiet).
     reported: Cell<bool>,
     /// Fibers suspended in [`crate::wait_for`], with their conditions (see
@@ -367,8 +309,6 @@ pub(crate) struct WorkerCore {
     /// whose fibers wait for a sleeper is no deadlock), and an idle worker sleeps until the first.
     timers: RefCell<std::collections::BTreeMap<(Instant, u64), u32>>,
     timer_seq: Cell<u64>,
-    /// Of those, `apply_then` requests (see [`MAX_THEN_IN_FLIGHT`]).
-    then_in_flight: Cell<usize>,
     /// Closures run inline since the last poll from a fiber, counted from minus the fibers' share
     /// that poll granted (`poll_flushing`), or `INLINE_POLL` when the loopback queue has work
     /// that must run before the next inline closure (see [`WorkerCore::inline_ran`]).
@@ -535,7 +475,7 @@ impl WorkerCore {
             current: Cell::new(None),
             dropping_fibers: Cell::new(false),
             stacks: RefCell::new(StackPool::new(stack)),
-            context: Lone(Cell::new(0)),
+            context: Context::default(),
             out_req,
             out_resp,
             req_in: ends.req_in.into_iter().map(RefCell::new).collect(),
@@ -543,16 +483,13 @@ impl WorkerCore {
             partial_req: (0..count).map(|_| RefCell::new(None)).collect(),
             partial_resp: (0..count).map(|_| RefCell::new(None)).collect(),
             remote,
-            pending: RefCell::new((Vec::new(), Vec::new())),
-            outstanding: Cell::new(0),
-            fiber_results: Cell::new(0),
+            pending: Pending::default(),
             reported: Cell::new(false),
             waiting: RefCell::new(Vec::new()),
             waiters: Cell::new(0),
             sleepers: RefCell::new(Vec::new()),
             timers: RefCell::new(std::collections::BTreeMap::new()),
             timer_seq: Cell::new(0),
-            then_in_flight: Cell::new(0),
             inline_runs: Cell::new(0),
             served: Cell::new(0),
             serving_foreign: Cell::new(false),
@@ -686,6 +623,49 @@ impl WorkerCore {
     pub(crate) fn unwinding_fibers(&self) -> bool {
         self.dropping_fibers.get() && self.current.get().is_none()
     }
+
+    /// The execution context of the running code (delegated closure, callback, or neither).
+    #[inline(always)]
+    pub(crate) fn context(&self) -> &Context {
+        &self.context
+    }
+
+    /// This worker's requests awaiting an answer.
+    #[inline(always)]
+    pub(crate) fn pending(&self) -> &Pending {
+        &self.pending
+    }
+
+    /// Whether the caller may suspend: on a fiber, not inside a delegated closure or callback.
+    #[inline]
+    pub(crate) fn can_block(&self) -> bool {
+        self.current.get().is_some() && self.context.outside()
+    }
+
+    /// Whether requests to self must be deferred to the loopback queue (a property closure or
+    /// callback is running on this worker).
+    #[inline]
+    pub(crate) fn must_defer(&self) -> bool {
+        self.context.in_delegated()
+    }
+
+    /// Whether a delegated closure or a callback is running on this worker.
+    #[inline]
+    pub(crate) fn delegated_or_callback(&self) -> bool {
+        !self.context.outside()
+    }
+
+    /// Panics with [`BLOCKING_IN_DELEGATED`] unless the caller may block.
+    #[inline]
+    #[track_caller]
+    pub(crate) fn assert_can_block(&self) {
+        if !self.can_block() {
+            cannot_block(
+                self.unwinding_fibers(),
+                self.current.get().is_none() && self.context.outside(),
+            );
+        }
+    }
 }
 
 /// The panic of [`WorkerCore::assert_can_block`]: in a destructor of a fiber that an ended run
@@ -719,21 +699,6 @@ fn cannot_block(unwinding: bool, outside: bool) -> ! {
 #[track_caller]
 fn no_such_worker(op: &str, w: usize, count: usize) -> ! {
     panic!("{op}: worker {w} does not exist (this job has {count} workers)")
-}
-
-/// Runs `f` one level deeper in `depth` (`WorkerCore::context`: `step` is [`DELEGATED`] or
-/// [`CALLBACK`]), catching a panic, and puts the level back as it was.
-///
-/// The level is restored by storing the value read before, not by a decrement: an increment and
-/// a decrement of the same word are two dependent read-modify-writes per closure, and in a loop of
-/// inline applies they made a chain through memory that every iteration waited on.
-#[inline(always)]
-fn caught_at<R>(depth: &Cell<u64>, step: u64, f: impl FnOnce() -> R) -> std::thread::Result<R> {
-    let level = depth.get();
-    depth.set(level + step);
-    let r = catch_unwind(AssertUnwindSafe(f));
-    depth.set(level);
-    r
 }
 
 #[cold]
@@ -803,7 +768,7 @@ pub(crate) mod entry;
 mod id;
 mod idle;
 pub(crate) mod mailbox;
-mod pending;
+pub(crate) mod pending;
 mod poll;
 pub(crate) mod reactor;
 mod sched;
@@ -812,8 +777,11 @@ mod shared;
 pub(crate) mod tasks;
 mod teardown;
 
+use context::Context;
+pub(crate) use context::{CALLBACK, DELEGATED};
 pub use id::WorkerId;
 pub(crate) use id::home;
+pub(crate) use pending::{Data, MAX_THEN_IN_FLIGHT, Pending};
 pub(crate) use shared::{Place, Shared};
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ impl WorkerCore {
     /// Returns what `f` returned, or `otherwise` after a panic.
     #[inline(always)]
     pub(crate) fn guarded<R>(&self, otherwise: R, f: impl FnOnce() -> R) -> R {
-        match caught_at(&self.context, CALLBACK, f) {
+        match self.context.caught(CALLBACK, f) {
             Ok(r) => r,
             Err(p) => {
                 self.callback_panicked(&*p);
@@ -40,7 +40,7 @@ impl WorkerCore {
     /// this worker.
     #[cold]
     #[inline(never)]
-    pub(super) fn callback_panicked(&self, p: &(dyn std::any::Any + Send)) {
+    pub(crate) fn callback_panicked(&self, p: &(dyn std::any::Any + Send)) {
         self.shared.fail(Error::Panicked {
             rank: self.shared.place.rank,
             worker: self.id,

@@ -104,14 +104,6 @@ impl WorkerCore {
             && ((r < 0 && self.empty_looks.get() == 0) || self.share_left.get() > 0)
     }
 
-    /// Counts a pending `spawn_on` request in (`true`, once registered) or out (`false`, when
-    /// its answer completes it); see `fiber_results`.
-    pub(crate) fn fiber_result(&self, pending: bool) {
-        let n = self.fiber_results.get();
-        self.fiber_results
-            .set(if pending { n + 1 } else { n.saturating_sub(1) });
-    }
-
     /// Suspends the running fiber until `done()` holds (someone must wake it).
     #[track_caller]
     pub(crate) fn wait_until(&self, done: impl Fn() -> bool) {
@@ -267,7 +259,7 @@ impl WorkerCore {
     /// there answers `BlockingInDelegatedContext`. A panic in `cond` is caught, with the
     /// level put back, for the caller to raise in the fiber.
     pub(super) fn condition(&self, cond: &mut dyn FnMut() -> bool) -> std::thread::Result<bool> {
-        caught_at(&self.context, CALLBACK, cond)
+        self.context.caught(CALLBACK, cond)
     }
 
     /// Makes ready every fiber in [`wait_for`](Self::wait_for) whose condition holds; returns

@@ -68,17 +68,9 @@ impl WorkerCore {
     /// ones, a fiber that may block waits until fewer are.
     #[inline]
     pub(crate) fn then_issued(&self) {
-        let n = self.then_in_flight.get() + 1;
-        self.then_in_flight.set(n);
-        if n > MAX_THEN_IN_FLIGHT && self.can_block() {
-            self.wait_for_room(|| self.then_in_flight.get() <= MAX_THEN_IN_FLIGHT);
+        if self.pending.then_issued() && self.can_block() {
+            self.wait_for_room(|| self.pending.then_room());
         }
-    }
-
-    /// Counts the answer to an `apply_then` request (its completer runs).
-    #[inline]
-    pub(crate) fn then_answered(&self) {
-        self.then_in_flight.set(self.then_in_flight.get() - 1);
     }
 
     /// Back-pressure for a fiber that issues faster than its requests are taken or answered:
@@ -102,6 +94,14 @@ impl WorkerCore {
         self.out_resp[client]
             .borrow_mut()
             .push_response(req, st, body);
+    }
+
+    /// Stages the results `done` of requests of `client` in this rank, moved (status OK).
+    #[inline(always)]
+    pub(crate) fn respond_values<U>(&self, client: usize, done: &[(u32, ManuallyDrop<U>)]) {
+        self.out_resp[client]
+            .borrow_mut()
+            .push_value_responses(status::OK, done);
     }
 
     /// Stages the response carrying `r` to `client`: the bytes of `U` moved (same rank), or its

@@ -53,7 +53,7 @@ impl WorkerCore {
         // reported as one during the run is (`toggle`), not lost.
         let vals = self.props.borrow_mut().drain();
         for v in vals {
-            if let Err(p) = caught_at(&self.context, DELEGATED, move || drop(v)) {
+            if let Err(p) = self.context.caught(DELEGATED, move || drop(v)) {
                 self.callback_panicked(&*p);
             }
         }

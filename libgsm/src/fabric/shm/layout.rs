@@ -78,10 +78,8 @@ pub(super) const E_BYTES: usize = 24;
 pub(super) const MAX_JOB_ID: usize = 240;
 
 /// The name of `rank`'s segment in job `job_id`, without the leading slash: the file name under
-/// `/dev/shm`. `gsmrun` removes `/dev/shm/{job_id}-r*` after a job, so the two must agree.
-pub fn segment_name(job_id: &str, rank: u32) -> String {
-    format!("{job_id}-r{rank}")
-}
+/// `/dev/shm`, as the launch contract names it (`gsmrun` removes such files after a crash).
+pub use gsm_contract::contract::segment_name;
 
 /// Where the segment appears in the file system (for messages).
 pub(super) fn segment_path(name: &str) -> String {

@@ -345,8 +345,3 @@ fn a_board_word_outside_the_board_is_refused() {
         s.sealed();
     }
 }
-
-#[test]
-fn segment_names_match_gsmrun_s_contract() {
-    assert_eq!(segment_name("gsm-12-ab", 3), "gsm-12-ab-r3");
-}

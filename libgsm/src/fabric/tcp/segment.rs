@@ -34,10 +34,8 @@ const H_SLOT_SIZE: usize = 20;
 const H_RINGS: usize = 24;
 const H_READY: usize = 28;
 
-/// The file name of `rank`'s tcp segment in job `job_id`.
-pub fn segment_name(job_id: &str, rank: u32) -> String {
-    format!("{job_id}-r{rank}-tcp")
-}
+/// The file name of `rank`'s tcp segment in job `job_id`, as the launch contract names it.
+pub use gsm_contract::contract::tcp_segment_name as segment_name;
 
 /// The rings of rank `c` (of this rank's group) that another rank of the group fills: (remote
 /// source worker, `c`'s consuming worker, lane), in segment order.
