@@ -27,6 +27,10 @@ pub enum Fold {
     AllOk,
     /// `INFO`: the key count goes into the text.
     Info,
+    /// One array of every shard's values (`KEYS`).
+    Concat,
+    /// The first non-nil answer (`RANDOMKEY`).
+    First,
 }
 
 /// What a request asks for.
@@ -40,6 +44,8 @@ pub enum Plan {
     Split(Split),
     /// The same operation on every shard.
     Every(Op, Fold),
+    /// `SCAN`: the keys of shard `shard` (the cursor), answered with the next cursor.
+    Scan { shard: u64, op: Op },
     /// `CLIENT ...`: answered by the connection (`client.rs`).
     Client(Vec<Vec<u8>>),
     /// `QUIT`: answer `OK` and close.
@@ -61,7 +67,7 @@ fn arity(name: &str) -> Plan {
 }
 
 /// Redis's reply to a command it does not know.
-fn unknown(args: &[Vec<u8>]) -> Plan {
+pub(super) fn unknown(args: &[Vec<u8>]) -> Plan {
     let mut rest = String::new();
     for a in &args[1..] {
         if rest.len() >= 128 {
@@ -94,6 +100,12 @@ fn int_arg(arg: &[u8]) -> Result<i64, Plan> {
 /// The plan of one request (`args` is not empty).
 pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    if strings::NAMES.contains(&name.as_str()) {
+        return strings::plan(&name, args);
+    }
+    if keyspace::NAMES.contains(&name.as_str()) {
+        return keyspace::plan(&name, args);
+    }
     let n = args.len();
     let fixed = |want: usize| n == want;
     match name.as_str() {
@@ -138,6 +150,7 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
         }),
         "echo" if fixed(2) => reply(|o| resp::bulk(o, &args[1])),
         "quit" => Plan::Quit,
+        "hello" => hello(&args),
         "shutdown" => shutdown(&args),
         "select" if fixed(2) => match int_arg(&args[1]) {
             Err(e) => e,
@@ -333,6 +346,46 @@ fn setex(name: &str, args: Vec<Vec<u8>>) -> Plan {
     )
 }
 
+/// `HELLO [protover]`: protocol 2 (this store speaks RESP2 only, so 3 is refused as Redis
+/// refuses a version it does not speak, and clients fall back to 2). Authentication and
+/// `SETNAME` options are not taken.
+fn hello(args: &[Vec<u8>]) -> Plan {
+    if let Some(v) = args.get(1) {
+        match parse_i64(v) {
+            Some(2) => {}
+            Some(_) => return error("NOPROTO unsupported protocol version"),
+            None => return error("ERR Protocol version is not an integer or out of range"),
+        }
+    }
+    if let Some(opt) = args.get(2) {
+        return error(&format!(
+            "ERR Syntax error in HELLO option '{}'",
+            String::from_utf8_lossy(opt)
+        ));
+    }
+    reply(|o| {
+        let fields: [(&str, &str); 6] = [
+            ("server", "redis"),
+            ("version", "7.0.0"),
+            ("proto", ""),
+            ("id", ""),
+            ("mode", "standalone"),
+            ("role", "master"),
+        ];
+        resp::array(o, 14);
+        for (k, v) in fields {
+            resp::bulk(o, k.as_bytes());
+            match k {
+                "proto" => resp::integer(o, 2),
+                "id" => resp::integer(o, 0),
+                _ => resp::bulk(o, v.as_bytes()),
+            }
+        }
+        resp::bulk(o, b"modules");
+        resp::array(o, 0);
+    })
+}
+
 /// `COMMAND`, `COMMAND COUNT`, `COMMAND DOCS`: enough for `redis-cli` to start (it falls back to
 /// its own help when the documentation is empty).
 fn command(args: &[Vec<u8>]) -> Plan {
@@ -418,5 +471,7 @@ fn config(args: &[Vec<u8>]) -> Plan {
     }
 }
 
+mod keyspace;
+mod strings;
 #[cfg(test)]
 mod tests;

@@ -192,6 +192,7 @@ fn take_requests(
             Plan::One(key, op) => dispatch::one(batch, &ctx.shards, &key, op),
             Plan::Split(split) => dispatch::split(batch, &ctx.shards, split),
             Plan::Every(op, fold) => dispatch::every(batch, &ctx.shards, &op, fold),
+            Plan::Scan { shard, op } => dispatch::scan(batch, &ctx.shards, shard, op),
             Plan::Client(args) => {
                 let mut reply = Vec::new();
                 client::command(me, &args, &mut reply);

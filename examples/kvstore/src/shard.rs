@@ -104,6 +104,22 @@ pub enum Op {
     Ttl(Vec<u8>, bool),
     DbSize,
     FlushAll,
+    /// `GETEX`: the value, with its time to live changed (`None`: unchanged; `Clear`: `PERSIST`).
+    GetEx(Vec<u8>, Option<Ttl>),
+    /// `INCRBYFLOAT` by a number the planner checked.
+    IncrByFloat(Vec<u8>, Vec<u8>),
+    GetRange(Vec<u8>, i64, i64),
+    /// `SETRANGE` at an offset the planner checked (not negative).
+    SetRange(Vec<u8>, u64, Vec<u8>),
+    Append(Vec<u8>, Vec<u8>),
+    StrLen(Vec<u8>),
+    Type(Vec<u8>),
+    /// `KEYS pattern`, or one shard's whole part of `SCAN` (`MATCH`, `TYPE`).
+    Keys {
+        pattern: Option<Vec<u8>>,
+        kind: Option<Vec<u8>>,
+    },
+    RandomKey,
 }
 
 /// What a shard answers.
@@ -114,6 +130,8 @@ pub enum Answer {
     Int(i64),
     Bulk(Vec<u8>),
     Values(Vec<Option<Vec<u8>>>),
+    /// A status reply (`+string`).
+    Status(String),
     /// An error reply's text (`ERR ...`).
     Error(String),
 }
@@ -171,6 +189,9 @@ impl Shard {
                     ttl: Ttl::Expire(_),
                     ..
                 } | Op::Expire(..)
+                    | Op::GetEx(_, Some(Ttl::Expire(_)))
+                    | Op::Keys { .. }
+                    | Op::RandomKey
             );
         let now = if needs_clock { now_ms() } else { 0 };
         match op {
@@ -232,6 +253,18 @@ impl Shard {
                 self.purge_expired();
                 Answer::Int(self.map.len() as i64)
             }
+            Op::GetEx(key, ttl) => self.get_ex(&key, ttl, now),
+            Op::IncrByFloat(key, by) => match strings::parse_float(&by) {
+                Some(by) => self.incr_by_float(key, by, now),
+                None => Answer::Error("ERR value is not a valid float".into()),
+            },
+            Op::GetRange(key, start, end) => self.get_range(&key, start, end, now),
+            Op::SetRange(key, offset, value) => self.set_range(key, offset as usize, &value, now),
+            Op::Append(key, value) => self.append(key, &value, now),
+            Op::StrLen(key) => self.str_len(&key, now),
+            Op::Type(key) => self.key_type(&key, now),
+            Op::Keys { pattern, kind } => self.keys(pattern.as_deref(), kind.as_deref(), now),
+            Op::RandomKey => self.random_key(now),
             Op::FlushAll => {
                 self.map = HashMap::new();
                 self.with_ttl = 0;
@@ -362,5 +395,7 @@ pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
     text.parse().ok()
 }
 
+mod keyspace;
+pub mod strings;
 #[cfg(test)]
 mod tests;
