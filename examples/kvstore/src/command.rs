@@ -6,7 +6,7 @@
 //! (`dispatch.rs` does), and it keeps no state: the replies it makes on the spot are those that
 //! need no key (`PING`, `ECHO`, `COMMAND`, `CONFIG GET`, `SELECT 0`, `CLIENT ...`).
 
-use crate::shard::{Cond, NOT_INTEGER, Op, Ttl, parse_i64};
+use crate::shard::{Cond, ExpireIf, NOT_INTEGER, Op, Ttl, When, now_ms, parse_i64};
 use crate::{glob, resp};
 
 /// Keys spread over shards by a multi-key command.
@@ -27,6 +27,10 @@ pub enum Fold {
     AllOk,
     /// `INFO`: the key count goes into the text.
     Info,
+    /// One array of every shard's values (`KEYS`).
+    Concat,
+    /// The first non-nil answer (`RANDOMKEY`).
+    First,
 }
 
 /// What a request asks for.
@@ -40,6 +44,10 @@ pub enum Plan {
     Split(Split),
     /// The same operation on every shard.
     Every(Op, Fold),
+    /// `SCAN`: the keys of shard `shard` (the cursor), answered with the next cursor.
+    Scan { shard: u64, op: Op },
+    /// `CLIENT ...`: answered by the connection (`client.rs`).
+    Client(Vec<Vec<u8>>),
     /// `QUIT`: answer `OK` and close.
     Quit,
     /// `SHUTDOWN [NOSAVE|SAVE]`: stop every rank of the job.
@@ -59,7 +67,7 @@ fn arity(name: &str) -> Plan {
 }
 
 /// Redis's reply to a command it does not know.
-fn unknown(args: &[Vec<u8>]) -> Plan {
+pub(super) fn unknown(args: &[Vec<u8>]) -> Plan {
     let mut rest = String::new();
     for a in &args[1..] {
         if rest.len() >= 128 {
@@ -92,11 +100,18 @@ fn int_arg(arg: &[u8]) -> Result<i64, Plan> {
 /// The plan of one request (`args` is not empty).
 pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    if strings::NAMES.contains(&name.as_str()) {
+        return strings::plan(&name, args);
+    }
+    if keyspace::NAMES.contains(&name.as_str()) {
+        return keyspace::plan(&name, args);
+    }
     let n = args.len();
     let fixed = |want: usize| n == want;
     match name.as_str() {
         "get" if fixed(2) => Plan::One(args[1].clone(), Op::Get(args.swap_remove(1))),
         "set" if n >= 3 => set(args),
+        "setex" | "psetex" if fixed(4) => setex(&name, args),
         "del" if n >= 2 => Plan::Split(Split::Del(args.split_off(1))),
         "exists" if n >= 2 => Plan::Split(Split::Exists(args.split_off(1))),
         "incr" | "decr" if fixed(2) => {
@@ -121,22 +136,7 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
             }
             Plan::Split(Split::MSet(pairs))
         }
-        "expire" | "pexpire" if fixed(3) => match int_arg(&args[2]) {
-            Err(e) => e,
-            Ok(t) => {
-                let ms = if name == "expire" {
-                    t.saturating_mul(1000)
-                } else {
-                    t
-                };
-                args.truncate(2);
-                Plan::One(args[1].clone(), Op::Expire(args.swap_remove(1), ms))
-            }
-        },
-        "expire" | "pexpire" if n > 3 => error(&format!(
-            "ERR Unsupported option {}",
-            String::from_utf8_lossy(&args[3])
-        )),
+        "expire" | "pexpire" | "expireat" | "pexpireat" if n >= 3 => expire(&name, args),
         "ttl" | "pttl" if fixed(2) => Plan::One(
             args[1].clone(),
             Op::Ttl(args.swap_remove(1), name == "pttl"),
@@ -150,6 +150,7 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
         }),
         "echo" if fixed(2) => reply(|o| resp::bulk(o, &args[1])),
         "quit" => Plan::Quit,
+        "hello" => hello(&args),
         "shutdown" => shutdown(&args),
         "select" if fixed(2) => match int_arg(&args[1]) {
             Err(e) => e,
@@ -158,10 +159,11 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
         },
         "command" => command(&args),
         "config" if n >= 2 => config(&args),
-        "client" if n >= 2 => reply(|o| resp::simple(o, "OK")),
+        "client" if n >= 2 => Plan::Client(args),
         "get" | "set" | "del" | "exists" | "incr" | "decr" | "incrby" | "decrby" | "mget"
-        | "mset" | "expire" | "pexpire" | "ttl" | "pttl" | "dbsize" | "flushall" | "flushdb"
-        | "ping" | "echo" | "select" | "config" | "client" => arity(&name),
+        | "mset" | "expire" | "pexpire" | "expireat" | "pexpireat" | "setex" | "psetex" | "ttl"
+        | "pttl" | "dbsize" | "flushall" | "flushdb" | "ping" | "echo" | "select" | "config"
+        | "client" => arity(&name),
         _ => unknown(&args),
     }
 }
@@ -189,40 +191,126 @@ fn shutdown(args: &[Vec<u8>]) -> Plan {
     Plan::Shutdown
 }
 
-/// `SET key value [NX|XX] [GET] [EX s|PX ms|KEEPTTL]`
+/// `invalid expire time in '<command>' command`
+fn bad_expire(name: &str) -> Plan {
+    error(&format!("ERR invalid expire time in '{name}' command"))
+}
+
+/// `EXPIRE`, `PEXPIRE`, `EXPIREAT`, `PEXPIREAT key time [NX|XX|GT|LT]`, checked in Redis's
+/// order: the options, the number, then the overflow of its unit and of its base.
+fn expire(name: &str, mut args: Vec<Vec<u8>>) -> Plan {
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for opt in &args[3..] {
+        match opt.to_ascii_lowercase().as_slice() {
+            b"nx" => nx = true,
+            b"xx" => xx = true,
+            b"gt" => gt = true,
+            b"lt" => lt = true,
+            _ => {
+                return error(&format!(
+                    "ERR Unsupported option {}",
+                    String::from_utf8_lossy(opt)
+                ));
+            }
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return error("ERR NX and XX, GT or LT options at the same time are not compatible");
+    }
+    if gt && lt {
+        return error("ERR GT and LT options at the same time are not compatible");
+    }
+    let t = match int_arg(&args[2]) {
+        Ok(t) => t,
+        Err(e) => return e,
+    };
+    let seconds = name == "expire" || name == "expireat";
+    let relative = name == "expire" || name == "pexpire";
+    if seconds && !(i64::MIN / 1000..=i64::MAX / 1000).contains(&t) {
+        return bad_expire(name);
+    }
+    let ms = if seconds { t * 1000 } else { t };
+    let base = if relative { now_ms() } else { 0 };
+    if ms > i64::MAX - base {
+        return bad_expire(name);
+    }
+    let when = if relative { When::In(ms) } else { When::At(ms) };
+    let cond = match (nx, xx, gt, lt) {
+        (true, ..) => ExpireIf::None,
+        (_, _, true, _) => ExpireIf::Later,
+        (_, _, _, true) => ExpireIf::Sooner,
+        (_, true, ..) => ExpireIf::Some,
+        _ => ExpireIf::Always,
+    };
+    args.truncate(2);
+    let key = args.swap_remove(1);
+    Plan::One(key.clone(), Op::Expire(key, when, cond))
+}
+
+/// An expiry option's unit and base, as Redis's `EX`/`PX`/`EXAT`/`PXAT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Ex,
+    Px,
+    ExAt,
+    PxAt,
+}
+
+/// The expiry an option's number gives, with Redis's checks: positive, and neither the unit's
+/// nor the clock's addition overflows.
+fn expiry(name: &str, unit: Unit, arg: &[u8]) -> Result<When, Plan> {
+    let t = int_arg(arg)?;
+    let seconds = matches!(unit, Unit::Ex | Unit::ExAt);
+    if t <= 0 || (seconds && t > i64::MAX / 1000) {
+        return Err(bad_expire(name));
+    }
+    let ms = if seconds { t * 1000 } else { t };
+    match unit {
+        Unit::Ex | Unit::Px if ms > i64::MAX - now_ms() => Err(bad_expire(name)),
+        Unit::Ex | Unit::Px => Ok(When::In(ms)),
+        Unit::ExAt | Unit::PxAt => Ok(When::At(ms)),
+    }
+}
+
+/// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL]`, options read as Redis
+/// reads them: the same option again is accepted (the last number wins), a conflicting one is
+/// a syntax error, and the number is checked after every option was read.
 fn set(args: Vec<Vec<u8>>) -> Plan {
     let mut cond = Cond::Always;
-    let mut ttl = Ttl::Clear;
+    let mut keep = false;
     let mut get = false;
+    let mut expire: Option<(Unit, usize)> = None;
     let mut i = 3;
     while i < args.len() {
         let opt = args[i].to_ascii_uppercase();
-        let next = args.get(i + 1);
-        match (opt.as_slice(), next) {
-            (b"NX", _) if cond == Cond::Always => cond = Cond::Absent,
-            (b"XX", _) if cond == Cond::Always => cond = Cond::Present,
-            (b"GET", _) => get = true,
-            (b"KEEPTTL", _) if ttl == Ttl::Clear => ttl = Ttl::Keep,
-            (b"EX" | b"PX", Some(v)) if ttl == Ttl::Clear => {
-                let t = match int_arg(v) {
-                    Ok(t) => t,
-                    Err(e) => return e,
-                };
-                let ms = if opt == b"EX" {
-                    t.checked_mul(1000)
-                } else {
-                    Some(t)
-                };
-                match ms {
-                    Some(ms) if ms > 0 => ttl = Ttl::Millis(ms as u64),
-                    _ => return error("ERR invalid expire time in 'set' command"),
-                }
-                i += 1;
-            }
+        let has_next = i + 1 < args.len();
+        let unit = expire.map(|e| e.0);
+        let only = |u: Unit| !keep && unit.is_none_or(|x| x == u) && has_next;
+        match opt.as_slice() {
+            b"NX" if cond != Cond::Present => cond = Cond::Absent,
+            b"XX" if cond != Cond::Absent => cond = Cond::Present,
+            b"GET" => get = true,
+            b"KEEPTTL" if unit.is_none() => keep = true,
+            b"EX" if only(Unit::Ex) => expire = Some((Unit::Ex, i + 1)),
+            b"PX" if only(Unit::Px) => expire = Some((Unit::Px, i + 1)),
+            b"EXAT" if only(Unit::ExAt) => expire = Some((Unit::ExAt, i + 1)),
+            b"PXAT" if only(Unit::PxAt) => expire = Some((Unit::PxAt, i + 1)),
             _ => return error("ERR syntax error"),
         }
-        i += 1;
+        i += if expire.is_some_and(|e| e.1 == i + 1) {
+            2
+        } else {
+            1
+        };
     }
+    let ttl = match expire {
+        Some((unit, at)) => match expiry("set", unit, &args[at]) {
+            Ok(when) => Ttl::Expire(when),
+            Err(e) => return e,
+        },
+        None if keep => Ttl::Keep,
+        None => Ttl::Clear,
+    };
     let mut it = args.into_iter().skip(1);
     let (key, value) = (it.next().unwrap_or_default(), it.next().unwrap_or_default());
     Plan::One(
@@ -237,6 +325,67 @@ fn set(args: Vec<Vec<u8>>) -> Plan {
     )
 }
 
+/// `SETEX key seconds value`, `PSETEX key milliseconds value`.
+fn setex(name: &str, args: Vec<Vec<u8>>) -> Plan {
+    let unit = if name == "setex" { Unit::Ex } else { Unit::Px };
+    let when = match expiry(name, unit, &args[2]) {
+        Ok(w) => w,
+        Err(e) => return e,
+    };
+    let mut it = args.into_iter();
+    let (key, value) = (it.nth(1).unwrap_or_default(), it.nth(1).unwrap_or_default());
+    Plan::One(
+        key.clone(),
+        Op::Set {
+            key,
+            value,
+            ttl: Ttl::Expire(when),
+            cond: Cond::Always,
+            get: false,
+        },
+    )
+}
+
+/// `HELLO [protover]`: protocol 2 (this store speaks RESP2 only, so 3 is refused as Redis
+/// refuses a version it does not speak, and clients fall back to 2). Authentication and
+/// `SETNAME` options are not taken.
+fn hello(args: &[Vec<u8>]) -> Plan {
+    if let Some(v) = args.get(1) {
+        match parse_i64(v) {
+            Some(2) => {}
+            Some(_) => return error("NOPROTO unsupported protocol version"),
+            None => return error("ERR Protocol version is not an integer or out of range"),
+        }
+    }
+    if let Some(opt) = args.get(2) {
+        return error(&format!(
+            "ERR Syntax error in HELLO option '{}'",
+            String::from_utf8_lossy(opt)
+        ));
+    }
+    reply(|o| {
+        let fields: [(&str, &str); 6] = [
+            ("server", "redis"),
+            ("version", "7.0.0"),
+            ("proto", ""),
+            ("id", ""),
+            ("mode", "standalone"),
+            ("role", "master"),
+        ];
+        resp::array(o, 14);
+        for (k, v) in fields {
+            resp::bulk(o, k.as_bytes());
+            match k {
+                "proto" => resp::integer(o, 2),
+                "id" => resp::integer(o, 0),
+                _ => resp::bulk(o, v.as_bytes()),
+            }
+        }
+        resp::bulk(o, b"modules");
+        resp::array(o, 0);
+    })
+}
+
 /// `COMMAND`, `COMMAND COUNT`, `COMMAND DOCS`: enough for `redis-cli` to start (it falls back to
 /// its own help when the documentation is empty).
 fn command(args: &[Vec<u8>]) -> Plan {
@@ -249,9 +398,36 @@ fn command(args: &[Vec<u8>]) -> Plan {
 
 /// The commands this store knows (for `COMMAND COUNT`).
 const COMMANDS: &[&str] = &[
-    "get", "set", "del", "exists", "incr", "decr", "incrby", "decrby", "mget", "mset", "expire",
-    "pexpire", "ttl", "pttl", "dbsize", "flushall", "flushdb", "info", "ping", "echo", "quit",
-    "shutdown", "select", "command", "config", "client",
+    "get",
+    "set",
+    "setex",
+    "psetex",
+    "del",
+    "exists",
+    "incr",
+    "decr",
+    "incrby",
+    "decrby",
+    "mget",
+    "mset",
+    "expire",
+    "pexpire",
+    "expireat",
+    "pexpireat",
+    "ttl",
+    "pttl",
+    "dbsize",
+    "flushall",
+    "flushdb",
+    "info",
+    "ping",
+    "echo",
+    "quit",
+    "shutdown",
+    "select",
+    "command",
+    "config",
+    "client",
 ];
 
 /// The parameters `CONFIG GET` reports: what tools ask before they start (`redis-benchmark`
@@ -295,5 +471,7 @@ fn config(args: &[Vec<u8>]) -> Plan {
     }
 }
 
+mod keyspace;
+mod strings;
 #[cfg(test)]
 mod tests;

@@ -17,6 +17,7 @@ use std::rc::Rc;
 
 use gossamer::reactor::Registered;
 
+use crate::client::{self, Client};
 use crate::command::{self, Plan};
 use crate::dispatch::{self, Batch};
 use crate::resp;
@@ -52,7 +53,8 @@ fn serve_counted(stream: TcpStream) {
         drained: false,
     };
     // An I/O error means the client is gone (or the job stops): there is nobody to tell.
-    let _ = run(&ctx, &mut io);
+    let mut me = Client::join(io.reg.get_ref());
+    let _ = run(&ctx, &mut io, &mut me);
 }
 
 /// The registered socket, and whether the last read emptied it.
@@ -157,6 +159,7 @@ enum After {
 /// Takes every whole request from the front of `input` (up to [`MAX_BATCH`]) into `batch`.
 fn take_requests(
     ctx: &Ctx,
+    me: &mut Client,
     parser: &mut resp::Parser,
     input: &mut Input,
     batch: &Rc<Batch>,
@@ -182,21 +185,36 @@ fn take_requests(
         if args.is_empty() {
             continue;
         }
+        me.begin();
+        let before = batch.len();
         match command::plan(args) {
             Plan::Reply(bytes) => batch.ready(bytes),
             Plan::One(key, op) => dispatch::one(batch, &ctx.shards, &key, op),
             Plan::Split(split) => dispatch::split(batch, &ctx.shards, split),
             Plan::Every(op, fold) => dispatch::every(batch, &ctx.shards, &op, fold),
+            Plan::Scan { shard, op } => dispatch::scan(batch, &ctx.shards, shard, op),
+            Plan::Client(args) => {
+                let mut reply = Vec::new();
+                client::command(me, &args, &mut reply);
+                batch.ready(reply);
+            }
             Plan::Quit => {
                 batch.ready(b"+OK\r\n".to_vec());
                 after = After::Close;
-                break;
             }
             Plan::Shutdown => {
                 state::shutdown(ctx);
                 after = After::Close;
-                break;
             }
+        }
+        if me.end() && batch.len() > before {
+            batch.silence_last();
+        }
+        if me.close {
+            after = After::Close;
+        }
+        if matches!(after, After::Close) {
+            break;
         }
     }
     if let After::More { full } = &mut after {
@@ -206,7 +224,7 @@ fn take_requests(
     after
 }
 
-fn run(ctx: &Rc<Ctx>, io: &mut Io) -> io::Result<()> {
+fn run(ctx: &Rc<Ctx>, io: &mut Io, me: &mut Client) -> io::Result<()> {
     let mut input = Input {
         bytes: vec![0; 2 * READ_CHUNK],
         start: 0,
@@ -217,7 +235,7 @@ fn run(ctx: &Rc<Ctx>, io: &mut Io) -> io::Result<()> {
     let mut parser = resp::Parser::default();
     let info = |o: &mut Vec<u8>, keys: i64| state::info(ctx, o, keys);
     loop {
-        let after = take_requests(ctx, &mut parser, &mut input, &batch);
+        let after = take_requests(ctx, me, &mut parser, &mut input, &batch);
         dispatch::send(&batch, &ctx.shards);
         if !batch.done() {
             // The requests to other workers leave now, not at this worker's next poll.

@@ -50,12 +50,20 @@ enum How {
     },
     /// `INFO` with the summed key count.
     Info,
+    /// One array of the values of every part (`KEYS`).
+    Concat,
+    /// The first part that is not nil (`RANDOMKEY`).
+    First,
+    /// `SCAN`: the next cursor, then the part's keys.
+    Scan(u64),
 }
 
 #[derive(Debug)]
 struct Slot {
     how: How,
     parts: Vec<Option<Answer>>,
+    /// Its reply is not sent (`CLIENT REPLY OFF` or `SKIP`).
+    silent: bool,
 }
 
 /// The operations of a batch for one shard, not sent yet, and the slot parts they answer.
@@ -110,6 +118,7 @@ impl Batch {
         slots.push(Slot {
             how,
             parts: (0..parts).map(|_| None).collect(),
+            silent: false,
         });
         slots.len() - 1
     }
@@ -119,11 +128,18 @@ impl Batch {
         self.push(How::Ready(bytes), 0);
     }
 
+    /// Drops the reply of the last request pushed (it is still run).
+    pub fn silence_last(&self) {
+        if let Some(slot) = self.slots.borrow_mut().last_mut() {
+            slot.silent = true;
+        }
+    }
+
     /// Encodes every reply in order into `out` and empties the batch (all answers are in).
     /// `info` writes the `INFO` text for a key count.
     pub fn drain_into(&self, out: &mut Vec<u8>, info: &dyn Fn(&mut Vec<u8>, i64)) {
         debug_assert!(self.done());
-        for slot in self.slots.borrow_mut().drain(..) {
+        for slot in self.slots.borrow_mut().drain(..).filter(|s| !s.silent) {
             encode(slot, out, info);
         }
     }
@@ -209,11 +225,27 @@ pub fn every(batch: &Rc<Batch>, shards: &[Trust<Shard>], op: &Op, fold: Fold) {
         Fold::Sum => How::Sum,
         Fold::AllOk => How::AllOk,
         Fold::Info => How::Info,
+        Fold::Concat => How::Concat,
+        Fold::First => How::First,
     };
     let slot = batch.push(how, shards.len());
     for s in 0..shards.len() {
         issue(batch, shards, slot, s, s, op.clone());
     }
+}
+
+/// `SCAN`'s step: the keys of shard `shard` (the cursor), and the next cursor (0 after the
+/// last shard, or for a cursor past them).
+pub fn scan(batch: &Rc<Batch>, shards: &[Trust<Shard>], shard: u64, op: Op) {
+    let n = shards.len() as u64;
+    if shard >= n {
+        let slot = batch.push(How::Scan(0), 1);
+        batch.slots.borrow_mut()[slot].parts[0] = Some(Answer::Values(Vec::new()));
+        return;
+    }
+    let next = if shard + 1 < n { shard + 1 } else { 0 };
+    let slot = batch.push(How::Scan(next), 1);
+    issue(batch, shards, slot, 0, shard as usize, op);
 }
 
 /// Keys grouped by owner: per shard that owns any, the positions and the items.
@@ -323,6 +355,33 @@ fn encode(slot: Slot, out: &mut Vec<u8>, info: &dyn Fn(&mut Vec<u8>, i64)) {
             Some(a) => answer(out, a),
             None => resp::error(out, "ERR no answer from the shard"),
         },
+        How::Concat => {
+            let values = slot
+                .parts
+                .into_iter()
+                .flat_map(|p| match p {
+                    Some(Answer::Values(vs)) => vs,
+                    _ => Vec::new(),
+                })
+                .collect();
+            answer(out, Answer::Values(values));
+        }
+        How::First => {
+            let first = slot
+                .parts
+                .into_iter()
+                .flatten()
+                .find(|a| matches!(a, Answer::Bulk(_)));
+            answer(out, first.unwrap_or(Answer::Nil));
+        }
+        How::Scan(next) => {
+            resp::array(out, 2);
+            resp::bulk(out, next.to_string().as_bytes());
+            match slot.parts.into_iter().next().flatten() {
+                Some(a @ Answer::Values(_)) => answer(out, a),
+                _ => resp::array(out, 0),
+            }
+        }
         How::Values { positions, n } => {
             let mut values: Vec<Option<Vec<u8>>> = vec![None; n];
             for (part, pos) in slot.parts.into_iter().zip(positions) {
@@ -345,6 +404,7 @@ pub fn answer(out: &mut Vec<u8>, a: Answer) {
         Answer::Int(n) => resp::integer(out, n),
         Answer::Bulk(b) => resp::bulk(out, &b),
         Answer::Error(e) => resp::error(out, &e),
+        Answer::Status(s) => resp::simple(out, &s),
         Answer::Values(vs) => {
             resp::array(out, vs.len());
             for v in vs {

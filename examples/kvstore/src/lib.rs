@@ -7,19 +7,24 @@
 //! requests and delegates each to the shard that owns its key, without waiting between the
 //! requests of a pipeline, and writes the answers in request order.
 //!
-//! Commands: `GET`, `SET` (`EX`, `PX`, `NX`, `XX`, `KEEPTTL`, `GET`), `DEL`, `EXISTS`, `INCR`,
-//! `DECR`, `INCRBY`, `DECRBY`, `MGET`, `MSET`, `EXPIRE`, `PEXPIRE`, `TTL`, `PTTL`, `DBSIZE`,
-//! `FLUSHALL`/`FLUSHDB`, `PING`, `ECHO`, `QUIT`, `SHUTDOWN`, `SELECT 0`, and enough of `INFO`,
-//! `CONFIG GET`, `COMMAND` and `CLIENT` for tools to start. Keys and values are binary-safe.
+//! Commands: `GET`, `SET` (`EX`, `PX`, `EXAT`, `PXAT`, `NX`, `XX`, `KEEPTTL`, `GET`), `SETEX`,
+//! `PSETEX`, `DEL`, `EXISTS`, `INCR`, `DECR`, `INCRBY`, `DECRBY`, `MGET`, `MSET`, `EXPIRE`,
+//! `PEXPIRE`, `EXPIREAT`, `PEXPIREAT` (`NX`, `XX`, `GT`, `LT`), `TTL`, `PTTL`, `DBSIZE`,
+//! `FLUSHALL`/`FLUSHDB`, `PING`, `ECHO`, `QUIT`, `SHUTDOWN`, `SELECT 0`, `CLIENT` (`ID`, `INFO`,
+//! `LIST`, `GETNAME`, `SETNAME`, `REPLY`, `KILL`), `GETEX`, `INCRBYFLOAT`, `GETRANGE`/`SUBSTR`,
+//! `SETRANGE`, `APPEND`, `STRLEN`, `TYPE`, `UNLINK`, `KEYS`, `SCAN` (`MATCH`, `COUNT`, `TYPE`),
+//! `RANDOMKEY`, `HELLO 2`, and enough of `INFO`, `CONFIG GET` and `COMMAND` for tools to start. Keys and values are binary-safe.
 //! Nothing is persisted (no RDB, no AOF): the data lives as long as the job. There is no
 //! authentication: the default `--bind` is 127.0.0.1, as Redis's protected mode.
 //!
 //! The modules: [`resp`] (the protocol and its limits), [`command`] (arguments to a plan, with
-//! Redis's error texts), [`shard`] (the trustee's map), [`dispatch`] (requests to shards and
+//! Redis's error texts), [`glob`] (patterns), [`client`] (`CLIENT` and the table of connections),
+//! [`sys`] (the system calls), [`shard`] (the trustee's map), [`dispatch`] (requests to shards and
 //! answers back in order), [`conn`] (a connection's fiber, its socket waiting through
 //! `gossamer::reactor`), [`state`] (what a rank's fibers share: contexts, the stop flag) and
 //! [`server`] (the job: shard table, listeners, signals).
 
+pub mod client;
 pub mod command;
 pub mod conn;
 pub mod dispatch;

@@ -3,22 +3,61 @@
 //!
 //! An [`Op`] travels to the shard as the argument of `Trust::apply_with` and its [`Answer`]
 //! comes back, so within a rank both move by bytes and between ranks they are `postcard`-encoded
-//! (nothing here points into the client's memory). Expiry times are the trustee's own
-//! (`Instant`s taken where the shard lives), so ranks on hosts with different clocks agree:
-//! clients send relative times. Expired keys are dropped when a command touches them and by
+//! (nothing here points into the client's memory). Expiry times are Unix milliseconds of the
+//! trustee's own clock, as Redis keeps them: a relative time (`EX`, `EXPIRE`) is made absolute
+//! where the shard lives, so ranks on hosts whose clocks differ agree on it. Expired keys are dropped when a command touches them and by
 //! [`Shard::purge_expired`], which the worker runs every 100 ms while it has keys with a time to
 //! live. Nothing is persisted: a shard lives as long as its worker.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-/// An entry: the value and, when it has one, the instant it expires.
+/// An entry: the value and, when it has one, when it expires (Unix milliseconds).
 #[derive(Debug)]
 struct Entry {
     value: Vec<u8>,
-    expires: Option<Instant>,
+    expires: Option<i64>,
+}
+
+/// The trustee's clock in Unix milliseconds.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A time to expire: relative to the trustee's clock, or absolute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum When {
+    /// This many milliseconds from now (the planner checked that it does not overflow).
+    In(i64),
+    /// At this Unix time in milliseconds.
+    At(i64),
+}
+
+impl When {
+    fn resolve(self, now: i64) -> i64 {
+        match self {
+            When::In(ms) => now.saturating_add(ms),
+            When::At(t) => t,
+        }
+    }
+}
+
+/// `EXPIRE`'s condition on the key's current expiry (`NX`, `XX`, `GT`, `LT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ExpireIf {
+    Always,
+    /// Only if it has none.
+    None,
+    /// Only if it has one.
+    Some,
+    /// Only if the new one is later (no expiry counts as infinite).
+    Later,
+    /// Only if the new one is sooner.
+    Sooner,
 }
 
 /// `SET`'s condition on the key's existence.
@@ -38,8 +77,8 @@ pub enum Ttl {
     Clear,
     /// `KEEPTTL`: an existing key keeps its time to live.
     Keep,
-    /// `EX`/`PX`: expires after this many milliseconds (at least 1).
-    Millis(u64),
+    /// `EX`/`PX`/`EXAT`/`PXAT`.
+    Expire(When),
 }
 
 /// One operation on the keys of this shard (a multi-key command sends each shard its keys).
@@ -59,12 +98,28 @@ pub enum Op {
     IncrBy(Vec<u8>, i64),
     MGet(Vec<Vec<u8>>),
     MSet(Vec<(Vec<u8>, Vec<u8>)>),
-    /// `EXPIRE key seconds` (or `PEXPIRE` in milliseconds): a time at or before now deletes.
-    Expire(Vec<u8>, i64),
+    /// `EXPIRE` and its kin: a time at or before now deletes.
+    Expire(Vec<u8>, When, ExpireIf),
     /// `TTL` (`false`) or `PTTL` (`true`).
     Ttl(Vec<u8>, bool),
     DbSize,
     FlushAll,
+    /// `GETEX`: the value, with its time to live changed (`None`: unchanged; `Clear`: `PERSIST`).
+    GetEx(Vec<u8>, Option<Ttl>),
+    /// `INCRBYFLOAT` by a number the planner checked.
+    IncrByFloat(Vec<u8>, Vec<u8>),
+    GetRange(Vec<u8>, i64, i64),
+    /// `SETRANGE` at an offset the planner checked (not negative).
+    SetRange(Vec<u8>, u64, Vec<u8>),
+    Append(Vec<u8>, Vec<u8>),
+    StrLen(Vec<u8>),
+    Type(Vec<u8>),
+    /// `KEYS pattern`, or one shard's whole part of `SCAN` (`MATCH`, `TYPE`).
+    Keys {
+        pattern: Option<Vec<u8>>,
+        kind: Option<Vec<u8>>,
+    },
+    RandomKey,
 }
 
 /// What a shard answers.
@@ -75,6 +130,8 @@ pub enum Answer {
     Int(i64),
     Bulk(Vec<u8>),
     Values(Vec<Option<Vec<u8>>>),
+    /// A status reply (`+string`).
+    Status(String),
     /// An error reply's text (`ERR ...`).
     Error(String),
 }
@@ -89,8 +146,6 @@ pub struct Shard {
     /// Keys with a time to live (an upper bound: keys deleted or overwritten are not counted
     /// down), so that the purge runs only when there can be something to purge.
     with_ttl: usize,
-    /// When the shard was made: `now` for operations that need no clock.
-    created: Instant,
 }
 
 impl Default for Shard {
@@ -104,12 +159,11 @@ impl Shard {
         Self {
             map: HashMap::new(),
             with_ttl: 0,
-            created: Instant::now(),
         }
     }
 
     /// The live entry of `key`, dropping it first if it has expired.
-    fn live(&mut self, key: &[u8], now: Instant) -> Option<&mut Entry> {
+    fn live(&mut self, key: &[u8], now: i64) -> Option<&mut Entry> {
         if self.with_ttl == 0 {
             // No key has an expiry: one lookup.
             return self.map.get_mut(key);
@@ -132,15 +186,14 @@ impl Shard {
             || matches!(
                 op,
                 Op::Set {
-                    ttl: Ttl::Millis(_),
+                    ttl: Ttl::Expire(_),
                     ..
                 } | Op::Expire(..)
+                    | Op::GetEx(_, Some(Ttl::Expire(_)))
+                    | Op::Keys { .. }
+                    | Op::RandomKey
             );
-        let now = if needs_clock {
-            Instant::now()
-        } else {
-            self.created
-        };
+        let now = if needs_clock { now_ms() } else { 0 };
         match op {
             Op::Get(key) => match self.live(&key, now) {
                 Some(e) => Answer::Bulk(e.value.clone()),
@@ -184,14 +237,14 @@ impl Shard {
                 }
                 Answer::Ok
             }
-            Op::Expire(key, millis) => self.expire(key, millis, now),
+            Op::Expire(key, when, cond) => self.expire(key, when.resolve(now), cond, now),
             Op::Ttl(key, millis) => match self.live(&key, now) {
                 None => Answer::Int(-2),
                 Some(Entry { expires: None, .. }) => Answer::Int(-1),
                 Some(Entry {
                     expires: Some(t), ..
                 }) => {
-                    let left = t.saturating_duration_since(now).as_millis() as i64;
+                    let left = t.saturating_sub(now).max(0);
                     // Redis rounds seconds to the nearest (`(ttl + 500) / 1000`).
                     Answer::Int(if millis { left } else { (left + 500) / 1000 })
                 }
@@ -200,6 +253,18 @@ impl Shard {
                 self.purge_expired();
                 Answer::Int(self.map.len() as i64)
             }
+            Op::GetEx(key, ttl) => self.get_ex(&key, ttl, now),
+            Op::IncrByFloat(key, by) => match strings::parse_float(&by) {
+                Some(by) => self.incr_by_float(key, by, now),
+                None => Answer::Error("ERR value is not a valid float".into()),
+            },
+            Op::GetRange(key, start, end) => self.get_range(&key, start, end, now),
+            Op::SetRange(key, offset, value) => self.set_range(key, offset as usize, &value, now),
+            Op::Append(key, value) => self.append(key, &value, now),
+            Op::StrLen(key) => self.str_len(&key, now),
+            Op::Type(key) => self.key_type(&key, now),
+            Op::Keys { pattern, kind } => self.keys(pattern.as_deref(), kind.as_deref(), now),
+            Op::RandomKey => self.random_key(now),
             Op::FlushAll => {
                 self.map = HashMap::new();
                 self.with_ttl = 0;
@@ -215,7 +280,7 @@ impl Shard {
         ttl: Ttl,
         cond: Cond,
         get: bool,
-        now: Instant,
+        now: i64,
     ) -> Answer {
         let old = self.live(&key, now);
         let exists = old.is_some();
@@ -230,7 +295,7 @@ impl Shard {
         let expires = match ttl {
             Ttl::Clear => None,
             Ttl::Keep => old_expiry,
-            Ttl::Millis(ms) => Some(now + Duration::from_millis(ms)),
+            Ttl::Expire(when) => Some(when.resolve(now)),
         };
         self.with_ttl += usize::from(expires.is_some());
         self.map.insert(key, Entry { value, expires });
@@ -241,7 +306,7 @@ impl Shard {
         }
     }
 
-    fn incr_by(&mut self, key: Vec<u8>, by: i64, now: Instant) -> Answer {
+    fn incr_by(&mut self, key: Vec<u8>, by: i64, now: i64) -> Answer {
         let current = match self.live(&key, now) {
             None => 0,
             Some(e) => match parse_i64(&e.value) {
@@ -268,14 +333,26 @@ impl Shard {
         Answer::Int(next)
     }
 
-    fn expire(&mut self, key: Vec<u8>, millis: i64, now: Instant) -> Answer {
-        if self.live(&key, now).is_none() {
+    /// Sets `key` to expire at `at` (Unix ms) if `cond` holds, as Redis's `EXPIRE`: a time
+    /// not after now deletes the key.
+    fn expire(&mut self, key: Vec<u8>, at: i64, cond: ExpireIf, now: i64) -> Answer {
+        let Some(current) = self.live(&key, now).map(|e| e.expires) else {
+            return Answer::Int(0);
+        };
+        let allowed = match (cond, current) {
+            (ExpireIf::Always, _) => true,
+            (ExpireIf::None, current) => current.is_none(),
+            (ExpireIf::Some, current) => current.is_some(),
+            (ExpireIf::Later, current) => current.is_some_and(|t| at > t),
+            (ExpireIf::Sooner, current) => current.is_none_or(|t| at < t),
+        };
+        if !allowed {
             return Answer::Int(0);
         }
-        if millis <= 0 {
+        if at <= now {
             self.map.remove(&key);
         } else if let Some(e) = self.map.get_mut(&key) {
-            e.expires = Some(now + Duration::from_millis(millis as u64));
+            e.expires = Some(at);
             self.with_ttl += 1;
         }
         Answer::Int(1)
@@ -287,7 +364,7 @@ impl Shard {
         if self.with_ttl == 0 {
             return;
         }
-        let now = Instant::now();
+        let now = now_ms();
         self.map.retain(|_, e| e.expires.is_none_or(|t| t > now));
         self.with_ttl = self.map.values().filter(|e| e.expires.is_some()).count();
     }
@@ -318,5 +395,7 @@ pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
     text.parse().ok()
 }
 
+mod keyspace;
+pub mod strings;
 #[cfg(test)]
 mod tests;

@@ -41,3 +41,12 @@ pub fn out_of_descriptors(e: &std::io::Error) -> bool {
 pub fn spare_descriptor() -> Option<std::fs::File> {
     std::fs::File::open("/dev/null").ok()
 }
+
+/// Shuts a connected socket down both ways: its reader sees the end, its writer an error. The
+/// caller guarantees that `fd` is open and is that socket.
+pub fn shut_down(fd: std::os::fd::RawFd) {
+    // SAFETY: a call on a descriptor number the caller keeps open; any failure is harmless.
+    unsafe {
+        libc::shutdown(fd, libc::SHUT_RDWR);
+    }
+}

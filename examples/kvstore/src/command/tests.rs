@@ -1,4 +1,5 @@
 use super::*;
+use crate::shard::When;
 
 fn argv(words: &[&str]) -> Vec<Vec<u8>> {
     words.iter().map(|w| w.as_bytes().to_vec()).collect()
@@ -64,7 +65,7 @@ fn set_options_are_read() {
             Op::Set {
                 key: b"k".to_vec(),
                 value: b"v".to_vec(),
-                ttl: Ttl::Millis(1500),
+                ttl: Ttl::Expire(When::In(1500)),
                 cond: Cond::Absent,
                 get: true,
             }

@@ -1,4 +1,5 @@
 use super::*;
+use std::time::Duration;
 
 fn set(key: &[u8], value: &[u8], ttl: Ttl, cond: Cond) -> Op {
     Op::Set {
@@ -37,7 +38,7 @@ fn set_conditions_and_get() {
 #[test]
 fn keys_expire_and_ttl_reports_them() {
     let mut s = Shard::new();
-    s.run(set(b"k", b"v", Ttl::Millis(30), Cond::Always));
+    s.run(set(b"k", b"v", Ttl::Expire(When::In(30)), Cond::Always));
     assert_eq!(s.run(Op::Ttl(b"k".to_vec(), false)), Answer::Int(0));
     let Answer::Int(ms) = s.run(Op::Ttl(b"k".to_vec(), true)) else {
         panic!()
@@ -48,19 +49,32 @@ fn keys_expire_and_ttl_reports_them() {
     assert_eq!(s.run(Op::Ttl(b"k".to_vec(), false)), Answer::Int(-2));
     s.run(set(b"p", b"v", Ttl::Clear, Cond::Always));
     assert_eq!(s.run(Op::Ttl(b"p".to_vec(), false)), Answer::Int(-1));
-    assert_eq!(s.run(Op::Expire(b"p".to_vec(), 100_000)), Answer::Int(1));
+    assert_eq!(
+        s.run(Op::Expire(
+            b"p".to_vec(),
+            When::In(100_000),
+            ExpireIf::Always
+        )),
+        Answer::Int(1)
+    );
     assert_eq!(s.run(Op::Ttl(b"p".to_vec(), false)), Answer::Int(100));
     s.run(set(b"p", b"w", Ttl::Keep, Cond::Always));
     assert_eq!(s.run(Op::Ttl(b"p".to_vec(), false)), Answer::Int(100));
-    assert_eq!(s.run(Op::Expire(b"p".to_vec(), 0)), Answer::Int(1));
+    assert_eq!(
+        s.run(Op::Expire(b"p".to_vec(), When::In(0), ExpireIf::Always)),
+        Answer::Int(1)
+    );
     assert_eq!(s.run(Op::Exists(vec![b"p".to_vec()])), Answer::Int(0));
-    assert_eq!(s.run(Op::Expire(b"p".to_vec(), 10)), Answer::Int(0));
+    assert_eq!(
+        s.run(Op::Expire(b"p".to_vec(), When::In(10), ExpireIf::Always)),
+        Answer::Int(0)
+    );
 }
 
 #[test]
 fn purge_drops_only_expired_keys() {
     let mut s = Shard::new();
-    s.run(set(b"a", b"v", Ttl::Millis(1), Cond::Always));
+    s.run(set(b"a", b"v", Ttl::Expire(When::In(1)), Cond::Always));
     s.run(set(b"b", b"v", Ttl::Clear, Cond::Always));
     std::thread::sleep(Duration::from_millis(5));
     s.purge_expired();

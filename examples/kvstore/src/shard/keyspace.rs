@@ -1,0 +1,45 @@
+//! The keyspace commands on a shard: `TYPE`, `KEYS`, one shard's part of `SCAN` and a random
+//! key, patterns matched in bounded time (`glob.rs`).
+
+use super::{Answer, Shard};
+use crate::glob::Pattern;
+
+impl Shard {
+    pub(super) fn key_type(&mut self, key: &[u8], now: i64) -> Answer {
+        Answer::Status(
+            if self.live(key, now).is_some() {
+                "string"
+            } else {
+                "none"
+            }
+            .into(),
+        )
+    }
+
+    /// The live keys that `pattern` matches (every one for `None`); with `kind`, only keys of
+    /// that type (every key is a string).
+    pub(super) fn keys(&mut self, pattern: Option<&[u8]>, kind: Option<&[u8]>, now: i64) -> Answer {
+        if kind.is_some_and(|k| !k.eq_ignore_ascii_case(b"string")) {
+            return Answer::Values(Vec::new());
+        }
+        let pattern = pattern
+            .filter(|p| *p != b"*")
+            .map(|p| Pattern::new(p, false));
+        let keys = self
+            .map
+            .iter()
+            .filter(|(_, e)| e.expires.is_none_or(|t| t > now))
+            .filter(|(k, _)| pattern.as_ref().is_none_or(|p| p.matches(k)))
+            .map(|(k, _)| Some(k.clone()))
+            .collect();
+        Answer::Values(keys)
+    }
+
+    /// A live key of this shard (an arbitrary one: the map's first), or nil.
+    pub(super) fn random_key(&mut self, now: i64) -> Answer {
+        self.map
+            .iter()
+            .find(|(_, e)| e.expires.is_none_or(|t| t > now))
+            .map_or(Answer::Nil, |(k, _)| Answer::Bulk(k.clone()))
+    }
+}

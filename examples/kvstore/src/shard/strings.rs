@@ -1,0 +1,149 @@
+//! The string commands beyond `GET`/`SET`/`INCRBY` on a shard: `GETEX`, `INCRBYFLOAT`,
+//! `GETRANGE`, `SETRANGE`, `APPEND`, `STRLEN`, with Redis 7.0's answers and errors.
+
+use super::{Answer, Entry, Shard, Ttl};
+use crate::resp::MAX_BULK;
+
+/// Redis's text for a string that would grow past the largest value.
+pub const TOO_LARGE: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+
+/// A float as Redis reads one (no blanks around it, not NaN).
+pub fn parse_float(bytes: &[u8]) -> Option<f64> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    if text.is_empty() || text.starts_with(|c: char| c.is_ascii_whitespace()) {
+        return None;
+    }
+    let lower = text.to_ascii_lowercase();
+    if lower.contains("nan") {
+        return None;
+    }
+    text.parse::<f64>().ok()
+}
+
+/// A float as Redis writes `INCRBYFLOAT`'s result: plain decimal, no exponent, no trailing
+/// zeros. Redis computes in `long double`; rounding to the 15 digits a double holds exactly
+/// gives its text for the sums of short decimals that clients add (0.1 + 0.2 is 0.3).
+pub fn format_float(v: f64) -> String {
+    let rounded: f64 = format!("{v:.14e}").parse().unwrap_or(v);
+    let text = format!("{rounded}");
+    if text == "-0" { "0".into() } else { text }
+}
+
+impl Shard {
+    pub(super) fn get_ex(&mut self, key: &[u8], ttl: Option<Ttl>, now: i64) -> Answer {
+        let Some(e) = self.live(key, now) else {
+            return Answer::Nil;
+        };
+        let value = e.value.clone();
+        match ttl {
+            None | Some(Ttl::Keep) => {}
+            Some(Ttl::Clear) => e.expires = None,
+            Some(Ttl::Expire(when)) => {
+                let at = when.resolve(now);
+                if at <= now {
+                    self.map.remove(key);
+                } else {
+                    e.expires = Some(at);
+                    self.with_ttl += 1;
+                }
+            }
+        }
+        Answer::Bulk(value)
+    }
+
+    pub(super) fn incr_by_float(&mut self, key: Vec<u8>, by: f64, now: i64) -> Answer {
+        let current = match self.live(&key, now) {
+            None => 0.0,
+            Some(e) => match parse_float(&e.value) {
+                Some(v) => v,
+                None => return Answer::Error("ERR value is not a valid float".into()),
+            },
+        };
+        let next = current + by;
+        if !next.is_finite() {
+            return Answer::Error("ERR increment would produce NaN or Infinity".into());
+        }
+        let text = format_float(next).into_bytes();
+        self.put_keeping_ttl(key, text.clone());
+        Answer::Bulk(text)
+    }
+
+    /// Sets `key` to `value`, keeping its time to live if it has one.
+    fn put_keeping_ttl(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        match self.map.get_mut(&key) {
+            Some(e) => e.value = value,
+            None => {
+                self.map.insert(
+                    key,
+                    Entry {
+                        value,
+                        expires: None,
+                    },
+                );
+            }
+        }
+    }
+
+    pub(super) fn get_range(&mut self, key: &[u8], start: i64, end: i64, now: i64) -> Answer {
+        let Some(e) = self.live(key, now) else {
+            return Answer::Bulk(Vec::new());
+        };
+        let len = e.value.len() as i64;
+        if (start < 0 && end < 0 && start > end) || len == 0 {
+            return Answer::Bulk(Vec::new());
+        }
+        let start = if start < 0 {
+            (len + start).max(0)
+        } else {
+            start
+        };
+        let end = if end < 0 { (len + end).max(0) } else { end }.min(len - 1);
+        if start > end {
+            return Answer::Bulk(Vec::new());
+        }
+        Answer::Bulk(e.value[start as usize..=end as usize].to_vec())
+    }
+
+    pub(super) fn set_range(
+        &mut self,
+        key: Vec<u8>,
+        offset: usize,
+        value: &[u8],
+        now: i64,
+    ) -> Answer {
+        let len = self.live(&key, now).map(|e| e.value.len());
+        if value.is_empty() {
+            return Answer::Int(len.unwrap_or(0) as i64);
+        }
+        if offset + value.len() > MAX_BULK {
+            return Answer::Error(TOO_LARGE.into());
+        }
+        let mut bytes = match len {
+            Some(_) => std::mem::take(&mut self.map.get_mut(&key).expect("live").value),
+            None => Vec::new(),
+        };
+        if bytes.len() < offset + value.len() {
+            bytes.resize(offset + value.len(), 0);
+        }
+        bytes[offset..offset + value.len()].copy_from_slice(value);
+        let n = bytes.len();
+        self.put_keeping_ttl(key, bytes);
+        Answer::Int(n as i64)
+    }
+
+    pub(super) fn append(&mut self, key: Vec<u8>, value: &[u8], now: i64) -> Answer {
+        let len = self.live(&key, now).map_or(0, |e| e.value.len());
+        if len + value.len() > MAX_BULK {
+            return Answer::Error(TOO_LARGE.into());
+        }
+        match self.map.get_mut(&key) {
+            Some(e) => e.value.extend_from_slice(value),
+            None => self.put_keeping_ttl(key, value.to_vec()),
+        }
+        Answer::Int((len + value.len()) as i64)
+    }
+
+    pub(super) fn str_len(&mut self, key: &[u8], now: i64) -> Answer {
+        Answer::Int(self.live(key, now).map_or(0, |e| e.value.len()) as i64)
+    }
+}

@@ -1,0 +1,207 @@
+//! The commands added for real clients (strings, keyspace, `HELLO`), compared with a
+//! `redis-server` started by the test: the same bytes for each reply, or the same set of keys
+//! where the order is the server's own (`KEYS`, `SCAN`).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::TcpStream;
+use std::process::Command;
+
+use common::reference::{Redis, call, connect, same_replies};
+use common::{Store, gsm_kv, start};
+use gsm_tests::job::assert_exit;
+
+fn store() -> Store {
+    let mut cmd = Command::new(gsm_kv());
+    cmd.args(["--port", "0"]).env("GSM_THREADS", "3");
+    start(&mut cmd, 1, None)
+}
+
+const STRINGS: &[&str] = &[
+    "SET s hello",
+    "APPEND s _world",
+    "APPEND fresh abc",
+    "STRLEN s",
+    "STRLEN nokey",
+    "GETRANGE s 0 4",
+    "GETRANGE s -5 -1",
+    "GETRANGE s -1 -5",
+    "GETRANGE s 5 100",
+    "GETRANGE s 100 200",
+    "GETRANGE nokey 0 -1",
+    "GETRANGE s x 1",
+    "SUBSTR s 1 3",
+    "SETRANGE s 6 WORLD",
+    "GET s",
+    "SETRANGE pad 5 x",
+    "GET pad",
+    "SETRANGE none 3 ",
+    "EXISTS none",
+    "SETRANGE s -1 x",
+    "SETRANGE s 536870912 x",
+    "SETRANGE s 2 ",
+    "SET f 10.5",
+    "INCRBYFLOAT f 0.1",
+    "INCRBYFLOAT f -5",
+    // Redis adds in `long double`: sums whose text shows its rounding (5.6 + 5.0e3 gives
+    // 5005.60000000000000009), or go past a double's range, are not compared.
+    "INCRBYFLOAT f2 5.0e3",
+    "INCRBYFLOAT f2 -0.25",
+    "INCRBYFLOAT newf 0.1",
+    "INCRBYFLOAT newf 0.2",
+    "INCRBYFLOAT f abc",
+    "INCRBYFLOAT s 1",
+    "INCRBYFLOAT f nan",
+    "SET g v",
+    "GETEX g",
+    "GETEX g EX 100",
+    "TTL g",
+    "GETEX g PERSIST",
+    "TTL g",
+    "GETEX g PX 5000 PX 9000",
+    "PTTL nokey",
+    "GETEX g EX 10 PX 10",
+    "GETEX g PERSIST EX 10",
+    "GETEX g EX 0",
+    "GETEX g EX 9223372036854775807",
+    "GETEX g FOO",
+    "GETEX nokey EX 10",
+    "GETEX g PXAT 1",
+    "EXISTS g",
+    "TYPE s",
+    "TYPE nokey",
+    "UNLINK s pad nokey",
+    "UNLINK",
+    "EXISTS s pad",
+    "HELLO 2",
+    "HELLO 1",
+    "HELLO x",
+    "HELLO 2 FOO",
+    "DEL f f2 g newf fresh",
+    "RANDOMKEY",
+    "SET only one",
+    "RANDOMKEY",
+];
+
+#[test]
+fn string_and_keyspace_commands_answer_as_redis_does() {
+    let store = store();
+    let redis = Redis::start(&[], None);
+    let (mut ours, mut theirs) = (connect(&store.addrs[0]), connect(&redis.addr));
+    let hello_masked = |s: &mut TcpStream| {
+        let got = call(s, &[b"HELLO", b"2"]);
+        String::from_utf8_lossy(&got).replace("$6\r\n7.0.15", "$5\r\n7.0.0")
+    };
+    // The replies that name the server's version and client id differ by design.
+    let (a, b) = (hello_masked(&mut ours), hello_masked(&mut theirs));
+    let strip_id = |t: &str| {
+        t.split("$2\r\nid\r\n")
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(strip_id(&a), strip_id(&b));
+    let script: Vec<&str> = STRINGS
+        .iter()
+        .copied()
+        .filter(|c| *c != "HELLO 2")
+        .collect();
+    // RESP3 is not spoken: refused as Redis refuses a version it does not know.
+    assert_eq!(
+        call(&mut ours, &[b"HELLO", b"3"]),
+        b"-NOPROTO unsupported protocol version\r\n"
+    );
+    same_replies(&mut ours, &mut theirs, &["FLUSHALL"], "flush");
+    same_replies(&mut ours, &mut theirs, &script, "strings");
+    assert_exit(&store.shutdown(0), 0, "gsm-kv after SHUTDOWN");
+}
+
+/// The keys of a `KEYS` or `SCAN` reply (an array of bulks, or `[cursor, array]`), and the
+/// cursor if any.
+fn keys_in(reply: &[u8]) -> (Option<u64>, BTreeSet<String>) {
+    let text = String::from_utf8_lossy(reply);
+    let mut lines = text.split("\r\n");
+    let mut cursor = None;
+    let mut keys = BTreeSet::new();
+    let mut bulks = Vec::new();
+    while let Some(l) = lines.next() {
+        if l.starts_with('$') {
+            bulks.push(lines.next().unwrap_or_default().to_string());
+        }
+    }
+    if text.starts_with("*2\r\n$") && !bulks.is_empty() {
+        cursor = bulks[0].parse().ok();
+        bulks.remove(0);
+    }
+    keys.extend(bulks);
+    (cursor, keys)
+}
+
+fn scan_all(s: &mut TcpStream, extra: &[&[u8]]) -> BTreeSet<String> {
+    let mut all = BTreeSet::new();
+    let mut cursor = 0u64;
+    for _ in 0..100_000 {
+        let c = cursor.to_string();
+        let mut args: Vec<&[u8]> = vec![b"SCAN", c.as_bytes()];
+        args.extend_from_slice(extra);
+        let (next, keys) = keys_in(&call(s, &args));
+        let next = next.expect("a cursor");
+        for k in keys {
+            assert!(all.insert(k.clone()), "{k} returned twice");
+        }
+        if next == 0 {
+            return all;
+        }
+        cursor = next;
+    }
+    panic!("SCAN did not end");
+}
+
+#[test]
+fn keys_and_scan_return_the_same_keys_as_redis() {
+    let store = store();
+    let redis = Redis::start(&[], None);
+    let (mut ours, mut theirs) = (connect(&store.addrs[0]), connect(&redis.addr));
+    for s in [&mut ours, &mut theirs] {
+        for i in 0..300 {
+            let k = format!("user:{i}");
+            call(s, &[b"SET", k.as_bytes(), b"x"]);
+            let k = format!("item:{i}");
+            call(s, &[b"SET", k.as_bytes(), b"x"]);
+        }
+    }
+    for pattern in ["*", "user:*", "user:1?", "*[0-2]", "item:\\*", "*:*:*"] {
+        let args: [&[u8]; 2] = [b"KEYS", pattern.as_bytes()];
+        let (_, a) = keys_in(&call(&mut ours, &args));
+        let (_, b) = keys_in(&call(&mut theirs, &args));
+        assert_eq!(a, b, "KEYS {pattern}");
+    }
+    let extras: [&[&[u8]]; 4] = [
+        &[],
+        &[b"MATCH", b"user:2*", b"COUNT", b"5"],
+        &[b"TYPE", b"string"],
+        &[b"TYPE", b"hash"],
+    ];
+    for extra in extras {
+        assert_eq!(
+            scan_all(&mut ours, extra),
+            scan_all(&mut theirs, extra),
+            "{extra:?}"
+        );
+    }
+    same_replies(
+        &mut ours,
+        &mut theirs,
+        &[
+            "SCAN x",
+            "SCAN 0 COUNT 0",
+            "SCAN 0 COUNT x",
+            "SCAN 0 FOO bar",
+            "SCAN 0 MATCH",
+            "KEYS",
+        ],
+        "SCAN errors",
+    );
+    assert_exit(&store.shutdown(0), 0, "gsm-kv after SHUTDOWN");
+}
