@@ -35,7 +35,7 @@
 //!
 //! # Set-up
 //!
-//! [`Fabric::prepare`] chooses the provider (`provider.rs`: `GSM_OFI_PROVIDER`, else the first
+//! [`Ofi::prepare`] chooses the provider (`provider.rs`: `GSM_OFI_PROVIDER`, else the first
 //! answer with everything needed), opens the endpoint and publishes its address, prefixed by the
 //! provider's and fabric's names so that every rank can check they agree.
 //! [`Fabric::create`] allocates and registers the region, inserts the peers' addresses, posts a
@@ -54,6 +54,7 @@
 //! not reported. See ARCHITECTURE.md.
 
 mod drive;
+mod endpoint;
 mod handle;
 mod layout;
 mod progress;
@@ -61,7 +62,6 @@ mod provider;
 mod rendezvous;
 mod rma;
 mod setup;
-pub mod writerate;
 
 #[cfg(test)]
 mod tests;
@@ -69,11 +69,12 @@ mod tests;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+pub use endpoint::RmaEndpoint;
 pub use provider::PROVIDER_VAR;
 
 use crate::sys::ofi as fi;
 
-use super::{Fabric, FabricError, FabricKind, Hooks, Links, Peer, Settings, Topology};
+use super::{Fabric, FabricEntry, FabricError, FabricKind, Hooks, Links, Peer, Settings, Topology};
 
 /// The `ofi` fabric of one rank. See the module docs.
 #[derive(Debug)]
@@ -122,10 +123,25 @@ pub(super) fn setup_error(provider: &str, e: &fi::FiError) -> FabricError {
     }
 }
 
-impl Fabric for Ofi {
-    const KIND: FabricKind = FabricKind::Ofi;
+/// The ofi fabric's line of [`super::FABRICS`]: `auto` takes it between hosts when libfabric
+/// offers an RDMA provider.
+pub const ENTRY: FabricEntry = FabricEntry {
+    kind: FabricKind::Ofi,
+    name: "ofi",
+    open: |settings| Ofi::prepare(settings).map(|(f, e)| (Box::new(f) as Box<dyn Fabric>, e)),
+    exchanges: false,
+    between_hosts: Some(between_hosts),
+};
 
-    fn prepare(settings: &Settings) -> Result<(Self, Vec<u8>), FabricError> {
+/// Whether `auto` takes this fabric between hosts: see [`hardware_provider`].
+fn between_hosts() -> Result<String, String> {
+    hardware_provider().map(|p| format!("libfabric offers RDMA provider {p}"))
+}
+
+impl Ofi {
+    /// Opens the fabric (before the bootstrap exchange): chooses the provider and opens the
+    /// endpoint; the endpoint bytes name the provider, the fabric and the address.
+    pub fn prepare(settings: &Settings) -> Result<(Self, Vec<u8>), FabricError> {
         let wanted = provider::from_env();
         let (info, n) = provider::choose(wanted.as_deref())?;
         let name = info.offers()[n].provider.clone();
@@ -151,6 +167,12 @@ impl Fabric for Ofi {
             },
             endpoint,
         ))
+    }
+}
+
+impl Fabric for Ofi {
+    fn kind(&self) -> FabricKind {
+        FabricKind::Ofi
     }
 
     fn create(&mut self, topo: &Topology, peers: &[Peer], hooks: Hooks) -> Result<(), FabricError> {

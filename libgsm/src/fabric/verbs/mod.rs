@@ -37,12 +37,12 @@
 //!
 //! # Set-up (the bootstrap carries every byte, through MPI)
 //!
-//! [`Fabric::prepare`] opens the device (`GSM_VERBS_DEVICE`, else the first with an active
+//! [`Verbs::prepare`] opens the device (`GSM_VERBS_DEVICE`, else the first with an active
 //! port) and publishes the port's address (LID, GID, MTU) in the run's offer. [`Fabric::create`]
 //! makes the completion queue with its channel, registers the region, creates one queue pair per
 //! peer, moves it to INIT, posts its receives and writes one card per peer (queue pair number,
 //! first sequence number, region address, rkey and offsets). The runtime gathers every rank's
-//! cards ([`Verbs::cards`]) and hands them back ([`Verbs::accept`]), which checks the card
+//! cards ([`Fabric::cards`]) and hands them back ([`Fabric::accept`]), which checks the card
 //! addressed to this rank by each peer and moves each queue pair to RTR and RTS. [`Fabric::attach`]
 //! builds the ring ends and starts the thread.
 //!
@@ -66,7 +66,7 @@ use std::thread::JoinHandle;
 
 use crate::sys::verbs::{DEVICE_DIR, OpenError, Stack};
 
-use super::{Fabric, FabricError, FabricKind, Hooks, Links, Peer, Settings, Topology};
+use super::{Fabric, FabricEntry, FabricError, FabricKind, Hooks, Links, Peer, Settings, Topology};
 
 /// The variable naming the RDMA device to open (e.g. `mlx5_0`).
 pub const DEVICE_VAR: &str = "GSM_VERBS_DEVICE";
@@ -127,30 +127,19 @@ fn out_of_order(step: &str) -> FabricError {
     }
 }
 
+/// The verbs fabric's line of [`super::FABRICS`]: its queue pairs need a second exchange.
+pub const ENTRY: FabricEntry = FabricEntry {
+    kind: FabricKind::Verbs,
+    name: "verbs",
+    open: |settings| Verbs::prepare(settings).map(|(f, e)| (Box::new(f) as Box<dyn Fabric>, e)),
+    exchanges: true,
+    between_hosts: None,
+};
+
 impl Verbs {
-    /// This rank's cards for the second exchange (empty before `create`).
-    pub fn cards(&self) -> Vec<u8> {
-        self.created
-            .as_ref()
-            .map(|c| c.cards.clone())
-            .unwrap_or_default()
-    }
-
-    /// Takes every rank's cards (index = rank), checks those addressed to this rank and readies
-    /// the queue pairs.
-    pub fn accept(&mut self, gathered: &[Vec<u8>]) -> Result<(), FabricError> {
-        let (Some(stack), Some(c)) = (self.stack.as_mut(), self.created.as_ref()) else {
-            return Err(out_of_order("accept"));
-        };
-        self.remotes = Some(setup::accept(stack, &self.mine, c, gathered)?);
-        Ok(())
-    }
-}
-
-impl Fabric for Verbs {
-    const KIND: FabricKind = FabricKind::Verbs;
-
-    fn prepare(_settings: &Settings) -> Result<(Self, Vec<u8>), FabricError> {
+    /// Opens the fabric (before the bootstrap exchange): opens the device; the endpoint is the
+    /// port's address.
+    pub fn prepare(_settings: &Settings) -> Result<(Self, Vec<u8>), FabricError> {
         let wanted = std::env::var(DEVICE_VAR)
             .ok()
             .filter(|v| !v.trim().is_empty());
@@ -179,6 +168,27 @@ impl Fabric for Verbs {
             },
             endpoint,
         ))
+    }
+}
+
+impl Fabric for Verbs {
+    fn kind(&self) -> FabricKind {
+        FabricKind::Verbs
+    }
+
+    /// This rank's cards (after `create`).
+    fn cards(&self) -> Option<Vec<u8>> {
+        self.created.as_ref().map(|c| c.cards.clone())
+    }
+
+    /// Takes every rank's cards (index = rank), checks those addressed to this rank and readies
+    /// the queue pairs.
+    fn accept(&mut self, gathered: &[Vec<u8>]) -> Result<(), FabricError> {
+        let (Some(stack), Some(c)) = (self.stack.as_mut(), self.created.as_ref()) else {
+            return Err(out_of_order("accept"));
+        };
+        self.remotes = Some(setup::accept(stack, &self.mine, c, gathered)?);
+        Ok(())
     }
 
     fn create(&mut self, topo: &Topology, peers: &[Peer], hooks: Hooks) -> Result<(), FabricError> {
