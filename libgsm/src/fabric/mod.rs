@@ -1,6 +1,6 @@
 //! Fabrics: how the slot rings between a worker of this rank and a worker of another rank are made
-//! and fed. The ring protocol itself (publish, consume, release) is `crate::wire::ring`'s; see
-//! ARCHITECTURE.md for it and for where a new fabric goes.
+//! and fed. The ring protocol itself (publish, consume, release) is `crate::wire::ring`'s; the
+//! phases, the registry and where a new fabric goes are in `README.md` beside this file.
 //!
 //! Every fabric hands the runtime the same thing, ring ends ([`Links`]): for each (local worker,
 //! remote worker, [`Lane`]) a [`Producer`] to publish batches into and a [`Consumer`] to poll, plus
@@ -51,6 +51,8 @@
 
 #[cfg(feature = "ofi")]
 pub mod ofi;
+#[cfg(any(feature = "ofi", feature = "rdma"))]
+pub(crate) mod rdma;
 #[cfg_attr(
     not(feature = "ofi"),
     allow(dead_code, reason = "the ports' side is the ofi fabric's")
