@@ -242,7 +242,7 @@ enum Cmd {
     },
     /// The thesis's figures 12-13: RMA write rate (32 B, 256 B) with one libfabric endpoint
     /// per worker pair against one per (worker, host), 2 ranks: `gsm-bench rma-rate
-    /// --two-hosts` (see `rma_rate.rs`; needs `--features ofi`). Only rank 0 prints.
+    /// --two-hosts` (see `rma_rate/mod.rs`; needs `--features ofi`). Only rank 0 prints.
     RmaRate {
         #[command(flatten)]
         common: Common,

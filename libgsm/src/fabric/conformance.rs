@@ -21,6 +21,12 @@ use crate::wire::ring::{Consumer, Producer, RingLayout};
 /// The limit on any single wait in these tests.
 const PATIENCE: Duration = Duration::from_secs(30);
 
+/// A fabric the suite opens by its type, through its own `prepare` (the runtime opens the
+/// same through [`super::FABRICS`]); `conformance!` implements it.
+pub(super) trait Open: Fabric + Sized + 'static {
+    fn open(settings: &Settings) -> Result<(Self, Vec<u8>), FabricError>;
+}
+
 /// One simulated rank after set-up.
 pub(super) struct Rank<F> {
     #[allow(
@@ -112,13 +118,13 @@ pub(super) fn within(what: &str, f: &mut dyn FnMut() -> bool) {
 }
 
 /// Sets up a job of `workers.len()` ranks in this process; rank `r` has `workers[r]` workers.
-pub(super) fn job<F: Fabric>(workers: &[u32], layout: RingLayout) -> Vec<Rank<F>> {
+pub(super) fn job<F: Open>(workers: &[u32], layout: RingLayout) -> Vec<Rank<F>> {
     job_with(workers, layout, |_| {})
 }
 
 /// [`job`], with `after_prepare` called on each rank's fabric between its `prepare` and the
 /// exchange (to change what a test needs changed, such as a listener's backlog).
-pub(super) fn job_with<F: Fabric>(
+pub(super) fn job_with<F: Open>(
     workers: &[u32],
     layout: RingLayout,
     after_prepare: fn(&F),
@@ -151,7 +157,7 @@ pub(super) fn job_with<F: Fabric>(
                     bind: Some(std::net::Ipv4Addr::LOCALHOST.into()),
                     connect_timeout: Duration::from_secs(10),
                 };
-                let prepared = F::prepare(&settings);
+                let prepared = F::open(&settings);
                 if let Ok((f, e)) = &prepared {
                     after_prepare(f);
                     endpoints.lock().unwrap()[rank as usize] = e.clone();
@@ -301,7 +307,7 @@ fn receive(c: &mut Consumer, stream: u32, count: u32) {
 }
 
 /// Every (local, remote, lane) pair has both ends and every remote worker a bell.
-pub(super) fn every_pair_has_both_ends<F: Fabric>() {
+pub(super) fn every_pair_has_both_ends<F: Open>() {
     let workers = [2, 1, 3];
     let ranks = job::<F>(&workers, layout(4, 256));
     for r in &ranks {
@@ -351,7 +357,7 @@ pub(super) fn every_pair_has_both_ends<F: Fabric>() {
 }
 
 /// Bytes arrive exactly and in order on both lanes, in both directions.
-pub(super) fn ordered_exact_bytes<F: Fabric>() {
+pub(super) fn ordered_exact_bytes<F: Open>() {
     let mut ranks = job::<F>(&[1, 2], layout(8, 512));
     let (a, b) = ranks.split_at_mut(1);
     let (r0, r1) = (&mut a[0], &mut b[0]);
@@ -374,7 +380,7 @@ pub(super) fn ordered_exact_bytes<F: Fabric>() {
 
 /// A ring whose consumer does not read fills up (the producer sees it full), and then everything
 /// arrives in order once the consumer reads.
-pub(super) fn full_ring_pushes_back_then_drains<F: Fabric>() {
+pub(super) fn full_ring_pushes_back_then_drains<F: Open>() {
     let mut ranks = job::<F>(&[1, 1], layout(4, 64));
     let (a, b) = ranks.split_at_mut(1);
     let mut p = a[0].take_out(0, 1, Lane::Request);
@@ -441,7 +447,7 @@ pub(super) fn full_ring_pushes_back_then_drains<F: Fabric>() {
 
 /// Several producers (workers of one rank, and of two ranks) into one consumer worker: each
 /// stream keeps its order and nothing is lost.
-pub(super) fn concurrent_producers<F: Fabric>() {
+pub(super) fn concurrent_producers<F: Open>() {
     let mut ranks = job::<F>(&[2, 1, 1], layout(8, 256));
     // Target: rank 1's worker (global 2). Producers: globals 0 and 1 (rank 0) and 3 (rank 2).
     let mut ins: Vec<(u32, Consumer)> = [0u32, 1, 3]
@@ -489,7 +495,7 @@ pub(super) fn concurrent_producers<F: Fabric>() {
 }
 
 /// A consumer asleep on its doorbell wakes up when a producer publishes and rings.
-pub(super) fn bells_wake_sleepers<F: Fabric>() {
+pub(super) fn bells_wake_sleepers<F: Open>() {
     let mut ranks = job::<F>(&[1, 1], layout(4, 128));
     let (a, b) = ranks.split_at_mut(1);
     let mut p = a[0].take_out(0, 1, Lane::Request);
@@ -530,7 +536,7 @@ pub(super) fn bells_wake_sleepers<F: Fabric>() {
 /// Records as the runtime sends them: many small requests batched per slot, a 1 MiB request
 /// streamed through consecutive slots, and more small ones after it, all decoded in order on the
 /// other side with the checks a worker applies to slots from another rank.
-pub(super) fn records_batch_and_stream<F: Fabric>() {
+pub(super) fn records_batch_and_stream<F: Open>() {
     use crate::wire::record::{Large, OutQueue, Partial, RequestReader, Sink, Src, classify};
     let mut ranks = job::<F>(&[1, 1], layout(8, 1024));
     let (a, b) = ranks.split_at_mut(1);
@@ -636,6 +642,12 @@ pub(super) fn records_batch_and_stream<F: Fabric>() {
 
 macro_rules! conformance {
     ($name:ident, $fabric:ty) => {
+        impl Open for $fabric {
+            fn open(settings: &Settings) -> Result<(Self, Vec<u8>), FabricError> {
+                <$fabric>::prepare(settings)
+            }
+        }
+
         mod $name {
             #[test]
             fn every_pair_has_both_ends() {

@@ -1,6 +1,6 @@
 //! Fabrics: how the slot rings between a worker of this rank and a worker of another rank are made
-//! and fed. The ring protocol itself (publish, consume, release) is `crate::wire::ring`'s; see
-//! ARCHITECTURE.md for it and for where a new fabric goes.
+//! and fed. The ring protocol itself (publish, consume, release) is `crate::wire::ring`'s; the
+//! phases, the registry and where a new fabric goes are in `README.md` beside this file.
 //!
 //! Every fabric hands the runtime the same thing, ring ends ([`Links`]): for each (local worker,
 //! remote worker, [`Lane`]) a [`Producer`] to publish batches into and a [`Consumer`] to poll, plus
@@ -26,18 +26,20 @@
 //! `crate::sys::shm` (shared-memory segments). Set-up, connections made and lost, ring sizes and
 //! failures are logged through `tracing` (target `gossamer::fabric`); nothing on the data path is.
 //!
-//! **Static dispatch.** [`Fabric`] is a trait with associated functions and no trait objects; the
-//! runtime names each implementation ([`shm::Shm`], [`tcp::Tcp`]) in one place (`Fabrics` in
-//! `runtime/fabrics.rs`, keyed by [`FabricKind`]), and nothing on the data path goes through the fabric at all (the data path is
-//! the rings).
+//! **A registry, and no dispatch on the data path.** [`Fabric`] is an object-safe trait; each
+//! fabric's module writes its line of [`FABRICS`] (kind, name, constructor), and the runtime
+//! (`runtime/fabrics.rs`) loops over the fabrics its peers need, holding them as
+//! `Box<dyn Fabric>` keyed by [`FabricKind`]. A new fabric is one folder and one line there.
+//! Nothing on the data path goes through the fabric at all (the data path is the rings).
 //!
 //! **Phases.** Setting up is collective and goes in steps separated by barriers that the caller
 //! provides (MPI at run time, a `std::sync::Barrier` in the conformance suite), the same number
 //! on every rank whichever fabrics it uses:
-//! 1. [`Fabric::prepare`], before the bootstrap exchange: whatever peers need to reach this rank
-//!    (a listening socket), and this rank's endpoint bytes for the exchange.
+//! 1. [`FabricEntry::open`], before the bootstrap exchange: whatever peers need to reach this
+//!    rank (a listening socket), and this rank's endpoint bytes for the exchange.
 //! 2. [`Fabric::create`], after the exchange: this rank's side of every link (a segment,
-//!    outgoing connections); it must not wait for a peer.
+//!    outgoing connections); it must not wait for a peer. A fabric whose peers need more than
+//!    the endpoint (verbs: queue pair numbers) then exchanges [`Fabric::cards`] once more.
 //! 3. barrier; [`Fabric::attach`]: reach the peers' sides, return the [`Links`].
 //! 4. barrier; [`Fabric::sealed`]: every rank has attached; drop what only attaching needed
 //!    (shm unlinks its segment's name, so a crash later leaves nothing in `/dev/shm`).
@@ -49,6 +51,8 @@
 
 #[cfg(feature = "ofi")]
 pub mod ofi;
+#[cfg(any(feature = "ofi", feature = "rdma"))]
+pub(crate) mod rdma;
 #[cfg_attr(
     not(feature = "ofi"),
     allow(dead_code, reason = "the ports' side is the ofi fabric's")
@@ -244,7 +248,7 @@ impl Topology {
 pub struct Peer {
     /// Its rank.
     pub rank: u32,
-    /// What its [`Fabric::prepare`] returned.
+    /// What its [`FabricEntry::open`] returned.
     pub endpoint: Vec<u8>,
 }
 
@@ -648,19 +652,36 @@ pub enum FabricError {
     },
 }
 
-/// A way to build the rings between this rank and some peer ranks. See the module docs for the
-/// phases; every method is called on the thread that bootstraps the job.
-pub trait Fabric: Sized + Send + 'static {
+/// One rank's fabric of one kind, through the set-up phases of the module docs. Every method is
+/// called on the thread that bootstraps the job, in the order of the docs. It is object-safe:
+/// the runtime holds the fabrics of a run as `Box<dyn Fabric>`, opened through [`FABRICS`]; the
+/// data path never goes through it (the data path is the rings).
+pub trait Fabric: Send {
     /// Which fabric this is.
-    const KIND: FabricKind;
-
-    /// Before the bootstrap exchange: sets up what peers need to reach this rank and returns it
-    /// with this rank's endpoint bytes (empty if it needs none).
-    fn prepare(settings: &Settings) -> Result<(Self, Vec<u8>), FabricError>;
+    fn kind(&self) -> FabricKind;
 
     /// After the exchange: creates this rank's side of the links with `peers` (never this rank;
     /// every rank passes the peers symmetric to this one's). Must not wait for any peer.
     fn create(&mut self, topo: &Topology, peers: &[Peer], hooks: Hooks) -> Result<(), FabricError>;
+
+    /// For a fabric with a second exchange ([`FabricEntry::exchanges`]): this rank's bytes for
+    /// it, after `create` (`None` before, or for a fabric without one).
+    fn cards(&self) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// For a fabric with a second exchange: every rank's [`cards`](Fabric::cards) (index =
+    /// rank; empty for a rank without this fabric), before `attach`.
+    fn accept(&mut self, gathered: &[Vec<u8>]) -> Result<(), FabricError> {
+        let _ = gathered;
+        Ok(())
+    }
+
+    /// Before `attach`: the links of the fabrics attached before this one (in [`FABRICS`]
+    /// order), for a fabric that rings another's bells (tcp rings shm's doorbells).
+    fn lend(&mut self, attached: &[(FabricKind, &Links)]) {
+        let _ = attached;
+    }
 
     /// After a barrier (every rank created its side): reaches the peers' sides and returns every
     /// ring end between this rank's workers and the peers' workers, both lanes, both directions.
@@ -671,6 +692,51 @@ pub trait Fabric: Sized + Send + 'static {
 
     /// Every rank agreed that the job is over: peers closing from now on is not a failure.
     fn closing(&mut self);
+}
+
+/// Opens one fabric before the bootstrap exchange: sets up what peers need to reach this rank
+/// and returns it with this rank's endpoint bytes (empty if it needs none).
+pub type FabricOpen = fn(&Settings) -> Result<(Box<dyn Fabric>, Vec<u8>), FabricError>;
+
+/// A fabric this build has: one line of [`FABRICS`], written by the fabric's own module.
+#[derive(Debug, Clone, Copy)]
+pub struct FabricEntry {
+    /// Which fabric.
+    pub kind: FabricKind,
+    /// Its name in `GSM_FABRIC`, the log and the run's offer (the kind's `Display`).
+    pub name: &'static str,
+    /// Its constructor.
+    pub open: FabricOpen,
+    /// Whether it exchanges [`Fabric::cards`] between `create` and `attach` (a second
+    /// all-gather, which every rank of a build makes, whatever fabrics it chose).
+    pub exchanges: bool,
+    /// For a fabric `GSM_FABRIC=auto` may take between hosts: whether it would serve better
+    /// than `tcp` here (`Ok` with why, for the log; `Err` with why not).
+    pub between_hosts: Option<fn() -> Result<String, String>>,
+}
+
+/// The fabrics this build has, in the order they are set up, attached and lent bells (shm
+/// first, whose doorbells tcp rings); closed in the reverse order. A new fabric is its folder
+/// and one line here.
+pub static FABRICS: &[FabricEntry] = &[
+    shm::ENTRY,
+    tcp::ENTRY,
+    #[cfg(feature = "ofi")]
+    ofi::ENTRY,
+    #[cfg(feature = "rdma")]
+    verbs::ENTRY,
+];
+
+impl FabricKind {
+    /// Its line of [`FABRICS`], if this build has it.
+    pub fn entry(self) -> Option<&'static FabricEntry> {
+        FABRICS.iter().find(|e| e.kind == self)
+    }
+
+    /// The fabric of this build named `name` (as [`FabricEntry::name`]).
+    pub fn named(name: &str) -> Option<FabricKind> {
+        FABRICS.iter().find(|e| e.name == name).map(|e| e.kind)
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! Tests of what the fabrics share: the settings read from the environment and the address the
-//! tcp fabric listens on.
+//! Tests of what the fabrics share: the registry, the settings read from the environment and the
+//! address the tcp fabric listens on.
 
 use std::sync::Arc;
 
@@ -45,6 +45,28 @@ fn bad_settings_name_their_variable_and_the_accepted_form() {
     }
 }
 
+/// Every line of the registry names its own kind once, under the name `GSM_FABRIC` takes for it,
+/// and a fabric the choice can name is in the registry exactly when this build has it.
+#[test]
+fn the_registry_has_one_line_per_fabric_under_its_choice_name() {
+    let mut seen = Vec::new();
+    for e in FABRICS {
+        assert!(!seen.contains(&e.kind), "{} twice", e.name);
+        seen.push(e.kind);
+        assert_eq!(e.kind.to_string(), e.name);
+        assert_eq!(FabricKind::named(e.name), Some(e.kind));
+        assert_eq!(e.kind.entry().map(|x| x.name), Some(e.name));
+        let choice = FabricChoice::parse(e.name).expect("a registered fabric is a choice");
+        assert_eq!(choice.pick(true, 1, "h"), Ok(e.kind));
+    }
+    assert_eq!(FabricKind::named("bogus"), None);
+    assert_eq!(FabricKind::Ofi.entry().is_some(), cfg!(feature = "ofi"));
+    assert_eq!(FabricKind::Verbs.entry().is_some(), cfg!(feature = "rdma"));
+    // The opened fabric says which it is.
+    let (shm, endpoint) = (FabricKind::Shm.entry().unwrap().open)(&Settings::default()).unwrap();
+    assert_eq!((shm.kind(), endpoint.len()), (FabricKind::Shm, 0));
+}
+
 /// A host name that resolves to loopback on its own host (Debian's `127.0.1.1 <hostname>`)
 /// is replaced, in a job of several hosts, by the address of the route to another host;
 /// an address that is not loopback, or a job with no other reachable host, keeps its own.
@@ -64,13 +86,13 @@ fn a_loopback_host_address_gives_way_to_the_route_to_the_other_hosts() {
 
 /// A job of `workers.len()` ranks set up phase by phase on this one thread (no phase waits for a
 /// peer): the fabrics and their links, rank by rank.
-fn set_up_here<F: Fabric>(job_id: &str, workers: &[u32]) -> Vec<(F, Links)> {
+fn set_up_here<F: super::conformance::Open>(job_id: &str, workers: &[u32]) -> Vec<(F, Links)> {
     let n = workers.len() as u32;
     let settings = Settings {
         bind: Some(std::net::Ipv4Addr::LOCALHOST.into()),
         connect_timeout: std::time::Duration::from_secs(10),
     };
-    let prepared: Vec<(F, Vec<u8>)> = (0..n).map(|_| F::prepare(&settings).unwrap()).collect();
+    let prepared: Vec<(F, Vec<u8>)> = (0..n).map(|_| F::open(&settings).unwrap()).collect();
     let endpoints: Vec<Vec<u8>> = prepared.iter().map(|(_, e)| e.clone()).collect();
     let mut fabrics: Vec<F> = prepared.into_iter().map(|(f, _)| f).collect();
     for (rank, f) in fabrics.iter_mut().enumerate() {

@@ -1,17 +1,14 @@
 //! The fabrics of one run across ranks: which fabric serves which peer rank (and why), and the
-//! fabrics themselves through their phases (prepare, create, attach, sealed, closing; see
-//! [`crate::fabric`]). The checked barriers between the phases, and the ring mesh the links
+//! fabrics themselves through their phases (open, create, exchange, attach, sealed, closing; see
+//! [`crate::fabric`]), each phase one loop over the fabrics of the job, opened from the
+//! registry [`FABRICS`]. The checked barriers between the phases, and the ring mesh the links
 //! join, are the caller's (`start.rs`).
 
 use crate::bootstrap::Job;
 use crate::error::Error;
-#[cfg(feature = "ofi")]
-use crate::fabric::ofi::Ofi;
-use crate::fabric::shm::Shm;
-use crate::fabric::tcp::Tcp;
-#[cfg(feature = "rdma")]
-use crate::fabric::verbs::Verbs;
-use crate::fabric::{Fabric, FabricChoice, FabricKind, Hooks, Links, Peer, Settings, Topology};
+use crate::fabric::{
+    FABRICS, Fabric, FabricChoice, FabricKind, Hooks, Links, Peer, Settings, Topology,
+};
 
 use super::offer::Offer;
 
@@ -56,24 +53,24 @@ pub(crate) fn choose(job: &Job, hosts: &[String]) -> Result<Vec<Option<FabricKin
         .collect()
 }
 
-/// The fabric `auto` uses between hosts, and why: `ofi` when libfabric's first RMA provider is
-/// a hardware one (verbs, efa, cxi, psm3...), else `tcp`, which serves a plain network better
-/// than libfabric's emulation of RMA over sockets (`tcp;ofi_rxm`, `sockets`).
+/// The fabric `auto` uses between hosts, and why: the first fabric of this build whose
+/// [`FabricEntry::between_hosts`](crate::fabric::FabricEntry::between_hosts) says it serves
+/// better here (`ofi` when libfabric's first RMA provider is a hardware one: verbs, efa, cxi,
+/// psm3...), else `tcp`, which serves a plain network better than libfabric's emulation of RMA
+/// over sockets (`tcp;ofi_rxm`, `sockets`).
 fn auto_between_hosts() -> (FabricKind, String) {
-    #[cfg(feature = "ofi")]
-    {
-        match crate::fabric::ofi::hardware_provider() {
-            Ok(p) => (
-                FabricKind::Ofi,
-                format!("libfabric offers RDMA provider {p}"),
-            ),
-            Err(why) => (FabricKind::Tcp, why),
+    let mut why_not = Vec::new();
+    for e in FABRICS {
+        match e.between_hosts.map(|f| f()) {
+            Some(Ok(why)) => return (e.kind, why),
+            Some(Err(why)) => why_not.push(why),
+            None => {}
         }
     }
-    #[cfg(not(feature = "ofi"))]
-    {
-        (FabricKind::Tcp, "this build has no ofi fabric".to_string())
+    if why_not.is_empty() {
+        why_not.push("this build has no fabric that serves hosts better than tcp".to_string());
     }
+    (FabricKind::Tcp, why_not.join("; "))
 }
 
 /// Why `choice` gave a peer (on this host or not) its fabric, for the log.
@@ -87,26 +84,14 @@ fn why(choice: FabricChoice, same_host: bool) -> &'static str {
     }
 }
 
-/// The fabrics this rank needs for one run, each once prepared.
-///
-/// Fields in this order so that an early return drops tcp before shm, as the run's locals did.
+/// The fabrics this rank needs for one run, each once opened, in [`FABRICS`] order.
 pub(crate) struct Fabrics {
-    #[cfg(feature = "rdma")]
-    pub(crate) verbs: Option<Verbs>,
-    #[cfg(feature = "ofi")]
-    pub(crate) ofi: Option<Ofi>,
-    pub(crate) tcp: Option<Tcp>,
-    pub(crate) shm: Option<Shm>,
+    list: Vec<(FabricKind, Box<dyn Fabric>)>,
 }
 
-/// The endpoints of the fabrics prepared, to publish in this rank's [`Offer`] (empty for a
-/// fabric not needed).
-pub(crate) struct Endpoints {
-    pub(crate) tcp: Vec<u8>,
-    pub(crate) shm: Vec<u8>,
-    pub(crate) ofi: Vec<u8>,
-    pub(crate) verbs: Vec<u8>,
-}
+/// The endpoints of the fabrics opened, to publish in this rank's [`Offer`] (only the fabrics
+/// some peer needs, in [`FABRICS`] order).
+pub(crate) type Endpoints = Vec<(FabricKind, Vec<u8>)>;
 
 /// Whether some peer is served by `k`.
 pub(crate) fn needs(kinds: &[Option<FabricKind>], k: FabricKind) -> bool {
@@ -114,50 +99,19 @@ pub(crate) fn needs(kinds: &[Option<FabricKind>], k: FabricKind) -> bool {
 }
 
 impl Fabrics {
-    /// Prepares each fabric some peer needs (`kinds`); returns them and their endpoints.
+    /// Opens each fabric some peer needs (`kinds`); returns them and their endpoints.
     pub(crate) fn prepare(kinds: &[Option<FabricKind>]) -> Result<(Fabrics, Endpoints), Error> {
         let settings = Settings::from_env()?;
-        let shm = if needs(kinds, FabricKind::Shm) {
-            Some(Shm::prepare(&settings)?)
-        } else {
-            None
-        };
-        let tcp = if needs(kinds, FabricKind::Tcp) {
-            Some(Tcp::prepare(&settings)?)
-        } else {
-            None
-        };
-        #[cfg(feature = "ofi")]
-        let ofi = if needs(kinds, FabricKind::Ofi) {
-            Some(Ofi::prepare(&settings)?)
-        } else {
-            None
-        };
-        #[cfg(not(feature = "ofi"))]
-        let ofi: Option<((), Vec<u8>)> = None;
-        #[cfg(feature = "rdma")]
-        let verbs = if needs(kinds, FabricKind::Verbs) {
-            Some(Verbs::prepare(&settings)?)
-        } else {
-            None
-        };
-        #[cfg(not(feature = "rdma"))]
-        let verbs: Option<((), Vec<u8>)> = None;
-        let endpoints = Endpoints {
-            tcp: tcp.as_ref().map(|t| t.1.clone()).unwrap_or_default(),
-            shm: shm.as_ref().map(|s| s.1.clone()).unwrap_or_default(),
-            ofi: ofi.as_ref().map(|s| s.1.clone()).unwrap_or_default(),
-            verbs: verbs.as_ref().map(|s| s.1.clone()).unwrap_or_default(),
-        };
-        let fabrics = Fabrics {
-            #[cfg(feature = "rdma")]
-            verbs: verbs.map(|v| v.0),
-            #[cfg(feature = "ofi")]
-            ofi: ofi.map(|o| o.0),
-            tcp: tcp.map(|t| t.0),
-            shm: shm.map(|s| s.0),
-        };
-        Ok((fabrics, endpoints))
+        let mut list = Vec::new();
+        let mut endpoints = Vec::new();
+        for e in FABRICS.iter().filter(|e| needs(kinds, e.kind)) {
+            let (f, endpoint) = (e.open)(&settings)?;
+            list.push((e.kind, f));
+            endpoints.push((e.kind, endpoint));
+        }
+        // `choose` only names fabrics of this build (`FabricChoice::parse` refuses the others).
+        debug_assert!(kinds.iter().flatten().all(|k| k.entry().is_some()));
+        Ok((Fabrics { list }, endpoints))
     }
 
     /// Creates each fabric for its peers (`kinds`, with the endpoints of `offers`).
@@ -168,127 +122,83 @@ impl Fabrics {
         offers: &[Offer],
         hooks: &Hooks,
     ) -> Result<(), Error> {
-        let peers_of = |k: FabricKind, pick: fn(&Offer) -> &Vec<u8>| -> Vec<Peer> {
-            (0..kinds.len())
-                .filter(|&r| kinds[r] == Some(k))
+        for (k, f) in &mut self.list {
+            let peers: Vec<Peer> = (0..kinds.len())
+                .filter(|&r| kinds[r] == Some(*k))
                 .map(|r| Peer {
                     rank: r as u32,
-                    endpoint: pick(&offers[r]).clone(),
+                    endpoint: offers[r].endpoint(*k).to_vec(),
                 })
-                .collect()
-        };
-        if let Some(f) = &mut self.shm {
-            f.create(topo, &peers_of(FabricKind::Shm, |o| &o.shm), hooks.clone())?;
-        }
-        if let Some(f) = &mut self.tcp {
-            f.create(topo, &peers_of(FabricKind::Tcp, |o| &o.tcp), hooks.clone())?;
-        }
-        #[cfg(feature = "ofi")]
-        if let Some(f) = &mut self.ofi {
-            f.create(topo, &peers_of(FabricKind::Ofi, |o| &o.ofi), hooks.clone())?;
-        }
-        #[cfg(feature = "rdma")]
-        if let Some(f) = &mut self.verbs {
-            f.create(
-                topo,
-                &peers_of(FabricKind::Verbs, |o| &o.verbs),
-                hooks.clone(),
-            )?;
+                .collect();
+            f.create(topo, &peers, hooks.clone())?;
         }
         Ok(())
     }
 
-    /// The verbs fabric's second exchange, between `create` and `attach`: every rank's cards
-    /// (queue pair numbers, region addresses and keys) through the bootstrap's all-gather. Every
-    /// rank of an `rdma` build takes part (with no cards when it has no verbs peer), so the
-    /// collective calls match whatever fabrics a rank chose.
-    #[cfg(feature = "rdma")]
-    pub(crate) fn exchange_verbs(&mut self, job: &Job) -> Result<(), Error> {
-        // One leading byte, so that no rank's part is empty: Open MPI refuses an all-gather
-        // of no bytes at all (MPI_ERR_ARG), which is what a job without verbs peers would send.
-        let mut mine = vec![u8::from(self.verbs.is_some())];
-        mine.extend(self.verbs.as_ref().map(Verbs::cards).unwrap_or_default());
-        let all = job
-            .all_gather(&mine)
-            .map_err(|e| Error::Bootstrap(e.to_string()))?;
-        let cards: Vec<Vec<u8>> = all
-            .into_iter()
-            .map(|b| b.get(1..).unwrap_or_default().to_vec())
-            .collect();
-        if let Some(f) = &mut self.verbs {
-            f.accept(&cards)?;
-        }
-        Ok(())
-    }
-
-    /// Connects each fabric; returns their links (shm's first, whose bells tcp borrows).
-    pub(crate) fn attach(&mut self) -> Result<Vec<Links>, Error> {
-        let mut v = Vec::new();
-        if let Some(f) = &mut self.shm {
-            v.push(f.attach()?);
-        }
-        if let Some(f) = &mut self.tcp {
-            // Per-host tcp connections: the rank that reads a remote worker's connection wakes
-            // the workers of this host's other ranks through their shm doorbells.
-            if let Some(shm) = v.first() {
-                f.lend_bells(&shm.bells);
+    /// The second exchange of the fabrics that have one ([`Fabric::cards`]), between `create`
+    /// and `attach`: every rank's cards (for verbs, queue pair numbers, region addresses and
+    /// keys) through the bootstrap's all-gather, one per such fabric of this build. Every rank
+    /// takes part (with no cards when it has no peer on that fabric), so the collective calls
+    /// match whatever fabrics a rank chose.
+    pub(crate) fn exchange(&mut self, job: &Job) -> Result<(), Error> {
+        for e in FABRICS.iter().filter(|e| e.exchanges) {
+            let mut f = self.list.iter_mut().find(|(k, _)| *k == e.kind);
+            // One leading byte, so that no rank's part is empty: Open MPI refuses an all-gather
+            // of no bytes at all (MPI_ERR_ARG), which is what a job without such peers would
+            // send.
+            let mut mine = vec![u8::from(f.is_some())];
+            mine.extend(f.as_ref().and_then(|(_, f)| f.cards()).unwrap_or_default());
+            let all = job
+                .all_gather(&mine)
+                .map_err(|e| Error::Bootstrap(e.to_string()))?;
+            let cards: Vec<Vec<u8>> = all
+                .into_iter()
+                .map(|b| b.get(1..).unwrap_or_default().to_vec())
+                .collect();
+            if let Some((_, f)) = &mut f {
+                f.accept(&cards)?;
             }
-            v.push(f.attach()?);
         }
-        #[cfg(feature = "ofi")]
-        if let Some(f) = &mut self.ofi {
-            v.push(f.attach()?);
+        Ok(())
+    }
+
+    /// Connects each fabric; returns their links, in [`FABRICS`] order (each fabric is first
+    /// lent the links of those before it: tcp rings shm's doorbells).
+    pub(crate) fn attach(&mut self) -> Result<Vec<Links>, Error> {
+        let mut v: Vec<(FabricKind, Links)> = Vec::new();
+        for (k, f) in &mut self.list {
+            let before: Vec<(FabricKind, &Links)> = v.iter().map(|(k, l)| (*k, l)).collect();
+            f.lend(&before);
+            let links = f.attach()?;
+            v.push((*k, links));
         }
-        #[cfg(feature = "rdma")]
-        if let Some(f) = &mut self.verbs {
-            v.push(f.attach()?);
-        }
-        Ok(v)
+        Ok(v.into_iter().map(|(_, l)| l).collect())
     }
 
     /// Tells each fabric that every rank is connected.
     pub(crate) fn sealed(&mut self) {
-        if let Some(f) = &mut self.shm {
-            f.sealed();
-        }
-        if let Some(f) = &mut self.tcp {
-            f.sealed();
-        }
-        #[cfg(feature = "ofi")]
-        if let Some(f) = &mut self.ofi {
-            f.sealed();
-        }
-        #[cfg(feature = "rdma")]
-        if let Some(f) = &mut self.verbs {
+        for (_, f) in &mut self.list {
             f.sealed();
         }
     }
 
     /// Tells each fabric that closing is expected now.
     pub(crate) fn closing(&mut self) {
-        if let Some(f) = &mut self.shm {
-            f.closing();
-        }
-        if let Some(f) = &mut self.tcp {
-            f.closing();
-        }
-        #[cfg(feature = "ofi")]
-        if let Some(f) = &mut self.ofi {
-            f.closing();
-        }
-        #[cfg(feature = "rdma")]
-        if let Some(f) = &mut self.verbs {
+        for (_, f) in &mut self.list {
             f.closing();
         }
     }
 
-    /// Drops verbs, ofi, shm, then tcp.
-    pub(crate) fn close(mut self) {
-        #[cfg(feature = "rdma")]
-        drop(self.verbs.take());
-        #[cfg(feature = "ofi")]
-        drop(self.ofi.take());
-        drop(self.shm.take());
-        drop(self.tcp.take());
+    /// Drops the fabrics, the last set up first.
+    pub(crate) fn close(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Fabrics {
+    fn drop(&mut self) {
+        while let Some(f) = self.list.pop() {
+            drop(f);
+        }
     }
 }

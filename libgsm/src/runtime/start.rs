@@ -20,7 +20,9 @@ use super::workers::{join_workers, spawn_workers};
 use crate::bootstrap::{Job, Stage};
 use crate::config::Config;
 use crate::error::Error;
-use crate::fabric::{Doorbell, FabricChoice, FabricError, FabricKind, Hooks, Settings, Topology};
+use crate::fabric::{
+    Doorbell, FABRICS, FabricChoice, FabricError, FabricKind, Hooks, Settings, Topology,
+};
 use crate::wire::ring::RingLayout;
 use crate::worker::{Place, Shared};
 
@@ -113,10 +115,7 @@ pub(crate) fn start_multi(
         workers: config.workers as u32,
         slots: layout.slots,
         slot_size: layout.slot_size,
-        tcp: endpoints.tcp,
-        shm: endpoints.shm,
-        ofi: endpoints.ofi,
-        verbs: endpoints.verbs,
+        endpoints,
         probe: if needs(&kinds, FabricKind::Shm) && single_copy {
             crate::wire::far::allow_peers()
         } else {
@@ -137,12 +136,13 @@ pub(crate) fn start_multi(
     let hooks = hooks(&runtime);
     let created = fabrics.create(&topo, &kinds, &offers, &hooks);
     agree(job, created, "creating the fabrics")?;
-    #[cfg(feature = "rdma")]
-    agree(
-        job,
-        fabrics.exchange_verbs(job),
-        "exchanging the verbs queue pairs",
-    )?;
+    if FABRICS.iter().any(|e| e.exchanges) {
+        agree(
+            job,
+            fabrics.exchange(job),
+            "exchanging the fabrics' cards (verbs queue pairs)",
+        )?;
+    }
     let links = agree(job, fabrics.attach(), "connecting the fabrics")?;
     fabrics.sealed();
 

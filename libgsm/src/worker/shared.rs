@@ -32,7 +32,7 @@ pub(crate) struct Place {
     /// The host boards this rank maps (`crate::board`), if any.
     pub board: Option<Arc<crate::board::Board>>,
     /// The one-sided fabric's rendezvous: large bodies to and from the ranks it reaches are
-    /// parked in registered memory and read by RMA (the ofi rendezvous, docs/moved/ofi.md).
+    /// parked in registered memory and read by RMA (the ofi rendezvous, `fabric/ofi/README.md`).
     pub rma: Option<Arc<dyn crate::wire::far::Rendezvous>>,
 }
 

@@ -2,20 +2,21 @@
 //! and reads peers' parked bodies through the rank's progress state, driving the rank's progress
 //! itself while a read is in flight (as a polling worker does).
 //!
-//! The bookkeeping of reads and registrations is `rendezvous.rs`'s. See docs/moved/ofi.md (the
+//! The bookkeeping of reads and registrations is `rendezvous.rs`'s. See `README.md` beside this file (the
 //! rendezvous for large records).
 
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 
-use super::drive::Engine;
 use super::rendezvous::Ended;
+use super::transport::OfiTransport;
+use crate::fabric::rdma::drive::Engine;
 use crate::fabric::{Parked, Rendezvous};
 
 /// The rendezvous the runtime holds (`Links::rendezvous`): parks and reads through the rank's
 /// progress state.
 pub(super) struct Handle {
-    engine: Arc<Engine>,
+    engine: Arc<Engine<OfiTransport>>,
     /// Rank of each peer (peer index order).
     ranks: Vec<u32>,
 }
@@ -29,7 +30,7 @@ impl std::fmt::Debug for Handle {
 }
 
 impl Handle {
-    pub(super) fn new(engine: Arc<Engine>, ranks: Vec<u32>) -> Handle {
+    pub(super) fn new(engine: Arc<Engine<OfiTransport>>, ranks: Vec<u32>) -> Handle {
         Handle { engine, ranks }
     }
 }
@@ -41,11 +42,11 @@ impl Rendezvous for Handle {
 
     unsafe fn park(&self, ptr: *const u8, len: usize) -> Result<Parked, String> {
         // SAFETY: the caller's.
-        unsafe { self.engine.lock().park(ptr, len) }
+        unsafe { self.engine.lock().transport().park(ptr, len) }
     }
 
     fn unpark(&self, id: u64) {
-        self.engine.lock().unpark(id);
+        self.engine.lock().transport().unpark(id);
     }
 
     fn read(
@@ -62,11 +63,21 @@ impl Rendezvous for Handle {
         let (dst, n) = (buf.as_mut_ptr().cast::<u8>(), buf.len());
         // SAFETY: `buf` is left alone until the read ends, and leaked if it ends with pieces
         // in flight.
-        let read = unsafe { self.engine.lock().start_read(peer, addr, key, dst, n) }?;
+        let read = unsafe {
+            self.engine
+                .lock()
+                .transport()
+                .start_read(peer, addr, key, dst, n)
+        }?;
         let (mut idle, start) = (0u32, std::time::Instant::now());
         loop {
             let turned = self.engine.drive().is_some_and(|t| t.work);
-            match self.engine.lock().read_ended(read) {
+            let ended = {
+                let mut st = self.engine.lock();
+                let ending = st.ending();
+                st.transport().read_ended(read, ending)
+            };
+            match ended {
                 None => {}
                 Some(Ended::Done) => {
                     tracing::debug!(

@@ -1,6 +1,9 @@
 //! The `ofi` fabric: slot rings between ranks carried by one-sided RMA writes over libfabric,
 //! with any provider that has RMA (`tcp;ofi_rxm` and `shm` here; `verbs;ofi_rxm`, `efa`, `cxi`,
-//! `psm3` on clusters).
+//! `psm3` on clusters). An adapter of the one RMA ring protocol (`fabric/rdma`): it opens the
+//! endpoint, exchanges hellos and implements the protocol's transport (`transport.rs`:
+//! `fi_writedata` with the immediate as remote completion data); its own are the rendezvous for
+//! large records (`rendezvous.rs`, `handle.rs`) and the segments' RMA port (`rma.rs`).
 //!
 //! # What lives where
 //!
@@ -35,7 +38,7 @@
 //!
 //! # Set-up
 //!
-//! [`Fabric::prepare`] chooses the provider (`provider.rs`: `GSM_OFI_PROVIDER`, else the first
+//! [`Ofi::prepare`] chooses the provider (`provider.rs`: `GSM_OFI_PROVIDER`, else the first
 //! answer with everything needed), opens the endpoint and publishes its address, prefixed by the
 //! provider's and fabric's names so that every rank can check they agree.
 //! [`Fabric::create`] allocates and registers the region, inserts the peers' addresses, posts a
@@ -53,15 +56,13 @@
 //! through `Hooks::fail`, naming the peer. After [`Fabric::closing`] failures are expected and
 //! not reported. See ARCHITECTURE.md.
 
-mod drive;
+mod endpoint;
 mod handle;
-mod layout;
-mod progress;
 mod provider;
 mod rendezvous;
 mod rma;
 mod setup;
-pub mod writerate;
+mod transport;
 
 #[cfg(test)]
 mod tests;
@@ -69,11 +70,15 @@ mod tests;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+pub use endpoint::RmaEndpoint;
 pub use provider::PROVIDER_VAR;
 
+use crate::fabric::rdma::drive;
+use crate::fabric::rdma::rings::{self, Parts, Shared};
 use crate::sys::ofi as fi;
+use transport::OfiTransport;
 
-use super::{Fabric, FabricError, FabricKind, Hooks, Links, Peer, Settings, Topology};
+use super::{Fabric, FabricEntry, FabricError, FabricKind, Hooks, Links, Peer, Settings, Topology};
 
 /// The `ofi` fabric of one rank. See the module docs.
 #[derive(Debug)]
@@ -82,8 +87,10 @@ pub struct Ofi {
     stack: Option<fi::Stack>,
     /// What `create` made, until `attach` uses it.
     created: Option<setup::Created>,
+    /// The provider opened.
+    provider: String,
     /// Shared with the progress thread.
-    shared: Option<Arc<progress::Shared>>,
+    shared: Option<Arc<Shared>>,
     thread: Option<JoinHandle<()>>,
     connect_timeout: std::time::Duration,
 }
@@ -91,10 +98,7 @@ pub struct Ofi {
 impl Ofi {
     /// The provider this rank opened (`tcp;ofi_rxm`, `shm`...).
     pub fn provider(&self) -> Option<&str> {
-        self.stack
-            .as_ref()
-            .map(|s| s.offer.provider.as_str())
-            .or_else(|| self.shared.as_ref().map(|s| s.provider.as_str()))
+        Some(self.provider.as_str())
     }
 }
 
@@ -122,10 +126,25 @@ pub(super) fn setup_error(provider: &str, e: &fi::FiError) -> FabricError {
     }
 }
 
-impl Fabric for Ofi {
-    const KIND: FabricKind = FabricKind::Ofi;
+/// The ofi fabric's line of [`super::FABRICS`]: `auto` takes it between hosts when libfabric
+/// offers an RDMA provider.
+pub const ENTRY: FabricEntry = FabricEntry {
+    kind: FabricKind::Ofi,
+    name: "ofi",
+    open: |settings| Ofi::prepare(settings).map(|(f, e)| (Box::new(f) as Box<dyn Fabric>, e)),
+    exchanges: false,
+    between_hosts: Some(between_hosts),
+};
 
-    fn prepare(settings: &Settings) -> Result<(Self, Vec<u8>), FabricError> {
+/// Whether `auto` takes this fabric between hosts: see [`hardware_provider`].
+fn between_hosts() -> Result<String, String> {
+    hardware_provider().map(|p| format!("libfabric offers RDMA provider {p}"))
+}
+
+impl Ofi {
+    /// Opens the fabric (before the bootstrap exchange): chooses the provider and opens the
+    /// endpoint; the endpoint bytes name the provider, the fabric and the address.
+    pub fn prepare(settings: &Settings) -> Result<(Self, Vec<u8>), FabricError> {
         let wanted = provider::from_env();
         let (info, n) = provider::choose(wanted.as_deref())?;
         let name = info.offers()[n].provider.clone();
@@ -143,6 +162,7 @@ impl Fabric for Ofi {
         );
         Ok((
             Ofi {
+                provider: stack.offer.provider.clone(),
                 stack: Some(stack),
                 created: None,
                 shared: None,
@@ -151,6 +171,12 @@ impl Fabric for Ofi {
             },
             endpoint,
         ))
+    }
+}
+
+impl Fabric for Ofi {
+    fn kind(&self) -> FabricKind {
+        FabricKind::Ofi
     }
 
     fn create(&mut self, topo: &Topology, peers: &[Peer], hooks: Hooks) -> Result<(), FabricError> {
@@ -169,11 +195,42 @@ impl Fabric for Ofi {
                 reason: "the ofi fabric was attached before create",
             });
         };
-        let peers = setup::exchange_hellos(&mut stack, &created, self.connect_timeout)?;
-        let (mut links, shared, state, local) = progress::build(stack, created, peers)?;
+        let heard = setup::exchange_hellos(&mut stack, &created, self.connect_timeout)?;
+        let setup::Created {
+            plan,
+            region,
+            hellos,
+            hooks,
+            topo,
+        } = created;
+        let peers = hellos
+            .addrs()
+            .iter()
+            .zip(&heard)
+            .map(|(&addr, h)| (addr, h.key))
+            .collect();
+        tracing::info!(
+            target: "gossamer::fabric",
+            provider = %stack.offer.provider,
+            peers = plan.peers.len(),
+            rings = plan.rings * 2,
+            region_bytes = region.len(),
+            waits_on_cq = stack.can_wait(),
+            "ofi fabric attached"
+        );
+        let transport = OfiTransport::new(stack, peers, hellos);
+        let local = plan.local;
+        let parts = Parts {
+            plan,
+            region,
+            hooks,
+            topo,
+            remotes: heard.into_iter().map(|h| h.remote).collect(),
+        };
+        let (mut links, shared, state) = rings::build(transport, parts)?;
         let ranks = state.peer_ranks();
-        let (thread, engine) = drive::start(state, shared.clone(), local, &mut links)
-            .map_err(|e| progress::os("starting the progress thread", &e))?;
+        let (thread, engine) = drive::start(state, shared.clone(), local, &mut links, "gsm-ofi")
+            .map_err(|e| rings::os::<OfiTransport>("starting the progress thread", &e))?;
         rma::install(&engine);
         links.rendezvous = Some(Arc::new(handle::Handle::new(engine, ranks)));
         self.shared = Some(shared);

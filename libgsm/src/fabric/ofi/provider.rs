@@ -41,8 +41,8 @@ pub(super) const MR_MODES: u32 = bits::MR_LOCAL
     | bits::MR_ALLOCATED
     | bits::MR_PROV_KEY
     | bits::MR_ENDPOINT;
-/// Bytes of remote completion data a slot write carries.
-pub(super) const CQ_DATA: usize = 8;
+/// Bytes of remote completion data a write carries: the ring protocol's 32-bit immediate.
+pub(super) const CQ_DATA: usize = 4;
 
 /// The variable that, set to `fd`, gives the completion queue a wait descriptor again.
 pub const CQ_WAIT_VAR: &str = "GSM_OFI_CQ_WAIT";

@@ -14,7 +14,7 @@
 //! This module keeps the reads and registrations (under the progress state's lock); `handle.rs`
 //! is what the runtime calls. It does not know records (`wire::record` makes and reads the
 //! references) or rings.
-//! See docs/moved/ofi.md (the rendezvous for large records).
+//! See the rendezvous in `README.md` beside this file.
 
 use std::collections::HashMap;
 use std::ffi::c_void;

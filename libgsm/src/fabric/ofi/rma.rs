@@ -1,7 +1,8 @@
 //! The `ofi` fabric's side of segment RMA (`segment/rma.rs` decides what to post and when it is
 //! allowed): a [`Port`] that registers segment regions on the rank's domain and posts reads,
 //! writes and fetching atomics on its endpoint under the turn's lock, into the table of
-//! operations in flight that the turn completes (`progress.rs`'s `RmaTable`). Keys are random 64-bit numbers unless
+//! operations in flight that the turn completes (`transport.rs`'s `RmaTable`). Keys are random
+//! 64-bit numbers unless
 //! the provider picks them (`FI_MR_PROV_KEY`). Not installed when the provider wants local
 //! buffers registered (`FI_MR_LOCAL`): segments then delegate every operation.
 //!
@@ -11,13 +12,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::drive::Engine;
+use super::transport::OfiTransport;
+use crate::fabric::rdma::drive::Engine;
 use crate::fabric::rma::{self as seg, Done, NotPosted, Port, Posted, Region};
 use crate::sys::ofi as fi;
 
 /// The port segments use (see the module docs).
 struct OfiPort {
-    engine: Arc<Engine>,
+    engine: Arc<Engine<OfiTransport>>,
     /// Peer rank → its address in the AV.
     peers: HashMap<usize, u64>,
     atomics: bool,
@@ -43,7 +45,7 @@ impl Port for OfiPort {
         // A key is a capability: random, so that a rank cannot name a region it was not given.
         let key = if self.prov_key { 0 } else { unguessable() };
         let mut st = self.engine.lock();
-        let (stack, _) = st.rma_parts();
+        let (stack, _) = st.transport().rma_parts();
         // SAFETY: the caller keeps the bytes mapped until `unexpose` (this trait's contract).
         let (handle, reg) =
             unsafe { stack.expose(ptr, len, read, write, key) }.map_err(|e| e.to_string())?;
@@ -55,7 +57,12 @@ impl Port for OfiPort {
     }
 
     fn unexpose(&self, handle: usize) {
-        self.engine.lock().rma_parts().0.unexpose(handle);
+        self.engine
+            .lock()
+            .transport()
+            .rma_parts()
+            .0
+            .unexpose(handle);
     }
 
     fn post(&self, rank: usize, addr: u64, key: u64, op: Posted) -> Result<Arc<Done>, NotPosted> {
@@ -64,7 +71,7 @@ impl Port for OfiPort {
             .get(&rank)
             .ok_or_else(|| NotPosted::Failed(format!("rank {rank} is not an ofi peer")))?;
         let mut st = self.engine.lock();
-        let (stack, table) = st.rma_parts();
+        let (stack, table) = st.transport().rma_parts();
         table.post(stack, dest, addr, key, op)
     }
 }
@@ -86,11 +93,13 @@ fn unguessable() -> u64 {
 
 /// Installs the port for this process's segments, unless the provider needs local buffers
 /// registered.
-pub(super) fn install(engine: &Arc<Engine>) {
+pub(super) fn install(engine: &Arc<Engine<OfiTransport>>) {
     let (peers, local_mr, atomics, prov_key) = {
         let mut st = engine.lock();
-        let (peers, local_mr) = st.peer_addresses();
-        let (stack, _) = st.rma_parts();
+        let ranks = st.peer_ranks();
+        let (addrs, local_mr) = st.transport().peer_addresses();
+        let peers: Vec<(usize, u64)> = ranks.iter().map(|&r| r as usize).zip(addrs).collect();
+        let (stack, _) = st.transport().rma_parts();
         let prov_key = stack.offer.mr_mode & fi::bits::MR_PROV_KEY != 0;
         (peers, local_mr, stack.has_word_atomics(), prov_key)
     };

@@ -1,18 +1,18 @@
 //! The `ofi` fabric's set-up steps: the endpoint bytes, the registered region, the hellos out
 //! (`create`, which waits for nobody) and the hellos in (`exchange_hellos`, bounded by the
-//! connect timeout), with every check a peer's hello must pass before this rank writes a byte
-//! to where it points.
+//! connect timeout). A hello is the peer's [`Card`], sent as a message on the endpoint; every
+//! check it must pass before this rank writes a byte to where it points is the card's.
 //!
-//! It does not move slots or credits; `progress.rs` does, from the tables built here. See
-//! ARCHITECTURE.md.
+//! It does not move slots or credits; `fabric/rdma` does, from what is built here.
 
-use std::alloc;
-use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::layout::{HELLO, Hello, Plan};
 use super::setup_error;
+use crate::fabric::rdma::card::{CARD, Card, Expect};
+use crate::fabric::rdma::plan::Plan;
+use crate::fabric::rdma::region::Region;
+use crate::fabric::rdma::rings::Remote;
 use crate::fabric::{FabricError, FabricKind, Hooks, Peer, Topology};
 use crate::sys::ofi::{self as fi, Stack};
 
@@ -21,51 +21,46 @@ const SEND_CTX: usize = 1 << 60;
 const RECV_CTX: usize = 2 << 60;
 const CTX_MASK: usize = (1 << 60) - 1;
 
-/// The region's memory: zeroed, page-aligned, freed when the last holder (the fabric, a ring
-/// end) drops it. Libfabric's registration ends before (the progress thread drops the stack).
-#[derive(Debug)]
-pub(super) struct Region {
-    ptr: NonNull<u8>,
-    layout: alloc::Layout,
+/// Where the hellos lie in the region (its adapter part): one to send to each peer, then one
+/// receive buffer per peer.
+#[derive(Debug, Clone)]
+pub(super) struct Hellos {
+    region: Arc<Region>,
+    /// Each peer's address (plan order).
+    addrs: Vec<u64>,
 }
 
-// SAFETY: plain memory; who writes which bytes when is the ring protocol's and the progress
-// thread's business, through atomics and completions.
-unsafe impl Send for Region {}
-// SAFETY: as for Send.
-unsafe impl Sync for Region {}
-
-impl Region {
-    fn new(bytes: usize) -> Region {
-        let layout = alloc::Layout::from_size_align(bytes, 4096).expect("region size checked");
-        // SAFETY: a non-zero size (at least one page).
-        let p = unsafe { alloc::alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(p) else {
-            alloc::handle_alloc_error(layout)
-        };
-        Region { ptr, layout }
+impl Hellos {
+    /// Bytes of the hellos for `n` peers.
+    fn bytes(n: usize) -> usize {
+        2 * n * CARD
     }
 
-    /// Address of byte `offset`.
-    pub(super) fn at(&self, offset: usize) -> *mut u8 {
-        assert!(
-            offset < self.layout.size(),
-            "offset {offset} outside the region"
-        );
-        // SAFETY: inside the allocation (checked).
-        unsafe { self.ptr.as_ptr().add(offset) }
+    /// Each peer's address (plan order).
+    pub(super) fn addrs(&self) -> &[u64] {
+        &self.addrs
     }
 
-    /// Bytes.
-    pub(super) fn len(&self) -> usize {
-        self.layout.size()
+    fn out(&self, p: usize) -> *mut u8 {
+        self.region.at(p * CARD)
     }
-}
 
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+    fn buffer(&self, p: usize) -> *mut u8 {
+        self.region.at((self.addrs.len() + p) * CARD)
+    }
+
+    /// Sends this rank's hello to peer `p` again (it lies unchanged in the region).
+    pub(super) fn resend(&self, stack: &mut Stack, p: usize) -> Result<(), FabricError> {
+        post_send(stack, self.out(p), self.addrs[p], p)
+            .map_err(|e| setup_error(&stack.offer.provider.clone(), &e))
+    }
+
+    /// Reposts receive buffer `p` after its hello was read.
+    pub(super) fn repost(&self, stack: &mut Stack, p: usize) -> Result<(), FabricError> {
+        // SAFETY: buffer `p` is in the registered region and was just read; nothing touches it
+        // until its next completion.
+        unsafe { stack.recv(self.buffer(p), CARD, RECV_CTX | p) }
+            .map_err(|e| setup_error(&stack.offer.provider.clone(), &e))
     }
 }
 
@@ -74,21 +69,16 @@ impl Drop for Region {
 pub(super) struct Created {
     pub plan: Plan,
     pub region: Arc<Region>,
-    /// Each peer's address (plan order).
-    pub addrs: Vec<u64>,
+    pub hellos: Hellos,
     pub hooks: Hooks,
     pub topo: Topology,
 }
 
-/// A peer as its hello describes it (plan order).
+/// A peer as its hello describes it: where to write, and the key of its region.
 #[derive(Debug, Clone)]
-pub(super) struct Remote {
-    pub addr: u64,
-    pub base: u64,
+pub(super) struct Heard {
+    pub remote: Remote,
     pub key: u64,
-    pub rings: u64,
-    pub credits: u64,
-    pub first: u32,
 }
 
 /// This rank's endpoint bytes: provider name, fabric name (each u16-prefixed), the address.
@@ -186,55 +176,56 @@ pub(super) fn create(
             topo.first_worker(p.rank),
         ));
     }
-    let plan = Plan::new(topo.layout, topo.local_workers(), &list).map_err(|reason| {
-        FabricError::Choice {
-            value: format!("{} ranks of {:?}", topo.ranks(), topo.workers),
-            reason,
-        }
+    let plan = Plan::new(
+        topo.layout,
+        topo.local_workers(),
+        &list,
+        Hellos::bytes(peers.len()),
+    )
+    .map_err(|reason| FabricError::Choice {
+        value: format!("{} ranks of {:?}", topo.ranks(), topo.workers),
+        reason,
     })?;
     let region = Arc::new(Region::new(plan.total));
-    // SAFETY: the region stays allocated while the stack lives: the stack moves to the progress
-    // thread, which holds the region too and drops the stack first.
+    // SAFETY: the region stays allocated while the stack lives: the stack moves into the ring
+    // state, which holds the region too and drops the stack first.
     let reg = unsafe { stack.register(region.at(0), region.len()) }
         .map_err(|e| setup_error(&prov, &e))?;
+    let hellos = Hellos {
+        region: region.clone(),
+        addrs,
+    };
     for p in 0..plan.peers.len() {
-        // SAFETY: buffer `p` is in the registered region, untouched until its completion.
-        unsafe { stack.recv(region.at(plan.hello_in(p)), HELLO, RECV_CTX | p) }
-            .map_err(|e| setup_error(&prov, &e))?;
+        hellos.repost(stack, p)?;
     }
     for (p, s) in plan.peers.iter().enumerate() {
-        let hello = Hello {
+        let hello = Card {
             key: topo.key,
             from: me,
             to: s.rank,
             slots: topo.layout.slots,
             slot_size: topo.layout.slot_size,
             workers: topo.local_workers(),
+            first: s.first,
+            extra: [0; 2],
             base: reg.base,
             mr_key: reg.key,
             len: region.len() as u64,
-            rings: plan.section_in(p) as u64,
-            credits: plan.section_credit(p) as u64,
-            first: s.first,
+            rings: plan.ring_in(s.first) as u64,
+            credits: plan.credit_in(s.first) as u64,
         };
-        // SAFETY: the hello's 128 bytes lie in the region (plan), written before any send of
-        // them and untouched after.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                hello.encode().as_ptr(),
-                region.at(plan.hello_out(p)),
-                HELLO,
-            )
-        };
+        // SAFETY: the hello's 128 bytes lie in the region's hello part, written before any
+        // send of them and untouched after.
+        unsafe { std::ptr::copy_nonoverlapping(hello.encode().as_ptr(), hellos.out(p), CARD) };
         if opens(me, s.rank) {
-            post_send(stack, region.at(plan.hello_out(p)), addrs[p], p)
+            post_send(stack, hellos.out(p), hellos.addrs[p], p)
                 .map_err(|e| setup_error(&prov, &e))?;
         }
     }
     Ok(Created {
         plan,
         region,
-        addrs,
+        hellos,
         hooks,
         topo: topo.clone(),
     })
@@ -252,7 +243,7 @@ fn opens(me: u32, peer: u32) -> bool {
 /// endpoint; `create` must not wait for a peer.
 fn post_send(stack: &mut Stack, buf: *const u8, dest: u64, p: usize) -> Result<(), fi::FiError> {
     // SAFETY: the hello lies in the registered region and is not changed afterwards.
-    match unsafe { stack.send(buf, HELLO, dest, SEND_CTX | p) } {
+    match unsafe { stack.send(buf, CARD, dest, SEND_CTX | p) } {
         Err(e) if e.code == fi::EAGAIN => Ok(()),
         r => r,
     }
@@ -260,20 +251,6 @@ fn post_send(stack: &mut Stack, buf: *const u8, dest: u64, p: usize) -> Result<(
 
 /// Every how long a hello not yet answered is sent again.
 const RESEND: Duration = Duration::from_millis(300);
-
-/// Sends this rank's hello to peer `p` again (it lies unchanged in the region).
-pub(super) fn resend(stack: &mut Stack, c: &Created, p: usize) -> Result<(), FabricError> {
-    post_send(stack, c.region.at(c.plan.hello_out(p)), c.addrs[p], p)
-        .map_err(|e| setup_error(&stack.offer.provider.clone(), &e))
-}
-
-/// Reposts receive buffer `buf` after its hello was read.
-pub(super) fn repost(stack: &mut Stack, c: &Created, buf: usize) -> Result<(), FabricError> {
-    // SAFETY: buffer `buf` is in the registered region and was just read; nothing touches it
-    // until its next completion.
-    unsafe { stack.recv(c.region.at(c.plan.hello_in(buf)), HELLO, RECV_CTX | buf) }
-        .map_err(|e| setup_error(&stack.offer.provider.clone(), &e))
-}
 
 /// Whether a completion's context is a hello receive; its buffer if so.
 pub(super) fn hello_buffer(context: usize) -> Option<usize> {
@@ -296,9 +273,9 @@ pub(super) fn exchange_hellos(
     stack: &mut Stack,
     c: &Created,
     timeout: Duration,
-) -> Result<Vec<Remote>, FabricError> {
+) -> Result<Vec<Heard>, FabricError> {
     let n = c.plan.peers.len();
-    let mut got: Vec<Option<Remote>> = vec![None; n];
+    let mut got: Vec<Option<Heard>> = vec![None; n];
     let mut done = Vec::new();
     let start = Instant::now();
     let mut last_send = Instant::now();
@@ -311,10 +288,10 @@ pub(super) fn exchange_hellos(
                 continue;
             };
             let (p, r) = check_hello(c, buf, e.len)?;
-            repost(stack, c, buf)?;
+            c.hellos.repost(stack, buf)?;
             // The first hello from a rank that opens answers it; a repeat means ours was lost.
             if got[p].is_some() || !opens(c.topo.rank, c.plan.peers[p].rank) {
-                resend(stack, c, p)?;
+                c.hellos.resend(stack, p)?;
             }
             got[p] = Some(r);
         }
@@ -322,7 +299,7 @@ pub(super) fn exchange_hellos(
             last_send = Instant::now();
             let me = c.topo.rank;
             for p in (0..n).filter(|&p| got[p].is_none() && opens(me, c.plan.peers[p].rank)) {
-                resend(stack, c, p)?;
+                c.hellos.resend(stack, p)?;
             }
         }
         if start.elapsed() > timeout {
@@ -344,74 +321,46 @@ pub(super) fn exchange_hellos(
 
 /// Checks the hello in receive buffer `buf` (`len` bytes); returns its peer's index and what it
 /// says.
-fn check_hello(c: &Created, buf: usize, len: usize) -> Result<(usize, Remote), FabricError> {
-    // SAFETY: the receive completed, so its bytes are written; `len` is at most HELLO (the
+fn check_hello(c: &Created, buf: usize, len: usize) -> Result<(usize, Heard), FabricError> {
+    // SAFETY: the receive completed, so its bytes are written; `len` is at most CARD (the
     // posted size), and the buffer lies in the region.
-    let bytes =
-        unsafe { std::slice::from_raw_parts(c.region.at(c.plan.hello_in(buf)), len.min(HELLO)) };
+    let bytes = unsafe { std::slice::from_raw_parts(c.hellos.buffer(buf), len.min(CARD)) };
     let refuse = |rank: u32, detail: String| FabricError::Protocol {
         fabric: FabricKind::Ofi,
         peer: rank,
         host: host(&c.topo, rank),
         detail: format!("its set-up hello: {detail}"),
     };
-    let h = Hello::decode(bytes).map_err(|d| refuse(u32::MAX, d))?;
+    let h = Card::decode(bytes).map_err(|d| refuse(u32::MAX, d))?;
     let p = c
         .plan
         .peers
         .iter()
         .position(|s| s.rank == h.from)
         .ok_or_else(|| refuse(h.from, "it is not an ofi peer of this rank".into()))?;
-    // Constant-time comparison: the key is the job's secret.
-    let diff = h
-        .key
-        .iter()
-        .zip(&c.topo.key)
-        .fold(0u8, |a, (x, y)| a | (x ^ y));
-    if diff != 0 {
-        return Err(refuse(h.from, "wrong job key".into()));
-    }
     let s = &c.plan.peers[p];
-    if h.to != c.topo.rank
-        || h.slots != c.plan.layout.slots
-        || h.slot_size != c.plan.layout.slot_size
-        || h.workers != s.workers
-    {
-        return Err(refuse(
-            h.from,
-            format!(
-                "to rank {}, {} slots of {} bytes, {} workers; expected rank {}, {} of {}, {}",
-                h.to,
-                h.slots,
-                h.slot_size,
-                h.workers,
-                c.topo.rank,
-                c.plan.layout.slots,
-                c.plan.layout.slot_size,
-                s.workers
-            ),
-        ));
-    }
-    let rings = u64::from(c.plan.local) * u64::from(s.workers) * 2;
-    let ring_end = rings
-        .checked_mul(c.plan.ring_bytes as u64)
-        .and_then(|b| b.checked_add(h.rings));
-    let credit_end = h.credits.checked_add(rings * 8);
-    if ring_end.is_none_or(|e| e > h.len) || credit_end.is_none_or(|e| e > h.len) {
-        return Err(refuse(
-            h.from,
-            "its rings or credit words lie outside its region".into(),
-        ));
-    }
+    let want = Expect {
+        key: c.topo.key,
+        from: s.rank,
+        to: c.topo.rank,
+        slots: c.plan.layout.slots,
+        slot_size: c.plan.layout.slot_size,
+        workers: s.workers,
+        rings: s.rings(c.plan.local),
+        ring_bytes: c.plan.ring_bytes as u64,
+    };
+    h.check(&want).map_err(|d| refuse(h.from, d))?;
+    let remote = Remote {
+        base: h.base,
+        rings: h.rings,
+        credits: h.credits,
+        first: h.first,
+    };
     Ok((
         p,
-        Remote {
-            addr: c.addrs[p],
-            base: h.base,
+        Heard {
+            remote,
             key: h.mr_key,
-            rings: h.rings,
-            credits: h.credits,
-            first: h.first,
         },
     ))
 }

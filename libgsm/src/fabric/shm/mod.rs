@@ -46,8 +46,8 @@ use std::ffi::CString;
 use std::sync::Arc;
 
 use super::{
-    Bell, Fabric, FabricError, FabricKind, Hooks, InLink, Lane, Links, OutLink, Peer, Settings,
-    Topology,
+    Bell, Fabric, FabricEntry, FabricError, FabricKind, Hooks, InLink, Lane, Links, OutLink, Peer,
+    Settings, Topology,
 };
 use crate::sys;
 pub use layout::segment_name;
@@ -142,12 +142,26 @@ fn ring_plan(topo: &Topology, rank: u32, peers: &[u32]) -> Vec<(u32, u32, Lane)>
     v
 }
 
-impl Fabric for Shm {
-    const KIND: FabricKind = FabricKind::Shm;
+/// The shm fabric's line of [`super::FABRICS`].
+pub const ENTRY: FabricEntry = FabricEntry {
+    kind: FabricKind::Shm,
+    name: "shm",
+    open: |settings| Shm::prepare(settings).map(|(f, e)| (Box::new(f) as Box<dyn Fabric>, e)),
+    exchanges: false,
+    between_hosts: None,
+};
 
-    fn prepare(_settings: &Settings) -> Result<(Self, Vec<u8>), FabricError> {
-        // Peers find the segment by name; nothing to publish.
+impl Shm {
+    /// Opens the fabric (before the bootstrap exchange); peers find the segment by name, so it
+    /// publishes nothing.
+    pub fn prepare(_settings: &Settings) -> Result<(Self, Vec<u8>), FabricError> {
         Ok((Shm::default(), Vec::new()))
+    }
+}
+
+impl Fabric for Shm {
+    fn kind(&self) -> FabricKind {
+        FabricKind::Shm
     }
 
     fn create(

@@ -99,7 +99,7 @@
 //!
 //! # Set-up
 //!
-//! - [`Fabric::prepare`] binds a listener to `Settings::bind`, else to the address this host's
+//! - [`Tcp::prepare`] binds a listener to `Settings::bind`, else to the address this host's
 //!   name resolves to, else to 127.0.0.1, always on port 0; it never binds `0.0.0.0` unless
 //!   `Settings::bind` says so (and then advertises the hostname's address). The endpoint bytes
 //!   are the listener's address: `4` + 4 address bytes + port (big-endian), or `6` + 16 bytes +
@@ -242,7 +242,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{
-    Bell, Fabric, FabricError, FabricKind, Hooks, Links, Peer, Progress, Settings, Topology,
+    Bell, Fabric, FabricEntry, FabricError, FabricKind, Hooks, Links, Peer, Progress, Settings,
+    Topology,
 };
 use crate::sys::net::Epoll;
 use groups::Groups;
@@ -453,11 +454,36 @@ impl Tcp {
     }
 }
 
-impl Fabric for Tcp {
-    const KIND: FabricKind = FabricKind::Tcp;
+/// The tcp fabric's line of [`super::FABRICS`].
+pub const ENTRY: FabricEntry = FabricEntry {
+    kind: FabricKind::Tcp,
+    name: "tcp",
+    open: |settings| Tcp::prepare(settings).map(|(f, e)| (Box::new(f) as Box<dyn Fabric>, e)),
+    exchanges: false,
+    between_hosts: None,
+};
 
-    fn prepare(settings: &Settings) -> Result<(Self, Vec<u8>), FabricError> {
+impl Tcp {
+    /// Opens the fabric (before the bootstrap exchange): binds the listener; the endpoint is
+    /// its address.
+    pub fn prepare(settings: &Settings) -> Result<(Self, Vec<u8>), FabricError> {
         Tcp::listen(settings)
+    }
+}
+
+impl Fabric for Tcp {
+    fn kind(&self) -> FabricKind {
+        FabricKind::Tcp
+    }
+
+    fn lend(&mut self, attached: &[(FabricKind, &Links)]) {
+        // Per-host tcp connections: the rank that reads a remote worker's connection wakes the
+        // workers of this host's other ranks through their shm doorbells.
+        for (kind, links) in attached {
+            if *kind == FabricKind::Shm {
+                self.lend_bells(&links.bells);
+            }
+        }
     }
 
     fn create(&mut self, topo: &Topology, peers: &[Peer], hooks: Hooks) -> Result<(), FabricError> {

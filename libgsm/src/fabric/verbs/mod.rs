@@ -1,48 +1,41 @@
-//! The `verbs` fabric (cargo feature `rdma`): slot rings between ranks carried by RDMA WRITEs on
-//! RC queue pairs, through rdma-core's verbs (InfiniBand, RoCE). The same ring layout and ring
-//! code as `shm` and `ofi`; the protocol mirrors `ofi`'s one-sided one.
+//! The `verbs` fabric (cargo feature `rdma`): slot rings between ranks carried by RDMA WRITE WITH
+//! IMMEDIATE on RC queue pairs, through rdma-core's verbs (InfiniBand, RoCE). An adapter of the
+//! one RMA ring protocol (`fabric/rdma`), which the `ofi` fabric's tests run here.
 //!
-//! **Compile-checked only where it was built**: the development machine has no RDMA device (no
-//! InfiniBand in its kernel, no rxe/siw), so only the start-up without a device and the pure
-//! logic (the exchanged bytes and their checks, queue-pair attributes, ring offsets and
-//! immediates) run in its tests. The data path below has never moved a byte; try it with
+//! **This adapter is compile-checked only where it was built**: the development machine has no
+//! RDMA device (no InfiniBand in its kernel, no rxe/siw), so only the start-up without a device
+//! and its pure logic (the exchanged bytes and their checks, queue-pair attributes and depths)
+//! run in its tests; the ring protocol it drives is the one the ofi tests run. Try it with
 //! `cluster_check --fabric verbs` on real hardware before relying on it.
 //!
 //! # What lives where
 //!
-//! Each rank registers one region (`layout.rs`) holding the rings its workers consume from every
-//! peer worker, a shadow ring for every ring they produce into, a credit word per ring and a
-//! staged-header word per incoming slot. One RC queue pair per peer **rank**: an RC queue pair
+//! Each rank registers one region (`fabric/rdma`'s plan) holding the rings its workers consume
+//! from every peer worker, a shadow ring for every ring they produce into and a credit word per
+//! ring. One RC queue pair per peer **rank**: an RC queue pair
 //! joins exactly two processes, so a host with several ranks needs one per rank anyway, and all
 //! writes are posted by the rank's one progress thread, so one per (worker, rank) would add
 //! queue pairs without adding parallelism. (The one per (worker, host) needs one rank
 //! per host and workers that post their own writes; not built.)
 //!
-//! # Publish, credit, wake (the ring protocol of ARCHITECTURE.md, over RC)
+//! # The ring protocol over RC (`transport.rs`)
 //!
-//! 1. **Publish.** The progress thread (`progress.rs`) sees a slot published in a shadow ring and
-//!    posts, as one chain on the peer's queue pair, an RDMA WRITE of the payload into the same
-//!    slot of the peer's ring, then an RDMA WRITE WITH IMMEDIATE of the slot's 8-byte header into
-//!    the peer's staged word for that slot; the immediate names the ring and slot. An RC queue
-//!    pair executes a chain in order and completes the immediate at the peer only after every
-//!    earlier write of it is placed, so when the peer's thread sees that receive completion the
-//!    payload and header are in its memory. It checks the header (tag of the position expected,
-//!    length within the slot, position within the credit) and stores it into the ring (Release),
-//!    in ring order, then wakes the consumer through `Hooks::wake`: a sleeping consumer is woken
-//!    by the completion (the thread sleeps on the completion channel).
-//! 2. **Credit.** The consumer's `released` goes back by an RDMA WRITE WITH IMMEDIATE into the
-//!    producer's credit word (coalesced: half a ring, or caught up). The shadow ring's
-//!    `released` is the smaller of that credit and the locally completed slots, so a slot is
-//!    reused only once the peer consumed it and the adapter is done reading it.
+//! Each slot is one RDMA WRITE WITH IMMEDIATE of its header word and payload, each credit one
+//! of the `released` word, on the peer's queue pair; the immediate is the protocol's (ring and
+//! slot, or the credit's ring). An RC queue pair places every byte of a write before its
+//! immediate completes at the peer, which is what the protocol asks of a transport. Each
+//! arrived immediate consumed a receive, posted again at once. The rank's workers and its
+//! thread (`gsm-verbs`) turn as on ofi (`fabric/rdma/drive.rs`); the thread sleeps on the
+//! completion channel.
 //!
 //! # Set-up (the bootstrap carries every byte, through MPI)
 //!
-//! [`Fabric::prepare`] opens the device (`GSM_VERBS_DEVICE`, else the first with an active
+//! [`Verbs::prepare`] opens the device (`GSM_VERBS_DEVICE`, else the first with an active
 //! port) and publishes the port's address (LID, GID, MTU) in the run's offer. [`Fabric::create`]
 //! makes the completion queue with its channel, registers the region, creates one queue pair per
 //! peer, moves it to INIT, posts its receives and writes one card per peer (queue pair number,
 //! first sequence number, region address, rkey and offsets). The runtime gathers every rank's
-//! cards ([`Verbs::cards`]) and hands them back ([`Verbs::accept`]), which checks the card
+//! cards ([`Fabric::cards`]) and hands them back ([`Fabric::accept`]), which checks the card
 //! addressed to this rank by each peer and moves each queue pair to RTR and RTS. [`Fabric::attach`]
 //! builds the ring ends and starts the thread.
 //!
@@ -53,9 +46,8 @@
 //! peer whose queue pair sees no traffic is not noticed by the fabric; the runtime's watch of
 //! the peers' processes covers it. Registered memory is process memory: a crash leaves nothing.
 
-mod layout;
-mod progress;
 mod setup;
+mod transport;
 mod wire;
 
 #[cfg(test)]
@@ -64,9 +56,12 @@ mod tests;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use crate::fabric::rdma::drive;
+use crate::fabric::rdma::rings::{self, Parts, Shared};
 use crate::sys::verbs::{DEVICE_DIR, OpenError, Stack};
+use transport::VerbsTransport;
 
-use super::{Fabric, FabricError, FabricKind, Hooks, Links, Peer, Settings, Topology};
+use super::{Fabric, FabricEntry, FabricError, FabricKind, Hooks, Links, Peer, Settings, Topology};
 
 /// The variable naming the RDMA device to open (e.g. `mlx5_0`).
 pub const DEVICE_VAR: &str = "GSM_VERBS_DEVICE";
@@ -79,8 +74,8 @@ pub struct Verbs {
     stack: Option<Stack>,
     mine: wire::Endpoint,
     created: Option<setup::Created>,
-    remotes: Option<Vec<setup::Remote>>,
-    shared: Option<Arc<progress::Shared>>,
+    remotes: Option<Vec<setup::Heard>>,
+    shared: Option<Arc<Shared>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -127,30 +122,19 @@ fn out_of_order(step: &str) -> FabricError {
     }
 }
 
+/// The verbs fabric's line of [`super::FABRICS`]: its queue pairs need a second exchange.
+pub const ENTRY: FabricEntry = FabricEntry {
+    kind: FabricKind::Verbs,
+    name: "verbs",
+    open: |settings| Verbs::prepare(settings).map(|(f, e)| (Box::new(f) as Box<dyn Fabric>, e)),
+    exchanges: true,
+    between_hosts: None,
+};
+
 impl Verbs {
-    /// This rank's cards for the second exchange (empty before `create`).
-    pub fn cards(&self) -> Vec<u8> {
-        self.created
-            .as_ref()
-            .map(|c| c.cards.clone())
-            .unwrap_or_default()
-    }
-
-    /// Takes every rank's cards (index = rank), checks those addressed to this rank and readies
-    /// the queue pairs.
-    pub fn accept(&mut self, gathered: &[Vec<u8>]) -> Result<(), FabricError> {
-        let (Some(stack), Some(c)) = (self.stack.as_mut(), self.created.as_ref()) else {
-            return Err(out_of_order("accept"));
-        };
-        self.remotes = Some(setup::accept(stack, &self.mine, c, gathered)?);
-        Ok(())
-    }
-}
-
-impl Fabric for Verbs {
-    const KIND: FabricKind = FabricKind::Verbs;
-
-    fn prepare(_settings: &Settings) -> Result<(Self, Vec<u8>), FabricError> {
+    /// Opens the fabric (before the bootstrap exchange): opens the device; the endpoint is the
+    /// port's address.
+    pub fn prepare(_settings: &Settings) -> Result<(Self, Vec<u8>), FabricError> {
         let wanted = std::env::var(DEVICE_VAR)
             .ok()
             .filter(|v| !v.trim().is_empty());
@@ -180,6 +164,27 @@ impl Fabric for Verbs {
             endpoint,
         ))
     }
+}
+
+impl Fabric for Verbs {
+    fn kind(&self) -> FabricKind {
+        FabricKind::Verbs
+    }
+
+    /// This rank's cards (after `create`).
+    fn cards(&self) -> Option<Vec<u8>> {
+        self.created.as_ref().map(|c| c.cards.clone())
+    }
+
+    /// Takes every rank's cards (index = rank), checks those addressed to this rank and readies
+    /// the queue pairs.
+    fn accept(&mut self, gathered: &[Vec<u8>]) -> Result<(), FabricError> {
+        let (Some(stack), Some(c)) = (self.stack.as_mut(), self.created.as_ref()) else {
+            return Err(out_of_order("accept"));
+        };
+        self.remotes = Some(setup::accept(stack, &self.mine, c, gathered)?);
+        Ok(())
+    }
 
     fn create(&mut self, topo: &Topology, peers: &[Peer], hooks: Hooks) -> Result<(), FabricError> {
         let stack = self.stack.as_mut().ok_or_else(|| out_of_order("create"))?;
@@ -196,11 +201,37 @@ impl Fabric for Verbs {
         else {
             return Err(out_of_order("attach (before accept)"));
         };
-        let (links, shared, state) = progress::build(stack, created, remotes)?;
-        let thread = std::thread::Builder::new()
-            .name("gsm-verbs".into())
-            .spawn(move || progress::run(state))
-            .map_err(|e| progress::os("starting the progress thread", &e))?;
+        let setup::Created {
+            plan,
+            region,
+            hooks,
+            topo,
+            depths,
+            qpns,
+            ..
+        } = created;
+        let rkeys = remotes.iter().map(|h| h.rkey).collect();
+        let sq = depths.iter().map(|d| d.send).collect();
+        let transport = VerbsTransport::new(stack, rkeys, &qpns, sq);
+        tracing::info!(
+            target: "gossamer::fabric",
+            device = %transport.device(),
+            queue_pairs = plan.peers.len(),
+            rings = plan.rings * 2,
+            region_bytes = region.len(),
+            "verbs fabric attached"
+        );
+        let local = plan.local;
+        let parts = Parts {
+            plan,
+            region,
+            hooks,
+            topo,
+            remotes: remotes.into_iter().map(|h| h.remote).collect(),
+        };
+        let (mut links, shared, rings) = rings::build(transport, parts)?;
+        let (thread, _engine) = drive::start(rings, shared.clone(), local, &mut links, "gsm-verbs")
+            .map_err(|e| rings::os::<VerbsTransport>("starting the progress thread", &e))?;
         self.shared = Some(shared);
         self.thread = Some(thread);
         Ok(links)

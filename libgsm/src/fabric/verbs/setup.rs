@@ -1,72 +1,25 @@
 //! The `verbs` fabric's set-up steps after the device is open: the completion queue, the
 //! registered region, one RC queue pair per peer rank moved to INIT with its receives posted and
 //! this rank's cards (`create`, which waits for nobody), then the peers' cards checked and each
-//! queue pair moved to RTR and RTS (`accept`).
+//! queue pair moved to RTR and RTS (`accept`). A card is `fabric/rdma`'s, with the queue pair's
+//! number and first packet sequence number as its two words of the adapter's.
 //!
-//! It does not move slots or credits; `progress.rs` does, from the tables built here. See
-//! ARCHITECTURE.md.
+//! It does not move slots or credits; `fabric/rdma` does, from what is built here.
 
-use std::alloc;
-use std::ptr::NonNull;
 use std::sync::Arc;
 
-use super::layout::Plan;
-use super::wire::{self, CARD, Card, Endpoint, Expect};
+use super::wire::{self, Endpoint};
+use crate::fabric::rdma::card::{CARD, Card, Expect, card_for};
+use crate::fabric::rdma::plan::Plan;
+use crate::fabric::rdma::region::Region;
+use crate::fabric::rdma::rings::Remote;
 use crate::fabric::{FabricError, FabricKind, Hooks, Peer, Topology};
 use crate::sys::verbs::{Stack, Transition, VerbsError};
-
-/// The region's memory: zeroed, page-aligned, freed when the last holder (the fabric's state,
-/// a ring end) drops it; its registration ends before (the stack is dropped first).
-#[derive(Debug)]
-pub(super) struct Region {
-    ptr: NonNull<u8>,
-    layout: alloc::Layout,
-}
-
-// SAFETY: plain memory; who writes which bytes when is the ring protocol's and the progress
-// thread's business, through atomics and completions.
-unsafe impl Send for Region {}
-// SAFETY: as for Send.
-unsafe impl Sync for Region {}
-
-impl Region {
-    fn new(bytes: usize) -> Region {
-        let layout = alloc::Layout::from_size_align(bytes, 4096).expect("region size checked");
-        // SAFETY: a non-zero size (at least one page).
-        let p = unsafe { alloc::alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(p) else {
-            alloc::handle_alloc_error(layout)
-        };
-        Region { ptr, layout }
-    }
-
-    /// Address of byte `offset`.
-    pub(super) fn at(&self, offset: usize) -> *mut u8 {
-        assert!(
-            offset < self.layout.size(),
-            "offset {offset} outside the region"
-        );
-        // SAFETY: inside the allocation (checked).
-        unsafe { self.ptr.as_ptr().add(offset) }
-    }
-
-    /// Bytes.
-    pub(super) fn len(&self) -> usize {
-        self.layout.size()
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) };
-    }
-}
 
 /// Work requests each peer's queue pair is sized for, capped at the device's limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Depths {
-    /// Send queue: two writes per slot of every outgoing ring, one credit per incoming ring.
+    /// Send queue: one write per slot of every outgoing ring, one credit per incoming ring.
     pub send: u32,
     /// Receive queue: one per slot of every incoming ring, one per credit towards this rank.
     pub recv: u32,
@@ -80,7 +33,7 @@ pub(super) fn depths(rings: u32, slots: u32, max_wr: u32) -> Depths {
     let s = u64::from(slots);
     let cap = |n: u64| n.min(u64::from(max_wr)).max(1) as u32;
     Depths {
-        send: cap(r * s * 2 + r),
+        send: cap(r * s + r),
         recv: cap(r * s + r),
     }
 }
@@ -93,20 +46,18 @@ pub(super) struct Created {
     /// Each peer's endpoint (plan order).
     pub endpoints: Vec<Endpoint>,
     pub depths: Vec<Depths>,
+    /// This rank's queue pair towards each peer: its number (plan order).
+    pub qpns: Vec<u32>,
     pub cards: Vec<u8>,
     pub hooks: Hooks,
     pub topo: Topology,
 }
 
-/// A peer as its card describes it (plan order).
+/// A peer as its card describes it (plan order): where to write, and its region's rkey.
 #[derive(Debug, Clone)]
-pub(super) struct Remote {
-    pub base: u64,
+pub(super) struct Heard {
+    pub remote: Remote,
     pub rkey: u32,
-    pub rings: u64,
-    pub credits: u64,
-    pub staged: u64,
-    pub first: u32,
 }
 
 pub(super) fn host(topo: &Topology, r: u32) -> String {
@@ -167,7 +118,7 @@ pub(super) fn create(
             topo.first_worker(p.rank),
         ));
     }
-    let plan = Plan::new(topo.layout, topo.local_workers(), &list).map_err(|reason| {
+    let plan = Plan::new(topo.layout, topo.local_workers(), &list, 0).map_err(|reason| {
         FabricError::Choice {
             value: format!("{} ranks of {:?}", topo.ranks(), topo.workers),
             reason,
@@ -197,6 +148,7 @@ pub(super) fn create(
     let (_lkey, rkey) =
         unsafe { stack.register(region.at(0), region.len()) }.map_err(call_error)?;
     let mut cards = Vec::with_capacity(peers.len() * CARD);
+    let mut qpns = Vec::with_capacity(peers.len());
     for (p, s) in plan.peers.iter().enumerate() {
         let (qp, qpn) = stack
             .create_qp(depths[p].send, depths[p].recv)
@@ -215,23 +167,23 @@ pub(super) fn create(
             slots: plan.layout.slots,
             slot_size: plan.layout.slot_size,
             workers: plan.local,
-            qpn,
-            psn: wire::psn(&topo.key, me, s.rank),
             first: s.first,
+            extra: [qpn, wire::psn(&topo.key, me, s.rank)],
             base: region.at(0) as u64,
-            rkey,
+            mr_key: u64::from(rkey),
             len: region.len() as u64,
             rings: plan.ring_in(s.first) as u64,
             credits: plan.credit_in(s.first) as u64,
-            staged: plan.staged(s.first, 0) as u64,
         };
         cards.extend_from_slice(&card.encode());
+        qpns.push(qpn);
     }
     Ok(Created {
         plan,
         region,
         endpoints,
         depths,
+        qpns,
         cards,
         hooks,
         topo: topo.clone(),
@@ -245,7 +197,7 @@ pub(super) fn accept(
     mine: &Endpoint,
     c: &Created,
     gathered: &[Vec<u8>],
-) -> Result<Vec<Remote>, FabricError> {
+) -> Result<Vec<Heard>, FabricError> {
     let me = c.topo.rank;
     let mut remotes = Vec::with_capacity(c.plan.peers.len());
     for (p, s) in c.plan.peers.iter().enumerate() {
@@ -253,7 +205,7 @@ pub(super) fn accept(
         let blob = gathered
             .get(s.rank as usize)
             .ok_or_else(|| refuse("missing from the exchange".into()))?;
-        let card = wire::card_for(blob, me).map_err(refuse)?;
+        let card = card_for(blob, me).map_err(refuse)?;
         let want = Expect {
             key: c.topo.key,
             from: s.rank,
@@ -265,19 +217,22 @@ pub(super) fn accept(
             ring_bytes: c.plan.ring_bytes as u64,
         };
         card.check(&want).map_err(refuse)?;
-        let rtr = wire::rtr(mine, &c.endpoints[p], card.qpn, card.psn);
+        let [qpn, psn] = card.extra;
+        wire::check_queue_pair(qpn, psn, card.mr_key).map_err(refuse)?;
+        let rtr = wire::rtr(mine, &c.endpoints[p], qpn, psn);
         stack.modify(p, &rtr).map_err(call_error)?;
         let rts = Transition::Rts {
             sq_psn: wire::psn(&c.topo.key, me, s.rank),
         };
         stack.modify(p, &rts).map_err(call_error)?;
-        remotes.push(Remote {
-            base: card.base,
-            rkey: card.rkey,
-            rings: card.rings,
-            credits: card.credits,
-            staged: card.staged,
-            first: card.first,
+        remotes.push(Heard {
+            remote: Remote {
+                base: card.base,
+                rings: card.rings,
+                credits: card.credits,
+                first: card.first,
+            },
+            rkey: card.mr_key as u32,
         });
     }
     tracing::info!(

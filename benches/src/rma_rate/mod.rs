@@ -16,15 +16,18 @@
 //! with its own completion queue; in the reduced one, a single endpoint. The two set-ups
 //! alternate within each run. The header prints endpoints (and the provider's connections) per
 //! rank for 2, 64 and 1,024 hosts × 16 workers, against the `ofi` fabric's one endpoint per
-//! rank. The endpoints are `gossamer::fabric::ofi::writerate`'s; this file only orchestrates.
+//! rank. The endpoints are `gossamer::fabric::ofi::RmaEndpoint`s; `writers.rs` drives them.
 
 use crate::case::{Case, Figure};
 use crate::report::RankReport;
 use crate::stats::summarize;
-use gossamer::fabric::ofi::writerate::{WriteEndpoint, write_for};
+use gossamer::fabric::ofi::RmaEndpoint;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::time::{Duration, Instant};
+use writers::{Writer, write_for};
+
+mod writers;
 
 /// Options of `gsm-bench rma-rate`.
 #[derive(Debug, Clone)]
@@ -49,19 +52,19 @@ enum Setup {
 }
 
 /// Opens, exchanges and connects one set-up's endpoints: `eps[i]` are thread `i`'s.
-fn connect(
-    world: &SimpleCommunicator,
-    w: usize,
-    setup: Setup,
-) -> anyhow::Result<Vec<Vec<WriteEndpoint>>> {
+fn connect(world: &SimpleCommunicator, w: usize, setup: Setup) -> anyhow::Result<Vec<Vec<Writer>>> {
     let per = if setup == Setup::PerPair { w } else { 1 };
-    let mut eps: Vec<Vec<WriteEndpoint>> = (0..w)
-        .map(|_| (0..per).map(|_| WriteEndpoint::open(REGION)).collect())
+    let mut eps: Vec<Vec<Writer>> = (0..w)
+        .map(|_| {
+            (0..per)
+                .map(|_| RmaEndpoint::open(REGION).map(Writer::new))
+                .collect()
+        })
         .collect::<Result<_, _>>()?;
     let mut mine = vec![0u8; w * per * ADDR];
     for (i, row) in eps.iter().enumerate() {
         for (k, e) in row.iter().enumerate() {
-            let a = e.address()?;
+            let a = e.endpoint().address()?;
             anyhow::ensure!(
                 a.len() + 4 <= ADDR,
                 "an endpoint address of {} bytes",
@@ -83,11 +86,12 @@ fn connect(
     };
     for (i, row) in eps.iter_mut().enumerate() {
         for j in 0..w {
-            match setup {
+            let (k, theirs) = match setup {
                 // Local thread i's endpoint j talks to remote thread j's endpoint i only.
-                Setup::PerPair => row[j].connect(addr(j, i))?,
-                Setup::PerHost => row[0].connect(addr(j, 0))?,
-            }
+                Setup::PerPair => (j, addr(j, i)),
+                Setup::PerHost => (0, addr(j, 0)),
+            };
+            row[k].endpoint_mut().connect(theirs)?;
         }
     }
     Ok(eps)
@@ -96,7 +100,7 @@ fn connect(
 /// One timed phase on every thread at once (after a barrier); writes completed on this rank.
 fn phase(
     world: &SimpleCommunicator,
-    eps: &mut [Vec<WriteEndpoint>],
+    eps: &mut [Vec<Writer>],
     size: usize,
     d: Duration,
 ) -> anyhow::Result<u64> {
@@ -120,7 +124,7 @@ fn phase(
 /// Writes per second of both ranks (Mops) for one set-up and size.
 fn rate(
     world: &SimpleCommunicator,
-    eps: &mut [Vec<WriteEndpoint>],
+    eps: &mut [Vec<Writer>],
     size: usize,
     budget: Duration,
 ) -> anyhow::Result<f64> {
@@ -168,7 +172,7 @@ fn run_in(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<R
     let w = opts.workers;
     let mut pair = connect(world, w, Setup::PerPair)?;
     let mut host = connect(world, w, Setup::PerHost)?;
-    let provider = pair[0][0].provider().to_string();
+    let provider = pair[0][0].endpoint().provider().to_string();
     let mut samples: Vec<[Vec<f64>; 2]> = SIZES.iter().map(|_| [Vec::new(), Vec::new()]).collect();
     for run in 0..opts.runs {
         if world.rank() == 0 {

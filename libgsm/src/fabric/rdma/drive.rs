@@ -1,37 +1,39 @@
-//! Who drives the `ofi` fabric's progress: the rank's polling workers while any poll, its
-//! progress thread (`gsm-ofi`) while every worker sleeps.
+//! Who turns the RMA ring protocol (`rings.rs`): the rank's polling workers while any poll, its
+//! progress thread (`gsm-ofi`, `gsm-verbs`) while every worker sleeps.
 //!
 //! libfabric's `tcp;ofi_rxm` and `shm` progress manually: a write lands in the target's memory,
-//! and its completion is seen, only when some thread of the target reads the completion queue.
+//! and its completion is seen, only when some thread of the target reads the completion queue;
+//! and on any transport a completion becomes a published header only in a turn.
 //! A progress thread alone puts two thread hand-offs on each hop of a round trip (the
 //! publisher's bell wakes its thread, the target's thread wakes the consumer), which on two
 //! busy cores cost a quarter of a millisecond per round trip. So, as Open MPI's caller polls its
-//! own transport, a worker that polls drives the whole rank's progress itself ([`State::turn`]
+//! own transport, a worker that polls drives the whole rank's progress itself ([`Rings::turn`]
 //! under a lock: completions, published slots, credits) from its [`Progress`] hook, and its bell
 //! posts its writes at once. The thread only backs the workers up while any of them polls
 //! (one look per millisecond when no worker took a turn since its last look, e.g. a worker stuck
 //! in a long task); when the last worker parks ([`Turn::Park`]), the thread takes over: it
-//! naps 1 ms at a time on the bells' eventfd and turns between naps. The completion queue has no
-//! wait descriptor by default (libfabric signals one on every completion, a cost on every hop of
-//! a polling worker's round trip); with `GSM_OFI_CQ_WAIT=fd` it has one and the thread sleeps on
-//! it too, for up to 20 ms.
+//! naps 1 ms at a time on the bells' eventfd and turns between naps. When the transport has a
+//! wait descriptor ([`Transport::wait_fd`]: verbs' completion channel; ofi's completion queue
+//! only with `GSM_OFI_CQ_WAIT=fd`, since libfabric signals it on every completion, a cost on
+//! every hop of a polling worker's round trip) the thread sleeps on it too, for up to 20 ms.
 //!
-//! It does not know the protocol (`progress.rs` does) or what a ring holds.
+//! It does not know the protocol (`rings.rs` does) or what a ring holds.
 
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 
-use super::progress::{Shared, State, Turned};
+use super::Transport;
+use super::rings::{Rings, Shared, Turned};
 use crate::fabric::{Bell, Links, Progress, Turn};
 use crate::sys::net::{self, Epoll, Events, ready};
 
 /// The state and the workers' bookkeeping, shared by the thread, the workers' hooks and the
-/// rendezvous (`rendezvous.rs`).
-pub(super) struct Engine {
+/// adapter's own users (ofi's rendezvous and segment port).
+pub(crate) struct Engine<T: Transport> {
     shared: Arc<Shared>,
-    state: Mutex<State>,
+    state: Mutex<Rings<T>>,
     /// A turn was asked for while another thread held the state: its holder turns again.
     pending: AtomicBool,
     /// Local workers between a `Turn::Poll` and their next `Turn::Park`.
@@ -56,17 +58,18 @@ const YIELD_AFTER: u32 = 2;
 /// While workers poll, the thread looks whether they still take turns this often (ms).
 const BACKUP_MS: i32 = 1;
 
-/// Makes the hooks and bells of `local` workers, and starts the thread; returns it and the
-/// engine, which segments' RMA posts under (`rma.rs`) and the rendezvous's handle holds.
-pub(super) fn start(
-    state: State,
+/// Makes the hooks and bells of `local` workers, and starts the thread `name`; returns it and
+/// the engine, which the adapter's own users lock.
+pub(crate) fn start<T: Transport>(
+    state: Rings<T>,
     shared: Arc<Shared>,
     local: u32,
     links: &mut Links,
-) -> std::io::Result<(JoinHandle<()>, Arc<Engine>)> {
+    name: &str,
+) -> std::io::Result<(JoinHandle<()>, Arc<Engine<T>>)> {
     let cq = Epoll::new()?;
     cq.add(shared.eventfd.as_fd(), ready::IN, 0)?;
-    if let Some(fd) = state.cq_fd() {
+    if let Some(fd) = state.transport_ref().wait_fd() {
         cq.add(fd, ready::IN, 1)?;
     }
     let bell = Epoll::new()?;
@@ -93,15 +96,15 @@ pub(super) fn start(
     }
     let e = engine.clone();
     let thread = std::thread::Builder::new()
-        .name("gsm-ofi".into())
+        .name(name.into())
         .spawn(move || e.run(&cq, &bell))?;
     Ok((thread, engine))
 }
 
-impl Engine {
+impl<T: Transport> Engine<T> {
     /// Turns while this thread can take the state, and again while another thread asked for a
     /// turn meanwhile; `None` when another thread holds it (that one then turns again).
-    pub(super) fn drive(&self) -> Option<Turned> {
+    pub(crate) fn drive(&self) -> Option<Turned> {
         self.pending.store(true, Ordering::Relaxed);
         // Pairs with the fence after a holder's unlock: either it sees `pending`, or we get the
         // lock after it let go.
@@ -126,7 +129,8 @@ impl Engine {
         }
     }
 
-    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+    /// The state, for the adapter's own operations.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Rings<T>> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -212,23 +216,28 @@ impl Engine {
     }
 
     /// Sleeps until a bell, a completion, a worker polling again, or a time-out: 20 ms, or
-    /// 1 ms while a consumer holds half a ring or more uncredited, or the completion queue has
-    /// no wait descriptor (the default), or the provider (`shm`) has a descriptor that does not
-    /// wake on a peer's write. Without a descriptor it does not nap while a body is parked for
-    /// a peer's read (the read's bytes move only in this rank's turns); it yields instead.
+    /// 1 ms while a consumer holds half a ring or more uncredited, or the transport has no
+    /// wait descriptor, or one that does not wake on a peer's write ([`Transport::naps_short`]).
+    /// Without a descriptor it does not nap while the transport is serving
+    /// ([`Transport::serving`]: a body parked for a peer's read, whose bytes move only in this
+    /// rank's turns); it yields instead.
     fn sleep(&self, cq: &Epoll, events: &mut Events) {
         let mut st = self.lock();
-        let short = st.watching() || self.shared.provider == "shm" || !st.can_wait();
+        let can_wait = st.transport_ref().wait_fd().is_some();
+        let short = st.watching() || st.transport_ref().naps_short() || !can_wait;
         self.shared.sleeping.store(true, Ordering::Relaxed);
         // Pairs with `Shared::ring`: either the thread sees the header, or the bell sees it
         // asleep.
         fence(Ordering::SeqCst);
-        let serving = st.serving() && !st.can_wait();
-        let block = !st.unsent() && !serving && st.may_sleep();
+        let serving = st.transport_ref().serving() && !can_wait;
+        let block = !st.unsent() && !serving && st.transport().may_sleep();
         drop(st);
         if block && !self.shared.stop.load(Ordering::Acquire) {
             cq.wait(events, if short { 1 } else { 20 });
             net::eventfd_drain(self.shared.eventfd.as_fd());
+            if can_wait {
+                self.lock().transport().woke();
+            }
         } else if serving {
             std::thread::yield_now();
         }
