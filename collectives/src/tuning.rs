@@ -1,22 +1,9 @@
 //! Algorithm switch points: which algorithm a collective uses for which size, with defaults,
 //! environment overrides, and the measurements behind the defaults.
 //!
-//! | field | env | default | below | at or above |
-//! |---|---|---|---|---|
-//! | [`hierarchical`](Tuning::hierarchical) | `GSM_COLL_HIERARCHICAL` (`0`/`1`) | on | — | — |
-//! | [`board`](Tuning::board) | `GSM_COLL_BOARD` (`0`/`1`, `off`/`on`, `no`/`yes`) | on | — | — |
-//! | [`copy_min`](Tuning::copy_min) | `GSM_COLL_COPY` (bytes) | 32 KiB | board steps of 64 KiB | single copies between buffers (broadcast, allreduce) |
-//! | [`copy_piece`](Tuning::copy_piece) | `GSM_COLL_COPY_PIECE` (bytes) | 256 KiB | — | piece of a single-copy allreduce |
-//! | [`allreduce_ring_min`](Tuning::allreduce_ring_min) | `GSM_COLL_ALLREDUCE_RING` (bytes) | 256 KiB | recursive doubling | ring reduce-scatter + allgather |
-//! | [`bcast_pipeline_min`](Tuning::bcast_pipeline_min) | `GSM_COLL_BCAST_PIPELINE` (bytes) | 64 KiB | binomial tree | pipelined chain (≥ 3 groups) |
-//! | [`bcast_chunk`](Tuning::bcast_chunk) | `GSM_COLL_BCAST_CHUNK` (bytes) | 256 KiB | — | chunk of the chain |
-//! | [`piece`](Tuning::piece) | `GSM_COLL_PIECE` (bytes) | 256 KiB | — | piece of a vector sent to another rank |
-//! | [`rendezvous_min`](Tuning::rendezvous_min) | `GSM_COLL_RENDEZVOUS` (bytes) | 64 KiB | eager broadcast/reduce | acknowledged |
-//!
-//! Sizes accept `K`/`M` suffixes. The sizes compared are the bytes one member contributes.
-//! A variable that is set but malformed is an error naming it, never the default: a value that
-//! is not UTF-8, and 0 for a piece or chunk (`GSM_COLL_COPY_PIECE`, `GSM_COLL_BCAST_CHUNK`,
-//! `GSM_COLL_PIECE`; a switch point may be 0).
+//! Each field has a `GSM_COLL_*` setting of the settings table (`gsm_contract::table`, listed in
+//! `docs/settings.md` with its default and what it takes); a variable that is set but not allowed
+//! is an error naming it, never the default.
 //!
 //! **How the defaults were measured**: `gsm-bench collectives --sweep` (in
 //! `benches/src/collectives.rs`) times both algorithms of each switch, forced through a team
@@ -54,6 +41,8 @@
 
 use std::env::VarError;
 use std::sync::OnceLock;
+
+use gsm_contract::{Setting, table};
 
 /// Switch points between algorithms (see the module docs for the table and how they were
 /// measured).
@@ -94,107 +83,48 @@ pub struct Tuning {
 
 impl Default for Tuning {
     fn default() -> Self {
+        use gsm_contract::default;
         Tuning {
-            hierarchical: true,
-            board: true,
-            copy_min: 32 << 10,
-            copy_piece: 256 << 10,
-            allreduce_ring_min: 256 << 10,
-            bcast_pipeline_min: 64 << 10,
-            bcast_chunk: 256 << 10,
-            piece: 256 << 10,
-            rendezvous_min: 64 << 10,
+            hierarchical: default(&table::COLL_HIERARCHICAL),
+            board: default(&table::COLL_BOARD),
+            copy_min: default(&table::COLL_COPY),
+            copy_piece: default(&table::COLL_COPY_PIECE),
+            allreduce_ring_min: default(&table::COLL_ALLREDUCE_RING),
+            bcast_pipeline_min: default(&table::COLL_BCAST_PIPELINE),
+            bcast_chunk: default(&table::COLL_BCAST_CHUNK),
+            piece: default(&table::COLL_PIECE),
+            rendezvous_min: default(&table::COLL_RENDEZVOUS),
         }
     }
 }
 
 /// An environment variable of [`Tuning::from_env`] that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("gsm-collectives: {name}={value:?} is not valid: expected {expected}")]
+#[error("gsm-collectives: {name}={value:?} is not valid: {expected}")]
 pub struct TuningError {
     /// The variable.
     pub name: &'static str,
     /// Its value.
     pub value: String,
-    /// What it should look like.
-    pub expected: &'static str,
+    /// What it should look like ("expected ...").
+    pub expected: String,
 }
 
-/// The value of variable `name` as `std::env::var` gave it: `None` if unset or blank (an empty
-/// value means the default, as for the runtime's `GSM_*`). A value that is not UTF-8 is an
-/// error, not unset: the user set it, and ignoring it would run with a default they did not ask
-/// for.
-fn text(name: &'static str, v: Result<String, VarError>) -> Result<Option<String>, TuningError> {
-    match v {
-        Ok(v) if v.trim().is_empty() => Ok(None),
-        Ok(v) => Ok(Some(v)),
-        Err(VarError::NotPresent) => Ok(None),
-        Err(VarError::NotUnicode(raw)) => Err(TuningError {
-            name,
-            value: raw.to_string_lossy().into_owned(),
-            expected: "UTF-8 text",
-        }),
-    }
-}
-
-const BYTES: &str = "a number of bytes, optionally with a K or M suffix";
-
-fn size(name: &'static str, v: Result<String, VarError>) -> Result<Option<usize>, TuningError> {
-    let Some(v) = text(name, v)? else {
-        return Ok(None);
-    };
-    let t = v.trim();
-    let (num, mult) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 1usize << 10),
-        Some('m' | 'M') => (&t[..t.len() - 1], 1 << 20),
-        _ => (t, 1),
-    };
-    num.parse::<usize>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .map(Some)
-        .ok_or(TuningError {
-            name,
-            value: v,
-            expected: BYTES,
-        })
-}
-
-/// A size that cuts vectors into pieces or chunks: 0 is refused (it used to be raised to one
-/// byte silently, which sends one element per message).
-fn piece(name: &'static str, v: Result<String, VarError>) -> Result<Option<usize>, TuningError> {
-    let shown = v.clone().unwrap_or_default();
-    match size(name, v)? {
-        Some(0) => Err(TuningError {
-            name,
-            value: shown,
-            expected: "a positive number of bytes, optionally with a K or M suffix",
-        }),
-        n => Ok(n),
-    }
-}
-
-fn switch(name: &'static str, v: Result<String, VarError>) -> Result<Option<bool>, TuningError> {
-    let Some(v) = text(name, v)? else {
-        return Ok(None);
-    };
-    // The words the runtime's switches take (`GSM_PIN`, `GSM_SINGLE_COPY`), in any case.
-    match v.trim().to_ascii_lowercase().as_str() {
-        "1" | "on" | "true" | "yes" => Ok(Some(true)),
-        "0" | "off" | "false" | "no" => Ok(Some(false)),
-        _ => Err(TuningError {
-            name,
-            value: v,
-            expected: "1/on/true/yes or 0/off/false/no",
-        }),
+impl From<gsm_contract::SettingError> for TuningError {
+    fn from(e: gsm_contract::SettingError) -> Self {
+        TuningError {
+            name: e.name,
+            value: e.value,
+            expected: e.expected,
+        }
     }
 }
 
 impl Tuning {
-    /// The defaults, overridden by the `GSM_COLL_*` variables of the module docs.
+    /// The defaults, overridden by the `GSM_COLL_*` settings.
     ///
     /// # Errors
-    /// A [`TuningError`] naming the first variable that is set but malformed: not UTF-8, not a
+    /// A [`TuningError`] naming the first variable that is set but not allowed: not UTF-8, not a
     /// size or switch, or 0 for a piece or chunk size (`GSM_COLL_COPY_PIECE`,
     /// `GSM_COLL_BCAST_CHUNK`, `GSM_COLL_PIECE`).
     pub fn from_env() -> Result<Tuning, TuningError> {
@@ -206,35 +136,24 @@ impl Tuning {
     fn from_vars(
         var: impl Fn(&'static str) -> Result<String, VarError>,
     ) -> Result<Tuning, TuningError> {
-        let mut t = Tuning::default();
-        if let Some(b) = switch("GSM_COLL_HIERARCHICAL", var("GSM_COLL_HIERARCHICAL"))? {
-            t.hierarchical = b;
-        }
-        if let Some(b) = switch("GSM_COLL_BOARD", var("GSM_COLL_BOARD"))? {
-            t.board = b;
-        }
-        if let Some(n) = size("GSM_COLL_COPY", var("GSM_COLL_COPY"))? {
-            t.copy_min = n;
-        }
-        if let Some(n) = piece("GSM_COLL_COPY_PIECE", var("GSM_COLL_COPY_PIECE"))? {
-            t.copy_piece = n;
-        }
-        if let Some(n) = size("GSM_COLL_ALLREDUCE_RING", var("GSM_COLL_ALLREDUCE_RING"))? {
-            t.allreduce_ring_min = n;
-        }
-        if let Some(n) = size("GSM_COLL_BCAST_PIPELINE", var("GSM_COLL_BCAST_PIPELINE"))? {
-            t.bcast_pipeline_min = n;
-        }
-        if let Some(n) = piece("GSM_COLL_BCAST_CHUNK", var("GSM_COLL_BCAST_CHUNK"))? {
-            t.bcast_chunk = n;
-        }
-        if let Some(n) = piece("GSM_COLL_PIECE", var("GSM_COLL_PIECE"))? {
-            t.piece = n;
-        }
-        if let Some(n) = size("GSM_COLL_RENDEZVOUS", var("GSM_COLL_RENDEZVOUS"))? {
-            t.rendezvous_min = n;
-        }
-        Ok(t)
+        let raw = |s: &Setting| match var(s.name) {
+            Ok(v) => Some(Ok(v)),
+            Err(VarError::NotPresent) => None,
+            Err(VarError::NotUnicode(v)) => Some(Err(v)),
+        };
+        let read = |s: &Setting| gsm_contract::get_from::<usize>(s, raw(s));
+        let switch = |s: &Setting| gsm_contract::get_from::<bool>(s, raw(s));
+        Ok(Tuning {
+            hierarchical: switch(&table::COLL_HIERARCHICAL)?,
+            board: switch(&table::COLL_BOARD)?,
+            copy_min: read(&table::COLL_COPY)?,
+            copy_piece: read(&table::COLL_COPY_PIECE)?,
+            allreduce_ring_min: read(&table::COLL_ALLREDUCE_RING)?,
+            bcast_pipeline_min: read(&table::COLL_BCAST_PIPELINE)?,
+            bcast_chunk: read(&table::COLL_BCAST_CHUNK)?,
+            piece: read(&table::COLL_PIECE)?,
+            rendezvous_min: read(&table::COLL_RENDEZVOUS)?,
+        })
     }
 
     /// [`Tuning::from_env`], read once per process.
@@ -283,7 +202,11 @@ mod tests {
         for name in ["GSM_COLL_BOARD", "GSM_COLL_COPY", "GSM_COLL_PIECE"] {
             let raw = OsString::from_vec(vec![b'4', 0xff, b'K']);
             let e = with(name, Err(VarError::NotUnicode(raw))).unwrap_err();
-            assert_eq!((e.name, e.expected), (name, "UTF-8 text"), "{e}");
+            assert_eq!(
+                (e.name, e.expected.as_str()),
+                (name, "expected UTF-8 text"),
+                "{e}"
+            );
             assert_eq!(e.value, "4\u{fffd}K");
         }
     }
@@ -298,7 +221,7 @@ mod tests {
             for zero in ["0", "0K", " 0M "] {
                 let e = with(name, Ok(zero.into())).unwrap_err();
                 assert_eq!((e.name, e.value.as_str()), (name, zero), "{e}");
-                assert!(e.to_string().contains("positive"), "{e}");
+                assert!(e.to_string().contains("at least 1 byte"), "{e}");
             }
         }
         // Switch points may be 0 (always the larger algorithm).

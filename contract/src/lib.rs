@@ -14,7 +14,9 @@ pub mod read;
 pub mod setting;
 pub mod table;
 
-pub use read::{CheckError, FromSetting, SettingError, check, get, get_from, suggest};
+pub use read::{
+    CheckError, FromSetting, SettingError, check, check_env, default, get, get_from, suggest, value,
+};
 pub use setting::{Fallback, Kind, Layer, Setting, Value};
 
 #[cfg(test)]

@@ -139,6 +139,39 @@ pub fn get<T: FromSetting>(setting: &Setting) -> Result<T, SettingError> {
     get_from(setting, raw.map(OsString::into_string))
 }
 
+/// `setting` from the environment, or its default when unset, blank or not allowed: for code
+/// that runs after its layer has refused every bad value at start ([`check_env`]), so a bad
+/// value cannot reach it.
+pub fn value<T: FromSetting>(setting: &Setting) -> T {
+    get(setting).unwrap_or_else(|_| default(setting))
+}
+
+/// `setting`'s default (see [`FromSetting`] for a setting without a fixed one).
+pub fn default<T: FromSetting>(setting: &Setting) -> T {
+    get_from(setting, None).unwrap_or_else(|e| unreachable!("a default is never read: {e}"))
+}
+
+/// Every setting of `settings` as the environment gives it: the first one set to a value it
+/// does not take is an error. A layer calls it when it starts, before any of its code reads a
+/// setting with [`value`].
+///
+/// # Errors
+/// The [`SettingError`] of the first such setting.
+pub fn check_env<'a>(settings: impl IntoIterator<Item = &'a Setting>) -> Result<(), SettingError> {
+    for s in settings {
+        if let Some(raw) = std::env::var_os(s.name) {
+            get_from::<Option<Value>>(s, Some(raw.into_string()))?;
+        }
+    }
+    Ok(())
+}
+
+impl FromSetting for Value {
+    fn from_value(setting: &Setting, value: Option<Value>) -> Self {
+        present(setting, value, "a value")
+    }
+}
+
 /// `setting` from `raw` (`None`: unset; `Err`: set but not UTF-8), or its default: the reader
 /// of callers that take their variables from elsewhere than the process environment.
 ///

@@ -163,6 +163,7 @@ fn size(v: &str) -> Option<u64> {
 pub fn bytes(n: u64) -> String {
     match n {
         0 => "0".into(),
+        1 => "1 byte".into(),
         n if n % (1 << 30) == 0 => format!("{} GiB", n >> 30),
         n if n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
         n if n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
@@ -247,6 +248,23 @@ impl Kind {
 }
 
 impl Setting {
+    /// Whether a number set in code (not read from the environment) is one this setting allows:
+    /// `Err` says what is allowed. Only counts and sizes hold numbers; any other kind refuses.
+    pub fn check_number(&self, n: u64) -> Result<(), String> {
+        let fits = match self.kind {
+            Kind::Count { min, max, .. } => (min..=max).contains(&n),
+            Kind::Size { min, max, multiple } => {
+                (min..=max).contains(&n) && n % multiple.max(1) == 0
+            }
+            _ => false,
+        };
+        if fits {
+            Ok(())
+        } else {
+            Err(format!("expected {}", self.kind.allowed()))
+        }
+    }
+
     /// The default as the reference page shows it.
     pub fn default_text(&self) -> &'static str {
         match self.default {

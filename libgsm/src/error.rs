@@ -12,7 +12,7 @@ pub enum Error {
     /// The configuration cannot be used.
     #[error("invalid gossamer configuration: {0}")]
     Config(String),
-    /// An environment variable read by `Config::from_env` has a value that cannot be parsed.
+    /// A setting (a `GSM_*` variable of the settings table) has a value it does not take.
     #[error("environment variable {name}={value:?} is invalid: {reason}")]
     Env {
         /// Variable name.
@@ -20,7 +20,7 @@ pub enum Error {
         /// Its value.
         value: String,
         /// What is expected.
-        reason: &'static str,
+        reason: String,
     },
     /// A worker thread or a fiber stack could not be created.
     #[error("could not start the gossamer runtime: {0}")]
@@ -163,4 +163,14 @@ pub enum DelegationError {
     /// another rank.
     #[error("{0}")]
     Wire(String),
+}
+
+impl From<gsm_contract::SettingError> for Error {
+    fn from(e: gsm_contract::SettingError) -> Self {
+        Error::Env {
+            name: e.name,
+            value: e.value,
+            reason: e.expected,
+        }
+    }
 }

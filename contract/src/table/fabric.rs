@@ -61,47 +61,6 @@ pub const TCP_PER_HOST: Setting = Setting {
     layer: Layer::Fabric,
 };
 
-/// Workers' own tcp socket I/O.
-pub const TCP_DIRECT: Setting = Setting {
-    name: "GSM_TCP_DIRECT",
-    kind: Kind::Switch,
-    default: Fallback::Value("on"),
-    doc: "Polling workers do their own tcp socket I/O; off: every slot crosses the I/O thread.",
-    layer: Layer::Fabric,
-};
-
-/// Home-first reading of tcp connections.
-pub const TCP_HOME: Setting = Setting {
-    name: "GSM_TCP_HOME",
-    kind: Kind::Switch,
-    default: Fallback::Value("on"),
-    doc: "A worker reads the connections of another only while that one sleeps or stands still; \
-          off: every polling worker reads every connection.",
-    layer: Layer::Fabric,
-};
-
-/// Delayed ACKs on incoming tcp connections.
-pub const TCP_DELAYED_ACKS: Setting = Setting {
-    name: "GSM_TCP_DELAYED_ACKS",
-    kind: Kind::Switch,
-    default: Fallback::Value("on"),
-    doc: "Incoming tcp sockets stay in the kernel's delayed-ACK mode; off: bare ACKs as usual.",
-    layer: Layer::Fabric,
-};
-
-/// `SO_BUSY_POLL` of tcp sockets.
-pub const TCP_BUSY_POLL: Setting = Setting {
-    name: "GSM_TCP_BUSY_POLL",
-    kind: Kind::Count {
-        min: 0,
-        max: u32::MAX as u64,
-        unit: "microseconds",
-    },
-    default: Fallback::Decided("not set on the sockets"),
-    doc: "`SO_BUSY_POLL` of every tcp connection, for a NIC with a receive queue to poll.",
-    layer: Layer::Fabric,
-};
-
 /// The ofi fabric's provider.
 pub const OFI_PROVIDER: Setting = Setting {
     name: "GSM_OFI_PROVIDER",

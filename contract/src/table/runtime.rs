@@ -66,7 +66,8 @@ pub const SINGLE_COPY: Setting = Setting {
     kind: Kind::Switch,
     default: Fallback::Value("on"),
     doc: "Read a large record in one copy from the peer's memory (`process_vm_readv`) where the \
-          ranks allow it; off streams it through the rings.",
+          ranks allow it; off streams it through the rings, and makes the collectives' large \
+          broadcasts and allreduces go through the host board in steps.",
     layer: Layer::Runtime,
 };
 
@@ -76,8 +77,7 @@ pub const STALL_REPORT: Setting = Setting {
     kind: Kind::Seconds { max: 999_999_999 },
     default: Fallback::Value("10"),
     doc: "A worker found running one delegated closure this long is reported once on standard \
-          error (rank, host, worker, the closure's type); the job goes on. A value not allowed \
-          is said once and the default kept.",
+          error (rank, host, worker, the closure's type); the job goes on.",
     layer: Layer::Runtime,
 };
 
@@ -88,7 +88,7 @@ pub const LOG: Setting = Setting {
     default: Fallback::Decided("`RUST_LOG`, else no log"),
     doc: "The `tracing` filter of the log on standard error (`debug`, `gossamer::fabric=info`). \
           `gsmrun` reads it for its own log and passes it to every rank; the targets are in \
-          `libgsm/src/runtime/log.rs`.",
+          `libgsm/src/runtime/log.rs` (the termination waves need `gossamer::quiesce=trace`).",
     layer: Layer::Runtime,
 };
 
@@ -98,6 +98,7 @@ pub const SPIN_HOST: Setting = Setting {
     kind: Kind::Switch,
     default: Fallback::Value("on"),
     doc: "Idle workers spin and linger while the host's runnable threads fit its CPUs; off: \
-          by this rank's awake workers alone.",
+          by this rank's awake workers alone, for a host whose other load should not hold this \
+          job's workers back. See `docs/moved/idle.md`.",
     layer: Layer::Worker,
 };

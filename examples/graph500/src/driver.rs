@@ -40,10 +40,14 @@ pub fn run(args: &Args) -> Outcome {
 /// several ranks: the variables the Gossamer runtime reads to know it is a rank (`GSM_SIZE` from
 /// gsmrun, `OMPI_COMM_WORLD_SIZE` from Open MPI, `PMI_SIZE` from Hydra), first one set.
 pub fn ranks_of_job(var: &dyn Fn(&str) -> Option<String>) -> Option<(&'static str, u64)> {
-    ["GSM_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
-        .into_iter()
-        .find_map(|name| Some((name, var(name)?.trim().parse::<u64>().ok()?)))
-        .filter(|&(_, size)| size > 1)
+    [
+        gsm_contract::table::SIZE.name,
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+    ]
+    .into_iter()
+    .find_map(|name| Some((name, var(name)?.trim().parse::<u64>().ok()?)))
+    .filter(|&(_, size)| size > 1)
 }
 
 /// Progress lines on stderr, only when stderr is a terminal.

@@ -45,7 +45,7 @@ pub(crate) fn mpi_live() -> bool {
 pub const KEY_LEN: usize = 32;
 
 /// The environment variable `gsmrun` sets to a name unique to the job.
-pub const JOB_ID_VAR: &str = "GSM_JOB_ID";
+pub const JOB_ID_VAR: &str = gsm_contract::table::JOB_ID.name;
 
 /// Why a job could not start.
 #[derive(Debug, thiserror::Error)]
@@ -117,9 +117,13 @@ pub enum BootstrapError {
 /// number. (Slurm's task counts are left out: one inherited from an allocation may differ from
 /// the job an `mpirun` inside it starts.)
 fn launcher_size(var: &dyn Fn(&str) -> Option<String>) -> Option<(&'static str, u32)> {
-    ["GSM_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
-        .into_iter()
-        .find_map(|name| Some((name, var(name)?.trim().parse().ok()?)))
+    [
+        gsm_contract::table::SIZE.name,
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+    ]
+    .into_iter()
+    .find_map(|name| Some((name, var(name)?.trim().parse().ok()?)))
 }
 
 /// [`BootstrapError::WorldMismatch`] unless `MPI_COMM_WORLD`, of `mpi_size` ranks, is as large
@@ -308,8 +312,8 @@ impl Job {
             .filter(|p| p.hostname == hostname)
             .map(|p| p.rank)
             .collect();
-        let job_id = match std::env::var(JOB_ID_VAR) {
-            Ok(id) if !id.is_empty() => id,
+        let job_id = match gsm_contract::get::<Option<String>>(&gsm_contract::table::JOB_ID) {
+            Ok(Some(id)) => id,
             // Same on every rank: derived from the broadcast key's first bytes.
             _ => {
                 let mut id = String::from("gsm-");

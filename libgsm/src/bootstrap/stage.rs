@@ -29,7 +29,10 @@ pub(crate) use gsm_contract::contract::Stage;
 /// This rank's end of the channel, found once: `None` when there is none to use.
 fn channel() -> Option<RawFd> {
     static CHANNEL: OnceLock<Option<RawFd>> = OnceLock::new();
-    *CHANNEL.get_or_init(|| checked_channel(&std::env::var(STATE_FD_VAR).ok()?))
+    *CHANNEL.get_or_init(|| {
+        let text: Option<String> = gsm_contract::get(&gsm_contract::table::STATE_FD).ok()?;
+        checked_channel(&text?)
+    })
 }
 
 /// The descriptor `FD:INODE` names if it is open, a socket, and that inode; it is then made

@@ -1,69 +1,77 @@
 use super::*;
-#[test]
-fn sizes_parse_with_suffixes() {
-    assert_eq!(parse_size("4096"), Some(4096));
-    assert_eq!(parse_size("64k"), Some(65536));
-    assert_eq!(parse_size("1M"), Some(1 << 20));
-    assert_eq!(parse_size("-1"), None);
-    assert_eq!(parse_size("x"), None);
+/// `Config::from_vars` with only `name` set to `value`.
+fn with(name: &str, value: Raw) -> Result<Config, Error> {
+    Config::from_vars(|n| if n == name { value.clone() } else { None })
 }
+
+fn set(v: &str) -> Raw {
+    Some(Ok(v.to_string()))
+}
+
+#[test]
+fn settings_override_the_defaults_with_suffixes() {
+    assert_eq!(with("GSM_PIN", None), Ok(Config::default()));
+    assert_eq!(with("GSM_SLOT_SIZE", set("64k")).unwrap().slot_size, 65536);
+    assert_eq!(
+        with("GSM_STACK_SIZE", set("1M")).unwrap().stack_size,
+        1 << 20
+    );
+    assert_eq!(with("GSM_THREADS", set(" 8 ")).unwrap().workers, 8);
+    assert!(with("GSM_PIN", set("on")).unwrap().pin);
+    assert_eq!(
+        with("GSM_THREADS", set("  ")).unwrap().workers,
+        Config::default().workers,
+        "blank means the default"
+    );
+}
+
 #[test]
 fn bad_values_name_their_variable_and_range() {
-    use std::ffi::OsString;
     use std::os::unix::ffi::OsStringExt;
-    let not_utf8 = Err(std::env::VarError::NotUnicode(OsString::from_vec(
-        b"8\xff".to_vec(),
-    )));
-    match var_value("GSM_THREADS", not_utf8) {
+    let not_utf8 = Some(Err(OsString::from_vec(b"8\xff".to_vec())));
+    match with("GSM_THREADS", not_utf8) {
         Err(Error::Env { name, reason, .. }) => {
-            assert_eq!((name, reason), ("GSM_THREADS", "not valid UTF-8"))
+            assert_eq!(
+                (name, reason.as_str()),
+                ("GSM_THREADS", "expected UTF-8 text")
+            )
         }
         other => panic!("a value that is not UTF-8 was taken for {other:?}"),
     }
-    assert_eq!(
-        var_value("GSM_THREADS", Err(std::env::VarError::NotPresent)).ok(),
-        Some(None)
-    );
-    let threads = |v: &str| {
-        number_value(
-            "GSM_THREADS",
-            Some(v.into()),
-            parse_count,
-            "a count",
-            workers_problem,
-        )
-    };
-    assert_eq!(threads("").ok(), Some(None), "empty means the default");
-    assert_eq!(threads(" ").ok(), Some(None), "blank means the default");
-    assert_eq!(threads("3").ok(), Some(Some(3)));
-    for (v, why) in [
-        ("0", "expected 1 to 4096 workers"),
-        ("99999999999999999999999", "expected 1 to 4096 workers"),
-        ("5000", "expected 1 to 4096 workers"),
-        ("two", "a count"),
-        ("-1", "a count"),
-    ] {
-        match threads(v) {
-            Err(Error::Env { reason, .. }) => assert_eq!(reason, why, "GSM_THREADS={v}"),
+    for v in ["0", "99999999999999999999999", "5000", "two", "-1", "1k"] {
+        match with("GSM_THREADS", set(v)) {
+            Err(Error::Env { reason, value, .. }) => {
+                assert_eq!(reason, "expected a whole number of workers from 1 to 4096");
+                assert_eq!(value, v);
+            }
             other => panic!("GSM_THREADS={v}: {other:?}"),
         }
     }
-    assert_eq!(parse_size("0"), Some(0), "zero is out of range, not junk");
-    assert_eq!(parse_size("99999999999999999999999K"), Some(usize::MAX));
-    assert!(stack_problem(parse_size("16777216G").unwrap()).is_some());
-    assert_eq!(parse_count("1k"), None, "a count takes no suffix");
-    assert_eq!(parse_count(" 8 "), Some(8));
-    assert!(workers_problem(5000).is_some());
-    assert!(stack_problem(usize::MAX).is_some());
-    assert!(stack_problem(256 << 10).is_none());
-    assert!(slot_problem(3 << 30).is_some());
-    assert!(slot_problem(4000).is_some(), "not a multiple of 64");
-    assert!(slot_problem(4096).is_none());
+    for (name, v) in [
+        ("GSM_STACK_SIZE", "16777216G"),
+        ("GSM_STACK_SIZE", "16K"),
+        ("GSM_SLOT_SIZE", "4000"),
+        ("GSM_SLOT_SIZE", "3G"),
+        ("GSM_PIN", "maybe"),
+    ] {
+        let e = with(name, set(v)).unwrap_err().to_string();
+        assert!(
+            e.contains(name) && e.contains("expected"),
+            "{name}={v}: {e}"
+        );
+    }
     let e = Config::default().stack_size(usize::MAX).validate();
     assert!(
         matches!(&e, Err(Error::Config(m)) if m.contains("stack_size")),
         "{e:?}"
     );
+    let e = Config::default().slot_size(4000).validate();
+    assert!(
+        matches!(&e, Err(Error::Config(m)) if m.contains("a multiple of 64")),
+        "{e:?}"
+    );
+    assert_eq!(Config::default().workers(4096).validate(), Ok(()));
+    assert!(Config::default().workers(4097).validate().is_err());
 }
 
 #[test]

@@ -122,10 +122,10 @@ impl FabricChoice {
     /// of [`FABRIC_VAR`]. A fabric this build lacks is refused here, naming the cargo feature;
     /// whether a device exists is `verbs`'s start-up check.
     pub fn parse(s: &str) -> Result<Self, FabricError> {
-        let err = |reason| FabricError::Env {
+        let err = |reason: &str| FabricError::Env {
             name: FABRIC_VAR,
             value: s.to_string(),
-            reason,
+            reason: reason.to_string(),
         };
         use gsm_contract::contract::Fabric;
         match Fabric::parse(s) {
@@ -152,10 +152,7 @@ impl FabricChoice {
 
     /// `GSM_FABRIC`, or `Auto` when unset.
     pub fn from_env() -> Result<Self, FabricError> {
-        match std::env::var(FABRIC_VAR) {
-            Ok(v) => Self::parse(&v),
-            Err(_) => Ok(FabricChoice::Auto),
-        }
+        Self::parse(gsm_contract::get::<&str>(&gsm_contract::table::FABRIC)?)
     }
 
     /// The fabric that serves a peer on this host (`same_host`) or another.
@@ -413,21 +410,22 @@ impl Settings {
     /// Reads `GSM_TCP_BIND`, `GSM_HOST_ADDR` and `GSM_CONNECT_TIMEOUT` (seconds, default 30).
     /// An empty value is the default, as for every `GSM_*` variable.
     pub fn from_env() -> Result<Settings, FabricError> {
-        let timeout = connect_timeout_from_env()?;
-        let bind = match tcp_bind_from_env()? {
+        use gsm_contract::{get, table};
+        let connect_timeout = get(&table::CONNECT_TIMEOUT)?;
+        let bind = match get(&table::TCP_BIND)? {
             Some(ip) => Some(ip),
-            None => match std::env::var("GSM_HOST_ADDR") {
-                Ok(h) if !h.trim().is_empty() => {
+            None => match get::<Option<String>>(&table::HOST_ADDR)? {
+                Some(h) => {
                     let ip = resolve(&h).ok_or_else(|| FabricError::Resolve { host: h.clone() })?;
-                    let hosts = std::env::var("GSM_HOSTS").unwrap_or_default();
+                    let hosts = get::<Option<String>>(&table::HOSTS)?.unwrap_or_default();
                     Some(outward(ip, &h, hosts.split(',')))
                 }
-                _ => None,
+                None => None,
             },
         };
         Ok(Settings {
             bind,
-            connect_timeout: std::time::Duration::from_secs(timeout),
+            connect_timeout,
         })
     }
 
@@ -435,9 +433,11 @@ impl Settings {
     /// would refuse, resolving nothing: what a job of one rank, which sets up no fabric, checks,
     /// so that a value not understood is found on the first small run.
     pub fn check_env() -> Result<(), FabricError> {
-        connect_timeout_from_env()?;
-        tcp_bind_from_env()?;
-        Ok(())
+        use gsm_contract::table;
+        Ok(gsm_contract::check_env([
+            &table::CONNECT_TIMEOUT,
+            &table::TCP_BIND,
+        ])?)
     }
 }
 
@@ -479,54 +479,10 @@ fn outward<'a>(
     ip
 }
 
-/// `GSM_CONNECT_TIMEOUT` in seconds, 30 when unset or empty.
-fn connect_timeout_from_env() -> Result<u64, FabricError> {
-    match std::env::var(CONNECT_TIMEOUT_VAR) {
-        Ok(v) if !v.trim().is_empty() => connect_timeout(&v),
-        _ => Ok(30),
-    }
-}
-
-/// `GSM_TCP_BIND`, `None` when unset or empty.
-fn tcp_bind_from_env() -> Result<Option<std::net::IpAddr>, FabricError> {
-    match std::env::var(TCP_BIND_VAR) {
-        Ok(v) if !v.trim().is_empty() => {
-            v.trim()
-                .parse::<std::net::IpAddr>()
-                .map(Some)
-                .map_err(|_| FabricError::Env {
-                    name: TCP_BIND_VAR,
-                    value: v.clone(),
-                    reason: "expected an IP address of this host, or 0.0.0.0 to listen on every \
-                             interface",
-                })
-        }
-        _ => Ok(None),
-    }
-}
-
 /// The variable for how long peers have to connect, in seconds.
-pub const CONNECT_TIMEOUT_VAR: &str = "GSM_CONNECT_TIMEOUT";
+pub const CONNECT_TIMEOUT_VAR: &str = gsm_contract::table::CONNECT_TIMEOUT.name;
 /// The variable for the address the tcp fabric listens on.
-pub const TCP_BIND_VAR: &str = "GSM_TCP_BIND";
-
-/// Most seconds [`CONNECT_TIMEOUT_VAR`] may give: a day. Beyond some 2^63 s the deadline
-/// overflowed (a panic on every rank), and 0 reached the socket as a timeout it refuses.
-pub const MAX_CONNECT_TIMEOUT: u64 = 86_400;
-
-/// Seconds from a [`CONNECT_TIMEOUT_VAR`] value: a whole number from 1 to
-/// [`MAX_CONNECT_TIMEOUT`], surrounding blanks allowed.
-fn connect_timeout(v: &str) -> Result<u64, FabricError> {
-    v.trim()
-        .parse::<u64>()
-        .ok()
-        .filter(|s| (1..=MAX_CONNECT_TIMEOUT).contains(s))
-        .ok_or_else(|| FabricError::Env {
-            name: CONNECT_TIMEOUT_VAR,
-            value: v.to_string(),
-            reason: "expected a whole number of seconds from 1 to 86400, e.g. 60",
-        })
-}
+pub const TCP_BIND_VAR: &str = gsm_contract::table::TCP_BIND.name;
 
 /// The first IPv4 address (else any address) `host` resolves to.
 pub fn resolve(host: &str) -> Option<std::net::IpAddr> {
@@ -546,9 +502,8 @@ pub fn resolve(host: &str) -> Option<std::net::IpAddr> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FabricError {
-    /// An environment variable read by the fabrics (`GSM_FABRIC`, `GSM_CONNECT_TIMEOUT`,
-    /// `GSM_TCP_BIND`) has a value that cannot be used; worded as the runtime's own
-    /// `Error::Env`.
+    /// A setting read by the fabrics (`GSM_FABRIC`, `GSM_CONNECT_TIMEOUT`, `GSM_TCP_BIND`, ...)
+    /// has a value that cannot be used; worded as the runtime's own `Error::Env`.
     #[error("environment variable {name}={value:?} is invalid: {reason}")]
     Env {
         /// Variable name.
@@ -556,7 +511,7 @@ pub enum FabricError {
         /// Its value.
         value: String,
         /// What is expected.
-        reason: &'static str,
+        reason: String,
     },
     /// A fabric was set up with something it cannot use (a ring layout, a peer) or used out of
     /// order.
@@ -741,3 +696,13 @@ impl FabricKind {
 
 #[cfg(test)]
 mod tests;
+
+impl From<gsm_contract::SettingError> for FabricError {
+    fn from(e: gsm_contract::SettingError) -> Self {
+        FabricError::Env {
+            name: e.name,
+            value: e.value,
+            reason: e.expected,
+        }
+    }
+}

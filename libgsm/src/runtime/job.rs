@@ -28,14 +28,13 @@ use crate::worker::Place;
 
 /// Whether this process is a rank of a launched job (see the module docs).
 pub(crate) fn launched() -> bool {
-    const VARS: [&str; 5] = [
-        "GSM_SIZE",
-        "OMPI_COMM_WORLD_SIZE",
-        "PMI_SIZE",
-        "PMI_RANK",
-        "PMIX_RANK",
-    ];
-    VARS.iter().any(|v| std::env::var_os(v).is_some()) || mpi_initialised_by_program()
+    const VARS: [&str; 4] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK"];
+    // Set at all, even to a value not understood: the bootstrap then says what is wrong with it.
+    let by_gsmrun = !matches!(
+        gsm_contract::get::<Option<u32>>(&gsm_contract::table::SIZE),
+        Ok(None)
+    );
+    by_gsmrun || VARS.iter().any(|v| std::env::var_os(v).is_some()) || mpi_initialised_by_program()
 }
 
 fn mpi_initialised_by_program() -> bool {

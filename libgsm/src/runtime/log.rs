@@ -34,9 +34,11 @@
 pub(crate) fn init() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        let Some(filter) = ["GSM_LOG", "RUST_LOG"]
-            .into_iter()
-            .find_map(|v| std::env::var(v).ok())
+        let ours = gsm_contract::get::<Option<String>>(&gsm_contract::table::LOG);
+        let Some(filter) = ours
+            .ok()
+            .flatten()
+            .or_else(|| std::env::var("RUST_LOG").ok())
         else {
             return;
         };

@@ -78,7 +78,10 @@ fn start(
                 .into(),
         ));
     }
-    let checked = config.validate().and_then(|()| memory::layout_of(config));
+    let checked = config
+        .validate()
+        .and_then(|()| start::check_settings())
+        .and_then(|()| memory::layout_of(config));
     if job::launched() {
         // Checked together: a rank alone refusing its configuration would leave the others
         // waiting for it in the run's first collective call.

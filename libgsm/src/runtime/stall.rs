@@ -5,7 +5,7 @@
 //! waiting for their answers, and the deadlock watch cannot see it: the worker is busy, not idle.
 //! Each worker marks the run of closures it serves (`worker::Busy`: the closure's type and a run
 //! count, two relaxed stores per run); this thread looks every [`LOOK_EVERY`], and a worker found
-//! in the same run for `GSM_STALL_REPORT` seconds (default [`REPORT_AFTER`]) is reported once on
+//! in the same run for `GSM_STALL_REPORT` seconds (default 10, see `docs/settings.md`) is reported once on
 //! standard error, naming the rank, its host, the worker and the closure's type. The job goes
 //! on: a long computation is allowed, and `gsmrun --timeout` or Ctrl-C ends a job that is stuck.
 //! It does not look at fibers that spin without yielding.
@@ -15,28 +15,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// How long one closure may run before it is reported, unless `GSM_STALL_REPORT` says otherwise.
-const REPORT_AFTER: Duration = Duration::from_secs(10);
 /// How often the watch looks.
 const LOOK_EVERY: Duration = Duration::from_millis(250);
 
-/// `GSM_STALL_REPORT`: seconds (a number above 0) before a closure that has not returned is
-/// reported; empty or unset: [`REPORT_AFTER`]; a value not understood is said once and ignored.
+/// `GSM_STALL_REPORT`: how long a closure may run before it is reported (the run refused a
+/// value not allowed when it started).
 fn report_after() -> Duration {
-    match std::env::var("GSM_STALL_REPORT") {
-        Ok(v) if !v.trim().is_empty() => match v.trim().parse::<f64>() {
-            Ok(s) if s > 0.0 && s < 1e9 => Duration::from_secs_f64(s),
-            _ => {
-                crate::eprint_line(format_args!(
-                    "gossamer: GSM_STALL_REPORT={v:?} is not a number of seconds above 0; \
-                     reporting stuck closures after {} s",
-                    REPORT_AFTER.as_secs()
-                ));
-                REPORT_AFTER
-            }
-        },
-        _ => REPORT_AFTER,
-    }
+    gsm_contract::value(&gsm_contract::table::STALL_REPORT)
 }
 
 /// Starts the watch over `shared`'s workers; it ends when the run stops.

@@ -32,15 +32,24 @@ use crate::worker::{Place, Shared};
 pub(crate) fn check_unused_settings() -> Result<(), Error> {
     FabricChoice::from_env()?;
     Settings::check_env()?;
-    single_copy_wanted()?;
     Ok(())
+}
+
+/// Refuses a setting of the runtime's layers (the settings table's `Config`, runtime, worker and
+/// fabric settings) set to a value it does not take, before anything starts: code that runs
+/// later reads them with `gsm_contract::value`, which then never meets a bad value.
+pub(crate) fn check_settings() -> Result<(), Error> {
+    use gsm_contract::{Layer, table};
+    let ours = [Layer::Config, Layer::Runtime, Layer::Worker, Layer::Fabric];
+    let settings = table::ALL.iter().filter(|s| ours.contains(&s.layer));
+    Ok(gsm_contract::check_env(settings)?)
 }
 
 /// Whether large records may be read in one copy from a peer's memory (`GSM_SINGLE_COPY`, default
 /// on; `0`/`off` streams them through the rings instead). Any other value is an error: `OFF` or
 /// `disable` meant "on" before.
 fn single_copy_wanted() -> Result<bool, Error> {
-    crate::config::env_switch("GSM_SINGLE_COPY", true)
+    Ok(gsm_contract::get(&gsm_contract::table::SINGLE_COPY)?)
 }
 
 /// Fails on every rank if any rank passes `Err` (a checked barrier).

@@ -470,7 +470,8 @@ pub fn rma_operations() -> u64 {
 pub(crate) fn forced_remote() -> bool {
     static FORCED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *FORCED.get_or_init(|| {
-        std::env::var("GSM_FABRIC").is_ok_and(|v| matches!(v.trim(), "tcp" | "ofi"))
+        let fabric = gsm_contract::value::<&str>(&gsm_contract::table::FABRIC);
+        matches!(fabric, "tcp" | "ofi")
     })
 }
 

@@ -185,27 +185,6 @@ pub(crate) fn acks_delayed(sock: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(!rustix::net::sockopt::tcp_quickack(sock)?)
 }
 
-/// `SO_BUSY_POLL` on `sock`: a blocking or polling read of an empty socket busy-polls the
-/// device queue for up to `usec` microseconds (needs `CAP_NET_ADMIN` to raise it above
-/// `net.core.busy_read`; a refusal is the caller's to ignore).
-pub(crate) fn busy_poll(sock: BorrowedFd<'_>, usec: u32) -> io::Result<()> {
-    let v = usec as libc::c_int;
-    // SAFETY: `v` lives for the call and its size is passed; the kernel only reads it.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_BUSY_POLL,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// How long `sock` has waited for an acknowledgement of what it sent (`TCP_INFO`: the time since
 /// the last ACK came, while data is unacknowledged or zero-window probes are out), or `None` when
 /// it waits for nothing. A live peer, even one whose window is closed, answers every segment and

@@ -85,10 +85,6 @@ const YIELDS: u32 = 32;
 /// light load (the curves' history in docs/performance-log.md). Only after an idle spell shorter than
 /// this (work arrives often): a worker woken only by a timer parks at once, as before.
 const LINGER: Duration = Duration::from_millis(2);
-/// `GSM_SPIN_HOST=0`: idle workers do not look at the host's runnable threads
-/// ([`Shared::host_fits`]); they spin and linger by this rank's count alone, as before (for
-/// comparing).
-pub(crate) const SPIN_HOST_VAR: &str = "GSM_SPIN_HOST";
 /// How long a job of one rank must stay stalled (every worker quiet, roots left, no activity)
 /// before it is reported deadlocked; the ranks of a larger job agree on the same wait (see
 /// `runtime::quiesce::terminate`). Nothing can wake a stalled job, so this only keeps the report from
@@ -721,5 +717,7 @@ pub(crate) use shared::{Place, Shared};
 mod boundary_tests;
 #[cfg(test)]
 mod mutation_tests;
+#[cfg(test)]
+mod spin_host_tests;
 #[cfg(test)]
 mod tests;

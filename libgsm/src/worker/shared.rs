@@ -158,7 +158,7 @@ pub(crate) struct Shared {
     /// The CPUs this rank may use, and the host's online CPUs, for [`Shared::host_fits`].
     pub cpus: usize,
     pub online: usize,
-    /// Whether idle workers look at the host's runnable threads ([`SPIN_HOST_VAR`]).
+    /// Whether idle workers look at the host's runnable threads (`GSM_SPIN_HOST`).
     pub host_aware: bool,
     /// This runtime's number among those this process started (from 1; see [`RUNTIMES`]).
     pub epoch: u32,
@@ -232,7 +232,7 @@ impl Shared {
             cpu_room: place.cpu_room(),
             cpus: crate::config::available_cpus().min(crate::sys::proc::cpus_online()),
             online: crate::sys::proc::cpus_online(),
-            host_aware: crate::config::env_switch(SPIN_HOST_VAR, true).unwrap_or(true),
+            host_aware: gsm_contract::value(&gsm_contract::table::SPIN_HOST),
             epoch: RUNTIMES
                 .fetch_add(1, Ordering::Relaxed)
                 .wrapping_add(1)
@@ -288,7 +288,7 @@ impl Shared {
     /// kernel's count sees every process, the other ranks on this host (or in another network
     /// namespace of the same machine) among them, asleep or not, where [`Shared::spin`] counts
     /// the other ranks' workers as always awake. One sample (one `pread`) per idle
-    /// spell and use; always `false` with [`SPIN_HOST_VAR`]`=0`.
+    /// spell and use; always `false` with `GSM_SPIN_HOST=0`.
     pub(crate) fn host_fits(&self, spare: usize) -> bool {
         self.host_aware
             && self.awake.load(Ordering::Relaxed) <= self.cpus
@@ -306,7 +306,7 @@ impl Shared {
     /// Whether a worker whose spin is [`SPIN`] may linger (`run_loop`): the host's runnable
     /// threads fit its CPUs, so that lingering workers of ranks that cannot see each other
     /// (namespace hosts sharing cores) do not take turns on the cores with the ones at work; or
-    /// [`SPIN_HOST_VAR`]`=0` (lingering as before).
+    /// `GSM_SPIN_HOST=0` (lingering as before).
     pub(crate) fn may_linger(&self) -> bool {
         !self.host_aware || self.host_fits(0)
     }

@@ -24,7 +24,7 @@ use crate::fabric::FabricError;
 use crate::sys::ofi::{self as fi, Hints, Info, Offer, bits};
 
 /// The variable naming the provider (`tcp;ofi_rxm`, `shm`, `verbs;ofi_rxm`, `efa`, `cxi`...).
-pub const PROVIDER_VAR: &str = "GSM_OFI_PROVIDER";
+pub const PROVIDER_VAR: &str = gsm_contract::table::OFI_PROVIDER.name;
 
 /// Capabilities asked for.
 pub(super) const CAPS: u64 = bits::MSG
@@ -44,23 +44,17 @@ pub(super) const MR_MODES: u32 = bits::MR_LOCAL
 /// Bytes of remote completion data a write carries: the ring protocol's 32-bit immediate.
 pub(super) const CQ_DATA: usize = 4;
 
-/// The variable that, set to `fd`, gives the completion queue a wait descriptor again.
-pub const CQ_WAIT_VAR: &str = "GSM_OFI_CQ_WAIT";
-
 /// Whether the completion queue gets a wait descriptor: not by default. libfabric signals a
 /// queue's descriptor on each completion, which cost a polling worker's round trip more than
 /// the progress thread's 1 ms naps cost a parked rank (docs/performance-log.md has the
 /// measurement); `GSM_OFI_CQ_WAIT=fd` trades back, for a rank that should sleep until woken.
 pub(super) fn cq_wait() -> bool {
-    std::env::var(CQ_WAIT_VAR).is_ok_and(|v| v.trim() == "fd")
+    gsm_contract::value::<&str>(&gsm_contract::table::OFI_CQ_WAIT) == "fd"
 }
 
 /// `GSM_OFI_PROVIDER`, `None` when unset or empty.
 pub(super) fn from_env() -> Option<String> {
-    std::env::var(PROVIDER_VAR)
-        .ok()
-        .map(|v| v.trim().to_string())
-        .filter(|v| !v.is_empty())
+    gsm_contract::value(&gsm_contract::table::OFI_PROVIDER)
 }
 
 /// The answers for `provider` (or any), and the index of the one to open.
@@ -141,9 +135,7 @@ pub(super) fn subnet_holds(fabric: &str, ip: IpAddr) -> bool {
 /// This host's address, as the `tcp` fabric would advertise it: `GSM_TCP_BIND`, else what the
 /// host name resolves to (unless loopback), else the first non-loopback IPv4 address.
 fn host_address() -> Option<IpAddr> {
-    let bind = std::env::var(crate::fabric::TCP_BIND_VAR)
-        .ok()
-        .and_then(|v| v.trim().parse::<IpAddr>().ok());
+    let bind: Option<IpAddr> = gsm_contract::value(&gsm_contract::table::TCP_BIND);
     bind.or_else(|| {
         crate::fabric::resolve(&crate::sys::net::hostname())
             .filter(|ip| !ip.is_loopback() && !ip.is_unspecified())

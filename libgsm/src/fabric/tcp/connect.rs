@@ -106,7 +106,6 @@ impl Tcp {
             .and_then(|()| sock.set_nonblocking(true))
             .map_err(|e| os_error(what(), &e))?;
         keep_alive_or_warn(&sock);
-        busy_poll(&sock);
         tracing::debug!(
             target: "gossamer::fabric",
             fabric = "tcp",
@@ -167,35 +166,13 @@ pub(super) fn keep_alive_or_warn(sock: &TcpStream) {
     }
 }
 
-/// `SO_BUSY_POLL` of [`BUSY_POLL_VAR`](super::BUSY_POLL_VAR) microseconds on `sock`, when set:
-/// an option for a NIC with a receive queue to poll, off by default. A refusal is ignored.
-pub(super) fn busy_poll(sock: &TcpStream) {
-    static USEC: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
-    let usec = USEC.get_or_init(|| {
-        std::env::var(super::BUSY_POLL_VAR)
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-    });
-    if let Some(us) = *usec {
-        let _ = net::busy_poll(sock.as_fd(), us);
-    }
-}
-
-/// Delayed ACKs on an incoming connection (`TCP_QUICKACK` off), unless [`DELAYED_ACKS_VAR`]
-/// is `0`. A connection carries data one way, so an ACK can never ride on an answer: without
+/// Delayed ACKs on an incoming connection (`TCP_QUICKACK` off). A connection carries data one way, so an ACK can never ride on an answer: without
 /// this, the kernel sends a bare ACK from every `recv` that empties the socket, a second packet
 /// through the stack per frame, on the path of every round trip. Streams are not slowed: the
 /// kernel still acknowledges at
 /// once every second full segment, and every second small pushed one. A refusal is ignored.
-///
-/// [`DELAYED_ACKS_VAR`]: super::DELAYED_ACKS_VAR
 pub(in crate::fabric::tcp) fn delay_acks(sock: &TcpStream) {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on =
-        ON.get_or_init(|| std::env::var(super::DELAYED_ACKS_VAR).map_or(true, |v| v.trim() != "0"));
-    if *on {
-        let _ = net::delay_acks(sock.as_fd());
-    }
+    let _ = net::delay_acks(sock.as_fd());
 }
 
 /// The address this host's name resolves to, if it is one a peer can connect to.

@@ -4,7 +4,6 @@
 //! so a hello only confirms it; it makes no ring or socket. See the `tcp` module docs ("One
 //! connection per (worker, remote host)") and `fabric/tcp/README.md`.
 
-use super::PER_HOST_VAR;
 use crate::fabric::Topology;
 
 /// Not on this group.
@@ -31,9 +30,9 @@ pub(in crate::fabric::tcp) struct Groups {
     peer: Vec<bool>,
 }
 
-/// Whether [`PER_HOST_VAR`] allows per-host connections (unless it is `0`).
+/// Whether `GSM_TCP_PER_HOST` allows per-host connections (unless it is off).
 pub(super) fn per_host_wanted() -> bool {
-    !std::env::var(PER_HOST_VAR).is_ok_and(|v| v.trim() == "0")
+    gsm_contract::value(&gsm_contract::table::TCP_PER_HOST)
 }
 
 impl Groups {

@@ -36,8 +36,6 @@
 //! polls have stood still for a few dozen of the reader's (it runs a long task): with every
 //! worker reading every connection, a request was as often read by a worker it was not for,
 //! which then had to wake its addressee and kept itself polling (see `fabric/tcp/README.md`).
-//! [`HOME_VAR`]`=0` lets every worker read every
-//! connection, for comparing.
 //!
 //! # Why connections are two-way, and the ACKs delayed
 //!
@@ -60,13 +58,11 @@
 //! leaves that mode whenever its delayed-ACK timer fires): a request that is not answered on the
 //! connection it came on (another worker answers, on its own) then does not cost a bare ACK
 //! either. Streams are not slowed: the kernel still acknowledges every second full segment and
-//! every second small pushed one at once. [`DELAYED_ACKS_VAR`]`=0` turns it off for comparing.
+//! every second small pushed one at once.
 //!
 //! `TCP_NODELAY` is on (a frame is a whole batch; Nagle would hold the next small one for an
-//! ACK). `SO_BUSY_POLL` ([`BUSY_POLL_VAR`]) is off by default: it polls a NIC's queue, which
-//! loopback and veth do not have.
-//! [`DIRECT_VAR`]`=0` turns the worker path off (every slot through the I/O thread, as before),
-//! for comparing the two in one build.
+//! ACK). `SO_BUSY_POLL` is left to the system (`net.core.busy_read`): it polls a NIC's queue,
+//! which loopback and veth do not have.
 //!
 //! # One connection per (worker, remote host)
 //!
@@ -304,45 +300,19 @@ const LANE_BIT: u32 = 1 << 31;
 const TOKEN_EVENTFD: u64 = u64::MAX;
 const TOKEN_LISTENER: u64 = u64::MAX - 1;
 
-/// The variable that turns the workers' own socket I/O off (`0`): every slot then crosses the
-/// I/O thread, as it did before the workers did their own socket I/O. For measuring the
-/// difference, not for production.
-pub const DIRECT_VAR: &str = "GSM_TCP_DIRECT";
-
-/// The variable that turns delayed ACKs on incoming connections off (`0`), for comparing.
-pub const DELAYED_ACKS_VAR: &str = "GSM_TCP_DELAYED_ACKS";
-
-/// The variable that sets `SO_BUSY_POLL` (microseconds) on every connection; unset: not set.
-pub const BUSY_POLL_VAR: &str = "GSM_TCP_BUSY_POLL";
-
 /// The variable that turns two-way connections off (`0`): every worker then connects to every
 /// peer rank and each connection carries one way, for comparing. Every rank of a job must see
 /// the same value (a hello says which it expects, and a mismatch is refused by name).
-pub const TWO_WAY_VAR: &str = "GSM_TCP_TWO_WAY";
+pub const TWO_WAY_VAR: &str = gsm_contract::table::TCP_TWO_WAY.name;
 
 /// The variable that selects one connection per (local worker, remote rank) (`0`) instead of
 /// one per (local worker, remote host), for comparing. Every rank of a job must see the same
 /// value (a hello says which it makes, and a mismatch is refused by name).
-pub const PER_HOST_VAR: &str = "GSM_TCP_PER_HOST";
-
-/// The variable that turns home-first reading off (`0`): every polling worker then reads every
-/// incoming connection, as before, for comparing (see `io::Direct::new`).
-pub const HOME_VAR: &str = "GSM_TCP_HOME";
-
-/// Whether a worker reads the incoming connections of the other polling workers only when they
-/// stand still (unless [`HOME_VAR`] is `0`).
-fn home_first() -> bool {
-    !std::env::var(HOME_VAR).is_ok_and(|v| v.trim() == "0")
-}
+pub const PER_HOST_VAR: &str = gsm_contract::table::TCP_PER_HOST.name;
 
 /// Whether workers pair on two-way connections (unless [`TWO_WAY_VAR`] is `0`).
 fn two_way() -> bool {
-    !std::env::var(TWO_WAY_VAR).is_ok_and(|v| v.trim() == "0")
-}
-
-/// Whether [`DIRECT_VAR`] is `0`.
-fn direct_off() -> bool {
-    std::env::var(DIRECT_VAR).is_ok_and(|v| v.trim() == "0")
+    gsm_contract::value(&gsm_contract::table::TCP_TWO_WAY)
 }
 
 fn os_error(what: impl Into<String>, e: &std::io::Error) -> FabricError {
@@ -542,11 +512,7 @@ impl Fabric for Tcp {
         self.groups = Some((groups, topo.clone()));
         self.connect_all(topo, &epoll, &shared, wires.planned, &dests)?;
         setup::bells(topo, &shared, &addrs, &mut links);
-        if !direct_off() {
-            setup::worker_bells(&shared, &wires.cells, &mut links);
-        } else {
-            self.direct = None;
-        }
+        setup::worker_bells(&shared, &wires.cells, &mut links);
         tracing::info!(
             target: "gossamer::fabric",
             fabric = "tcp",
@@ -635,14 +601,7 @@ impl Fabric for Tcp {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone();
-            let direct = Arc::new(Direct::new(
-                shared.clone(),
-                epoll,
-                hooks,
-                rx,
-                incoming,
-                home_first(),
-            ));
+            let direct = Arc::new(Direct::new(shared.clone(), epoll, hooks, rx, incoming));
             for l in 0..rx.nlocal {
                 let d = direct.clone();
                 links

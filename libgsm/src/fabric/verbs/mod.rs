@@ -64,9 +64,9 @@ use transport::VerbsTransport;
 use super::{Fabric, FabricEntry, FabricError, FabricKind, Hooks, Links, Peer, Settings, Topology};
 
 /// The variable naming the RDMA device to open (e.g. `mlx5_0`).
-pub const DEVICE_VAR: &str = "GSM_VERBS_DEVICE";
+pub const DEVICE_VAR: &str = gsm_contract::table::VERBS_DEVICE.name;
 /// The variable giving the GID index (RoCE v2 is often 1 or 3; default 0).
-pub const GID_INDEX_VAR: &str = "GSM_VERBS_GID_INDEX";
+pub const GID_INDEX_VAR: &str = gsm_contract::table::VERBS_GID_INDEX.name;
 
 /// The `verbs` fabric of one rank. See the module docs.
 #[derive(Debug)]
@@ -105,14 +105,7 @@ pub(crate) fn open_error(wanted: Option<&str>, e: OpenError) -> FabricError {
 }
 
 fn gid_index_from_env() -> Result<u8, FabricError> {
-    match std::env::var(GID_INDEX_VAR) {
-        Ok(v) if !v.trim().is_empty() => v.trim().parse::<u8>().map_err(|_| FabricError::Env {
-            name: GID_INDEX_VAR,
-            value: v.clone(),
-            reason: "expected a GID table index from 0 to 255 (see `show_gids`)",
-        }),
-        _ => Ok(0),
-    }
+    Ok(gsm_contract::get(&gsm_contract::table::VERBS_GID_INDEX)?)
 }
 
 fn out_of_order(step: &str) -> FabricError {
@@ -135,9 +128,7 @@ impl Verbs {
     /// Opens the fabric (before the bootstrap exchange): opens the device; the endpoint is the
     /// port's address.
     pub fn prepare(_settings: &Settings) -> Result<(Self, Vec<u8>), FabricError> {
-        let wanted = std::env::var(DEVICE_VAR)
-            .ok()
-            .filter(|v| !v.trim().is_empty());
+        let wanted: Option<String> = gsm_contract::get(&gsm_contract::table::VERBS_DEVICE)?;
         let gid_index = gid_index_from_env()?;
         let stack = Stack::open(wanted.as_deref().map(str::trim), gid_index)
             .map_err(|e| open_error(wanted.as_deref(), e))?;

@@ -14,7 +14,7 @@ use std::time::Instant;
 use super::link::{ARMED, Link, OutCell};
 use super::recv::Incoming;
 use super::{Entry, Fate, Io, Pending, Side};
-use crate::fabric::tcp::connect::{busy_poll, delay_acks, keep_alive_or_warn};
+use crate::fabric::tcp::connect::{delay_acks, keep_alive_or_warn};
 use crate::fabric::tcp::handshake::{Accepted, Expect, HELLO_LEN, check_hello};
 use crate::fabric::tcp::{ACCEPT_RETRY, HELLO_TIMEOUT, MAX_HELLOS};
 use crate::sys::net::{self, ready};
@@ -64,7 +64,6 @@ impl Io {
                 continue;
             }
             keep_alive_or_warn(&sock);
-            busy_poll(&sock);
             delay_acks(&sock);
             let i = self.free.pop().unwrap_or_else(|| {
                 self.conns.push(None);

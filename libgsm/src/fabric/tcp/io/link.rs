@@ -143,7 +143,7 @@ pub(in crate::fabric::tcp) struct Direct {
     /// Per local worker: when it yields the CPU while polling.
     pub(in crate::fabric::tcp) rhythm: Box<[Rhythm]>,
     /// Per incoming link: the local worker that reads it first (see [`Direct::new`]), or
-    /// `u32::MAX` where every polling worker reads every link ([`HOME_VAR`](crate::fabric::tcp::HOME_VAR)`=0`).
+    /// `u32::MAX` for a link every polling worker reads (a writing half has no home).
     homes: Box<[u32]>,
     /// Per (local worker, incoming link), index `worker × links + link`: the home's poll count
     /// this worker saw last, and how many of its own polls in a row have seen it unchanged.
@@ -208,22 +208,20 @@ impl Direct {
     /// rank's workers. A link carries frames for every worker of the rank; when every polling
     /// worker read every link, a request for worker 0 was as often read by worker 1, which then
     /// had to wake worker 0, and, having "worked", kept polling on a CPU the two others needed
-    /// (see `fabric/tcp/README.md`). `home_first` false: every worker reads every link, as
-    /// before.
+    /// (see `fabric/tcp/README.md`).
     pub(in crate::fabric::tcp) fn new(
         shared: Arc<Shared>,
         epoll: Arc<Epoll>,
         hooks: Hooks,
         rx: Rx,
         incoming: Vec<Arc<Link>>,
-        home_first: bool,
     ) -> Direct {
         let homes: Box<[u32]> = incoming
             .iter()
             .map(|link| {
                 let st = link.state.lock().unwrap_or_else(|p| p.into_inner());
                 match &st.side {
-                    Side::In(inc) if home_first => inc.home,
+                    Side::In(inc) => inc.home,
                     _ => u32::MAX,
                 }
             })
