@@ -25,8 +25,6 @@ pub enum Fold {
     Sum,
     /// `OK` when all said `OK` (`FLUSHALL`).
     AllOk,
-    /// `INFO`: the key count goes into the text.
-    Info,
     /// One array of every shard's values (`KEYS`).
     Concat,
     /// The first non-nil answer (`RANDOMKEY`).
@@ -44,6 +42,8 @@ pub enum Plan {
     Split(Split),
     /// The same operation on every shard.
     Every(Op, Fold),
+    /// `INFO [section...]`: the key count of every shard goes into the text.
+    Info(Vec<Vec<u8>>),
     /// `SCAN`: the keys of shard `shard` (the cursor), answered with the next cursor.
     Scan { shard: u64, op: Op },
     /// `CLIENT ...`: answered by the connection (`client.rs`).
@@ -143,7 +143,7 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
         ),
         "dbsize" if fixed(1) => Plan::Every(Op::DbSize, Fold::Sum),
         "flushall" | "flushdb" if n <= 2 => Plan::Every(Op::FlushAll, Fold::AllOk),
-        "info" => Plan::Every(Op::DbSize, Fold::Info),
+        "info" => Plan::Info(args.split_off(1)),
         "ping" if n <= 2 => reply(|o| match args.get(1) {
             Some(m) => resp::bulk(o, m),
             None => resp::simple(o, "PONG"),

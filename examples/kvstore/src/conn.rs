@@ -192,6 +192,7 @@ fn take_requests(
             Plan::One(key, op) => dispatch::one(batch, &ctx.shards, &key, op),
             Plan::Split(split) => dispatch::split(batch, &ctx.shards, split),
             Plan::Every(op, fold) => dispatch::every(batch, &ctx.shards, &op, fold),
+            Plan::Info(sections) => dispatch::info(batch, &ctx.shards, sections),
             Plan::Scan { shard, op } => dispatch::scan(batch, &ctx.shards, shard, op),
             Plan::Client(args) => {
                 let mut reply = Vec::new();
@@ -233,7 +234,9 @@ fn run(ctx: &Rc<Ctx>, io: &mut Io, me: &mut Client) -> io::Result<()> {
     let mut out = Vec::with_capacity(READ_CHUNK);
     let batch = Batch::new();
     let mut parser = resp::Parser::default();
-    let info = |o: &mut Vec<u8>, keys: i64| state::info(ctx, o, keys);
+    let info = |o: &mut Vec<u8>, sections: &[Vec<u8>], keys: i64| {
+        state::info(ctx, o, sections, keys);
+    };
     loop {
         let after = take_requests(ctx, me, &mut parser, &mut input, &batch);
         dispatch::send(&batch, &ctx.shards);

@@ -32,6 +32,9 @@ pub fn shard_of(key: &[u8], n: usize) -> usize {
     (h % n as u64) as usize
 }
 
+/// Writes the `INFO` text of the sections asked for, with the key count.
+pub type InfoText<'a> = dyn Fn(&mut Vec<u8>, &[Vec<u8>], i64) + 'a;
+
 /// How the parts of a slot make its reply.
 #[derive(Debug)]
 enum How {
@@ -48,8 +51,8 @@ enum How {
         positions: Vec<Vec<usize>>,
         n: usize,
     },
-    /// `INFO` with the summed key count.
-    Info,
+    /// `INFO` of these sections with the summed key count.
+    Info(Vec<Vec<u8>>),
     /// One array of the values of every part (`KEYS`).
     Concat,
     /// The first part that is not nil (`RANDOMKEY`).
@@ -137,7 +140,7 @@ impl Batch {
 
     /// Encodes every reply in order into `out` and empties the batch (all answers are in).
     /// `info` writes the `INFO` text for a key count.
-    pub fn drain_into(&self, out: &mut Vec<u8>, info: &dyn Fn(&mut Vec<u8>, i64)) {
+    pub fn drain_into(&self, out: &mut Vec<u8>, info: &InfoText<'_>) {
         debug_assert!(self.done());
         for slot in self.slots.borrow_mut().drain(..).filter(|s| !s.silent) {
             encode(slot, out, info);
@@ -224,13 +227,20 @@ pub fn every(batch: &Rc<Batch>, shards: &[Trust<Shard>], op: &Op, fold: Fold) {
     let how = match fold {
         Fold::Sum => How::Sum,
         Fold::AllOk => How::AllOk,
-        Fold::Info => How::Info,
         Fold::Concat => How::Concat,
         Fold::First => How::First,
     };
     let slot = batch.push(how, shards.len());
     for s in 0..shards.len() {
         issue(batch, shards, slot, s, s, op.clone());
+    }
+}
+
+/// `INFO`: every shard's key count, for the text of `sections`.
+pub fn info(batch: &Rc<Batch>, shards: &[Trust<Shard>], sections: Vec<Vec<u8>>) {
+    let slot = batch.push(How::Info(sections), shards.len());
+    for s in 0..shards.len() {
+        issue(batch, shards, slot, s, s, Op::DbSize);
     }
 }
 
@@ -332,7 +342,7 @@ fn first_error(parts: &[Option<Answer>]) -> Option<&str> {
     })
 }
 
-fn encode(slot: Slot, out: &mut Vec<u8>, info: &dyn Fn(&mut Vec<u8>, i64)) {
+fn encode(slot: Slot, out: &mut Vec<u8>, info: &InfoText<'_>) {
     if let Some(e) = first_error(&slot.parts) {
         resp::error(out, e);
         return;
@@ -349,7 +359,7 @@ fn encode(slot: Slot, out: &mut Vec<u8>, info: &dyn Fn(&mut Vec<u8>, i64)) {
     match slot.how {
         How::Ready(bytes) => out.extend_from_slice(&bytes),
         How::Sum => resp::integer(out, sum()),
-        How::Info => info(out, sum()),
+        How::Info(sections) => info(out, &sections, sum()),
         How::AllOk => resp::simple(out, "OK"),
         How::Single => match slot.parts.into_iter().next().flatten() {
             Some(a) => answer(out, a),

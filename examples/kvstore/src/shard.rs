@@ -120,6 +120,14 @@ pub enum Op {
         kind: Option<Vec<u8>>,
     },
     RandomKey,
+    /// `PERSIST`: 1 if the key lost its time to live.
+    Persist(Vec<u8>),
+    /// `GETDEL`: the value, and the key deleted.
+    GetDel(Vec<u8>),
+    /// `SETNX`: 1 if the key was set.
+    SetNx(Vec<u8>, Vec<u8>),
+    /// `EXPIRETIME` (`false`) or `PEXPIRETIME` (`true`): when the key expires.
+    ExpireTime(Vec<u8>, bool),
 }
 
 /// What a shard answers.
@@ -265,6 +273,37 @@ impl Shard {
             Op::Type(key) => self.key_type(&key, now),
             Op::Keys { pattern, kind } => self.keys(pattern.as_deref(), kind.as_deref(), now),
             Op::RandomKey => self.random_key(now),
+            Op::Persist(key) => match self.live(&key, now) {
+                Some(e) if e.expires.is_some() => {
+                    e.expires = None;
+                    Answer::Int(1)
+                }
+                _ => Answer::Int(0),
+            },
+            Op::GetDel(key) => match self.live(&key, now).is_some() {
+                true => Answer::Bulk(self.map.remove(&key).map(|e| e.value).unwrap_or_default()),
+                false => Answer::Nil,
+            },
+            Op::SetNx(key, value) => match self.live(&key, now).is_some() {
+                true => Answer::Int(0),
+                false => {
+                    self.map.insert(
+                        key,
+                        Entry {
+                            value,
+                            expires: None,
+                        },
+                    );
+                    Answer::Int(1)
+                }
+            },
+            Op::ExpireTime(key, millis) => match self.live(&key, now) {
+                None => Answer::Int(-2),
+                Some(Entry { expires: None, .. }) => Answer::Int(-1),
+                Some(Entry {
+                    expires: Some(t), ..
+                }) => Answer::Int(if millis { *t } else { (*t + 500) / 1000 }),
+            },
             Op::FlushAll => {
                 self.map = HashMap::new();
                 self.with_ttl = 0;

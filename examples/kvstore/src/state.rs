@@ -86,24 +86,89 @@ pub fn shutdown(ctx: &Ctx) {
     }
 }
 
-/// The text of `INFO` (every section at once, whatever was asked).
-pub fn info(ctx: &Ctx, out: &mut Vec<u8>, keys: i64) {
-    let text = format!(
-        "# Server\r\nredis_version:7.0.0\r\ngsm_kv_version:{}\r\nredis_mode:standalone\r\n\
-         process_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\n\r\n\
-         # Clients\r\nconnected_clients:{}\r\n\r\n\
-         # Persistence\r\nloading:0\r\naof_enabled:0\r\nrdb_changes_since_last_save:0\r\n\r\n\
-         # Gossamer\r\ngsm_rank:{}\r\ngsm_ranks:{}\r\ngsm_worker:{}\r\ngsm_shards:{}\r\n\r\n\
-         # Keyspace\r\ndb0:keys={keys},expires=0,avg_ttl=0\r\n",
-        env!("CARGO_PKG_VERSION"),
-        std::process::id(),
-        ctx.port,
-        ctx.started.elapsed().as_secs(),
-        CLIENTS.load(Ordering::Relaxed),
-        ctx.rank,
-        ctx.ranks,
-        ctx.worker,
-        ctx.shards.len(),
-    );
+/// The sections `INFO` shows without an argument (`default`), in Redis's order.
+const DEFAULT: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "errorstats",
+    "cluster",
+    "keyspace",
+    "gossamer",
+];
+
+/// The text of `INFO` for the sections asked (`default`, `all`, `everything` or names; an
+/// unknown name adds nothing, as in Redis).
+pub fn info(ctx: &Ctx, out: &mut Vec<u8>, asked: &[Vec<u8>], keys: i64) {
+    let mut wanted: Vec<&str> = Vec::new();
+    if asked.is_empty() {
+        wanted.extend(DEFAULT);
+    }
+    for a in asked {
+        let a = a.to_ascii_lowercase();
+        match a.as_slice() {
+            b"default" | b"all" | b"everything" => wanted.extend(DEFAULT),
+            _ => {
+                if let Some(name) = DEFAULT.iter().find(|n| n.as_bytes() == a.as_slice()) {
+                    wanted.push(name);
+                }
+            }
+        }
+    }
+    let mut text = String::new();
+    for name in DEFAULT.iter().filter(|n| wanted.contains(n)) {
+        if !text.is_empty() {
+            text.push_str("\r\n");
+        }
+        text.push_str(&section(ctx, name, keys));
+    }
     crate::resp::bulk(out, text.as_bytes());
+}
+
+/// One section of `INFO`, its title line first.
+fn section(ctx: &Ctx, name: &str, keys: i64) -> String {
+    let uptime = ctx.started.elapsed().as_secs();
+    match name {
+        "server" => format!(
+            "# Server\r\nredis_version:7.0.0\r\ngsm_kv_version:{}\r\nredis_mode:standalone\r\n\
+             os:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{uptime}\r\n\
+             uptime_in_days:{}\r\nexecutable:gsm-kv\r\n",
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::OS,
+            std::process::id(),
+            ctx.port,
+            uptime / 86_400,
+        ),
+        "clients" => format!(
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n",
+            CLIENTS.load(Ordering::Relaxed),
+            max_clients(),
+        ),
+        "memory" => "# Memory\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n".into(),
+        "persistence" => "# Persistence\r\nloading:0\r\naof_enabled:0\r\n\
+                          rdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\n"
+            .into(),
+        "stats" => "# Stats\r\n".into(),
+        "replication" => "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n".into(),
+        "cpu" => "# CPU\r\n".into(),
+        "modules" => "# Modules\r\n".into(),
+        "errorstats" => "# Errorstats\r\n".into(),
+        "cluster" => "# Cluster\r\ncluster_enabled:0\r\n".into(),
+        "keyspace" if keys > 0 => {
+            format!("# Keyspace\r\ndb0:keys={keys},expires=0,avg_ttl=0\r\n")
+        }
+        "keyspace" => "# Keyspace\r\n".into(),
+        _ => format!(
+            "# Gossamer\r\ngsm_rank:{}\r\ngsm_ranks:{}\r\ngsm_worker:{}\r\ngsm_shards:{}\r\n",
+            ctx.rank,
+            ctx.ranks,
+            ctx.worker,
+            ctx.shards.len(),
+        ),
+    }
 }

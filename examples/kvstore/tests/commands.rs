@@ -78,7 +78,29 @@ const STRINGS: &[&str] = &[
     "HELLO 1",
     "HELLO x",
     "HELLO 2 FOO",
-    "DEL f f2 g newf fresh",
+    "SET t v EX 100",
+    "PERSIST t",
+    "PERSIST t",
+    "TTL t",
+    "PERSIST nokey",
+    "EXPIRETIME t",
+    "EXPIRETIME nokey",
+    "PEXPIREAT t 99999999999999",
+    "PEXPIRETIME t",
+    "EXPIRETIME t",
+    "EXPIREAT t 99999999999",
+    "EXPIRETIME t",
+    "GETDEL t",
+    "GETDEL t",
+    "EXISTS t",
+    "GETSET t one",
+    "GETSET t two",
+    "SETNX t three",
+    "SETNX u four",
+    "GET u",
+    "GETSET t",
+    "SETNX u",
+    "DEL f f2 g newf fresh t u",
     "RANDOMKEY",
     "SET only one",
     "RANDOMKEY",
@@ -202,6 +224,51 @@ fn keys_and_scan_return_the_same_keys_as_redis() {
             "KEYS",
         ],
         "SCAN errors",
+    );
+    assert_exit(&store.shutdown(0), 0, "gsm-kv after SHUTDOWN");
+}
+
+/// The section titles of an `INFO` reply (without gsm-kv's own `Gossamer`).
+fn titles(reply: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(reply)
+        .lines()
+        .filter(|l| l.starts_with("# ") && *l != "# Gossamer")
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn info_shows_the_sections_asked_for() {
+    let store = store();
+    let redis = Redis::start(&[], None);
+    let (mut ours, mut theirs) = (connect(&store.addrs[0]), connect(&redis.addr));
+    let asks: [&[&[u8]]; 5] = [
+        &[],
+        &[b"keyspace"],
+        &[b"SERVER", b"clients"],
+        &[b"default"],
+        &[b"bogus"],
+    ];
+    for ask in asks {
+        let mut args: Vec<&[u8]> = vec![b"INFO"];
+        args.extend_from_slice(ask);
+        let (a, b) = (call(&mut ours, &args), call(&mut theirs, &args));
+        assert_eq!(titles(&a), titles(&b), "INFO {ask:?}");
+        if ask.is_empty() || ask == [b"bogus"] {
+            continue;
+        }
+        assert!(!titles(&a).is_empty(), "INFO {ask:?}");
+    }
+    assert_eq!(
+        call(&mut ours, &[b"INFO", b"bogus"]),
+        call(&mut theirs, &[b"INFO", b"bogus"])
+    );
+    call(&mut ours, &[b"SET", b"k", b"v"]);
+    let text = call(&mut ours, &[b"INFO", b"keyspace"]);
+    assert!(
+        String::from_utf8_lossy(&text).contains("db0:keys=1,"),
+        "{}",
+        String::from_utf8_lossy(&text)
     );
     assert_exit(&store.shutdown(0), 0, "gsm-kv after SHUTDOWN");
 }

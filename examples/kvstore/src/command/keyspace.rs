@@ -8,7 +8,16 @@ use super::{Fold, Plan, Split, error, int_arg};
 use crate::shard::Op;
 
 /// The commands planned here.
-pub(super) const NAMES: &[&str] = &["type", "unlink", "keys", "randomkey", "scan"];
+pub(super) const NAMES: &[&str] = &[
+    "type",
+    "unlink",
+    "keys",
+    "randomkey",
+    "scan",
+    "persist",
+    "expiretime",
+    "pexpiretime",
+];
 
 /// The plan of one of [`NAMES`], arity checked.
 pub(super) fn plan(name: &str, mut args: Vec<Vec<u8>>) -> Plan {
@@ -32,6 +41,15 @@ pub(super) fn plan(name: &str, mut args: Vec<Vec<u8>>) -> Plan {
         ),
         "randomkey" if n != 1 => arity(),
         "randomkey" => Plan::Every(Op::RandomKey, Fold::First),
+        "persist" | "expiretime" | "pexpiretime" if n != 2 => arity(),
+        "persist" => {
+            let key = args.swap_remove(1);
+            Plan::One(key.clone(), Op::Persist(key))
+        }
+        "expiretime" | "pexpiretime" => {
+            let key = args.swap_remove(1);
+            Plan::One(key.clone(), Op::ExpireTime(key, name == "pexpiretime"))
+        }
         "scan" if n < 2 => arity(),
         "scan" => scan(&args),
         _ => super::unknown(&args),

@@ -52,6 +52,9 @@ pub(super) const NAMES: &[&str] = &[
     "append",
     "strlen",
     "getex",
+    "getdel",
+    "getset",
+    "setnx",
 ];
 
 /// The plan of one of [`NAMES`], arity checked.
@@ -96,6 +99,28 @@ pub(super) fn plan(name: &str, mut args: Vec<Vec<u8>>) -> Plan {
         "strlen" => {
             let key = args.swap_remove(1);
             Plan::One(key.clone(), Op::StrLen(key))
+        }
+        "getdel" if n != 2 => arity(),
+        "getdel" => {
+            let key = args.swap_remove(1);
+            Plan::One(key.clone(), Op::GetDel(key))
+        }
+        "getset" | "setnx" if n != 3 => arity(),
+        "getset" | "setnx" => {
+            let value = args.pop().unwrap_or_default();
+            let key = args.swap_remove(1);
+            let op = if name == "setnx" {
+                Op::SetNx(key.clone(), value)
+            } else {
+                Op::Set {
+                    key: key.clone(),
+                    value,
+                    ttl: Ttl::Clear,
+                    cond: crate::shard::Cond::Always,
+                    get: true,
+                }
+            };
+            Plan::One(key, op)
         }
         "getex" if n < 2 => arity(),
         "getex" => get_ex(args),
