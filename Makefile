@@ -4,7 +4,7 @@
 #   make test   build once in release and run every test (what CI runs, through .ci/run),
 #               check formatting, clippy (also with the `rdma` feature) and the house rules of ARCHITECTURE.md
 #               (check-layout, the crate tools/layout, over every member of the workspace),
-#               then the loom model check of the slot ring, in its own target dir because
+#               then the loom model checks of the slot ring and the inbox, in its own target dir because
 #               --cfg loom changes every crate's build, the build of the `verbs` fabric (feature
 #               `rdma`: compile-checked, no RDMA device here), and the `ofi` fabric (an opt-in
 #               feature, see libgsm/Cargo.toml) in target/ofi, built there with `rdma` too so that
@@ -30,7 +30,7 @@ test:
 	$(CARGO) clippy --release -p gsm-tests --features ofi --all-targets -- -D warnings
 	$(CARGO) clippy --release -p gsm-bench --features ofi --all-targets -- -D warnings
 	$(CARGO) run --release -q -p gsm-layout --bin check-layout
-	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom $(CARGO) test --release -p gossamer --lib wire::ring::loom_model
+	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom $(CARGO) test --release -p gossamer --lib -- wire::ring::loom_model wire::inbox::loom_model
 	$(CARGO) build --release -p gossamer --features rdma
 	CARGO_TARGET_DIR=target/ofi $(CARGO) build --release -p gsmrun --bins
 	CARGO_TARGET_DIR=target/ofi $(CARGO) build --release -p gossamer --features ofi,rdma --examples

@@ -17,6 +17,8 @@
 //! target/release/gsmrun -np 2 target/release/gsm-bench curves --what apply [--plot DIR]
 //! taskset -c 1 target/release/gsm-bench curves --what kv [--plot DIR]
 //! target/release/gsm-bench graph500 [--runs N] [--scales 18,20] [--roots R] [--layouts 2x1,1x2,hosts] [--json FILE]
+//! target/release/gsm-bench scale [--quick] [--workers 8,16,32] [--json FILE] [--plot DIR]
+//! target/release/gsm-bench inbox [--runs N] [--producers 1,2,4] [--batch 8] [--json FILE]
 //! ```
 //!
 //! Every subcommand also takes `--plot DIR`: one SVG chart per group of cases (`plot.rs`).
@@ -36,6 +38,9 @@
 //! `apply` against an MPI server and for `gsm-kv` against Redis. Every figure is a median over
 //! `--runs` (at least 5) repetitions, and each case's peers are
 //! measured in the same run as Gossamer's figure.
+//!
+//! `scale` (`scale.rs`) has no peer: it measures one rank's peak memory, idle CPU and poll cost
+//! as its worker count grows, and fits them to the cost model of `scale/model.rs`.
 
 mod case;
 mod curves;
@@ -54,6 +59,8 @@ mod graph500;
 #[cfg(feature = "gossamer")]
 mod gsm;
 #[cfg(feature = "gossamer")]
+mod inbox;
+#[cfg(feature = "gossamer")]
 mod record;
 #[cfg(feature = "gossamer")]
 mod remote;
@@ -61,6 +68,8 @@ mod remote;
 mod rma;
 #[cfg(feature = "ofi")]
 mod rma_rate;
+#[cfg(feature = "gossamer")]
+mod scale;
 #[cfg(feature = "gossamer")]
 mod segments;
 #[cfg(feature = "gossamer")]
@@ -280,6 +289,34 @@ enum Cmd {
         #[arg(long)]
         quick: bool,
     },
+    /// One rank of 8 to 256 workers (oversubscribed): peak RSS, idle CPU and the poll's cost,
+    /// fitted to a + b·w + c·w², and the model's memory and connections per rank at 64 and
+    /// 1,024 hosts x 128 workers (see `scale.rs`).
+    #[cfg(feature = "gossamer")]
+    Scale(scale::Args),
+    /// One point of `scale`, in a process of its own (started by `scale`).
+    #[cfg(feature = "gossamer")]
+    #[command(hide = true)]
+    ScalePoint(scale::PointArgs),
+    /// The wire's multi-producer inbox against a slot ring per producer: records per second
+    /// with 1, 2 and 4 producer threads and one consumer (see `inbox.rs`).
+    #[cfg(feature = "gossamer")]
+    Inbox {
+        #[command(flatten)]
+        common: Common,
+        /// Timed milliseconds of each repetition of each figure.
+        #[arg(long, default_value_t = 300)]
+        budget_ms: u64,
+        /// Producer thread counts, comma-separated.
+        #[arg(long, value_delimiter = ',', default_values_t = [1u32, 2, 4])]
+        producers: Vec<u32>,
+        /// Slots per batch (one reservation of the inbox).
+        #[arg(long, default_value_t = 8)]
+        batch: u32,
+        /// A smoke run for tests: 20 ms per figure and any --runs (even 1).
+        #[arg(long)]
+        quick: bool,
+    },
 }
 
 impl Cmd {
@@ -299,6 +336,11 @@ impl Cmd {
             Cmd::Kv { common, .. } => (common, "kv"),
             Cmd::Curves { common, .. } => (common, "curves"),
             Cmd::Graph500 { common, .. } => (common, "graph500"),
+            // Draws its own chart (`scale.rs`).
+            #[cfg(feature = "gossamer")]
+            Cmd::Scale(_) | Cmd::ScalePoint(_) => return None,
+            #[cfg(feature = "gossamer")]
+            Cmd::Inbox { common, .. } => (common, "inbox"),
         };
         common.plot.as_deref().map(|d| (d, name))
     }
@@ -495,6 +537,29 @@ fn run(command: Cmd) -> anyhow::Result<bool> {
             quick,
         } => kv(&common, gsm_kv, redis_server, redis_benchmark, port, quick),
         Cmd::Curves { common, opts } => curves::command(&common, &opts),
+        #[cfg(feature = "gossamer")]
+        Cmd::Scale(args) => scale::command(&args),
+        #[cfg(feature = "gossamer")]
+        Cmd::ScalePoint(args) => scale::point_command(&args),
+        #[cfg(feature = "gossamer")]
+        Cmd::Inbox {
+            common,
+            budget_ms,
+            producers,
+            batch,
+            quick,
+        } => {
+            check_runs(common.runs, quick)?;
+            report::check_json(common.json.as_deref())?;
+            let opts = inbox::Options {
+                runs: common.runs,
+                budget: std::time::Duration::from_millis(if quick { 20 } else { budget_ms.max(1) }),
+                producers,
+                batch,
+            };
+            report::emit(&inbox::run(&opts)?, common.json.as_deref())?;
+            Ok(true)
+        }
     }
 }
 
