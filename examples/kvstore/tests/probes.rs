@@ -174,13 +174,15 @@ fn a_large_request_is_read_in_linear_time_and_others_are_served_meanwhile() {
         let (theirs, ping_theirs) = run(&redis.addr);
         println!("{what}: gsm-kv {ours:?}, redis-server {theirs:?}");
         println!("{what}: slowest PING meanwhile: gsm-kv {ping_ours:?}, redis {ping_theirs:?}");
-        // A whole request's time depends on the machine's load: bounds, not 10 ms.
+        // A whole request's time depends on the machine's load, so the bounds catch a parse
+        // that is quadratic in the bytes (seconds here) and a worker held for the whole
+        // request, not a constant factor.
         assert!(
-            ours <= theirs * 2 + Duration::from_millis(100),
+            ours <= theirs * 4 + Duration::from_millis(500),
             "{what}: {ours:?} vs {theirs:?}"
         );
         assert!(
-            ping_ours <= ping_theirs * 4 + Duration::from_millis(50),
+            ping_ours <= ping_theirs * 4 + Duration::from_millis(250),
             "{what}: a PING waited {ping_ours:?} (redis-server {ping_theirs:?})"
         );
     }
