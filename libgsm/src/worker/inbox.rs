@@ -415,11 +415,11 @@ impl Inbox {
         let Some((c, mut data)) = core.pending.take(from, req) else {
             return false;
         };
-        // SAFETY: `c` and `data` were registered together by `Pending::add`, and the entry is
-        // completed once (`take` took it out). `st`/`body` are the response to it.
-        let r = core
-            .context
-            .caught(CALLBACK, || unsafe { c(core, &mut data, st, body) });
+        let r = core.context.caught(CALLBACK, || {
+            // SAFETY: `c` and `data` were registered together by `Pending::add`, and the entry
+            // is completed once (`take` took it out). `st`/`body` are the response to it.
+            unsafe { c(core, &mut data, st, body) }
+        });
         if let Err(e) = r {
             std::panic::resume_unwind(e);
         }
