@@ -2,6 +2,8 @@
 //! step of the plan takes, and the ones passed on to the ranks. A check of `-x` values belongs in
 //! [`parse`], the only place that sees them as the user wrote them.
 
+use gsm_contract::{CheckError, Layer};
+
 use super::environment::Environment;
 use crate::Error;
 use crate::cli::Export;
@@ -12,6 +14,31 @@ pub(super) fn parse(raw: &[String]) -> Result<Vec<Export>, Error> {
     raw.iter()
         .map(|e| Export::parse(e).map_err(Error::Usage))
         .collect()
+}
+
+/// Each `-x` of a Gossamer setting checked against the settings table, so that a value every
+/// rank would refuse stops the job before the launch: `-x NAME=value` as written, `-x NAME` as
+/// gsmrun's environment has it. An unknown `GSM_*` name is refused only when it is close to a
+/// setting's name (a typo, with the name it likely meant): one far from all of them may be the
+/// program's own variable. The launcher's own variables are refused elsewhere, with their reason.
+pub(super) fn check_settings(exports: &[Export], env: &Environment) -> Result<(), Error> {
+    for e in exports {
+        let launcher = gsm_contract::table::find(&e.name)
+            .is_some_and(|s| matches!(s.layer, Layer::Launcher | Layer::Gsmrun));
+        let value = match &e.value {
+            Some(v) => v.clone(),
+            None => match env.var(&e.name) {
+                Some(v) => v,
+                None => continue,
+            },
+        };
+        match gsm_contract::check(&e.name, &value) {
+            Ok(()) | Err(CheckError::Unknown { suggestion: None, .. }) => {}
+            Err(_) if launcher => {}
+            Err(err) => return Err(Error::Usage(format!("-x {}={value}: {err}", e.name))),
+        }
+    }
+    Ok(())
 }
 
 /// The `-x` variables passed on, with a warning in `warnings` for each that has no value.

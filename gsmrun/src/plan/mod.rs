@@ -91,6 +91,7 @@ pub fn prepare(cli: &Cli, environment: &Environment) -> Result<Prepared, Error> 
     let exports = exports::parse(&cli.export)?;
     let fabric = checks::fabric(cli, environment)?;
     checks::threads(cli, &exports, environment)?;
+    exports::check_settings(&exports, environment)?;
     let (hosts, source) = resolve_hosts(cli, &var)?;
     let placement = place::place(cli, &hosts, &source)?;
     let slurm_job = crate::hosts::slurm::job_id(&var);

@@ -231,3 +231,32 @@ fn an_empty_program_name_is_refused_up_front() {
         stderr_of(&out)
     );
 }
+
+/// Every `-x` of a Gossamer setting is checked against the settings table before the launch: a
+/// value the ranks would refuse and a name one typo away from a setting's exit 2 naming both;
+/// a `GSM_*` name far from every setting is the program's own and passes.
+#[test]
+fn x_values_are_checked_against_the_settings_table() {
+    let out = gsmrun(&["-x", "GSM_SLOT_SIZE=4000", "--dry-run", "app"], "openmpi");
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("-x GSM_SLOT_SIZE=4000: ") && stderr.contains("multiple of 64"),
+        "{stderr}"
+    );
+    let out = gsmrun(&["-x", "GSM_SLOT_SIZ=4096", "--dry-run", "app"], "openmpi");
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("did you mean GSM_SLOT_SIZE?"), "{stderr}");
+    // From gsmrun's environment, with -x NAME.
+    let out = gsmrun_with(
+        &["-x", "GSM_SLOT_SIZE", "--dry-run", "app"],
+        "openmpi",
+        &[("GSM_SLOT_SIZE", "12")],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    for ok in ["GSM_SLOT_SIZE=4096", "GSM_MY_PROGRAMS_OWN_KNOB=7"] {
+        let out = gsmrun(&["-x", ok, "--dry-run", "app"], "openmpi");
+        assert_eq!(out.status.code(), Some(0), "-x {ok}: {}", stderr_of(&out));
+    }
+}
