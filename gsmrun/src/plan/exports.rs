@@ -33,7 +33,10 @@ pub(super) fn check_settings(exports: &[Export], env: &Environment) -> Result<()
             },
         };
         match gsm_contract::check(&e.name, &value) {
-            Ok(()) | Err(CheckError::Unknown { suggestion: None, .. }) => {}
+            Ok(())
+            | Err(CheckError::Unknown {
+                suggestion: None, ..
+            }) => {}
             Err(_) if launcher => {}
             Err(err) => return Err(Error::Usage(format!("-x {}={value}: {err}", e.name))),
         }
