@@ -133,9 +133,9 @@ fn auto_between_hosts_picks_tcp_and_says_why_with_rust_log() {
         );
     }
     assert!(
-        said.iter()
-            .all(|l| l.contains("fabric=tcp") && l.contains("this build has no ofi fabric")),
-        "{what}: tcp, because this build has no ofi fabric\n{}",
+        said.iter().all(|l| l.contains("fabric=tcp")
+            && l.contains("this build has no fabric that serves hosts better than tcp")),
+        "{what}: tcp, because this build has no fabric that serves hosts better\n{}",
         done.report()
     );
 }
