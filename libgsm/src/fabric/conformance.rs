@@ -549,7 +549,7 @@ pub(super) fn records_batch_and_stream<F: Open>() {
     let small = 3000u32;
     std::thread::scope(|s| {
         s.spawn(|| {
-            let mut q = OutQueue::new(1024, Sink::Ring(p), true);
+            let mut q = OutQueue::new(1024, Sink::Ring(Box::new(p)), true);
             for i in 0..small {
                 q.push_request(Some(0x100), i, 1, i, Src::slice(&i.to_le_bytes()), None, 0);
                 if i == small / 2 {

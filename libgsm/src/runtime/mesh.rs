@@ -7,13 +7,14 @@ use std::sync::Arc;
 
 use crate::error::Error;
 use crate::fabric::{Bell, Doorbell, Lane, Links};
-use crate::wire::ring::{RingLayout, RingMemory};
+use crate::wire::ring::RingLayout;
 use crate::worker::{Ends, Place};
 
-/// Empty ring ends for this rank's workers, with heap rings between every two of them.
-pub(crate) fn local_mesh(place: &Place, layout: RingLayout) -> Vec<Ends> {
+/// Empty ring ends for this rank's workers. The rings between them are made on first use
+/// (`worker/lanes.rs`): most pairs of a large rank never talk.
+pub(crate) fn local_mesh(place: &Place) -> Vec<Ends> {
     let w = place.total;
-    let mut ends: Vec<Ends> = (0..place.local)
+    (0..place.local)
         .map(|_| Ends {
             req_out: (0..w).map(|_| None).collect(),
             req_in: (0..w).map(|_| None).collect(),
@@ -22,22 +23,7 @@ pub(crate) fn local_mesh(place: &Place, layout: RingLayout) -> Vec<Ends> {
             bells: Vec::new(),
             progress: Vec::new(),
         })
-        .collect();
-    for c in 0..place.local {
-        for t in 0..place.local {
-            if c == t {
-                continue;
-            }
-            let (gc, gt) = (place.base + c, place.base + t);
-            let (p, q) = Arc::new(RingMemory::new_heap(layout)).split();
-            ends[c].req_out[gt] = Some(p);
-            ends[t].req_in[gc] = Some(q);
-            let (p, q) = Arc::new(RingMemory::new_heap(layout)).split();
-            ends[t].resp_out[gc] = Some(p);
-            ends[c].resp_in[gt] = Some(q);
-        }
-    }
-    ends
+        .collect()
 }
 
 /// The mesh of a run across ranks: ring ends, each remote worker's doorbell, this rank's own
@@ -46,6 +32,8 @@ pub(crate) struct Mesh {
     pub(crate) ends: Vec<Ends>,
     pub(crate) bells: Vec<Option<Bell>>,
     pub(crate) doors: Option<Vec<Doorbell>>,
+    /// The geometry of every ring, the ones made later between this rank's workers included.
+    pub(crate) layout: RingLayout,
 }
 
 /// One mesh: heap rings within the rank, the fabrics' rings (`links`) to the others. The host
@@ -57,7 +45,7 @@ pub(crate) fn join_links(
     links: Vec<Links>,
     readers: &[Vec<u8>],
 ) -> Mesh {
-    let mut ends = local_mesh(place, layout);
+    let mut ends = local_mesh(place);
     let mut bells: Vec<Option<Bell>> = (0..place.total).map(|_| None).collect();
     let mut doors: Option<Vec<Doorbell>> = None;
     let mut boards = Vec::new();
@@ -89,7 +77,12 @@ pub(crate) fn join_links(
             readable,
         )));
     }
-    Mesh { ends, bells, doors }
+    Mesh {
+        ends,
+        bells,
+        doors,
+        layout,
+    }
 }
 
 /// Puts a fabric's ring ends into the workers' vectors.
@@ -146,11 +139,12 @@ fn place_hooks(
     }
 }
 
-/// Every local worker has all four ring ends to every other worker of the job.
+/// Every local worker has all four ring ends to every worker of another rank (those between
+/// this rank's workers come later, on first use).
 pub(crate) fn check_mesh(place: &Place, ends: &[Ends]) -> Result<(), Error> {
     for (l, e) in ends.iter().enumerate() {
         let me = place.base + l;
-        for g in (0..place.total).filter(|&g| g != me) {
+        for g in (0..place.total).filter(|&g| !place.is_local(g)) {
             let have = [
                 e.req_out[g].is_some(),
                 e.req_in[g].is_some(),

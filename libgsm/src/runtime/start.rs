@@ -89,11 +89,11 @@ pub(crate) fn start_single(
 ) -> Result<(), Error> {
     let n = place.local;
     log_rings(&place, layout);
-    let ends = local_mesh(&place, layout);
+    let ends = local_mesh(&place);
     let nroots = roots.iter().filter(|r| r.is_some()).count();
     let doors = (0..n).map(|_| Doorbell::heap()).collect();
     let bells = (0..place.total).map(|_| None).collect();
-    let shared = Arc::new(Shared::new(place, doors, bells, nroots, false));
+    let shared = Arc::new(Shared::new(place, doors, bells, nroots, false, layout));
     if nroots == 0 {
         shared.begin_drain();
     }
@@ -297,11 +297,16 @@ fn run_to_end(
     make_roots: impl FnOnce(&Place) -> Vec<Option<Root>>,
     mut fabrics: Fabrics,
 ) -> Result<(), Error> {
-    let Mesh { ends, bells, doors } = mesh;
+    let Mesh {
+        ends,
+        bells,
+        doors,
+        layout,
+    } = mesh;
     let doors = doors.unwrap_or_else(|| (0..place.local).map(|_| Doorbell::heap()).collect());
     let roots = make_roots(&place);
     let nroots = roots.iter().filter(|r| r.is_some()).count();
-    let shared = Arc::new(Shared::new(place, doors, bells, nroots, true));
+    let shared = Arc::new(Shared::new(place, doors, bells, nroots, true, layout));
     if let Some(e) = runtime.attach(shared.clone()) {
         shared.fail(Error::Fabric(e));
     }

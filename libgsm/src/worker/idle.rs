@@ -6,7 +6,7 @@ use super::*;
 
 impl WorkerCore {
     pub(super) fn has_incoming(&self) -> bool {
-        !self.ready.borrow().is_empty() || self.inbox.waiting() || self.outbox.loopback_dirty()
+        !self.ready.borrow().is_empty() || self.inbox.waiting(&self.shared.lanes) || self.outbox.loopback_dirty()
     }
 
     pub(super) fn has_backlog(&self) -> bool {
@@ -139,6 +139,8 @@ impl WorkerCore {
         // (`Shared::host_fits`): taken once each, at the spell's first idle turn that needs it.
         let mut fits: Option<bool> = None;
         let mut linger_fits: Option<bool> = None;
+        // Sleeps in a row that ended with nothing to do (see `NAP`).
+        let mut naps = 0u32;
         while !self.stopping() {
             let ran = self.run_ready(POLL_EVERY);
             let polled = self.guarded(true, || self.poll());
@@ -173,6 +175,7 @@ impl WorkerCore {
                 watched = false;
                 fits = None;
                 linger_fits = None;
+                naps = 0;
                 continue;
             }
             idle += 1;
@@ -220,7 +223,7 @@ impl WorkerCore {
                 } else if self.has_waits() {
                     self.waiter_nap(Duration::from_millis(20))
                 } else {
-                    Duration::from_millis(20)
+                    NAP.saturating_mul(1 << naps.min(NAP_DOUBLINGS))
                 };
                 if !watched {
                     watched = true;
@@ -237,7 +240,16 @@ impl WorkerCore {
                     !self.has_incoming() && !self.stopping()
                 });
                 sh.awake.fetch_add(1, Ordering::Relaxed);
-                idle = spin.saturating_sub(4);
+                if self.has_incoming() || self.stopping() {
+                    // Rung: look closely for a while, the next batch is likely near.
+                    idle = spin.saturating_sub(4);
+                    naps = 0;
+                } else {
+                    // The timeout, with nothing come: sleep again at once, longer each time.
+                    // Spinning and yielding after every timeout was most of an idle rank's CPU.
+                    idle = spin + YIELDS;
+                    naps += 1;
+                }
                 fits = None;
                 linger_fits = None;
             }

@@ -16,12 +16,17 @@ pub(crate) struct Inbox {
     /// This worker's global id, and its index in its rank.
     me: usize,
     local: usize,
-    /// Request rings from each client, response rings from each trustee (`None`: none, or this
-    /// worker itself, whose records come through the loopback queue of the outbox).
-    requests: Vec<RefCell<Option<Consumer>>>,
-    responses: Vec<RefCell<Option<Consumer>>>,
+    /// Request rings from each client, response rings from each trustee (`None`: none yet, or
+    /// this worker itself, whose records come through the loopback queue of the outbox). Boxed:
+    /// an end is two cache lines, and most pairs of a large rank never talk.
+    requests: Vec<RefCell<Option<Box<Consumer>>>>,
+    responses: Vec<RefCell<Option<Box<Consumer>>>>,
     /// By global id: whether that worker is in another rank (its rings cross a process).
     remote: Vec<bool>,
+    /// The workers of other ranks with rings to this one, looked at on every poll; rings from
+    /// this rank's workers are made on first use and looked at when their summary bit says so
+    /// (`lanes.rs`).
+    remote_ids: Vec<usize>,
     /// Large records being reassembled, per incoming remote ring.
     partial_req: Vec<RefCell<Option<Partial>>>,
     partial_resp: Vec<RefCell<Option<Partial>>>,
@@ -56,7 +61,7 @@ impl std::fmt::Debug for Inbox {
 /// Without a `RefCell` guard: an inline apply looks at every ring every `INLINE_POLL` applies,
 /// and a guard's stores to the borrow count cost more than the header load there.
 #[inline]
-fn ring_has_data(ring: &RefCell<Option<Consumer>>) -> bool {
+fn ring_has_data(ring: &RefCell<Option<Box<Consumer>>>) -> bool {
     // SAFETY: the reference lives only for the header load below, during which nothing can
     // borrow the ring mutably (this thread alone uses it).
     matches!(unsafe { ring.try_borrow_unguarded() }, Ok(Some(c)) if c.has_data())
@@ -79,12 +84,18 @@ impl Inbox {
         budget: usize,
     ) -> Self {
         let count = place.total;
+        let remote: Vec<bool> = (0..count).map(|g| !place.is_local(g)).collect();
+        let remote_ids = (0..count)
+            .filter(|&g| remote[g] && (req_in[g].is_some() || resp_in[g].is_some()))
+            .collect();
+        let boxed = |v: Vec<Option<Consumer>>| v.into_iter().map(|c| RefCell::new(c.map(Box::new)));
         Inbox {
             me,
             local,
-            requests: req_in.into_iter().map(RefCell::new).collect(),
-            responses: resp_in.into_iter().map(RefCell::new).collect(),
-            remote: (0..count).map(|g| !place.is_local(g)).collect(),
+            requests: boxed(req_in).collect(),
+            responses: boxed(resp_in).collect(),
+            remote,
+            remote_ids,
             partial_req: (0..count).map(|_| RefCell::new(None)).collect(),
             partial_resp: (0..count).map(|_| RefCell::new(None)).collect(),
             served: Cell::new(0),
@@ -95,9 +106,25 @@ impl Inbox {
         }
     }
 
-    /// Whether a ring to this worker holds a published batch (one header load per ring).
-    pub(crate) fn waiting(&self) -> bool {
-        self.requests.iter().any(ring_has_data) || self.responses.iter().any(ring_has_data)
+    /// Whether a ring to this worker holds a published batch: a look at the summaries of this
+    /// rank's rings, one header load per ring from another rank.
+    pub(crate) fn waiting(&self, lanes: &Lanes) -> bool {
+        lanes.any(self.local)
+            || self.remote_ids.iter().any(|&g| {
+                ring_has_data(&self.requests[g]) || ring_has_data(&self.responses[g])
+            })
+    }
+
+    /// Takes the ring ends other workers of this rank made to this one since the last poll.
+    fn install(&self, lanes: &Lanes) {
+        for (request, from, c) in lanes.arrivals(self.local) {
+            let v = if request {
+                &self.requests
+            } else {
+                &self.responses
+            };
+            *v[from].borrow_mut() = Some(Box::new(c));
+        }
     }
 
     /// Request records served so far (wrapping).
@@ -127,20 +154,34 @@ impl Inbox {
     /// complete, and it may be waiting for nothing else. Whether any batch was served.
     pub(crate) fn serve_all(&self, core: &WorkerCore) -> bool {
         let mut work = false;
-        for c in 0..self.requests.len() {
-            if c == self.me {
-                for _ in 0..self.budget {
-                    let Some(b) = core.outbox.take_loopback(true) else {
-                        break;
-                    };
-                    work = true;
-                    self.serve_batch(core, c, &b, true);
-                    core.outbox.recycle_loopback(true, b);
-                }
-                continue;
-            }
+        for _ in 0..self.budget {
+            let Some(b) = core.outbox.take_loopback(true) else {
+                break;
+            };
+            work = true;
+            self.serve_batch(core, self.me, &b, true);
+            core.outbox.recycle_loopback(true, b);
+        }
+        let lanes = &core.shared.lanes;
+        self.install(lanes);
+        for &c in &self.remote_ids {
+            work |= self.serve_ring(core, c);
+        }
+        lanes.take(self.local, true, |c| {
+            work |= self.serve_ring(core, c);
+        });
+        work
+    }
+
+    /// Serves up to `budget` batches from the request ring of client `c`, then publishes its
+    /// responses. A ring of this rank left with batches is marked again, for the next poll.
+    fn serve_ring(&self, core: &WorkerCore, c: usize) -> bool {
+        let mut work = false;
+        {
             let mut cons = self.requests[c].borrow_mut();
-            let Some(cons) = cons.as_mut() else { continue };
+            let Some(cons) = cons.as_mut() else {
+                return false;
+            };
             let remote = self.remote[c];
             for _ in 0..self.budget {
                 let slot = match cons.try_poll() {
@@ -160,8 +201,11 @@ impl Inbox {
                 }
                 slot.release();
             }
-            core.outbox.flush_to(c, false);
+            if !remote && cons.has_data() {
+                core.shared.lanes.mark(c, self.me, true);
+            }
         }
+        core.outbox.flush_to(c, false);
         work
     }
 
@@ -169,39 +213,54 @@ impl Inbox {
     /// batches each. Whether any batch was completed.
     pub(crate) fn complete_all(&self, core: &WorkerCore) -> bool {
         let mut work = false;
-        for t in 0..self.responses.len() {
-            if t == self.me {
-                for _ in 0..self.budget {
-                    let Some(b) = core.outbox.take_loopback(false) else {
-                        break;
-                    };
-                    work = true;
-                    self.complete_batch(core, t, &b, true);
-                    core.outbox.recycle_loopback(false, b);
+        for _ in 0..self.budget {
+            let Some(b) = core.outbox.take_loopback(false) else {
+                break;
+            };
+            work = true;
+            self.complete_batch(core, self.me, &b, true);
+            core.outbox.recycle_loopback(false, b);
+        }
+        let lanes = &core.shared.lanes;
+        self.install(lanes);
+        for &t in &self.remote_ids {
+            work |= self.complete_ring(core, t);
+        }
+        lanes.take(self.local, false, |t| {
+            work |= self.complete_ring(core, t);
+        });
+        work
+    }
+
+    /// Completes up to `budget` batches from the response ring of trustee `t`. A ring of this
+    /// rank left with batches is marked again, for the next poll.
+    fn complete_ring(&self, core: &WorkerCore, t: usize) -> bool {
+        let mut work = false;
+        let mut cons = self.responses[t].borrow_mut();
+        let Some(cons) = cons.as_mut() else {
+            return false;
+        };
+        let remote = self.remote[t];
+        for _ in 0..self.budget {
+            let slot = match cons.try_poll() {
+                Ok(Some(slot)) => slot,
+                Ok(None) => break,
+                Err(e) => {
+                    ring_broken(core, t, &e.to_string());
+                    break;
                 }
-                continue;
+            };
+            work = true;
+            if remote {
+                self.received.set(self.received.get() + 1);
+                self.complete_remote(core, t, slot.bytes_uninit());
+            } else {
+                self.complete_batch(core, t, slot.bytes_uninit(), true);
             }
-            let mut cons = self.responses[t].borrow_mut();
-            let Some(cons) = cons.as_mut() else { continue };
-            let remote = self.remote[t];
-            for _ in 0..self.budget {
-                let slot = match cons.try_poll() {
-                    Ok(Some(slot)) => slot,
-                    Ok(None) => break,
-                    Err(e) => {
-                        ring_broken(core, t, &e.to_string());
-                        break;
-                    }
-                };
-                work = true;
-                if remote {
-                    self.received.set(self.received.get() + 1);
-                    self.complete_remote(core, t, slot.bytes_uninit());
-                } else {
-                    self.complete_batch(core, t, slot.bytes_uninit(), true);
-                }
-                slot.release();
-            }
+            slot.release();
+        }
+        if !remote && cons.has_data() {
+            core.shared.lanes.mark(t, self.me, false);
         }
         work
     }

@@ -61,9 +61,16 @@ use crate::wire::record::{
     Body, Byte, CONTROL, Large, MAX_TABLE, Partial, RELEASE, Request, RequestReader,
     ResponseReader, Src, classify,
 };
-use crate::wire::ring::{Consumer, Producer};
+use crate::wire::ring::{Consumer, Producer, RingLayout};
 
 pub use crate::error::BLOCKING_IN_DELEGATED;
+
+/// An idle worker's first sleep on its doorbell; each later one that ends by its timeout with
+/// nothing come is twice as long, `NAP_DOUBLINGS` times at most. The timeout is only a safety net
+/// (a ring wakes the worker at once, see the idle protocol in the README), so a long one costs no
+/// latency, and a short one cost an idle rank a wake-up per worker every few milliseconds.
+const NAP: Duration = Duration::from_millis(20);
+const NAP_DOUBLINGS: u32 = 3;
 
 /// Fiber resumes between two polls. Small enough that a client with many fibers publishes its
 /// first requests while its later fibers still run, so the trustee serves in parallel instead
@@ -534,7 +541,7 @@ impl WorkerCore {
         self.door.open_gate(self.home);
         // The Dekker re-check (`wire::doorbell`): a publication that came before the gate opened
         // may have found it closed.
-        if self.inbox.waiting() {
+        if self.inbox.waiting(&self.shared.lanes) {
             self.door.close_gate();
         }
         // The next look comes with the first apply after the gate closes, or with the next
@@ -692,6 +699,7 @@ pub(crate) mod entry;
 mod id;
 mod idle;
 mod inbox;
+mod lanes;
 pub(crate) mod mailbox;
 mod outbox;
 pub(crate) mod pending;
@@ -709,6 +717,7 @@ pub(crate) use context::{CALLBACK, DELEGATED};
 pub use id::WorkerId;
 pub(crate) use id::home;
 use inbox::Inbox;
+use lanes::Lanes;
 use outbox::Outbox;
 pub(crate) use pending::{Data, Pending};
 pub(crate) use shared::{Place, Shared};

@@ -37,6 +37,12 @@ pub(crate) struct Outbox {
     /// By global worker: a bell only this worker rings after publishing to it (a fabric's
     /// `Links::worker_bells`), before the rank's shared one (`Shared::bells`). Empty: none.
     own_bells: Vec<Option<Bell>>,
+    /// By global id: whether that worker's queues are in `active`.
+    known: Vec<Cell<bool>>,
+    /// The other workers this one has staged anything for, in the order first used: what a
+    /// flush or a look at the queues visits, so that its cost follows the peers this worker
+    /// talks to, not the size of the job.
+    active: RefCell<Vec<usize>>,
     /// Slots published to other ranks (mirrored into `Shared` by [`publish_sent`]).
     ///
     /// [`publish_sent`]: Outbox::publish_sent
@@ -60,11 +66,13 @@ impl Outbox {
             v.into_iter()
                 .enumerate()
                 .map(|(g, p)| {
-                    RefCell::new(OutQueue::new(
-                        slot_cap,
-                        p.map_or(Sink::Loopback, Sink::Ring),
-                        remote[g],
-                    ))
+                    let sink = match p {
+                        Some(p) => Sink::Ring(Box::new(p)),
+                        // A worker of this rank: its ring is made on first use (`lanes.rs`).
+                        None if g != me && !remote[g] => Sink::Later,
+                        None => Sink::Loopback,
+                    };
+                    RefCell::new(OutQueue::new(slot_cap, sink, remote[g]))
                 })
                 .collect()
         };
@@ -84,6 +92,8 @@ impl Outbox {
             local,
             requests,
             responses,
+            known: (0..place.total).map(|g| Cell::new(g == me)).collect(),
+            active: RefCell::new(Vec::new()),
             remote,
             own_bells,
             sent: Cell::new(0),
@@ -95,6 +105,39 @@ impl Outbox {
     #[inline(always)]
     pub(crate) fn is_remote(&self, w: usize) -> bool {
         self.remote[w]
+    }
+
+    /// Lists `dest` among the workers this one stages for, the first time.
+    #[inline(always)]
+    fn touch(&self, dest: usize) {
+        if !self.known[dest].get() {
+            self.first_touch(dest);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn first_touch(&self, dest: usize) {
+        self.known[dest].set(true);
+        self.active.borrow_mut().push(dest);
+    }
+
+    /// Makes the ring of a queue to a worker of this rank when it is first to publish: the
+    /// consuming end goes to that worker (`lanes.rs`).
+    #[inline]
+    fn ready(&self, q: &mut OutQueue, dest: usize, requests: bool) {
+        if q.unmade() {
+            q.make_ring(self.shared.lanes.make(self.me, dest, requests));
+        }
+    }
+
+    /// After `n` slots were published to `dest` on a lane: a worker of this rank finds the ring
+    /// by its summary bit, which is set after the slots (and before the bell).
+    #[inline]
+    fn mark(&self, dest: usize, requests: bool, n: usize) {
+        if n > 0 && !self.remote[dest] {
+            self.shared.lanes.mark(self.me, dest, requests);
+        }
     }
 
     /// Counts `n` slots just published to `dest` and rings what must be rung after: this
@@ -129,10 +172,13 @@ impl Outbox {
         arg: Option<Src<'_>>,
         ser: bool,
     ) -> usize {
+        self.touch(dest);
         let mut q = self.requests[dest].borrow_mut();
         q.push_request(code, idx, gn, req, cap, arg, if ser { SER } else { 0 });
         if q.backlog() > 0 && dest != self.me {
+            self.ready(&mut q, dest, true);
             let n = q.flush_sealed();
+            self.mark(dest, true, n);
             self.published(dest, n);
             q.backlog()
         } else {
@@ -149,11 +195,13 @@ impl Outbox {
     /// Gives the queue to `dest` a large argument encoded in its own vector behind `room` bytes
     /// (`OutArg::offer`): the request staged next with that argument parks the vector itself.
     pub(crate) fn offer(&self, dest: usize, body: Vec<Byte>, room: usize) {
+        self.touch(dest);
         self.requests[dest].borrow_mut().offer(body, room);
     }
 
     /// Tells worker `sender` that the body it parked under `token` has been read.
     pub(crate) fn push_release(&self, sender: usize, token: u64) {
+        self.touch(sender);
         self.requests[sender].borrow_mut().push_release(token);
     }
 
@@ -170,6 +218,7 @@ impl Outbox {
     /// Stages a response record to `client`.
     #[inline(always)]
     pub(crate) fn respond_raw(&self, client: usize, req: u32, st: u8, body: Src<'_>) {
+        self.touch(client);
         self.responses[client]
             .borrow_mut()
             .push_response(req, st, body);
@@ -178,6 +227,7 @@ impl Outbox {
     /// Stages the results `done` of requests of `client` in this rank, moved (status OK).
     #[inline(always)]
     pub(crate) fn respond_values<U>(&self, client: usize, done: &[(u32, ManuallyDrop<U>)]) {
+        self.touch(client);
         self.responses[client]
             .borrow_mut()
             .push_value_responses(status::OK, done);
@@ -223,6 +273,7 @@ impl Outbox {
         let r = match r.map(|u| crate::wire::codec::encode_spliced(u, 0)) {
             Ok(Ok(body)) => {
                 // A large byte vector: encoded in its own allocation, parked as it is.
+                self.touch(client);
                 self.responses[client].borrow_mut().push_response_owned(
                     req,
                     status::OK | SER_STATUS,
@@ -278,18 +329,17 @@ impl Outbox {
 
     /// Whether anything is staged or queued for any worker, this one included.
     pub(crate) fn any_dirty(&self) -> bool {
-        self.requests
-            .iter()
-            .chain(self.responses.iter())
-            .any(|q| q.borrow().is_dirty())
+        self.loopback_dirty()
+            || self.active.borrow().iter().any(|&d| {
+                self.requests[d].borrow().is_dirty() || self.responses[d].borrow().is_dirty()
+            })
     }
 
     /// Whether batches to some worker wait for room in its ring.
     pub(crate) fn has_backlog(&self) -> bool {
-        self.requests
-            .iter()
-            .chain(self.responses.iter())
-            .any(|q| q.borrow().backlog() > 0)
+        self.active.borrow().iter().any(|&d| {
+            self.requests[d].borrow().backlog() > 0 || self.responses[d].borrow().backlog() > 0
+        })
     }
 
     fn queue(&self, dest: usize, requests: bool) -> &RefCell<OutQueue> {
@@ -308,8 +358,10 @@ impl Outbox {
             if !q.is_dirty() {
                 return;
             }
+            self.ready(&mut q, dest, requests);
             q.flush()
         };
+        self.mark(dest, requests, n);
         self.published(dest, n);
     }
 
@@ -321,19 +373,24 @@ impl Outbox {
             any: false,
             left: false,
         };
-        for d in 0..self.requests.len() {
-            if d == self.me {
-                continue;
-            }
+        // By index: the list only grows, and nothing here stages (so nothing lists a worker).
+        let count = self.active.borrow().len();
+        for i in 0..count {
+            let d = self.active.borrow()[i];
             let mut n = 0;
             let mut broken = None;
-            for (q, go) in [(&self.requests[d], requests), (&self.responses[d], true)] {
+            for (lane, q, go) in [
+                (true, &self.requests[d], requests),
+                (false, &self.responses[d], true),
+            ] {
                 if !go {
                     continue;
                 }
                 let mut q = q.borrow_mut();
                 if q.is_dirty() {
+                    self.ready(&mut q, d, lane);
                     let k = q.flush();
+                    self.mark(d, lane, k);
                     // Nothing went out while batches wait: back-pressure, or a broken ring.
                     if k == 0 && q.backlog() > 0 {
                         broken = broken.or_else(|| q.broken().map(|e| e.to_string()));

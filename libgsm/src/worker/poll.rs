@@ -183,7 +183,7 @@ impl WorkerCore {
         // applies that callbacks make during the poll below.
         self.inline_runs.set(if loopback { INLINE_POLL } else { 0 });
         if self.can_block() {
-            if self.inbox.waiting() {
+            if self.inbox.waiting(&self.shared.lanes) {
                 let k = self.inline_polls.get().wrapping_add(1);
                 self.inline_polls.set(k);
                 self.guarded(false, || self.poll_flushing(k % INLINE_REQUEST_FLUSH == 0));

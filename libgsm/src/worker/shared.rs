@@ -162,6 +162,8 @@ pub(crate) struct Shared {
     pub host_aware: bool,
     /// This runtime's number among those this process started (from 1; see [`RUNTIMES`]).
     pub epoch: u32,
+    /// The rings between this rank's workers, made on first use, and their summaries.
+    pub lanes: Lanes,
 }
 
 /// Runtimes this process has started. Each one's number marks the trusts it makes
@@ -222,6 +224,7 @@ impl Shared {
         mut bells: Vec<Option<Bell>>,
         roots: usize,
         multi: bool,
+        layout: RingLayout,
     ) -> Self {
         let n = place.local;
         for (l, d) in doors.iter().enumerate() {
@@ -256,6 +259,7 @@ impl Shared {
             board_fresh: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
             sent: (0..n).map(|_| Counter::default()).collect(),
             received: (0..n).map(|_| Counter::default()).collect(),
+            lanes: Lanes::new(n, place.base, layout),
             place,
         }
     }

@@ -19,6 +19,7 @@ fn the_spin_host_setting_reaches_the_idle_rule() {
             vec![None],
             1,
             false,
+            crate::wire::ring::RingLayout::new(16, 4096).expect("a valid layout"),
         );
         assert_eq!(
             sh.host_aware.to_string(),

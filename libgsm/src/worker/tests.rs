@@ -15,7 +15,7 @@ fn idle_workers_spin_while_the_awake_ones_have_a_cpu_each() {
         let n = place.local;
         let doors = (0..n).map(|_| Doorbell::heap()).collect();
         let bells = (0..place.total).map(|_| None).collect();
-        Shared::new(place, doors, bells, 1, false)
+        Shared::new(place, doors, bells, 1, false, test_layout())
     };
     let sh = shared(Place::single(cpus + 6));
     assert!(sh.oversubscribed());
@@ -58,7 +58,7 @@ fn idle_workers_spin_past_the_rank_count_only_while_the_host_has_cpus_to_spare()
     let place = Place::single(1);
     let doors = vec![Doorbell::heap()];
     let bells = vec![None];
-    let mut sh = Shared::new(place, doors, bells, 1, false);
+    let mut sh = Shared::new(place, doors, bells, 1, false, test_layout());
     sh.awake.store(sh.cpus + 1, Ordering::Relaxed);
     assert!(
         !sh.host_fits(usize::MAX / 2),
@@ -477,4 +477,9 @@ fn apply_then_waits_while_too_many_are_unanswered() {
         assert_eq!(far.apply(|c| *c), total + extra);
     })
     .unwrap();
+}
+
+/// A ring geometry for the tests that build a rank's shared state by hand.
+fn test_layout() -> crate::wire::ring::RingLayout {
+    crate::wire::ring::RingLayout::new(16, 4096).expect("a valid layout")
 }

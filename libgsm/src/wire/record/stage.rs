@@ -150,6 +150,12 @@ pub(super) fn set_bytes(b: &mut [Byte], at: usize, v: &[u8]) {
 }
 
 /// A staging buffer with its header room.
+/// The first batch buffer of a queue: it grows to `cap` when first used (most queues of a
+/// large rank never are).
+fn first() -> Vec<Byte> {
+    vec![MaybeUninit::new(0); HEADER]
+}
+
 fn fresh(cap: usize) -> Vec<Byte> {
     let mut v = Vec::with_capacity(cap);
     v.resize(HEADER, MaybeUninit::new(0));
@@ -160,8 +166,11 @@ fn fresh(cap: usize) -> Vec<Byte> {
 /// a worker sends to itself from contexts where running them inline is not allowed).
 #[derive(Debug)]
 pub(crate) enum Sink {
-    Ring(Producer),
+    Ring(Box<Producer>),
     Loopback,
+    /// A ring to a worker of this process, not made yet: batches wait in `queued` until the
+    /// owner makes it ([`OutQueue::make_ring`]).
+    Later,
 }
 
 /// Staging for one destination: the batch being filled, sealed batches waiting for ring space,
@@ -208,7 +217,7 @@ pub(crate) struct OutQueue {
 impl OutQueue {
     pub(crate) fn new(cap: usize, sink: Sink, remote: bool) -> Self {
         OutQueue {
-            buf: fresh(cap),
+            buf: first(),
             table: Vec::new(),
             last: (NO_CODE, 0),
             prev: (NO_CODE, 0),
@@ -307,6 +316,18 @@ impl OutQueue {
         };
         let full = std::mem::replace(&mut self.buf, next);
         self.queued.push_back(full);
+    }
+
+    /// Whether this queue's ring is still to be made ([`Sink::Later`]).
+    #[inline]
+    pub(crate) fn unmade(&self) -> bool {
+        matches!(self.sink, Sink::Later)
+    }
+
+    /// Gives a [`Sink::Later`] queue the producing end of its ring, just made.
+    pub(crate) fn make_ring(&mut self, prod: Producer) {
+        debug_assert!(self.unmade(), "a queue given a second ring");
+        self.sink = Sink::Ring(Box::new(prod));
     }
 
     /// Copies queued batches into free ring slots. Returns how many were published. For the
