@@ -16,8 +16,9 @@
 //! What it does not do:
 //! - A doorbell in a shared segment (a rank with shm peers on its host) has no alarm, since a
 //!   ringer in another process cannot write this process's eventfd. Such a worker sleeps on its
-//!   futex as before, for at most [`FOREIGN_NAP`], and polls its sockets after each nap; so is a
-//!   sleep shorter than `epoll_wait`'s millisecond granularity.
+//!   futex as before, for at most [`FOREIGN_NAP`] at first and up to [`FOREIGN_NAP_MAX`] while
+//!   nothing comes, and polls its sockets after each nap; so is a sleep shorter than
+//!   `epoll_wait`'s millisecond granularity.
 //! - A fiber waiting here is running, not stuck: its worker is never found quiet while one waits,
 //!   so a job whose fibers wait for clients that never come runs until it is stopped ([`close`]
 //!   wakes every waiting fiber of the calling worker with an error, for a server that stops).
@@ -31,7 +32,7 @@ use std::rc::Rc;
 
 use crate::worker::reactor::{Entry, Inner};
 
-pub use crate::worker::reactor::FOREIGN_NAP;
+pub use crate::worker::reactor::{FOREIGN_NAP, FOREIGN_NAP_MAX};
 
 /// A non-blocking descriptor registered with the calling worker's reactor (see the module docs).
 /// It stays on that worker (it is not `Send`); dropping it deregisters, then drops the source.
@@ -53,7 +54,7 @@ impl<S: AsFd> Registered<S> {
     #[track_caller]
     pub fn new(source: S) -> io::Result<Self> {
         let core = crate::worker::core_or_panic("gossamer::reactor::Registered::new");
-        let inner = core.reactor.inner(&core.shared.doors[core.local])?.clone();
+        let inner = core.reactor.inner(&core)?.clone();
         let (token, entry) = inner.register(source.as_fd())?;
         Ok(Self {
             source: Some(source),

@@ -68,6 +68,11 @@ impl Epoll {
         Ok(Epoll(epoll::create(epoll::CreateFlags::CLOEXEC)?))
     }
 
+    /// The epoll descriptor itself (to put this set in another one).
+    pub(crate) fn as_fd(&self) -> BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.0)
+    }
+
     /// Registers `fd` for the [`ready`] bits `events`, reported with `token`.
     pub(crate) fn add(&self, fd: BorrowedFd<'_>, events: u32, token: u64) -> io::Result<()> {
         let flags = epoll::EventFlags::from_bits_retain(events);

@@ -6,7 +6,9 @@ use super::*;
 
 impl WorkerCore {
     pub(super) fn has_incoming(&self) -> bool {
-        !self.ready.borrow().is_empty() || self.inbox.waiting(&self.shared.lanes) || self.outbox.loopback_dirty()
+        !self.ready.borrow().is_empty()
+            || self.inbox.waiting(&self.shared.lanes)
+            || self.outbox.loopback_dirty()
     }
 
     pub(super) fn has_backlog(&self) -> bool {
@@ -236,7 +238,7 @@ impl WorkerCore {
                 }
                 let sh = &self.shared;
                 sh.awake.fetch_sub(1, Ordering::Relaxed);
-                self.reactor.park(self, &sh.doors[self.local], t, || {
+                self.reactor.park(self, &sh.doors[self.local], t, naps, || {
                     !self.has_incoming() && !self.stopping()
                 });
                 sh.awake.fetch_add(1, Ordering::Relaxed);
@@ -244,14 +246,15 @@ impl WorkerCore {
                     // Rung: look closely for a while, the next batch is likely near.
                     idle = spin.saturating_sub(4);
                     naps = 0;
+                    fits = None;
+                    linger_fits = None;
                 } else {
-                    // The timeout, with nothing come: sleep again at once, longer each time.
-                    // Spinning and yielding after every timeout was most of an idle rank's CPU.
-                    idle = spin + YIELDS;
+                    // The timeout, with nothing come: sleep again at once, longer each time, with
+                    // this spell's samples of the host kept. Spinning, yielding and reading the
+                    // host's load after every timeout was most of an idle rank's CPU.
+                    idle = SPIN + YIELDS;
                     naps += 1;
                 }
-                fits = None;
-                linger_fits = None;
             }
         }
     }

@@ -110,9 +110,10 @@ impl Inbox {
     /// rank's rings, one header load per ring from another rank.
     pub(crate) fn waiting(&self, lanes: &Lanes) -> bool {
         lanes.any(self.local)
-            || self.remote_ids.iter().any(|&g| {
-                ring_has_data(&self.requests[g]) || ring_has_data(&self.responses[g])
-            })
+            || self
+                .remote_ids
+                .iter()
+                .any(|&g| ring_has_data(&self.requests[g]) || ring_has_data(&self.responses[g]))
     }
 
     /// Takes the ring ends other workers of this rank made to this one since the last poll.

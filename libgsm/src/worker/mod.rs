@@ -709,6 +709,7 @@ pub(crate) mod reactor;
 mod sched;
 mod send;
 mod shared;
+mod sockets;
 pub(crate) mod tasks;
 mod teardown;
 
@@ -721,6 +722,7 @@ use lanes::Lanes;
 use outbox::Outbox;
 pub(crate) use pending::{Data, Pending};
 pub(crate) use shared::{Place, Shared};
+use sockets::SocketWatch;
 
 #[cfg(test)]
 mod boundary_tests;

@@ -19,6 +19,8 @@ const ALARM: u64 = u64::MAX;
 const EVENTS: usize = 256;
 /// The longest a worker without an alarm sleeps before it polls its sockets again.
 pub const FOREIGN_NAP: Duration = Duration::from_micros(50);
+/// The longest such a nap grows to while nothing comes (see [`Reactor::park`]).
+pub const FOREIGN_NAP_MAX: Duration = Duration::from_millis(1);
 
 /// One registration's state: set by the worker's poll, read by its fiber.
 #[derive(Debug, Default)]
@@ -35,6 +37,8 @@ pub(crate) struct Inner {
     /// The doorbell's alarm (a duplicate of the descriptor the doorbell holds), or `None` when
     /// the doorbell cannot have one.
     alarm: Option<OwnedFd>,
+    /// Whether the rank's socket watch rings this worker for its sockets (no alarm).
+    watched: bool,
     events: RefCell<Events>,
     /// By slot: the generation and the entry (`None` when free). A token is the slot in the low
     /// 32 bits and its generation in the high ones, so that an event that outlived its
@@ -70,11 +74,13 @@ pub(crate) struct Reactor {
 }
 
 impl Reactor {
-    /// The epoll set, made (and the doorbell's alarm given) at the first call.
-    pub(crate) fn inner(&self, door: &Doorbell) -> io::Result<&Rc<Inner>> {
+    /// The epoll set, made (and the doorbell's alarm given, or the set handed to the rank's
+    /// socket watch, `sockets.rs`) at the first call.
+    pub(crate) fn inner(&self, core: &WorkerCore) -> io::Result<&Rc<Inner>> {
         if let Some(i) = self.inner.get() {
             return Ok(i);
         }
+        let door = &core.shared.doors[core.local];
         let epoll = Epoll::new()?;
         let fd = eventfd()?;
         let alarm = match door.set_alarm(fd.try_clone()?) {
@@ -84,9 +90,16 @@ impl Reactor {
             }
             Err(_) => None,
         };
+        let watched = alarm.is_none()
+            && core
+                .shared
+                .sockets
+                .watch(&core.shared, core.local, epoll.as_fd())
+                .is_ok();
         let inner = Rc::new(Inner {
             epoll,
             alarm,
+            watched,
             events: RefCell::new(Events::with_capacity(EVENTS)),
             entries: RefCell::new(Vec::new()),
             free: RefCell::new(Vec::new()),
@@ -129,20 +142,37 @@ impl Reactor {
 
     /// Sleeps the idle worker for at most `t` (see the module docs) unless `still_idle` (called
     /// after the sleep is announced) says otherwise; then collects the events. Without a
-    /// registration this is the doorbell's plain sleep.
+    /// registration this is the doorbell's plain sleep. `naps`: the sleeps in a row before this
+    /// one that found nothing to do.
     pub(crate) fn park(
         &self,
         core: &WorkerCore,
         door: &Doorbell,
         t: Duration,
+        naps: u32,
         still_idle: impl FnOnce() -> bool,
     ) {
         let Some(i) = self.inner.get().filter(|i| i.live.get() > 0) else {
             door.sleep(t, still_idle);
             return;
         };
+        if i.watched {
+            // Re-armed after the sleep is announced: an event from here on rings the doorbell.
+            let sockets = &core.shared.sockets;
+            door.sleep(t, || {
+                sockets.arm(core.local, i.epoll.as_fd()).is_ok() && still_idle()
+            });
+            i.collect(core, 0);
+            return;
+        }
         if i.alarm.is_none() || t < Duration::from_millis(1) {
-            door.sleep(t.min(FOREIGN_NAP), still_idle);
+            // Each nap in a row that found nothing is twice as long, up to `FOREIGN_NAP_MAX`: a
+            // socket then waits that long at most, and an idle rank no longer wakes its workers
+            // twenty thousand times a second.
+            let nap = FOREIGN_NAP
+                .saturating_mul(1 << naps.min(5))
+                .min(FOREIGN_NAP_MAX);
+            door.sleep(t.min(nap), still_idle);
             i.collect(core, 0);
             return;
         }

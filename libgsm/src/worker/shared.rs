@@ -164,6 +164,8 @@ pub(crate) struct Shared {
     pub epoch: u32,
     /// The rings between this rank's workers, made on first use, and their summaries.
     pub lanes: Lanes,
+    /// The thread that rings workers without a doorbell alarm for their sockets.
+    pub sockets: SocketWatch,
 }
 
 /// Runtimes this process has started. Each one's number marks the trusts it makes
@@ -260,6 +262,7 @@ impl Shared {
             sent: (0..n).map(|_| Counter::default()).collect(),
             received: (0..n).map(|_| Counter::default()).collect(),
             lanes: Lanes::new(n, place.base, layout),
+            sockets: SocketWatch::default(),
             place,
         }
     }

@@ -203,7 +203,7 @@ fn a_ring_whose_consumer_broke_the_protocol_is_reported_not_taken_for_back_press
     // to the end of the test, after `q` and `mem`).
     let mem = Arc::new(unsafe { RingMemory::from_raw(base, layout) });
     let (prod, _cons) = mem.split();
-    let mut q = OutQueue::new(256, Sink::Ring(prod), true);
+    let mut q = OutQueue::new(256, Sink::Ring(Box::new(prod)), true);
     for i in 0..2u32 {
         q.push_request(Some(1), 1, 1, i, Src::slice(&[0; 8]), None, 0);
         assert_eq!(q.flush(), 1);
