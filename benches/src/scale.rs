@@ -258,18 +258,25 @@ fn text(r: &Report) -> String {
          behaviour, not speed)\n",
     );
     out.push_str(&format!(
-        "{:>8} {:>12} {:>11} {:>15} {:>17} {:>9}\n",
-        "workers", "peak RSS", "counter ms", "idle CPU % core", "yield CPU ns (w0)", "wall s"
+        "{:>8} {:>12} {:>11} {:>15} {:>17} {:>13} {:>9}\n",
+        "workers",
+        "peak RSS",
+        "counter ms",
+        "idle CPU % core",
+        "yield CPU ns (w0)",
+        "round trip ns",
+        "wall s"
     ));
     for p in &r.points {
         let i = &p.inside;
         out.push_str(&format!(
-            "{:>8} {:>12} {:>11.1} {:>15.1} {:>17.0} {:>9.2}\n",
+            "{:>8} {:>12} {:>11.1} {:>15.1} {:>17.0} {:>13.0} {:>9.2}\n",
             i.workers,
             human(p.peak_rss as f64),
             i.counter_ms,
             100.0 * i.idle_cpu_ms / i.idle_ms.max(1e-9),
             i.yield_cpu_ns,
+            i.round_trip_ns,
             p.wall_ms / 1e3
         ));
     }

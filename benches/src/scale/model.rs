@@ -97,8 +97,10 @@ pub struct Prediction {
     /// `a + b·L + c·L·W`.
     pub model_bytes: f64,
     /// The rings and connection buffers the runtime's ring geometry and tcp fabric give by
-    /// formula: heap rings between the rank's own workers, an incoming and a shadow ring per
-    /// (local worker, remote worker) and lane, a read and a write buffer per connection.
+    /// formula at start: an incoming and a shadow ring per (local worker, remote worker) and
+    /// lane, a read and a write buffer per connection. Rings between the rank's own workers are
+    /// made on first use and not counted: a program that talks over P of those ordered pairs
+    /// adds 2·P rings.
     pub computed_bytes: u64,
     /// tcp connections of the rank, as built (one per local worker and remote host).
     pub connections: u64,
@@ -108,12 +110,11 @@ pub struct Prediction {
 pub fn predict(fit: Option<&Fit>, hosts: u64, workers: u64, ring_bytes: u64) -> Prediction {
     let (l, w) = (workers as f64, (hosts * workers) as f64);
     let conns = crate::remote::connections(hosts, 1, workers, ring_bytes);
-    let local_rings = 2 * workers * workers.saturating_sub(1) * ring_bytes;
     Prediction {
         hosts,
         workers,
         model_bytes: fit.map_or(f64::NAN, |f| f.a + f.b * l + f.c * l * w),
-        computed_bytes: local_rings + conns.bytes_per_host,
+        computed_bytes: conns.bytes_per_host,
         connections: conns.per_host,
     }
 }

@@ -21,6 +21,9 @@ const FIBERS: u64 = 8;
 const APPLIES: u64 = 1000;
 /// Yields between two looks at the thread's CPU time in the yield loop.
 const YIELD_BATCH: u64 = 1024;
+/// Batches of [`RT_APPLIES`] blocking applies timed for the round trip.
+const RT_BATCHES: usize = 7;
+const RT_APPLIES: u32 = 2000;
 
 /// What the child measures inside the rank.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -37,8 +40,12 @@ pub struct Inside {
     /// has work).
     pub idle_cpu_ms: f64,
     /// CPU time of worker 0 per `yield_now` of its lone fiber while every other worker idles:
-    /// each yield switches fibers, and every few yields the scheduler polls every ring.
+    /// each yield switches fibers, and every few yields the scheduler polls.
     pub yield_cpu_ns: f64,
+    /// Wall time of one blocking apply from worker 0 to a property of worker 1 while every
+    /// other worker sleeps (median of [`RT_BATCHES`] batches).
+    #[serde(default)]
+    pub round_trip_ns: f64,
 }
 
 /// One measured point: the child's figures and its peak RSS from `wait4`.
@@ -114,7 +121,23 @@ fn measure_inside(idle: Duration, yield_budget: Duration) -> anyhow::Result<Insi
         idle_ms,
         idle_cpu_ms,
         yield_cpu_ns: used.as_nanos() as f64 / yields as f64,
+        round_trip_ns: round_trip(&counter),
     })
+}
+
+/// The median time of a blocking apply to the counter (on worker 1 when there are two or more).
+fn round_trip(counter: &gossamer::Trust<u64>) -> f64 {
+    let mut batches: Vec<f64> = (0..RT_BATCHES)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..RT_APPLIES {
+                counter.apply(|n| *n += 1);
+            }
+            start.elapsed().as_nanos() as f64 / f64::from(RT_APPLIES)
+        })
+        .collect();
+    batches.sort_by(f64::total_cmp);
+    batches[RT_BATCHES / 2]
 }
 
 fn cpu_since(before: Usage, who: Who) -> anyhow::Result<Duration> {

@@ -32,27 +32,32 @@ pub(crate) fn physical_memory() -> Option<u128> {
     crate::sys::mem::physical_memory()
 }
 
-/// Refuses a ring geometry whose rings alone would not fit in `memory` bytes. The rings between
-/// this rank's own workers take `2 × workers² × slots_per_ring × slot_size` bytes (the rings to
-/// other ranks' workers come on top, checked by [`job_rings_fit`] once the job is known); a
-/// geometry past the machine's memory aborted the process on a failed allocation
-/// (`slots_per_ring(1 << 30)`), or ran it out of memory for minutes (`workers(4096)` with the
-/// default slots: about 2.2 TB).
+/// What each worker keeps at start for every worker of its rank, an upper bound of the pair term
+/// `gsm-bench scale` fits (its queues and ring-end places; the rings themselves come on first use).
+const PAIR_BYTES: u128 = 2048;
+
+/// Refuses a geometry whose start alone would not fit in `memory` bytes: `workers² ×
+/// PAIR_BYTES` of bookkeeping and one pair of rings (the rings between this rank's workers are
+/// made on first use; those to other ranks' workers come on top, checked by [`job_rings_fit`] once
+/// the job is known). A geometry past the machine's memory aborted the process on a failed
+/// allocation (`slots_per_ring(1 << 30)`), or ran it out of memory for minutes.
 pub(crate) fn rings_fit_in_memory(config: &Config, memory: Option<u128>) -> Result<(), Error> {
     let Some(memory) = memory else {
         return Ok(());
     };
     let w = config.workers as u128;
-    let need = 2 * w * w * config.slots_per_ring as u128 * config.slot_size as u128;
+    let rings = 2 * config.slots_per_ring as u128 * config.slot_size as u128;
+    let need = w * w * PAIR_BYTES + rings;
     if need > memory {
         return Err(Error::Config(format!(
-            "{} workers with {} slots of {} bytes per ring need {} GiB of rings between them, \
-             more than this machine's {} GiB of memory; lower workers, slots_per_ring or \
-             slot_size (GSM_THREADS, GSM_SLOT_SIZE)",
+            "{} workers with {} slots of {} bytes per ring need {} GiB at start ({} GiB for the \
+             first pair of rings), more than this machine's {} GiB of memory; lower workers, \
+             slots_per_ring or slot_size (GSM_THREADS, GSM_SLOT_SIZE)",
             config.workers,
             config.slots_per_ring,
             config.slot_size,
             need >> 30,
+            rings >> 30,
             memory >> 30
         )));
     }
