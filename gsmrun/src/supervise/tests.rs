@@ -119,6 +119,7 @@ fn a_failed_launcher_is_described_by_what_is_known() {
         started,
         wrapper: "/opt/gsm/gsmrun",
         slurm_job: None,
+        hosts_at_fault: String::new(),
     };
     let line = failure(false, 0).line();
     assert_eq!(
@@ -168,6 +169,27 @@ fn a_failed_launcher_is_described_by_what_is_known() {
         in_slurm.line()
     );
     assert!(!failure(false, 0).line().contains("Slurm job"));
+    // A host found at fault is the cause named, alone.
+    let named = LauncherFailure {
+        hosts_at_fault: " host nosuchhost: its name does not resolve;".into(),
+        ..failure(false, 0)
+    };
+    assert_eq!(
+        named.line(),
+        "gsmrun: mpirun exited with status 255 before 2 of 2 ranks reported (no rank \
+         started); host nosuchhost: its name does not resolve; see its messages above"
+    );
+}
+
+#[test]
+fn hosts_at_fault_are_named_and_this_machine_is_not() {
+    let note = super::report::cut_note(&["localhost", "nosuchhost.invalid", "a\u{1b}[2J.invalid"]);
+    assert_eq!(
+        note,
+        " host nosuchhost.invalid, host a\\u{1b}[2J.invalid: their names do not resolve (a \
+         typing error, or a name this host's resolver does not know);"
+    );
+    assert_eq!(super::report::cut_note(&["localhost"]), "");
 }
 
 #[test]
