@@ -82,7 +82,12 @@ pub(crate) fn plural(n: impl Into<u64>, thing: &str) -> String {
 
 /// Run `gsmrun` with these options in this process's environment; returns its exit status.
 pub fn run(cli: &Cli) -> Result<i32, Error> {
-    let prepared = prepare(cli, &Environment::of_process())?;
+    let environment = Environment::of_process();
+    if let Some(task) = plan::other_step_task(&environment) {
+        tracing::debug!(task, "another task of this Slurm step launches the job");
+        return Ok(0);
+    }
+    let prepared = prepare(cli, &environment)?;
     for w in &prepared.warnings {
         eprintln!("{w}");
     }
