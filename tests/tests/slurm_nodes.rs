@@ -345,17 +345,25 @@ fn scancel_leaves_no_rank_on_either_node_within_2_s() {
     let ready = ready_ranks(&out, 2, LIMIT);
     let hosts: BTreeSet<&str> = ready.iter().map(|(_, _, h)| h.as_str()).collect();
     assert_eq!(hosts.len(), 2, "the ranks are not on both nodes: {ready:?}");
-    let start = Instant::now();
-    let mut cancel = slurm.command("scancel");
-    cancel.arg(&job);
-    assert_exit(&run(&mut cancel, Duration::from_secs(10)), 0, "scancel");
-    // The ranks' shells and their `sleep`s.
-    let mut pids: Vec<u32> = ready.iter().map(|(_, pid, _)| *pid).collect();
-    pids.extend(pids.clone().into_iter().flat_map(children));
+    // The ranks' shells and their `sleep`s, found before the cancel.
+    let shells: Vec<u32> = ready.iter().map(|(_, pid, _)| *pid).collect();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let pids = loop {
+        let mut pids = shells.clone();
+        pids.extend(shells.iter().flat_map(|&pid| children(pid)));
+        if pids.len() >= 4 || Instant::now() >= deadline {
+            break pids;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
     assert!(
         pids.len() >= 4,
         "the ranks' sleeps were not found: {pids:?}"
     );
+    let start = Instant::now();
+    let mut cancel = slurm.command("scancel");
+    cancel.arg(&job);
+    assert_exit(&run(&mut cancel, Duration::from_secs(10)), 0, "scancel");
     while !pids.iter().all(|&pid| gone(pid)) && start.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(10));
     }
