@@ -43,6 +43,11 @@ pub(super) fn not_started(launcher: &str, opts: &Options, started: &HashSet<&str
         }
         text
     };
+    // The launcher starts the ranks of every host once it reaches them all, so this machine's
+    // ranks missing beside other hosts' only waited on those: the other hosts are named.
+    if hosts.iter().any(|h| !crate::local::is_local_host(h)) {
+        hosts.retain(|h| !crate::local::is_local_host(h));
+    }
     let cut = cut_note(&hosts);
     // Hosts found at fault are the ones named: the ranks of the others (this machine) wait on
     // them, so listing those too blamed hosts that were fine.

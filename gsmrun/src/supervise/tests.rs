@@ -246,3 +246,34 @@ fn a_rank_looks_stopped_unsure_or_running_from_its_beats() {
     );
     assert_eq!(looks(ms(9000), false, true), Looks::Running);
 }
+
+#[test]
+fn ranks_not_started_are_placed_on_the_other_hosts_not_this_one() {
+    let opts = Options {
+        np: 3,
+        key: String::new(),
+        tag_output: false,
+        timeout: None,
+        start_timeout: Some(3.0),
+        rank_hosts: vec![
+            "localhost".into(),
+            "nosuchhost.invalid".into(),
+            "localhost".into(),
+        ],
+        wrapper: "/opt/gsm/gsmrun".into(),
+        slurm_job_with_hosts: None,
+        stop_timeout: None,
+        lost_timeout: 8.0,
+        job_id: "gsm-1-x".into(),
+        job_dir: "/nonexistent".into(),
+    };
+    let started = std::collections::HashSet::new();
+    let line = super::report::not_started("mpirun", &opts, &started);
+    assert!(
+        line.contains(
+            "(missing: ranks 0, 1, 2); host nosuchhost.invalid: its name does not resolve"
+        ),
+        "{line}"
+    );
+    assert!(!line.contains("localhost"), "{line}");
+}
