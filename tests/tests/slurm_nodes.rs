@@ -93,6 +93,25 @@ fn assert_nodes_clean(slurm: &Slurm, grace: Duration, what: &str) {
     );
 }
 
+/// The bed itself, without gsmrun: `srun --mpi=pmix` starts an MPI program's ranks on both
+/// nodes (and is the peer of gsmrun's timings).
+#[test]
+fn testbed_srun_pmix_runs_plain_mpi_on_both_nodes() {
+    let (_serial, slurm) = serial();
+    let guard = PidGuard::new();
+    let mut cmd = slurm.command("srun");
+    cmd.args(["-N", "2", "-n", "4", "--mpi=pmix"])
+        .arg(gsm_hello())
+        .env("OMPI_MCA_pml", "ob1");
+    let what = "srun -N 2 -n 4 --mpi=pmix gsm-hello";
+    let done = run(&mut cmd, LIMIT);
+    assert_exit(&done, 0, what);
+    let found = assert_ranks(&done, 4, &guard, what);
+    assert_on_both_nodes(&found, &slurm, what, &done.report());
+    eprintln!("{what}: {:.2} s", done.elapsed.as_secs_f64());
+    assert_nodes_clean(&slurm, Duration::from_secs(5), what);
+}
+
 #[test]
 fn salloc_two_nodes_runs_gsmrun_on_both_without_a_hostfile() {
     let (_serial, slurm) = serial();
