@@ -451,5 +451,10 @@ fn a_node_lost_mid_job_is_named_within_the_lost_timeout() {
         "{what}: named {took:?} after the cut\n{}",
         done.report()
     );
+    let replugged = Instant::now();
     assert_nodes_clean(&slurm, Duration::from_secs(15), what);
+    eprintln!(
+        "{what}: both nodes clean {:.2} s after the link came back",
+        replugged.elapsed().as_secs_f64()
+    );
 }
