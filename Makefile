@@ -8,7 +8,8 @@
 #               --cfg loom changes every crate's build, the build of the `verbs` fabric (feature
 #               `rdma`: compile-checked, no RDMA device here), and the `ofi` fabric (an opt-in
 #               feature, see libgsm/Cargo.toml) in target/ofi, built there with `rdma` too so that
-#               the verbs fabric's unit tests and its no-device start-up run once
+#               the verbs fabric's unit tests and its no-device start-up run once; last, it fails if the
+#               tests left a file in /dev/shm that was not there before them (scripts/shm-leftovers)
 
 SHELL := /bin/bash
 CARGO ?= cargo
@@ -23,6 +24,7 @@ demo:
 test:
 	@scripts/install-deps
 	$(CARGO) build --release --workspace --all-targets
+	@scripts/shm-leftovers snapshot target/shm-before-test
 	$(CARGO) test --release --workspace --no-fail-fast
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
@@ -37,3 +39,4 @@ test:
 	CARGO_TARGET_DIR=target/ofi $(CARGO) test --release -p gossamer --features ofi,rdma --lib -- fabric:: sys::verbs
 	CARGO_TARGET_DIR=target/ofi $(CARGO) test --release -p gsm-tests --features ofi,rdma --test ofi --test verbs
 	CARGO_TARGET_DIR=target/ofi $(CARGO) test --release -p gsm-filecopy --features ofi,gossamer/rdma --test ranks over_the_ofi_fabric
+	scripts/shm-leftovers check target/shm-before-test

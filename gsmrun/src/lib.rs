@@ -50,6 +50,26 @@ pub(crate) fn random_hex(n: usize) -> std::io::Result<String> {
     Ok(bytes.iter().map(|x| format!("{x:02x}")).collect())
 }
 
+/// `text` as an error message shows it: control characters other than tab escaped (`\0`, `\n`,
+/// `\u{1b}`), so that a NUL or an escape sequence from a file, a path or an argument is seen for
+/// what it is instead of reaching the terminal, where it is invisible or rewrites the line.
+pub fn shown(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\t' {
+                c.escape_debug().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// A multi-line message as [`shown`] shows each of its lines.
+pub fn shown_lines(text: &str) -> String {
+    text.split('\n').map(shown).collect::<Vec<_>>().join("\n")
+}
+
 /// `n thing` or `n things`, for messages (`1 slot`, `2 slots`).
 pub(crate) fn plural(n: impl Into<u64>, thing: &str) -> String {
     let n = n.into();
@@ -62,7 +82,12 @@ pub(crate) fn plural(n: impl Into<u64>, thing: &str) -> String {
 
 /// Run `gsmrun` with these options in this process's environment; returns its exit status.
 pub fn run(cli: &Cli) -> Result<i32, Error> {
-    let prepared = prepare(cli, &Environment::of_process())?;
+    let environment = Environment::of_process();
+    if let Some(task) = plan::other_step_task(&environment) {
+        tracing::debug!(task, "another task of this Slurm step launches the job");
+        return Ok(0);
+    }
+    let prepared = prepare(cli, &environment)?;
     for w in &prepared.warnings {
         eprintln!("{w}");
     }

@@ -13,12 +13,17 @@ fn main() {
     }
     let cli = match gsmrun::cli::parse_from(args) {
         Ok(cli) => cli,
+        // Usage errors quote the arguments, which may hold control bytes: printed escaped.
+        Err(e) if e.use_stderr() => {
+            eprint!("{}", gsmrun::shown_lines(&e.render().to_string()));
+            std::process::exit(e.exit_code());
+        }
         Err(e) => e.exit(),
     };
     let code = match gsmrun::run(&cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("gsmrun: {e}");
+            eprintln!("gsmrun: {}", gsmrun::shown_lines(&e.to_string()));
             e.exit_code()
         }
     };

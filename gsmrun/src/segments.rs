@@ -20,9 +20,15 @@
 //! The `tcp` fabric's segment of a rank (per-host connections), `{job_id}-r{r}-tcp`, follows the
 //! same contract and is removed the same way.
 //!
-//! This module only deletes files named exactly `{job_id}-r{digits}` (with or without `-tcp`)
-//! and the directory `{job_id}-ompi` with the regular files in it; it never looks at anything
-//! else in `/dev/shm`, and it does not know what a segment contains.
+//! libfabric's `shm` provider (the `ofi` fabric on one host) names its regions after the process,
+//! `/dev/shm/{pid}:{domain}:{endpoint}`, and unlinks them when the endpoint closes or on SIGINT
+//! or SIGTERM; after SIGKILL they stay. The rank wrapper removes its program's once it has
+//! reaped it.
+//!
+//! This module only deletes files named exactly `{job_id}-r{digits}` (with or without `-tcp`),
+//! `{pid}:{digits}:{digits}` for a reaped program's pid, and the directory `{job_id}-ompi` with
+//! the regular files in it; it never looks at anything else in `/dev/shm`, and it does not know
+//! what a segment contains.
 
 use std::path::Path;
 
@@ -79,6 +85,34 @@ fn remove_rank_segment_in(dir: &Path, job_id: &str, rank: u32) -> bool {
     // The tcp fabric's segment too (per-host connections), unlinked by the rank at `sealed`.
     let tcp = remove_file(dir, &format!("{name}-tcp"));
     remove_file(dir, &name) || tcp
+}
+
+/// Removes the regions libfabric's `shm` provider made for process `pid` (`/dev/shm/{pid}:{D}:{D}`,
+/// named after the process and its domain and endpoint), which a process killed before it
+/// closed its endpoints leaves behind. The rank wrapper calls this once it has reaped its
+/// program, whose pid that is. Returns how many files were removed.
+pub fn remove_fabric_regions(pid: u32) -> usize {
+    remove_fabric_regions_in(Path::new(SHM_DIR), pid)
+}
+
+/// Whether `name` is a region libfabric's `shm` provider names after process `pid`.
+pub fn is_fabric_region(name: &str, pid: u32) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let mut parts = name.split(':');
+    parts.next() == Some(pid.to_string().as_str())
+        && parts.next().is_some_and(digits)
+        && parts.next().is_some_and(digits)
+        && parts.next().is_none()
+}
+
+fn remove_fabric_regions_in(dir: &Path, pid: u32) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    (entries.flatten())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|name| is_fabric_region(name, pid) && remove_file(dir, name))
+        .count()
 }
 
 /// Open MPI's parameter for the directory of its shared-memory segments.
@@ -193,6 +227,30 @@ fn remove_dead_job_segments_in(dir: &Path, job_id: &str, uid: u32) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_dead_program_s_fabric_regions_go() {
+        let dir = std::env::temp_dir().join(format!("gsmrun-segments-ofi-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in [
+            "4242:0:0",
+            "4242:0:1",
+            "42424:0:0",
+            "4242:0",
+            "4242:a:0",
+            "x4242:0:0",
+        ] {
+            std::fs::write(dir.join(name), b"").unwrap();
+        }
+        assert_eq!(remove_fabric_regions_in(&dir, 4242), 2);
+        let mut left: Vec<String> = (std::fs::read_dir(&dir).unwrap().flatten())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["42424:0:0", "4242:0", "4242:a:0", "x4242:0:0"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn a_rank_s_tcp_segment_goes_with_it() {

@@ -181,6 +181,7 @@ pub fn check_results(
 /// The prefix of the job id of the job launched by the `gsmrun` with pid `gsmrun`
 /// (`GSM_JOB_ID=gsm-<pid>-<hex>`).
 pub fn job_prefix(gsmrun: u32) -> String {
+    crate::shm::baseline();
     format!("gsm-{gsmrun}-")
 }
 
@@ -264,10 +265,14 @@ pub fn segments(prefix: &str) -> Vec<String> {
 }
 
 /// Waits up to `grace` until the job has no process and no segment left; returns what is left.
+/// The segments include what libfabric and Open MPI left in `/dev/shm` since this process's
+/// first job whose maker is gone ([`crate::shm::orphans`]).
 pub fn leftovers(prefix: &str, grace: std::time::Duration) -> (Vec<JobProcess>, Vec<String>) {
     let deadline = std::time::Instant::now() + grace;
     loop {
-        let left = (job_processes(prefix), segments(prefix));
+        let mut files = segments(prefix);
+        files.extend(crate::shm::orphans());
+        let left = (job_processes(prefix), files);
         if (left.0.is_empty() && left.1.is_empty()) || std::time::Instant::now() >= deadline {
             return left;
         }

@@ -7,7 +7,8 @@
 //! - [`hello`]: parsing what `gsm-hello` ranks print and checking the rank set;
 //! - [`netns`]: two simulated hosts in network namespaces with their own host names;
 //! - [`slurm`]: a single-node Slurm cluster owned by the test;
-//! - [`scratch`]: per-run scratch directories that never collide.
+//! - [`scratch`]: per-run scratch directories that never collide;
+//! - [`shm`]: what libfabric and Open MPI leave in `/dev/shm`.
 //!
 //! Everything a test bed creates is named after the test process's pid, removed on drop even if
 //! the test panics, and removed by the next run if the process was killed. The test bed needs
@@ -22,6 +23,7 @@ pub mod job;
 pub mod netns;
 pub mod process;
 pub mod scratch;
+pub mod shm;
 pub mod slurm;
 mod sys;
 

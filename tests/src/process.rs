@@ -140,6 +140,8 @@ fn join_lines(lines: &Lines) -> String {
 /// # Panics
 /// If the program cannot be started.
 pub fn spawn(command: &mut Command) -> Running {
+    // What /dev/shm held before this process's first job is not blamed on its tests.
+    crate::shm::baseline();
     let description = describe(command);
     command
         .stdin(Stdio::null())

@@ -454,6 +454,12 @@ fn a_link_cut_at_start_names_the_host_that_cannot_be_reached() {
     let line = line_with(&done.stderr_lines, &says)
         .unwrap_or_else(|| panic!("{what}: no line says `{says}`\n{}", done.report()));
     eprintln!("{what}: said after {:.2} s", line.at.as_secs_f64());
+    // Only the host at fault is named: h1's ranks did not start either, but waited on h2.
+    assert!(
+        !line.text.contains(&bed.hosts[0].addr),
+        "{what}: h1 named too: {}",
+        line.text
+    );
     assert!(
         line.at <= Duration::from_secs(3 + 4),
         "{what}: {line:?}\n{}",

@@ -1,6 +1,7 @@
 //! The `ofi` fabric (one-sided RMA over libfabric) end to end, through `gsmrun --fabric ofi`:
 //! `cluster_check` over libfabric's `tcp;ofi_rxm` provider on one host and between two network
-//! namespace hosts, and over its `shm` provider; a provider that cannot serve refused at start
+//! namespace hosts, and over its `shm` provider; with the completion queue's wait descriptor
+//! (`GSM_OFI_CQ_WAIT=fd`); a provider that cannot serve refused at start
 //! with one line naming it; a peer killed with SIGKILL ending the job within a few seconds.
 //!
 //! Every test reads the ranks' results, runs under a hard time limit, and checks that no process
@@ -83,6 +84,36 @@ fn two_ranks_over_tcp_rxm_full_checks() {
             done.report()
         );
     }
+}
+
+/// `GSM_OFI_CQ_WAIT=fd`: each rank opens its completion queue with a wait descriptor (its
+/// endpoint's log line says so), its progress thread may sleep on it while the workers park, and
+/// the checks pass; a descriptor that never woke the thread would leave the job hanging.
+#[test]
+fn cq_wait_fd_opens_the_queue_with_a_descriptor_and_passes() {
+    let _serial = serial();
+    let what = "gsmrun -np 2 --fabric ofi (tcp;ofi_rxm) GSM_OFI_CQ_WAIT=fd cluster_check --quick";
+    let mut cmd = ofi_job(2, "tcp;ofi_rxm", &["--quick"]);
+    cmd.env("GSM_OFI_CQ_WAIT", "fd")
+        .env("GSM_LOG", "gossamer::fabric=info");
+    let done = passing(cmd, 2, what);
+    let opened: Vec<&str> = done
+        .stderr
+        .lines()
+        .filter(|l| l.contains("ofi endpoint opened"))
+        .collect();
+    // Once per rank and run (cluster_check makes two runs).
+    assert_eq!(
+        opened.len(),
+        4,
+        "{what}: endpoints opened\n{}",
+        done.report()
+    );
+    assert!(
+        opened.iter().all(|l| l.contains("cq_wait=fd")),
+        "{what}: a queue opened without its wait descriptor\n{}",
+        done.report()
+    );
 }
 
 #[test]

@@ -23,6 +23,10 @@ pub use parse::{MAX_KEYS, MAX_TOTAL_NAMES, SLOTS_KEYS, USER_KEYS};
 
 use std::path::Path;
 
+/// The largest hostfile gsmrun reads: far above any real cluster's list (a line per host), and
+/// small enough that a wrong path (a log, a device) is refused before it fills memory.
+pub const MAX_HOSTFILE_BYTES: u64 = 16 << 20;
+
 /// One host and its slots, after merging every line that names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Host {

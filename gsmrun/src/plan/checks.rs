@@ -127,6 +127,20 @@ pub(super) fn in_srun_step(environment: &Environment) -> bool {
         .is_some_and(|id| id < 0xffff_fff0)
 }
 
+/// This gsmrun's task number when it is one of several tasks of a Slurm job step and not the
+/// first (`srun -N 2 -n 4 gsmrun app`: `SLURM_PROCID` 1 to 3 of `SLURM_STEP_NUM_TASKS` 4). Task 0
+/// alone launches the job over the allocation's slots; each other task would start a whole job
+/// of its own, so it ends at once with success instead.
+pub fn other_step_task(environment: &Environment) -> Option<u64> {
+    if !in_srun_step(environment) {
+        return None;
+    }
+    let number = |name: &str| environment.var(name)?.trim().parse::<u64>().ok();
+    let tasks = number("SLURM_STEP_NUM_TASKS").or_else(|| number("SLURM_NTASKS"))?;
+    let task = number("SLURM_PROCID")?;
+    (tasks > 1 && task > 0).then_some(task)
+}
+
 /// Refuse a launch whose argv or environment has a string over [`env::MAX_STRING`]: the kernel
 /// would refuse to start the launcher (`GSM_RANK_HOSTS` grows with the ranks, `-x` values and
 /// program arguments with the user).

@@ -15,6 +15,7 @@ mod exports;
 mod place;
 mod vars;
 
+pub use checks::other_step_task;
 pub use describe::{describe, placement_table};
 pub use environment::Environment;
 pub use place::resolve_hosts;

@@ -20,10 +20,7 @@ pub fn resolve_hosts(
         ));
     }
     if let Some(path) = &cli.hostfile {
-        let bytes = std::fs::read(path).map_err(|source| Error::ReadHostfile {
-            path: path.clone(),
-            source,
-        })?;
+        let bytes = read_hostfile(path)?;
         let found = hosts::parse_hostfile_bytes(path, &bytes)?;
         if found.is_empty() {
             // Said here, where the file is known; placement would only say "no hosts".
@@ -47,6 +44,60 @@ pub fn resolve_hosts(
         max_slots: None,
     };
     Ok((vec![local], HostSource::Localhost))
+}
+
+/// The bytes of hostfile `path`, refused before they are read whole when it is not a regular file
+/// (`/dev/zero`, a FIFO: reading one grew without bound or blocked) or is larger than
+/// [`hosts::MAX_HOSTFILE_BYTES`]; a file growing while it is read stops at that limit too.
+fn read_hostfile(path: &std::path::Path) -> Result<Vec<u8>, Error> {
+    use std::io::Read as _;
+    let unreadable = |source| Error::ReadHostfile {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(unreadable)?;
+    let kind = meta.file_type();
+    if !kind.is_file() {
+        use std::os::unix::fs::FileTypeExt as _;
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_char_device() {
+            "a character device"
+        } else if kind.is_block_device() {
+            "a block device"
+        } else if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        return Err(Error::Usage(format!(
+            "hostfile {} is {what}, not a regular file; give a file of host lines \
+             (`node1 slots=4`)",
+            crate::shown(&path.display().to_string())
+        )));
+    }
+    let too_big = |size: u64| {
+        Error::Usage(format!(
+            "hostfile {} has {size} bytes or more, over the {} MiB a hostfile may have; give a \
+             file of host lines (`node1 slots=4`), a Slurm range (`node[1-4096]`) for many hosts",
+            crate::shown(&path.display().to_string()),
+            hosts::MAX_HOSTFILE_BYTES >> 20
+        ))
+    };
+    if meta.len() > hosts::MAX_HOSTFILE_BYTES {
+        return Err(too_big(meta.len()));
+    }
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let mut bytes = Vec::new();
+    file.take(hosts::MAX_HOSTFILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    if bytes.len() as u64 > hosts::MAX_HOSTFILE_BYTES {
+        return Err(too_big(bytes.len() as u64));
+    }
+    Ok(bytes)
 }
 
 /// The ranks placed on `hosts` as the options say, refused when they do not fit (naming where

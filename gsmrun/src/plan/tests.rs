@@ -257,3 +257,31 @@ fn the_plan_says_how_it_is_shown_and_watched() {
         }
     );
 }
+
+#[test]
+fn only_the_first_task_of_a_multi_task_step_launches() {
+    let task = |pairs: &[(&str, &str)]| {
+        super::other_step_task(&Environment::from_pairs(pairs.iter().copied()))
+    };
+    let step = [("SLURM_STEP_ID", "0"), ("SLURM_STEP_NUM_TASKS", "4")];
+    assert_eq!(task(&[step[0], step[1], ("SLURM_PROCID", "2")]), Some(2));
+    assert_eq!(task(&[step[0], step[1], ("SLURM_PROCID", "0")]), None);
+    // One task, the batch script's step, or no step at all: gsmrun launches.
+    assert_eq!(
+        task(&[
+            step[0],
+            ("SLURM_STEP_NUM_TASKS", "1"),
+            ("SLURM_PROCID", "0")
+        ]),
+        None
+    );
+    assert_eq!(
+        task(&[
+            ("SLURM_STEP_ID", "4294967294"),
+            step[1],
+            ("SLURM_PROCID", "1")
+        ]),
+        None
+    );
+    assert_eq!(task(&[("SLURM_NTASKS", "4"), ("SLURM_PROCID", "1")]), None);
+}

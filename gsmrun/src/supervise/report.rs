@@ -43,9 +43,25 @@ pub(super) fn not_started(launcher: &str, opts: &Options, started: &HashSet<&str
         }
         text
     };
+    // The launcher starts the ranks of every host once it reaches them all, so this machine's
+    // ranks missing beside other hosts' only waited on those: the other hosts are named.
+    if hosts.iter().any(|h| !crate::local::is_local_host(h)) {
+        hosts.retain(|h| !crate::local::is_local_host(h));
+    }
     let cut = cut_note(&hosts);
+    // Hosts found at fault are the ones named: the ranks of the others (this machine) wait on
+    // them, so listing those too blamed hosts that were fine.
+    let on = if cut.is_empty() {
+        format!(
+            ", on {} {}",
+            if hosts.len() == 1 { "host" } else { "hosts" },
+            list(hosts.iter().map(|h| h.to_string()).collect()),
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "gsmrun: only {} of {} started within --start-timeout {} s (missing: {} {}, on {} {});{cut} \
+        "gsmrun: only {} of {} started within --start-timeout {} s (missing: {} {}{on});{cut} \
          {launcher} may be stuck starting them (a host that does not answer, ssh asking for a \
          password, a launcher daemon missing there: see its messages above); ending the job \
          (raise --start-timeout if the start is only slow)",
@@ -54,13 +70,11 @@ pub(super) fn not_started(launcher: &str, opts: &Options, started: &HashSet<&str
         fmt_secs(opts.start_timeout.unwrap_or(0.0)),
         if missing.len() == 1 { "rank" } else { "ranks" },
         list(missing.iter().map(|r| r.to_string()).collect()),
-        if hosts.len() == 1 { "host" } else { "hosts" },
-        list(hosts.iter().map(|h| h.to_string()).collect()),
     )
 }
 
-/// Which hosts of ranks not started (not in `started`) cannot be reached, said as a clause that
-/// ends with `;`, or nothing when all answer.
+/// Which hosts of ranks not started (not in `started`) do not resolve or cannot be reached, said
+/// as a clause that ends with `;`, or nothing when all answer.
 pub(super) fn cut_hosts(opts: &Options, started: &HashSet<&str>) -> String {
     let mut hosts: Vec<&str> = Vec::new();
     for r in (0..opts.np).filter(|r| !started.contains(r.to_string().as_str())) {
@@ -72,59 +86,106 @@ pub(super) fn cut_hosts(opts: &Options, started: &HashSet<&str>) -> String {
     cut_note(&hosts)
 }
 
-fn cut_note(hosts: &[&str]) -> String {
-    let cut = unreachable(hosts);
-    if cut.is_empty() {
-        return String::new();
+pub(super) fn cut_note(hosts: &[&str]) -> String {
+    let faults = at_fault(hosts);
+    let said = |fault: Fault| -> Vec<String> {
+        (faults.iter())
+            .filter(|(_, f)| *f == fault)
+            .map(|(h, _)| format!("host {}", crate::shown(h)))
+            .collect()
+    };
+    let listed = |names: Vec<String>| {
+        let more = names.len().saturating_sub(8);
+        let mut text = names.into_iter().take(8).collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            text.push_str(&format!(" and {more} more"));
+        }
+        text
+    };
+    let mut note = String::new();
+    let unresolved = said(Fault::Unresolved);
+    if !unresolved.is_empty() {
+        note.push_str(&format!(
+            " {}: {} not resolve (a typing error, or a name this host's resolver does not know);",
+            listed(unresolved.clone()),
+            if unresolved.len() == 1 {
+                "its name does"
+            } else {
+                "their names do"
+            },
+        ));
     }
-    let shown: Vec<String> = cut.iter().take(8).map(|h| format!("host {h}")).collect();
-    format!(
-        " {}{} cannot be reached: nothing answered a connection to its port {PROBE_PORT} within \
-         {} s (down, or cut off from this host's network);",
-        shown.join(", "),
-        if cut.len() > 8 {
-            format!(" and {} more", cut.len() - 8)
-        } else {
-            String::new()
-        },
-        PROBE_WAIT.as_secs()
-    )
+    let cut = said(Fault::Cut);
+    if !cut.is_empty() {
+        note.push_str(&format!(
+            " {} cannot be reached: nothing answered a connection to its port {PROBE_PORT} \
+             within {} s (down, or cut off from this host's network);",
+            listed(cut),
+            PROBE_WAIT.as_secs()
+        ));
+    }
+    note
 }
 
 /// The port the reachability probe knocks at: ssh's, which the launcher uses to reach a host. A
 /// refusal proves the host is there as well as an answer does.
 const PROBE_PORT: u16 = 22;
-/// How long the probe waits for any answer.
+/// How long the probe waits for any answer (the name's look-up included).
 const PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Which of `hosts` (other than this machine) cannot be reached: a TCP connection to
-/// [`PROBE_PORT`] got neither an answer nor a refusal within [`PROBE_WAIT`] (or the network said
-/// there is no route). Probed at once, so it takes at most [`PROBE_WAIT`] in all. A name that
-/// does not resolve is not judged here (the launcher says so).
-fn unreachable<'a>(hosts: &[&'a str]) -> Vec<&'a str> {
+/// What is wrong with a host the launcher could not start ranks on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// Its name does not resolve.
+    Unresolved,
+    /// A TCP connection to [`PROBE_PORT`] got neither an answer nor a refusal within
+    /// [`PROBE_WAIT`] (or the network said there is no route).
+    Cut,
+}
+
+/// Which of `hosts` (other than this machine) are at fault, and how. Probed at once, each for at
+/// most [`PROBE_WAIT`]: a probe still looking the name up then is left to finish on its own and
+/// judges nothing (a slow resolver is not a fault of the host).
+fn at_fault<'a>(hosts: &[&'a str]) -> Vec<(&'a str, Fault)> {
     use std::io::ErrorKind;
     use std::net::ToSocketAddrs as _;
+    let deadline = std::time::Instant::now() + PROBE_WAIT + std::time::Duration::from_millis(200);
     let probes: Vec<_> = (hosts.iter())
         .filter(|h| !crate::local::is_local_host(h))
         .map(|&h| {
             let name = h.rsplit('@').next().unwrap_or(h).to_string();
-            let probe = std::thread::spawn(move || {
-                let addr = (name.as_str(), PROBE_PORT).to_socket_addrs().ok()?.next()?;
-                match std::net::TcpStream::connect_timeout(&addr, PROBE_WAIT) {
-                    Err(e) => Some(matches!(
-                        e.kind(),
-                        ErrorKind::TimedOut
-                            | ErrorKind::HostUnreachable
-                            | ErrorKind::NetworkUnreachable
-                    )),
-                    Ok(_) => Some(false),
-                }
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let fault = match (name.as_str(), PROBE_PORT).to_socket_addrs() {
+                    Err(_) => Some(Fault::Unresolved),
+                    Ok(mut addrs) => match addrs.next() {
+                        None => Some(Fault::Unresolved),
+                        Some(addr) => match std::net::TcpStream::connect_timeout(&addr, PROBE_WAIT)
+                        {
+                            Err(e)
+                                if matches!(
+                                    e.kind(),
+                                    ErrorKind::TimedOut
+                                        | ErrorKind::HostUnreachable
+                                        | ErrorKind::NetworkUnreachable
+                                ) =>
+                            {
+                                Some(Fault::Cut)
+                            }
+                            _ => None,
+                        },
+                    },
+                };
+                let _ = tx.send(fault);
             });
-            (h, probe)
+            (h, rx)
         })
         .collect();
     (probes.into_iter())
-        .filter_map(|(h, p)| p.join().ok().flatten().filter(|&cut| cut).map(|_| h))
+        .filter_map(|(h, rx)| {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            rx.recv_timeout(left).ok().flatten().map(|f| (h, f))
+        })
         .collect()
 }
 
@@ -142,6 +203,9 @@ pub(super) struct LauncherFailure<'a> {
     pub wrapper: &'a str,
     /// See [`Options::slurm_job_with_hosts`].
     pub slurm_job: Option<&'a str>,
+    /// The clause naming the hosts of ranks not started that are at fault (see [`cut_hosts`]),
+    /// empty when none is known to be.
+    pub hosts_at_fault: String,
 }
 
 impl LauncherFailure<'_> {
@@ -172,12 +236,22 @@ impl LauncherFailure<'_> {
         };
         if status.signal().is_some() {
             // Killed: whatever the job was like, the launcher did not get to fail by itself.
-            return format!("{head} ({how_far})");
+            return match self.hosts_at_fault.as_str() {
+                "" => format!("{head} ({how_far})"),
+                clause => format!("{head} ({how_far});{clause}"),
+            };
         }
         if started >= np {
             return format!(
                 "{head}; every rank had started, so {launcher} ended them or was ended itself; \
                  see its messages above"
+            );
+        }
+        if !self.hosts_at_fault.is_empty() {
+            // A host named as at fault is the cause; the others would only blur it.
+            return format!(
+                "{head} ({how_far});{} see its messages above",
+                self.hosts_at_fault
             );
         }
         let mut causes = Vec::new();

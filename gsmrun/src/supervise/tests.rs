@@ -119,6 +119,7 @@ fn a_failed_launcher_is_described_by_what_is_known() {
         started,
         wrapper: "/opt/gsm/gsmrun",
         slurm_job: None,
+        hosts_at_fault: String::new(),
     };
     let line = failure(false, 0).line();
     assert_eq!(
@@ -168,6 +169,27 @@ fn a_failed_launcher_is_described_by_what_is_known() {
         in_slurm.line()
     );
     assert!(!failure(false, 0).line().contains("Slurm job"));
+    // A host found at fault is the cause named, alone.
+    let named = LauncherFailure {
+        hosts_at_fault: " host nosuchhost: its name does not resolve;".into(),
+        ..failure(false, 0)
+    };
+    assert_eq!(
+        named.line(),
+        "gsmrun: mpirun exited with status 255 before 2 of 2 ranks reported (no rank \
+         started); host nosuchhost: its name does not resolve; see its messages above"
+    );
+}
+
+#[test]
+fn hosts_at_fault_are_named_and_this_machine_is_not() {
+    let note = super::report::cut_note(&["localhost", "nosuchhost.invalid", "a\u{1b}[2J.invalid"]);
+    assert_eq!(
+        note,
+        " host nosuchhost.invalid, host a\\u{1b}[2J.invalid: their names do not resolve (a \
+         typing error, or a name this host's resolver does not know);"
+    );
+    assert_eq!(super::report::cut_note(&["localhost"]), "");
 }
 
 #[test]
@@ -223,4 +245,35 @@ fn a_rank_looks_stopped_unsure_or_running_from_its_beats() {
         Looks::Stopped { frozen: true }
     );
     assert_eq!(looks(ms(9000), false, true), Looks::Running);
+}
+
+#[test]
+fn ranks_not_started_are_placed_on_the_other_hosts_not_this_one() {
+    let opts = Options {
+        np: 3,
+        key: String::new(),
+        tag_output: false,
+        timeout: None,
+        start_timeout: Some(3.0),
+        rank_hosts: vec![
+            "localhost".into(),
+            "nosuchhost.invalid".into(),
+            "localhost".into(),
+        ],
+        wrapper: "/opt/gsm/gsmrun".into(),
+        slurm_job_with_hosts: None,
+        stop_timeout: None,
+        lost_timeout: 8.0,
+        job_id: "gsm-1-x".into(),
+        job_dir: "/nonexistent".into(),
+    };
+    let started = std::collections::HashSet::new();
+    let line = super::report::not_started("mpirun", &opts, &started);
+    assert!(
+        line.contains(
+            "(missing: ranks 0, 1, 2); host nosuchhost.invalid: its name does not resolve"
+        ),
+        "{line}"
+    );
+    assert!(!line.contains("localhost"), "{line}");
 }

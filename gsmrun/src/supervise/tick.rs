@@ -165,6 +165,14 @@ impl Supervisor<'_> {
             let started = (self.conns.values())
                 .filter(|c| c.rank.as_ref().is_some_and(|r| !r.is_empty()))
                 .count();
+            let started_ranks: HashSet<&str> = (self.conns.values())
+                .filter_map(|c| c.rank.as_deref().filter(|r| !r.is_empty()))
+                .collect();
+            let hosts_at_fault = if started < np {
+                super::report::cut_hosts(self.opts, &started_ranks)
+            } else {
+                String::new()
+            };
             let failure = LauncherFailure {
                 launcher: &self.launcher.name,
                 srun: self.srun,
@@ -174,16 +182,9 @@ impl Supervisor<'_> {
                 started,
                 wrapper: &self.opts.wrapper,
                 slurm_job: self.opts.slurm_job_with_hosts.as_deref(),
+                hosts_at_fault,
             };
-            let started_ranks: HashSet<&str> = (self.conns.values())
-                .filter_map(|c| c.rank.as_deref().filter(|r| !r.is_empty()))
-                .collect();
-            let cut = if started < np {
-                super::report::cut_hosts(self.opts, &started_ranks)
-            } else {
-                String::new()
-            };
-            say(format_args!("{}{cut}", failure.line()));
+            say(format_args!("{}", failure.line()));
             return Ok(1);
         }
         Err(again)

@@ -135,7 +135,8 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Ok(c) => c,
         Err(e) => return report::no_start(&link, &program, &e, &answer_rx),
     };
-    program_handle.started(child.id() as i32);
+    let program_pid = child.id();
+    program_handle.started(program_pid as i32);
     control::send_beats(link.clone(), program_handle.clone());
     // Only the program holds its end now: the channel reaches end of stream when it exits.
     drop(program_end);
@@ -149,6 +150,8 @@ pub fn main(args: Vec<OsString>) -> i32 {
     ) {
         crate::segments::remove_rank_segment(&job, r);
     }
+    // Reaped just now, so no other process has had time to take its pid and make regions.
+    crate::segments::remove_fabric_regions(program_pid);
     // Ended by gsmrun: the listener removed this host's Open MPI leftovers before it ended the
     // program, which may have written there since (a rank inside `MPI_Init` makes its own
     // directory); reaped, it writes nothing more.

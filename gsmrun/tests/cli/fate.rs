@@ -183,6 +183,33 @@ fn a_launcher_failing_before_the_ranks_start_exits_1_listing_likely_causes() {
     }
 }
 
+/// A host whose name does not resolve is named in gsmrun's own line, alone: this machine's
+/// ranks, which did not start either, only waited on it.
+#[test]
+fn a_host_whose_name_does_not_resolve_is_named() {
+    let fake = FakeLauncher::new(
+        "unresolved-host",
+        "echo 'ssh: Could not resolve hostname nosuchhost.invalid' >&2\nexit 255",
+    );
+    let start = Instant::now();
+    let (code, err) = fake.run(
+        &["-H", "localhost:1,nosuchhost.invalid:1", "-np", "2", "true"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(code, Some(1), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("gsmrun: mpirun exited"))
+        .unwrap_or_else(|| panic!("no line of gsmrun's: {err}"));
+    assert!(
+        line.contains("host nosuchhost.invalid: its name does not resolve")
+            && !line.contains("localhost")
+            && !line.contains("Likely causes"),
+        "{line}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(5), "{err}");
+}
+
 #[test]
 fn a_launcher_killed_from_outside_leaves_no_session_dir() {
     let fake = FakeLauncher::new(

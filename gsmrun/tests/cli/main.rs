@@ -4,6 +4,7 @@
 //! theme; the helpers that run gsmrun and clean up after it are in `common`.
 
 mod bad_input;
+mod bounded_input;
 mod common;
 mod dry_run;
 mod environment;

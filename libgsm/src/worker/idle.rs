@@ -6,7 +6,7 @@ use super::*;
 
 impl WorkerCore {
     pub(super) fn has_incoming(&self) -> bool {
-        !self.ready.borrow().is_empty()
+        !self.sched.nothing_ready()
             || self.inbox.waiting(&self.shared.lanes)
             || self.outbox.loopback_dirty()
     }
@@ -19,8 +19,7 @@ impl WorkerCore {
     /// own (but `spawn_on`s, see `fiber_results`), nothing staged or queued outgoing, nothing
     /// waiting in its rings or loopback queue.
     pub(super) fn locally_quiet(&self) -> bool {
-        self.sleepers.borrow().is_empty()
-            && self.timers.borrow().is_empty()
+        !self.sched.has_timed()
             && self.reactor.waiting() == 0
             && self.pending.settled()
             && !self.has_incoming()
@@ -47,9 +46,9 @@ impl WorkerCore {
     pub(super) fn try_finish(&self) {
         let sh = &self.shared;
         let a = sh.activity.load(Ordering::SeqCst);
-        if self.waiters.get() > 0 {
+        if self.sched.waiters() > 0 {
             let wave = sh.waves.load(Ordering::SeqCst);
-            if self.waiter_ready() {
+            if self.sched.waiter_ready(&self.context) {
                 // Not quiet: the next turn makes the fiber ready, as work (a bump), so that no
                 // report of this worker stands while that fiber runs.
                 return;
@@ -144,13 +143,15 @@ impl WorkerCore {
         // Sleeps in a row that ended with nothing to do (see `NAP`).
         let mut naps = 0u32;
         while !self.stopping() {
-            let ran = self.run_ready(POLL_EVERY);
+            let ran = self.sched.run_ready(POLL_EVERY);
             let polled = self.guarded(true, || self.poll());
             let worked = ran > 0
                 || polled
                 || self.reactor.turn(self)
-                || self.wake_timers()
-                || self.wake_waiters();
+                || self.sched.wake_timers()
+                || self
+                    .sched
+                    .wake_waiters(&self.context, &self.shared.board_fresh[self.local]);
             let sh = &self.shared;
             let draining = sh.draining.load(Ordering::Relaxed);
             if draining || sh.watching.load(Ordering::Relaxed) {
@@ -193,8 +194,8 @@ impl WorkerCore {
                     for _ in 0..LIGHT_SPINS {
                         if self.has_incoming()
                             || self.stopping()
-                            || self.timer_due()
-                            || self.waiter_ready()
+                            || self.sched.timer_due()
+                            || self.sched.waiter_ready(&self.context)
                         {
                             break;
                         }
@@ -204,10 +205,10 @@ impl WorkerCore {
                     std::hint::spin_loop();
                 }
             } else if idle < spin + YIELDS
-                || (self.has_waits()
+                || (self.sched.has_waits()
                     // Not for sleepers whose first deadline is a millisecond away or more: they
                     // sleep until it (a server's housekeeping timer would keep it on the CPU).
-                    && self.waiter_nap(WAITER_YIELDING) < WAITER_YIELDING
+                    && self.sched.waiter_nap(WAITER_YIELDING) < WAITER_YIELDING
                     && sleepy_since.get_or_insert_with(Instant::now).elapsed() < WAITER_YIELDING)
                 || (spin == SPIN && {
                     let since = *idle_since.get_or_insert_with(Instant::now);
@@ -222,8 +223,8 @@ impl WorkerCore {
                 idle_since.get_or_insert_with(Instant::now);
                 let t = if self.has_backlog() {
                     Duration::from_micros(50)
-                } else if self.has_waits() {
-                    self.waiter_nap(Duration::from_millis(20))
+                } else if self.sched.has_waits() {
+                    self.sched.waiter_nap(Duration::from_millis(20))
                 } else {
                     NAP.saturating_mul(1 << naps.min(NAP_DOUBLINGS))
                 };
@@ -287,8 +288,8 @@ impl WorkerCore {
     pub(super) fn waits(&self) -> Vec<String> {
         let mail = self.mail.borrow();
         let mut waits = mail.waits();
-        let live = self.fibers.borrow().iter().filter(|f| f.is_some()).count();
-        let board = self.waiters.get();
+        let (live, ready) = self.sched.counts();
+        let board = self.sched.waiters();
         if board > 0 {
             waits.push(format!(
                 "{board} fiber{} wait{} in gossamer::wait_for (a collective's step on the host \
@@ -297,7 +298,7 @@ impl WorkerCore {
                 if board == 1 { "s" } else { "" }
             ));
         }
-        let others = live.saturating_sub(mail.waiters() + board + self.ready.borrow().len());
+        let others = live.saturating_sub(mail.waiters() + board + ready);
         if others > 0 {
             waits.push(format!(
                 "{others} other fiber{} wait{} (a join, say)",

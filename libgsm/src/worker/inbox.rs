@@ -518,8 +518,8 @@ impl Inbox {
         {
             // Only ever on a ring from another rank (`pointers` is false there and the
             // sender parks bodies only for ranks that can read it).
-            if let Some(b) = self.fetch_far(core, from, addr, len, key) {
-                self.send_release(core, from, token);
+            if let Some(b) = self.fetch_far(&core.shared, from, addr, len, key) {
+                self.send_release(&core.outbox, from, token);
                 self.complete_from(core, from, req, st, &b);
             }
             return;
@@ -540,10 +540,10 @@ impl Inbox {
         (addr, len, key): (u64, u64, u64),
         token: u64,
     ) {
-        let Some(body) = self.fetch_far(core, client, addr, len, key) else {
+        let Some(body) = self.fetch_far(&core.shared, client, addr, len, key) else {
             return;
         };
-        self.send_release(core, client, token);
+        self.send_release(&core.outbox, client, token);
         let local = Request {
             fidx: rec.fidx,
             flags: rec.flags,
@@ -557,8 +557,8 @@ impl Inbox {
     }
 
     /// Tells worker `sender` that the body it parked under `token` has been read.
-    fn send_release(&self, core: &WorkerCore, sender: usize, token: u64) {
-        core.outbox.push_release(sender, token);
+    fn send_release(&self, outbox: &Outbox, sender: usize, token: u64) {
+        outbox.push_release(sender, token);
     }
 
     /// Reads `len` bytes at `addr` in the process of worker `from`'s rank (`process_vm_readv`
@@ -566,20 +566,20 @@ impl Inbox {
     /// On failure the job fails with the reason (the record cannot be had any other way).
     fn fetch_far(
         &self,
-        core: &WorkerCore,
+        shared: &Shared,
         from: usize,
         addr: u64,
         len: u64,
         key: u64,
     ) -> Option<Box<[Byte]>> {
-        let place = &core.shared.place;
+        let place = &shared.place;
         let rank = place.rank_of(from);
         if let Some(rma) = place.rma.as_ref().filter(|r| r.reaches(rank)) {
             return match rma.read(rank, addr, key, len) {
                 Ok(b) => Some(b),
                 Err(e) => {
-                    ring_broken(
-                        core,
+                    shared.ring_broken(
+                        self.me,
                         from,
                         &format!("cannot read a {len}-byte record from rank {rank} by RMA: {e}"),
                     );
@@ -588,8 +588,8 @@ impl Inbox {
             };
         }
         if place.reads.get(rank as usize) != Some(&true) {
-            ring_broken(
-                core,
+            shared.ring_broken(
+                self.me,
                 from,
                 "a record parked in its process's memory, which this rank does not read from \
                  that rank (another host, or no single-copy probe); it was refused",
@@ -600,8 +600,8 @@ impl Inbox {
         match crate::wire::far::read(pid, addr, len) {
             Ok(b) => Some(b),
             Err(e) => {
-                ring_broken(
-                    core,
+                shared.ring_broken(
+                    self.me,
                     from,
                     &format!("cannot read a {len}-byte record from its process (pid {pid}): {e}"),
                 );

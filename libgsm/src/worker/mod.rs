@@ -1,6 +1,6 @@
 //! A worker: one OS thread running a fiber scheduler and a poller, and holding its trustee-side
 //! property table. `WorkerCore` owns the parts (`Inbox`, `Outbox`, `Pending`, `Context`, the
-//! fibers) and drives one turn of the loop; the parts, the request path through them and the
+//! `Scheduler` of its fibers) and drives one turn of the loop; the parts, the request path through them and the
 //! idle protocol are described in this folder's README.md.
 //!
 //! **Loop.** Run up to `POLL_EVERY` ready fibers, then poll: serve incoming request batches (one
@@ -46,15 +46,13 @@
 //! ARCHITECTURE.md.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::{DelegationError, Error};
 use crate::fabric::{Bell, Doorbell, Progress, Turn};
-use crate::fiber::{self, Co, StackPool};
+use crate::fiber;
 use crate::property::{PropertyTable, Toggle};
 use crate::wire::codeptr;
 use crate::wire::record::{
@@ -97,10 +95,6 @@ const LINGER: Duration = Duration::from_millis(2);
 /// `runtime::quiesce::terminate`). Nothing can wake a stalled job, so this only keeps the report from
 /// resting on a single look.
 pub(crate) const STALL_CONFIRM: Duration = Duration::from_secs(1);
-/// The longest an idle worker sleeps while fibers of it wait in [`crate::wait_for`]: their
-/// conditions are set by other processes through the host board, which ring no doorbell. The
-/// 20 µs that `gsm-collectives`' board waits slept before the runtime took them over.
-const WAITER_SLEEP: Duration = Duration::from_micros(20);
 /// How long such a worker (unless its waiters all sleep and the first deadline is this far or
 /// farther) yields the thread between looks before it sleeps at all: a sleep
 /// lasts the timer's slack (about 50 µs here) however short it is asked to be, and a partner
@@ -182,17 +176,6 @@ pub(crate) type Trampoline = unsafe fn(&WorkerCore, usize, &Request<'_>, &mut Re
 /// far enough for the slot's line to arrive in time; farther gained nothing.
 const AHEAD: usize = 16;
 
-/// Marks the worker as running no fiber when dropped (see `run_ready`).
-struct OutOfFiber<'a>(&'a WorkerCore);
-
-impl Drop for OutOfFiber<'_> {
-    #[inline(always)]
-    fn drop(&mut self) {
-        self.0.current.set(None);
-        fiber::clear_current();
-    }
-}
-
 /// The ring ends one worker holds.
 #[derive(Debug)]
 pub(crate) struct Ends {
@@ -205,40 +188,6 @@ pub(crate) struct Ends {
     pub bells: Vec<Option<Bell>>,
     /// The fabrics' hooks for this worker's thread (`Links::progress`).
     pub progress: Vec<Progress>,
-}
-
-/// A fiber suspended in [`crate::wait_for`] and its condition, which lives on that fiber's
-/// stack: the fiber stays suspended while its entry exists (only the worker, on taking the entry
-/// out, makes it ready), and teardown forgets the entries before it drops the fibers.
-struct Waiter {
-    fiber: u32,
-    cond: *mut (dyn FnMut() -> bool + 'static),
-    /// Where the worker leaves a panic of the condition (on the same fiber's stack), which the
-    /// fiber then raises without testing again (so the panic is reported once).
-    panic: *mut Option<Box<dyn std::any::Any + Send>>,
-}
-
-impl Waiter {
-    /// Tests the condition on worker `core` (in condition context, see
-    /// [`WorkerCore::condition`]): a panic is kept for the fiber and counts as true.
-    ///
-    /// # Safety
-    /// The fiber that owns `cond` and `panic` is suspended in `wait_for` (see the type's docs).
-    unsafe fn holds(&self, core: &WorkerCore) -> bool {
-        // SAFETY: the caller's; both live in the suspended fiber's frame.
-        unsafe {
-            if (*self.panic).is_some() {
-                return true;
-            }
-            match core.condition(&mut *self.cond) {
-                Ok(holds) => holds,
-                Err(p) => {
-                    *self.panic = Some(p);
-                    true
-                }
-            }
-        }
-    }
 }
 
 /// Everything one worker owns. Reached through a thread-local pointer; all mutation goes through
@@ -266,13 +215,8 @@ pub(crate) struct WorkerCore {
     pub shared: Arc<Shared>,
     /// [`Ends::progress`].
     progress: Vec<Progress>,
-    fibers: RefCell<Vec<Option<Co>>>,
-    free_fibers: RefCell<Vec<u32>>,
-    ready: RefCell<VecDeque<u32>>,
-    current: Cell<Option<u32>>,
-    /// Set while [`teardown`](Self::teardown) drops the unfinished fibers (see [`fiber_panic`]).
-    dropping_fibers: Cell<bool>,
-    stacks: RefCell<StackPool>,
+    /// This worker's fibers: the ready queue, the running one, the sleeping and waiting ones.
+    sched: Scheduler,
     /// How deep the running code is in delegated closures and callbacks.
     context: Context,
     /// This worker's outgoing batches.
@@ -283,20 +227,6 @@ pub(crate) struct WorkerCore {
     pending: Pending,
     /// This worker's quiet report stands (`Shared::quiet`); see [`not_quiet`](Self::not_quiet).
     reported: Cell<bool>,
-    /// Fibers suspended in [`crate::wait_for`], with their conditions (see
-    /// [`wait_for`](Self::wait_for)), and how many there are (tested once per loop turn).
-    waiting: RefCell<Vec<Waiter>>,
-    waiters: Cell<usize>,
-    /// Of those, the deadlines of fibers in `wait_in_flight` (always "now"): their wait ends by
-    /// itself, so while there are any this worker is never quiet and naps only briefly.
-    sleepers: RefCell<Vec<Instant>>,
-    /// Fibers in [`crate::sleep`], by deadline (and a sequence number, for equal deadlines): one
-    /// clock read per loop turn tells whether any is due, where a `wait_for` per sleeper cost a
-    /// clock read per sleeper per turn (a client with many sleeping fibers spent most of its
-    /// turns on them). While there are any this worker is never quiet (a job
-    /// whose fibers wait for a sleeper is no deadlock), and an idle worker sleeps until the first.
-    timers: RefCell<std::collections::BTreeMap<(Instant, u64), u32>>,
-    timer_seq: Cell<u64>,
     /// Closures run inline since the last poll from a fiber, counted from minus the fibers' share
     /// that poll granted (`poll_flushing`), or `INLINE_POLL` when the loopback queue has work
     /// that must run before the next inline closure (see [`WorkerCore::inline_ran`]).
@@ -380,7 +310,7 @@ fn outside_worker(what: &str) -> ! {
 /// (`panic_any(7)`), is the fiber's own panic and reaches its joiner. (Taking every payload that
 /// is not a string for the forced unwind ended the whole job instead.)
 pub(crate) fn fiber_panic(p: Box<dyn std::any::Any + Send>) -> String {
-    if core().is_some_and(|c| c.dropping_fibers.get()) {
+    if core().is_some_and(|c| c.sched.dropping()) {
         std::panic::resume_unwind(p);
     }
     panic_message(&*p)
@@ -434,22 +364,12 @@ impl WorkerCore {
             sender_bit: sender_bit(local),
             count,
             progress: ends.progress,
-            fibers: RefCell::new(Vec::new()),
-            free_fibers: RefCell::new(Vec::new()),
-            ready: RefCell::new(VecDeque::new()),
-            current: Cell::new(None),
-            dropping_fibers: Cell::new(false),
-            stacks: RefCell::new(StackPool::new(stack)),
+            sched: Scheduler::new(stack),
             context: Context::default(),
             outbox,
             inbox,
             pending: Pending::default(),
             reported: Cell::new(false),
-            waiting: RefCell::new(Vec::new()),
-            waiters: Cell::new(0),
-            sleepers: RefCell::new(Vec::new()),
-            timers: RefCell::new(std::collections::BTreeMap::new()),
-            timer_seq: Cell::new(0),
             inline_runs: Cell::new(0),
             inline_polls: Cell::new(0),
             empty_looks: Cell::new(0),
@@ -497,7 +417,7 @@ impl WorkerCore {
 
     /// Installs `self` as this thread's core for the duration of `f`.
     pub(crate) fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
-        let _watch = crate::fiber::watch_overflow(self.id, self.stacks.borrow().size());
+        let _watch = crate::fiber::watch_overflow(self.id, self.sched.stack_size());
         CORE.with(|c| c.set(self));
         let r = f();
         CORE.with(|c| c.set(std::ptr::null()));
@@ -576,7 +496,7 @@ impl WorkerCore {
     /// There a blocking `try_*` call answers [`Error::Stopped`](crate::Error::Stopped): a panic
     /// would be a panic during unwinding, which aborts the whole process.
     pub(crate) fn unwinding_fibers(&self) -> bool {
-        self.dropping_fibers.get() && self.current.get().is_none()
+        self.sched.dropping() && self.sched.current().is_none()
     }
 
     /// The execution context of the running code (delegated closure, callback, or neither).
@@ -594,7 +514,7 @@ impl WorkerCore {
     /// Whether the caller may suspend: on a fiber, not inside a delegated closure or callback.
     #[inline]
     pub(crate) fn can_block(&self) -> bool {
-        self.current.get().is_some() && self.context.outside()
+        self.sched.current().is_some() && self.context.outside()
     }
 
     /// Whether requests to self must be deferred to the loopback queue (a property closure or
@@ -617,8 +537,97 @@ impl WorkerCore {
         if !self.can_block() {
             cannot_block(
                 self.unwinding_fibers(),
-                self.current.get().is_none() && self.context.outside(),
+                self.sched.current().is_none() && self.context.outside(),
             );
+        }
+    }
+
+    /// Starts a fiber and makes it ready.
+    ///
+    /// # Panics
+    /// If its stack cannot be had (see [`try_spawn_fiber`](Self::try_spawn_fiber)), at the
+    /// caller's `spawn`.
+    #[track_caller]
+    pub(crate) fn spawn_fiber(&self, f: impl FnOnce() + 'static) {
+        if let Err(e) = self.sched.spawn(f) {
+            panic!("{e}");
+        }
+    }
+
+    /// Starts a fiber and makes it ready, or says why its stack could not be had.
+    pub(crate) fn try_spawn_fiber(&self, f: impl FnOnce() + 'static) -> Result<(), String> {
+        self.sched.spawn(f)
+    }
+
+    /// The running fiber's id.
+    #[inline]
+    pub(crate) fn current_fiber(&self) -> Option<u32> {
+        self.sched.current()
+    }
+
+    /// Makes fiber `id` ready.
+    #[inline]
+    pub(crate) fn wake_fiber(&self, id: u32) {
+        self.sched.wake(id);
+    }
+
+    /// Whether no fiber of this worker is ready to run.
+    #[inline]
+    pub(crate) fn nothing_ready(&self) -> bool {
+        self.sched.nothing_ready()
+    }
+
+    /// Suspends the running fiber until `done()` holds (someone must wake it).
+    #[track_caller]
+    pub(crate) fn wait_until(&self, done: impl Fn() -> bool) {
+        self.assert_can_block();
+        while !done() {
+            fiber::suspend();
+            if !done() && self.stopping() {
+                // Let the worker loop exit; the fiber will be dropped (unwound).
+                fiber::suspend();
+            }
+        }
+    }
+
+    /// Suspends the running fiber until `cond()` holds ([`crate::wait_for`]). The worker tests
+    /// the condition once per loop turn, between fibers (`Scheduler::wake_waiters`), so a
+    /// waiting fiber costs no switch until it can go on, and a worker whose fibers all wait is
+    /// idle: it sleeps in short spells, and it can be found quiet, which is how a job whose
+    /// ranks wait for each other on the host board is seen deadlocked.
+    #[track_caller]
+    pub(crate) fn wait_for(&self, cond: &mut dyn FnMut() -> bool) {
+        self.assert_can_block();
+        let Some(id) = self.sched.current() else {
+            return;
+        };
+        let board = &self.shared.board_fresh[self.local];
+        self.sched.wait_for(id, &self.context, board, cond);
+    }
+
+    /// Suspends the running fiber until `cond()` holds, for an operation in flight that no
+    /// message counter sees (a segment's RMA on a fabric): meanwhile the worker counts as having
+    /// a sleeper due now, so it is neither found quiet (no false deadlock) nor parked for long.
+    #[track_caller]
+    pub(crate) fn wait_in_flight(&self, cond: &mut dyn FnMut() -> bool) {
+        if cond() {
+            return;
+        }
+        self.assert_can_block();
+        let Some(id) = self.sched.current() else {
+            return;
+        };
+        let board = &self.shared.board_fresh[self.local];
+        self.sched.wait_in_flight(id, &self.context, board, cond);
+    }
+
+    /// Suspends the running fiber until `until` ([`crate::sleep`]); the loop looks at the
+    /// scheduler's timers once per turn.
+    #[track_caller]
+    pub(crate) fn sleep_until(&self, until: Instant) {
+        self.assert_can_block();
+        if let Some(id) = self.sched.current() {
+            self.sched.sleep_until(id, until);
         }
     }
 }
@@ -721,6 +730,7 @@ use inbox::Inbox;
 use lanes::Lanes;
 use outbox::Outbox;
 pub(crate) use pending::{Data, Pending};
+use sched::Scheduler;
 pub(crate) use shared::{Place, Shared};
 use sockets::SocketWatch;
 

@@ -283,12 +283,6 @@ impl WorkerCore {
         self.publish_traffic();
     }
 
-    /// Whether no fiber of this worker is ready to run.
-    #[inline]
-    pub(crate) fn nothing_ready(&self) -> bool {
-        self.ready.borrow().is_empty()
-    }
-
     /// Publishes the staged batches to every other worker (request batches only if `requests`);
     /// returns whether any slot was published. What is left for a later flush closes the gate,
     /// so that the looks of inline applies make it.
@@ -298,5 +292,62 @@ impl WorkerCore {
             self.door.close_gate();
         }
         done.any
+    }
+
+    /// Yields the running fiber (it stays ready).
+    ///
+    /// When no other fiber is ready, switching to the scheduler would only resume this fiber
+    /// again: the scheduler polls once per `POLL_EVERY` fibers it resumes. So then the yield
+    /// returns at once, and every `POLL_EVERY`-th such yield polls here instead, on the
+    /// fiber's stack, which keeps the poll cadence of a yielding loop as it was; but not in a
+    /// loop of inline applies before the fibers' share that the last poll granted is used up
+    /// ([`in_share`](Self::in_share)), or its yields would take back what the share gave. A
+    /// fiber made ready by that poll, a draining or stopping runtime, all take the real switch.
+    /// Switching to the scheduler and back on such yields cost a loop that yields often a large
+    /// part of its time.
+    #[track_caller]
+    pub(crate) fn yield_fiber(&self) {
+        if !self.can_block() {
+            if self.unwinding_fibers() {
+                // A destructor of a fiber the ended run drops: nothing else will run, so there
+                // is nothing to yield to (and a panic here would abort the process).
+                return;
+            }
+            self.assert_can_block();
+        }
+        let Some(id) = self.sched.current() else {
+            return;
+        };
+        if self.sched.nothing_ready()
+            && !self.stopping()
+            && !self.shared.draining.load(Ordering::Relaxed)
+        {
+            let n = self.quick_yields.get() + 1;
+            if n < POLL_EVERY as u32 || self.in_share() {
+                self.quick_yields.set(n);
+                return;
+            }
+            self.quick_yields.set(0);
+            self.guarded(false, || self.poll());
+            if self.sched.nothing_ready() {
+                return;
+            }
+        }
+        self.sched.wake(id);
+        fiber::suspend();
+    }
+
+    /// Whether this yield comes from a loop of inline applies (some ran since the last yield)
+    /// that is still within the share the last poll granted this worker's fibers
+    /// (`poll_flushing`). Only inline applies spend the share: a fiber that yields between
+    /// other work (remote requests, computing, waiting) keeps the usual cadence of polls, or
+    /// its worker would serve its clients only once that fiber had yielded thousands of times.
+    /// A back-off of the looks at empty rings (`look_later`) is no share: yields keep their
+    /// cadence through it.
+    #[inline]
+    fn in_share(&self) -> bool {
+        let r = self.inline_runs.get();
+        r != self.runs_at_yield.replace(r)
+            && ((r < 0 && self.empty_looks.get() == 0) || self.share_left.get() > 0)
     }
 }

@@ -1,23 +1,134 @@
-//! The fiber scheduler: spawning, waking, yielding, the ready queue and the fibers waiting in
-//! `wait_for` or `sleep`.
+//! The fiber scheduler, a part of the worker with its own state: the fibers and their stacks, the
+//! ready queue, the fibers sleeping until a deadline ([`crate::sleep`]) and those waiting in
+//! [`crate::wait_for`]. The worker core owns one and drives it: it checks that the caller may
+//! block, polls and decides when to run fibers (`idle.rs`, `poll.rs`); the scheduler only keeps
+//! and switches fibers, and calls down to nothing of the worker but [`Context`] (a `wait_for`
+//! condition is tested in callback context).
 
-use super::*;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-impl WorkerCore {
-    /// Starts a fiber and makes it ready.
+use super::context::{CALLBACK, Context};
+use crate::fiber::{self, Co, StackPool};
+
+/// The longest an idle worker sleeps while fibers of it wait in [`crate::wait_for`]: their
+/// conditions are set by other processes through the host board, which ring no doorbell. The
+/// 20 µs that `gsm-collectives`' board waits slept before the runtime took them over.
+pub(super) const WAITER_SLEEP: Duration = Duration::from_micros(20);
+
+/// A fiber suspended in [`crate::wait_for`] and its condition, which lives on that fiber's
+/// stack: the fiber stays suspended while its entry exists (only the scheduler, on taking the
+/// entry out, makes it ready), and teardown forgets the entries before it drops the fibers.
+struct Waiter {
+    fiber: u32,
+    cond: *mut (dyn FnMut() -> bool + 'static),
+    /// Where the scheduler leaves a panic of the condition (on the same fiber's stack), which
+    /// the fiber then raises without testing again (so the panic is reported once).
+    panic: *mut Option<Box<dyn std::any::Any + Send>>,
+}
+
+impl Waiter {
+    /// Tests the condition in condition context (see [`condition`]): a panic is kept for the
+    /// fiber and counts as true.
     ///
-    /// # Panics
-    /// If its stack cannot be had (see [`try_spawn_fiber`](Self::try_spawn_fiber)), at the
-    /// caller's `spawn`.
-    #[track_caller]
-    pub(crate) fn spawn_fiber(&self, f: impl FnOnce() + 'static) {
-        if let Err(e) = self.try_spawn_fiber(f) {
-            panic!("{e}");
+    /// # Safety
+    /// The fiber that owns `cond` and `panic` is suspended in `wait_for` (see the type's docs).
+    unsafe fn holds(&self, context: &Context) -> bool {
+        // SAFETY: the caller's; both live in the suspended fiber's frame.
+        unsafe {
+            if (*self.panic).is_some() {
+                return true;
+            }
+            match condition(context, &mut *self.cond) {
+                Ok(holds) => holds,
+                Err(p) => {
+                    *self.panic = Some(p);
+                    true
+                }
+            }
+        }
+    }
+}
+
+/// Tests a `wait_for` condition in callback context, on the fiber and on the worker alike. The
+/// worker tests it between fibers, where nothing may block; a blocking call in it then panicked
+/// with "called outside a fiber" (the caller was in a fiber) while the same call passed in the
+/// fiber's own first test. Now it is refused in every test with
+/// [`BLOCKING_IN_DELEGATED`](crate::error::BLOCKING_IN_DELEGATED), which names conditions, and
+/// `try_apply` there answers `BlockingInDelegatedContext`. A panic in `cond` is caught, with the
+/// level put back, for the caller to raise in the fiber.
+fn condition(context: &Context, cond: &mut dyn FnMut() -> bool) -> std::thread::Result<bool> {
+    context.caught(CALLBACK, cond)
+}
+
+/// One worker's fibers: who is ready, who runs, who sleeps, who waits for a condition.
+///
+/// All mutation goes through `Cell`/`RefCell`, and no borrow is held while a fiber or a
+/// condition runs.
+pub(crate) struct Scheduler {
+    fibers: RefCell<Vec<Option<Co>>>,
+    free_fibers: RefCell<Vec<u32>>,
+    ready: RefCell<VecDeque<u32>>,
+    current: Cell<Option<u32>>,
+    /// Set while [`drop_fibers`](Self::drop_fibers) drops the unfinished fibers (see
+    /// `worker::fiber_panic`).
+    dropping: Cell<bool>,
+    stacks: RefCell<StackPool>,
+    /// Fibers suspended in `wait_for`, with their conditions, and how many there are (tested
+    /// once per loop turn).
+    waiting: RefCell<Vec<Waiter>>,
+    waiters: Cell<usize>,
+    /// Of those, the deadlines of fibers in `wait_in_flight` (always "now"): their wait ends by
+    /// itself, so while there are any the worker is never quiet and naps only briefly.
+    sleepers: RefCell<Vec<Instant>>,
+    /// Fibers in `sleep`, by deadline (and a sequence number, for equal deadlines): one clock
+    /// read per loop turn tells whether any is due, where a `wait_for` per sleeper cost a clock
+    /// read per sleeper per turn (a client with many sleeping fibers spent most of its turns on
+    /// them). While there are any the worker is never quiet (a job whose fibers wait for a
+    /// sleeper is no deadlock), and an idle worker sleeps until the first.
+    timers: RefCell<BTreeMap<(Instant, u64), u32>>,
+    timer_seq: Cell<u64>,
+}
+
+/// Marks the scheduler as running no fiber when dropped (see `run_ready`).
+struct OutOfFiber<'a>(&'a Cell<Option<u32>>);
+
+impl Drop for OutOfFiber<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.0.set(None);
+        fiber::clear_current();
+    }
+}
+
+impl Scheduler {
+    /// A scheduler with no fibers, whose fibers get stacks of `stack` bytes.
+    pub(super) fn new(stack: usize) -> Self {
+        Scheduler {
+            fibers: RefCell::new(Vec::new()),
+            free_fibers: RefCell::new(Vec::new()),
+            ready: RefCell::new(VecDeque::new()),
+            current: Cell::new(None),
+            dropping: Cell::new(false),
+            stacks: RefCell::new(StackPool::new(stack)),
+            waiting: RefCell::new(Vec::new()),
+            waiters: Cell::new(0),
+            sleepers: RefCell::new(Vec::new()),
+            timers: RefCell::new(BTreeMap::new()),
+            timer_seq: Cell::new(0),
         }
     }
 
+    /// The size of a fiber's stack.
+    pub(super) fn stack_size(&self) -> usize {
+        self.stacks.borrow().size()
+    }
+
     /// Starts a fiber and makes it ready, or says why its stack could not be had.
-    pub(crate) fn try_spawn_fiber(&self, f: impl FnOnce() + 'static) -> Result<(), String> {
+    pub(super) fn spawn(&self, f: impl FnOnce() + 'static) -> Result<(), String> {
         let made = self.stacks.borrow_mut().fiber(f);
         let co = made.map_err(|e| self.stacks.borrow_mut().explain(&e))?;
         let id = {
@@ -38,101 +149,76 @@ impl WorkerCore {
     }
 
     /// The running fiber's id.
-    #[inline]
-    pub(crate) fn current_fiber(&self) -> Option<u32> {
+    #[inline(always)]
+    pub(super) fn current(&self) -> Option<u32> {
         self.current.get()
     }
 
     /// Makes fiber `id` ready.
     #[inline]
-    pub(crate) fn wake_fiber(&self, id: u32) {
+    pub(super) fn wake(&self, id: u32) {
         self.ready.borrow_mut().push_back(id);
     }
 
-    /// Yields the running fiber (it stays ready).
-    ///
-    /// When no other fiber is ready, switching to the scheduler would only resume this fiber
-    /// again: the scheduler polls once per `POLL_EVERY` fibers it resumes. So then the yield
-    /// returns at once, and every `POLL_EVERY`-th such yield polls here instead, on the
-    /// fiber's stack, which keeps the poll cadence of a yielding loop as it was; but not in a
-    /// loop of inline applies before the fibers' share that the last poll granted is used up
-    /// ([`in_share`](Self::in_share)), or its yields would take back what the share gave. A
-    /// fiber made ready by that poll, a draining or stopping runtime, all take the real switch.
-    /// Switching to the scheduler and back on such yields cost a loop that yields often a large
-    /// part of its time.
-    #[track_caller]
-    pub(crate) fn yield_fiber(&self) {
-        if !self.can_block() {
-            if self.unwinding_fibers() {
-                // A destructor of a fiber the ended run drops: nothing else will run, so there
-                // is nothing to yield to (and a panic here would abort the process).
-                return;
-            }
-            self.assert_can_block();
-        }
-        let Some(id) = self.current.get() else {
-            return;
-        };
-        if self.nothing_ready() && !self.stopping() && !self.shared.draining.load(Ordering::Relaxed)
-        {
-            let n = self.quick_yields.get() + 1;
-            if n < POLL_EVERY as u32 || self.in_share() {
-                self.quick_yields.set(n);
-                return;
-            }
-            self.quick_yields.set(0);
-            self.guarded(false, || self.poll());
-            if self.nothing_ready() {
-                return;
-            }
-        }
-        self.wake_fiber(id);
-        fiber::suspend();
-    }
-
-    /// Whether this yield comes from a loop of inline applies (some ran since the last yield)
-    /// that is still within the share the last poll granted this worker's fibers
-    /// (`poll_flushing`). Only inline applies spend the share: a fiber that yields between
-    /// other work (remote requests, computing, waiting) keeps the usual cadence of polls, or
-    /// its worker would serve its clients only once that fiber had yielded thousands of times.
-    /// A back-off of the looks at empty rings (`look_later`) is no share: yields keep their
-    /// cadence through it.
+    /// Whether no fiber is ready to run.
     #[inline]
-    pub(super) fn in_share(&self) -> bool {
-        let r = self.inline_runs.get();
-        r != self.runs_at_yield.replace(r)
-            && ((r < 0 && self.empty_looks.get() == 0) || self.share_left.get() > 0)
+    pub(super) fn nothing_ready(&self) -> bool {
+        self.ready.borrow().is_empty()
     }
 
-    /// Suspends the running fiber until `done()` holds (someone must wake it).
-    #[track_caller]
-    pub(crate) fn wait_until(&self, done: impl Fn() -> bool) {
-        self.assert_can_block();
-        while !done() {
-            fiber::suspend();
-            if !done() && self.stopping() {
-                // Let the worker loop exit; the fiber will be dropped (unwound).
-                fiber::suspend();
+    /// Whether [`drop_fibers`](Self::drop_fibers) is dropping the unfinished fibers.
+    #[inline]
+    pub(super) fn dropping(&self) -> bool {
+        self.dropping.get()
+    }
+
+    /// Runs up to `max` ready fibers, each until it suspends or ends; how many ran.
+    pub(super) fn run_ready(&self, max: usize) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(id) = self.ready.borrow_mut().pop_front() else {
+                break;
+            };
+            let Some(mut co) = self
+                .fibers
+                .borrow_mut()
+                .get_mut(id as usize)
+                .and_then(|s| s.take())
+            else {
+                continue;
+            };
+            self.current.set(Some(id));
+            let r = {
+                // No fiber runs once `resume` is back, whether it returned or a panic escaped
+                // the fiber: left set, `current` would let teardown's code block, and the
+                // yielder would point into a fiber's dropped stack.
+                let _out = OutOfFiber(&self.current);
+                co.resume(())
+            };
+            n += 1;
+            if r.as_return().is_some() {
+                self.stacks.borrow_mut().recycle(co);
+                self.free_fibers.borrow_mut().push(id);
+            } else {
+                self.fibers.borrow_mut()[id as usize] = Some(co);
             }
         }
+        n
     }
 
-    /// Suspends the running fiber until `cond()` holds ([`crate::wait_for`]). The worker tests
-    /// the condition once per loop turn, between fibers ([`wake_waiters`](Self::wake_waiters)),
-    /// so a waiting fiber costs no switch until it can go on, and a worker whose fibers all wait
-    /// is idle: it sleeps in short spells, and it can be found quiet, which is how a job whose
-    /// ranks wait for each other on the host board is seen deadlocked.
-    #[track_caller]
-    pub(crate) fn wait_for(&self, cond: &mut dyn FnMut() -> bool) {
-        self.assert_can_block();
-        let Some(id) = self.current.get() else {
-            return;
-        };
+    /// Suspends fiber `id` (the running one) until `cond()` holds, tested in callback context
+    /// of `context`: by the fiber first, then by the worker once per loop turn
+    /// ([`wake_waiters`](Self::wake_waiters)). `board`: this worker's word of
+    /// `Shared::board_fresh`, zeroed when the first fiber starts waiting.
+    pub(super) fn wait_for(
+        &self,
+        id: u32,
+        context: &Context,
+        board: &AtomicU64,
+        cond: &mut dyn FnMut() -> bool,
+    ) {
         let mut panic: Option<Box<dyn std::any::Any + Send>> = None;
-        while !self
-            .condition(cond)
-            .unwrap_or_else(|p| std::panic::resume_unwind(p))
-        {
+        while !condition(context, cond).unwrap_or_else(|p| std::panic::resume_unwind(p)) {
             let short: *mut (dyn FnMut() -> bool + '_) = cond;
             // SAFETY: only the lifetime is erased. The entry is taken out of `waiting` before
             // this fiber is made ready again, so the pointers are used only while this frame is
@@ -141,7 +227,7 @@ impl WorkerCore {
             let cond: *mut (dyn FnMut() -> bool + 'static) = unsafe { std::mem::transmute(short) };
             let mut waiting = self.waiting.borrow_mut();
             if waiting.is_empty() {
-                self.shared.board_fresh[self.local].store(0, Ordering::SeqCst);
+                board.store(0, Ordering::SeqCst);
             }
             waiting.push(Waiter {
                 fiber: id,
@@ -160,28 +246,25 @@ impl WorkerCore {
         }
     }
 
-    /// Suspends the running fiber until `cond()` holds, for an operation in flight that no
-    /// message counter sees (a segment's RMA on a fabric): meanwhile the worker counts as having
-    /// a sleeper due now, so it is neither found quiet (no false deadlock) nor parked for long.
-    #[track_caller]
-    pub(crate) fn wait_in_flight(&self, cond: &mut dyn FnMut() -> bool) {
-        if cond() {
-            return;
-        }
+    /// [`wait_for`](Self::wait_for) for an operation in flight that no message counter sees:
+    /// meanwhile the worker counts as having a sleeper due now, so it is neither found quiet
+    /// (no false deadlock) nor parked for long.
+    pub(super) fn wait_in_flight(
+        &self,
+        id: u32,
+        context: &Context,
+        board: &AtomicU64,
+        cond: &mut dyn FnMut() -> bool,
+    ) {
         let now = Instant::now();
         self.sleepers.borrow_mut().push(now);
         let _sleeping = Sleeping(&self.sleepers, now);
-        self.wait_for(cond);
+        self.wait_for(id, context, board, cond);
     }
 
-    /// Suspends the running fiber until `until` ([`crate::sleep`]): an entry in the worker's
-    /// timers, which the loop looks at once per turn ([`wake_timers`](Self::wake_timers)).
-    #[track_caller]
-    pub(crate) fn sleep_until(&self, until: Instant) {
-        self.assert_can_block();
-        let Some(id) = self.current.get() else {
-            return;
-        };
+    /// Suspends fiber `id` (the running one) until `until`: an entry in the timers, which the
+    /// loop looks at once per turn ([`wake_timers`](Self::wake_timers)).
+    pub(super) fn sleep_until(&self, id: u32, until: Instant) {
         if Instant::now() >= until {
             return;
         }
@@ -227,15 +310,28 @@ impl WorkerCore {
             .is_some_and(|(&(t, _), _)| t <= Instant::now())
     }
 
-    /// Whether fibers wait in [`wait_for`](Self::wait_for) or sleep.
+    /// How many fibers wait in `wait_for` (one load).
+    #[inline(always)]
+    pub(super) fn waiters(&self) -> usize {
+        self.waiters.get()
+    }
+
+    /// Whether fibers wait in `wait_for` or sleep.
     #[inline]
     pub(super) fn has_waits(&self) -> bool {
         self.waiters.get() > 0 || !self.timers.borrow().is_empty()
     }
 
+    /// Whether fibers sleep or wait for an operation in flight: waits that end by themselves,
+    /// so the worker is not quiet.
+    #[inline]
+    pub(super) fn has_timed(&self) -> bool {
+        !self.sleepers.borrow().is_empty() || !self.timers.borrow().is_empty()
+    }
+
     /// How long an idle worker may sleep: until the first sleeper's deadline when no fiber
-    /// waits in [`wait_for`](Self::wait_for) for anything but the clock (at most `longest`),
-    /// else [`WAITER_SLEEP`] (board conditions ring no doorbell).
+    /// waits in `wait_for` for anything but the clock (at most `longest`), else
+    /// [`WAITER_SLEEP`] (board conditions ring no doorbell).
     pub(super) fn waiter_nap(&self, longest: Duration) -> Duration {
         let sleepers = self.sleepers.borrow();
         if sleepers.len() < self.waiters.get() {
@@ -251,50 +347,41 @@ impl WorkerCore {
             .min(longest)
     }
 
-    /// Tests a [`wait_for`](Self::wait_for) condition in callback context, on the fiber and on
-    /// the worker alike. The worker tests it between fibers, where nothing may block; a
-    /// blocking call in it then panicked with "called outside a fiber" (the caller was in a
-    /// fiber) while the same call passed in the fiber's own first test. Now it is refused in
-    /// every test with [`BLOCKING_IN_DELEGATED`], which names conditions, and `try_apply`
-    /// there answers `BlockingInDelegatedContext`. A panic in `cond` is caught, with the
-    /// level put back, for the caller to raise in the fiber.
-    pub(super) fn condition(&self, cond: &mut dyn FnMut() -> bool) -> std::thread::Result<bool> {
-        self.context.caught(CALLBACK, cond)
-    }
-
-    /// Makes ready every fiber in [`wait_for`](Self::wait_for) whose condition holds; returns
-    /// whether there was one. One load per loop turn when no fiber waits.
+    /// Makes ready every fiber in `wait_for` whose condition holds (tested in callback context
+    /// of `context`); returns whether there was one. One load per loop turn when no fiber
+    /// waits. `board` as in [`wait_for`](Self::wait_for), set to `u64::MAX` when none waits
+    /// any more.
     #[inline]
-    pub(super) fn wake_waiters(&self) -> bool {
-        self.waiters.get() > 0 && self.wake_waiters_slow()
+    pub(super) fn wake_waiters(&self, context: &Context, board: &AtomicU64) -> bool {
+        self.waiters.get() > 0 && self.wake_waiters_slow(context, board)
     }
 
     #[cold]
     #[inline(never)]
-    pub(super) fn wake_waiters_slow(&self) -> bool {
+    fn wake_waiters_slow(&self, context: &Context, board: &AtomicU64) -> bool {
         // Taken out while the conditions run: no borrow is held across user code.
         let mut waiting = std::mem::take(&mut *self.waiting.borrow_mut());
         let before = waiting.len();
         waiting.retain(|w| {
             // SAFETY: an entry's fiber is suspended in `wait_for` (see `Waiter`).
-            let go = unsafe { w.holds(self) };
+            let go = unsafe { w.holds(context) };
             if go {
-                self.wake_fiber(w.fiber);
+                self.wake(w.fiber);
             }
             !go
         });
         let woke = waiting.len() < before;
         if waiting.is_empty() {
-            self.shared.board_fresh[self.local].store(u64::MAX, Ordering::SeqCst);
+            board.store(u64::MAX, Ordering::SeqCst);
         }
         self.waiters.set(waiting.len());
         *self.waiting.borrow_mut() = waiting;
         woke
     }
 
-    /// Whether a fiber in [`wait_for`](Self::wait_for) could go on (tested while spinning, and
-    /// before a quiet report), without making it ready.
-    pub(super) fn waiter_ready(&self) -> bool {
+    /// Whether a fiber in `wait_for` could go on (tested while spinning, and before a quiet
+    /// report), without making it ready.
+    pub(super) fn waiter_ready(&self, context: &Context) -> bool {
         (0..self.waiters.get()).any(|i| {
             let Some((fiber, cond, panic)) = self
                 .waiting
@@ -306,49 +393,34 @@ impl WorkerCore {
             };
             // SAFETY: as in `wake_waiters_slow`; no borrow of `waiting` is held while it runs.
             // A panic is kept for the next turn, which makes the fiber ready to raise it.
-            unsafe { Waiter { fiber, cond, panic }.holds(self) }
+            unsafe { Waiter { fiber, cond, panic }.holds(context) }
         })
     }
 
-    pub(super) fn run_ready(&self, max: usize) -> usize {
-        let mut n = 0;
-        while n < max {
-            let Some(id) = self.ready.borrow_mut().pop_front() else {
-                break;
-            };
-            let Some(mut co) = self
-                .fibers
-                .borrow_mut()
-                .get_mut(id as usize)
-                .and_then(|s| s.take())
-            else {
-                continue;
-            };
-            self.current.set(Some(id));
-            let r = {
-                // No fiber runs once `resume` is back, whether it returned or a panic escaped
-                // the fiber: left set, `current` would let teardown's code block, and the
-                // yielder would point into a fiber's dropped stack.
-                let _out = OutOfFiber(self);
-                co.resume(())
-            };
-            n += 1;
-            if r.as_return().is_some() {
-                self.stacks.borrow_mut().recycle(co);
-                self.free_fibers.borrow_mut().push(id);
-            } else {
-                self.fibers.borrow_mut()[id as usize] = Some(co);
-            }
+    /// Live fibers, and of them those ready to run (for the report of a deadlock).
+    pub(super) fn counts(&self) -> (usize, usize) {
+        let live = self.fibers.borrow().iter().filter(|f| f.is_some()).count();
+        (live, self.ready.borrow().len())
+    }
+
+    /// Drops every unfinished fiber (at the end of a run), after forgetting the waits whose
+    /// conditions and timers live on their stacks (see `Waiter`). A fiber's destructors run
+    /// with [`dropping`](Self::dropping) set; what they panic with is swallowed.
+    pub(super) fn drop_fibers(&self) {
+        self.waiting.borrow_mut().clear();
+        self.waiters.set(0);
+        self.timers.borrow_mut().clear();
+        let fibers = std::mem::take(&mut *self.fibers.borrow_mut());
+        self.dropping.set(true);
+        for co in fibers.into_iter().flatten() {
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(co)));
         }
-        n
+        self.dropping.set(false);
     }
 }
 
 /// A sleeping fiber's entry in `timers`, taken out when its wait ends early (unwinding).
-struct Timer<'a>(
-    &'a RefCell<std::collections::BTreeMap<(Instant, u64), u32>>,
-    (Instant, u64),
-);
+struct Timer<'a>(&'a RefCell<BTreeMap<(Instant, u64), u32>>, (Instant, u64));
 
 impl Drop for Timer<'_> {
     fn drop(&mut self) {

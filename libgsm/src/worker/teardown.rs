@@ -36,16 +36,7 @@ impl WorkerCore {
                 }
             }
         }
-        // The conditions of waiting fibers live on their stacks (see `Waiter`).
-        self.waiting.borrow_mut().clear();
-        self.waiters.set(0);
-        self.timers.borrow_mut().clear();
-        let fibers = std::mem::take(&mut *self.fibers.borrow_mut());
-        self.dropping_fibers.set(true);
-        for co in fibers.into_iter().flatten() {
-            let _ = catch_unwind(AssertUnwindSafe(move || drop(co)));
-        }
-        self.dropping_fibers.set(false);
+        self.sched.drop_fibers();
         // A property still here lost its last trust to a leak (or never had it released
         // before the end); its destructor runs now, in delegated context as during the run (a
         // blocking `try_apply` in it gets `BlockingInDelegatedContext`, where it panicked with

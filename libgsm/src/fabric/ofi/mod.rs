@@ -157,6 +157,7 @@ impl Ofi {
             fabric = %stack.offer.fabric,
             domain = %stack.offer.domain,
             mr_mode = format_args!("{:#x}", stack.offer.mr_mode),
+            cq_wait = %if stack.can_wait() { "fd" } else { "none" },
             chosen_by = if wanted.is_some() { PROVIDER_VAR } else { "fi_getinfo's first answer with RMA" },
             "ofi endpoint opened"
         );
