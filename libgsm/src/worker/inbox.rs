@@ -116,6 +116,15 @@ impl Inbox {
                 .any(|&g| ring_has_data(&self.requests[g]) || ring_has_data(&self.responses[g]))
     }
 
+    /// A marked ring whose end this worker has not taken yet: its producer left the end before
+    /// marking, but after this poll's first look at the ends.
+    #[inline]
+    fn find_end(&self, lanes: &Lanes, ring: &RefCell<Option<Box<Consumer>>>) {
+        if ring.borrow().is_none() {
+            self.install(lanes);
+        }
+    }
+
     /// Takes the ring ends other workers of this rank made to this one since the last poll.
     fn install(&self, lanes: &Lanes) {
         for (request, from, c) in lanes.arrivals(self.local) {
@@ -169,6 +178,7 @@ impl Inbox {
             work |= self.serve_ring(core, c);
         }
         lanes.take(self.local, true, |c| {
+            self.find_end(lanes, &self.requests[c]);
             work |= self.serve_ring(core, c);
         });
         work
@@ -228,6 +238,7 @@ impl Inbox {
             work |= self.complete_ring(core, t);
         }
         lanes.take(self.local, false, |t| {
+            self.find_end(lanes, &self.responses[t]);
             work |= self.complete_ring(core, t);
         });
         work
