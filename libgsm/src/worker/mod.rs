@@ -736,6 +736,8 @@ use sockets::SocketWatch;
 
 #[cfg(test)]
 mod boundary_tests;
+#[cfg(all(test, not(loom)))]
+mod lanes_tests;
 #[cfg(test)]
 mod mutation_tests;
 #[cfg(test)]
