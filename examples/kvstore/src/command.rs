@@ -106,6 +106,9 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
     if keyspace::NAMES.contains(&name.as_str()) {
         return keyspace::plan(&name, args);
     }
+    if hash::NAMES.contains(&name.as_str()) {
+        return hash::plan(&name, args);
+    }
     let n = args.len();
     let fixed = |want: usize| n == want;
     match name.as_str() {
@@ -471,6 +474,7 @@ fn config(args: &[Vec<u8>]) -> Plan {
     }
 }
 
+mod hash;
 mod keyspace;
 mod strings;
 #[cfg(test)]

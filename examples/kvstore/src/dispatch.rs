@@ -424,5 +424,11 @@ pub fn answer(out: &mut Vec<u8>, a: Answer) {
                 }
             }
         }
+        Answer::Array(items) => {
+            resp::array(out, items.len());
+            for a in items {
+                answer(out, a);
+            }
+        }
     }
 }

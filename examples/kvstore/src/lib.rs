@@ -13,7 +13,9 @@
 //! `FLUSHALL`/`FLUSHDB`, `PING`, `ECHO`, `QUIT`, `SHUTDOWN`, `SELECT 0`, `CLIENT` (`ID`, `INFO`,
 //! `LIST`, `GETNAME`, `SETNAME`, `REPLY`, `KILL`), `GETEX`, `INCRBYFLOAT`, `GETRANGE`/`SUBSTR`,
 //! `SETRANGE`, `APPEND`, `STRLEN`, `TYPE`, `UNLINK`, `KEYS`, `SCAN` (`MATCH`, `COUNT`, `TYPE`),
-//! `RANDOMKEY`, `PERSIST`, `GETDEL`, `GETSET`, `SETNX`, `EXPIRETIME`, `PEXPIRETIME`, `HELLO 2`, and enough of `INFO`, `CONFIG GET` and `COMMAND` for tools to start. Keys and values are binary-safe.
+//! `RANDOMKEY`, `PERSIST`, `GETDEL`, `GETSET`, `SETNX`, `EXPIRETIME`, `PEXPIRETIME`, the hash
+//! commands (`HSET`, `HMSET`, `HSETNX`, `HGET`, `HMGET`, `HDEL`, `HLEN`, `HEXISTS`, `HSTRLEN`,
+//! `HKEYS`, `HVALS`, `HGETALL`, `HINCRBY`, `HINCRBYFLOAT`, `HSCAN`, `HRANDFIELD`), `HELLO 2`, and enough of `INFO`, `CONFIG GET` and `COMMAND` for tools to start. Keys and values are binary-safe.
 //! Nothing is persisted (no RDB, no AOF): the data lives as long as the job. There is no
 //! authentication: the default `--bind` is 127.0.0.1, as Redis's protected mode.
 //!

@@ -7,21 +7,15 @@ use crate::glob::Pattern;
 impl Shard {
     pub(super) fn key_type(&mut self, key: &[u8], now: i64) -> Answer {
         Answer::Status(
-            if self.live(key, now).is_some() {
-                "string"
-            } else {
-                "none"
-            }
-            .into(),
+            self.live(key, now)
+                .map_or("none", |e| e.value.type_name())
+                .into(),
         )
     }
 
     /// The live keys that `pattern` matches (every one for `None`); with `kind`, only keys of
-    /// that type (every key is a string).
+    /// that type.
     pub(super) fn keys(&mut self, pattern: Option<&[u8]>, kind: Option<&[u8]>, now: i64) -> Answer {
-        if kind.is_some_and(|k| !k.eq_ignore_ascii_case(b"string")) {
-            return Answer::Values(Vec::new());
-        }
         let pattern = pattern
             .filter(|p| *p != b"*")
             .map(|p| Pattern::new(p, false));
@@ -29,6 +23,9 @@ impl Shard {
             .map
             .iter()
             .filter(|(_, e)| e.expires.is_none_or(|t| t > now))
+            .filter(|(_, e)| {
+                kind.is_none_or(|k| k.eq_ignore_ascii_case(e.value.type_name().as_bytes()))
+            })
             .filter(|(k, _)| pattern.as_ref().is_none_or(|p| p.matches(k)))
             .map(|(k, _)| Some(k.clone()))
             .collect();
