@@ -52,6 +52,11 @@ pub enum Plan {
     Quit,
     /// `SHUTDOWN [NOSAVE|SAVE]`: stop every rank of the job.
     Shutdown,
+    /// `RENAME`, `RENAMENX`, `COPY`: one operation if both keys live on one shard, else a
+    /// move between two (`pair.rs`).
+    Move(Move),
+    /// `LCS` of two keys' strings, with its options or the error they earn.
+    Lcs(Vec<Vec<u8>>, Result<crate::lcs::Options, String>),
 }
 
 fn error(text: &str) -> Plan {
@@ -87,6 +92,22 @@ pub(super) fn unknown(args: &[Vec<u8>]) -> Plan {
     ))
 }
 
+/// Redis 7.0's error for a subcommand of `command`: one it does not know, or (`known`) one
+/// given the wrong number of arguments.
+pub(super) fn bad_subcommand(command: &str, sub: &[u8], known: bool) -> Plan {
+    let shown: String = String::from_utf8_lossy(sub).chars().take(128).collect();
+    if known {
+        let lower = shown.to_ascii_lowercase();
+        return error(&format!(
+            "ERR wrong number of arguments for '{command}|{lower}' command"
+        ));
+    }
+    error(&format!(
+        "ERR unknown subcommand '{shown}'. Try {} HELP.",
+        command.to_ascii_uppercase()
+    ))
+}
+
 fn reply(f: impl FnOnce(&mut Vec<u8>)) -> Plan {
     let mut out = Vec::new();
     f(&mut out);
@@ -108,6 +129,9 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
     }
     if hash::NAMES.contains(&name.as_str()) {
         return hash::plan(&name, args);
+    }
+    if moves::NAMES.contains(&name.as_str()) {
+        return moves::plan(&name, args);
     }
     let n = args.len();
     let fixed = |want: usize| n == want;
@@ -160,7 +184,7 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
             Ok(0) => reply(|o| resp::simple(o, "OK")),
             Ok(_) => error("ERR DB index is out of range"),
         },
-        "command" => command(&args),
+        "command" => table::command(&args),
         "config" if n >= 2 => config(&args),
         "client" if n >= 2 => Plan::Client(args),
         "get" | "set" | "del" | "exists" | "incr" | "decr" | "incrby" | "decrby" | "mget"
@@ -389,50 +413,6 @@ fn hello(args: &[Vec<u8>]) -> Plan {
     })
 }
 
-/// `COMMAND`, `COMMAND COUNT`, `COMMAND DOCS`: enough for `redis-cli` to start (it falls back to
-/// its own help when the documentation is empty).
-fn command(args: &[Vec<u8>]) -> Plan {
-    let sub = args.get(1).map(|s| s.to_ascii_lowercase());
-    match sub.as_deref() {
-        Some(b"count") => reply(|o| resp::integer(o, COMMANDS.len() as i64)),
-        _ => reply(|o| resp::array(o, 0)),
-    }
-}
-
-/// The commands this store knows (for `COMMAND COUNT`).
-const COMMANDS: &[&str] = &[
-    "get",
-    "set",
-    "setex",
-    "psetex",
-    "del",
-    "exists",
-    "incr",
-    "decr",
-    "incrby",
-    "decrby",
-    "mget",
-    "mset",
-    "expire",
-    "pexpire",
-    "expireat",
-    "pexpireat",
-    "ttl",
-    "pttl",
-    "dbsize",
-    "flushall",
-    "flushdb",
-    "info",
-    "ping",
-    "echo",
-    "quit",
-    "shutdown",
-    "select",
-    "command",
-    "config",
-    "client",
-];
-
 /// The parameters `CONFIG GET` reports: what tools ask before they start (`redis-benchmark`
 /// asks for `save` and `appendonly`); nothing is persisted, so both are off.
 const CONFIG: &[(&str, &str)] = &[
@@ -465,17 +445,21 @@ fn config(args: &[Vec<u8>]) -> Plan {
                 }
             })
         }
-        b"resetstat" => reply(|o| resp::simple(o, "OK")),
-        b"set" => error("ERR CONFIG SET is not supported by gsm-kv"),
-        _ => error(&format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
-            String::from_utf8_lossy(&args[1])
-        )),
+        b"resetstat" if args.len() == 2 => reply(|o| resp::simple(o, "OK")),
+        b"set" if args.len() >= 4 && args.len() % 2 == 0 => {
+            error("ERR CONFIG SET is not supported by gsm-kv")
+        }
+        b"get" | b"resetstat" | b"set" => bad_subcommand("config", &args[1], true),
+        _ => bad_subcommand("config", &args[1], false),
     }
 }
 
 mod hash;
 mod keyspace;
+mod moves;
 mod strings;
+mod table;
+
+pub use moves::{Move, MoveKind};
 #[cfg(test)]
 mod tests;

@@ -20,6 +20,7 @@ use gossamer::reactor::Registered;
 use crate::client::{self, Client};
 use crate::command::{self, Plan};
 use crate::dispatch::{self, Batch};
+use crate::pair;
 use crate::resp;
 use crate::state::{self, Ctx};
 
@@ -206,6 +207,22 @@ fn take_requests(
             Plan::Shutdown => {
                 state::shutdown(ctx);
                 after = After::Close;
+            }
+            Plan::Lcs(keys, options) => dispatch::lcs(batch, &ctx.shards, keys, options),
+            Plan::Move(m) => {
+                let n = ctx.shards.len();
+                if dispatch::shard_of(&m.src, n) == dispatch::shard_of(&m.dst, n) {
+                    let key = m.src.clone();
+                    dispatch::one(batch, &ctx.shards, &key, m.op());
+                } else {
+                    // The requests before it run first, on every shard they went to.
+                    dispatch::send(batch, &ctx.shards);
+                    if !batch.done() {
+                        gossamer::flush();
+                        batch.wait();
+                    }
+                    batch.ready(pair::run(&ctx.shards, m));
+                }
             }
         }
         if me.end() && batch.len() > before {

@@ -59,6 +59,11 @@ enum How {
     First,
     /// `SCAN`: the next cursor, then the part's keys.
     Scan(u64),
+    /// `LCS`: the two strings as `Values` puts them together, then the reply its options ask.
+    Lcs {
+        positions: Vec<Vec<usize>>,
+        options: Result<crate::lcs::Options, String>,
+    },
 }
 
 #[derive(Debug)]
@@ -334,6 +339,52 @@ pub fn split(batch: &Rc<Batch>, shards: &[Trust<Shard>], split: Split) {
     }
 }
 
+/// `LCS` of two keys: each shard that owns one reads its strings (`WRONGTYPE` for another
+/// type), and the reply is computed here, on the connection's worker.
+pub fn lcs(
+    batch: &Rc<Batch>,
+    shards: &[Trust<Shard>],
+    keys: Vec<Vec<u8>>,
+    options: Result<crate::lcs::Options, String>,
+) {
+    let groups = group(keys, key_of, shards.len());
+    let positions = groups.iter().map(|g| g.1.clone()).collect();
+    let slot = batch.push(How::Lcs { positions, options }, groups.len());
+    for (part, (s, _, k)) in groups.into_iter().enumerate() {
+        issue(batch, shards, slot, part, s, Op::Strings(k));
+    }
+}
+
+fn lcs_reply(
+    parts: Vec<Option<Answer>>,
+    positions: Vec<Vec<usize>>,
+    options: Result<crate::lcs::Options, String>,
+    out: &mut Vec<u8>,
+) {
+    if let Some(e) = first_error(&parts) {
+        // A key of another type; a failed shard's own text otherwise.
+        let text = if e == crate::shard::WRONGTYPE {
+            "ERR The specified keys must contain string values"
+        } else {
+            e
+        };
+        return resp::error(out, text);
+    }
+    let options = match options {
+        Ok(o) => o,
+        Err(e) => return resp::error(out, &e),
+    };
+    let mut values: [Vec<u8>; 2] = Default::default();
+    for (part, pos) in parts.into_iter().zip(positions) {
+        if let Some(Answer::Values(vs)) = part {
+            for (v, p) in vs.into_iter().zip(pos) {
+                values[p.min(1)] = v.unwrap_or_default();
+            }
+        }
+    }
+    crate::lcs::reply(out, &values[0], &values[1], options);
+}
+
 /// The first error among the parts, if any.
 fn first_error(parts: &[Option<Answer>]) -> Option<&str> {
     parts.iter().find_map(|p| match p {
@@ -343,6 +394,9 @@ fn first_error(parts: &[Option<Answer>]) -> Option<&str> {
 }
 
 fn encode(slot: Slot, out: &mut Vec<u8>, info: &InfoText<'_>) {
+    if let How::Lcs { positions, options } = slot.how {
+        return lcs_reply(slot.parts, positions, options, out);
+    }
     if let Some(e) = first_error(&slot.parts) {
         resp::error(out, e);
         return;
@@ -358,6 +412,7 @@ fn encode(slot: Slot, out: &mut Vec<u8>, info: &InfoText<'_>) {
     };
     match slot.how {
         How::Ready(bytes) => out.extend_from_slice(&bytes),
+        How::Lcs { .. } => {}
         How::Sum => resp::integer(out, sum()),
         How::Info(sections) => info(out, &sections, sum()),
         How::AllOk => resp::simple(out, "OK"),
@@ -424,6 +479,8 @@ pub fn answer(out: &mut Vec<u8>, a: Answer) {
                 }
             }
         }
+        // A dump is read by the connection's fiber (`pair.rs`), never sent to a client.
+        Answer::Stored(_) => resp::error(out, "ERR a dumped value has no reply"),
         Answer::Array(items) => {
             resp::array(out, items.len());
             for a in items {

@@ -14,18 +14,19 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+pub use copy::{ObjectAsk, Stored};
 pub use hash::HashOp;
 
 /// What a key holds: a string or a hash (Redis's types; the others are not kept).
-#[derive(Debug, Clone)]
-enum Value {
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Value {
     Str(Vec<u8>),
     Hash(Box<hash::Hash>),
 }
 
 impl Value {
     /// The name `TYPE` answers.
-    fn type_name(&self) -> &'static str {
+    pub fn type_name(&self) -> &'static str {
         match self {
             Value::Str(_) => "string",
             Value::Hash(_) => "hash",
@@ -158,6 +159,20 @@ pub enum Op {
     ExpireTime(Vec<u8>, bool),
     /// A hash command on one key.
     Hash(Vec<u8>, HashOp),
+    /// The value of a key and its time to live, for a copy on another shard.
+    Dump(Vec<u8>),
+    /// Stores a dumped value (`true`: over an existing key); 1 if stored.
+    Restore(Vec<u8>, Stored, bool),
+    /// Deletes the key if it still holds this value (the second half of a move); 1 if deleted.
+    DelIf(Vec<u8>, Value),
+    /// `RENAME` (`false`) or `RENAMENX` (`true`) of two keys of this shard.
+    Rename(Vec<u8>, Vec<u8>, bool),
+    /// `COPY` of two keys of this shard (`true`: `REPLACE`).
+    Copy(Vec<u8>, Vec<u8>, bool),
+    /// `OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ key`.
+    Object(Vec<u8>, ObjectAsk),
+    /// The values of string keys (nil for none), or `WRONGTYPE` if one holds another type.
+    Strings(Vec<Vec<u8>>),
 }
 
 /// What a shard answers.
@@ -174,6 +189,8 @@ pub enum Answer {
     Error(String),
     /// An array of answers (`HSCAN`'s cursor and fields, and other nested replies).
     Array(Vec<Answer>),
+    /// A dumped key (`None`: there was none).
+    Stored(Option<Stored>),
 }
 
 /// Redis's text for a command on a key of another type.
@@ -246,6 +263,8 @@ impl Shard {
                     ..
                 } | Op::Expire(..)
                     | Op::GetEx(_, Some(Ttl::Expire(_)))
+                    | Op::Dump(_)
+                    | Op::Restore(..)
                     | Op::Keys { .. }
                     | Op::RandomKey
             );
@@ -347,6 +366,13 @@ impl Shard {
                 }) => Answer::Int(if millis { *t } else { (*t + 500) / 1000 }),
             },
             Op::Hash(key, op) => self.hash(key, op, now),
+            Op::Dump(key) => Answer::Stored(self.dump(&key, now)),
+            Op::Restore(key, stored, replace) => self.restore(key, stored, replace, now),
+            Op::DelIf(key, value) => self.del_if(&key, &value, now),
+            Op::Rename(src, dst, nx) => self.rename(src, dst, nx, now),
+            Op::Copy(src, dst, replace) => self.copy(&src, dst, replace, now),
+            Op::Object(key, ask) => self.object(&key, ask, now),
+            Op::Strings(keys) => self.strings(&keys, now),
             Op::FlushAll => {
                 self.map = HashMap::new();
                 self.with_ttl = 0;
@@ -486,6 +512,7 @@ pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
     text.parse().ok()
 }
 
+mod copy;
 pub mod hash;
 mod keyspace;
 pub mod strings;

@@ -19,7 +19,7 @@ const LISTPACK_VALUE: usize = 64;
 /// A hash's fields: in insertion order while within Redis's listpack limits (so that `HGETALL`
 /// lists them as Redis does, and a lookup scans at most that many, as Redis's does), then in a
 /// hash map, for good, as Redis converts to a hash table and never back.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Hash {
     Small(Vec<(Vec<u8>, Vec<u8>)>),
     Table(HashMap<Vec<u8>, Vec<u8>>),
