@@ -6,8 +6,8 @@
 //! (`dispatch.rs` does), and it keeps no state: the replies it makes on the spot are those that
 //! need no key (`PING`, `ECHO`, `COMMAND`, `CONFIG GET`, `SELECT 0`, `CLIENT ...`).
 
+use crate::resp;
 use crate::shard::{Cond, ExpireIf, NOT_INTEGER, Op, Ttl, When, now_ms, parse_i64};
-use crate::{glob, resp};
 
 /// Keys spread over shards by a multi-key command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,7 +27,7 @@ pub enum Fold {
     AllOk,
     /// One array of every shard's values (`KEYS`).
     Concat,
-    /// The first non-nil answer (`RANDOMKEY`).
+    /// A random one of the non-nil answers (`RANDOMKEY`).
     First,
 }
 
@@ -55,6 +55,8 @@ pub enum Plan {
     /// `RENAME`, `RENAMENX`, `COPY`: one operation if both keys live on one shard, else a
     /// move between two (`pair.rs`).
     Move(Move),
+    /// `CONFIG SET` of the parameters that can change: set on every rank, then `OK`.
+    ConfigSet(Limits),
     /// `LCS` of two keys' strings, with its options or the error they earn.
     Lcs(Vec<Vec<u8>>, Result<crate::lcs::Options, String>),
 }
@@ -176,6 +178,14 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
             None => resp::simple(o, "PONG"),
         }),
         "echo" if fixed(2) => reply(|o| resp::bulk(o, &args[1])),
+        "time" if fixed(1) => reply(|o| {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            resp::array(o, 2);
+            resp::bulk(o, t.as_secs().to_string().as_bytes());
+            resp::bulk(o, t.subsec_micros().to_string().as_bytes());
+        }),
         "quit" => Plan::Quit,
         "hello" => hello(&args),
         "shutdown" => shutdown(&args),
@@ -185,12 +195,13 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
             Ok(_) => error("ERR DB index is out of range"),
         },
         "command" => table::command(&args),
-        "config" if n >= 2 => config(&args),
+        "config" if n >= 2 => config::plan(&args),
+        "function" if n >= 2 => function(&args),
         "client" if n >= 2 => Plan::Client(args),
         "get" | "set" | "del" | "exists" | "incr" | "decr" | "incrby" | "decrby" | "mget"
         | "mset" | "expire" | "pexpire" | "expireat" | "pexpireat" | "setex" | "psetex" | "ttl"
         | "pttl" | "dbsize" | "flushall" | "flushdb" | "ping" | "echo" | "select" | "config"
-        | "client" => arity(&name),
+        | "client" | "function" | "time" => arity(&name),
         _ => unknown(&args),
     }
 }
@@ -265,6 +276,7 @@ fn expire(name: &str, mut args: Vec<Vec<u8>>) -> Plan {
     let cond = match (nx, xx, gt, lt) {
         (true, ..) => ExpireIf::None,
         (_, _, true, _) => ExpireIf::Later,
+        (_, true, _, true) => ExpireIf::SoonerSome,
         (_, _, _, true) => ExpireIf::Sooner,
         (_, true, ..) => ExpireIf::Some,
         _ => ExpireIf::Always,
@@ -413,53 +425,32 @@ fn hello(args: &[Vec<u8>]) -> Plan {
     })
 }
 
-/// The parameters `CONFIG GET` reports: what tools ask before they start (`redis-benchmark`
-/// asks for `save` and `appendonly`); nothing is persisted, so both are off.
-const CONFIG: &[(&str, &str)] = &[
-    ("save", ""),
-    ("appendonly", "no"),
-    ("databases", "1"),
-    ("maxmemory", "0"),
-    ("maxmemory-policy", "noeviction"),
-    ("proto-max-bulk-len", "16777216"),
-];
-
-/// `CONFIG GET pattern...` (glob patterns), `CONFIG SET` refused, `CONFIG RESETSTAT` accepted.
-fn config(args: &[Vec<u8>]) -> Plan {
+/// `FUNCTION FLUSH [ASYNC|SYNC]` and `FUNCTION LIST`: no functions are kept (there is no
+/// scripting), so there is never one to flush or list; loading one is refused.
+fn function(args: &[Vec<u8>]) -> Plan {
     let sub = args[1].to_ascii_lowercase();
-    match sub.as_slice() {
-        b"get" if args.len() >= 3 => {
-            let patterns: Vec<_> = args[2..]
-                .iter()
-                .map(|p| glob::Pattern::new(p, true))
-                .collect();
-            let found: Vec<_> = CONFIG
-                .iter()
-                .filter(|(name, _)| patterns.iter().any(|p| p.matches(name.as_bytes())))
-                .collect();
-            reply(|o| {
-                resp::array(o, found.len() * 2);
-                for (name, value) in found {
-                    resp::bulk(o, name.as_bytes());
-                    resp::bulk(o, value.as_bytes());
-                }
-            })
+    let mode = args.get(2).map(|m| m.to_ascii_lowercase());
+    match (sub.as_slice(), args.len()) {
+        (b"flush", 2) => reply(|o| resp::simple(o, "OK")),
+        (b"flush", 3) if matches!(mode.as_deref(), Some(b"async" | b"sync")) => {
+            reply(|o| resp::simple(o, "OK"))
         }
-        b"resetstat" if args.len() == 2 => reply(|o| resp::simple(o, "OK")),
-        b"set" if args.len() >= 4 && args.len() % 2 == 0 => {
-            error("ERR CONFIG SET is not supported by gsm-kv")
-        }
-        b"get" | b"resetstat" | b"set" => bad_subcommand("config", &args[1], true),
-        _ => bad_subcommand("config", &args[1], false),
+        (b"flush", 3) => error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"),
+        (b"list", 2) => reply(|o| resp::array(o, 0)),
+        (b"flush" | b"list", _) => bad_subcommand("function", &args[1], true),
+        (b"load", _) => error("ERR FUNCTION LOAD is not supported by gsm-kv"),
+        _ => bad_subcommand("function", &args[1], false),
     }
 }
 
+mod config;
 mod hash;
 mod keyspace;
 mod moves;
 mod strings;
 mod table;
 
+pub use config::Limits;
 pub use moves::{Move, MoveKind};
 #[cfg(test)]
 mod tests;

@@ -187,6 +187,7 @@ fn take_requests(
             continue;
         }
         me.begin();
+        me.qbuf = n;
         let before = batch.len();
         match command::plan(args) {
             Plan::Reply(bytes) => batch.ready(bytes),
@@ -207,6 +208,16 @@ fn take_requests(
             Plan::Shutdown => {
                 state::shutdown(ctx);
                 after = After::Close;
+            }
+            Plan::ConfigSet(limits) => {
+                // The requests before it run under the old settings.
+                dispatch::send(batch, &ctx.shards);
+                if !batch.done() {
+                    gossamer::flush();
+                    batch.wait();
+                }
+                state::config_set(ctx, limits);
+                batch.ready(b"+OK\r\n".to_vec());
             }
             Plan::Lcs(keys, options) => dispatch::lcs(batch, &ctx.shards, keys, options),
             Plan::Move(m) => {

@@ -55,7 +55,7 @@ enum How {
     Info(Vec<Vec<u8>>),
     /// One array of the values of every part (`KEYS`).
     Concat,
-    /// The first part that is not nil (`RANDOMKEY`).
+    /// A random part of those that are not nil (`RANDOMKEY`).
     First,
     /// `SCAN`: the next cursor, then the part's keys.
     Scan(u64),
@@ -432,12 +432,17 @@ fn encode(slot: Slot, out: &mut Vec<u8>, info: &InfoText<'_>) {
             answer(out, Answer::Values(values));
         }
         How::First => {
-            let first = slot
+            let mut keys: Vec<Answer> = slot
                 .parts
                 .into_iter()
                 .flatten()
-                .find(|a| matches!(a, Answer::Bulk(_)));
-            answer(out, first.unwrap_or(Answer::Nil));
+                .filter(|a| matches!(a, Answer::Bulk(_)))
+                .collect();
+            let any = match keys.len() {
+                0 => Answer::Nil,
+                n => keys.swap_remove(rand::Rng::gen_range(&mut rand::thread_rng(), 0..n)),
+            };
+            answer(out, any);
         }
         How::Scan(next) => {
             resp::array(out, 2);

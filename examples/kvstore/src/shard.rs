@@ -87,6 +87,9 @@ pub enum ExpireIf {
     Later,
     /// Only if the new one is sooner.
     Sooner,
+    /// Only if it has one and the new one is sooner (`XX LT`; `XX GT` is `Later`, which needs
+    /// one already).
+    SoonerSome,
 }
 
 /// `SET`'s condition on the key's existence.
@@ -462,6 +465,7 @@ impl Shard {
             (ExpireIf::Some, current) => current.is_some(),
             (ExpireIf::Later, current) => current.is_some_and(|t| at > t),
             (ExpireIf::Sooner, current) => current.is_none_or(|t| at < t),
+            (ExpireIf::SoonerSome, current) => current.is_some_and(|t| at < t),
         };
         if !allowed {
             return Answer::Int(0);

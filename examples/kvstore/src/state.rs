@@ -86,6 +86,17 @@ pub fn shutdown(ctx: &Ctx) {
     }
 }
 
+/// Sets the hash listpack limits of every rank (each rank's first shard runs the change in
+/// its process), returning once all have.
+pub fn config_set(ctx: &Ctx, limits: crate::command::Limits) {
+    let (entries, value) = (limits.entries, limits.value);
+    for r in 0..ctx.ranks {
+        let first = gossamer::workers_of_rank(r).start;
+        let _ = ctx.shards[first]
+            .try_apply(move |_: &mut Shard| crate::shard::hash::set_limits(entries, value));
+    }
+}
+
 /// The sections `INFO` shows without an argument (`default`), in Redis's order.
 const DEFAULT: &[&str] = &[
     "server",
@@ -149,7 +160,9 @@ fn section(ctx: &Ctx, name: &str, keys: i64) -> String {
             CLIENTS.load(Ordering::Relaxed),
             max_clients(),
         ),
-        "memory" => "# Memory\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n".into(),
+        "memory" => "# Memory\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n\
+                     mem_allocator:libc\r\n"
+            .into(),
         "persistence" => "# Persistence\r\nloading:0\r\naof_enabled:0\r\n\
                           rdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\n"
             .into(),

@@ -6,7 +6,7 @@ use crate::lcs;
 use crate::shard::{ObjectAsk, Op};
 
 /// The commands planned here.
-pub(super) const NAMES: &[&str] = &["rename", "renamenx", "copy", "lcs", "object"];
+pub(super) const NAMES: &[&str] = &["rename", "renamenx", "copy", "lcs", "object", "memory"];
 
 /// What moves a value from `src` to `dst`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +57,8 @@ pub(super) fn plan(name: &str, mut args: Vec<Vec<u8>>) -> Plan {
             args.truncate(3);
             Plan::Lcs(args.split_off(1), options)
         }
-        "object" if n < 2 => super::arity(name),
+        "object" | "memory" if n < 2 => super::arity(name),
+        "memory" => memory(&args),
         _ => object(&args),
     }
 }
@@ -99,6 +100,27 @@ fn copy(args: Vec<Vec<u8>>) -> Plan {
         dst,
         kind: MoveKind::Copy(replace),
     })
+}
+
+/// `MEMORY USAGE key [SAMPLES count]`: an estimate of the bytes the key takes.
+fn memory(args: &[Vec<u8>]) -> Plan {
+    if !args[1].eq_ignore_ascii_case(b"usage") {
+        return super::bad_subcommand("memory", &args[1], false);
+    }
+    if args.len() < 3 {
+        return super::bad_subcommand("memory", &args[1], true);
+    }
+    match &args[3..] {
+        [] => {}
+        [opt, n] if opt.eq_ignore_ascii_case(b"samples") => {
+            if let Err(e) = int_arg(n) {
+                return e;
+            }
+        }
+        _ => return error("ERR syntax error"),
+    }
+    let key = args[2].clone();
+    Plan::One(key.clone(), Op::Object(key, ObjectAsk::Memory))
 }
 
 /// The lines of `OBJECT HELP`.

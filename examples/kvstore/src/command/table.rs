@@ -61,6 +61,7 @@ const COMMANDS: &[Row] = &[
     ("renamenx", 3, DF, 1, 2, 1),
     ("copy", -3, W, 1, 2, 1),
     ("object", -2, N, 0, 0, 0),
+    ("memory", -2, N, 0, 0, 0),
     ("hset", -4, WF, 1, 1, 1),
     ("hmset", -4, WF, 1, 1, 1),
     ("hsetnx", 4, WF, 1, 1, 1),
@@ -83,6 +84,7 @@ const COMMANDS: &[Row] = &[
     ("info", -1, N, 0, 0, 0),
     ("ping", -1, NF, 0, 0, 0),
     ("echo", 2, NF, 0, 0, 0),
+    ("time", 1, NF, 0, 0, 0),
     ("quit", -1, N, 0, 0, 0),
     ("shutdown", -1, N, 0, 0, 0),
     ("select", 2, NF, 0, 0, 0),
@@ -90,6 +92,7 @@ const COMMANDS: &[Row] = &[
     ("command", -1, N, 0, 0, 0),
     ("config", -2, N, 0, 0, 0),
     ("client", -2, N, 0, 0, 0),
+    ("function", -2, N, 0, 0, 0),
 ];
 
 fn row(out: &mut Vec<u8>, r: &Row) {

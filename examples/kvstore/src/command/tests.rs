@@ -117,6 +117,8 @@ fn every_command_planned_is_in_the_command_table() {
         "command",
         "config",
         "client",
+        "function",
+        "time",
     ];
     let lists = [
         strings::NAMES,

@@ -21,12 +21,29 @@ pub enum ObjectAsk {
     RefCount,
     IdleTime,
     Freq,
+    /// `MEMORY USAGE`: an estimate in bytes.
+    Memory,
 }
 
 /// Redis's refcount of a shared object (the small integers).
 const SHARED_REFCOUNT: i64 = i32::MAX as i64;
 /// Strings up to this length are `embstr` in Redis.
 const EMBSTR_MAX: usize = 44;
+
+/// What an entry costs beyond its key and value: the map's slot and the value's header.
+const ENTRY_BYTES: i64 = 64;
+
+/// The bytes a value holds (fields and values with a small header each for a hash).
+fn size_of(v: &Value) -> i64 {
+    match v {
+        Value::Str(s) => s.len() as i64,
+        Value::Hash(h) => h
+            .pairs()
+            .iter()
+            .map(|(f, v)| 16 + f.len() as i64 + v.len() as i64)
+            .sum(),
+    }
+}
 
 /// The encoding Redis would report for a string value.
 fn string_encoding(v: &[u8]) -> &'static str {
@@ -116,6 +133,7 @@ impl Shard {
                 Answer::Int(SHARED_REFCOUNT)
             }
             (ObjectAsk::RefCount, _) => Answer::Int(1),
+            (ObjectAsk::Memory, v) => Answer::Int(ENTRY_BYTES + key.len() as i64 + size_of(v)),
             // Access times are not kept: every key counts as just used.
             (ObjectAsk::IdleTime, _) => Answer::Int(0),
             (ObjectAsk::Freq, _) => Answer::Error(

@@ -4,6 +4,7 @@
 //! hash command on a string key answers `WRONGTYPE`.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -12,9 +13,29 @@ use super::strings::{format_float, parse_float};
 use super::{Answer, Entry, Shard, Value, WRONGTYPE, parse_i64};
 use crate::glob::Pattern;
 
-/// Redis's `hash-max-listpack-entries` and `hash-max-listpack-value`.
-const LISTPACK_ENTRIES: usize = 128;
-const LISTPACK_VALUE: usize = 64;
+/// Redis's `hash-max-listpack-entries` and `hash-max-listpack-value` (defaults 128 and 64),
+/// one pair per process, which `CONFIG SET` changes on every rank.
+static LISTPACK_ENTRIES: AtomicU64 = AtomicU64::new(128);
+static LISTPACK_VALUE: AtomicU64 = AtomicU64::new(64);
+
+/// The listpack limits: most fields, longest field or value.
+pub fn limits() -> (u64, u64) {
+    (
+        LISTPACK_ENTRIES.load(Ordering::Relaxed),
+        LISTPACK_VALUE.load(Ordering::Relaxed),
+    )
+}
+
+/// Changes the listpack limits of this process (`None`: unchanged); hashes already past them
+/// stay tables, and the others convert at their next write, as in Redis.
+pub fn set_limits(entries: Option<u64>, value: Option<u64>) {
+    if let Some(n) = entries {
+        LISTPACK_ENTRIES.store(n, Ordering::Relaxed);
+    }
+    if let Some(n) = value {
+        LISTPACK_VALUE.store(n, Ordering::Relaxed);
+    }
+}
 
 /// A hash's fields: in insertion order while within Redis's listpack limits (so that `HGETALL`
 /// lists them as Redis does, and a lookup scans at most that many, as Redis's does), then in a
@@ -42,13 +63,14 @@ impl Hash {
     /// Sets `field`; whether it is new.
     fn insert(&mut self, field: Vec<u8>, value: Vec<u8>) -> bool {
         if let Hash::Small(pairs) = self {
-            let big = field.len() > LISTPACK_VALUE || value.len() > LISTPACK_VALUE;
+            let (entries, longest) = limits();
+            let big = field.len() as u64 > longest || value.len() as u64 > longest;
             if let Some(p) = pairs.iter_mut().find(|p| p.0 == field) {
                 if !big {
                     p.1 = value;
                     return false;
                 }
-            } else if !big && pairs.len() < LISTPACK_ENTRIES {
+            } else if !big && (pairs.len() as u64) < entries {
                 pairs.push((field, value));
                 return true;
             }

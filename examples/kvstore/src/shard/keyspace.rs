@@ -4,6 +4,9 @@
 use super::{Answer, Shard};
 use crate::glob::Pattern;
 
+/// How far into a shard's map `RANDOMKEY` may start its walk.
+const RANDOM_REACH: usize = 1024;
+
 impl Shard {
     pub(super) fn key_type(&mut self, key: &[u8], now: i64) -> Answer {
         Answer::Status(
@@ -32,11 +35,21 @@ impl Shard {
         Answer::Values(keys)
     }
 
-    /// A live key of this shard (an arbitrary one: the map's first), or nil.
+    /// A live key of this shard, or nil: the first live one from a random place among the
+    /// first [`RANDOM_REACH`] of the map (a hash map has no random access, and a longer walk
+    /// would hold the worker on a large shard), so not a uniform draw.
     pub(super) fn random_key(&mut self, now: i64) -> Answer {
+        let n = self.map.len().min(RANDOM_REACH);
+        if n == 0 {
+            return Answer::Nil;
+        }
+        let skip = rand::Rng::gen_range(&mut rand::thread_rng(), 0..n);
+        let live = |e: &&super::Entry| e.expires.is_none_or(|t| t > now);
         self.map
             .iter()
-            .find(|(_, e)| e.expires.is_none_or(|t| t > now))
+            .skip(skip)
+            .chain(self.map.iter().take(skip))
+            .find(|(_, e)| live(e))
             .map_or(Answer::Nil, |(k, _)| Answer::Bulk(k.clone()))
     }
 }
