@@ -123,6 +123,9 @@ fn int_arg(arg: &[u8]) -> Result<i64, Plan> {
 /// The plan of one request (`args` is not empty).
 pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    if let Some(row) = table::row_of(&name) {
+        crate::stats::count(row);
+    }
     if strings::NAMES.contains(&name.as_str()) {
         return strings::plan(&name, args);
     }
@@ -450,7 +453,8 @@ mod moves;
 mod strings;
 mod table;
 
-pub use config::Limits;
+pub use config::{Limits, set_listen};
 pub use moves::{Move, MoveKind};
+pub use table::name_of;
 #[cfg(test)]
 mod tests;

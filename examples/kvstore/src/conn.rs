@@ -262,8 +262,8 @@ fn run(ctx: &Rc<Ctx>, io: &mut Io, me: &mut Client) -> io::Result<()> {
     let mut out = Vec::with_capacity(READ_CHUNK);
     let batch = Batch::new();
     let mut parser = resp::Parser::default();
-    let info = |o: &mut Vec<u8>, sections: &[Vec<u8>], keys: i64| {
-        state::info(ctx, o, sections, keys);
+    let info = |o: &mut Vec<u8>, sections: &[Vec<u8>], keys: i64, calls: &[u64]| {
+        state::info(ctx, o, sections, keys, calls);
     };
     loop {
         let after = take_requests(ctx, me, &mut parser, &mut input, &batch);

@@ -33,7 +33,8 @@ pub fn shard_of(key: &[u8], n: usize) -> usize {
 }
 
 /// Writes the `INFO` text of the sections asked for, with the key count.
-pub type InfoText<'a> = dyn Fn(&mut Vec<u8>, &[Vec<u8>], i64) + 'a;
+/// and the calls of each command (by row of the command table).
+pub type InfoText<'a> = dyn Fn(&mut Vec<u8>, &[Vec<u8>], i64, &[u64]) + 'a;
 
 /// How the parts of a slot make its reply.
 #[derive(Debug)]
@@ -245,7 +246,7 @@ pub fn every(batch: &Rc<Batch>, shards: &[Trust<Shard>], op: &Op, fold: Fold) {
 pub fn info(batch: &Rc<Batch>, shards: &[Trust<Shard>], sections: Vec<Vec<u8>>) {
     let slot = batch.push(How::Info(sections), shards.len());
     for s in 0..shards.len() {
-        issue(batch, shards, slot, s, s, Op::DbSize);
+        issue(batch, shards, slot, s, s, Op::Info);
     }
 }
 
@@ -414,7 +415,24 @@ fn encode(slot: Slot, out: &mut Vec<u8>, info: &InfoText<'_>) {
         How::Ready(bytes) => out.extend_from_slice(&bytes),
         How::Lcs { .. } => {}
         How::Sum => resp::integer(out, sum()),
-        How::Info(sections) => info(out, &sections, sum()),
+        How::Info(sections) => {
+            let (mut keys, mut calls) = (0, Vec::new());
+            for part in slot.parts.iter().flatten() {
+                let Answer::Array(items) = part else { continue };
+                if let [Answer::Int(n), Answer::Array(counts)] = items.as_slice() {
+                    keys += n;
+                    if calls.len() < counts.len() {
+                        calls.resize(counts.len(), 0);
+                    }
+                    for (total, c) in calls.iter_mut().zip(counts) {
+                        if let Answer::Int(c) = c {
+                            *total += *c as u64;
+                        }
+                    }
+                }
+            }
+            info(out, &sections, keys, &calls);
+        }
         How::AllOk => resp::simple(out, "OK"),
         How::Single => match slot.parts.into_iter().next().flatten() {
             Some(a) => answer(out, a),

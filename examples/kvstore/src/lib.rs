@@ -39,4 +39,5 @@ pub mod resp;
 pub mod server;
 pub mod shard;
 pub mod state;
+pub mod stats;
 pub mod sys;

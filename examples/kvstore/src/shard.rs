@@ -135,6 +135,8 @@ pub enum Op {
     /// `TTL` (`false`) or `PTTL` (`true`).
     Ttl(Vec<u8>, bool),
     DbSize,
+    /// `INFO`'s part: the key count, then the calls counted by the shard's worker.
+    Info,
     FlushAll,
     /// `GETEX`: the value, with its time to live changed (`None`: unchanged; `Clear`: `PERSIST`).
     GetEx(Vec<u8>, Option<Ttl>),
@@ -325,6 +327,14 @@ impl Shard {
             Op::DbSize => {
                 self.purge_expired();
                 Answer::Int(self.map.len() as i64)
+            }
+            Op::Info => {
+                self.purge_expired();
+                let calls = crate::stats::calls().into_iter();
+                Answer::Array(vec![
+                    Answer::Int(self.map.len() as i64),
+                    Answer::Array(calls.map(|n| Answer::Int(n as i64)).collect()),
+                ])
             }
             Op::GetEx(key, ttl) => self.get_ex(&key, ttl, now),
             Op::IncrByFloat(key, by) => match strings::parse_float(&by) {

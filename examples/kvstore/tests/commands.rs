@@ -263,7 +263,23 @@ fn info_shows_the_sections_asked_for() {
         call(&mut ours, &[b"INFO", b"bogus"]),
         call(&mut theirs, &[b"INFO", b"bogus"])
     );
-    call(&mut ours, &[b"SET", b"k", b"v"]);
+    // Calls are counted on every worker and summed; only `all` and `everything` show them.
+    for _ in 0..5 {
+        call(&mut ours, &[b"SET", b"k", b"v"]);
+    }
+    let stats = String::from_utf8_lossy(&call(&mut ours, &[b"INFO", b"commandstats"])).to_string();
+    assert!(stats.contains("cmdstat_set:calls=5,"), "{stats}");
+    let all = String::from_utf8_lossy(&call(&mut ours, &[b"INFO", b"all"])).to_string();
+    for field in [
+        "rejected_calls",
+        "used_cpu_user",
+        "used_memory",
+        "master_repl_offset",
+    ] {
+        assert!(all.contains(field), "INFO all lacks {field}");
+    }
+    let default = String::from_utf8_lossy(&call(&mut ours, &[b"INFO"])).to_string();
+    assert!(!default.contains("rejected_calls"), "{default}");
     let text = call(&mut ours, &[b"INFO", b"keyspace"]);
     assert!(
         String::from_utf8_lossy(&text).contains("db0:keys=1,"),

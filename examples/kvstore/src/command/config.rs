@@ -15,9 +15,19 @@ const FIXED: &[(&str, &str)] = &[
     ("maxmemory", "0"),
     ("maxmemory-policy", "noeviction"),
     ("proto-max-bulk-len", "16777216"),
+    ("maxmemory-samples", "5"),
+    ("maxmemory-clients", "0"),
     ("replicaof", ""),
     ("slaveof", ""),
 ];
+
+/// The address and port this rank listens on (`bind`, `port`), once it does.
+static LISTEN: std::sync::OnceLock<(String, u16)> = std::sync::OnceLock::new();
+
+/// Records where this rank listens, for `CONFIG GET bind` and `port`.
+pub fn set_listen(bind: String, port: u16) {
+    let _ = LISTEN.set((bind, port));
+}
 
 /// The parameters `CONFIG SET` changes, under their names and Redis's older aliases.
 const LIMITS: &[(&str, bool)] = &[
@@ -38,6 +48,10 @@ pub struct Limits {
 fn all() -> Vec<(&'static str, String)> {
     let (entries, value) = hash::limits();
     let mut v: Vec<(&str, String)> = FIXED.iter().map(|(k, v)| (*k, v.to_string())).collect();
+    if let Some((bind, port)) = LISTEN.get() {
+        v.push(("bind", bind.clone()));
+        v.push(("port", port.to_string()));
+    }
     for (name, is_entries) in LIMITS {
         v.push((name, if *is_entries { entries } else { value }.to_string()));
     }

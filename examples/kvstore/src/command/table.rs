@@ -114,6 +114,16 @@ fn row(out: &mut Vec<u8>, r: &Row) {
     }
 }
 
+/// The row of the command `name` (lower case), to count its calls.
+pub fn row_of(name: &str) -> Option<usize> {
+    COMMANDS.iter().position(|r| r.0 == name)
+}
+
+/// The name of the command at `row`.
+pub fn name_of(row: usize) -> Option<&'static str> {
+    COMMANDS.get(row).map(|r| r.0)
+}
+
 fn find(name: &[u8]) -> Option<&'static Row> {
     COMMANDS
         .iter()
