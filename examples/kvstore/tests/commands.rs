@@ -440,3 +440,33 @@ fn moves_objects_lcs_and_command_answer_as_redis_does() {
     }
     assert_exit(&store.shutdown(0), 0, "gsm-kv after SHUTDOWN");
 }
+
+#[test]
+fn randomkey_reaches_every_shard_and_client_list_shows_the_request_and_time_ticks() {
+    let store = store();
+    let mut s = connect(&store.addrs[0]);
+    // Keys on each of the three shards (FNV-1a of these names differ modulo 3).
+    let keys: Vec<String> = (0..12).map(|i| format!("key:{i}")).collect();
+    for k in &keys {
+        call(&mut s, &[b"SET", k.as_bytes(), b"v"]);
+    }
+    let mut seen = BTreeSet::new();
+    for _ in 0..400 {
+        let got = call(&mut s, &[b"RANDOMKEY"]);
+        let text = String::from_utf8_lossy(&got).to_string();
+        seen.insert(text.lines().nth(1).unwrap_or_default().to_string());
+    }
+    assert!(seen.len() >= 6, "RANDOMKEY gave only {seen:?}");
+    // `qbuf` is the request's own length, as Redis's tests check: 26 bytes for CLIENT LIST.
+    let list = String::from_utf8_lossy(&call(&mut s, &[b"CLIENT", b"LIST"])).to_string();
+    assert!(list.contains(" qbuf=26 "), "{list}");
+    let time = |s: &mut TcpStream| {
+        let t = String::from_utf8_lossy(&call(s, &[b"TIME"])).to_string();
+        let v: Vec<u64> = t.lines().filter_map(|l| l.parse().ok()).collect();
+        assert_eq!(v.len(), 2, "{t}");
+        v[0] * 1_000_000 + v[1]
+    };
+    let (a, b) = (time(&mut s), time(&mut s));
+    assert!(b >= a && a > 1_600_000_000_000_000, "{a} {b}");
+    assert_exit(&store.shutdown(0), 0, "gsm-kv after SHUTDOWN");
+}

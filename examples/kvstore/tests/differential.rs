@@ -162,6 +162,8 @@ fn client_subcommands_answer_as_redis_does() {
             "CLIENT KILL SKIPME maybe",
             "CLIENT KILL TYPE normal",
             "CLIENT KILL TYPE foo",
+            "CLIENT KILL USER wrong_user",
+            "CLIENT KILL USER default SKIPME yes",
             "CLIENT LIST TYPE foo",
             "CLIENT REPLY maybe",
             "CLIENT REPLY ON",
