@@ -55,6 +55,9 @@ pub enum Plan {
     /// `RENAME`, `RENAMENX`, `COPY`: one operation if both keys live on one shard, else a
     /// move between two (`pair.rs`).
     Move(Move),
+    /// `MSETNX`: one operation if every key lives on one shard, else one per shard and an undo
+    /// (`pair.rs`).
+    MSetNx(Vec<(Vec<u8>, Vec<u8>)>),
     /// `CONFIG SET` of the parameters that can change: set on every rank, then `OK`.
     ConfigSet(Limits),
     /// `LCS` of two keys' strings, with its options or the error they earn.
@@ -168,6 +171,14 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
             }
             Plan::Split(Split::MSet(pairs))
         }
+        "msetnx" if n >= 3 && n % 2 == 1 => {
+            let mut it = args.into_iter().skip(1);
+            let mut pairs = Vec::with_capacity(n / 2);
+            while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                pairs.push((k, v));
+            }
+            Plan::MSetNx(pairs)
+        }
         "expire" | "pexpire" | "expireat" | "pexpireat" if n >= 3 => expire(&name, args),
         "ttl" | "pttl" if fixed(2) => Plan::One(
             args[1].clone(),
@@ -202,9 +213,9 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
         "function" if n >= 2 => function(&args),
         "client" if n >= 2 => Plan::Client(args),
         "get" | "set" | "del" | "exists" | "incr" | "decr" | "incrby" | "decrby" | "mget"
-        | "mset" | "expire" | "pexpire" | "expireat" | "pexpireat" | "setex" | "psetex" | "ttl"
-        | "pttl" | "dbsize" | "flushall" | "flushdb" | "ping" | "echo" | "select" | "config"
-        | "client" | "function" | "time" => arity(&name),
+        | "mset" | "msetnx" | "expire" | "pexpire" | "expireat" | "pexpireat" | "setex"
+        | "psetex" | "ttl" | "pttl" | "dbsize" | "flushall" | "flushdb" | "ping" | "echo"
+        | "select" | "config" | "client" | "function" | "time" => arity(&name),
         _ => unknown(&args),
     }
 }

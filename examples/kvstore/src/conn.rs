@@ -22,6 +22,7 @@ use crate::command::{self, Plan};
 use crate::dispatch::{self, Batch};
 use crate::pair;
 use crate::resp;
+use crate::shard::Op;
 use crate::state::{self, Ctx};
 
 /// The most requests of one pipeline in flight at once per connection (the rest wait in the
@@ -218,6 +219,21 @@ fn take_requests(
                 }
                 state::config_set(ctx, limits);
                 batch.ready(b"+OK\r\n".to_vec());
+            }
+            Plan::MSetNx(pairs) => {
+                let n = ctx.shards.len();
+                let first = dispatch::shard_of(&pairs[0].0, n);
+                if pairs.iter().all(|(k, _)| dispatch::shard_of(k, n) == first) {
+                    let key = pairs[0].0.clone();
+                    dispatch::one(batch, &ctx.shards, &key, Op::MSetNx(pairs));
+                } else {
+                    dispatch::send(batch, &ctx.shards);
+                    if !batch.done() {
+                        gossamer::flush();
+                        batch.wait();
+                    }
+                    batch.ready(pair::msetnx(&ctx.shards, pairs));
+                }
             }
             Plan::Lcs(keys, options) => dispatch::lcs(batch, &ctx.shards, keys, options),
             Plan::Move(m) => {

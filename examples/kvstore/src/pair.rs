@@ -1,4 +1,6 @@
-//! `RENAME`, `RENAMENX` and `COPY` when the two keys live on two shards: the connection's
+//! `RENAME`, `RENAMENX`, `COPY` and `MSETNX` when their keys live on several shards.
+//!
+//! `RENAME`, `RENAMENX` and `COPY` of keys on two shards: the connection's
 //! fiber dumps the source (its value and time to live), restores it at the destination, and
 //! for a rename deletes the source if it still holds the value it had. The fiber waits for each
 //! step (the worker serves others meanwhile), so the reply comes when all is done.
@@ -14,6 +16,50 @@ use gossamer::Trust;
 use crate::command::{Move, MoveKind};
 use crate::dispatch::{answer, shard_of};
 use crate::shard::{Answer, Op, Shard};
+
+/// `MSETNX` over several shards: each sets its keys if none of them exists; if one shard
+/// found a key, the others' keys are deleted again (those still holding the value set) and the
+/// answer is 0. Another client may see some of the keys set meanwhile, which Redis never shows.
+pub fn msetnx(shards: &[Trust<Shard>], pairs: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<u8> {
+    let n = shards.len();
+    let mut by: Vec<(usize, Vec<(Vec<u8>, Vec<u8>)>)> = Vec::new();
+    for (k, v) in pairs {
+        let s = shard_of(&k, n);
+        match by.iter_mut().find(|g| g.0 == s) {
+            Some(g) => g.1.push((k, v)),
+            None => by.push((s, vec![(k, v)])),
+        }
+    }
+    let mut set = Vec::new();
+    let mut refused = None;
+    for (s, group) in by {
+        match call(&shards[s], Op::MSetNx(group.clone())) {
+            Answer::Int(1) => set.push((s, group)),
+            other => {
+                refused = Some(other);
+                break;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let Some(refused) = refused else {
+        answer(&mut out, Answer::Int(1));
+        return out;
+    };
+    for (s, group) in set {
+        for (k, v) in group {
+            call(&shards[s], Op::DelIf(k, crate::shard::Value::Str(v)));
+        }
+    }
+    answer(
+        &mut out,
+        match refused {
+            e @ Answer::Error(_) => e,
+            _ => Answer::Int(0),
+        },
+    );
+    out
+}
 
 /// One operation on `shard`, the fiber waiting for its answer.
 fn call(shard: &Trust<Shard>, op: Op) -> Answer {

@@ -130,6 +130,8 @@ pub enum Op {
     IncrBy(Vec<u8>, i64),
     MGet(Vec<Vec<u8>>),
     MSet(Vec<(Vec<u8>, Vec<u8>)>),
+    /// `MSETNX`'s part on this shard: 1 if none of the keys existed and all were set, else 0.
+    MSetNx(Vec<(Vec<u8>, Vec<u8>)>),
     /// `EXPIRE` and its kin: a time at or before now deletes.
     Expire(Vec<u8>, When, ExpireIf),
     /// `TTL` (`false`) or `PTTL` (`true`).
@@ -311,6 +313,15 @@ impl Shard {
                     self.map.insert(key, Entry::string(value));
                 }
                 Answer::Ok
+            }
+            Op::MSetNx(pairs) => {
+                if pairs.iter().any(|(k, _)| self.live(k, now).is_some()) {
+                    return Answer::Int(0);
+                }
+                for (key, value) in pairs {
+                    self.map.insert(key, Entry::string(value));
+                }
+                Answer::Int(1)
             }
             Op::Expire(key, when, cond) => self.expire(key, when.resolve(now), cond, now),
             Op::Ttl(key, millis) => match self.live(&key, now) {

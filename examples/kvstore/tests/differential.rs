@@ -382,6 +382,26 @@ fn hashes_answer_as_redis_does_and_keep_their_type() {
             ],
         ),
         (
+            "msetnx",
+            &[
+                "MSETNX a 1 b 2 c 3 d 4 e 5",
+                "MGET a b c d e",
+                "MSETNX f 6 g 7 h 8 e 9",
+                "EXISTS f g h",
+                "GET e",
+                "MSETNX x 1 x 2",
+                "GET x",
+                "MSETNX x 1 x 3",
+                "GET x",
+                "HSET hh f v",
+                "MSETNX y 1 hh 2",
+                "EXISTS y",
+                "MSETNX y",
+                "MSETNX y 1 z",
+                "MSETNX",
+            ],
+        ),
+        (
             "listpack limits",
             &[
                 "CONFIG SET hash-max-listpack-value 4",

@@ -38,6 +38,7 @@ const COMMANDS: &[Row] = &[
     ("incrbyfloat", 3, WF, 1, 1, 1),
     ("mget", -2, RF, 1, -1, 1),
     ("mset", -3, W, 1, -1, 2),
+    ("msetnx", -3, W, 1, -1, 2),
     ("append", 3, WF, 1, 1, 1),
     ("strlen", 2, RF, 1, 1, 1),
     ("getrange", 4, R, 1, 1, 1),

@@ -98,6 +98,7 @@ fn every_command_planned_is_in_the_command_table() {
         "decrby",
         "mget",
         "mset",
+        "msetnx",
         "expire",
         "pexpire",
         "expireat",
