@@ -17,12 +17,15 @@ use crate::command::{Move, MoveKind};
 use crate::dispatch::{answer, shard_of};
 use crate::shard::{Answer, Op, Shard};
 
+/// Keys and their values.
+type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// `MSETNX` over several shards: each sets its keys if none of them exists; if one shard
 /// found a key, the others' keys are deleted again (those still holding the value set) and the
 /// answer is 0. Another client may see some of the keys set meanwhile, which Redis never shows.
-pub fn msetnx(shards: &[Trust<Shard>], pairs: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<u8> {
+pub fn msetnx(shards: &[Trust<Shard>], pairs: Pairs) -> Vec<u8> {
     let n = shards.len();
-    let mut by: Vec<(usize, Vec<(Vec<u8>, Vec<u8>)>)> = Vec::new();
+    let mut by: Vec<(usize, Pairs)> = Vec::new();
     for (k, v) in pairs {
         let s = shard_of(&k, n);
         match by.iter_mut().find(|g| g.0 == s) {

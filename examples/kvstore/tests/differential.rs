@@ -381,6 +381,12 @@ fn hashes_answer_as_redis_does_and_keep_their_type() {
                 "MEMORY USAGE big SAMPLES x",
             ],
         ),
+    ]);
+}
+
+#[test]
+fn msetnx_and_the_listpack_limits_answer_as_redis_does() {
+    compare(&[
         (
             "msetnx",
             &[
