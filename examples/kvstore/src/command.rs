@@ -211,11 +211,13 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
         "command" => table::command(&args),
         "config" if n >= 2 => config::plan(&args),
         "function" if n >= 2 => function(&args),
+        // Cluster mode is not served: Redis's answer of a standalone server.
+        "cluster" if n >= 2 => error("ERR This instance has cluster support disabled"),
         "client" if n >= 2 => Plan::Client(args),
         "get" | "set" | "del" | "exists" | "incr" | "decr" | "incrby" | "decrby" | "mget"
         | "mset" | "msetnx" | "expire" | "pexpire" | "expireat" | "pexpireat" | "setex"
         | "psetex" | "ttl" | "pttl" | "dbsize" | "flushall" | "flushdb" | "ping" | "echo"
-        | "select" | "config" | "client" | "function" | "time" => arity(&name),
+        | "select" | "config" | "client" | "function" | "time" | "cluster" => arity(&name),
         _ => unknown(&args),
     }
 }

@@ -396,6 +396,9 @@ const OBJECT_LCS_COMMAND: &[&str] = &[
     "CONFIG FOO",
     "CONFIG GET",
     "CONFIG RESETSTAT x",
+    "CLUSTER INFO",
+    "CLUSTER KEYSLOT a",
+    "CLUSTER",
 ];
 
 #[test]

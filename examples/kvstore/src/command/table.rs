@@ -94,6 +94,7 @@ const COMMANDS: &[Row] = &[
     ("config", -2, N, 0, 0, 0),
     ("client", -2, N, 0, 0, 0),
     ("function", -2, N, 0, 0, 0),
+    ("cluster", -2, N, 0, 0, 0),
 ];
 
 fn row(out: &mut Vec<u8>, r: &Row) {

@@ -120,6 +120,7 @@ fn every_command_planned_is_in_the_command_table() {
         "client",
         "function",
         "time",
+        "cluster",
     ];
     let lists = [
         strings::NAMES,
