@@ -21,6 +21,9 @@ pub use hash::HashOp;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Value {
     Str(Vec<u8>),
+    /// A string changed in place (`APPEND` to a key, `SETRANGE`), which Redis then holds in its
+    /// `raw` encoding whatever its content.
+    Raw(Vec<u8>),
     Hash(Box<hash::Hash>),
 }
 
@@ -28,7 +31,7 @@ impl Value {
     /// The name `TYPE` answers.
     pub fn type_name(&self) -> &'static str {
         match self {
-            Value::Str(_) => "string",
+            Value::Str(_) | Value::Raw(_) => "string",
             Value::Hash(_) => "hash",
         }
     }
@@ -251,7 +254,7 @@ impl Shard {
         match self.live(key, now) {
             None => Ok(None),
             Some(Entry {
-                value: Value::Str(v),
+                value: Value::Str(v) | Value::Raw(v),
                 ..
             }) => Ok(Some(v)),
             Some(_) => Err(Answer::Error(WRONGTYPE.into())),
@@ -421,7 +424,7 @@ impl Shard {
         if get
             && old
                 .as_ref()
-                .is_some_and(|e| !matches!(e.value, Value::Str(_)))
+                .is_some_and(|e| matches!(e.value, Value::Hash(_)))
         {
             return Answer::Error(WRONGTYPE.into());
         }
@@ -430,7 +433,7 @@ impl Shard {
                 (
                     true,
                     Some(Entry {
-                        value: Value::Str(v),
+                        value: Value::Str(v) | Value::Raw(v),
                         ..
                     }),
                 ) => Answer::Bulk(v.clone()),
@@ -450,7 +453,7 @@ impl Shard {
             (
                 true,
                 Some(Entry {
-                    value: Value::Str(v),
+                    value: Value::Str(v) | Value::Raw(v),
                     ..
                 }),
             ) => Answer::Bulk(v),

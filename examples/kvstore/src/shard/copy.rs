@@ -36,7 +36,7 @@ const ENTRY_BYTES: i64 = 64;
 /// The bytes a value holds (fields and values with a small header each for a hash).
 fn size_of(v: &Value) -> i64 {
     match v {
-        Value::Str(s) => s.len() as i64,
+        Value::Str(s) | Value::Raw(s) => s.len() as i64,
         Value::Hash(h) => h
             .pairs()
             .iter()
@@ -126,6 +126,7 @@ impl Shard {
             (ObjectAsk::Encoding, Value::Str(v)) => {
                 Answer::Bulk(string_encoding(v).as_bytes().to_vec())
             }
+            (ObjectAsk::Encoding, Value::Raw(_)) => Answer::Bulk(b"raw".to_vec()),
             (ObjectAsk::Encoding, Value::Hash(h)) => Answer::Bulk(h.encoding().as_bytes().to_vec()),
             (ObjectAsk::RefCount, Value::Str(v))
                 if parse_i64(v).is_some_and(|n| (0..10_000).contains(&n)) =>

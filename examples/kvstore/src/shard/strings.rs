@@ -124,7 +124,7 @@ impl Shard {
         }
         let mut bytes = match self.map.get_mut(&key) {
             Some(Entry {
-                value: Value::Str(v),
+                value: Value::Str(v) | Value::Raw(v),
                 ..
             }) => std::mem::take(v),
             _ => Vec::new(),
@@ -134,7 +134,8 @@ impl Shard {
         }
         bytes[offset..offset + value.len()].copy_from_slice(value);
         let n = bytes.len();
-        self.put_keeping_ttl(key, bytes);
+        self.put_keeping_ttl(key.clone(), bytes);
+        self.make_raw(&key);
         Answer::Int(n as i64)
     }
 
@@ -147,13 +148,27 @@ impl Shard {
             return Answer::Error(TOO_LARGE.into());
         }
         match self.map.get_mut(&key) {
-            Some(Entry {
-                value: Value::Str(v),
-                ..
-            }) => v.extend_from_slice(value),
-            _ => self.put_keeping_ttl(key, value.to_vec()),
+            Some(e) => {
+                if let Value::Str(v) | Value::Raw(v) = &mut e.value {
+                    v.extend_from_slice(value);
+                }
+                // An existing string is changed in place: Redis's `raw` from then on.
+                if let Value::Str(v) = &mut e.value {
+                    e.value = Value::Raw(std::mem::take(v));
+                }
+            }
+            None => self.put_keeping_ttl(key, value.to_vec()),
         }
         Answer::Int((len + value.len()) as i64)
+    }
+
+    /// Marks the string at `key` as changed in place.
+    fn make_raw(&mut self, key: &[u8]) {
+        if let Some(e) = self.map.get_mut(key)
+            && let Value::Str(v) = &mut e.value
+        {
+            e.value = Value::Raw(std::mem::take(v));
+        }
     }
 
     pub(super) fn str_len(&mut self, key: &[u8], now: i64) -> Answer {
