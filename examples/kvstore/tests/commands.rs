@@ -337,7 +337,7 @@ const MOVES: &[&str] = &[
     "SET exp v PX 100000",
     "COPY exp exp2",
     "COPY exp exp3",
-    "PTTL exp",
+    "TTL exp2",
     "RENAME",
     "RENAME a",
     "COPY a",
