@@ -11,8 +11,10 @@
 //! OMPI_MCA_btl=self,tcp target/release/gsmrun -np 2 --fabric tcp target/release/gsm-bench remote
 //! target/release/gsm-bench remote --two-hosts [--runs N]      (as root: across two namespaces)
 //! target/release/gsmrun -np 2 target/release/gsm-bench collectives [--runs N] [--sweep] [--json FILE]
+//! target/release/gsm-bench collectives --two-hosts --curve [--runs N] [--plot DIR]   (as root)
 //! target/release/gsmrun -np 2 target/release/gsm-bench segments [--runs N] [--json FILE]
 //! target/release/gsmrun -np 2 target/release/gsm-bench streams [--runs N] [--json FILE]
+//! target/release/gsm-bench streams --two-hosts [--runs N]     (as root: across two namespaces)
 //! target/release/gsm-bench kv [--runs N] [--json FILE] [--plot DIR]
 //! target/release/gsmrun -np 2 target/release/gsm-bench curves --what apply [--plot DIR]
 //! taskset -c 1 target/release/gsm-bench curves --what kv [--plot DIR]
@@ -53,6 +55,8 @@ mod report;
 mod stats;
 mod sys;
 
+#[cfg(feature = "gossamer")]
+mod coll_curve;
 #[cfg(feature = "gossamer")]
 mod collectives;
 mod graph500;
@@ -231,6 +235,10 @@ enum Cmd {
         /// Time both algorithms of every switch point of gsm_collectives::Tuning instead.
         #[arg(long)]
         sweep: bool,
+        /// Bandwidth against size (8 B to 64 MiB) for allreduce, broadcast and a point-to-point
+        /// message instead, with a line chart per operation under --plot (see `coll_curve.rs`).
+        #[arg(long, conflicts_with = "sweep")]
+        curve: bool,
         /// Run as a 2-rank job across the two network-namespace hosts of the test bed (not
         /// under gsmrun; needs root), see `twohosts.rs`.
         #[arg(long)]
@@ -279,15 +287,21 @@ enum Cmd {
         /// whole seconds of it, at least 1).
         #[arg(long, default_value_t = 1000)]
         budget_ms: u64,
-        /// The address rank 0's iperf3 client connects to (rank 1 runs the server).
-        #[arg(long, default_value = "127.0.0.1")]
-        iperf_host: String,
+        /// The address rank 0's iperf3 client connects to (rank 1 runs the server) [default:
+        /// GSM_BENCH_PEER_HOST (set by --two-hosts), else 127.0.0.1].
+        #[arg(long)]
+        iperf_host: Option<String>,
         /// The iperf3 program.
         #[arg(long, default_value = "iperf3")]
         iperf3: String,
         /// A smoke run for tests: 50 ms per Gossamer figure and any --runs (even 1).
         #[arg(long)]
         quick: bool,
+        /// Run as a 2-rank job across the two network-namespace hosts of the test bed (not
+        /// under gsmrun; needs root), see `twohosts.rs`: the stream crosses the veth link over
+        /// tcp, and iperf3 runs between the same two hosts.
+        #[arg(long)]
+        two_hosts: bool,
     },
     /// One rank of 8 to 256 workers (oversubscribed): peak RSS, idle CPU and the poll's cost,
     /// fitted to a + b·w + c·w², and the model's memory and connections per rank at 64 and
@@ -393,12 +407,18 @@ fn remote(
         budget: std::time::Duration::from_millis(if quick { 20 } else { budget_ms.max(1) }),
         workers,
         record_mib: if quick { record_mib.min(1) } else { record_mib },
-        iperf_host: iperf_host
-            .or_else(|| std::env::var(twohosts::PEER_HOST).ok())
-            .unwrap_or_else(|| "127.0.0.1".into()),
+        iperf_host: peer_host(iperf_host),
         iperf3,
     };
     remote::run(&opts, common.json.as_deref())
+}
+
+/// Where an iperf3 client connects: `--iperf-host`, else the second host of `--two-hosts`, else
+/// loopback.
+fn peer_host(iperf_host: Option<String>) -> String {
+    iperf_host
+        .or_else(|| std::env::var(twohosts::PEER_HOST).ok())
+        .unwrap_or_else(|| "127.0.0.1".into())
 }
 
 #[cfg(feature = "ofi")]
@@ -489,8 +509,9 @@ fn run(command: Cmd) -> anyhow::Result<bool> {
             common,
             quick,
             sweep,
+            curve,
             ..
-        } => collectives::command(common.runs, common.json.as_deref(), quick, sweep),
+        } => collectives::command(common.runs, common.json.as_deref(), quick, sweep, curve),
         #[cfg(feature = "gossamer")]
         Cmd::Segments {
             common,
@@ -511,12 +532,13 @@ fn run(command: Cmd) -> anyhow::Result<bool> {
             iperf_host,
             iperf3,
             quick,
+            ..
         } => {
             check_runs(common.runs, quick)?;
             let opts = streams::Options {
                 runs: common.runs,
                 budget: std::time::Duration::from_millis(if quick { 50 } else { budget_ms.max(1) }),
-                iperf_host,
+                iperf_host: peer_host(iperf_host),
                 iperf3,
             };
             streams::run(&opts, common.json.as_deref())
