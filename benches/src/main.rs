@@ -18,7 +18,7 @@
 //! target/release/gsm-bench kv [--runs N] [--json FILE] [--plot DIR]
 //! target/release/gsmrun -np 2 target/release/gsm-bench curves --what apply [--plot DIR]
 //! taskset -c 1 target/release/gsm-bench curves --what kv [--plot DIR]
-//! target/release/gsm-bench graph500 [--runs N] [--scales 18,20] [--roots R] [--layouts 2x1,1x2,hosts] [--json FILE]
+//! target/release/gsm-bench graph500 [--runs N] [--scales 18,20] [--roots R] [--layouts 2x1,1x2,hosts] [--peer-threads 2] [--json FILE]
 //! target/release/gsm-bench scale [--quick] [--workers 8,16,32] [--json FILE] [--plot DIR]
 //! target/release/gsm-bench inbox [--runs N] [--producers 1,2,4] [--batch 8] [--json FILE]
 //! ```
@@ -26,7 +26,8 @@
 //! Every subcommand also takes `--plot DIR`: one SVG chart per group of cases (`plot.rs`).
 //!
 //! `graph500` (`graph500.rs`) runs the Graph500 example's engines (`gsm` by delegation, `gsm-bsp`,
-//! `mpi`) alternately on one host and on two network-namespace hosts.
+//! `mpi`) alternately on one host and on two network-namespace hosts, beside a shared-memory peer
+//! on plain threads (`graph500_peer/`).
 //!
 //! `local` (`local.rs`, `peers.rs`, `gsm.rs`) compares delegation on 2 workers with locks,
 //! atomics, a channel server and dashmap on 2 threads; `launch` (`launch.rs`) compares `gsmrun`
@@ -60,6 +61,8 @@ mod coll_curve;
 #[cfg(feature = "gossamer")]
 mod collectives;
 mod graph500;
+#[cfg(feature = "gossamer")]
+mod graph500_peer;
 #[cfg(feature = "gossamer")]
 mod gsm;
 #[cfg(feature = "gossamer")]
@@ -222,6 +225,10 @@ enum Cmd {
         /// Host layouts, comma-separated: 2x1, 1x2 (one host), hosts (two namespaces, tcp).
         #[arg(long, value_delimiter = ',', default_values_t = ["2x1".to_string(), "1x2".to_string(), "hosts".to_string()])]
         layouts: Vec<String>,
+        /// Threads of the shared-memory peer (direction-optimising BFS, delta-stepping SSSP on
+        /// plain threads, same graph); 0 leaves it out. Needs the `gossamer` feature.
+        #[arg(long, default_value_t = 2)]
+        peer_threads: u32,
     },
     /// gsm-collectives against MPI's collectives in the same job:
     /// `gsmrun -np 2 gsm-bench collectives` (see `collectives.rs`). Only rank 0 prints.
@@ -308,6 +315,11 @@ enum Cmd {
     /// 1,024 hosts x 128 workers (see `scale.rs`).
     #[cfg(feature = "gossamer")]
     Scale(scale::Args),
+    /// The shared-memory peer of `graph500`, one run in a process of its own (started by
+    /// `graph500`; see `graph500_peer/mod.rs`).
+    #[cfg(feature = "gossamer")]
+    #[command(hide = true)]
+    Graph500Peer(graph500_peer::Args),
     /// One point of `scale`, in a process of its own (started by `scale`).
     #[cfg(feature = "gossamer")]
     #[command(hide = true)]
@@ -353,6 +365,8 @@ impl Cmd {
             // Draws its own chart (`scale.rs`).
             #[cfg(feature = "gossamer")]
             Cmd::Scale(_) | Cmd::ScalePoint(_) => return None,
+            #[cfg(feature = "gossamer")]
+            Cmd::Graph500Peer(_) => return None,
             #[cfg(feature = "gossamer")]
             Cmd::Inbox { common, .. } => (common, "inbox"),
         };
@@ -487,7 +501,8 @@ fn run(command: Cmd) -> anyhow::Result<bool> {
             scales,
             roots,
             layouts,
-        } => graph500(&common, scales, roots, layouts),
+            peer_threads,
+        } => graph500(&common, scales, roots, layouts, peer_threads),
         Cmd::Remote {
             common,
             budget_ms,
@@ -564,6 +579,8 @@ fn run(command: Cmd) -> anyhow::Result<bool> {
         #[cfg(feature = "gossamer")]
         Cmd::ScalePoint(args) => scale::point_command(&args),
         #[cfg(feature = "gossamer")]
+        Cmd::Graph500Peer(args) => graph500_peer::command(&args),
+        #[cfg(feature = "gossamer")]
         Cmd::Inbox {
             common,
             budget_ms,
@@ -614,6 +631,7 @@ fn graph500(
     scales: Vec<u32>,
     roots: u32,
     layouts: Vec<String>,
+    peer_threads: u32,
 ) -> anyhow::Result<bool> {
     check_runs(common.runs, false)?;
     report::check_json(common.json.as_deref())?;
@@ -626,11 +644,18 @@ fn graph500(
     if let Some(bad) = scales.iter().find(|s| !(1..=31).contains(*s)) {
         anyhow::bail!("--scales: SCALE {bad} is outside 1..=31");
     }
+    if peer_threads > 0 && !cfg!(feature = "gossamer") {
+        anyhow::bail!(
+            "--peer-threads {peer_threads}: the shm peer needs the `gossamer` feature (a default \
+             feature); give --peer-threads 0 to leave it out"
+        );
+    }
     let opts = graph500::Options {
         runs: common.runs,
         scales,
         roots: roots.max(1),
         layouts,
+        peer_threads,
     };
     graph500::run(&opts, common.json.as_deref())?;
     Ok(true)
