@@ -4,6 +4,7 @@
 //! ```text
 //! gsmrun -np 2 gsm-bench collectives [--runs N] [--json FILE]
 //! gsmrun -np 2 gsm-bench collectives --sweep        # the switch points of gsm_collectives::Tuning
+//! gsmrun -np 2 gsm-bench collectives --curve        # bandwidth against size (`coll_curve.rs`)
 //! ```
 //!
 //! **How the job is shared** (as in `remote.rs`): the program initialises MPI itself
@@ -463,11 +464,14 @@ pub fn command(
     json: Option<&std::path::Path>,
     quick: bool,
     sweep: bool,
+    curve: bool,
 ) -> anyhow::Result<bool> {
     crate::check_runs(runs, quick)?;
     let opts = Options { runs, quick, sweep };
     crate::report::mpi_job(json, |world| {
-        if opts.sweep {
+        if curve {
+            crate::coll_curve::run(world, opts.runs, opts.quick)
+        } else if opts.sweep {
             run_sweep(world, &opts)
         } else {
             run_cases(world, &opts)

@@ -8,11 +8,18 @@
 //! - `2 hosts, tcp`: two network namespaces of this machine (`gsm_tests::netns::TwoHosts`, needs
 //!   root), one rank of one worker on each, tcp between them (`mpi` with `OMPI_MCA_btl=self,tcp`).
 //!
-//! Every repetition runs each engine once, in turn, so that the engines see the same load; a
-//! figure is the median over `--runs` repetitions. Searches are not validated (`--no-validate`;
-//! the example's tests validate every engine), and `--roots` bounds the time. Peak memory is
+//! Beside them, in every layout, the shared-memory peer (`graph500_peer/`): direction-optimising
+//! BFS and delta-stepping SSSP with bucket fusion on `--peer-threads` plain threads of one
+//! process, over the same generated graph and roots; every engine's figure is also given as a
+//! ratio to the peer's (the rows "ENGINE against the shm peer").
+//!
+//! Every repetition runs each engine once, in turn, then the peer, so that all see the same load;
+//! a figure is the median over `--runs` repetitions. The engines' searches are not validated
+//! (`--no-validate`; the example's tests validate every engine); the peer validates each of its
+//! searches with the example's validation, untimed. `--roots` bounds the time. Peak memory is
 //! `/usr/bin/time`'s maximum resident set of the launcher's descendants, which is the largest
-//! rank's. It measures; the example's own output (its JSON) is what it reads.
+//! rank's (the peer's: its one process). It measures; the example's own output (its JSON, which
+//! the peer writes too) is what it reads.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,6 +36,8 @@ pub struct Options {
     pub roots: u32,
     /// Layouts by name: `2x1`, `1x2`, `hosts`.
     pub layouts: Vec<String>,
+    /// Threads of the shared-memory peer; 0 leaves the peer out.
+    pub peer_threads: u32,
 }
 
 const ENGINES: [&str; 3] = ["gsm", "gsm-bsp", "mpi"];
@@ -92,18 +101,10 @@ fn layouts(
     all
 }
 
-/// Runs one engine once; its figures.
-fn once(
-    layout: &Layout,
-    engine: &str,
-    scale: u32,
-    roots: u32,
-    json: &Path,
-) -> anyhow::Result<Sample> {
-    let _ = std::fs::remove_file(json);
-    let mut cmd = Command::new("/usr/bin/time");
-    cmd.args(["-f", "gsm-bench-maxrss-kib=%M"])
-        .arg(crate::launch::sibling("gsmrun"))
+/// The command of one engine's run, under `/usr/bin/time`.
+fn engine_command(layout: &Layout, engine: &str, scale: u32, roots: u32, json: &Path) -> Command {
+    let mut cmd = timed_command();
+    cmd.arg(crate::launch::sibling("gsmrun"))
         .args(&layout.args)
         .arg(crate::launch::sibling("graph500"))
         .args([
@@ -119,11 +120,38 @@ fn once(
         .envs(layout.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    cmd
+}
+
+/// The command of one run of the shared-memory peer (this program's `graph500-peer`), which
+/// validates its searches.
+fn peer_command(threads: u32, scale: u32, roots: u32, json: &Path) -> anyhow::Result<Command> {
+    let me = std::env::current_exe()
+        .map_err(|e| anyhow::anyhow!("cannot find gsm-bench itself to run its peer: {e}"))?;
+    let mut cmd = timed_command();
+    cmd.arg(me)
+        .arg("graph500-peer")
+        .arg(scale.to_string())
+        .args(["--threads", &threads.to_string(), "--roots"])
+        .arg(roots.to_string())
+        .arg("--json")
+        .arg(json);
+    Ok(cmd)
+}
+
+fn timed_command() -> Command {
+    let mut cmd = Command::new("/usr/bin/time");
+    cmd.args(["-f", "gsm-bench-maxrss-kib=%M"]);
+    cmd
+}
+
+/// Runs `cmd` (a run described as `what`) once; its figures, read from its JSON at `json`.
+fn once(mut cmd: Command, what: &str, json: &Path) -> anyhow::Result<Sample> {
+    let _ = std::fs::remove_file(json);
     let out = cmd.output().map_err(|e| {
         anyhow::anyhow!("cannot run /usr/bin/time (install the `time` package): {e}")
     })?;
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let what = format!("graph500 {scale} --engine {engine} on {}", layout.name);
     if !out.status.success() {
         anyhow::bail!("{what} failed ({}):\n{stderr}", out.status);
     }
@@ -160,20 +188,32 @@ pub fn run(opts: &Options, json: Option<&Path>) -> anyhow::Result<()> {
     let mut cases = Vec::new();
     for layout in layouts(opts, bed.as_ref(), &hostfile) {
         for &scale in &opts.scales {
-            let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); layout.engines.len()];
+            // One list per engine, then the peer's (empty when it is left out).
+            let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); layout.engines.len() + 1];
             for r in 0..opts.runs {
-                for (i, engine) in layout.engines.iter().enumerate() {
+                let progress = |who: &str| {
                     crate::report::progress(format_args!(
-                        "{} SCALE {scale}: run {}/{} --engine {engine}",
+                        "{} SCALE {scale}: run {}/{} {who}",
                         layout.name,
                         r + 1,
                         opts.runs
-                    ));
-                    samples[i].push(once(&layout, engine, scale, opts.roots, &results)?);
+                    ))
+                };
+                for (i, engine) in layout.engines.iter().enumerate() {
+                    progress(&format!("--engine {engine}"));
+                    let cmd = engine_command(&layout, engine, scale, opts.roots, &results);
+                    let what = format!("graph500 {scale} --engine {engine} on {}", layout.name);
+                    samples[i].push(once(cmd, &what, &results)?);
+                }
+                if opts.peer_threads > 0 {
+                    progress("shm peer");
+                    let cmd = peer_command(opts.peer_threads, scale, opts.roots, &results)?;
+                    let what = format!("the shm peer at SCALE {scale}");
+                    samples[layout.engines.len()].push(once(cmd, &what, &results)?);
                 }
             }
             crate::report::progress_done();
-            cases.extend(cases_of(&layout, scale, &samples));
+            cases.extend(cases_of(&layout, scale, opts.peer_threads, &samples));
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -181,21 +221,43 @@ pub fn run(opts: &Options, json: Option<&Path>) -> anyhow::Result<()> {
 }
 
 /// The table's cases of one layout and scale: BFS, SSSP (TEPS) and, where `rss`, peak memory,
-/// `gsm` against each other engine.
-fn cases_of(layout: &Layout, scale: u32, samples: &[Vec<Sample>]) -> Vec<Case> {
+/// `gsm` against each other engine and the shm peer (the last list of `samples`, empty when it
+/// was left out); then, for BFS and SSSP, each other engine against the peer.
+fn cases_of(layout: &Layout, scale: u32, peer_threads: u32, samples: &[Vec<Sample>]) -> Vec<Case> {
     let pick =
         |f: fn(&Sample) -> f64, i: usize| summarize(&samples[i].iter().map(f).collect::<Vec<_>>());
+    let engines = layout.engines.len();
+    let peer_name = format!("shm peer, {peer_threads} threads");
+    let peer = |f: fn(&Sample) -> f64| Figure {
+        name: peer_name.clone(),
+        summary: pick(f, engines),
+    };
+    let with_peer = peer_threads > 0;
+    let name = |what: &str| format!("graph500 {what}, SCALE {scale}, {}", layout.name);
     let case = |what: &str, unit: &str, higher: bool, f: fn(&Sample) -> f64| Case {
-        case: format!("graph500 {what}, SCALE {scale}, {}", layout.name),
+        case: name(what),
         unit: unit.into(),
         higher_is_better: higher,
         gsm: pick(f, 0),
-        peers: (1..layout.engines.len())
+        peers: (1..engines)
             .map(|i| Figure {
                 name: layout.engines[i].into(),
                 summary: pick(f, i),
             })
+            .chain(with_peer.then(|| peer(f)))
             .collect(),
+    };
+    let against_peer = |what: &str, f: fn(&Sample) -> f64| {
+        (1..engines)
+            .filter(|_| with_peer)
+            .map(|i| Case {
+                case: format!("{}: {} against the shm peer", name(what), layout.engines[i]),
+                unit: "TEPS".into(),
+                higher_is_better: true,
+                gsm: pick(f, i),
+                peers: vec![peer(f)],
+            })
+            .collect::<Vec<_>>()
     };
     let mut cases = vec![
         case("BFS", "TEPS", true, |s| s.0),
@@ -204,5 +266,7 @@ fn cases_of(layout: &Layout, scale: u32, samples: &[Vec<Sample>]) -> Vec<Case> {
     if layout.rss {
         cases.push(case("peak RSS per rank", "MiB", false, |s| s.2));
     }
+    cases.extend(against_peer("BFS", |s| s.0));
+    cases.extend(against_peer("SSSP", |s| s.1));
     cases
 }

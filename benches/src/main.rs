@@ -11,12 +11,14 @@
 //! OMPI_MCA_btl=self,tcp target/release/gsmrun -np 2 --fabric tcp target/release/gsm-bench remote
 //! target/release/gsm-bench remote --two-hosts [--runs N]      (as root: across two namespaces)
 //! target/release/gsmrun -np 2 target/release/gsm-bench collectives [--runs N] [--sweep] [--json FILE]
+//! target/release/gsm-bench collectives --two-hosts --curve [--runs N] [--plot DIR]   (as root)
 //! target/release/gsmrun -np 2 target/release/gsm-bench segments [--runs N] [--json FILE]
 //! target/release/gsmrun -np 2 target/release/gsm-bench streams [--runs N] [--json FILE]
+//! target/release/gsm-bench streams --two-hosts [--runs N]     (as root: across two namespaces)
 //! target/release/gsm-bench kv [--runs N] [--json FILE] [--plot DIR]
 //! target/release/gsmrun -np 2 target/release/gsm-bench curves --what apply [--plot DIR]
 //! taskset -c 1 target/release/gsm-bench curves --what kv [--plot DIR]
-//! target/release/gsm-bench graph500 [--runs N] [--scales 18,20] [--roots R] [--layouts 2x1,1x2,hosts] [--json FILE]
+//! target/release/gsm-bench graph500 [--runs N] [--scales 18,20] [--roots R] [--layouts 2x1,1x2,hosts] [--peer-threads 2] [--json FILE]
 //! target/release/gsm-bench scale [--quick] [--workers 8,16,32] [--json FILE] [--plot DIR]
 //! target/release/gsm-bench inbox [--runs N] [--producers 1,2,4] [--batch 8] [--json FILE]
 //! ```
@@ -24,7 +26,8 @@
 //! Every subcommand also takes `--plot DIR`: one SVG chart per group of cases (`plot.rs`).
 //!
 //! `graph500` (`graph500.rs`) runs the Graph500 example's engines (`gsm` by delegation, `gsm-bsp`,
-//! `mpi`) alternately on one host and on two network-namespace hosts.
+//! `mpi`) alternately on one host and on two network-namespace hosts, beside a shared-memory peer
+//! on plain threads (`graph500_peer/`).
 //!
 //! `local` (`local.rs`, `peers.rs`, `gsm.rs`) compares delegation on 2 workers with locks,
 //! atomics, a channel server and dashmap on 2 threads; `launch` (`launch.rs`) compares `gsmrun`
@@ -54,8 +57,12 @@ mod stats;
 mod sys;
 
 #[cfg(feature = "gossamer")]
+mod coll_curve;
+#[cfg(feature = "gossamer")]
 mod collectives;
 mod graph500;
+#[cfg(feature = "gossamer")]
+mod graph500_peer;
 #[cfg(feature = "gossamer")]
 mod gsm;
 #[cfg(feature = "gossamer")]
@@ -218,6 +225,10 @@ enum Cmd {
         /// Host layouts, comma-separated: 2x1, 1x2 (one host), hosts (two namespaces, tcp).
         #[arg(long, value_delimiter = ',', default_values_t = ["2x1".to_string(), "1x2".to_string(), "hosts".to_string()])]
         layouts: Vec<String>,
+        /// Threads of the shared-memory peer (direction-optimising BFS, delta-stepping SSSP on
+        /// plain threads, same graph); 0 leaves it out. Needs the `gossamer` feature.
+        #[arg(long, default_value_t = 2)]
+        peer_threads: u32,
     },
     /// gsm-collectives against MPI's collectives in the same job:
     /// `gsmrun -np 2 gsm-bench collectives` (see `collectives.rs`). Only rank 0 prints.
@@ -231,6 +242,10 @@ enum Cmd {
         /// Time both algorithms of every switch point of gsm_collectives::Tuning instead.
         #[arg(long)]
         sweep: bool,
+        /// Bandwidth against size (8 B to 64 MiB) for allreduce, broadcast and a point-to-point
+        /// message instead, with a line chart per operation under --plot (see `coll_curve.rs`).
+        #[arg(long, conflicts_with = "sweep")]
+        curve: bool,
         /// Run as a 2-rank job across the two network-namespace hosts of the test bed (not
         /// under gsmrun; needs root), see `twohosts.rs`.
         #[arg(long)]
@@ -279,21 +294,32 @@ enum Cmd {
         /// whole seconds of it, at least 1).
         #[arg(long, default_value_t = 1000)]
         budget_ms: u64,
-        /// The address rank 0's iperf3 client connects to (rank 1 runs the server).
-        #[arg(long, default_value = "127.0.0.1")]
-        iperf_host: String,
+        /// The address rank 0's iperf3 client connects to (rank 1 runs the server) [default:
+        /// GSM_BENCH_PEER_HOST (set by --two-hosts), else 127.0.0.1].
+        #[arg(long)]
+        iperf_host: Option<String>,
         /// The iperf3 program.
         #[arg(long, default_value = "iperf3")]
         iperf3: String,
         /// A smoke run for tests: 50 ms per Gossamer figure and any --runs (even 1).
         #[arg(long)]
         quick: bool,
+        /// Run as a 2-rank job across the two network-namespace hosts of the test bed (not
+        /// under gsmrun; needs root), see `twohosts.rs`: the stream crosses the veth link over
+        /// tcp, and iperf3 runs between the same two hosts.
+        #[arg(long)]
+        two_hosts: bool,
     },
     /// One rank of 8 to 256 workers (oversubscribed): peak RSS, idle CPU and the poll's cost,
     /// fitted to a + b·w + c·w², and the model's memory and connections per rank at 64 and
     /// 1,024 hosts x 128 workers (see `scale.rs`).
     #[cfg(feature = "gossamer")]
     Scale(scale::Args),
+    /// The shared-memory peer of `graph500`, one run in a process of its own (started by
+    /// `graph500`; see `graph500_peer/mod.rs`).
+    #[cfg(feature = "gossamer")]
+    #[command(hide = true)]
+    Graph500Peer(graph500_peer::Args),
     /// One point of `scale`, in a process of its own (started by `scale`).
     #[cfg(feature = "gossamer")]
     #[command(hide = true)]
@@ -339,6 +365,8 @@ impl Cmd {
             // Draws its own chart (`scale.rs`).
             #[cfg(feature = "gossamer")]
             Cmd::Scale(_) | Cmd::ScalePoint(_) => return None,
+            #[cfg(feature = "gossamer")]
+            Cmd::Graph500Peer(_) => return None,
             #[cfg(feature = "gossamer")]
             Cmd::Inbox { common, .. } => (common, "inbox"),
         };
@@ -393,12 +421,18 @@ fn remote(
         budget: std::time::Duration::from_millis(if quick { 20 } else { budget_ms.max(1) }),
         workers,
         record_mib: if quick { record_mib.min(1) } else { record_mib },
-        iperf_host: iperf_host
-            .or_else(|| std::env::var(twohosts::PEER_HOST).ok())
-            .unwrap_or_else(|| "127.0.0.1".into()),
+        iperf_host: peer_host(iperf_host),
         iperf3,
     };
     remote::run(&opts, common.json.as_deref())
+}
+
+/// Where an iperf3 client connects: `--iperf-host`, else the second host of `--two-hosts`, else
+/// loopback.
+fn peer_host(iperf_host: Option<String>) -> String {
+    iperf_host
+        .or_else(|| std::env::var(twohosts::PEER_HOST).ok())
+        .unwrap_or_else(|| "127.0.0.1".into())
 }
 
 #[cfg(feature = "ofi")]
@@ -467,7 +501,8 @@ fn run(command: Cmd) -> anyhow::Result<bool> {
             scales,
             roots,
             layouts,
-        } => graph500(&common, scales, roots, layouts),
+            peer_threads,
+        } => graph500(&common, scales, roots, layouts, peer_threads),
         Cmd::Remote {
             common,
             budget_ms,
@@ -489,8 +524,9 @@ fn run(command: Cmd) -> anyhow::Result<bool> {
             common,
             quick,
             sweep,
+            curve,
             ..
-        } => collectives::command(common.runs, common.json.as_deref(), quick, sweep),
+        } => collectives::command(common.runs, common.json.as_deref(), quick, sweep, curve),
         #[cfg(feature = "gossamer")]
         Cmd::Segments {
             common,
@@ -511,12 +547,13 @@ fn run(command: Cmd) -> anyhow::Result<bool> {
             iperf_host,
             iperf3,
             quick,
+            ..
         } => {
             check_runs(common.runs, quick)?;
             let opts = streams::Options {
                 runs: common.runs,
                 budget: std::time::Duration::from_millis(if quick { 50 } else { budget_ms.max(1) }),
-                iperf_host,
+                iperf_host: peer_host(iperf_host),
                 iperf3,
             };
             streams::run(&opts, common.json.as_deref())
@@ -541,6 +578,8 @@ fn run(command: Cmd) -> anyhow::Result<bool> {
         Cmd::Scale(args) => scale::command(&args),
         #[cfg(feature = "gossamer")]
         Cmd::ScalePoint(args) => scale::point_command(&args),
+        #[cfg(feature = "gossamer")]
+        Cmd::Graph500Peer(args) => graph500_peer::command(&args),
         #[cfg(feature = "gossamer")]
         Cmd::Inbox {
             common,
@@ -592,6 +631,7 @@ fn graph500(
     scales: Vec<u32>,
     roots: u32,
     layouts: Vec<String>,
+    peer_threads: u32,
 ) -> anyhow::Result<bool> {
     check_runs(common.runs, false)?;
     report::check_json(common.json.as_deref())?;
@@ -604,11 +644,18 @@ fn graph500(
     if let Some(bad) = scales.iter().find(|s| !(1..=31).contains(*s)) {
         anyhow::bail!("--scales: SCALE {bad} is outside 1..=31");
     }
+    if peer_threads > 0 && !cfg!(feature = "gossamer") {
+        anyhow::bail!(
+            "--peer-threads {peer_threads}: the shm peer needs the `gossamer` feature (a default \
+             feature); give --peer-threads 0 to leave it out"
+        );
+    }
     let opts = graph500::Options {
         runs: common.runs,
         scales,
         roots: roots.max(1),
         layouts,
+        peer_threads,
     };
     graph500::run(&opts, common.json.as_deref())?;
     Ok(true)

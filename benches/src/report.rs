@@ -113,6 +113,11 @@ pub fn plot_to(dir: &Path, command: &str) {
     let _ = PLOT.set((dir.to_path_buf(), command.to_string()));
 }
 
+/// The directory of `--plot DIR`, if given (for a subcommand that draws charts of its own).
+pub fn plot_dir() -> Option<&'static Path> {
+    PLOT.get().map(|(dir, _)| dir.as_path())
+}
+
 /// Prints the table and, when `json` is given, writes every row there as a JSON array; with
 /// `--plot DIR` ([`plot_to`]) also draws the cases (`plot.rs`).
 pub fn emit(cases: &[Case], json: Option<&Path>) -> anyhow::Result<()> {

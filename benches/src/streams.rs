@@ -5,7 +5,13 @@
 //! gsmrun -np 2 gsm-bench streams [--runs N] [--budget-ms B] [--json FILE]             # shm
 //! gsmrun -np 2 --fabric tcp gsm-bench streams [--json FILE]                           # loopback tcp
 //! gsmrun -np 2 --hostfile H --launch-agent A gsm-bench streams --iperf-host ADDR1      # two hosts
+//! gsm-bench streams --two-hosts [--runs N]     # as root: the test bed's two namespace hosts
 //! ```
+//!
+//! `--two-hosts` (see `twohosts.rs`) makes the test bed's two network-namespace hosts, runs the
+//! job with one rank on each (Gossamer's `auto` fabric is then `tcp` over the veth link), and
+//! points iperf3 at the second host's address (`GSM_BENCH_PEER_HOST`), so the stream and iperf3
+//! cross the same bridge in the same run.
 //!
 //! **Cases** (rank 0 writes, rank 1 reads; the rate is rank 1's: bytes read over the time from
 //! its `accept` to end of stream):

@@ -1,4 +1,4 @@
-//! `--two-hosts`: runs `remote` or `collectives` across the two simulated hosts of the
+//! `--two-hosts`: runs `remote`, `collectives`, `streams` or `rma-rate` across the two simulated hosts of the
 //! project's test bed (`gsm_tests::netns`: two network namespaces on a bridge, each seen by its
 //! ranks as a host of its own), so that the figures cross a veth link, not the loopback device.
 //!

@@ -21,7 +21,11 @@
 //! The piece size: exchanging 4 MiB between 2 ranks took 12.5 ms as one message, 8.6 ms in
 //! 1 MiB pieces, 4.0 ms in 256 KiB pieces and 3.9–5.8 ms in 64 KiB pieces (1 MiB: 0.7–0.9 ms
 //! whole, 0.48–0.66 ms in 256 KiB pieces). The rendezvous: 40 one-way messages of 1 MiB in
-//! 256 KiB pieces took 1.0 ms each sent back to back, 0.23–0.34 ms each acknowledged.
+//! 256 KiB pieces took 1.0 ms each sent back to back, 0.23–0.34 ms each acknowledged. Those
+//! piece figures are from one host; between two hosts (`gsm-bench collectives --two-hosts`, tcp
+//! over a veth link) 64 KiB pieces beat 256 KiB ones for the 1 MiB broadcast and allreduce, and
+//! one host only sends pieces with the board off, so the default is 64 KiB (the A/B is in
+//! docs/performance-log.md).
 //!
 //! The board's switches, by the same sweep (2 ranks, one host; copies ÷ steps time): allreduce
 //! 1 KiB 18, 4 KiB 7.0, 8 KiB 3.8, 16 KiB 0.76–1.32 (two runs), 32 KiB 0.45, 64 KiB 0.30,

@@ -10,7 +10,7 @@
 //! is sized from the fibers' ([`worker_thread_stack`]). Finished fibers give their stack back to
 //! the pool (up to a bound) so spawning does not `mmap` each time. A fiber never migrates between
 //! threads, which is what makes the thread-local "current yielder" below valid. Scheduling lives
-//! in `worker.rs`.
+//! in `worker/sched.rs` (the `Scheduler`).
 
 use std::cell::Cell;
 
@@ -114,8 +114,8 @@ impl StackPool {
     /// fibers in a process, whatever their stack size. When the process is at that limit, a
     /// smaller stack does not help, so the message says which limit it met.
     ///
-    /// Finding that out reads `/proc/self/maps`, which is slow at the limit (docs/performance.md,
-    /// "explaining a refused fiber stack"), so refusals of the same error within
+    /// Finding that out reads `/proc/self/maps`, which is slow at the limit (docs/performance-log.md,
+    /// "Explaining a refused fiber stack"), so refusals of the same error within
     /// [`EXPLAINED_FOR`] of an explained one are told the same.
     pub(crate) fn explain(&mut self, e: &std::io::Error) -> String {
         let now = std::time::Instant::now();

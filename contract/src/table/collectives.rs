@@ -89,7 +89,7 @@ pub const COLL_BCAST_CHUNK: Setting = Setting {
 pub const COLL_PIECE: Setting = Setting {
     name: "GSM_COLL_PIECE",
     kind: PIECE,
-    default: Fallback::Value("256K"),
+    default: Fallback::Value("64K"),
     doc: "Vectors sent to another rank by the reductions and the binomial broadcast travel in \
           pieces of at most this size.",
     layer: Layer::Collectives,

@@ -99,6 +99,6 @@ pub const SPIN_HOST: Setting = Setting {
     default: Fallback::Value("on"),
     doc: "Idle workers spin and linger while the host's runnable threads fit its CPUs; off: \
           by this rank's awake workers alone, for a host whose other load should not hold this \
-          job's workers back. See `docs/moved/idle.md`.",
+          job's workers back. See `libgsm/src/worker/README.md`, \"The idle protocol\".",
     layer: Layer::Worker,
 };

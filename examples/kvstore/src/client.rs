@@ -44,6 +44,8 @@ pub struct Client {
     pub skip_next: bool,
     /// Killed by itself: close once the reply is written.
     pub close: bool,
+    /// The bytes of the request being run (its `qbuf` in `CLIENT LIST`).
+    pub qbuf: usize,
 }
 
 impl Client {
@@ -66,6 +68,7 @@ impl Client {
             skip: false,
             skip_next: false,
             close: false,
+            qbuf: 0,
         }
     }
 }
@@ -100,10 +103,10 @@ fn error(out: &mut Vec<u8>, text: &str) {
 
 /// Redis's line for one client in `CLIENT LIST`/`INFO` (the figures it does not keep are
 /// those of an idle connection).
-fn line(id: u64, e: &Entry, cmd: &str) -> String {
+fn line(id: u64, e: &Entry, cmd: &str, qbuf: usize) -> String {
     format!(
         "id={id} addr={} laddr={} fd={} name={} age={} idle=0 flags=N db=0 sub=0 psub=0 ssub=0 \
-         multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 \
+         multi=-1 qbuf={qbuf} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 \
          tot-mem=0 events=r cmd={cmd} user=default redir=-1 resp=2\n",
         e.addr,
         e.laddr,
@@ -154,7 +157,7 @@ pub fn command(me: &mut Client, args: &[Vec<u8>], out: &mut Vec<u8>) {
     match sub.as_str() {
         "id" => resp::integer(out, me.id as i64),
         "info" => match lock().get(&me.id) {
-            Some(e) => resp::bulk(out, line(me.id, e, "client|info").as_bytes()),
+            Some(e) => resp::bulk(out, line(me.id, e, "client|info", me.qbuf).as_bytes()),
             None => resp::nil(out),
         },
         "list" => list(me, &args[2..], out),
@@ -253,8 +256,11 @@ fn list(me: &Client, args: &[Vec<u8>], out: &mut Vec<u8>) {
     let mut text = String::new();
     for (&id, e) in table.iter() {
         if !e.killed && ids.as_ref().is_none_or(|w| w.contains(&id)) {
-            let cmd = if id == me.id { "client|list" } else { "NULL" };
-            text.push_str(&line(id, e, cmd));
+            let (cmd, qbuf) = match id == me.id {
+                true => ("client|list", me.qbuf),
+                false => ("NULL", 0),
+            };
+            text.push_str(&line(id, e, cmd, qbuf));
         }
     }
     resp::bulk(out, text.as_bytes());
@@ -285,7 +291,12 @@ fn kill(me: &mut Client, args: &[Vec<u8>], out: &mut Vec<u8>) {
             },
             b"addr" => addr = Some(value.clone()),
             b"laddr" => laddr = Some(value.clone()),
-            b"user" => none |= value.as_slice() != b"default",
+            // Only the default user exists (there is no ACL).
+            b"user" if value.as_slice() != b"default" => {
+                let shown = String::from_utf8_lossy(value);
+                return error(out, &format!("ERR No such user '{shown}'"));
+            }
+            b"user" => {}
             b"type" => match value.to_ascii_lowercase().as_slice() {
                 b"normal" => {}
                 b"master" | b"replica" | b"slave" | b"pubsub" => none = true,

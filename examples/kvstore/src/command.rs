@@ -6,8 +6,8 @@
 //! (`dispatch.rs` does), and it keeps no state: the replies it makes on the spot are those that
 //! need no key (`PING`, `ECHO`, `COMMAND`, `CONFIG GET`, `SELECT 0`, `CLIENT ...`).
 
+use crate::resp;
 use crate::shard::{Cond, ExpireIf, NOT_INTEGER, Op, Ttl, When, now_ms, parse_i64};
-use crate::{glob, resp};
 
 /// Keys spread over shards by a multi-key command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,7 +27,7 @@ pub enum Fold {
     AllOk,
     /// One array of every shard's values (`KEYS`).
     Concat,
-    /// The first non-nil answer (`RANDOMKEY`).
+    /// A random one of the non-nil answers (`RANDOMKEY`).
     First,
 }
 
@@ -52,6 +52,16 @@ pub enum Plan {
     Quit,
     /// `SHUTDOWN [NOSAVE|SAVE]`: stop every rank of the job.
     Shutdown,
+    /// `RENAME`, `RENAMENX`, `COPY`: one operation if both keys live on one shard, else a
+    /// move between two (`pair.rs`).
+    Move(Move),
+    /// `MSETNX`: one operation if every key lives on one shard, else one per shard and an undo
+    /// (`pair.rs`).
+    MSetNx(Vec<(Vec<u8>, Vec<u8>)>),
+    /// `CONFIG SET` of the parameters that can change: set on every rank, then `OK`.
+    ConfigSet(Limits),
+    /// `LCS` of two keys' strings, with its options or the error they earn.
+    Lcs(Vec<Vec<u8>>, Result<crate::lcs::Options, String>),
 }
 
 fn error(text: &str) -> Plan {
@@ -87,6 +97,22 @@ pub(super) fn unknown(args: &[Vec<u8>]) -> Plan {
     ))
 }
 
+/// Redis 7.0's error for a subcommand of `command`: one it does not know, or (`known`) one
+/// given the wrong number of arguments.
+pub(super) fn bad_subcommand(command: &str, sub: &[u8], known: bool) -> Plan {
+    let shown: String = String::from_utf8_lossy(sub).chars().take(128).collect();
+    if known {
+        let lower = shown.to_ascii_lowercase();
+        return error(&format!(
+            "ERR wrong number of arguments for '{command}|{lower}' command"
+        ));
+    }
+    error(&format!(
+        "ERR unknown subcommand '{shown}'. Try {} HELP.",
+        command.to_ascii_uppercase()
+    ))
+}
+
 fn reply(f: impl FnOnce(&mut Vec<u8>)) -> Plan {
     let mut out = Vec::new();
     f(&mut out);
@@ -100,11 +126,20 @@ fn int_arg(arg: &[u8]) -> Result<i64, Plan> {
 /// The plan of one request (`args` is not empty).
 pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    if let Some(row) = table::row_of(&name) {
+        crate::stats::count(row);
+    }
     if strings::NAMES.contains(&name.as_str()) {
         return strings::plan(&name, args);
     }
     if keyspace::NAMES.contains(&name.as_str()) {
         return keyspace::plan(&name, args);
+    }
+    if hash::NAMES.contains(&name.as_str()) {
+        return hash::plan(&name, args);
+    }
+    if moves::NAMES.contains(&name.as_str()) {
+        return moves::plan(&name, args);
     }
     let n = args.len();
     let fixed = |want: usize| n == want;
@@ -136,6 +171,14 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
             }
             Plan::Split(Split::MSet(pairs))
         }
+        "msetnx" if n >= 3 && n % 2 == 1 => {
+            let mut it = args.into_iter().skip(1);
+            let mut pairs = Vec::with_capacity(n / 2);
+            while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                pairs.push((k, v));
+            }
+            Plan::MSetNx(pairs)
+        }
         "expire" | "pexpire" | "expireat" | "pexpireat" if n >= 3 => expire(&name, args),
         "ttl" | "pttl" if fixed(2) => Plan::One(
             args[1].clone(),
@@ -149,6 +192,14 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
             None => resp::simple(o, "PONG"),
         }),
         "echo" if fixed(2) => reply(|o| resp::bulk(o, &args[1])),
+        "time" if fixed(1) => reply(|o| {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            resp::array(o, 2);
+            resp::bulk(o, t.as_secs().to_string().as_bytes());
+            resp::bulk(o, t.subsec_micros().to_string().as_bytes());
+        }),
         "quit" => Plan::Quit,
         "hello" => hello(&args),
         "shutdown" => shutdown(&args),
@@ -157,13 +208,16 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
             Ok(0) => reply(|o| resp::simple(o, "OK")),
             Ok(_) => error("ERR DB index is out of range"),
         },
-        "command" => command(&args),
-        "config" if n >= 2 => config(&args),
+        "command" => table::command(&args),
+        "config" if n >= 2 => config::plan(&args),
+        "function" if n >= 2 => function(&args),
+        // Cluster mode is not served: Redis's answer of a standalone server.
+        "cluster" if n >= 2 => error("ERR This instance has cluster support disabled"),
         "client" if n >= 2 => Plan::Client(args),
         "get" | "set" | "del" | "exists" | "incr" | "decr" | "incrby" | "decrby" | "mget"
-        | "mset" | "expire" | "pexpire" | "expireat" | "pexpireat" | "setex" | "psetex" | "ttl"
-        | "pttl" | "dbsize" | "flushall" | "flushdb" | "ping" | "echo" | "select" | "config"
-        | "client" => arity(&name),
+        | "mset" | "msetnx" | "expire" | "pexpire" | "expireat" | "pexpireat" | "setex"
+        | "psetex" | "ttl" | "pttl" | "dbsize" | "flushall" | "flushdb" | "ping" | "echo"
+        | "select" | "config" | "client" | "function" | "time" | "cluster" => arity(&name),
         _ => unknown(&args),
     }
 }
@@ -238,6 +292,7 @@ fn expire(name: &str, mut args: Vec<Vec<u8>>) -> Plan {
     let cond = match (nx, xx, gt, lt) {
         (true, ..) => ExpireIf::None,
         (_, _, true, _) => ExpireIf::Later,
+        (_, true, _, true) => ExpireIf::SoonerSome,
         (_, _, _, true) => ExpireIf::Sooner,
         (_, true, ..) => ExpireIf::Some,
         _ => ExpireIf::Always,
@@ -386,92 +441,33 @@ fn hello(args: &[Vec<u8>]) -> Plan {
     })
 }
 
-/// `COMMAND`, `COMMAND COUNT`, `COMMAND DOCS`: enough for `redis-cli` to start (it falls back to
-/// its own help when the documentation is empty).
-fn command(args: &[Vec<u8>]) -> Plan {
-    let sub = args.get(1).map(|s| s.to_ascii_lowercase());
-    match sub.as_deref() {
-        Some(b"count") => reply(|o| resp::integer(o, COMMANDS.len() as i64)),
-        _ => reply(|o| resp::array(o, 0)),
-    }
-}
-
-/// The commands this store knows (for `COMMAND COUNT`).
-const COMMANDS: &[&str] = &[
-    "get",
-    "set",
-    "setex",
-    "psetex",
-    "del",
-    "exists",
-    "incr",
-    "decr",
-    "incrby",
-    "decrby",
-    "mget",
-    "mset",
-    "expire",
-    "pexpire",
-    "expireat",
-    "pexpireat",
-    "ttl",
-    "pttl",
-    "dbsize",
-    "flushall",
-    "flushdb",
-    "info",
-    "ping",
-    "echo",
-    "quit",
-    "shutdown",
-    "select",
-    "command",
-    "config",
-    "client",
-];
-
-/// The parameters `CONFIG GET` reports: what tools ask before they start (`redis-benchmark`
-/// asks for `save` and `appendonly`); nothing is persisted, so both are off.
-const CONFIG: &[(&str, &str)] = &[
-    ("save", ""),
-    ("appendonly", "no"),
-    ("databases", "1"),
-    ("maxmemory", "0"),
-    ("maxmemory-policy", "noeviction"),
-    ("proto-max-bulk-len", "16777216"),
-];
-
-/// `CONFIG GET pattern...` (glob patterns), `CONFIG SET` refused, `CONFIG RESETSTAT` accepted.
-fn config(args: &[Vec<u8>]) -> Plan {
+/// `FUNCTION FLUSH [ASYNC|SYNC]` and `FUNCTION LIST`: no functions are kept (there is no
+/// scripting), so there is never one to flush or list; loading one is refused.
+fn function(args: &[Vec<u8>]) -> Plan {
     let sub = args[1].to_ascii_lowercase();
-    match sub.as_slice() {
-        b"get" if args.len() >= 3 => {
-            let patterns: Vec<_> = args[2..]
-                .iter()
-                .map(|p| glob::Pattern::new(p, true))
-                .collect();
-            let found: Vec<_> = CONFIG
-                .iter()
-                .filter(|(name, _)| patterns.iter().any(|p| p.matches(name.as_bytes())))
-                .collect();
-            reply(|o| {
-                resp::array(o, found.len() * 2);
-                for (name, value) in found {
-                    resp::bulk(o, name.as_bytes());
-                    resp::bulk(o, value.as_bytes());
-                }
-            })
+    let mode = args.get(2).map(|m| m.to_ascii_lowercase());
+    match (sub.as_slice(), args.len()) {
+        (b"flush", 2) => reply(|o| resp::simple(o, "OK")),
+        (b"flush", 3) if matches!(mode.as_deref(), Some(b"async" | b"sync")) => {
+            reply(|o| resp::simple(o, "OK"))
         }
-        b"resetstat" => reply(|o| resp::simple(o, "OK")),
-        b"set" => error("ERR CONFIG SET is not supported by gsm-kv"),
-        _ => error(&format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
-            String::from_utf8_lossy(&args[1])
-        )),
+        (b"flush", 3) => error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"),
+        (b"list", 2) => reply(|o| resp::array(o, 0)),
+        (b"flush" | b"list", _) => bad_subcommand("function", &args[1], true),
+        (b"load", _) => error("ERR FUNCTION LOAD is not supported by gsm-kv"),
+        _ => bad_subcommand("function", &args[1], false),
     }
 }
 
+mod config;
+mod hash;
 mod keyspace;
+mod moves;
 mod strings;
+mod table;
+
+pub use config::{Limits, set_listen};
+pub use moves::{Move, MoveKind};
+pub use table::name_of;
 #[cfg(test)]
 mod tests;

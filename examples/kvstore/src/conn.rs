@@ -20,7 +20,9 @@ use gossamer::reactor::Registered;
 use crate::client::{self, Client};
 use crate::command::{self, Plan};
 use crate::dispatch::{self, Batch};
+use crate::pair;
 use crate::resp;
+use crate::shard::Op;
 use crate::state::{self, Ctx};
 
 /// The most requests of one pipeline in flight at once per connection (the rest wait in the
@@ -186,6 +188,7 @@ fn take_requests(
             continue;
         }
         me.begin();
+        me.qbuf = n;
         let before = batch.len();
         match command::plan(args) {
             Plan::Reply(bytes) => batch.ready(bytes),
@@ -206,6 +209,47 @@ fn take_requests(
             Plan::Shutdown => {
                 state::shutdown(ctx);
                 after = After::Close;
+            }
+            Plan::ConfigSet(limits) => {
+                // The requests before it run under the old settings.
+                dispatch::send(batch, &ctx.shards);
+                if !batch.done() {
+                    gossamer::flush();
+                    batch.wait();
+                }
+                state::config_set(ctx, limits);
+                batch.ready(b"+OK\r\n".to_vec());
+            }
+            Plan::MSetNx(pairs) => {
+                let n = ctx.shards.len();
+                let first = dispatch::shard_of(&pairs[0].0, n);
+                if pairs.iter().all(|(k, _)| dispatch::shard_of(k, n) == first) {
+                    let key = pairs[0].0.clone();
+                    dispatch::one(batch, &ctx.shards, &key, Op::MSetNx(pairs));
+                } else {
+                    dispatch::send(batch, &ctx.shards);
+                    if !batch.done() {
+                        gossamer::flush();
+                        batch.wait();
+                    }
+                    batch.ready(pair::msetnx(&ctx.shards, pairs));
+                }
+            }
+            Plan::Lcs(keys, options) => dispatch::lcs(batch, &ctx.shards, keys, options),
+            Plan::Move(m) => {
+                let n = ctx.shards.len();
+                if dispatch::shard_of(&m.src, n) == dispatch::shard_of(&m.dst, n) {
+                    let key = m.src.clone();
+                    dispatch::one(batch, &ctx.shards, &key, m.op());
+                } else {
+                    // The requests before it run first, on every shard they went to.
+                    dispatch::send(batch, &ctx.shards);
+                    if !batch.done() {
+                        gossamer::flush();
+                        batch.wait();
+                    }
+                    batch.ready(pair::run(&ctx.shards, m));
+                }
             }
         }
         if me.end() && batch.len() > before {
@@ -234,8 +278,8 @@ fn run(ctx: &Rc<Ctx>, io: &mut Io, me: &mut Client) -> io::Result<()> {
     let mut out = Vec::with_capacity(READ_CHUNK);
     let batch = Batch::new();
     let mut parser = resp::Parser::default();
-    let info = |o: &mut Vec<u8>, sections: &[Vec<u8>], keys: i64| {
-        state::info(ctx, o, sections, keys);
+    let info = |o: &mut Vec<u8>, sections: &[Vec<u8>], keys: i64, calls: &[u64]| {
+        state::info(ctx, o, sections, keys, calls);
     };
     loop {
         let after = take_requests(ctx, me, &mut parser, &mut input, &batch);

@@ -33,7 +33,8 @@ pub fn shard_of(key: &[u8], n: usize) -> usize {
 }
 
 /// Writes the `INFO` text of the sections asked for, with the key count.
-pub type InfoText<'a> = dyn Fn(&mut Vec<u8>, &[Vec<u8>], i64) + 'a;
+/// and the calls of each command (by row of the command table).
+pub type InfoText<'a> = dyn Fn(&mut Vec<u8>, &[Vec<u8>], i64, &[u64]) + 'a;
 
 /// How the parts of a slot make its reply.
 #[derive(Debug)]
@@ -55,10 +56,15 @@ enum How {
     Info(Vec<Vec<u8>>),
     /// One array of the values of every part (`KEYS`).
     Concat,
-    /// The first part that is not nil (`RANDOMKEY`).
+    /// A random part of those that are not nil (`RANDOMKEY`).
     First,
     /// `SCAN`: the next cursor, then the part's keys.
     Scan(u64),
+    /// `LCS`: the two strings as `Values` puts them together, then the reply its options ask.
+    Lcs {
+        positions: Vec<Vec<usize>>,
+        options: Result<crate::lcs::Options, String>,
+    },
 }
 
 #[derive(Debug)]
@@ -240,7 +246,7 @@ pub fn every(batch: &Rc<Batch>, shards: &[Trust<Shard>], op: &Op, fold: Fold) {
 pub fn info(batch: &Rc<Batch>, shards: &[Trust<Shard>], sections: Vec<Vec<u8>>) {
     let slot = batch.push(How::Info(sections), shards.len());
     for s in 0..shards.len() {
-        issue(batch, shards, slot, s, s, Op::DbSize);
+        issue(batch, shards, slot, s, s, Op::Info);
     }
 }
 
@@ -334,6 +340,52 @@ pub fn split(batch: &Rc<Batch>, shards: &[Trust<Shard>], split: Split) {
     }
 }
 
+/// `LCS` of two keys: each shard that owns one reads its strings (`WRONGTYPE` for another
+/// type), and the reply is computed here, on the connection's worker.
+pub fn lcs(
+    batch: &Rc<Batch>,
+    shards: &[Trust<Shard>],
+    keys: Vec<Vec<u8>>,
+    options: Result<crate::lcs::Options, String>,
+) {
+    let groups = group(keys, key_of, shards.len());
+    let positions = groups.iter().map(|g| g.1.clone()).collect();
+    let slot = batch.push(How::Lcs { positions, options }, groups.len());
+    for (part, (s, _, k)) in groups.into_iter().enumerate() {
+        issue(batch, shards, slot, part, s, Op::Strings(k));
+    }
+}
+
+fn lcs_reply(
+    parts: Vec<Option<Answer>>,
+    positions: Vec<Vec<usize>>,
+    options: Result<crate::lcs::Options, String>,
+    out: &mut Vec<u8>,
+) {
+    if let Some(e) = first_error(&parts) {
+        // A key of another type; a failed shard's own text otherwise.
+        let text = if e == crate::shard::WRONGTYPE {
+            "ERR The specified keys must contain string values"
+        } else {
+            e
+        };
+        return resp::error(out, text);
+    }
+    let options = match options {
+        Ok(o) => o,
+        Err(e) => return resp::error(out, &e),
+    };
+    let mut values: [Vec<u8>; 2] = Default::default();
+    for (part, pos) in parts.into_iter().zip(positions) {
+        if let Some(Answer::Values(vs)) = part {
+            for (v, p) in vs.into_iter().zip(pos) {
+                values[p.min(1)] = v.unwrap_or_default();
+            }
+        }
+    }
+    crate::lcs::reply(out, &values[0], &values[1], options);
+}
+
 /// The first error among the parts, if any.
 fn first_error(parts: &[Option<Answer>]) -> Option<&str> {
     parts.iter().find_map(|p| match p {
@@ -343,6 +395,9 @@ fn first_error(parts: &[Option<Answer>]) -> Option<&str> {
 }
 
 fn encode(slot: Slot, out: &mut Vec<u8>, info: &InfoText<'_>) {
+    if let How::Lcs { positions, options } = slot.how {
+        return lcs_reply(slot.parts, positions, options, out);
+    }
     if let Some(e) = first_error(&slot.parts) {
         resp::error(out, e);
         return;
@@ -358,8 +413,26 @@ fn encode(slot: Slot, out: &mut Vec<u8>, info: &InfoText<'_>) {
     };
     match slot.how {
         How::Ready(bytes) => out.extend_from_slice(&bytes),
+        How::Lcs { .. } => {}
         How::Sum => resp::integer(out, sum()),
-        How::Info(sections) => info(out, &sections, sum()),
+        How::Info(sections) => {
+            let (mut keys, mut calls) = (0, Vec::new());
+            for part in slot.parts.iter().flatten() {
+                let Answer::Array(items) = part else { continue };
+                if let [Answer::Int(n), Answer::Array(counts)] = items.as_slice() {
+                    keys += n;
+                    if calls.len() < counts.len() {
+                        calls.resize(counts.len(), 0);
+                    }
+                    for (total, c) in calls.iter_mut().zip(counts) {
+                        if let Answer::Int(c) = c {
+                            *total += *c as u64;
+                        }
+                    }
+                }
+            }
+            info(out, &sections, keys, &calls);
+        }
         How::AllOk => resp::simple(out, "OK"),
         How::Single => match slot.parts.into_iter().next().flatten() {
             Some(a) => answer(out, a),
@@ -377,12 +450,17 @@ fn encode(slot: Slot, out: &mut Vec<u8>, info: &InfoText<'_>) {
             answer(out, Answer::Values(values));
         }
         How::First => {
-            let first = slot
+            let mut keys: Vec<Answer> = slot
                 .parts
                 .into_iter()
                 .flatten()
-                .find(|a| matches!(a, Answer::Bulk(_)));
-            answer(out, first.unwrap_or(Answer::Nil));
+                .filter(|a| matches!(a, Answer::Bulk(_)))
+                .collect();
+            let any = match keys.len() {
+                0 => Answer::Nil,
+                n => keys.swap_remove(rand::Rng::gen_range(&mut rand::thread_rng(), 0..n)),
+            };
+            answer(out, any);
         }
         How::Scan(next) => {
             resp::array(out, 2);
@@ -422,6 +500,14 @@ pub fn answer(out: &mut Vec<u8>, a: Answer) {
                     Some(b) => resp::bulk(out, &b),
                     None => resp::nil(out),
                 }
+            }
+        }
+        // A dump is read by the connection's fiber (`pair.rs`), never sent to a client.
+        Answer::Stored(_) => resp::error(out, "ERR a dumped value has no reply"),
+        Answer::Array(items) => {
+            resp::array(out, items.len());
+            for a in items {
+                answer(out, a);
             }
         }
     }

@@ -212,12 +212,88 @@ fn inline(buf: &[u8]) -> Result<Option<Parsed>, ProtocolError> {
         return Ok(None);
     };
     let text = buf[..end].strip_suffix(b"\r").unwrap_or(&buf[..end]);
-    let args = text
-        .split(|&b| b == b' ' || b == b'\t')
-        .filter(|w| !w.is_empty())
-        .map(<[u8]>::to_vec)
-        .collect();
+    let args = split_args(text).ok_or_else(|| protocol("unbalanced quotes in request"))?;
     Ok(Some((args, end + 1)))
+}
+
+/// C's `isspace`.
+fn blank(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+/// An inline line's arguments as Redis's `sdssplitargs` reads them: words between blanks, in
+/// double quotes (with `\n`, `\r`, `\t`, `\b`, `\a`, `\xHH` and `\` escapes) or single quotes
+/// (with `\'`); a closing quote must end the word. `None` for unbalanced quotes. A NUL byte
+/// ends the line, as it ends Redis's C string.
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let line = &line[..line.iter().position(|&b| b == 0).unwrap_or(line.len())];
+    let at = |i: usize| line.get(i).copied().unwrap_or(0);
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut args = Vec::new();
+    let mut p = 0;
+    loop {
+        while p < line.len() && blank(line[p]) {
+            p += 1;
+        }
+        if p >= line.len() {
+            return Some(args);
+        }
+        let (mut dq, mut sq) = (false, false);
+        let mut word = Vec::new();
+        loop {
+            let c = at(p);
+            if dq {
+                match (c, at(p + 1)) {
+                    (b'\\', b'x') if hex(at(p + 2)).is_some() && hex(at(p + 3)).is_some() => {
+                        let v = hex(at(p + 2)).unwrap_or(0) * 16 + hex(at(p + 3)).unwrap_or(0);
+                        word.push(v as u8);
+                        p += 3;
+                    }
+                    (b'\\', e) if e != 0 => {
+                        word.push(match e {
+                            b'n' => b'\n',
+                            b'r' => b'\r',
+                            b't' => b'\t',
+                            b'b' => 0x08,
+                            b'a' => 0x07,
+                            e => e,
+                        });
+                        p += 1;
+                    }
+                    (b'"', next) if next != 0 && !blank(next) => return None,
+                    (b'"', _) => {
+                        p += 1;
+                        break;
+                    }
+                    (0, _) => return None,
+                    (c, _) => word.push(c),
+                }
+            } else if sq {
+                match (c, at(p + 1)) {
+                    (b'\\', b'\'') => {
+                        word.push(b'\'');
+                        p += 1;
+                    }
+                    (b'\'', next) if next != 0 && !blank(next) => return None,
+                    (b'\'', _) => {
+                        p += 1;
+                        break;
+                    }
+                    (0, _) => return None,
+                    (c, _) => word.push(c),
+                }
+            } else {
+                match c {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
+                    b'"' => dq = true,
+                    b'\'' => sq = true,
+                    c => word.push(c),
+                }
+            }
+            p += 1;
+        }
+        args.push(word);
+    }
 }
 
 /// `+text\r\n`

@@ -142,6 +142,7 @@ fn worker_main(w: &gossamer::Worker, options: &Options) -> Result<(), String> {
         gossamer::spawn(move || accept_loop(&ctx, listener))
     };
     if accepting {
+        crate::command::set_listen(options.bind.to_string(), port);
         println!(
             "gsm-kv: rank {rank} of {} listening on {}:{port} ({} workers in the job)",
             ctx.ranks,

@@ -14,11 +14,43 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+pub use copy::{ObjectAsk, Stored};
+pub use hash::HashOp;
+
+/// What a key holds: a string or a hash (Redis's types; the others are not kept).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Value {
+    Str(Vec<u8>),
+    /// A string changed in place (`APPEND` to a key, `SETRANGE`), which Redis then holds in its
+    /// `raw` encoding whatever its content.
+    Raw(Vec<u8>),
+    Hash(Box<hash::Hash>),
+}
+
+impl Value {
+    /// The name `TYPE` answers.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) | Value::Raw(_) => "string",
+            Value::Hash(_) => "hash",
+        }
+    }
+}
+
 /// An entry: the value and, when it has one, when it expires (Unix milliseconds).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Entry {
-    value: Vec<u8>,
+    value: Value,
     expires: Option<i64>,
+}
+
+impl Entry {
+    fn string(value: Vec<u8>) -> Self {
+        Self {
+            value: Value::Str(value),
+            expires: None,
+        }
+    }
 }
 
 /// The trustee's clock in Unix milliseconds.
@@ -58,6 +90,9 @@ pub enum ExpireIf {
     Later,
     /// Only if the new one is sooner.
     Sooner,
+    /// Only if it has one and the new one is sooner (`XX LT`; `XX GT` is `Later`, which needs
+    /// one already).
+    SoonerSome,
 }
 
 /// `SET`'s condition on the key's existence.
@@ -98,11 +133,15 @@ pub enum Op {
     IncrBy(Vec<u8>, i64),
     MGet(Vec<Vec<u8>>),
     MSet(Vec<(Vec<u8>, Vec<u8>)>),
+    /// `MSETNX`'s part on this shard: 1 if none of the keys existed and all were set, else 0.
+    MSetNx(Vec<(Vec<u8>, Vec<u8>)>),
     /// `EXPIRE` and its kin: a time at or before now deletes.
     Expire(Vec<u8>, When, ExpireIf),
     /// `TTL` (`false`) or `PTTL` (`true`).
     Ttl(Vec<u8>, bool),
     DbSize,
+    /// `INFO`'s part: the key count, then the calls counted by the shard's worker.
+    Info,
     FlushAll,
     /// `GETEX`: the value, with its time to live changed (`None`: unchanged; `Clear`: `PERSIST`).
     GetEx(Vec<u8>, Option<Ttl>),
@@ -128,6 +167,22 @@ pub enum Op {
     SetNx(Vec<u8>, Vec<u8>),
     /// `EXPIRETIME` (`false`) or `PEXPIRETIME` (`true`): when the key expires.
     ExpireTime(Vec<u8>, bool),
+    /// A hash command on one key.
+    Hash(Vec<u8>, HashOp),
+    /// The value of a key and its time to live, for a copy on another shard.
+    Dump(Vec<u8>),
+    /// Stores a dumped value (`true`: over an existing key); 1 if stored.
+    Restore(Vec<u8>, Stored, bool),
+    /// Deletes the key if it still holds this value (the second half of a move); 1 if deleted.
+    DelIf(Vec<u8>, Value),
+    /// `RENAME` (`false`) or `RENAMENX` (`true`) of two keys of this shard.
+    Rename(Vec<u8>, Vec<u8>, bool),
+    /// `COPY` of two keys of this shard (`true`: `REPLACE`).
+    Copy(Vec<u8>, Vec<u8>, bool),
+    /// `OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ key`.
+    Object(Vec<u8>, ObjectAsk),
+    /// The values of string keys (nil for none), or `WRONGTYPE` if one holds another type.
+    Strings(Vec<Vec<u8>>),
 }
 
 /// What a shard answers.
@@ -142,7 +197,14 @@ pub enum Answer {
     Status(String),
     /// An error reply's text (`ERR ...`).
     Error(String),
+    /// An array of answers (`HSCAN`'s cursor and fields, and other nested replies).
+    Array(Vec<Answer>),
+    /// A dumped key (`None`: there was none).
+    Stored(Option<Stored>),
 }
+
+/// Redis's text for a command on a key of another type.
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 /// Redis's text for a value that is not a 64-bit integer.
 pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
@@ -186,6 +248,19 @@ impl Shard {
         self.map.get_mut(key)
     }
 
+    /// The live string of `key`: `Ok(None)` if there is none, `WRONGTYPE` if it holds another
+    /// type.
+    fn live_str(&mut self, key: &[u8], now: i64) -> Result<Option<&mut Vec<u8>>, Answer> {
+        match self.live(key, now) {
+            None => Ok(None),
+            Some(Entry {
+                value: Value::Str(v) | Value::Raw(v),
+                ..
+            }) => Ok(Some(v)),
+            Some(_) => Err(Answer::Error(WRONGTYPE.into())),
+        }
+    }
+
     /// Runs `op` (the trustee's half of every command).
     pub fn run(&mut self, op: Op) -> Answer {
         // The clock is read only when some key has an expiry or this one sets one (`live`
@@ -198,14 +273,17 @@ impl Shard {
                     ..
                 } | Op::Expire(..)
                     | Op::GetEx(_, Some(Ttl::Expire(_)))
+                    | Op::Dump(_)
+                    | Op::Restore(..)
                     | Op::Keys { .. }
                     | Op::RandomKey
             );
         let now = if needs_clock { now_ms() } else { 0 };
         match op {
-            Op::Get(key) => match self.live(&key, now) {
-                Some(e) => Answer::Bulk(e.value.clone()),
-                None => Answer::Nil,
+            Op::Get(key) => match self.live_str(&key, now) {
+                Ok(Some(v)) => Answer::Bulk(v.clone()),
+                Ok(None) => Answer::Nil,
+                Err(e) => e,
             },
             Op::Set {
                 key,
@@ -230,20 +308,23 @@ impl Shard {
             Op::IncrBy(key, by) => self.incr_by(key, by, now),
             Op::MGet(keys) => Answer::Values(
                 keys.iter()
-                    .map(|k| self.live(k, now).map(|e| e.value.clone()))
+                    .map(|k| self.live_str(k, now).ok().flatten().map(|v| v.clone()))
                     .collect(),
             ),
             Op::MSet(pairs) => {
                 for (key, value) in pairs {
-                    self.map.insert(
-                        key,
-                        Entry {
-                            value,
-                            expires: None,
-                        },
-                    );
+                    self.map.insert(key, Entry::string(value));
                 }
                 Answer::Ok
+            }
+            Op::MSetNx(pairs) => {
+                if pairs.iter().any(|(k, _)| self.live(k, now).is_some()) {
+                    return Answer::Int(0);
+                }
+                for (key, value) in pairs {
+                    self.map.insert(key, Entry::string(value));
+                }
+                Answer::Int(1)
             }
             Op::Expire(key, when, cond) => self.expire(key, when.resolve(now), cond, now),
             Op::Ttl(key, millis) => match self.live(&key, now) {
@@ -260,6 +341,14 @@ impl Shard {
             Op::DbSize => {
                 self.purge_expired();
                 Answer::Int(self.map.len() as i64)
+            }
+            Op::Info => {
+                self.purge_expired();
+                let calls = crate::stats::calls().into_iter();
+                Answer::Array(vec![
+                    Answer::Int(self.map.len() as i64),
+                    Answer::Array(calls.map(|n| Answer::Int(n as i64)).collect()),
+                ])
             }
             Op::GetEx(key, ttl) => self.get_ex(&key, ttl, now),
             Op::IncrByFloat(key, by) => match strings::parse_float(&by) {
@@ -280,20 +369,19 @@ impl Shard {
                 }
                 _ => Answer::Int(0),
             },
-            Op::GetDel(key) => match self.live(&key, now).is_some() {
-                true => Answer::Bulk(self.map.remove(&key).map(|e| e.value).unwrap_or_default()),
-                false => Answer::Nil,
+            Op::GetDel(key) => match self.live_str(&key, now) {
+                Ok(Some(v)) => {
+                    let v = std::mem::take(v);
+                    self.map.remove(&key);
+                    Answer::Bulk(v)
+                }
+                Ok(None) => Answer::Nil,
+                Err(e) => e,
             },
             Op::SetNx(key, value) => match self.live(&key, now).is_some() {
                 true => Answer::Int(0),
                 false => {
-                    self.map.insert(
-                        key,
-                        Entry {
-                            value,
-                            expires: None,
-                        },
-                    );
+                    self.map.insert(key, Entry::string(value));
                     Answer::Int(1)
                 }
             },
@@ -304,6 +392,14 @@ impl Shard {
                     expires: Some(t), ..
                 }) => Answer::Int(if millis { *t } else { (*t + 500) / 1000 }),
             },
+            Op::Hash(key, op) => self.hash(key, op, now),
+            Op::Dump(key) => Answer::Stored(self.dump(&key, now)),
+            Op::Restore(key, stored, replace) => self.restore(key, stored, replace, now),
+            Op::DelIf(key, value) => self.del_if(&key, &value, now),
+            Op::Rename(src, dst, nx) => self.rename(src, dst, nx, now),
+            Op::Copy(src, dst, replace) => self.copy(&src, dst, replace, now),
+            Op::Object(key, ask) => self.object(&key, ask, now),
+            Op::Strings(keys) => self.strings(&keys, now),
             Op::FlushAll => {
                 self.map = HashMap::new();
                 self.with_ttl = 0;
@@ -323,11 +419,24 @@ impl Shard {
     ) -> Answer {
         let old = self.live(&key, now);
         let exists = old.is_some();
-        let old_value = old.as_ref().map(|e| e.value.clone());
-        let old_expiry = old.and_then(|e| e.expires);
+        let old_expiry = old.as_ref().and_then(|e| e.expires);
+        // `GET` needs the old value to be a string, whatever the condition says.
+        if get
+            && old
+                .as_ref()
+                .is_some_and(|e| matches!(e.value, Value::Hash(_)))
+        {
+            return Answer::Error(WRONGTYPE.into());
+        }
         if (cond == Cond::Absent && exists) || (cond == Cond::Present && !exists) {
-            return match (get, old_value) {
-                (true, Some(v)) => Answer::Bulk(v),
+            return match (get, old) {
+                (
+                    true,
+                    Some(Entry {
+                        value: Value::Str(v) | Value::Raw(v),
+                        ..
+                    }),
+                ) => Answer::Bulk(v.clone()),
                 _ => Answer::Nil,
             };
         }
@@ -337,38 +446,34 @@ impl Shard {
             Ttl::Expire(when) => Some(when.resolve(now)),
         };
         self.with_ttl += usize::from(expires.is_some());
-        self.map.insert(key, Entry { value, expires });
-        match (get, old_value) {
+        let value = Value::Str(value);
+        let old = self.map.insert(key, Entry { value, expires });
+        match (get, old) {
             (false, _) => Answer::Ok,
-            (true, Some(v)) => Answer::Bulk(v),
-            (true, None) => Answer::Nil,
+            (
+                true,
+                Some(Entry {
+                    value: Value::Str(v) | Value::Raw(v),
+                    ..
+                }),
+            ) => Answer::Bulk(v),
+            (true, _) => Answer::Nil,
         }
     }
 
     fn incr_by(&mut self, key: Vec<u8>, by: i64, now: i64) -> Answer {
-        let current = match self.live(&key, now) {
-            None => 0,
-            Some(e) => match parse_i64(&e.value) {
+        let current = match self.live_str(&key, now) {
+            Ok(None) => 0,
+            Ok(Some(v)) => match parse_i64(v) {
                 Some(n) => n,
                 None => return Answer::Error(NOT_INTEGER.into()),
             },
+            Err(e) => return e,
         };
         let Some(next) = current.checked_add(by) else {
             return Answer::Error("ERR increment or decrement would overflow".into());
         };
-        let text = next.to_string().into_bytes();
-        match self.map.get_mut(&key) {
-            Some(e) => e.value = text,
-            None => {
-                self.map.insert(
-                    key,
-                    Entry {
-                        value: text,
-                        expires: None,
-                    },
-                );
-            }
-        }
+        self.put_keeping_ttl(key, next.to_string().into_bytes());
         Answer::Int(next)
     }
 
@@ -384,6 +489,7 @@ impl Shard {
             (ExpireIf::Some, current) => current.is_some(),
             (ExpireIf::Later, current) => current.is_some_and(|t| at > t),
             (ExpireIf::Sooner, current) => current.is_none_or(|t| at < t),
+            (ExpireIf::SoonerSome, current) => current.is_some_and(|t| at < t),
         };
         if !allowed {
             return Answer::Int(0);
@@ -434,6 +540,8 @@ pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
     text.parse().ok()
 }
 
+mod copy;
+pub mod hash;
 mod keyspace;
 pub mod strings;
 #[cfg(test)]

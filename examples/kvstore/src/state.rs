@@ -86,6 +86,17 @@ pub fn shutdown(ctx: &Ctx) {
     }
 }
 
+/// Sets the hash listpack limits of every rank (each rank's first shard runs the change in
+/// its process), returning once all have.
+pub fn config_set(ctx: &Ctx, limits: crate::command::Limits) {
+    let (entries, value) = (limits.entries, limits.value);
+    for r in 0..ctx.ranks {
+        let first = gossamer::workers_of_rank(r).start;
+        let _ = ctx.shards[first]
+            .try_apply(move |_: &mut Shard| crate::shard::hash::set_limits(entries, value));
+    }
+}
+
 /// The sections `INFO` shows without an argument (`default`), in Redis's order.
 const DEFAULT: &[&str] = &[
     "server",
@@ -102,9 +113,40 @@ const DEFAULT: &[&str] = &[
     "gossamer",
 ];
 
+/// Every section, in Redis's order: the default ones and `commandstats`.
+const ALL: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "commandstats",
+    "errorstats",
+    "cluster",
+    "keyspace",
+    "gossamer",
+];
+
+/// `INFO commandstats`: the calls of each command called (times are not measured).
+fn command_stats(calls: &[u64]) -> String {
+    let mut text = String::from("# Commandstats\r\n");
+    for (row, &n) in calls.iter().enumerate().filter(|(_, n)| **n > 0) {
+        if let Some(name) = crate::command::name_of(row) {
+            text.push_str(&format!(
+                "cmdstat_{name}:calls={n},usec=0,usec_per_call=0.00,rejected_calls=0,\
+                 failed_calls=0\r\n"
+            ));
+        }
+    }
+    text
+}
+
 /// The text of `INFO` for the sections asked (`default`, `all`, `everything` or names; an
 /// unknown name adds nothing, as in Redis).
-pub fn info(ctx: &Ctx, out: &mut Vec<u8>, asked: &[Vec<u8>], keys: i64) {
+pub fn info(ctx: &Ctx, out: &mut Vec<u8>, asked: &[Vec<u8>], keys: i64, calls: &[u64]) {
     let mut wanted: Vec<&str> = Vec::new();
     if asked.is_empty() {
         wanted.extend(DEFAULT);
@@ -112,20 +154,24 @@ pub fn info(ctx: &Ctx, out: &mut Vec<u8>, asked: &[Vec<u8>], keys: i64) {
     for a in asked {
         let a = a.to_ascii_lowercase();
         match a.as_slice() {
-            b"default" | b"all" | b"everything" => wanted.extend(DEFAULT),
+            b"default" => wanted.extend(DEFAULT),
+            b"all" | b"everything" => wanted.extend(ALL),
             _ => {
-                if let Some(name) = DEFAULT.iter().find(|n| n.as_bytes() == a.as_slice()) {
+                if let Some(name) = ALL.iter().find(|n| n.as_bytes() == a.as_slice()) {
                     wanted.push(name);
                 }
             }
         }
     }
     let mut text = String::new();
-    for name in DEFAULT.iter().filter(|n| wanted.contains(n)) {
+    for name in ALL.iter().filter(|n| wanted.contains(n)) {
         if !text.is_empty() {
             text.push_str("\r\n");
         }
-        text.push_str(&section(ctx, name, keys));
+        match *name {
+            "commandstats" => text.push_str(&command_stats(calls)),
+            _ => text.push_str(&section(ctx, name, keys)),
+        }
     }
     crate::resp::bulk(out, text.as_bytes());
 }
@@ -149,13 +195,25 @@ fn section(ctx: &Ctx, name: &str, keys: i64) -> String {
             CLIENTS.load(Ordering::Relaxed),
             max_clients(),
         ),
-        "memory" => "# Memory\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n".into(),
+        "memory" => format!(
+            "# Memory\r\nused_memory:{0}\r\nused_memory_rss:{0}\r\nmaxmemory:0\r\n\
+             maxmemory_policy:noeviction\r\nmem_allocator:libc\r\n",
+            crate::sys::resident_bytes().unwrap_or(0)
+        ),
         "persistence" => "# Persistence\r\nloading:0\r\naof_enabled:0\r\n\
                           rdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\n"
             .into(),
         "stats" => "# Stats\r\n".into(),
-        "replication" => "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n".into(),
-        "cpu" => "# CPU\r\n".into(),
+        "replication" => {
+            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n".into()
+        }
+        "cpu" => {
+            let (user, sys) = crate::sys::cpu_seconds();
+            format!(
+                "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\n\
+                 used_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\n"
+            )
+        }
         "modules" => "# Modules\r\n".into(),
         "errorstats" => "# Errorstats\r\n".into(),
         "cluster" => "# Cluster\r\ncluster_enabled:0\r\n".into(),

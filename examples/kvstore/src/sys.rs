@@ -1,5 +1,6 @@
 //! The operating system calls of the store (the only module that makes any): the limit on open
-//! descriptors, which bounds how many clients a rank can take.
+//! descriptors, which bounds how many clients a rank can take, and the CPU time and memory
+//! `INFO` reports.
 
 /// Raises the soft limit on open descriptors towards `want` (as far as the hard limit allows,
 /// as Redis does at start) and returns the soft limit then in force, or `None` when the system
@@ -24,6 +25,26 @@ pub fn raise_open_files(want: u64) -> Option<u64> {
         }
     }
     Some(limit.rlim_cur)
+}
+
+/// The user and system CPU seconds the process has used.
+pub fn cpu_seconds() -> (f64, f64) {
+    // SAFETY: `rusage` is plain data; all zeros is a valid value for the call to overwrite.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable `rusage` for the call to fill.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return (0.0, 0.0);
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(usage.ru_utime), secs(usage.ru_stime))
+}
+
+/// The process's resident memory in bytes (`VmRSS` of `/proc/self/status`).
+pub fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }
 
 /// How many descriptors the process has open (`None` when the system does not say).

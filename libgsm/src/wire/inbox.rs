@@ -72,22 +72,20 @@
 //!
 //! `wire/README.md` puts this protocol beside the slot ring's.
 
-mod region;
-
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use region::{Ordering, PayloadMut, PayloadRef, Region};
+use super::region::{Ordering, PayloadMut, PayloadRef, Shape};
+
+/// The inbox's memory.
+type Region = super::region::Region<InboxLayout>;
 
 /// Offset of the reservation counter, alone in the first 128-byte block.
-#[cfg(not(loom))]
 const TAIL_OFFSET: usize = 0;
 /// Offset of the consumer's release counter, alone in the second 128-byte block.
-#[cfg(not(loom))]
 const RELEASED_OFFSET: usize = 128;
 // The producers' word and the consumer's never share a cache-line pair.
-#[cfg(not(loom))]
 const _: () = assert!(TAIL_OFFSET / 128 != RELEASED_OFFSET / 128);
 /// Bytes before the first slot.
 const CONTROL_BYTES: usize = 256;
@@ -222,6 +220,37 @@ impl InboxLayout {
     #[cfg(not(loom))]
     const fn payload_offset(&self, slot: usize) -> usize {
         self.header_offset(slot) + 16
+    }
+}
+
+impl Shape for InboxLayout {
+    #[cfg(not(loom))]
+    const OWNER: &'static str = "InboxMemory";
+    #[cfg(not(loom))]
+    const RELEASED: usize = RELEASED_OFFSET;
+    const TAIL: Option<usize> = Some(TAIL_OFFSET);
+    const SLOT_WORDS: usize = 2;
+    #[cfg(not(loom))]
+    fn bytes(&self) -> usize {
+        InboxLayout::bytes(self)
+    }
+    #[cfg(not(loom))]
+    fn align() -> usize {
+        InboxLayout::align()
+    }
+    fn slots(&self) -> usize {
+        self.slots as usize
+    }
+    fn slot_size(&self) -> usize {
+        self.slot_size as usize
+    }
+    #[cfg(not(loom))]
+    fn header_offset(&self, slot: usize) -> usize {
+        InboxLayout::header_offset(self, slot)
+    }
+    #[cfg(not(loom))]
+    fn payload_offset(&self, slot: usize) -> usize {
+        InboxLayout::payload_offset(self, slot)
     }
 }
 

@@ -19,6 +19,7 @@ pub(crate) mod codec;
 pub(crate) mod codeptr;
 pub(crate) mod far;
 pub(crate) mod record;
+mod region;
 
 // Entry points for fuzz targets and the mutation test; not part of the runtime's API.
 #[doc(hidden)]

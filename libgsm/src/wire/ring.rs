@@ -89,13 +89,14 @@
 //!
 //! See ARCHITECTURE.md for where the ring sits in a request's path.
 
-mod region;
-
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU8;
 
-use region::{Ordering, PayloadMut, PayloadRef, Region};
+use super::region::{Ordering, PayloadMut, PayloadRef, Shape};
+
+/// The ring's memory.
+type Region = super::region::Region<RingLayout>;
 
 /// Bytes before the first slot: the release word, alone in a 128-byte block so that the
 /// producer's spatial prefetcher does not pair it with a header line.
@@ -236,6 +237,37 @@ impl RingLayout {
     #[cfg(not(loom))] // offsets of the real region; the loom model has fields
     const fn header_offset(&self, slot: usize) -> usize {
         CONTROL_BYTES + slot * self.stride()
+    }
+}
+
+impl Shape for RingLayout {
+    #[cfg(not(loom))]
+    const OWNER: &'static str = "RingMemory";
+    #[cfg(not(loom))]
+    const RELEASED: usize = RELEASED_OFFSET;
+    const TAIL: Option<usize> = None;
+    const SLOT_WORDS: usize = 1;
+    #[cfg(not(loom))]
+    fn bytes(&self) -> usize {
+        RingLayout::bytes(self)
+    }
+    #[cfg(not(loom))]
+    fn align() -> usize {
+        RingLayout::align()
+    }
+    fn slots(&self) -> usize {
+        self.slots as usize
+    }
+    fn slot_size(&self) -> usize {
+        self.slot_size as usize
+    }
+    #[cfg(not(loom))]
+    fn header_offset(&self, slot: usize) -> usize {
+        RingLayout::header_offset(self, slot)
+    }
+    #[cfg(not(loom))]
+    fn payload_offset(&self, slot: usize) -> usize {
+        RingLayout::payload_offset(self, slot)
     }
 }
 

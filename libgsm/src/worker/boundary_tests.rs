@@ -1,4 +1,4 @@
-//! The trust boundary of a trustee (ARCHITECTURE.md, "Trust boundary"): a batch from another
+//! The trust boundary of a trustee (`libgsm/TRUST_BOUNDARY.md`): a batch from another
 //! process runs only exact delegation entries, and takes arguments and results only from their
 //! encodings. Each test feeds a batch as one from another process would arrive
 //! (`pointers == false`) and checks that it is served, or refused as a protocol error naming the

@@ -5,8 +5,8 @@
 //! offset of [`entry`]`::<D>`, the one generic function every trampoline is an instance of. A
 //! batch from another process is served only through offsets that are exactly such an instance:
 //! the table of them is read once from the binary's own symbol table (`wire::codeptr`), so a
-//! peer cannot make a trustee jump anywhere else, whatever bytes it sends. See ARCHITECTURE.md,
-//! "Trust boundary".
+//! peer cannot make a trustee jump anywhere else, whatever bytes it sends. See
+//! `libgsm/TRUST_BOUNDARY.md`.
 
 use super::{Trampoline, WorkerCore};
 use crate::error::Error;

@@ -95,9 +95,9 @@ const LINGER: Duration = Duration::from_millis(2);
 /// `runtime::quiesce::terminate`). Nothing can wake a stalled job, so this only keeps the report from
 /// resting on a single look.
 pub(crate) const STALL_CONFIRM: Duration = Duration::from_secs(1);
-/// How long such a worker (unless its waiters all sleep and the first deadline is this far or
-/// farther) yields the thread between looks before it sleeps at all: a sleep
-/// lasts the timer's slack (about 50 µs here) however short it is asked to be, and a partner
+/// How long a worker whose fibers wait in [`crate::wait_for`] (unless its waiters all sleep and
+/// the first deadline is this far or farther) yields the thread between looks before it sleeps
+/// at all: a sleep lasts at least the timer's slack however short it is asked to be, and a partner
 /// that another rank's worker on this core is about to become is usually much nearer. The
 /// millisecond of `gsm-collectives`' board waits before the runtime took them over (sleeping
 /// after a hundred idle turns instead made a barrier wait out the timer's slack).

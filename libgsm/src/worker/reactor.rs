@@ -1,7 +1,6 @@
 //! The worker's half of `crate::reactor`: its epoll set, the table of registrations, the look
 //! at each turn of the loop and the sleep in `epoll_wait` with the doorbell's alarm. The fibers'
-//! half (`Registered`, `close`) and the design are in `crate::reactor`; see ARCHITECTURE.md,
-//! section 11.
+//! half (`Registered`, `close`) and the design are in `crate::reactor`.
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::io;

@@ -82,3 +82,60 @@ fn config_get_matches_globs() {
     let out = error_text(plan(argv(&["config", "get", "nothing"])));
     assert_eq!(out, "*0\r\n");
 }
+
+#[test]
+fn every_command_planned_is_in_the_command_table() {
+    let core = [
+        "get",
+        "set",
+        "setex",
+        "psetex",
+        "del",
+        "exists",
+        "incr",
+        "decr",
+        "incrby",
+        "decrby",
+        "mget",
+        "mset",
+        "msetnx",
+        "expire",
+        "pexpire",
+        "expireat",
+        "pexpireat",
+        "ttl",
+        "pttl",
+        "dbsize",
+        "flushall",
+        "flushdb",
+        "info",
+        "ping",
+        "echo",
+        "quit",
+        "hello",
+        "shutdown",
+        "select",
+        "command",
+        "config",
+        "client",
+        "function",
+        "time",
+        "cluster",
+    ];
+    let lists = [
+        strings::NAMES,
+        keyspace::NAMES,
+        hash::NAMES,
+        moves::NAMES,
+        &core[..],
+    ];
+    for name in lists.iter().flat_map(|l| l.iter()) {
+        assert!(table::known(name), "{name} is not in COMMAND's table");
+        // And it is planned: not answered as an unknown command.
+        let planned = plan(vec![name.as_bytes().to_vec()]);
+        if let Plan::Reply(bytes) = planned {
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(!text.contains("unknown command"), "{name}: {text}");
+        }
+    }
+}

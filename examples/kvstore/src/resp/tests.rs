@@ -93,3 +93,25 @@ fn replies_are_framed() {
         b"+OK\r\n-ERR a  b\r\n:-42\r\n:-9223372036854775808\r\n$3\r\na\r\n\r\n$-1\r\n*2\r\n"
     );
 }
+
+#[test]
+fn inline_quotes_are_read_as_redis_reads_them() {
+    let words = |line: &[u8]| split_args(line).expect("balanced");
+    assert_eq!(
+        words(br#"set "a b" 'c d' "\x41\n\"" 'it\'s'"#),
+        args(&[b"set", b"a b", b"c d", b"A\n\"", b"it's"])
+    );
+    assert_eq!(words(b"x\"y\""), args(&[b"xy"]));
+    for bad in [
+        &br#"set """test-key""" v"#[..],
+        b"\"open",
+        b"'open",
+        b"\"a\"b",
+    ] {
+        assert_eq!(split_args(bad), None, "{:?}", String::from_utf8_lossy(bad));
+    }
+    assert_eq!(
+        parse(b"set \"\"\"k\"\"\" v\r\n").unwrap_err().0,
+        "ERR Protocol error: unbalanced quotes in request"
+    );
+}

@@ -1,7 +1,7 @@
 //! The string commands beyond `GET`/`SET`/`INCRBY` on a shard: `GETEX`, `INCRBYFLOAT`,
 //! `GETRANGE`, `SETRANGE`, `APPEND`, `STRLEN`, with Redis 7.0's answers and errors.
 
-use super::{Answer, Entry, Shard, Ttl};
+use super::{Answer, Entry, Shard, Ttl, Value};
 use crate::resp::MAX_BULK;
 
 /// Redis's text for a string that would grow past the largest value.
@@ -31,10 +31,14 @@ pub fn format_float(v: f64) -> String {
 
 impl Shard {
     pub(super) fn get_ex(&mut self, key: &[u8], ttl: Option<Ttl>, now: i64) -> Answer {
-        let Some(e) = self.live(key, now) else {
+        let value = match self.live_str(key, now) {
+            Ok(Some(v)) => v.clone(),
+            Ok(None) => return Answer::Nil,
+            Err(e) => return e,
+        };
+        let Some(e) = self.map.get_mut(key) else {
             return Answer::Nil;
         };
-        let value = e.value.clone();
         match ttl {
             None | Some(Ttl::Keep) => {}
             Some(Ttl::Clear) => e.expires = None,
@@ -52,12 +56,13 @@ impl Shard {
     }
 
     pub(super) fn incr_by_float(&mut self, key: Vec<u8>, by: f64, now: i64) -> Answer {
-        let current = match self.live(&key, now) {
-            None => 0.0,
-            Some(e) => match parse_float(&e.value) {
+        let current = match self.live_str(&key, now) {
+            Ok(None) => 0.0,
+            Ok(Some(v)) => match parse_float(v) {
                 Some(v) => v,
                 None => return Answer::Error("ERR value is not a valid float".into()),
             },
+            Err(e) => return e,
         };
         let next = current + by;
         if !next.is_finite() {
@@ -68,27 +73,23 @@ impl Shard {
         Answer::Bulk(text)
     }
 
-    /// Sets `key` to `value`, keeping its time to live if it has one.
-    fn put_keeping_ttl(&mut self, key: Vec<u8>, value: Vec<u8>) {
+    /// Sets `key` to the string `value`, keeping its time to live if it has one.
+    pub(super) fn put_keeping_ttl(&mut self, key: Vec<u8>, value: Vec<u8>) {
         match self.map.get_mut(&key) {
-            Some(e) => e.value = value,
+            Some(e) => e.value = Value::Str(value),
             None => {
-                self.map.insert(
-                    key,
-                    Entry {
-                        value,
-                        expires: None,
-                    },
-                );
+                self.map.insert(key, Entry::string(value));
             }
         }
     }
 
     pub(super) fn get_range(&mut self, key: &[u8], start: i64, end: i64, now: i64) -> Answer {
-        let Some(e) = self.live(key, now) else {
-            return Answer::Bulk(Vec::new());
+        let v = match self.live_str(key, now) {
+            Ok(Some(v)) => v,
+            Ok(None) => return Answer::Bulk(Vec::new()),
+            Err(e) => return e,
         };
-        let len = e.value.len() as i64;
+        let len = v.len() as i64;
         if (start < 0 && end < 0 && start > end) || len == 0 {
             return Answer::Bulk(Vec::new());
         }
@@ -101,7 +102,7 @@ impl Shard {
         if start > end {
             return Answer::Bulk(Vec::new());
         }
-        Answer::Bulk(e.value[start as usize..=end as usize].to_vec())
+        Answer::Bulk(v[start as usize..=end as usize].to_vec())
     }
 
     pub(super) fn set_range(
@@ -111,39 +112,69 @@ impl Shard {
         value: &[u8],
         now: i64,
     ) -> Answer {
-        let len = self.live(&key, now).map(|e| e.value.len());
+        let len = match self.live_str(&key, now) {
+            Ok(v) => v.map(|v| v.len()),
+            Err(e) => return e,
+        };
         if value.is_empty() {
             return Answer::Int(len.unwrap_or(0) as i64);
         }
         if offset + value.len() > MAX_BULK {
             return Answer::Error(TOO_LARGE.into());
         }
-        let mut bytes = match len {
-            Some(_) => std::mem::take(&mut self.map.get_mut(&key).expect("live").value),
-            None => Vec::new(),
+        let mut bytes = match self.map.get_mut(&key) {
+            Some(Entry {
+                value: Value::Str(v) | Value::Raw(v),
+                ..
+            }) => std::mem::take(v),
+            _ => Vec::new(),
         };
         if bytes.len() < offset + value.len() {
             bytes.resize(offset + value.len(), 0);
         }
         bytes[offset..offset + value.len()].copy_from_slice(value);
         let n = bytes.len();
-        self.put_keeping_ttl(key, bytes);
+        self.put_keeping_ttl(key.clone(), bytes);
+        self.make_raw(&key);
         Answer::Int(n as i64)
     }
 
     pub(super) fn append(&mut self, key: Vec<u8>, value: &[u8], now: i64) -> Answer {
-        let len = self.live(&key, now).map_or(0, |e| e.value.len());
+        let len = match self.live_str(&key, now) {
+            Ok(v) => v.map_or(0, |v| v.len()),
+            Err(e) => return e,
+        };
         if len + value.len() > MAX_BULK {
             return Answer::Error(TOO_LARGE.into());
         }
         match self.map.get_mut(&key) {
-            Some(e) => e.value.extend_from_slice(value),
+            Some(e) => {
+                if let Value::Str(v) | Value::Raw(v) = &mut e.value {
+                    v.extend_from_slice(value);
+                }
+                // An existing string is changed in place: Redis's `raw` from then on.
+                if let Value::Str(v) = &mut e.value {
+                    e.value = Value::Raw(std::mem::take(v));
+                }
+            }
             None => self.put_keeping_ttl(key, value.to_vec()),
         }
         Answer::Int((len + value.len()) as i64)
     }
 
+    /// Marks the string at `key` as changed in place.
+    fn make_raw(&mut self, key: &[u8]) {
+        if let Some(e) = self.map.get_mut(key)
+            && let Value::Str(v) = &mut e.value
+        {
+            e.value = Value::Raw(std::mem::take(v));
+        }
+    }
+
     pub(super) fn str_len(&mut self, key: &[u8], now: i64) -> Answer {
-        Answer::Int(self.live(key, now).map_or(0, |e| e.value.len()) as i64)
+        match self.live_str(key, now) {
+            Ok(v) => Answer::Int(v.map_or(0, |v| v.len()) as i64),
+            Err(e) => e,
+        }
     }
 }

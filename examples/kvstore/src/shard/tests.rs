@@ -143,3 +143,71 @@ fn multi_key_operations() {
     assert_eq!(s.run(Op::FlushAll), Answer::Ok);
     assert!(s.is_empty());
 }
+
+fn hash(key: &[u8], op: HashOp) -> Op {
+    Op::Hash(key.to_vec(), op)
+}
+
+fn pairs(words: &[&str]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    words
+        .chunks(2)
+        .map(|p| (p[0].as_bytes().to_vec(), p[1].as_bytes().to_vec()))
+        .collect()
+}
+
+#[test]
+fn hashes_keep_insertion_order_until_they_grow_and_vanish_when_emptied() {
+    let mut s = Shard::new();
+    let set = |p: &[&str]| hash(b"h", HashOp::Set(pairs(p), false));
+    assert_eq!(s.run(set(&["b", "1", "a", "2"])), Answer::Int(2));
+    assert_eq!(s.run(set(&["b", "3", "c", "4"])), Answer::Int(1));
+    let all = |s: &mut Shard| s.run(hash(b"h", HashOp::GetAll));
+    let flat = |w: &[&str]| Answer::Values(w.iter().map(|x| Some(x.as_bytes().to_vec())).collect());
+    assert_eq!(all(&mut s), flat(&["b", "3", "a", "2", "c", "4"]));
+    assert_eq!(
+        s.run(Op::Type(b"h".to_vec())),
+        Answer::Status("hash".into())
+    );
+    // A string command on a hash, and a hash command on a string, answer WRONGTYPE.
+    let wrong = Answer::Error(WRONGTYPE.into());
+    assert_eq!(s.run(Op::Get(b"h".to_vec())), wrong);
+    s.run(set_plain(b"str", b"v"));
+    assert_eq!(s.run(hash(b"str", HashOp::Len)), wrong);
+    // Past the listpack limits the hash is a table for good.
+    let long = "x".repeat(65);
+    s.run(set(&["long", &long]));
+    let Some(Entry {
+        value: Value::Hash(h),
+        ..
+    }) = s.map.get(b"h".as_slice())
+    else {
+        panic!("not a hash");
+    };
+    assert_eq!(h.encoding(), "hashtable");
+    let del = HashOp::Del(
+        ["a", "b", "c", "long", "zz"]
+            .map(|f| f.as_bytes().to_vec())
+            .to_vec(),
+    );
+    assert_eq!(s.run(hash(b"h", del)), Answer::Int(4));
+    assert_eq!(s.run(Op::Exists(vec![b"h".to_vec()])), Answer::Int(0));
+    assert_eq!(
+        s.run(hash(b"h", HashOp::IncrBy(b"n".to_vec(), 5))),
+        Answer::Int(5)
+    );
+    assert_eq!(
+        s.run(hash(
+            b"h",
+            HashOp::IncrByFloat(b"n".to_vec(), b"0.5".to_vec())
+        )),
+        Answer::Bulk(b"5.5".to_vec())
+    );
+    assert_eq!(
+        s.run(hash(b"h", HashOp::IncrBy(b"n".to_vec(), 1))),
+        Answer::Error("ERR hash value is not an integer".into())
+    );
+}
+
+fn set_plain(key: &[u8], value: &[u8]) -> Op {
+    set(key, value, Ttl::Clear, Cond::Always)
+}
