@@ -54,7 +54,7 @@ impl<S: AsFd> Registered<S> {
     #[track_caller]
     pub fn new(source: S) -> io::Result<Self> {
         let core = crate::worker::core_or_panic("gossamer::reactor::Registered::new");
-        let inner = core.reactor.inner(&core)?.clone();
+        let inner = core.reactor.inner(core)?.clone();
         let (token, entry) = inner.register(source.as_fd())?;
         Ok(Self {
             source: Some(source),
