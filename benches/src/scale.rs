@@ -221,8 +221,12 @@ fn rss_points(points: &[Point]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// Why `w` workers should not be run: the fit of the points so far (or, with two, the pair term
-/// alone scaled from the larger) predicts more than `max` bytes.
+/// A generous bound of what a rank keeps per pair of workers at start (places, not rings, which
+/// are made on first use), for predicting a point before three are measured.
+const PAIR_BOUND: f64 = 4096.0;
+
+/// Why `w` workers should not be run: the fit of the points so far (or, with fewer than three,
+/// the largest point plus [`PAIR_BOUND`] per added pair) predicts more than `max` bytes.
 fn too_big(points: &[Point], w: usize, max: u64) -> Option<String> {
     let pts = rss_points(points);
     let wf = w as f64;
@@ -231,7 +235,7 @@ fn too_big(points: &[Point], w: usize, max: u64) -> Option<String> {
         None => pts
             .iter()
             .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|&(pw, py)| py * (wf / pw).powi(2))?,
+            .map(|&(pw, py)| py + PAIR_BOUND * (wf * wf - pw * pw).max(0.0))?,
     };
     (predicted > max as f64).then(|| {
         format!(
