@@ -1,5 +1,5 @@
 //! Algorithm switch points: which algorithm a collective uses for which size, with defaults,
-//! environment overrides, and the measurements behind the defaults.
+//! environment overrides, and how the defaults were measured.
 //!
 //! Each field has a `GSM_COLL_*` setting of the settings table (`gsm_contract::table`, listed in
 //! `docs/settings.md` with its default and what it takes); a variable that is set but not allowed
@@ -7,39 +7,15 @@
 //!
 //! **How the defaults were measured**: `gsm-bench collectives --sweep` (in
 //! `benches/src/collectives.rs`) times both algorithms of each switch, forced through a team
-//! with the switch at 0 and one with it at `usize::MAX`, for sizes from 8 B to 4 MiB, each
-//! figure a median of 5 runs, under `gsmrun -np 2` and `gsmrun -np 3 --oversubscribe` (one
-//! worker per rank) on the shared 2-core development machine (load 2–9, so the figures spread
-//! by up to 2× between runs; rerun the sweep on the target machine and set the variables).
-//! Last sweep (vectors in lockstep pieces, large broadcasts acknowledged; ring ÷ recursive
-//! doubling time, below 1 the ring is faster): 2 ranks 64 KiB 1.19, 128 KiB 1.57, 256 KiB 0.83,
-//! 512 KiB 1.09, 1 MiB 0.86, 4 MiB 0.94; 3 ranks 64 KiB 1.53, 128 KiB 0.96, 256 KiB 0.85,
-//! 512 KiB 0.93, 1 MiB 1.17, 4 MiB 0.65. Below 64 KiB recursive doubling was faster in 7 of 10
-//! figures (1 KiB: about 2×), the ring in the 3 others by at most 28 %. From 256 KiB the ring
-//! was as fast or faster in 6 of 8 figures, so the switch is at 256 KiB. On 3 ranks the chain beat the binomial tree at every size from 64 KiB (chain ÷ tree
-//! 0.93, 0.83, 0.95, 0.86 at 64 KiB, 256 KiB, 1 MiB, 4 MiB); with 2 groups both are one message.
-//! The piece size: exchanging 4 MiB between 2 ranks took 12.5 ms as one message, 8.6 ms in
-//! 1 MiB pieces, 4.0 ms in 256 KiB pieces and 3.9–5.8 ms in 64 KiB pieces (1 MiB: 0.7–0.9 ms
-//! whole, 0.48–0.66 ms in 256 KiB pieces). The rendezvous: 40 one-way messages of 1 MiB in
-//! 256 KiB pieces took 1.0 ms each sent back to back, 0.23–0.34 ms each acknowledged. Those
-//! piece figures are from one host; between two hosts (`gsm-bench collectives --two-hosts`, tcp
-//! over a veth link) 64 KiB pieces beat 256 KiB ones for the 1 MiB broadcast and allreduce, and
-//! one host only sends pieces with the board off, so the default is 64 KiB (the A/B is in
-//! docs/performance-log.md).
+//! with the switch at 0 and one with it at `usize::MAX`, under `gsmrun -np 2` and `-np 3`; the
+//! piece size was also compared between two hosts (`--two-hosts`). Rerun the sweep on the target
+//! machine and set the variables. The figures behind each default, and why each switch sits
+//! where it does, are in docs/performance-log.md ("Collectives: the measurements behind the
+//! switch points").
 //!
-//! The board's switches, by the same sweep (2 ranks, one host; copies ÷ steps time): allreduce
-//! 1 KiB 18, 4 KiB 7.0, 8 KiB 3.8, 16 KiB 0.76–1.32 (two runs), 32 KiB 0.45, 64 KiB 0.30,
-//! 1 MiB 0.21; broadcast 1 KiB 20, 8 KiB 5.2, 16 KiB 0.51–1.46, 32 KiB 0.25, 1 MiB 0.09: a
-//! single copy costs a few system calls (about 2 µs), steps cost a cache line per 64 B read
-//! from the other core, so the switch is at 32 KiB. The piece of the single-copy allreduce, 1 MiB
-//! of f64 sums against Open MPI's 147–151 µs in the same job: 32 KiB pieces 172–180 µs, 64 KiB
-//! 142–145, 128 KiB 134–139, 256 KiB 125–129, 512 KiB 132–137, 1 MiB 129–131.
-//!
-//! Waiting members suspend in `gossamer::recv` at once. Polling instead (`try_recv` and
-//! `yield_now` for a bounded time) was tried and made things worse: with 2 ranks of 1 worker a
-//! barrier took 5.1–6.5 µs suspending, and 18–106 µs polling for 30–100 µs, about the polling
-//! time itself, on this shared machine: the messages were, in effect, taken only once the fiber
-//! suspended.
+//! Waiting members suspend in `gossamer::recv` at once: polling (`try_recv` and `yield_now` for a
+//! bounded time) made barriers slower, since the messages were in effect taken only once the
+//! fiber suspended.
 //!
 //! This module does not look at the team: the same tuning holds for every size of team.
 
