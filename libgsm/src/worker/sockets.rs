@@ -26,7 +26,8 @@ const CHECK_STOP: Duration = Duration::from_millis(200);
 /// The rank's socket watch, started by the first worker that needs it.
 #[derive(Debug, Default)]
 pub(crate) struct SocketWatch {
-    epoll: OnceLock<Arc<Epoll>>,
+    /// The watch's set, or `None` when its thread could not be started (then every worker naps).
+    epoll: OnceLock<Option<Arc<Epoll>>>,
 }
 
 impl SocketWatch {
@@ -38,15 +39,13 @@ impl SocketWatch {
         local: usize,
         set: BorrowedFd<'_>,
     ) -> std::io::Result<()> {
-        let epoll = match self.epoll.get() {
-            Some(e) => e,
-            None => {
-                let e = Arc::new(Epoll::new()?);
-                if self.epoll.set(e.clone()).is_ok() {
-                    start(e, Arc::downgrade(shared))?;
-                }
-                self.epoll.get().expect("set just now")
-            }
+        let epoll = self.epoll.get_or_init(|| {
+            let e = Arc::new(Epoll::new().ok()?);
+            start(e.clone(), Arc::downgrade(shared)).ok()?;
+            Some(e)
+        });
+        let Some(epoll) = epoll else {
+            return Err(std::io::Error::other("the socket watch could not start"));
         };
         epoll.add(set, ready::IN | ready::ONESHOT, local as u64)
     }
@@ -54,8 +53,8 @@ impl SocketWatch {
     /// Re-arms local worker `local`'s set, as it goes to sleep (after announcing it).
     pub(crate) fn arm(&self, local: usize, set: BorrowedFd<'_>) -> std::io::Result<()> {
         match self.epoll.get() {
-            Some(e) => e.modify(set, ready::IN | ready::ONESHOT, local as u64),
-            None => Err(std::io::Error::other("the socket watch is not running")),
+            Some(Some(e)) => e.modify(set, ready::IN | ready::ONESHOT, local as u64),
+            _ => Err(std::io::Error::other("the socket watch is not running")),
         }
     }
 }
