@@ -21,6 +21,7 @@ pub mod jobdir;
 pub mod launch;
 pub mod limits;
 pub mod local;
+pub mod names;
 pub mod placement;
 pub mod plan;
 pub mod proctree;
@@ -108,6 +109,17 @@ pub fn run(cli: &Cli) -> Result<i32, Error> {
 /// Start the job `prepared` plans and supervise it; returns gsmrun's exit status. Everything it
 /// needs is in the plan: neither the options nor gsmrun's environment are read here.
 fn start(prepared: &Prepared) -> Result<i32, Error> {
+    let hostfile_text = match &prepared.source {
+        hosts::HostSource::Hostfile(path) => plan::read_hostfile(path)
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b).into_owned()),
+        _ => None,
+    };
+    names::check(
+        &prepared.placement,
+        &prepared.source,
+        hostfile_text.as_deref(),
+    )?;
     if prepared
         .mpi_env
         .iter()

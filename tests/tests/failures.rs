@@ -289,20 +289,35 @@ fn a_bad_hostfile_exits_2_naming_file_line_and_column() {
 }
 
 #[test]
-fn an_unresolvable_host_exits_1_naming_the_likely_causes() {
-    // mpirun exits 255 here; passed on, that read as a rank's status.
+fn an_unresolvable_host_is_refused_in_one_line_before_launching() {
+    // Before the look-up, mpirun printed its ORTE pages and gsmrun exited 1 after them.
     let scratch = Scratch::new("nohost", RunId::next());
-    let hostfile = scratch.write("hosts", "nosuchhost.invalid slots=1\n");
+    let hostfile = scratch.write("hosts", "# two lines\nnosuchhost.invalid slots=1\n");
     let mut cmd = gsmrun(["-np", "1", "-hostfile"]);
     cmd.arg(&hostfile).arg(gsm_hello());
+    let began = std::time::Instant::now();
     let done = run(&mut cmd, Duration::from_secs(30));
-    assert_exit(&done, 1, "a host whose name does not resolve");
+    let took = began.elapsed();
+    assert_exit(&done, 2, "a host whose name does not resolve");
+    let at = format!("{}:2:1", hostfile.display());
     assert!(
-        done.stderr.contains("no rank started")
-            && done
-                .stderr
-                .contains("host nosuchhost.invalid: its name does not resolve"),
-        "stderr does not say that no rank started and which host's name does not resolve\n{}",
+        done.stderr.trim_end().lines().count() == 1
+            && done.stderr.contains("host nosuchhost.invalid")
+            && done.stderr.contains(&at)
+            && done.stderr.contains("does not resolve"),
+        "stderr is not one line naming the host and {at}\n{}",
+        done.report()
+    );
+    // The look-ups wait at most 0.8 s; the margin is for a loaded machine.
+    assert!(took < Duration::from_secs(5), "refused after {took:?}");
+    let mut cmd = gsmrun(["-np", "2", "-H", "localhost,nosuchhost.invalid"]);
+    cmd.arg(gsm_hello());
+    let done = run(&mut cmd, Duration::from_secs(30));
+    assert_exit(&done, 2, "-H with a host whose name does not resolve");
+    assert!(
+        done.stderr.trim_end().lines().count() == 1
+            && done.stderr.contains("host nosuchhost.invalid (-H/--host)"),
+        "stderr does not name the -H host in one line\n{}",
         done.report()
     );
 }

@@ -18,6 +18,7 @@ mod vars;
 pub use checks::other_step_task;
 pub use describe::{describe, placement_table};
 pub use environment::Environment;
+pub(crate) use place::read_hostfile;
 pub use place::resolve_hosts;
 
 use crate::Error;

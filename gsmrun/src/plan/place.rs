@@ -49,7 +49,7 @@ pub fn resolve_hosts(
 /// The bytes of hostfile `path`, refused before they are read whole when it is not a regular file
 /// (`/dev/zero`, a FIFO: reading one grew without bound or blocked) or is larger than
 /// [`hosts::MAX_HOSTFILE_BYTES`]; a file growing while it is read stops at that limit too.
-fn read_hostfile(path: &std::path::Path) -> Result<Vec<u8>, Error> {
+pub(crate) fn read_hostfile(path: &std::path::Path) -> Result<Vec<u8>, Error> {
     use std::io::Read as _;
     let unreadable = |source| Error::ReadHostfile {
         path: path.to_path_buf(),
