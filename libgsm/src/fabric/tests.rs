@@ -38,7 +38,7 @@ fn bad_settings_name_their_variable_and_the_accepted_form() {
         assert!(
             e.starts_with(
                 "GSM_FABRIC=ofi: this build of Gossamer has no ofi fabric (cargo feature `ofi` of \
-                 the gossamer crate, which needs libfabric-dev); this build takes auto, shm, tcp"
+                 the gossamer crate, which needs libfabric-dev); this build takes auto, shm"
             ),
             "{e}"
         );
