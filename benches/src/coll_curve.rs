@@ -223,7 +223,7 @@ pub fn run(
     if let Some(dir) = crate::report::plot_dir() {
         plot(dir, &cases, &points)?;
     }
-    let fabric = std::env::var("GSM_FABRIC").unwrap_or_else(|_| "auto".into());
+    let fabric = gsm_contract::value::<&str>(&gsm_contract::table::FABRIC);
     let btl = std::env::var("OMPI_MCA_btl").unwrap_or_else(|_| "default".into());
     Ok(Some(RankReport {
         header: format!(

@@ -366,7 +366,7 @@ fn sweep_once(quick: bool) -> anyhow::Result<Vec<(String, f64, f64)>> {
 }
 
 fn header(world: &SimpleCommunicator) -> String {
-    let fabric = std::env::var("GSM_FABRIC").unwrap_or_else(|_| "auto".into());
+    let fabric = gsm_contract::value::<&str>(&gsm_contract::table::FABRIC);
     let btl = std::env::var("OMPI_MCA_btl").unwrap_or_else(|_| "default".into());
     format!(
         "gsm-bench collectives: {} ranks, gsm fabric {fabric}, MPI btl {btl}; µs per operation \

@@ -406,12 +406,9 @@ fn remote(
     check_runs(common.runs, quick)?;
     let workers = match workers {
         Some(w) => w,
-        None => match std::env::var("GSM_THREADS") {
-            Ok(v) => v.trim().parse().map_err(|_| {
-                anyhow::anyhow!("GSM_THREADS={v:?} is not a number of workers; use --workers N")
-            })?,
-            Err(_) => 1,
-        },
+        None => gsm_contract::get::<Option<u64>>(&gsm_contract::table::THREADS)
+            .map_err(|e| anyhow::anyhow!("{e}; or use --workers N"))?
+            .map_or(1, |n| n as usize),
     };
     if workers == 0 {
         anyhow::bail!("--workers must be at least 1");

@@ -141,18 +141,21 @@ impl Transports {
     /// Reads `GSM_FABRIC` (auto when unset: shm when every rank is on one host, which
     /// `GSM_RANK_HOSTS` tells) and `OMPI_MCA_btl`.
     pub fn from_env() -> Self {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let one_host = var("GSM_RANK_HOSTS").is_some_and(|hosts| {
+        use gsm_contract::table::{FABRIC, RANK_HOSTS};
+        let hosts = gsm_contract::value::<Option<String>>(&RANK_HOSTS);
+        let one_host = hosts.is_some_and(|hosts| {
             let mut ids = hosts.split(',');
             let first = ids.next();
             ids.all(|id| Some(id) == first)
         });
-        let fabric = match var("GSM_FABRIC").as_deref() {
-            None | Some("auto") if one_host => "shm (auto, one host)".to_string(),
-            None | Some("auto") => "auto".to_string(),
-            Some(other) => other.to_string(),
+        let fabric = match gsm_contract::value::<&str>(&FABRIC) {
+            "auto" if one_host => "shm (auto, one host)".to_string(),
+            other => other.to_string(),
         };
-        let btl = var("OMPI_MCA_btl").unwrap_or_else(|| "default".to_string());
+        let btl = std::env::var("OMPI_MCA_btl")
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .unwrap_or_else(|| "default".to_string());
         Transports { fabric, btl }
     }
 
@@ -584,13 +587,13 @@ pub fn connection_table(hosts: u64, ranks: u64, workers: u64) -> String {
 /// Hosts, ranks per host of this job, from `GSM_RANK_HOSTS` (one host id per rank); with
 /// `--fabric tcp` on one host every rank counts as its own host.
 fn job_shape(ranks: u64) -> (u64, u64) {
-    let ids: Vec<String> = std::env::var("GSM_RANK_HOSTS")
+    let ids: Vec<String> = gsm_contract::value::<Option<String>>(&gsm_contract::table::RANK_HOSTS)
         .unwrap_or_default()
         .split(',')
         .filter(|s| !s.is_empty())
         .map(str::to_string)
         .collect();
-    let tcp = std::env::var("GSM_FABRIC").is_ok_and(|f| f.trim() == "tcp");
+    let tcp = gsm_contract::value::<&str>(&gsm_contract::table::FABRIC) == "tcp";
     let mut distinct = ids.clone();
     distinct.sort();
     distinct.dedup();

@@ -26,7 +26,8 @@ pub const RANKS_PER_HOST: &str = "GSM_BENCH_RANKS_PER_HOST";
 /// Whether this process should launch the job over the test bed: the flag is given and this is
 /// not already a rank of a job.
 pub fn wanted() -> bool {
-    std::env::var_os("GSM_RANK").is_none() && std::env::args().any(|a| a == FLAG)
+    std::env::var_os(gsm_contract::table::RANK.name).is_none()
+        && std::env::args().any(|a| a == FLAG)
 }
 
 /// Runs this command as a job of 2 ranks (or 2 × [`RANKS_PER_HOST`]) over the two hosts; returns

@@ -119,6 +119,7 @@ mod gather;
 pub mod op;
 mod pod;
 mod reduce;
+mod split;
 mod team;
 mod tuning;
 mod value;

@@ -21,14 +21,15 @@
 //! number, payload type, root), so a member that called another collective than its peers (or
 //! passed another root) is reported by name instead of receiving bytes it cannot read.
 //!
-//! This module does not implement the operations themselves (see the other modules).
+//! This module does not implement the operations themselves (see the other modules), nor make
+//! teams out of a team (`split`).
 
 use std::cell::Cell;
 use std::sync::Arc;
 
 use gossamer::{Wire, WorkerId};
 
-use crate::call::{Call, Kind, RANKS, WORLD, chain, describe_tag, hash_str};
+use crate::call::{Call, Kind, RANKS, WORLD, describe_tag, hash_str};
 use crate::channel::HostBoard;
 use crate::pod::{Plain, PodVec};
 use crate::tuning::Tuning;
@@ -209,7 +210,9 @@ impl Team {
         Team::build(RANKS, members, rank, Tuning::cached())
     }
 
-    fn build(id: u64, members: Arc<[WorkerId]>, me: usize, tuning: Tuning) -> Team {
+    /// The team of `members` (this member at index `me`) under `id`, with its groups by rank and
+    /// its host-board channel; every constructor (`world`, `ranks`, `split`'s) ends here.
+    pub(crate) fn build(id: u64, members: Arc<[WorkerId]>, me: usize, tuning: Tuning) -> Team {
         gossamer::name_tags(describe_tag);
         let ranks: Vec<usize> = members.iter().map(|&w| gossamer::rank_of(w)).collect();
         let shape = Arc::new(Shape::new(&ranks, tuning.hierarchical));
@@ -294,68 +297,6 @@ impl Team {
     /// The number of collectives this member has started on this team.
     pub fn sequence(&self) -> u64 {
         self.seq.get()
-    }
-
-    /// A new team with the same members and an id of its own, so that another fiber can run
-    /// collectives on it while this one is in use. Collective without communication: every
-    /// member must call it at the same point of its sequence.
-    pub fn dup(&self) -> Team {
-        let c = self.begin(Kind::Split);
-        let id = chain(chain(self.id, c.seq), 0xd0d0);
-        Team::build(id, self.members.clone(), self.me, self.tuning)
-    }
-
-    /// The members of this member's rank, in team order. Collective without communication.
-    pub fn split_by_rank(&self) -> Team {
-        let c = self.begin(Kind::Split);
-        let mine = gossamer::rank_of(self.members[self.me]);
-        self.subteam(&c, mine as u64 ^ 0x5241_4e4b, |w| {
-            gossamer::rank_of(w) == mine
-        })
-    }
-
-    /// The members on this member's host (ranks whose hostnames are equal), in team order.
-    /// Collective without communication.
-    pub fn split_by_host(&self) -> Team {
-        let c = self.begin(Kind::Split);
-        let host_of = |w: WorkerId| gossamer::host_of_rank(gossamer::rank_of(w));
-        let mine = host_of(self.members[self.me]);
-        self.subteam(&c, hash_str(&mine), |w| host_of(w) == mine)
-    }
-
-    fn subteam(&self, c: &Call, salt: u64, keep: impl Fn(WorkerId) -> bool) -> Team {
-        let members: Vec<WorkerId> = self.members.iter().copied().filter(|&w| keep(w)).collect();
-        let me_w = self.members[self.me];
-        let me = members
-            .iter()
-            .position(|&w| w == me_w)
-            .expect("a member belongs to its own part");
-        let id = chain(chain(chain(self.id, c.seq), 0x5b), salt);
-        Team::build(id, members.into(), me, self.tuning)
-    }
-
-    /// Splits the team as `MPI_Comm_split` does: members passing the same `colour` form a new
-    /// team, ordered by `key` (ties by their index here); a member passing `None` joins no team
-    /// and gets `None`. Collective: every member must call it (one allgather of
-    /// `(colour, key)`).
-    pub fn split(&self, colour: Option<u64>, key: i64) -> Option<Team> {
-        let c = self.begin(Kind::Split);
-        let all: Vec<(Option<u64>, i64)> = self.allgather_value_in(&c, (colour, key));
-        let colour = colour?;
-        let mut chosen: Vec<(i64, usize)> = all
-            .iter()
-            .enumerate()
-            .filter(|(_, (col, _))| *col == Some(colour))
-            .map(|(i, &(_, k))| (k, i))
-            .collect();
-        chosen.sort_unstable();
-        let me = chosen
-            .iter()
-            .position(|&(_, i)| i == self.me)
-            .expect("a member belongs to its own colour");
-        let members: Arc<[WorkerId]> = chosen.iter().map(|&(_, i)| self.members[i]).collect();
-        let id = chain(chain(chain(self.id, c.seq), 0x0063_6f6c), colour);
-        Some(Team::build(id, members, me, self.tuning))
     }
 
     /// Whether every group is one member (then group index = team index).

@@ -1,7 +1,12 @@
 //! The launch contract: what `gsmrun` (and its rank wrapper) and the runtime must say alike. The
 //! stage bytes a rank reports on its `GSM_STATE_FD` socket, the file names of a job's
-//! shared-memory segments, and the names of the fabrics (`GSM_FABRIC`, `gsmrun --fabric`). The
-//! variables themselves are settings of [`crate::table`]'s launch section.
+//! shared-memory segments, and the fabrics ([`FabricKind`], [`FabricChoice`]: `GSM_FABRIC`,
+//! `gsmrun --fabric`, the runtime's registry). The variables themselves are settings of
+//! [`crate::table`]'s launch section.
+//!
+//! The fabrics are one list, the `fabrics!` lines below: a new fabric is one line there (with
+//! its folder and its registry line in the runtime, `libgsm/src/fabric/README.md`), and
+//! `GSM_FABRIC`'s words, `gsmrun --fabric`'s values and help, and the reference page follow.
 //!
 //! Both sides link this module, so they cannot drift apart; it holds no I/O.
 
@@ -89,53 +94,181 @@ pub fn is_job_segment(file_name: &str, job_id: &str) -> bool {
     !rest.is_empty() && rest.len() <= 10 && rest.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// A fabric as `GSM_FABRIC` and `gsmrun --fabric` name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Fabric {
-    /// Shared memory within a host, tcp between hosts.
-    #[default]
-    Auto,
-    /// Shared memory only (every rank on one host).
-    Shm,
-    /// tcp between every pair of ranks.
-    Tcp,
-    /// One-sided RMA over libfabric between every pair of ranks.
-    Ofi,
-    /// RDMA writes on RC queue pairs between every pair of ranks.
-    Verbs,
+/// Declares the fabrics, one line each (with its doc comment): the kind, its name (`GSM_FABRIC`,
+/// `gsmrun --fabric`, the runtime's registry and log, a rank's offer), other words that name it
+/// (`| "word"`), how a build of the runtime gets it ([`Build`]), and one line saying what it
+/// carries ring bytes over (`gsmrun --help`, `--dry-run`, docs/settings.md).
+macro_rules! fabrics {
+    ($(
+        $(#[doc = $doc:literal])*
+        $kind:ident = $name:literal $(| $alias:literal)*, $build:expr, $over:literal;
+    )*) => {
+        /// A fabric of the runtime, as every side names it (see [`FabricChoice`] for the
+        /// choice among them). Written by one line of the `fabrics!` list in
+        /// `contract/src/contract.rs`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum FabricKind {
+            $($(#[doc = $doc])* $kind,)*
+        }
+
+        impl FabricKind {
+            /// Every fabric, in the order of the list.
+            pub const ALL: &'static [FabricKind] = &[$(FabricKind::$kind),*];
+
+            /// Its name: the value of `GSM_FABRIC` that chooses it for every peer.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(FabricKind::$kind => $name,)*
+                }
+            }
+
+            /// Other words that name it in `GSM_FABRIC`.
+            pub const fn aliases(self) -> &'static [&'static str] {
+                match self {
+                    $(FabricKind::$kind => &[$($alias),*],)*
+                }
+            }
+
+            /// How a build of the runtime gets it.
+            pub const fn build(self) -> Build {
+                match self {
+                    $(FabricKind::$kind => $build,)*
+                }
+            }
+
+            /// What it carries ring bytes over, in a few words.
+            pub const fn over(self) -> &'static str {
+                match self {
+                    $(FabricKind::$kind => $over,)*
+                }
+            }
+        }
+
+        /// Every word `GSM_FABRIC` takes: `auto`, then each fabric's name and aliases.
+        pub const FABRIC_WORDS: &[&str] = &["auto", $($name, $($alias,)*)*];
+    };
 }
 
-/// Every word `GSM_FABRIC` takes: the fabrics' names, and `rdma` for `verbs`.
-pub const FABRIC_WORDS: &[&str] = &["auto", "shm", "tcp", "ofi", "verbs", "rdma"];
+fabrics! {
+    /// Shared memory, for ranks on the same host.
+    Shm = "shm", Build::Always, "shared memory; every rank on one host";
+    /// TCP, for ranks on different hosts.
+    Tcp = "tcp", Build::Always, "TCP connections";
+    /// One-sided RMA over libfabric.
+    Ofi = "ofi", Build::Feature {
+        feature: "ofi",
+        needs: "libfabric-dev",
+        instead: "",
+    }, "one-sided RMA over libfabric, provider GSM_OFI_PROVIDER";
+    /// RDMA writes on RC queue pairs through rdma-core's verbs.
+    Verbs = "verbs" | "rdma", Build::Feature {
+        feature: "rdma",
+        needs: "libibverbs-dev",
+        instead: "on RDMA hardware use GSM_FABRIC=ofi with GSM_OFI_PROVIDER='verbs;ofi_rxm' (or \
+                  efa, cxi, psm3)",
+    }, "RC queue pairs on GSM_VERBS_DEVICE or the first active RDMA port";
+}
 
-impl Fabric {
-    /// Every fabric.
-    pub const ALL: [Fabric; 5] = [
-        Fabric::Auto,
-        Fabric::Shm,
-        Fabric::Tcp,
-        Fabric::Ofi,
-        Fabric::Verbs,
-    ];
+/// How a build of the runtime gets a fabric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Build {
+    /// Every build has it.
+    Always,
+    /// Only a build with this cargo feature of the `gossamer` crate, which needs this system
+    /// package to build; `instead`: what to use where the feature is missing (may be empty).
+    Feature {
+        feature: &'static str,
+        needs: &'static str,
+        instead: &'static str,
+    },
+}
 
-    /// The value of `GSM_FABRIC` that chooses it.
+impl std::fmt::Display for FabricKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FabricKind {
+    /// The fabric whose name is exactly `name` (as a rank's offer writes it), `None` for another.
+    pub fn named(name: &str) -> Option<FabricKind> {
+        FabricKind::ALL.iter().copied().find(|k| k.name() == name)
+    }
+
+    /// Why a build without it refuses it, after `GSM_FABRIC=<value>: `; `None` for a fabric
+    /// every build has. `takes`: the choices that build has, as [`FabricChoice::listed`] says
+    /// them.
+    pub fn not_built(self, takes: &str) -> Option<String> {
+        let Build::Feature {
+            feature,
+            needs,
+            instead,
+        } = self.build()
+        else {
+            return None;
+        };
+        let instead = if instead.is_empty() {
+            String::new()
+        } else {
+            format!("; {instead}")
+        };
+        Some(format!(
+            "this build of Gossamer has no {} fabric (cargo feature `{feature}` of the gossamer \
+             crate, which needs {needs}){instead}; this build takes {takes}",
+            self.name()
+        ))
+    }
+}
+
+/// The user's choice of fabric (`GSM_FABRIC`, `gsmrun --fabric`): `auto`, or one fabric for
+/// every peer, even within a host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum FabricChoice {
+    /// `shm` between ranks on one host; between hosts `tcp`, or a fabric the runtime finds
+    /// serves better there (`ofi` on RDMA hardware, in a build with it).
+    #[default]
+    Auto,
+    /// This fabric for every peer.
+    Only(FabricKind),
+}
+
+impl FabricChoice {
+    /// What `auto` means, in a few words.
+    pub const AUTO_OVER: &'static str = "shared memory within a host; between hosts TCP, or ofi on RDMA hardware in a build with it";
+
+    /// Every choice: `auto`, then each fabric.
+    pub fn all() -> impl Iterator<Item = FabricChoice> {
+        std::iter::once(FabricChoice::Auto).chain(FabricKind::ALL.iter().map(|&k| Self::Only(k)))
+    }
+
+    /// The value of `GSM_FABRIC` that makes it.
     pub const fn name(self) -> &'static str {
         match self {
-            Fabric::Auto => "auto",
-            Fabric::Shm => "shm",
-            Fabric::Tcp => "tcp",
-            Fabric::Ofi => "ofi",
-            Fabric::Verbs => "verbs",
+            FabricChoice::Auto => "auto",
+            FabricChoice::Only(k) => k.name(),
         }
     }
 
-    /// The fabric `word` names (any case, surrounding blanks allowed; `rdma` is `verbs`, blank is
-    /// `auto`), `None` for another word.
-    pub fn parse(word: &str) -> Option<Fabric> {
-        match word.trim().to_ascii_lowercase().as_str() {
-            "" => Some(Fabric::Auto),
-            "rdma" => Some(Fabric::Verbs),
-            w => Fabric::ALL.into_iter().find(|f| f.name() == w),
+    /// The choice `word` names (any case, surrounding blanks allowed; a fabric's aliases too,
+    /// blank is `auto`), `None` for another word.
+    pub fn parse(word: &str) -> Option<FabricChoice> {
+        let w = word.trim().to_ascii_lowercase();
+        if w.is_empty() || w == "auto" {
+            return Some(FabricChoice::Auto);
+        }
+        FabricKind::ALL
+            .iter()
+            .find(|k| k.name() == w || k.aliases().contains(&w.as_str()))
+            .map(|&k| FabricChoice::Only(k))
+    }
+
+    /// `choices` as a message lists them: "auto, shm, tcp or ofi".
+    pub fn listed(choices: impl IntoIterator<Item = FabricChoice>) -> String {
+        let names: Vec<&str> = choices.into_iter().map(|c| c.name()).collect();
+        match names.split_last() {
+            None => String::new(),
+            Some((last, [])) => (*last).to_string(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::contract::{Fabric, Stage, TCP_SEGMENT_SUFFIX, segment_name};
+use crate::contract::{Build, FabricChoice, FabricKind, Stage, TCP_SEGMENT_SUFFIX, segment_name};
 use crate::setting::{Fallback, Layer, Setting};
 
 /// The command that rewrites the page, as the page and the test say it.
@@ -79,15 +79,26 @@ fn contract(out: &mut String) {
         segment_name("{GSM_JOB_ID}", 0).replace("-r0", "-r{r}"),
         segment_name("{GSM_JOB_ID}", 0).replace("-r0", "-r{r}"),
     );
-    let names: Vec<String> = Fabric::ALL
-        .iter()
-        .map(|f| format!("`{}`", f.name()))
-        .collect();
     let _ = writeln!(
         out,
-        "**Fabrics.** `GSM_FABRIC` and `gsmrun --fabric` name them alike: {} (`rdma` is `verbs`).",
-        names.join(", ")
+        "**Fabrics.** `GSM_FABRIC` and `gsmrun --fabric` name them alike (one list, \
+         `contract/src/contract.rs`):\n\n- `auto`: {}.",
+        FabricChoice::AUTO_OVER
     );
+    for &k in FabricKind::ALL {
+        let aliases: Vec<String> = k.aliases().iter().map(|a| format!(" (or `{a}`)")).collect();
+        let build = match k.build() {
+            Build::Always => String::new(),
+            Build::Feature { feature, .. } => format!("; cargo feature `{feature}`"),
+        };
+        let _ = writeln!(
+            out,
+            "- `{}`{}: {}{build}.",
+            k.name(),
+            aliases.concat(),
+            k.over()
+        );
+    }
 }
 
 /// The whole page for `settings`.

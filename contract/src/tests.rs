@@ -1,6 +1,8 @@
 //! Tests of the table, the reader, the launcher's check, the contract and the generated page.
 
-use crate::contract::{Fabric, Stage, is_job_segment, segment_name, tcp_segment_name};
+use crate::contract::{
+    FABRIC_WORDS, FabricChoice, FabricKind, Stage, is_job_segment, segment_name, tcp_segment_name,
+};
 use crate::setting::{Fallback, Kind, Layer, Setting};
 use crate::{CheckError, check, get_from, suggest, table};
 use std::ffi::OsString;
@@ -183,13 +185,52 @@ fn stage_bytes_are_distinct_and_read_back() {
 
 #[test]
 fn fabric_names_read_back() {
-    for f in Fabric::ALL {
-        assert_eq!(Fabric::parse(f.name()), Some(f));
-        assert!(table::FABRIC.kind.parse(f.name()).is_ok());
+    for c in FabricChoice::all() {
+        assert_eq!(FabricChoice::parse(c.name()), Some(c));
+        assert!(table::FABRIC.kind.parse(c.name()).is_ok());
+        assert!(FABRIC_WORDS.contains(&c.name()));
     }
-    assert_eq!(Fabric::parse(" RDMA "), Some(Fabric::Verbs));
-    assert_eq!(Fabric::parse(""), Some(Fabric::Auto));
-    assert_eq!(Fabric::parse("udp"), None);
+    for &k in FabricKind::ALL {
+        assert_eq!(FabricKind::named(k.name()), Some(k));
+        assert_eq!(k.to_string(), k.name());
+        for a in k.aliases() {
+            assert_eq!(FabricChoice::parse(a), Some(FabricChoice::Only(k)));
+            assert_eq!(
+                FabricKind::named(a),
+                None,
+                "an offer names a fabric by its name"
+            );
+        }
+    }
+    // Every word GSM_FABRIC's setting takes is a choice, and the other way round.
+    for w in FABRIC_WORDS {
+        assert!(FabricChoice::parse(w).is_some(), "{w}");
+    }
+    assert_eq!(
+        FABRIC_WORDS.len(),
+        1 + FabricKind::ALL
+            .iter()
+            .map(|k| 1 + k.aliases().len())
+            .sum::<usize>()
+    );
+    assert_eq!(
+        FabricChoice::parse(" RDMA "),
+        Some(FabricChoice::Only(FabricKind::Verbs))
+    );
+    assert_eq!(FabricChoice::parse(""), Some(FabricChoice::Auto));
+    assert_eq!(FabricChoice::parse("udp"), None);
+    assert_eq!(
+        FabricChoice::listed(FabricChoice::all()),
+        "auto, shm, tcp, ofi or verbs"
+    );
+    assert_eq!(FabricChoice::listed([FabricChoice::Auto]), "auto");
+    assert_eq!(FabricKind::Tcp.not_built("auto"), None);
+    let said = FabricKind::Ofi.not_built("auto, shm or tcp").unwrap();
+    assert_eq!(
+        said,
+        "this build of Gossamer has no ofi fabric (cargo feature `ofi` of the gossamer crate, \
+         which needs libfabric-dev); this build takes auto, shm or tcp"
+    );
 }
 
 #[test]

@@ -15,6 +15,8 @@
 use crate::placement::MapBy;
 use clap::builder::TypedValueParser as _;
 use clap::{Parser, ValueEnum};
+use gsm_contract::contract::Build;
+pub use gsm_contract::contract::FabricChoice;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -95,36 +97,26 @@ Exit status:
 
 Logs: GSM_LOG=debug gsmrun … prints gsmrun's debug log on stderr.";
 
-/// Which fabric the runtime should use between ranks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
-pub enum Fabric {
-    /// Shared memory within a host, TCP between hosts.
-    #[default]
-    Auto,
-    /// Shared memory only (every rank on one host).
-    Shm,
-    /// TCP between every pair of ranks.
-    Tcp,
-    /// One-sided RMA over libfabric between every pair of ranks (provider: GSM_OFI_PROVIDER).
-    Ofi,
-    /// RDMA writes on RC queue pairs between every pair of ranks (device: GSM_VERBS_DEVICE; the
-    /// program must be built with gossamer's `rdma` feature)
-    Verbs,
-}
-
-impl Fabric {
-    /// The value passed in `GSM_FABRIC`: the launch contract's name of the fabric.
-    pub fn as_str(self) -> &'static str {
-        use gsm_contract::contract::Fabric as Named;
-        match self {
-            Fabric::Auto => Named::Auto,
-            Fabric::Shm => Named::Shm,
-            Fabric::Tcp => Named::Tcp,
-            Fabric::Ofi => Named::Ofi,
-            Fabric::Verbs => Named::Verbs,
-        }
-        .name()
-    }
+/// `--fabric`'s values with their help: the launch contract's choices, one list for `gsmrun` and
+/// the runtime (`gsm_contract::contract`), passed on as `GSM_FABRIC`.
+fn fabric_values() -> impl clap::builder::TypedValueParser<Value = FabricChoice> {
+    let values = FabricChoice::all().map(|c| {
+        let help = match c {
+            FabricChoice::Auto => FabricChoice::AUTO_OVER.to_string(),
+            FabricChoice::Only(k) => match k.build() {
+                Build::Always => format!("{}, between every pair of ranks", k.over()),
+                Build::Feature { feature, .. } => format!(
+                    "{}, between every pair of ranks (the program must be built with \
+                     gossamer's `{feature}` feature)",
+                    k.over()
+                ),
+            },
+        };
+        let help = help[..1].to_uppercase() + &help[1..];
+        clap::builder::PossibleValue::new(c.name()).help(help)
+    });
+    clap::builder::PossibleValuesParser::new(values)
+        .map(|w| FabricChoice::parse(&w).expect("each of --fabric's values is a choice"))
 }
 
 /// Which program starts the ranks.
@@ -330,8 +322,8 @@ pub struct Cli {
 
     /// Fabric between ranks, passed to the runtime as GSM_FABRIC [default: GSM_FABRIC of
     /// gsmrun's environment, else auto].
-    #[arg(long, value_enum, value_name = "FABRIC")]
-    pub fabric: Option<Fabric>,
+    #[arg(long, value_name = "FABRIC", value_parser = fabric_values())]
+    pub fabric: Option<FabricChoice>,
 
     /// Program that starts the ranks.
     #[arg(long, value_enum, default_value_t = LauncherChoice::Auto, value_name = "LAUNCHER")]

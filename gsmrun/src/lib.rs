@@ -135,7 +135,8 @@ fn start(prepared: &Prepared) -> Result<i32, Error> {
         let here = (prepared.placement.rank_host.iter())
             .filter(|&&h| local::is_local_host(&prepared.placement.hosts[h].name))
             .count() as u64;
-        let tcp = here < np || prepared.fabric == cli::Fabric::Tcp;
+        let tcp = here < np
+            || prepared.fabric == cli::FabricChoice::Only(gsm_contract::contract::FabricKind::Tcp);
         let threads = prepared.threads_per_rank.map_or(1, u64::from);
         limits::ensure(limits::needed(np, here, threads, tcp))?;
     }

@@ -8,10 +8,10 @@ pub const FABRIC: Setting = Setting {
     name: "GSM_FABRIC",
     kind: Kind::Choice(FABRIC_WORDS),
     default: Fallback::Value("auto"),
-    doc: "The fabric between ranks: `auto` (shm within a host, tcp between hosts), `shm`, `tcp`, \
-          `ofi` (libfabric RMA, cargo feature `ofi`) or `verbs` (`rdma`; cargo feature `rdma`). \
-          A fabric other than `auto` and `shm` carries every peer, even within a host, segment \
-          operations and streams included. `gsmrun --fabric` sets it.",
+    doc: "The fabric between ranks: `auto` (shm within a host, tcp between hosts) or one of the \
+          fabrics listed under **Fabrics** below. A fabric other than `auto` and `shm` carries \
+          every peer, even within a host, segment operations and streams included. `gsmrun \
+          --fabric` sets it.",
     layer: Layer::Fabric,
 };
 

@@ -111,7 +111,10 @@ fn parses_every_option() {
     assert_eq!(cli.export, ["A", "B=2"]);
     assert_eq!(cli.timeout, Some(5.0));
     assert_eq!(cli.threads_per_rank, Some(4));
-    assert_eq!(cli.fabric, Some(Fabric::Tcp));
+    assert_eq!(
+        cli.fabric,
+        Some(FabricChoice::Only(gsm_contract::contract::FabricKind::Tcp))
+    );
     assert_eq!(cli.launcher, LauncherChoice::Mpiexec);
     assert_eq!(cli.launch_agent.as_deref(), Some("ssh -p 2"));
     assert_eq!(cli.program, "./app");

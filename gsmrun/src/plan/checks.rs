@@ -6,7 +6,7 @@
 
 use super::environment::Environment;
 use crate::Error;
-use crate::cli::{Cli, Export, Fabric};
+use crate::cli::{Cli, Export, FabricChoice};
 use crate::env;
 use crate::launch::{self, Backend, Plan};
 
@@ -15,18 +15,18 @@ use crate::launch::{self, Backend, Plan};
 /// Every value is passed on: whether the program has the fabric (`ofi`, `verbs` are cargo
 /// features of its runtime) and whether the hosts have the device, only its ranks can tell, and
 /// each stops at start with one line saying what is missing.
-pub(super) fn fabric(cli: &Cli, environment: &Environment) -> Result<Fabric, Error> {
-    use clap::ValueEnum;
+pub(super) fn fabric(cli: &Cli, environment: &Environment) -> Result<FabricChoice, Error> {
     if let Some(f) = cli.fabric {
         return Ok(f);
     }
     let Some(v) = environment.var(env::job::FABRIC) else {
-        return Ok(Fabric::Auto);
+        return Ok(FabricChoice::Auto);
     };
-    Fabric::from_str(v.trim(), true).map_err(|_| {
+    FabricChoice::parse(&v).ok_or_else(|| {
         Error::Usage(format!(
-            "GSM_FABRIC={v} in gsmrun's environment: expected auto, shm, tcp, ofi or verbs (or pass \
-             --fabric, which takes precedence)"
+            "GSM_FABRIC={v} in gsmrun's environment: expected {} (or pass --fabric, which takes \
+             precedence)",
+            FabricChoice::listed(FabricChoice::all())
         ))
     })
 }

@@ -4,12 +4,13 @@
 
 use super::Prepared;
 use super::place::source_name;
-use crate::cli::Fabric;
+use crate::cli::FabricChoice;
 use crate::env;
 use crate::hosts::HostSource;
 use crate::launch;
 use crate::placement::Placement;
 use crate::plural;
+use gsm_contract::contract::Build;
 
 /// Human-readable placement table.
 pub fn placement_table(p: &Placement, source: &HostSource) -> String {
@@ -32,21 +33,25 @@ pub fn placement_table(p: &Placement, source: &HostSource) -> String {
 /// The fabric line: what `fabric` means for this placement. Between hosts `auto` depends on the
 /// program's build and on libfabric's providers where the ranks run, which only the ranks can
 /// see: the line says the rule, and the ranks log their choice at info level.
-pub fn fabric_line(fabric: Fabric, p: &Placement) -> String {
+pub fn fabric_line(fabric: FabricChoice, p: &Placement) -> String {
     let hosts = (0..p.hosts.len())
         .filter(|&h| p.ranks_on(h).next().is_some())
         .count();
     let what = match (fabric, hosts) {
-        (Fabric::Auto, 0 | 1) => "auto: shm (every rank on one host)".to_string(),
-        (Fabric::Auto, _) => "auto: shm within a host; between hosts ofi if the program is built \
-                              with it and libfabric's first RMA provider drives RDMA hardware, else \
-                              tcp (each rank says which with RUST_LOG=gossamer::fabric=info)"
+        (FabricChoice::Auto, 0 | 1) => "auto: shm (every rank on one host)".to_string(),
+        (FabricChoice::Auto, _) => "auto: shm within a host; between hosts ofi if the program \
+                                    is built with it and libfabric's first RMA provider drives \
+                                    RDMA hardware, else tcp (each rank says which with \
+                                    RUST_LOG=gossamer::fabric=info)"
             .to_string(),
-        (Fabric::Verbs, _) => "verbs between every pair of ranks (RC queue pairs on \
-                               GSM_VERBS_DEVICE or the first active RDMA port; the program needs \
-                               gossamer's `rdma` feature, else every rank stops at start saying so)"
-            .to_string(),
-        (f, _) => format!("{} between every pair of ranks", f.as_str()),
+        (FabricChoice::Only(k), _) => match k.build() {
+            Build::Always => format!("{k} between every pair of ranks ({})", k.over()),
+            Build::Feature { feature, .. } => format!(
+                "{k} between every pair of ranks ({}; the program needs gossamer's `{feature}` \
+                 feature, else every rank stops at start saying so)",
+                k.over()
+            ),
+        },
     };
     format!("fabric: {what}\n")
 }

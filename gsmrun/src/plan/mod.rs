@@ -22,7 +22,7 @@ pub(crate) use place::read_hostfile;
 pub use place::resolve_hosts;
 
 use crate::Error;
-use crate::cli::{Cli, Fabric};
+use crate::cli::{Cli, FabricChoice};
 use crate::hosts::HostSource;
 use crate::jobdir;
 use crate::launch::{self, Backend, JobSpec, Plan};
@@ -36,7 +36,7 @@ pub struct Prepared {
     pub placement: Placement,
     pub source: HostSource,
     /// The fabric the ranks are told to use (`GSM_FABRIC`).
-    pub fabric: Fabric,
+    pub fabric: FabricChoice,
     pub spec: JobSpec,
     pub plan: Plan,
     /// Job-wide variables (values), without the control address and key.

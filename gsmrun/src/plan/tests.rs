@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::env;
+use gsm_contract::contract::FabricKind;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt as _;
 
@@ -112,13 +113,13 @@ fn the_settings_passed_on_are_the_given_environment_s() {
 #[test]
 fn gsm_fabric_of_the_given_environment_is_the_default_of_fabric() {
     let p = prepared(&[], &environment(&[(env::job::FABRIC, "tcp")]));
-    assert_eq!(p.fabric, Fabric::Tcp);
+    assert_eq!(p.fabric, FabricChoice::Only(FabricKind::Tcp));
     assert_eq!(value(&p.job_env, env::job::FABRIC), Some("tcp"));
     let p = prepared(
         &["--fabric", "shm"],
         &environment(&[(env::job::FABRIC, "tcp")]),
     );
-    assert_eq!(p.fabric, Fabric::Shm);
+    assert_eq!(p.fabric, FabricChoice::Only(FabricKind::Shm));
     let said = refusal(&[], &environment(&[(env::job::FABRIC, "fast")]));
     assert!(
         said.starts_with("GSM_FABRIC=fast in gsmrun's environment: expected auto"),

@@ -5,7 +5,7 @@
 
 use super::environment::Environment;
 use crate::Error;
-use crate::cli::{Cli, Export, Fabric};
+use crate::cli::{Cli, Export, FabricChoice};
 use crate::env;
 use crate::launch::Backend;
 use crate::placement::Placement;
@@ -18,7 +18,7 @@ pub(super) fn job_env(
     placement: &Placement,
     backend: &Backend,
     job_id: &str,
-    fabric: Fabric,
+    fabric: FabricChoice,
 ) -> Vec<(String, String)> {
     let mut job_env = vec![
         (env::job::JOB_ID.to_string(), job_id.to_string()),
@@ -30,7 +30,7 @@ pub(super) fn job_env(
     if let Some(t) = cli.threads_per_rank {
         job_env.push((env::job::THREADS.to_string(), t.to_string()));
     }
-    job_env.push((env::job::FABRIC.to_string(), fabric.as_str().to_string()));
+    job_env.push((env::job::FABRIC.to_string(), fabric.name().to_string()));
     if *backend != Backend::Srun {
         let (names, idx) = rank_hosts(placement);
         job_env.push((env::job::HOSTS.to_string(), names.join(",")));

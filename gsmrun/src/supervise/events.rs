@@ -5,9 +5,9 @@
 
 use super::output::say;
 use super::report::followed;
+use super::state::State;
 use super::{
-    DEADLOCK_REPORTS_WAIT, Event, FOLLOWER_WAIT, FORWARDED, Outcome, State, Supervisor,
-    signal_name, wire,
+    DEADLOCK_REPORTS_WAIT, Event, FOLLOWER_WAIT, FORWARDED, Outcome, Supervisor, signal_name, wire,
 };
 use std::io;
 use std::net::TcpStream;

@@ -65,8 +65,9 @@
 //!
 //! The pieces are in files of their own: the control protocol and the serving of a connection
 //! (`protocol.rs`), output forwarding (`output.rs`), the launcher (`launcher.rs`), the timers
-//! (`tick.rs`) and events (`events.rs`) of the state machine, the end-of-job lines (`report.rs`)
-//! and the reaping of leftovers (`reaper.rs`). This module does not build command lines
+//! (`tick.rs`) and events (`events.rs`) of the state machine, stopped and lost ranks
+//! (`stops.rs`), the states and the way into `Ending` (`state.rs`, which they all call down
+//! to), the end-of-job lines (`report.rs`) and the reaping of leftovers (`reaper.rs`). This module does not build command lines
 //! ([`crate::launch`]) nor start programs on ranks ([`crate::wrapper`]). See `supervise/README.md`.
 
 mod events;
@@ -75,6 +76,7 @@ mod output;
 mod protocol;
 mod reaper;
 mod report;
+mod state;
 mod stops;
 mod tick;
 
@@ -87,11 +89,12 @@ use crate::progress::Progress;
 use launcher::Launcher;
 use output::say;
 use signal_hook::iterator::Signals;
+use state::State;
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::{TcpListener, TcpStream};
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
@@ -284,37 +287,6 @@ pub fn run(
     status
 }
 
-/// Where the supervisor is in a job's life (see the module docs for the transitions).
-#[derive(Debug)]
-enum State {
-    /// The job runs.
-    Running,
-    /// A rank whose run another rank's failure ended has failed: its `line` and `code` wait
-    /// until `until` for the report of the rank whose failure it was.
-    AwaitingCause {
-        line: String,
-        code: i32,
-        until: Instant,
-    },
-    /// A rank found the job deadlocked (status `code`): the others are told to end at `until`,
-    /// or once every rank has reported.
-    DeadlockReports { code: i32, until: Instant },
-    /// Every wrapper was told to end at `since`; the job exits with `code`. `launcher_termed`:
-    /// when the launcher got SIGTERM.
-    Ending {
-        code: i32,
-        since: Instant,
-        launcher_termed: Option<Instant>,
-    },
-}
-
-impl State {
-    /// Whether the job is ending: reports are no longer judged and new ranks are told to end.
-    fn is_ending(&self) -> bool {
-        matches!(self, State::DeadlockReports { .. } | State::Ending { .. })
-    }
-}
-
 /// What the loop does after a tick of the timers.
 enum Next {
     /// Tick again at once (the state changed).
@@ -348,28 +320,6 @@ struct Supervisor<'a> {
     all_ok_since: Option<Instant>,
     /// Every running rank was stopped at once (a suspended job), and that was said.
     suspended: bool,
-}
-
-impl Supervisor<'_> {
-    /// Tells every wrapper to end its program, and drops the launcher's output from now on.
-    fn begin_ending(&mut self) {
-        self.quiet.store(true, Ordering::SeqCst);
-        for c in self.conns.values_mut() {
-            if let Some(w) = c.writer.as_mut() {
-                let _ = wire::write_frame(w, wire::KILL, b"");
-            }
-        }
-    }
-
-    /// Ends the job with status `code`, starting at `now`.
-    fn end_job(&mut self, code: i32, now: Instant) {
-        self.state = State::Ending {
-            code,
-            since: now,
-            launcher_termed: None,
-        };
-        self.begin_ending();
-    }
 }
 
 /// [`run`] without the clean-up of leftovers: start the launcher and run the state machine.

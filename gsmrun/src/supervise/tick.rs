@@ -5,8 +5,9 @@
 
 use super::output::say;
 use super::report::{LauncherFailure, describe, not_started};
+use super::state::State;
 use super::{
-    ENDED_WAIT, LATE_REPORT_WAIT, LAUNCHER_LINGER_WAIT, LAUNCHER_TERM_WAIT, Next, State, Supervisor,
+    ENDED_WAIT, LATE_REPORT_WAIT, LAUNCHER_LINGER_WAIT, LAUNCHER_TERM_WAIT, Next, Supervisor,
 };
 use crate::clock::fmt_secs;
 use std::collections::HashSet;

@@ -27,9 +27,11 @@
 //! failures are logged through `tracing` (target `gossamer::fabric`); nothing on the data path is.
 //!
 //! **A registry, and no dispatch on the data path.** [`Fabric`] is an object-safe trait; each
-//! fabric's module writes its line of [`FABRICS`] (kind, name, constructor), and the runtime
+//! fabric's module writes its line of [`FABRICS`] (kind, constructor), and the runtime
 //! (`runtime/fabrics.rs`) loops over the fabrics its peers need, holding them as
-//! `Box<dyn Fabric>` keyed by [`FabricKind`]. A new fabric is one folder and one line there.
+//! `Box<dyn Fabric>` keyed by [`FabricKind`]. A new fabric is one folder and one line there,
+//! plus its name: one line of the launch contract (`gsm_contract::contract`), which `gsmrun`
+//! reads too.
 //! Nothing on the data path goes through the fabric at all (the data path is the rings).
 //!
 //! **Phases.** Setting up is collective and goes in steps separated by barriers that the caller
@@ -47,7 +49,7 @@
 //!    a peer closing its side is expected, not a failure.
 //!
 //! This module does not encode records and does not choose which fabric serves which peer beyond
-//! [`FabricChoice::pick`]; the runtime does.
+//! [`pick`]; the runtime does.
 
 #[cfg(feature = "ofi")]
 pub mod ofi;
@@ -73,105 +75,64 @@ pub use crate::wire::doorbell::Doorbell;
 pub use crate::wire::far::{Parked, Rendezvous};
 use crate::wire::ring::{Consumer, Producer, RingLayout};
 
-/// The fabrics this build has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FabricKind {
-    /// Shared memory, for ranks on the same host.
-    Shm,
-    /// TCP, for ranks on different hosts.
-    Tcp,
-    /// One-sided RMA over libfabric (cargo feature `ofi`).
-    Ofi,
-    /// RDMA writes on RC queue pairs through rdma-core's verbs (cargo feature `rdma`).
-    Verbs,
-}
-
-impl std::fmt::Display for FabricKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            FabricKind::Shm => "shm",
-            FabricKind::Tcp => "tcp",
-            FabricKind::Ofi => "ofi",
-            FabricKind::Verbs => "verbs",
-        })
-    }
-}
-
-/// The user's choice of fabric (`GSM_FABRIC`, `gsmrun --fabric`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum FabricChoice {
-    /// `shm` between ranks on one host, `tcp` between hosts.
-    #[default]
-    Auto,
-    /// `shm` for every peer (every rank must be on one host).
-    Shm,
-    /// `tcp` for every peer, even on one host.
-    Tcp,
-    /// `ofi` (one-sided RMA over libfabric) for every peer, even on one host.
-    Ofi,
-    /// `verbs` (RDMA writes on RC queue pairs) for every peer, even on one host. Never chosen
-    /// by `auto`: it is compile-checked only (see `fabric::verbs`).
-    Verbs,
-}
+/// The fabrics, as the launcher and the runtime name them: one list, in the launch contract
+/// (`contract/src/contract.rs`), of which this build has the ones in [`FABRICS`].
+pub use gsm_contract::contract::{FabricChoice, FabricKind};
 
 /// The environment variable that chooses the fabric.
 pub const FABRIC_VAR: &str = gsm_contract::table::FABRIC.name;
 
-impl FabricChoice {
-    /// Parses `auto`, `shm`, `tcp`, `ofi` or `verbs` (`rdma` too; case-insensitive), the value
-    /// of [`FABRIC_VAR`]. A fabric this build lacks is refused here, naming the cargo feature;
-    /// whether a device exists is `verbs`'s start-up check.
-    pub fn parse(s: &str) -> Result<Self, FabricError> {
-        let err = |reason: &str| FabricError::Env {
+/// Parses `auto` or a fabric's name (or alias; any case), the value of [`FABRIC_VAR`]. A fabric
+/// of the contract this build lacks is refused here, naming the cargo feature that builds it;
+/// whether a device exists is the fabric's own start-up check.
+pub fn parse_choice(s: &str) -> Result<FabricChoice, FabricError> {
+    let takes = || FabricChoice::listed(FabricChoice::all().filter(|&c| built(c)));
+    match FabricChoice::parse(s) {
+        Some(c) if built(c) => Ok(c),
+        Some(FabricChoice::Only(k)) => Err(FabricError::NoDevice {
+            value: s.trim().to_string(),
+            looked_for: k.not_built(&takes()).unwrap_or_else(|| {
+                format!("{k} is in no line of the fabric registry (fabric::FABRICS)")
+            }),
+        }),
+        _ => Err(FabricError::Env {
             name: FABRIC_VAR,
             value: s.to_string(),
-            reason: reason.to_string(),
-        };
-        use gsm_contract::contract::Fabric;
-        match Fabric::parse(s) {
-            Some(Fabric::Auto) => Ok(FabricChoice::Auto),
-            Some(Fabric::Shm) => Ok(FabricChoice::Shm),
-            Some(Fabric::Tcp) => Ok(FabricChoice::Tcp),
-            Some(Fabric::Ofi) if cfg!(feature = "ofi") => Ok(FabricChoice::Ofi),
-            Some(Fabric::Ofi) => Err(err(
-                "this build of Gossamer has no ofi fabric (cargo feature `ofi` of the gossamer \
-                 crate, which needs libfabric-dev); expected auto, shm or tcp",
-            )),
-            Some(Fabric::Verbs) if cfg!(feature = "rdma") => Ok(FabricChoice::Verbs),
-            Some(Fabric::Verbs) => Err(FabricError::NoDevice {
-                value: s.trim().to_string(),
-                looked_for: "this build of Gossamer has no verbs fabric (cargo feature `rdma` of \
-                             the gossamer crate, which needs libibverbs-dev); on RDMA hardware \
-                             use GSM_FABRIC=ofi with GSM_OFI_PROVIDER='verbs;ofi_rxm' (or efa, \
-                             cxi, psm3)"
-                    .to_string(),
-            }),
-            None => Err(err("expected auto, shm, tcp, ofi or verbs")),
-        }
+            reason: format!("expected {}", FabricChoice::listed(FabricChoice::all())),
+        }),
     }
+}
 
-    /// `GSM_FABRIC`, or `Auto` when unset.
-    pub fn from_env() -> Result<Self, FabricError> {
-        Self::parse(gsm_contract::get::<&str>(&gsm_contract::table::FABRIC)?)
+/// Whether this build can serve `choice`.
+fn built(choice: FabricChoice) -> bool {
+    match choice {
+        FabricChoice::Auto => true,
+        FabricChoice::Only(k) => entry(k).is_some(),
     }
+}
 
-    /// The fabric that serves a peer on this host (`same_host`) or another.
-    pub fn pick(
-        self,
-        same_host: bool,
-        peer: u32,
-        peer_host: &str,
-    ) -> Result<FabricKind, FabricError> {
-        match (self, same_host) {
-            (FabricChoice::Auto, true) | (FabricChoice::Shm, true) => Ok(FabricKind::Shm),
-            (FabricChoice::Auto, false) | (FabricChoice::Tcp, _) => Ok(FabricKind::Tcp),
-            (FabricChoice::Ofi, _) => Ok(FabricKind::Ofi),
-            (FabricChoice::Verbs, _) => Ok(FabricKind::Verbs),
-            (FabricChoice::Shm, false) => Err(FabricError::ShmAcrossHosts {
-                peer,
-                host: peer_host.to_string(),
-            }),
-        }
+/// `GSM_FABRIC`, or `Auto` when unset.
+pub fn choice_from_env() -> Result<FabricChoice, FabricError> {
+    parse_choice(gsm_contract::get::<&str>(&gsm_contract::table::FABRIC)?)
+}
+
+/// The fabric that `choice` gives a peer on this host (`same_host`) or another: `auto` takes
+/// `shm` within a host and `tcp` between hosts (the runtime may then find a better one between
+/// hosts, [`FabricEntry::between_hosts`]); `shm` cannot reach another host.
+pub fn pick(
+    choice: FabricChoice,
+    same_host: bool,
+    peer: u32,
+    peer_host: &str,
+) -> Result<FabricKind, FabricError> {
+    match (choice, same_host) {
+        (FabricChoice::Auto, true) => Ok(FabricKind::Shm),
+        (FabricChoice::Auto, false) => Ok(FabricKind::Tcp),
+        (FabricChoice::Only(FabricKind::Shm), false) => Err(FabricError::ShmAcrossHosts {
+            peer,
+            host: peer_host.to_string(),
+        }),
+        (FabricChoice::Only(k), _) => Ok(k),
     }
 }
 
@@ -567,7 +528,8 @@ pub enum FabricError {
         /// The limit.
         seconds: u64,
     },
-    /// `GSM_FABRIC=verbs` cannot be served: what was looked for and not found.
+    /// `GSM_FABRIC` names a fabric that cannot serve here: what was looked for and not found
+    /// (the fabric in this build, an RDMA device).
     #[error("GSM_FABRIC={value}: {looked_for}")]
     NoDevice {
         /// The value given.
@@ -653,13 +615,12 @@ pub trait Fabric: Send {
 /// and returns it with this rank's endpoint bytes (empty if it needs none).
 pub type FabricOpen = fn(&Settings) -> Result<(Box<dyn Fabric>, Vec<u8>), FabricError>;
 
-/// A fabric this build has: one line of [`FABRICS`], written by the fabric's own module.
+/// A fabric this build has: one line of [`FABRICS`], written by the fabric's own module. Its
+/// name is its kind's, in the launch contract.
 #[derive(Debug, Clone, Copy)]
 pub struct FabricEntry {
     /// Which fabric.
     pub kind: FabricKind,
-    /// Its name in `GSM_FABRIC`, the log and the run's offer (the kind's `Display`).
-    pub name: &'static str,
     /// Its constructor.
     pub open: FabricOpen,
     /// Whether it exchanges [`Fabric::cards`] between `create` and `attach` (a second
@@ -671,8 +632,8 @@ pub struct FabricEntry {
 }
 
 /// The fabrics this build has, in the order they are set up, attached and lent bells (shm
-/// first, whose doorbells tcp rings); closed in the reverse order. A new fabric is its folder
-/// and one line here.
+/// first, whose doorbells tcp rings); closed in the reverse order. A new fabric is its folder,
+/// one line here and one line of the launch contract's `fabrics!` list (its name).
 pub static FABRICS: &[FabricEntry] = &[
     shm::ENTRY,
     tcp::ENTRY,
@@ -682,16 +643,15 @@ pub static FABRICS: &[FabricEntry] = &[
     verbs::ENTRY,
 ];
 
-impl FabricKind {
-    /// Its line of [`FABRICS`], if this build has it.
-    pub fn entry(self) -> Option<&'static FabricEntry> {
-        FABRICS.iter().find(|e| e.kind == self)
-    }
+/// The line of [`FABRICS`] of fabric `kind`, if this build has it.
+pub fn entry(kind: FabricKind) -> Option<&'static FabricEntry> {
+    FABRICS.iter().find(|e| e.kind == kind)
+}
 
-    /// The fabric of this build named `name` (as [`FabricEntry::name`]).
-    pub fn named(name: &str) -> Option<FabricKind> {
-        FABRICS.iter().find(|e| e.name == name).map(|e| e.kind)
-    }
+/// The fabric of this build named exactly `name` (its contract name, as a rank's offer writes
+/// it), `None` for another name or a fabric this build lacks.
+pub fn named(name: &str) -> Option<FabricKind> {
+    FabricKind::named(name).filter(|&k| entry(k).is_some())
 }
 
 #[cfg(test)]

@@ -21,22 +21,38 @@ fn bad_settings_name_their_variable_and_the_accepted_form() {
         assert!(timeout(bad).is_err(), "{bad}");
     }
     assert_eq!(timeout("86400"), Ok(Duration::from_secs(86_400)));
-    assert_eq!(FabricChoice::parse(" TCP"), Ok(FabricChoice::Tcp));
-    let e = FabricChoice::parse("bogus").unwrap_err().to_string();
+    let tcp = FabricChoice::Only(FabricKind::Tcp);
+    assert_eq!(parse_choice(" TCP"), Ok(tcp));
+    let e = parse_choice("bogus").unwrap_err().to_string();
     assert_eq!(
         e,
         "environment variable GSM_FABRIC=\"bogus\" is invalid: expected auto, shm, tcp, ofi or \
          verbs"
     );
     #[cfg(feature = "ofi")]
-    assert_eq!(FabricChoice::parse("OFI"), Ok(FabricChoice::Ofi));
+    assert_eq!(parse_choice("OFI"), Ok(FabricChoice::Only(FabricKind::Ofi)));
+    // Without the feature, one line naming it, the package it needs and what this build takes.
+    #[cfg(not(feature = "ofi"))]
+    {
+        let e = parse_choice("ofi").unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "GSM_FABRIC=ofi: this build of Gossamer has no ofi fabric (cargo feature `ofi` of \
+                 the gossamer crate, which needs libfabric-dev); this build takes auto, shm"
+            ),
+            "{e}"
+        );
+    }
     // With the `rdma` feature `verbs` is a choice (whether a device exists is checked when the
     // fabric opens it: `fabric::verbs::tests`); without it, one line naming the feature.
     #[cfg(feature = "rdma")]
-    assert_eq!(FabricChoice::parse(" Verbs"), Ok(FabricChoice::Verbs));
+    assert_eq!(
+        parse_choice(" Verbs"),
+        Ok(FabricChoice::Only(FabricKind::Verbs))
+    );
     #[cfg(not(feature = "rdma"))]
     {
-        let e = FabricChoice::parse("verbs").unwrap_err().to_string();
+        let e = parse_choice("verbs").unwrap_err().to_string();
         assert!(
             e.starts_with(
                 "GSM_FABRIC=verbs: this build of Gossamer has no verbs fabric (cargo \
@@ -44,29 +60,51 @@ fn bad_settings_name_their_variable_and_the_accepted_form() {
             ),
             "{e}"
         );
+        assert!(e.contains("GSM_FABRIC=ofi with GSM_OFI_PROVIDER"), "{e}");
         assert!(!e.contains('\n'), "one line: {e}");
     }
 }
 
-/// Every line of the registry names its own kind once, under the name `GSM_FABRIC` takes for it,
-/// and a fabric the choice can name is in the registry exactly when this build has it.
+/// Every line of the registry names its own kind once, and every fabric of the launch contract
+/// is either in the registry, served by its choice, or refused by that choice naming the cargo
+/// feature that builds it: a new fabric needs its folder, its registry line and its contract
+/// line, and nothing here.
 #[test]
-fn the_registry_has_one_line_per_fabric_under_its_choice_name() {
+fn the_registry_has_one_line_per_fabric_of_the_contract_this_build_has() {
     let mut seen = Vec::new();
     for e in FABRICS {
-        assert!(!seen.contains(&e.kind), "{} twice", e.name);
+        assert!(!seen.contains(&e.kind), "{} twice", e.kind);
         seen.push(e.kind);
-        assert_eq!(e.kind.to_string(), e.name);
-        assert_eq!(FabricKind::named(e.name), Some(e.kind));
-        assert_eq!(e.kind.entry().map(|x| x.name), Some(e.name));
-        let choice = FabricChoice::parse(e.name).expect("a registered fabric is a choice");
-        assert_eq!(choice.pick(true, 1, "h"), Ok(e.kind));
+        assert_eq!(entry(e.kind).map(|x| x.kind), Some(e.kind));
+        assert_eq!(named(e.kind.name()), Some(e.kind));
+        let choice = parse_choice(e.kind.name()).expect("a registered fabric is a choice");
+        assert_eq!(choice, FabricChoice::Only(e.kind));
+        assert_eq!(pick(choice, true, 1, "h"), Ok(e.kind));
     }
-    assert_eq!(FabricKind::named("bogus"), None);
-    assert_eq!(FabricKind::Ofi.entry().is_some(), cfg!(feature = "ofi"));
-    assert_eq!(FabricKind::Verbs.entry().is_some(), cfg!(feature = "rdma"));
+    for &k in FabricKind::ALL {
+        if entry(k).is_some() {
+            continue;
+        }
+        let gsm_contract::contract::Build::Feature { feature, .. } = k.build() else {
+            panic!("{k} is in every build, by the contract, but in no line of FABRICS");
+        };
+        assert_eq!(named(k.name()), None);
+        let e = parse_choice(k.name()).unwrap_err().to_string();
+        assert!(e.contains(&format!("cargo feature `{feature}`")), "{e}");
+    }
+    assert_eq!(named("bogus"), None);
+    assert_eq!(entry(FabricKind::Ofi).is_some(), cfg!(feature = "ofi"));
+    assert_eq!(entry(FabricKind::Verbs).is_some(), cfg!(feature = "rdma"));
+    // `auto` takes shm within a host and tcp between hosts; shm cannot leave its host.
+    assert_eq!(pick(FabricChoice::Auto, true, 1, "h"), Ok(FabricKind::Shm));
+    assert_eq!(pick(FabricChoice::Auto, false, 1, "h"), Ok(FabricKind::Tcp));
+    let shm = FabricChoice::Only(FabricKind::Shm);
+    assert!(matches!(
+        pick(shm, false, 1, "h"),
+        Err(FabricError::ShmAcrossHosts { peer: 1, .. })
+    ));
     // The opened fabric says which it is.
-    let (shm, endpoint) = (FabricKind::Shm.entry().unwrap().open)(&Settings::default()).unwrap();
+    let (shm, endpoint) = (entry(FabricKind::Shm).unwrap().open)(&Settings::default()).unwrap();
     assert_eq!((shm.kind(), endpoint.len()), (FabricKind::Shm, 0));
 }
 

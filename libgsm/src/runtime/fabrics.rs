@@ -8,6 +8,7 @@ use crate::bootstrap::Job;
 use crate::error::Error;
 use crate::fabric::{
     FABRICS, Fabric, FabricChoice, FabricKind, Hooks, Links, Peer, Settings, Topology,
+    choice_from_env, entry, pick,
 };
 
 use super::offer::Offer;
@@ -16,7 +17,7 @@ use super::offer::Offer;
 /// rank shares this rank's host.
 pub(crate) fn choose(job: &Job, hosts: &[String]) -> Result<Vec<Option<FabricKind>>, Error> {
     let me = job.rank();
-    let choice = FabricChoice::from_env()?;
+    let choice = choice_from_env()?;
     let mut remote: Option<(FabricKind, String)> = None;
     (0..job.size())
         .map(|r| {
@@ -24,7 +25,7 @@ pub(crate) fn choose(job: &Job, hosts: &[String]) -> Result<Vec<Option<FabricKin
                 return Ok(None);
             }
             let same_host = job.same_host(r);
-            let mut k = choice.pick(same_host, r, &hosts[r as usize])?;
+            let mut k = pick(choice, same_host, r, &hosts[r as usize])?;
             if choice == FabricChoice::Auto && !same_host {
                 let (kind, _) = remote.get_or_insert_with(|| {
                     let (kind, why) = auto_between_hosts();
@@ -78,9 +79,7 @@ fn why(choice: FabricChoice, same_host: bool) -> &'static str {
     match (choice, same_host) {
         (FabricChoice::Auto, true) => "same host",
         (FabricChoice::Auto, false) => "another host",
-        (FabricChoice::Shm | FabricChoice::Tcp | FabricChoice::Ofi | FabricChoice::Verbs, _) => {
-            "GSM_FABRIC"
-        }
+        (FabricChoice::Only(_), _) => "GSM_FABRIC",
     }
 }
 
@@ -109,8 +108,8 @@ impl Fabrics {
             list.push((e.kind, f));
             endpoints.push((e.kind, endpoint));
         }
-        // `choose` only names fabrics of this build (`FabricChoice::parse` refuses the others).
-        debug_assert!(kinds.iter().flatten().all(|k| k.entry().is_some()));
+        // `choose` only names fabrics of this build (`parse_choice` refuses the others).
+        debug_assert!(kinds.iter().flatten().all(|&k| entry(k).is_some()));
         Ok((Fabrics { list }, endpoints))
     }
 

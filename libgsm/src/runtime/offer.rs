@@ -55,7 +55,7 @@ impl Offer {
         let mut endpoints = Vec::new();
         for _ in 0..n {
             let len = usize::from(*r.take(1)?.first()?);
-            let kind = FabricKind::named(std::str::from_utf8(r.take(len)?).ok()?)?;
+            let kind = crate::fabric::named(std::str::from_utf8(r.take(len)?).ok()?)?;
             if endpoints.iter().any(|(k, _)| *k == kind) {
                 return None;
             }

@@ -20,9 +20,7 @@ use super::workers::{join_workers, spawn_workers};
 use crate::bootstrap::{Job, Stage};
 use crate::config::Config;
 use crate::error::Error;
-use crate::fabric::{
-    Doorbell, FABRICS, FabricChoice, FabricError, FabricKind, Hooks, Settings, Topology,
-};
+use crate::fabric::{Doorbell, FABRICS, FabricError, FabricKind, Hooks, Settings, Topology};
 use crate::wire::ring::RingLayout;
 use crate::worker::{Place, Shared};
 
@@ -30,7 +28,7 @@ use crate::worker::{Place, Shared};
 /// understood, as every rank of a larger job refuses them: a value not understood is then found
 /// on the first small run, not on the first large one.
 pub(crate) fn check_unused_settings() -> Result<(), Error> {
-    FabricChoice::from_env()?;
+    crate::fabric::choice_from_env()?;
     Settings::check_env()?;
     Ok(())
 }

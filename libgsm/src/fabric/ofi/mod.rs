@@ -130,7 +130,6 @@ pub(super) fn setup_error(provider: &str, e: &fi::FiError) -> FabricError {
 /// offers an RDMA provider.
 pub const ENTRY: FabricEntry = FabricEntry {
     kind: FabricKind::Ofi,
-    name: "ofi",
     open: |settings| Ofi::prepare(settings).map(|(f, e)| (Box::new(f) as Box<dyn Fabric>, e)),
     exchanges: false,
     between_hosts: Some(between_hosts),

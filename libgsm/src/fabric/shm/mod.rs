@@ -145,7 +145,6 @@ fn ring_plan(topo: &Topology, rank: u32, peers: &[u32]) -> Vec<(u32, u32, Lane)>
 /// The shm fabric's line of [`super::FABRICS`].
 pub const ENTRY: FabricEntry = FabricEntry {
     kind: FabricKind::Shm,
-    name: "shm",
     open: |settings| Shm::prepare(settings).map(|(f, e)| (Box::new(f) as Box<dyn Fabric>, e)),
     exchanges: false,
     between_hosts: None,

@@ -1,64 +1,58 @@
 //! Listening and connecting: the listener `prepare` binds and advertises, and the connection each
 //! local worker opens to each peer rank (a blocking connect, then the hello), with the keepalive
-//! options every connection gets. It does not accept connections or read hellos (the I/O
-//! thread does, `io::accept`), and it does not wait for peers (`Tcp::attach`).
+//! options every connection gets. It holds no state of the fabric's (`Tcp` is `mod.rs`'s; what a
+//! connection needs comes in a [`Dialer`]). It does not accept connections or read hellos (the
+//! I/O thread does, `io::accept`), and it does not wait for peers (`Tcp::attach`).
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::handshake::{Hello, encode_endpoint};
-use super::{KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_PROBES, Tcp, os_error};
+use super::{KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_PROBES, os_error};
 use crate::fabric::{FabricError, Settings, Topology};
 use crate::sys::net;
 
-impl Tcp {
-    /// `prepare`: binds the listener (never `0.0.0.0` unless `settings.bind` says so) and returns
-    /// the fabric with the endpoint bytes that advertise it.
-    pub(super) fn listen(settings: &Settings) -> Result<(Tcp, Vec<u8>), FabricError> {
-        let ip = settings
-            .bind
-            .or_else(host_address)
-            .unwrap_or(Ipv4Addr::LOCALHOST.into());
-        let listener = TcpListener::bind(SocketAddr::new(ip, 0))
-            .map_err(|e| os_error(format!("binding a listener to {ip}"), &e))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| os_error("reading the listener's address", &e))?;
-        // Room for the connections that come before this rank starts accepting in `create` (the
-        // kernel caps it at net.core.somaxconn; connects wait for room, bounded by their timeout).
-        let _ = net::listen(listener.as_fd(), 4096);
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| os_error("making the listener non-blocking", &e))?;
-        let advertised = if addr.ip().is_unspecified() {
-            SocketAddr::new(
-                host_address().unwrap_or(Ipv4Addr::LOCALHOST.into()),
-                addr.port(),
-            )
-        } else {
-            addr
-        };
-        let tcp = Tcp {
-            listener: Some(listener),
-            addr,
-            connect_timeout: settings.connect_timeout,
-            shared: None,
-            io: None,
-            links: None,
-            expect: Vec::new(),
-            hosts: Vec::new(),
-            direct: None,
-            groups: None,
-            dests: None,
-            segment: None,
-            lent: Default::default(),
-        };
-        Ok((tcp, encode_endpoint(advertised)))
-    }
+/// `prepare`'s socket: binds the listener (never `0.0.0.0` unless `settings.bind` says so) and
+/// returns it, the address it is bound to, and the endpoint bytes that advertise it.
+pub(super) fn bind(settings: &Settings) -> Result<(TcpListener, SocketAddr, Vec<u8>), FabricError> {
+    let ip = settings
+        .bind
+        .or_else(host_address)
+        .unwrap_or(Ipv4Addr::LOCALHOST.into());
+    let listener = TcpListener::bind(SocketAddr::new(ip, 0))
+        .map_err(|e| os_error(format!("binding a listener to {ip}"), &e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| os_error("reading the listener's address", &e))?;
+    // Room for the connections that come before this rank starts accepting in `create` (the
+    // kernel caps it at net.core.somaxconn; connects wait for room, bounded by their timeout).
+    let _ = net::listen(listener.as_fd(), 4096);
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| os_error("making the listener non-blocking", &e))?;
+    let advertised = if addr.ip().is_unspecified() {
+        SocketAddr::new(
+            host_address().unwrap_or(Ipv4Addr::LOCALHOST.into()),
+            addr.port(),
+        )
+    } else {
+        addr
+    };
+    Ok((listener, addr, encode_endpoint(advertised)))
+}
 
+/// How this rank's workers open their connections: how long a connect and the hello's write
+/// may take, and the layout the hello announces (one connection per remote host or per rank).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Dialer {
+    pub(super) timeout: Duration,
+    pub(super) per_host: bool,
+}
+
+impl Dialer {
     /// Opens local worker `l`'s connection to rank `r` and sends the hello; `back` is the
     /// worker of `r` that writes back on it (two-way), if any.
     pub(super) fn connect(
@@ -77,14 +71,14 @@ impl Tcp {
             )
         };
         let start = Instant::now();
-        let mut sock = TcpStream::connect_timeout(&addr, self.connect_timeout).map_err(|e| {
+        let mut sock = TcpStream::connect_timeout(&addr, self.timeout).map_err(|e| {
             // This rank could not reach `r`, which `FabricError::Timeout` ("rank r did not
             // connect") would put the other way round.
             let e = if e.kind() == std::io::ErrorKind::TimedOut {
                 std::io::Error::other(format!(
                     "no answer within {} s; is rank {r} running, and can this host reach it? \
                      (GSM_CONNECT_TIMEOUT raises the limit)",
-                    self.connect_timeout.as_secs()
+                    self.timeout.as_secs()
                 ))
             } else {
                 e
@@ -98,9 +92,9 @@ impl Tcp {
             dst_rank: r,
             layout: topo.layout,
             back,
-            per_host: self.per_host(),
+            per_host: self.per_host,
         };
-        sock.set_write_timeout(Some(self.connect_timeout))
+        sock.set_write_timeout(Some(self.timeout))
             .and_then(|()| sock.write_all(&hello.encode()))
             .and_then(|()| sock.set_nodelay(true))
             .and_then(|()| sock.set_nonblocking(true))

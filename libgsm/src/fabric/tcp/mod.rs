@@ -242,6 +242,7 @@ use super::{
     Topology,
 };
 use crate::sys::net::Epoll;
+use connect::Dialer;
 use groups::Groups;
 use io::{Dests, Direct, Others, Rx, Shared, Wiring};
 use segment::OwnSegment;
@@ -427,7 +428,6 @@ impl Tcp {
 /// The tcp fabric's line of [`super::FABRICS`].
 pub const ENTRY: FabricEntry = FabricEntry {
     kind: FabricKind::Tcp,
-    name: "tcp",
     open: |settings| Tcp::prepare(settings).map(|(f, e)| (Box::new(f) as Box<dyn Fabric>, e)),
     exchanges: false,
     between_hosts: None,
@@ -437,7 +437,23 @@ impl Tcp {
     /// Opens the fabric (before the bootstrap exchange): binds the listener; the endpoint is
     /// its address.
     pub fn prepare(settings: &Settings) -> Result<(Self, Vec<u8>), FabricError> {
-        Tcp::listen(settings)
+        let (listener, addr, endpoint) = connect::bind(settings)?;
+        let tcp = Tcp {
+            listener: Some(listener),
+            addr,
+            connect_timeout: settings.connect_timeout,
+            shared: None,
+            io: None,
+            links: None,
+            expect: Vec::new(),
+            hosts: Vec::new(),
+            direct: None,
+            groups: None,
+            dests: None,
+            segment: None,
+            lent: Default::default(),
+        };
+        Ok((tcp, endpoint))
     }
 }
 
@@ -509,8 +525,12 @@ impl Fabric for Tcp {
         // From here on, dropping `self` stops the thread, whatever fails below.
         self.shared = Some(shared.clone());
         self.io = Some(handle);
+        let dialer = Dialer {
+            timeout: self.connect_timeout,
+            per_host: groups.per_host,
+        };
         self.groups = Some((groups, topo.clone()));
-        self.connect_all(topo, &epoll, &shared, wires.planned, &dests)?;
+        setup::connect_all(&dialer, topo, &epoll, &shared, wires.planned, &dests)?;
         setup::bells(topo, &shared, &addrs, &mut links);
         setup::worker_bells(&shared, &wires.cells, &mut links);
         tracing::info!(

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use super::connect::delay_acks;
+use super::connect::{Dialer, delay_acks};
 use super::groups::Groups;
 use super::handshake::decode_endpoint;
 use super::io::{
@@ -20,7 +20,7 @@ use super::io::{
     Side, Unclaimed, Wiring,
 };
 use super::segment::{self, OwnSegment};
-use super::{LANE_BIT, TOKEN_EVENTFD, TOKEN_LISTENER, Tcp, os_error};
+use super::{LANE_BIT, TOKEN_EVENTFD, TOKEN_LISTENER, os_error};
 use crate::fabric::{
     Bell, FabricError, FabricKind, Hooks, InLink, Lane, Links, OutLink, Peer, Topology,
 };
@@ -293,71 +293,69 @@ pub(super) fn start_io(
         .map_err(|e| os_error("starting the tcp I/O thread", &e))
 }
 
-impl Tcp {
-    /// Opens every planned connection, registers it, and hands them all to the I/O thread; a
-    /// two-way connection becomes two links, its outgoing half on a `dup` of the socket (epoll
-    /// keys on the descriptor, and the halves want different triggers) and its incoming half,
-    /// offered to the workers and counted for `attach` at once. The outgoing halves are put in
-    /// their cells for the workers' bells.
-    ///
-    /// Only once this rank accepts: a peer's listen backlog may be smaller than the connections
-    /// coming to it, and two ranks each blocked connecting to the other while neither accepts
-    /// would wait until the connect timeout.
-    pub(super) fn connect_all(
-        &self,
-        topo: &Topology,
-        epoll: &Epoll,
-        shared: &Shared,
-        planned: Vec<Plan>,
-        dests: &Arc<Dests>,
-    ) -> Result<(), FabricError> {
-        let mut handed = Vec::with_capacity(2 * planned.len());
-        for (k, plan) in planned.into_iter().enumerate() {
-            let Plan {
-                addr,
-                out,
-                back,
-                cell,
-            } = plan;
-            let (l, r) = (out.local, out.rank);
-            let two_way = back.is_some();
-            let sock = self.connect(topo, l, r, addr, back.as_ref().map(|b| b.0))?;
-            let (t_out, t_in) = (2 * k as u64, 2 * k as u64 + 1);
-            let out_sock = match back {
-                None => sock,
-                Some((b, producers)) => {
-                    let what = || format!("connecting worker {l} to rank {r}");
-                    let out_sock = sock.try_clone().map_err(|e| os_error(what(), &e))?;
-                    delay_acks(&sock);
-                    register(epoll, sock.as_fd(), ARMED, t_in, "a connection")?;
-                    let src = topo.first_worker(r) + b;
-                    let inc = Incoming::new(
-                        (r, b, src, l),
-                        producers,
-                        dests.clone(),
-                        topo.layout.slot_size,
-                    );
-                    let link = Arc::new(Link::new(sock, addr, t_in, Side::In(Box::new(inc))));
-                    shared.offer_incoming(link.clone(), r);
-                    handed.push((t_in as usize, link));
-                    out_sock
-                }
-            };
-            let ev = if two_way {
-                ready::OUT | ready::ET
-            } else {
-                ready::IN | ready::OUT | ready::RDHUP | ready::ET
-            };
-            register(epoll, out_sock.as_fd(), ev, t_out, "a connection")?;
-            let link = Arc::new(Link::new(out_sock, addr, t_out, Side::Out(Box::new(out))));
-            let _ = cell.set(link.clone());
-            handed.push((t_out as usize, link));
-        }
-        *shared.handover.lock().unwrap_or_else(|p| p.into_inner()) = handed;
-        shared.handed.store(true, Ordering::Release);
-        shared.wake();
-        Ok(())
+/// Opens every planned connection, registers it, and hands them all to the I/O thread; a
+/// two-way connection becomes two links, its outgoing half on a `dup` of the socket (epoll
+/// keys on the descriptor, and the halves want different triggers) and its incoming half,
+/// offered to the workers and counted for `attach` at once. The outgoing halves are put in
+/// their cells for the workers' bells.
+///
+/// Only once this rank accepts: a peer's listen backlog may be smaller than the connections
+/// coming to it, and two ranks each blocked connecting to the other while neither accepts
+/// would wait until the connect timeout.
+pub(super) fn connect_all(
+    dialer: &Dialer,
+    topo: &Topology,
+    epoll: &Epoll,
+    shared: &Shared,
+    planned: Vec<Plan>,
+    dests: &Arc<Dests>,
+) -> Result<(), FabricError> {
+    let mut handed = Vec::with_capacity(2 * planned.len());
+    for (k, plan) in planned.into_iter().enumerate() {
+        let Plan {
+            addr,
+            out,
+            back,
+            cell,
+        } = plan;
+        let (l, r) = (out.local, out.rank);
+        let two_way = back.is_some();
+        let sock = dialer.connect(topo, l, r, addr, back.as_ref().map(|b| b.0))?;
+        let (t_out, t_in) = (2 * k as u64, 2 * k as u64 + 1);
+        let out_sock = match back {
+            None => sock,
+            Some((b, producers)) => {
+                let what = || format!("connecting worker {l} to rank {r}");
+                let out_sock = sock.try_clone().map_err(|e| os_error(what(), &e))?;
+                delay_acks(&sock);
+                register(epoll, sock.as_fd(), ARMED, t_in, "a connection")?;
+                let src = topo.first_worker(r) + b;
+                let inc = Incoming::new(
+                    (r, b, src, l),
+                    producers,
+                    dests.clone(),
+                    topo.layout.slot_size,
+                );
+                let link = Arc::new(Link::new(sock, addr, t_in, Side::In(Box::new(inc))));
+                shared.offer_incoming(link.clone(), r);
+                handed.push((t_in as usize, link));
+                out_sock
+            }
+        };
+        let ev = if two_way {
+            ready::OUT | ready::ET
+        } else {
+            ready::IN | ready::OUT | ready::RDHUP | ready::ET
+        };
+        register(epoll, out_sock.as_fd(), ev, t_out, "a connection")?;
+        let link = Arc::new(Link::new(out_sock, addr, t_out, Side::Out(Box::new(out))));
+        let _ = cell.set(link.clone());
+        handed.push((t_out as usize, link));
     }
+    *shared.handover.lock().unwrap_or_else(|p| p.into_inner()) = handed;
+    shared.handed.store(true, Ordering::Release);
+    shared.wake();
+    Ok(())
 }
 
 /// A bell for every remote worker of the peers: it marks the worker's bit for the I/O thread.

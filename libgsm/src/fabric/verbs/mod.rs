@@ -118,7 +118,6 @@ fn out_of_order(step: &str) -> FabricError {
 /// The verbs fabric's line of [`super::FABRICS`]: its queue pairs need a second exchange.
 pub const ENTRY: FabricEntry = FabricEntry {
     kind: FabricKind::Verbs,
-    name: "verbs",
     open: |settings| Verbs::prepare(settings).map(|(f, e)| (Box::new(f) as Box<dyn Fabric>, e)),
     exchanges: true,
     between_hosts: None,

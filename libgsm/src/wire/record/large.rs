@@ -1,19 +1,26 @@
-//! Large records, bigger than a slot, both ways: the sender streams one to another rank as a
-//! start piece and "more" pieces, or parks its body for a peer on this host to read in one copy
-//! (methods of [`OutQueue`]); the receiver sorts each slot from another rank by kind
-//! ([`classify`]) and reassembles the pieces ([`Partial`]). See the parent module for the format.
+//! Large records, bigger than a slot, both ways. The sender streams one to another rank as a
+//! start piece and "more" pieces (laid out by [`request_start`] and [`response_start`], cut by
+//! [`cut`]), or parks its body for a peer on this host to read in one copy ([`Parking`], which
+//! each `OutQueue` owns); the receiver sorts each slot from another rank by kind ([`classify`])
+//! and reassembles the pieces ([`Partial`]). See the parent module for the format.
 //!
-//! It does not read the parked body (`wire::far` does) nor run the record. See `wire/README.md`.
+//! It does not queue the pieces (`stage`'s `OutQueue` does, and calls down into this module),
+//! read the parked body (`wire::far` does) nor run the record. See `wire/README.md`.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::bytes::{Src, arg_len32, cap_len16, put, put_bytes, set_bytes};
 use super::layout::{
     ARG, Byte, CONTROL, FAR_WORDS, HEADER, KIND_BATCH, KIND_MORE, KIND_REQ_START, KIND_RESP_START,
-    LARGE, RELEASE, REQ_HEADER, bytes_at, request_header, u32_at, u64_at,
+    LARGE, REQ_HEADER, bytes_at, request_header, u32_at, u64_at,
 };
 use super::read::{Body, Request};
-use super::stage::{
-    OutQueue, ParkedBody, Registration, Src, arg_len32, cap_len16, put, put_bytes, set_bytes,
-};
 use crate::wire::far::Rendezvous;
+
+/// The smallest body sent by the single-copy path; smaller large records are streamed through
+/// the rings, which measured faster below about half a MiB (figures in docs/performance-log.md).
+pub(super) const FAR_MIN: usize = 512 << 10;
 
 /// The largest body a peer may announce for a streamed record (1 TiB): a bound so that a
 /// corrupt length is an error, not an attempt to allocate it.
@@ -31,33 +38,72 @@ pub(crate) fn parked_by_responses(token: u64) -> bool {
     token & RESPONSE_TOKEN != 0
 }
 
-impl OutQueue {
-    /// Lets large bodies to this destination be read from this process's memory; `responses`:
-    /// this is the queue of responses to that destination, whose tokens are numbered apart from
-    /// those of the requests to it (see [`parked_by_responses`]).
-    pub(crate) fn allow_far(&mut self, responses: bool) {
-        self.far = self.remote;
+/// The bodies one queue has parked for its destination to read in one copy
+/// (`process_vm_readv` on this host, or an RMA read from memory a one-sided fabric registered),
+/// by token, until the destination releases them. Off until the queue's owner allows it.
+#[derive(Debug)]
+pub(crate) struct Parking {
+    /// The destination can read this process's memory: large bodies are parked here.
+    far: bool,
+    /// The smallest body parked rather than streamed (with `far`).
+    far_min: usize,
+    /// The one-sided fabric's rendezvous that registers parked bodies, if the destination
+    /// reads them by RMA.
+    rma: Option<Arc<dyn Rendezvous>>,
+    /// Bodies parked for the destination to read, by token, until it releases them.
+    parked: HashMap<u64, ParkedBody>,
+    next_token: u64,
+}
+
+impl Parking {
+    /// Parking off: every large body to the destination is streamed.
+    pub(super) fn new() -> Parking {
+        Parking {
+            far: false,
+            far_min: FAR_MIN,
+            rma: None,
+            parked: HashMap::new(),
+            next_token: 1,
+        }
+    }
+
+    /// Parks bodies from [`FAR_MIN`] bytes on when `remote` (a destination in another process
+    /// of this host); `responses`: the tokens are those of a queue of responses (see
+    /// [`parked_by_responses`]).
+    pub(super) fn allow(&mut self, remote: bool, responses: bool) {
+        self.far = remote;
         self.next_token = if responses { RESPONSE_TOKEN | 1 } else { 1 };
     }
 
-    /// Lets every body too large for a slot to this destination be read by RMA from memory
-    /// registered with `rma` (the rendezvous of a one-sided fabric), instead of being streamed
-    /// through the rings; `responses` as for [`allow_far`](Self::allow_far).
-    pub(crate) fn allow_rma(&mut self, responses: bool, rma: std::sync::Arc<dyn Rendezvous>) {
-        self.allow_far(responses);
+    /// As [`allow`](Self::allow), for every body too large for a slot, registered with `rma`
+    /// for the destination's RMA reads.
+    pub(super) fn allow_rma(&mut self, remote: bool, responses: bool, rma: Arc<dyn Rendezvous>) {
+        self.allow(remote, responses);
         self.far_min = 0;
         self.rma = Some(rma);
     }
 
+    /// Whether a large body of `len` bytes is parked rather than streamed.
+    #[inline]
+    pub(super) fn takes(&self, len: usize) -> bool {
+        self.far && len >= self.far_min
+    }
+
     /// Frees a body the destination has read (deregistering it first). Unknown tokens are
     /// ignored.
-    pub(crate) fn release(&mut self, token: u64) -> bool {
+    pub(super) fn release(&mut self, token: u64) -> bool {
         self.parked.remove(&token).is_some()
+    }
+
+    /// The bodies parked now, by token (tests only).
+    #[cfg(test)]
+    pub(super) fn parked(&self) -> &HashMap<u64, ParkedBody> {
+        &self.parked
     }
 
     /// Parks `body` for the destination to read and returns its `[addr][len][token][key]`;
     /// the body back if the fabric would not register it (the caller streams it instead).
-    pub(super) fn put_far(&mut self, body: Vec<Byte>) -> Result<[u8; FAR_WORDS], Box<[Byte]>> {
+    pub(super) fn park(&mut self, body: Vec<Byte>) -> Result<[u8; FAR_WORDS], Box<[Byte]>> {
         let bytes = body.into_boxed_slice();
         let len = bytes.len() as u64;
         let (addr, key, registration) = match &self.rma {
@@ -102,80 +148,88 @@ impl OutQueue {
         w[24..].copy_from_slice(&key.to_le_bytes());
         Ok(w)
     }
+}
 
-    /// Appends a release record for `token` (to the sender that parked it).
-    pub(crate) fn push_release(&mut self, token: u64) {
-        let need = REQ_HEADER + 8;
-        if self.room(0) < need {
-            self.seal();
-        }
-        put_bytes(&mut self.buf, &request_header(RELEASE, 0, 8, 0, 0, 0));
-        put_bytes(&mut self.buf, &token.to_le_bytes());
+/// A streamed request's start piece (after the 8-byte piece header, without body) and its body,
+/// the captured bytes then the argument's.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn request_start(
+    code: Option<u64>,
+    idx: u32,
+    gn: u32,
+    req: u32,
+    cap: Src<'_>,
+    arg: Option<Src<'_>>,
+    extra_flags: u8,
+) -> (Vec<u8>, Vec<Byte>) {
+    let mut flags = extra_flags | LARGE;
+    if arg.is_some() {
+        flags |= ARG;
     }
+    let mut start = Vec::with_capacity(REQ_HEADER + 12);
+    let fidx = if code.is_some() { 0 } else { CONTROL };
+    let cap_len = cap_len16(cap.len());
+    start.extend_from_slice(&request_header(fidx, flags, cap_len, req, idx, gn));
+    if let Some(a) = arg {
+        start.extend_from_slice(&arg_len32(a.len()).to_le_bytes());
+    }
+    let mut body = Vec::with_capacity(cap.len() + arg.map_or(0, |a| a.len()));
+    put(&mut body, cap);
+    if let Some(a) = arg {
+        put(&mut body, a);
+    }
+    start.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    (start, body)
+}
 
-    /// Queues `body` as a streamed large record: `start` (a start slot's bytes after its 8-byte
-    /// header, without body) goes first with as much of the body as fits, then "more" slots.
-    /// `table` is the start slot's code table (empty for responses).
-    pub(super) fn stream(&mut self, kind: u16, start: &[u8], body: &[Byte], table: Option<u64>) {
-        self.seal();
-        let tab = if table.is_some() { 8 } else { 0 };
-        let mut b = self.spare();
-        put_bytes(&mut b, start);
-        let room = self.cap.saturating_sub(b.len() + tab);
-        let first = room.min(body.len());
-        b.extend_from_slice(&body[..first]);
+/// A streamed response's start piece (after the 8-byte piece header, without body) and its body.
+pub(super) fn response_start(req: u32, status: u8, body: Src<'_>) -> (Vec<u8>, Vec<Byte>) {
+    let mut start = Vec::with_capacity(16);
+    start.extend_from_slice(&req.to_le_bytes());
+    start.extend_from_slice(&[status, 0, 0, 0]);
+    start.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    let mut b = Vec::with_capacity(body.len());
+    put(&mut b, body);
+    (start, b)
+}
+
+/// Cuts a streamed large record into slot pieces of at most `cap` bytes and hands each to
+/// `emit`, in order: the start piece (kind `kind`: `start`, as much of `body` as fits, then
+/// `table`, the start piece's code table, `None` for responses) and "more" pieces with the rest.
+/// Each piece is written into a buffer from `spare`, which holds the piece header's room.
+pub(super) fn cut(
+    kind: u16,
+    start: &[u8],
+    body: &[Byte],
+    table: Option<u64>,
+    cap: usize,
+    mut spare: impl FnMut() -> Vec<Byte>,
+    mut emit: impl FnMut(Vec<Byte>),
+) {
+    let tab = if table.is_some() { 8 } else { 0 };
+    let mut b = spare();
+    put_bytes(&mut b, start);
+    let room = cap.saturating_sub(b.len() + tab);
+    let first = room.min(body.len());
+    b.extend_from_slice(&body[..first]);
+    let end = b.len() as u32;
+    if let Some(code) = table {
+        put_bytes(&mut b, &code.to_le_bytes());
+    }
+    set_bytes(&mut b, 0, &end.to_le_bytes());
+    set_bytes(&mut b, 4, &u16::from(table.is_some()).to_le_bytes());
+    set_bytes(&mut b, 6, &kind.to_le_bytes());
+    emit(b);
+    let mut at = first;
+    while at < body.len() {
+        let mut b = spare();
+        let n = (cap - HEADER).min(body.len() - at);
+        b.extend_from_slice(&body[at..at + n]);
+        at += n;
         let end = b.len() as u32;
-        if let Some(code) = table {
-            put_bytes(&mut b, &code.to_le_bytes());
-        }
         set_bytes(&mut b, 0, &end.to_le_bytes());
-        set_bytes(&mut b, 4, &u16::from(table.is_some()).to_le_bytes());
-        set_bytes(&mut b, 6, &kind.to_le_bytes());
-        self.queued.push_back(b);
-        let mut at = first;
-        while at < body.len() {
-            let mut b = self.spare();
-            let n = (self.cap - HEADER).min(body.len() - at);
-            b.extend_from_slice(&body[at..at + n]);
-            at += n;
-            let end = b.len() as u32;
-            set_bytes(&mut b, 0, &end.to_le_bytes());
-            set_bytes(&mut b, 6, &KIND_MORE.to_le_bytes());
-            self.queued.push_back(b);
-        }
-    }
-
-    /// Streams a request record too large for one slot to another rank (see the parent module).
-    #[cold]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn stream_request(
-        &mut self,
-        code: Option<u64>,
-        idx: u32,
-        gn: u32,
-        req: u32,
-        cap: Src<'_>,
-        arg: Option<Src<'_>>,
-        extra_flags: u8,
-    ) {
-        let mut flags = extra_flags | LARGE;
-        if arg.is_some() {
-            flags |= ARG;
-        }
-        let mut start = Vec::with_capacity(REQ_HEADER + 12);
-        let fidx = if code.is_some() { 0 } else { CONTROL };
-        let cap_len = cap_len16(cap.len());
-        start.extend_from_slice(&request_header(fidx, flags, cap_len, req, idx, gn));
-        if let Some(a) = arg {
-            start.extend_from_slice(&arg_len32(a.len()).to_le_bytes());
-        }
-        let mut body = Vec::with_capacity(cap.len() + arg.map_or(0, |a| a.len()));
-        put(&mut body, cap);
-        if let Some(a) = arg {
-            put(&mut body, a);
-        }
-        start.extend_from_slice(&(body.len() as u64).to_le_bytes());
-        self.stream(KIND_REQ_START, &start, &body, Some(code.unwrap_or(0)));
+        set_bytes(&mut b, 6, &KIND_MORE.to_le_bytes());
+        emit(b);
     }
 }
 
@@ -459,5 +513,30 @@ impl Partial {
         buf.try_reserve_exact(total)
             .map_err(|_| "not enough memory to receive a streamed record")?;
         Ok(Partial { head, buf, total })
+    }
+}
+
+/// A body parked for a destination to read, and its registration with a one-sided fabric (which
+/// is dropped, so deregistered, before the bytes are freed).
+#[derive(Debug)]
+#[allow(
+    dead_code,
+    reason = "held for their drops: deregistration first, then the bytes"
+)]
+pub(crate) struct ParkedBody {
+    pub(super) registration: Option<Registration>,
+    pub(super) bytes: Box<[Byte]>,
+}
+
+/// A body's registration with a [`Rendezvous`](crate::wire::far::Rendezvous); undone on drop.
+#[derive(Debug)]
+pub(crate) struct Registration {
+    pub(super) rma: Arc<dyn Rendezvous>,
+    pub(super) id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.rma.unpark(self.id);
     }
 }

@@ -56,22 +56,25 @@
 //! headers and tables, which the encoder writes as whole initialised words, are read as integers,
 //! and a moved value is read back with `read_unaligned` as its own type.
 //!
-//! The rooms: `layout` (header words, flags, constants), `stage` ([`OutQueue`]), `read`
-//! ([`RequestReader`], [`ResponseReader`]), `large` (streamed and parked records, [`Partial`]).
+//! The rooms: `layout` (header words, flags, constants), `bytes` ([`Src`] and the untyped
+//! copies), `stage` ([`OutQueue`]), `read` ([`RequestReader`], [`ResponseReader`]), `large`
+//! (streamed and parked records, [`Partial`]); `stage` calls down into `large`, never back.
 //!
 //! This module does not know what a record means; the trampolines that encode and decode a
 //! closure do. It does not touch ring internals either: a sealed batch is copied into a reserved
 //! slot and published. The protocols together are in `wire/README.md`.
 
+mod bytes;
 mod large;
 mod layout;
 mod read;
 mod stage;
 
+pub(crate) use bytes::Src;
 pub(crate) use large::{Large, Partial, classify, parked_by_responses};
 pub(crate) use layout::*;
 pub(crate) use read::{Body, Request, RequestReader, ResponseReader};
-pub(crate) use stage::{OutQueue, SMALL, Sink, Src};
+pub(crate) use stage::{OutQueue, SMALL, Sink};
 
 #[cfg(test)]
 mod tests;

@@ -3,133 +3,31 @@
 //! for the worker's loopback queue). Small records take inlined fast paths; continuations are
 //! written here (see the parent module for the format).
 //!
-//! It does not read records (`read`), and records too large for a slot are split into pieces or
-//! parked by the methods in `large`. It does not touch ring internals: a sealed batch is copied
-//! into a reserved slot and published.
+//! It does not read records (`read`). Records too large for a slot are queued here, but cut into
+//! pieces and laid out by `large`, and parked bodies are `large`'s [`Parking`], which the queue
+//! owns. It does not touch ring internals: a sealed batch is copied into a reserved slot and
+//! published.
 
 use std::collections::VecDeque;
-use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 
+use super::bytes::{Src, arg_len32, cap_len16, put, put_bytes, put_small, set_bytes};
+use super::large::{self, Parking};
 use super::layout::{
-    ARG, Byte, CONT, CONT_HEADER, CONTROL, FAR, FAR_STATUS, FAR_WORDS, HEADER, KIND_RESP_START,
-    LARGE, LARGE_STATUS, MAX_TABLE, REQ_HEADER, RESP_CONT, RESP_CONT_HEADER, RESP_HEADER,
-    request_header, response_header,
+    ARG, Byte, CONT, CONT_HEADER, CONTROL, FAR, FAR_STATUS, FAR_WORDS, HEADER, KIND_REQ_START,
+    KIND_RESP_START, LARGE, LARGE_STATUS, MAX_TABLE, RELEASE, REQ_HEADER, RESP_CONT,
+    RESP_CONT_HEADER, RESP_HEADER, request_header, response_header,
 };
 use crate::wire::ring::{Producer, RingError};
 
-/// The smallest body sent by the single-copy path; smaller large records are streamed through
-/// the rings, which measured faster below about half a MiB (figures in docs/performance-log.md).
-pub(super) const FAR_MIN: usize = 512 << 10;
 /// The code of an unset `OutQueue::last`/`prev` entry (no code offset is this large).
 const NO_CODE: usize = usize::MAX;
 /// Spare staging buffers kept per destination (enough for a full back-pressure backlog, so the
 /// hot path does not allocate).
 const POOL: usize = 64;
 
-/// Bytes to copy into a record: the object representation of a value (padding included, which
-/// is why this is a pointer and a length and never a `&[u8]`), or a plain byte slice.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Src<'a> {
-    ptr: *const u8,
-    len: usize,
-    _borrow: PhantomData<&'a ()>,
-}
-
-/// A capture's length for its 16-bit header field. `Src::closure` refuses closures of more than
-/// 65 535 bytes when the program is built, so a longer capture here is a bug, not data to cut.
-pub(super) fn cap_len16(n: usize) -> u16 {
-    u16::try_from(n).expect("gossamer: a capture of more than 65 535 bytes reached the encoder")
-}
-
-/// An argument's length for its 32-bit field: an argument of 4 GiB or more cannot be moved in
-/// one record, and is refused with that reason rather than cut.
-pub(super) fn arg_len32(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or_else(|_| {
-        panic!("gossamer: an argument of {n} bytes (4 GiB or more) cannot be sent in one request")
-    })
-}
-
-impl<'a> Src<'a> {
-    /// The `size_of::<V>()` bytes of `v`, padding included.
-    #[inline]
-    pub(crate) fn of<V>(v: &'a V) -> Self {
-        Src {
-            ptr: (v as *const V).cast::<u8>(),
-            len: std::mem::size_of::<V>(),
-            _borrow: PhantomData,
-        }
-    }
-
-    /// The bytes of a closure `f` as a request record's captured bytes, whose length field is
-    /// 16 bits: a closure that captures more than 65 535 bytes is refused when the program is
-    /// built (the capture of a delegated closure is `Copy` data; a large value travels as an
-    /// `apply_with` argument instead, which has no such limit).
-    #[inline]
-    pub(crate) fn closure<F>(f: &'a F) -> Self {
-        const {
-            assert!(
-                std::mem::size_of::<F>() <= u16::MAX as usize,
-                "gossamer: a delegated closure captures more than 65 535 bytes; pass large data \
-                 as the argument of apply_with (or spawn_on_with) instead"
-            )
-        };
-        Src::of(f)
-    }
-
-    /// The bytes of a slice.
-    #[inline]
-    pub(crate) fn slice(b: &'a [u8]) -> Self {
-        Src {
-            ptr: b.as_ptr(),
-            len: b.len(),
-            _borrow: PhantomData,
-        }
-    }
-
-    #[inline]
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-}
-
-/// Appends `s` to `b` with an untyped copy (uninitialised source bytes stay uninitialised).
-#[inline]
-pub(super) fn put(b: &mut Vec<Byte>, s: Src<'_>) {
-    b.reserve(s.len);
-    // SAFETY: `s.ptr` is valid for `s.len` reads for `'a` (it came from a live reference or
-    // slice); the destination is the reserved spare capacity, which cannot overlap it (`b` is
-    // uniquely borrowed). `copy_nonoverlapping` is an untyped copy, so padding may be copied;
-    // `MaybeUninit<u8>` elements may hold any byte, so `set_len` exposes no invalid value.
-    unsafe {
-        std::ptr::copy_nonoverlapping(s.ptr, b.as_mut_ptr().add(b.len()).cast::<u8>(), s.len);
-        b.set_len(b.len() + s.len);
-    }
-}
-
 /// Bodies up to this many bytes take the inlined fast paths of `push_request`/`push_response`.
 pub(crate) const SMALL: usize = 64;
-
-/// Appends a record header and a small body. Inlined with constant sizes, the copies become a few
-/// moves instead of `memcpy` calls.
-#[inline(always)]
-fn put_small<const N: usize>(b: &mut Vec<Byte>, head: &[u8; N], body: Src<'_>) {
-    b.reserve(N + body.len);
-    // SAFETY: `reserve` left at least `N + body.len` bytes of spare capacity after `len`;
-    // `body.ptr` is valid for `body.len` reads and cannot overlap the spare capacity of the
-    // uniquely borrowed `b`. Untyped copies, as in `put`.
-    unsafe {
-        let at = b.as_mut_ptr().add(b.len()).cast::<u8>();
-        std::ptr::copy_nonoverlapping(head.as_ptr(), at, N);
-        std::ptr::copy_nonoverlapping(body.ptr, at.add(N), body.len);
-        b.set_len(b.len() + N + body.len);
-    }
-}
-
-#[inline]
-pub(super) fn put_bytes(b: &mut Vec<Byte>, v: &[u8]) {
-    put(b, Src::slice(v));
-}
 
 /// Appends the large-message form of a body: the body moves into a heap box whose address and
 /// length go on the record, and the receiver takes ownership of the box. Within one process only;
@@ -140,13 +38,6 @@ fn put_large(b: &mut Vec<Byte>, body: Vec<Byte>) {
     let ptr = Box::into_raw(boxed) as *mut Byte as usize as u64;
     put_bytes(b, &ptr.to_le_bytes());
     put_bytes(b, &len.to_le_bytes());
-}
-
-#[inline]
-pub(super) fn set_bytes(b: &mut [Byte], at: usize, v: &[u8]) {
-    for (d, s) in b[at..at + v.len()].iter_mut().zip(v) {
-        *d = MaybeUninit::new(*s);
-    }
 }
 
 /// A staging buffer with its header room.
@@ -160,6 +51,18 @@ fn fresh(cap: usize) -> Vec<Byte> {
     let mut v = Vec::with_capacity(cap);
     v.resize(HEADER, MaybeUninit::new(0));
     v
+}
+
+/// A cleared buffer with its header room, from `pool` when possible.
+fn spare(pool: &mut Vec<Vec<Byte>>, cap: usize) -> Vec<Byte> {
+    match pool.pop() {
+        Some(mut v) => {
+            v.clear();
+            v.resize(HEADER, MaybeUninit::new(0));
+            v
+        }
+        None => fresh(cap),
+    }
 }
 
 /// Where sealed batches go: a ring to another worker, or the worker's own loopback queue (requests
@@ -195,20 +98,12 @@ pub(crate) struct OutQueue {
     pub(crate) queued: VecDeque<Vec<Byte>>,
     pool: Vec<Vec<Byte>>,
     pub(crate) sink: Sink,
-    /// The destination is in another process: large records are streamed (or parked, with
-    /// `far`), never pointers.
-    pub(super) remote: bool,
-    /// The destination can read this process's memory (`process_vm_readv`, or an RMA read
-    /// when `rma` is set): large bodies are parked here and read by the receiver in one copy.
-    pub(super) far: bool,
-    /// The smallest body parked rather than streamed (with `far`).
-    pub(super) far_min: usize,
-    /// The one-sided fabric's rendezvous that registers parked bodies, if the destination
-    /// reads them by RMA.
-    pub(super) rma: Option<std::sync::Arc<dyn crate::wire::far::Rendezvous>>,
-    /// Bodies parked for the destination to read, by token, until it releases them.
-    pub(super) parked: std::collections::HashMap<u64, ParkedBody>,
-    pub(super) next_token: u64,
+    /// The destination is in another process: large records are streamed (or parked, when
+    /// `parking` takes them), never pointers.
+    remote: bool,
+    /// The bodies parked for the destination to read in one copy, if it can read this
+    /// process's memory (`large`).
+    pub(super) parking: Parking,
     /// A large argument's vector given by [`offer`](Self::offer), and its room for the
     /// captured bytes.
     offered: Option<(Vec<Byte>, usize)>,
@@ -230,13 +125,44 @@ impl OutQueue {
             pool: Vec::new(),
             sink,
             remote,
-            far: false,
-            far_min: FAR_MIN,
-            rma: None,
-            parked: std::collections::HashMap::new(),
-            next_token: 1,
+            parking: Parking::new(),
             offered: None,
         }
+    }
+
+    /// Lets large bodies to this destination be read from this process's memory (when it is
+    /// in another process); `responses`: this is the queue of responses to that destination,
+    /// whose tokens are numbered apart from those of the requests to it
+    /// ([`parked_by_responses`](super::parked_by_responses)).
+    pub(crate) fn allow_far(&mut self, responses: bool) {
+        self.parking.allow(self.remote, responses);
+    }
+
+    /// Lets every body too large for a slot to this destination be read by RMA from memory
+    /// registered with `rma` (the rendezvous of a one-sided fabric), instead of being streamed
+    /// through the rings; `responses` as for [`allow_far`](Self::allow_far).
+    pub(crate) fn allow_rma(
+        &mut self,
+        responses: bool,
+        rma: std::sync::Arc<dyn crate::wire::far::Rendezvous>,
+    ) {
+        self.parking.allow_rma(self.remote, responses, rma);
+    }
+
+    /// Frees a body the destination has read (deregistering it first). Unknown tokens are
+    /// ignored.
+    pub(crate) fn release(&mut self, token: u64) -> bool {
+        self.parking.release(token)
+    }
+
+    /// Appends a release record for `token` (to the sender that parked it).
+    pub(crate) fn push_release(&mut self, token: u64) {
+        let need = REQ_HEADER + 8;
+        if self.room(0) < need {
+            self.seal();
+        }
+        put_bytes(&mut self.buf, &request_header(RELEASE, 0, 8, 0, 0, 0));
+        put_bytes(&mut self.buf, &token.to_le_bytes());
     }
 
     /// Takes `body`, `[room][argument's encoding]`, for the next request whose argument bytes
@@ -255,20 +181,8 @@ impl OutQueue {
         let a = arg?;
         let fits = *room == cap.len()
             && v.len() == room + a.len()
-            && std::ptr::eq(v[*room..].as_ptr().cast::<u8>(), a.ptr);
+            && std::ptr::eq(v[*room..].as_ptr().cast::<u8>(), a.as_ptr());
         fits.then(|| self.offered.take().map(|(v, _)| v))?
-    }
-
-    /// A cleared buffer with its header room, from the pool when possible.
-    pub(super) fn spare(&mut self) -> Vec<Byte> {
-        match self.pool.pop() {
-            Some(mut v) => {
-                v.clear();
-                v.resize(HEADER, MaybeUninit::new(0));
-                v
-            }
-            None => fresh(self.cap),
-        }
     }
 
     /// Whether anything is staged or waiting.
@@ -306,14 +220,7 @@ impl OutQueue {
         self.prev = (NO_CODE, 0);
         self.run_end = 0;
         self.resp_end = 0;
-        let next = match self.pool.pop() {
-            Some(mut v) => {
-                v.clear();
-                v.resize(HEADER, MaybeUninit::new(0));
-                v
-            }
-            None => fresh(self.cap),
-        };
+        let next = spare(&mut self.pool, self.cap);
         let full = std::mem::replace(&mut self.buf, next);
         self.queued.push_back(full);
     }
@@ -484,7 +391,7 @@ impl OutQueue {
         // when it is parked, else kept to the end of this call (`arg` points into it).
         let mut offered = self.take_offered(cap, arg);
         let mut _keep = None;
-        let parked = if large && self.remote && self.far && body >= self.far_min {
+        let parked = if large && self.remote && self.parking.takes(body) {
             let v = match offered.take() {
                 Some(mut v) => {
                     // SAFETY: `cap` is valid for `cap.len()` reads, the room in front of the
@@ -492,7 +399,7 @@ impl OutQueue {
                     // `v`; an untyped copy, as in `put`.
                     unsafe {
                         std::ptr::copy_nonoverlapping(
-                            cap.ptr,
+                            cap.as_ptr(),
                             v.as_mut_ptr().cast::<u8>(),
                             cap.len(),
                         );
@@ -509,7 +416,7 @@ impl OutQueue {
                     v
                 }
             };
-            self.put_far(v).map_err(|v| _keep = Some(v)).ok()
+            self.parking.park(v).map_err(|v| _keep = Some(v)).ok()
         } else {
             None
         };
@@ -578,6 +485,41 @@ impl OutQueue {
                 self.run_end = self.buf.len();
             }
         }
+    }
+
+    /// Streams a request record too large for one slot to another rank (`large` lays out its
+    /// start piece and cuts the pieces).
+    #[cold]
+    #[allow(clippy::too_many_arguments)]
+    fn stream_request(
+        &mut self,
+        code: Option<u64>,
+        idx: u32,
+        gn: u32,
+        req: u32,
+        cap: Src<'_>,
+        arg: Option<Src<'_>>,
+        extra_flags: u8,
+    ) {
+        let (start, body) = large::request_start(code, idx, gn, req, cap, arg, extra_flags);
+        self.stream(KIND_REQ_START, &start, &body, Some(code.unwrap_or(0)));
+    }
+
+    /// Queues a streamed large record, after the batch being filled: its start piece (`start`,
+    /// with as much of `body` as fits) and "more" pieces, cut by [`large::cut`] into buffers
+    /// of this queue's pool.
+    fn stream(&mut self, kind: u16, start: &[u8], body: &[Byte], table: Option<u64>) {
+        self.seal();
+        let (cap, pool, queued) = (self.cap, &mut self.pool, &mut self.queued);
+        large::cut(
+            kind,
+            start,
+            body,
+            table,
+            cap,
+            || spare(pool, cap),
+            |piece| queued.push_back(piece),
+        );
     }
 
     /// Appends a response record with `status` and `body` (copied; ownership of moved values
@@ -671,23 +613,18 @@ impl OutQueue {
     /// parked bodies, else copied like any body.
     pub(crate) fn push_response_owned(&mut self, req: u32, status: u8, body: Vec<Byte>) {
         let large = RESP_HEADER + body.len() + HEADER > self.cap || body.len() >= 1 << 24;
-        let body: Box<[Byte]> = if large && self.remote && self.far && body.len() >= self.far_min {
-            match self.put_far(body) {
+        let body: Box<[Byte]> = if large && self.remote && self.parking.takes(body.len()) {
+            match self.parking.park(body) {
                 Ok(w) => return self.push_far_response(req, status, &w),
                 Err(b) => b,
             }
         } else {
             body.into_boxed_slice()
         };
-        let src = Src {
-            ptr: body.as_ptr().cast::<u8>(),
-            len: body.len(),
-            _borrow: PhantomData,
-        };
-        self.push_response_general(req, status, src);
+        self.push_response_general(req, status, Src::uninit(&body));
     }
 
-    /// Appends the record of a response whose body is parked (`w`, from `put_far`).
+    /// Appends the record of a response whose body is parked (`w`, from `Parking::park`).
     fn push_far_response(&mut self, req: u32, status: u8, w: &[u8; FAR_WORDS]) {
         if self.room(0) < RESP_HEADER + FAR_WORDS {
             self.seal();
@@ -703,22 +640,17 @@ impl OutQueue {
     #[inline(never)]
     pub(super) fn push_response_general(&mut self, req: u32, status: u8, body: Src<'_>) {
         let large = RESP_HEADER + body.len() + HEADER > self.cap || body.len() >= 1 << 24;
-        if large && self.remote && self.far && body.len() >= self.far_min {
+        if large && self.remote && self.parking.takes(body.len()) {
             let mut v: Vec<Byte> = Vec::with_capacity(body.len());
             crate::sys::mem::advise_huge(v.as_ptr().cast(), body.len());
             put(&mut v, body);
-            if let Ok(w) = self.put_far(v) {
+            if let Ok(w) = self.parking.park(v) {
                 self.push_far_response(req, status, &w);
                 return;
             }
         }
         if large && self.remote {
-            let mut start = Vec::with_capacity(16);
-            start.extend_from_slice(&req.to_le_bytes());
-            start.extend_from_slice(&[status, 0, 0, 0]);
-            start.extend_from_slice(&(body.len() as u64).to_le_bytes());
-            let mut b = Vec::with_capacity(body.len());
-            put(&mut b, body);
+            let (start, b) = large::response_start(req, status, body);
             self.stream(KIND_RESP_START, &start, &b, None);
             return;
         }
@@ -736,30 +668,5 @@ impl OutQueue {
             put_bytes(b, &response_header(req, status, body.len() as u32));
             put(b, body);
         }
-    }
-}
-
-/// A body parked for a destination to read, and its registration with a one-sided fabric (which
-/// is dropped, so deregistered, before the bytes are freed).
-#[derive(Debug)]
-#[allow(
-    dead_code,
-    reason = "held for their drops: deregistration first, then the bytes"
-)]
-pub(crate) struct ParkedBody {
-    pub(super) registration: Option<Registration>,
-    pub(super) bytes: Box<[Byte]>,
-}
-
-/// A body's registration with a [`Rendezvous`](crate::wire::far::Rendezvous); undone on drop.
-#[derive(Debug)]
-pub(crate) struct Registration {
-    pub(super) rma: std::sync::Arc<dyn crate::wire::far::Rendezvous>,
-    pub(super) id: u64,
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        self.rma.unpark(self.id);
     }
 }

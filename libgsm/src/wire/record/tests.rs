@@ -1,5 +1,6 @@
+use super::bytes::set_bytes;
 use super::large::Done;
-use super::stage::{FAR_MIN, set_bytes};
+use super::large::FAR_MIN;
 use super::*;
 use std::mem::MaybeUninit;
 
@@ -680,8 +681,8 @@ fn a_release_frees_the_body_it_names_whether_a_request_or_a_response_parked_it()
     );
     responses.push_response(4, 0, Src::slice(&big));
     let token = |q: &OutQueue| -> u64 {
-        assert_eq!(q.parked.len(), 1, "the body was not parked");
-        *q.parked.keys().next().unwrap()
+        assert_eq!(q.parking.parked().len(), 1, "the body was not parked");
+        *q.parking.parked().keys().next().unwrap()
     };
     let (req_token, resp_token) = (token(&requests), token(&responses));
     assert_ne!(
@@ -693,7 +694,7 @@ fn a_release_frees_the_body_it_names_whether_a_request_or_a_response_parked_it()
     // The response's release leaves the request's body, which the peer has yet to read.
     assert!(!requests.release(resp_token));
     assert!(responses.release(resp_token));
-    assert_eq!(requests.parked.len(), 1);
+    assert_eq!(requests.parking.parked().len(), 1);
     assert!(requests.release(req_token));
 }
 
@@ -758,13 +759,19 @@ fn an_offered_argument_vector_is_parked_as_the_body_itself() {
         Some(Src::slice(&other)),
         SER,
     );
-    assert_eq!(q.parked.len(), 1);
-    assert!(q.parked.values().all(|p| p.bytes.as_ptr() as usize != at));
+    assert_eq!(q.parking.parked().len(), 1);
+    assert!(
+        q.parking
+            .parked()
+            .values()
+            .all(|p| p.bytes.as_ptr() as usize != at)
+    );
     // The request it was offered for: parked as the vector itself.
     q.push_request(Some(1), 1, 2, 4, Src::slice(&[7, 8, 9]), Some(enc), SER);
-    assert_eq!(q.parked.len(), 2);
+    assert_eq!(q.parking.parked().len(), 2);
     let mine = q
-        .parked
+        .parking
+        .parked()
         .values()
         .find(|p| p.bytes.as_ptr() as usize == at)
         .expect("the offered vector was not parked as the body");
@@ -787,8 +794,8 @@ fn an_owned_response_body_is_parked_as_itself_or_streamed_whole() {
     let mut q = OutQueue::new(4096, Sink::Loopback, true);
     q.allow_far(true);
     q.push_response_owned(5, SER_STATUS, body);
-    assert_eq!(q.parked.len(), 1);
-    let parked = q.parked.values().next().unwrap();
+    assert_eq!(q.parking.parked().len(), 1);
+    let parked = q.parking.parked().values().next().unwrap();
     assert_eq!(parked.bytes.as_ptr() as usize, at, "the body was copied");
     assert_eq!(init(&parked.bytes), want);
 
