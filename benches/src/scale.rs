@@ -17,8 +17,9 @@
 //! (`--quick`: 8, 32, 128), each within `--limit-s`; a point the fit of the points before it
 //! says would need more than `--max-rss-mib` is skipped, not run. The peak RSS is fitted to
 //! `a + b·w + c·w²` (`model.rs`), and the model is asked for a rank of 128 workers in jobs of 64
-//! and 1,024 hosts, beside the rings, buffers and connections the runtime's ring geometry
-//! (`Config::default()`) and tcp fabric give by formula.
+//! and 1,024 hosts, each worker talking to 8 remote peers or to all, with what the places for
+//! other ranks' workers, the rings, buffers and connections of the runtime's ring geometry
+//! (`Config::default()`) and tcp fabric give by formula, beside main's figures before issue 47.
 //!
 //! Output: a table per point, the fit, the predictions; `--json FILE` writes all three as one
 //! object; `--plot DIR` draws peak RSS and the fitted curve against workers (`scale-rss.svg`).
@@ -37,9 +38,11 @@ pub use point::{Point, child};
 /// The worker counts of a full sweep and of `--quick`.
 pub const FULL: [usize; 6] = [8, 16, 32, 64, 128, 256];
 pub const QUICK: [usize; 3] = [8, 32, 128];
-/// The hosts and workers per host of the predictions.
+/// The hosts and workers per host of the predictions, and the remote peers each worker talks
+/// to in the "some peers" case (the other is all-to-all).
 const PREDICT_HOSTS: [u64; 2] = [64, 1024];
 const PREDICT_WORKERS: u64 = 128;
+const PREDICT_PEERS: u64 = 8;
 
 /// Options of `gsm-bench scale`.
 #[derive(Debug, Clone)]
@@ -192,7 +195,10 @@ pub fn run(opts: &Options, json: Option<&Path>, plot: Option<&Path>) -> anyhow::
     let fit = model::fit(&rss_points(&points));
     let predictions: Vec<Prediction> = PREDICT_HOSTS
         .iter()
-        .map(|&h| model::predict(fit.as_ref(), h, PREDICT_WORKERS, ring_bytes))
+        .flat_map(|&h| {
+            [Some(PREDICT_PEERS), None]
+                .map(|k| model::predict(fit.as_ref(), h, PREDICT_WORKERS, ring_bytes, k))
+        })
         .collect();
     let report = Report {
         points,
@@ -248,7 +254,9 @@ fn too_big(points: &[Point], w: usize, max: u64) -> Option<String> {
 
 fn human(bytes: f64) -> String {
     let mib = bytes / (1u64 << 20) as f64;
-    if mib >= 1024.0 {
+    if mib >= 1024.0 * 1024.0 {
+        format!("{:.2} TiB", mib / (1024.0 * 1024.0))
+    } else if mib >= 1024.0 {
         format!("{:.2} GiB", mib / 1024.0)
     } else {
         format!("{mib:.1} MiB")
@@ -300,27 +308,53 @@ fn text(r: &Report) -> String {
     }
     out.push_str(&format!(
         "per rank at H hosts x {PREDICT_WORKERS} workers (one rank per host, tcp between hosts; \
-         rings of {} B, the runtime's default geometry):\n",
+         rings of {} B, the runtime's default geometry; each worker talks to {PREDICT_PEERS} \
+         remote peers, or to all; ARCHITECTURE.md section 9):\n",
         r.ring_bytes
     ));
     out.push_str(&format!(
-        "{:>8} {:>22} {:>28} {:>12}\n",
-        "hosts", "model a+b·L+c·L·W", "rings+buffers (formula)", "connections"
+        "{:>6} {:>11} {:>12} {:>13} {:>13} {:>14} {:>14} {:>12} {:>12} {:>8}\n",
+        "hosts",
+        "talks to",
+        "fit a+bL+cL²",
+        "places main",
+        "places now",
+        "rings at start",
+        "rings on use",
+        "total main",
+        "total now",
+        "conns"
     ));
     for p in &r.predictions {
-        let model = if p.model_bytes.is_nan() {
-            "-".to_string()
-        } else {
-            human(p.model_bytes)
+        let h = |b: f64| {
+            if b.is_nan() {
+                "-".to_string()
+            } else {
+                human(b)
+            }
+        };
+        let talks = match p.peers {
+            Some(k) => format!("{k} peers"),
+            None => "all".to_string(),
         };
         out.push_str(&format!(
-            "{:>8} {:>22} {:>28} {:>12}\n",
+            "{:>6} {:>11} {:>12} {:>13} {:>13} {:>14} {:>14} {:>12} {:>12} {:>8}\n",
             p.hosts,
-            model,
-            human(p.computed_bytes as f64),
+            talks,
+            h(p.model_bytes),
+            h(p.places_main),
+            h(p.places_now),
+            h(p.rings_at_start),
+            h(p.rings_on_use),
+            h(p.main()),
+            h(p.now()),
             p.connections
         ));
     }
+    out.push_str(
+        "(rings on use: what tcp's rings would cost made on first use, not done; the shm, ofi and \
+         verbs rings are made at start too)\n",
+    );
     out
 }
 

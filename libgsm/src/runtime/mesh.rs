@@ -1,7 +1,7 @@
-//! The ring mesh of one run: heap rings between this rank's own workers, the ring ends the
-//! fabrics return for workers of other ranks put in their places, and the check that every
-//! local worker has all four ends to every other worker of the job. It builds no fabric and
-//! starts no worker.
+//! The ring mesh of one run: the ring ends the fabrics return for workers of other ranks handed
+//! to the local workers they belong to, and the check that every local worker has all four ends
+//! to every worker of another rank (the rings between this rank's own workers are made on first
+//! use, `worker/lanes.rs`). It builds no fabric and starts no worker.
 
 use std::sync::Arc;
 
@@ -13,17 +13,7 @@ use crate::worker::{Ends, Place};
 /// Empty ring ends for this rank's workers. The rings between them are made on first use
 /// (`worker/lanes.rs`): most pairs of a large rank never talk.
 pub(crate) fn local_mesh(place: &Place) -> Vec<Ends> {
-    let w = place.total;
-    (0..place.local)
-        .map(|_| Ends {
-            req_out: (0..w).map(|_| None).collect(),
-            req_in: (0..w).map(|_| None).collect(),
-            resp_out: (0..w).map(|_| None).collect(),
-            resp_in: (0..w).map(|_| None).collect(),
-            bells: Vec::new(),
-            progress: Vec::new(),
-        })
-        .collect()
+    (0..place.local).map(|_| Ends::default()).collect()
 }
 
 /// The mesh of a run across ranks: ring ends, each remote worker's doorbell, this rank's own
@@ -92,24 +82,18 @@ fn place_links(
     outgoing: Vec<crate::fabric::OutLink>,
     incoming: Vec<crate::fabric::InLink>,
 ) {
+    // A worker of this rank, or none of the job, gets no end (`check_mesh` then names it).
+    let fits = |l: usize, g: usize| l < place.local && g < place.total && !place.is_local(g);
     for o in outgoing {
         let (l, g) = (o.local as usize, o.remote as usize);
-        if l >= place.local || g >= place.total {
-            continue;
-        }
-        match o.lane {
-            Lane::Request => ends[l].req_out[g] = Some(o.producer),
-            Lane::Response => ends[l].resp_out[g] = Some(o.producer),
+        if fits(l, g) {
+            ends[l].out.push((g, o.lane, o.producer));
         }
     }
     for i in incoming {
         let (l, g) = (i.local as usize, i.remote as usize);
-        if l >= place.local || g >= place.total {
-            continue;
-        }
-        match i.lane {
-            Lane::Request => ends[l].req_in[g] = Some(i.consumer),
-            Lane::Response => ends[l].resp_in[g] = Some(i.consumer),
+        if fits(l, g) {
+            ends[l].inc.push((g, i.lane, i.consumer));
         }
     }
 }
@@ -123,14 +107,9 @@ fn place_hooks(
 ) {
     for (l, g, b) in bells {
         let (l, g) = (l as usize, g as usize);
-        if l >= place.local || g >= place.total {
-            continue;
+        if l < place.local && g < place.total {
+            ends[l].bells.push((g, b));
         }
-        let own = &mut ends[l].bells;
-        if own.is_empty() {
-            own.resize(place.total, None);
-        }
-        own[g] = Some(b);
     }
     for (l, p) in progress {
         if let Some(e) = ends.get_mut(l as usize) {
@@ -139,27 +118,40 @@ fn place_hooks(
     }
 }
 
-/// Every local worker has all four ring ends to every worker of another rank (those between
-/// this rank's workers come later, on first use).
+/// Every local worker has all four ring ends to every worker of another rank, once each (those
+/// between this rank's workers come later, on first use).
 pub(crate) fn check_mesh(place: &Place, ends: &[Ends]) -> Result<(), Error> {
     for (l, e) in ends.iter().enumerate() {
         let me = place.base + l;
-        for g in (0..place.total).filter(|&g| !place.is_local(g)) {
-            let have = [
-                e.req_out[g].is_some(),
-                e.req_in[g].is_some(),
-                e.resp_out[g].is_some(),
-                e.resp_in[g].is_some(),
-            ];
-            if have.contains(&false) {
-                return Err(Error::Start(format!(
-                    "no ring between worker {me} (rank {}) and worker {g} (rank {}): the fabric \
-                     set-up is incomplete",
-                    place.rank,
-                    place.rank_of(g)
-                )));
-            }
+        let out = e.out.iter().map(|o| (o.0, o.1));
+        let inc = e.inc.iter().map(|i| (i.0, i.1));
+        if let Some(g) = gap(place, out).or_else(|| gap(place, inc)) {
+            return Err(Error::Start(format!(
+                "no ring, or two, between worker {me} (rank {}) and worker {g} (rank {}): the \
+                 fabric set-up is incomplete",
+                place.rank,
+                place.rank_of(g)
+            )));
         }
     }
     Ok(())
+}
+
+/// The first worker of another rank that `have` (worker, lane) lacks a ring to, or has two.
+fn gap(place: &Place, have: impl Iterator<Item = (usize, Lane)>) -> Option<usize> {
+    let mut have: Vec<(usize, bool)> = have.map(|(g, lane)| (g, lane == Lane::Request)).collect();
+    have.sort_unstable();
+    let mut want = (0..place.total)
+        .filter(|&g| !place.is_local(g))
+        .flat_map(|g| [(g, false), (g, true)]);
+    let mut have = have.into_iter();
+    loop {
+        match (want.next(), have.next()) {
+            (None, None) => return None,
+            (Some(w), Some(h)) if w == h => {}
+            (Some(w), Some(h)) => return Some(w.0.min(h.0)),
+            (Some(w), None) => return Some(w.0),
+            (None, Some(h)) => return Some(h.0),
+        }
+    }
 }

@@ -64,8 +64,9 @@ pub(crate) fn agree<T>(job: &Job, r: Result<T, Error>, step: &str) -> Result<T, 
 
 /// Says how large this rank's rings are (the log's `gossamer::ring` target).
 fn log_rings(place: &Place, layout: RingLayout) {
-    // Each local worker consumes a request and a response ring from every other worker.
-    let rings = 2 * place.local * place.total.saturating_sub(1);
+    // Each local worker consumes a request and a response ring from every worker of another
+    // rank (made at start by the fabrics; those from its own rank's workers on first use).
+    let rings = 2 * place.local * (place.total - place.local);
     tracing::info!(
         target: "gossamer::ring",
         rank = place.rank,

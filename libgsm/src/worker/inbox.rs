@@ -1,5 +1,5 @@
 //! The inbox: one worker's incoming rings, a request ring and a response ring from each worker
-//! of the job, looked at by the worker's poll. A request batch is served record by record, each
+//! that has one to it, looked at by the worker's poll. A request batch is served record by record, each
 //! handed to its trampoline (`entry.rs`), which hands it to the kind's serve function (`trust/
 //! serve.rs`, `spawn.rs`, `mail.rs`); a response batch is completed against the pending table;
 //! large records are reassembled or read from the sender's memory. It does not decode records
@@ -11,25 +11,37 @@ use std::cell::{Cell, RefCell};
 use super::entry;
 use super::*;
 
-/// One worker's incoming rings and what it keeps while serving them, by global worker id.
+/// An incoming ring end: `None` until made, or for this worker itself, whose records come
+/// through the loopback queue of the outbox. Boxed: an end is two cache lines, and most pairs
+/// of a large rank never talk.
+type Ring = RefCell<Option<Box<Consumer>>>;
+
+/// The rings a fabric made from one worker of another rank to this one, and the large records
+/// being reassembled from them.
+struct FromRemote {
+    /// The producing worker's global id.
+    from: usize,
+    requests: Ring,
+    responses: Ring,
+    partial_req: RefCell<Option<Partial>>,
+    partial_resp: RefCell<Option<Partial>>,
+}
+
+/// One worker's incoming rings and what it keeps while serving them.
 pub(crate) struct Inbox {
     /// This worker's global id, and its index in its rank.
     me: usize,
     local: usize,
-    /// Request rings from each client, response rings from each trustee (`None`: none yet, or
-    /// this worker itself, whose records come through the loopback queue of the outbox). Boxed:
-    /// an end is two cache lines, and most pairs of a large rank never talk.
-    requests: Vec<RefCell<Option<Box<Consumer>>>>,
-    responses: Vec<RefCell<Option<Box<Consumer>>>>,
-    /// By global id: whether that worker is in another rank (its rings cross a process).
-    remote: Vec<bool>,
-    /// The workers of other ranks with rings to this one, looked at on every poll; rings from
-    /// this rank's workers are made on first use and looked at when their summary bit says so
+    /// Global id of this rank's first worker.
+    base: usize,
+    /// Request rings from each client of this rank, response rings from each trustee of this
+    /// rank, by local index: made on first use and looked at when their summary bit says so
     /// (`lanes.rs`).
-    remote_ids: Vec<usize>,
-    /// Large records being reassembled, per incoming remote ring.
-    partial_req: Vec<RefCell<Option<Partial>>>,
-    partial_resp: Vec<RefCell<Option<Partial>>>,
+    requests: Box<[Ring]>,
+    responses: Box<[Ring]>,
+    /// The rings from workers of other ranks, looked at on every poll: only those a fabric made,
+    /// not a place per worker of the job.
+    remote: Vec<FromRemote>,
     /// Request records served, in all (the fibers' share of a poll is counted from it).
     served: Cell<u32>,
     /// Whether the batch being served came from another process: then an argument is taken
@@ -61,7 +73,7 @@ impl std::fmt::Debug for Inbox {
 /// Without a `RefCell` guard: an inline apply looks at every ring every `INLINE_POLL` applies,
 /// and a guard's stores to the borrow count cost more than the header load there.
 #[inline]
-fn ring_has_data(ring: &RefCell<Option<Box<Consumer>>>) -> bool {
+fn ring_has_data(ring: &Ring) -> bool {
     // SAFETY: the reference lives only for the header load below, during which nothing can
     // borrow the ring mutably (this thread alone uses it).
     matches!(unsafe { ring.try_borrow_unguarded() }, Ok(Some(c)) if c.has_data())
@@ -75,29 +87,45 @@ fn ring_broken(core: &WorkerCore, peer: usize, detail: &str) {
 }
 
 impl Inbox {
-    /// The inbox of worker `me` (local index `local`) over the consumer ends of its rings,
-    /// taking at most `budget` batches from a ring per poll.
+    /// The inbox of worker `me` (local index `local`) over the consumer ends the fabrics made
+    /// from other ranks' workers (`(global id, lane, end)`), taking at most `budget` batches from
+    /// a ring per poll.
     pub(crate) fn new(
         (me, local): (usize, usize),
         place: &Place,
-        (req_in, resp_in): (Vec<Option<Consumer>>, Vec<Option<Consumer>>),
+        inc: Vec<(usize, Lane, Consumer)>,
         budget: usize,
     ) -> Self {
-        let count = place.total;
-        let remote: Vec<bool> = (0..count).map(|g| !place.is_local(g)).collect();
-        let remote_ids = (0..count)
-            .filter(|&g| remote[g] && (req_in[g].is_some() || resp_in[g].is_some()))
-            .collect();
-        let boxed = |v: Vec<Option<Consumer>>| v.into_iter().map(|c| RefCell::new(c.map(Box::new)));
+        let mut remote: Vec<FromRemote> = Vec::new();
+        let mut inc = inc;
+        inc.retain(|e| !place.is_local(e.0) && e.0 < place.total);
+        inc.sort_by_key(|e| e.0);
+        for (g, lane, c) in inc {
+            if remote.last().is_none_or(|r| r.from != g) {
+                remote.push(FromRemote {
+                    from: g,
+                    requests: RefCell::new(None),
+                    responses: RefCell::new(None),
+                    partial_req: RefCell::new(None),
+                    partial_resp: RefCell::new(None),
+                });
+            }
+            if let Some(r) = remote.last_mut() {
+                let ring = match lane {
+                    Lane::Request => &mut r.requests,
+                    Lane::Response => &mut r.responses,
+                };
+                *ring.get_mut() = Some(Box::new(c));
+            }
+        }
+        let empty = || (0..place.local).map(|_| RefCell::new(None)).collect();
         Inbox {
             me,
             local,
-            requests: boxed(req_in).collect(),
-            responses: boxed(resp_in).collect(),
+            base: place.base,
+            requests: empty(),
+            responses: empty(),
             remote,
-            remote_ids,
-            partial_req: (0..count).map(|_| RefCell::new(None)).collect(),
-            partial_resp: (0..count).map(|_| RefCell::new(None)).collect(),
             served: Cell::new(0),
             serving_foreign: Cell::new(false),
             last_entry: Cell::new(None),
@@ -111,15 +139,15 @@ impl Inbox {
     pub(crate) fn waiting(&self, lanes: &Lanes) -> bool {
         lanes.any(self.local)
             || self
-                .remote_ids
+                .remote
                 .iter()
-                .any(|&g| ring_has_data(&self.requests[g]) || ring_has_data(&self.responses[g]))
+                .any(|r| ring_has_data(&r.requests) || ring_has_data(&r.responses))
     }
 
     /// A marked ring whose end this worker has not taken yet: its producer left the end before
     /// marking, but after this poll's first look at the ends.
     #[inline]
-    fn find_end(&self, lanes: &Lanes, ring: &RefCell<Option<Box<Consumer>>>) {
+    fn find_end(&self, lanes: &Lanes, ring: &Ring) {
         if ring.borrow().is_none() {
             self.install(lanes);
         }
@@ -133,7 +161,7 @@ impl Inbox {
             } else {
                 &self.responses
             };
-            *v[from].borrow_mut() = Some(Box::new(c));
+            *v[from - self.base].borrow_mut() = Some(Box::new(c));
         }
     }
 
@@ -174,26 +202,34 @@ impl Inbox {
         }
         let lanes = &core.shared.lanes;
         self.install(lanes);
-        for &c in &self.remote_ids {
-            work |= self.serve_ring(core, c);
+        for r in &self.remote {
+            work |= self.serve_ring(core, r.from, &r.requests, Some(&r.partial_req));
         }
         lanes.take(self.local, true, |c| {
-            self.find_end(lanes, &self.requests[c]);
-            work |= self.serve_ring(core, c);
+            let ring = &self.requests[c - self.base];
+            self.find_end(lanes, ring);
+            work |= self.serve_ring(core, c, ring, None);
         });
         work
     }
 
     /// Serves up to `budget` batches from the request ring of client `c`, then publishes its
     /// responses. A ring of this rank left with batches is marked again, for the next poll.
-    fn serve_ring(&self, core: &WorkerCore, c: usize) -> bool {
+    /// `partial`: the client is in another rank, and this is where its large records are
+    /// reassembled.
+    fn serve_ring(
+        &self,
+        core: &WorkerCore,
+        c: usize,
+        ring: &Ring,
+        partial: Option<&RefCell<Option<Partial>>>,
+    ) -> bool {
         let mut work = false;
         {
-            let mut cons = self.requests[c].borrow_mut();
+            let mut cons = ring.borrow_mut();
             let Some(cons) = cons.as_mut() else {
                 return false;
             };
-            let remote = self.remote[c];
             for _ in 0..self.budget {
                 let slot = match cons.try_poll() {
                     Ok(Some(slot)) => slot,
@@ -204,15 +240,15 @@ impl Inbox {
                     }
                 };
                 work = true;
-                if remote {
+                if let Some(p) = partial {
                     self.received.set(self.received.get() + 1);
-                    self.serve_remote(core, c, slot.bytes_uninit());
+                    self.serve_remote(core, c, slot.bytes_uninit(), p);
                 } else {
                     self.serve_batch(core, c, slot.bytes_uninit(), true);
                 }
                 slot.release();
             }
-            if !remote && cons.has_data() {
+            if partial.is_none() && cons.has_data() {
                 core.shared.lanes.mark(c, self.me, true);
             }
         }
@@ -234,25 +270,32 @@ impl Inbox {
         }
         let lanes = &core.shared.lanes;
         self.install(lanes);
-        for &t in &self.remote_ids {
-            work |= self.complete_ring(core, t);
+        for r in &self.remote {
+            work |= self.complete_ring(core, r.from, &r.responses, Some(&r.partial_resp));
         }
         lanes.take(self.local, false, |t| {
-            self.find_end(lanes, &self.responses[t]);
-            work |= self.complete_ring(core, t);
+            let ring = &self.responses[t - self.base];
+            self.find_end(lanes, ring);
+            work |= self.complete_ring(core, t, ring, None);
         });
         work
     }
 
     /// Completes up to `budget` batches from the response ring of trustee `t`. A ring of this
-    /// rank left with batches is marked again, for the next poll.
-    fn complete_ring(&self, core: &WorkerCore, t: usize) -> bool {
+    /// rank left with batches is marked again, for the next poll. `partial` as for
+    /// [`serve_ring`](Self::serve_ring).
+    fn complete_ring(
+        &self,
+        core: &WorkerCore,
+        t: usize,
+        ring: &Ring,
+        partial: Option<&RefCell<Option<Partial>>>,
+    ) -> bool {
         let mut work = false;
-        let mut cons = self.responses[t].borrow_mut();
+        let mut cons = ring.borrow_mut();
         let Some(cons) = cons.as_mut() else {
             return false;
         };
-        let remote = self.remote[t];
         for _ in 0..self.budget {
             let slot = match cons.try_poll() {
                 Ok(Some(slot)) => slot,
@@ -263,15 +306,15 @@ impl Inbox {
                 }
             };
             work = true;
-            if remote {
+            if let Some(p) = partial {
                 self.received.set(self.received.get() + 1);
-                self.complete_remote(core, t, slot.bytes_uninit());
+                self.complete_remote(core, t, slot.bytes_uninit(), p);
             } else {
                 self.complete_batch(core, t, slot.bytes_uninit(), true);
             }
             slot.release();
         }
-        if !remote && cons.has_data() {
+        if partial.is_none() && cons.has_data() {
             core.shared.lanes.mark(t, self.me, false);
         }
         work
@@ -622,12 +665,18 @@ impl Inbox {
     }
 
     /// Serves one slot from another rank: a batch, or a piece of a large record.
-    fn serve_remote(&self, core: &WorkerCore, client: usize, bytes: &[Byte]) {
+    fn serve_remote(
+        &self,
+        core: &WorkerCore,
+        client: usize,
+        bytes: &[Byte],
+        partial: &RefCell<Option<Partial>>,
+    ) {
         match classify(bytes) {
             Large::Batch => self.serve_batch(core, client, bytes, false),
             piece => {
                 let done = {
-                    let mut p = self.partial_req[client].borrow_mut();
+                    let mut p = partial.borrow_mut();
                     Partial::feed(&mut p, piece, true)
                 };
                 match done {
@@ -647,12 +696,18 @@ impl Inbox {
     }
 
     /// Completes one slot from another rank: a batch, or a piece of a large response.
-    fn complete_remote(&self, core: &WorkerCore, trustee: usize, bytes: &[Byte]) {
+    fn complete_remote(
+        &self,
+        core: &WorkerCore,
+        trustee: usize,
+        bytes: &[Byte],
+        partial: &RefCell<Option<Partial>>,
+    ) {
         match classify(bytes) {
             Large::Batch => self.complete_batch(core, trustee, bytes, false),
             piece => {
                 let done = {
-                    let mut p = self.partial_resp[trustee].borrow_mut();
+                    let mut p = partial.borrow_mut();
                     Partial::feed(&mut p, piece, false)
                 };
                 match done {

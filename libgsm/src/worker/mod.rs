@@ -51,7 +51,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::{DelegationError, Error};
-use crate::fabric::{Bell, Doorbell, Progress, Turn};
+use crate::fabric::{Bell, Doorbell, Lane, Progress, Turn};
 use crate::fiber;
 use crate::property::{PropertyTable, Toggle};
 use crate::wire::codeptr;
@@ -176,16 +176,18 @@ pub(crate) type Trampoline = unsafe fn(&WorkerCore, usize, &Request<'_>, &mut Re
 /// far enough for the slot's line to arrive in time; farther gained nothing.
 const AHEAD: usize = 16;
 
-/// The ring ends one worker holds.
-#[derive(Debug)]
+/// The ring ends the fabrics made for one worker, to other ranks' workers (those between this
+/// rank's workers are made on first use, `lanes.rs`). Lists, not vectors by worker: a worker
+/// keeps a place for a peer only once it has a ring to it or talks to it.
+#[derive(Debug, Default)]
 pub(crate) struct Ends {
-    pub req_out: Vec<Option<Producer>>,
-    pub req_in: Vec<Option<Consumer>>,
-    pub resp_out: Vec<Option<Producer>>,
-    pub resp_in: Vec<Option<Consumer>>,
-    /// By global worker: a bell only this worker rings after publishing to it (a fabric's
-    /// `Links::worker_bells`), before the rank's shared one (`Shared::bells`). Empty: none.
-    pub bells: Vec<Option<Bell>>,
+    /// Rings this worker publishes into: (global id of the consumer, lane, end).
+    pub out: Vec<(usize, Lane, Producer)>,
+    /// Rings this worker polls: (global id of the producer, lane, end).
+    pub inc: Vec<(usize, Lane, Consumer)>,
+    /// (global worker, a bell only this worker rings after publishing to it: a fabric's
+    /// `Links::worker_bells`), rung instead of the rank's shared one (`Shared::bells`).
+    pub bells: Vec<(usize, Bell)>,
     /// The fabrics' hooks for this worker's thread (`Links::progress`).
     pub progress: Vec<Progress>,
 }
@@ -194,8 +196,9 @@ pub(crate) struct Ends {
 /// `Cell`/`RefCell`, and no `RefCell` borrow is held while user code runs, except the incoming
 /// ring being served (user code cannot reach it).
 ///
-/// Vectors indexed by worker are indexed by *global* worker id (every worker of every rank); the
-/// rings to workers of other ranks come from the fabrics, the others from the heap.
+/// Peers are named by *global* worker id (every worker of every rank); what a worker keeps per
+/// peer is made on first use (`places.rs`). The rings to workers of other ranks come from the
+/// fabrics, the others from the heap, on first use (`lanes.rs`).
 pub(crate) struct WorkerCore {
     /// Global worker id.
     pub id: usize,
@@ -338,19 +341,8 @@ impl WorkerCore {
     ) -> Self {
         let place = &shared.place;
         let (id, count) = (place.base + local, place.total);
-        let outbox = Outbox::new(
-            (id, local),
-            shared.clone(),
-            (ends.req_out, ends.resp_out),
-            ends.bells,
-            slot_cap,
-        );
-        let inbox = Inbox::new(
-            (id, local),
-            place,
-            (ends.req_in, ends.resp_in),
-            slots.max(2),
-        );
+        let outbox = Outbox::new((id, local), shared.clone(), ends.out, ends.bells, slot_cap);
+        let inbox = Inbox::new((id, local), place, ends.inc, slots.max(2));
         let door = shared.doors[local].clone();
         // Closed until this worker has looked at its rings and found them empty (a shm segment
         // starts with zero there).
@@ -712,6 +704,7 @@ mod lanes;
 pub(crate) mod mailbox;
 mod outbox;
 pub(crate) mod pending;
+mod places;
 mod poll;
 mod props;
 pub(crate) mod reactor;
@@ -740,6 +733,8 @@ mod boundary_tests;
 mod lanes_tests;
 #[cfg(test)]
 mod mutation_tests;
+#[cfg(test)]
+mod places_tests;
 #[cfg(test)]
 mod spin_host_tests;
 #[cfg(test)]

@@ -1,17 +1,22 @@
-//! The outbox: one worker's outgoing batches, a request queue and a response queue per worker of
-//! the job (its own two are the loopback queue), staging records into them, publishing them to
-//! their rings and ringing what must be rung after. It decides neither when partly filled
-//! batches go out (the worker's poll and the inline applies' looks do) nor how a fiber waits for
-//! room; it encodes records with `wire::record` and never reads one.
+//! The outbox: one worker's outgoing batches, a request queue and a response queue per worker it
+//! has staged for (its own two are the loopback queue), staging records into them, publishing
+//! them to their rings and ringing what must be rung after. It decides neither when partly
+//! filled batches go out (the worker's poll and the inline applies' looks do) nor how a fiber
+//! waits for room; it encodes records with `wire::record` and never reads one.
+//!
+//! A destination's queues are made on its first use (`places.rs`): a worker of a large job keeps
+//! queues for the peers it talks to, not for every worker of the job. The ring ends a fabric made
+//! at start for another rank's worker wait in a sorted list until then.
 
 use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use super::places::Places;
 use super::{NO_REPLY, Shared, status};
 use crate::error::{DelegationError, Error};
-use crate::fabric::Bell;
+use crate::fabric::{Bell, Lane};
 use crate::wire::record::{Byte, OutQueue, SER, SER_STATUS, Sink, Src, parked_by_responses};
 use crate::wire::ring::Producer;
 
@@ -24,21 +29,37 @@ pub(crate) struct Flushed {
     pub(crate) left: bool,
 }
 
+/// What this worker keeps for one destination.
+struct Dest {
+    requests: RefCell<OutQueue>,
+    responses: RefCell<OutQueue>,
+    /// A bell only this worker rings after publishing to it (a fabric's `Links::worker_bells`),
+    /// before the rank's shared one (`Shared::bells`).
+    bell: Option<Bell>,
+}
+
+/// Ring ends and a bell a fabric made at start for another rank's worker, kept until this worker
+/// first stages for it.
+#[derive(Default)]
+struct Spare {
+    requests: Option<Producer>,
+    responses: Option<Producer>,
+    bell: Option<Bell>,
+}
+
 /// One worker's outgoing batches, by global worker id.
 pub(crate) struct Outbox {
     /// This worker's global id: its queues are the loopback queue.
     me: usize,
     /// This worker's index in its rank (its traffic counter in `Shared`).
     local: usize,
-    requests: Vec<RefCell<OutQueue>>,
-    responses: Vec<RefCell<OutQueue>>,
-    /// By global id: whether that worker is in another rank (results go to it encoded).
-    remote: Vec<bool>,
-    /// By global worker: a bell only this worker rings after publishing to it (a fabric's
-    /// `Links::worker_bells`), before the rank's shared one (`Shared::bells`). Empty: none.
-    own_bells: Vec<Option<Bell>>,
-    /// By global id: whether that worker's queues are in `active`.
-    known: Vec<Cell<bool>>,
+    /// The bytes of a batch.
+    slot_cap: usize,
+    /// The queues of every worker this one has staged for, made on first use.
+    places: Places<Dest>,
+    /// By global id, sorted: what the fabrics made for other ranks' workers and no queue has
+    /// taken yet.
+    spare: RefCell<Vec<(usize, Spare)>>,
     /// The other workers this one has staged anything for, in the order first used: what a
     /// flush or a look at the queues visits, so that its cost follows the peers this worker
     /// talks to, not the size of the job.
@@ -51,91 +72,128 @@ pub(crate) struct Outbox {
 }
 
 impl Outbox {
-    /// The queues of worker `me` (local index `local`) over the producer ends of its rings
-    /// (`None`: the loopback queue, or no ring), each `slot_cap` bytes a batch.
+    /// The queues of worker `me` (local index `local`), each `slot_cap` bytes a batch, over the
+    /// producer ends the fabrics made to other ranks' workers (`(global id, lane, end)`) and the
+    /// bells only this worker rings (`(global id, bell)`).
     pub(crate) fn new(
         (me, local): (usize, usize),
         shared: Arc<Shared>,
-        (req_out, resp_out): (Vec<Option<Producer>>, Vec<Option<Producer>>),
-        own_bells: Vec<Option<Bell>>,
+        out: Vec<(usize, Lane, Producer)>,
+        bells: Vec<(usize, Bell)>,
         slot_cap: usize,
     ) -> Self {
         let place = &shared.place;
-        let remote: Vec<bool> = (0..place.total).map(|g| !place.is_local(g)).collect();
-        let mk = |v: Vec<Option<Producer>>| -> Vec<RefCell<OutQueue>> {
-            v.into_iter()
-                .enumerate()
-                .map(|(g, p)| {
-                    let sink = match p {
-                        Some(p) => Sink::Ring(Box::new(p)),
-                        // A worker of this rank: its ring is made on first use (`lanes.rs`).
-                        None if g != me && !remote[g] => Sink::Later,
-                        None => Sink::Loopback,
-                    };
-                    RefCell::new(OutQueue::new(slot_cap, sink, remote[g]))
-                })
-                .collect()
-        };
-        let (requests, responses) = (mk(req_out), mk(resp_out));
-        for g in (0..place.total).filter(|&g| remote[g]) {
-            let rank = place.rank_of(g);
-            if place.far.get(rank as usize) == Some(&true) {
-                requests[g].borrow_mut().allow_far(false);
-                responses[g].borrow_mut().allow_far(true);
-            } else if let Some(rma) = place.rma.as_ref().filter(|r| r.reaches(rank)) {
-                requests[g].borrow_mut().allow_rma(false, rma.clone());
-                responses[g].borrow_mut().allow_rma(true, rma.clone());
+        let mut spare: std::collections::BTreeMap<usize, Spare> = Default::default();
+        for (g, lane, p) in out {
+            let s = spare.entry(g).or_default();
+            match lane {
+                Lane::Request => s.requests = Some(p),
+                Lane::Response => s.responses = Some(p),
             }
         }
-        Outbox {
+        for (g, b) in bells {
+            spare.entry(g).or_default().bell = Some(b);
+        }
+        let outbox = Outbox {
             me,
             local,
-            requests,
-            responses,
-            known: (0..place.total).map(|g| Cell::new(g == me)).collect(),
+            slot_cap,
+            places: Places::new(place.base, place.local, place.total),
+            spare: RefCell::new(spare.into_iter().collect()),
             active: RefCell::new(Vec::new()),
-            remote,
-            own_bells,
             sent: Cell::new(0),
-            shared,
-        }
+            shared: shared.clone(),
+        };
+        outbox.dest(me);
+        outbox
     }
 
     /// Whether global worker `w` is in another rank.
     #[inline(always)]
     pub(crate) fn is_remote(&self, w: usize) -> bool {
-        self.remote[w]
+        !self.places.is_local(w)
     }
 
-    /// Lists `dest` among the workers this one stages for, the first time.
+    /// The queues to `dest`, made (and listed among the workers this one stages for) on first
+    /// use.
     #[inline(always)]
-    fn touch(&self, dest: usize) {
-        if !self.known[dest].get() {
-            self.first_touch(dest);
+    fn dest(&self, dest: usize) -> &Dest {
+        self.places.get_or(dest, || self.make_dest(dest))
+    }
+
+    #[cold]
+    fn make_dest(&self, g: usize) -> Dest {
+        let remote = self.is_remote(g);
+        let s = if remote {
+            self.take_spare(g)
+        } else {
+            Spare::default()
+        };
+        let sink = |p: Option<Producer>| match p {
+            Some(p) => Sink::Ring(Box::new(p)),
+            None if g == self.me => Sink::Loopback,
+            // A worker of this rank: its ring is made on first publish (`lanes.rs`); another
+            // rank's without a ring from its fabric is refused there too.
+            None => Sink::Later,
+        };
+        let mut requests = OutQueue::new(self.slot_cap, sink(s.requests), remote);
+        let mut responses = OutQueue::new(self.slot_cap, sink(s.responses), remote);
+        if remote {
+            let place = &self.shared.place;
+            let rank = place.rank_of(g);
+            if place.far.get(rank as usize) == Some(&true) {
+                requests.allow_far(false);
+                responses.allow_far(true);
+            } else if let Some(rma) = place.rma.as_ref().filter(|r| r.reaches(rank)) {
+                requests.allow_rma(false, rma.clone());
+                responses.allow_rma(true, rma.clone());
+            }
+        }
+        if g != self.me {
+            self.active.borrow_mut().push(g);
+        }
+        Dest {
+            requests: RefCell::new(requests),
+            responses: RefCell::new(responses),
+            bell: s.bell,
+        }
+    }
+
+    /// Takes what the fabrics made for worker `g` of another rank (nothing if none did).
+    fn take_spare(&self, g: usize) -> Spare {
+        let mut spare = self.spare.borrow_mut();
+        match spare.binary_search_by_key(&g, |e| e.0) {
+            Ok(i) => std::mem::take(&mut spare[i].1),
+            Err(_) => Spare::default(),
+        }
+    }
+
+    /// Makes the ring of a queue to a worker of this rank when it is first to publish: the
+    /// consuming end goes to that worker (`lanes.rs`). A queue to another rank's worker has its
+    /// ring from the start; one without (a fabric that made none) ends the job.
+    #[inline]
+    fn ready(&self, q: &mut OutQueue, dest: usize, requests: bool) {
+        if q.unmade() {
+            if self.is_remote(dest) {
+                self.no_ring(dest);
+            } else {
+                q.make_ring(self.shared.lanes.make(self.me, dest, requests));
+            }
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn first_touch(&self, dest: usize) {
-        self.known[dest].set(true);
-        self.active.borrow_mut().push(dest);
-    }
-
-    /// Makes the ring of a queue to a worker of this rank when it is first to publish: the
-    /// consuming end goes to that worker (`lanes.rs`).
-    #[inline]
-    fn ready(&self, q: &mut OutQueue, dest: usize, requests: bool) {
-        if q.unmade() {
-            q.make_ring(self.shared.lanes.make(self.me, dest, requests));
-        }
+    fn no_ring(&self, dest: usize) {
+        self.shared
+            .ring_broken(self.me, dest, "no fabric made a ring to it at start");
     }
 
     /// After `n` slots were published to `dest` on a lane: a worker of this rank finds the ring
     /// by its summary bit, which is set after the slots (and before the bell).
     #[inline]
     fn mark(&self, dest: usize, requests: bool, n: usize) {
-        if n > 0 && !self.remote[dest] {
+        if n > 0 && !self.is_remote(dest) {
             self.shared.lanes.mark(self.me, dest, requests);
         }
     }
@@ -143,14 +201,14 @@ impl Outbox {
     /// Counts `n` slots just published to `dest` and rings what must be rung after: this
     /// worker's own bell for it if a fabric gave one, else the rank's.
     #[inline]
-    fn published(&self, dest: usize, n: usize) {
+    fn published(&self, d: &Dest, dest: usize, n: usize) {
         if n > 0 {
-            if self.remote[dest] {
+            if self.is_remote(dest) {
                 self.sent.set(self.sent.get() + n as u64);
             }
-            match self.own_bells.get(dest) {
-                Some(Some(b)) => b.ring(),
-                _ => self.shared.wake(dest),
+            match &d.bell {
+                Some(b) => b.ring(),
+                None => self.shared.wake(dest),
             }
         }
     }
@@ -172,14 +230,14 @@ impl Outbox {
         arg: Option<Src<'_>>,
         ser: bool,
     ) -> usize {
-        self.touch(dest);
-        let mut q = self.requests[dest].borrow_mut();
+        let d = self.dest(dest);
+        let mut q = d.requests.borrow_mut();
         q.push_request(code, idx, gn, req, cap, arg, if ser { SER } else { 0 });
         if q.backlog() > 0 && dest != self.me {
             self.ready(&mut q, dest, true);
             let n = q.flush_sealed();
             self.mark(dest, true, n);
-            self.published(dest, n);
+            self.published(d, dest, n);
             q.backlog()
         } else {
             0
@@ -189,37 +247,40 @@ impl Outbox {
     /// Request batches to `dest` waiting for room in its ring.
     #[inline]
     pub(crate) fn backlog(&self, dest: usize) -> usize {
-        self.requests[dest].borrow().backlog()
+        self.places
+            .get(dest)
+            .map_or(0, |d| d.requests.borrow().backlog())
     }
 
     /// Gives the queue to `dest` a large argument encoded in its own vector behind `room` bytes
     /// (`OutArg::offer`): the request staged next with that argument parks the vector itself.
     pub(crate) fn offer(&self, dest: usize, body: Vec<Byte>, room: usize) {
-        self.touch(dest);
-        self.requests[dest].borrow_mut().offer(body, room);
+        self.dest(dest).requests.borrow_mut().offer(body, room);
     }
 
     /// Tells worker `sender` that the body it parked under `token` has been read.
     pub(crate) fn push_release(&self, sender: usize, token: u64) {
-        self.touch(sender);
-        self.requests[sender].borrow_mut().push_release(token);
+        self.dest(sender).requests.borrow_mut().push_release(token);
     }
 
-    /// Frees the body this worker parked for `client` under `token`, which it has read.
+    /// Frees the body this worker parked for `client` under `token`, which it has read (a
+    /// worker it never staged for parked nothing: unknown tokens are ignored).
     pub(crate) fn release(&self, client: usize, token: u64) {
-        let q = if parked_by_responses(token) {
-            &self.responses[client]
-        } else {
-            &self.requests[client]
-        };
-        q.borrow_mut().release(token);
+        if let Some(d) = self.places.get(client) {
+            let q = if parked_by_responses(token) {
+                &d.responses
+            } else {
+                &d.requests
+            };
+            q.borrow_mut().release(token);
+        }
     }
 
     /// Stages a response record to `client`.
     #[inline(always)]
     pub(crate) fn respond_raw(&self, client: usize, req: u32, st: u8, body: Src<'_>) {
-        self.touch(client);
-        self.responses[client]
+        self.dest(client)
+            .responses
             .borrow_mut()
             .push_response(req, st, body);
     }
@@ -227,8 +288,8 @@ impl Outbox {
     /// Stages the results `done` of requests of `client` in this rank, moved (status OK).
     #[inline(always)]
     pub(crate) fn respond_values<U>(&self, client: usize, done: &[(u32, ManuallyDrop<U>)]) {
-        self.touch(client);
-        self.responses[client]
+        self.dest(client)
+            .responses
             .borrow_mut()
             .push_value_responses(status::OK, done);
     }
@@ -243,7 +304,7 @@ impl Outbox {
         r: Result<U, DelegationError>,
     ) {
         match r {
-            Ok(u) if req != NO_REPLY && !self.remote[client] => {
+            Ok(u) if req != NO_REPLY && !self.is_remote(client) => {
                 // Ownership moves to the record: the original is never dropped.
                 let u = ManuallyDrop::new(u);
                 self.respond_raw(client, req, status::OK, Src::of(&*u));
@@ -273,12 +334,10 @@ impl Outbox {
         let r = match r.map(|u| crate::wire::codec::encode_spliced(u, 0)) {
             Ok(Ok(body)) => {
                 // A large byte vector: encoded in its own allocation, parked as it is.
-                self.touch(client);
-                self.responses[client].borrow_mut().push_response_owned(
-                    req,
-                    status::OK | SER_STATUS,
-                    body,
-                );
+                self.dest(client)
+                    .responses
+                    .borrow_mut()
+                    .push_response_owned(req, status::OK | SER_STATUS, body);
                 return;
             }
             Ok(Err(u)) => Ok(u),
@@ -324,37 +383,41 @@ impl Outbox {
 
     /// Whether the loopback queue holds requests or responses.
     pub(crate) fn loopback_dirty(&self) -> bool {
-        self.requests[self.me].borrow().is_dirty() || self.responses[self.me].borrow().is_dirty()
+        self.dest(self.me).dirty()
     }
 
     /// Whether anything is staged or queued for any worker, this one included.
     pub(crate) fn any_dirty(&self) -> bool {
         self.loopback_dirty()
-            || self.active.borrow().iter().any(|&d| {
-                self.requests[d].borrow().is_dirty() || self.responses[d].borrow().is_dirty()
-            })
+            || self
+                .active
+                .borrow()
+                .iter()
+                .any(|&d| self.places.get(d).is_some_and(Dest::dirty))
     }
 
     /// Whether batches to some worker wait for room in its ring.
     pub(crate) fn has_backlog(&self) -> bool {
         self.active.borrow().iter().any(|&d| {
-            self.requests[d].borrow().backlog() > 0 || self.responses[d].borrow().backlog() > 0
+            self.places.get(d).is_some_and(|d| {
+                d.requests.borrow().backlog() > 0 || d.responses.borrow().backlog() > 0
+            })
         })
     }
 
     fn queue(&self, dest: usize, requests: bool) -> &RefCell<OutQueue> {
-        if requests {
-            &self.requests[dest]
-        } else {
-            &self.responses[dest]
-        }
+        self.dest(dest).queue(requests)
     }
 
     /// Publishes what is staged for worker `dest`: its responses (`requests` false) or requests.
     #[inline]
     pub(crate) fn flush_to(&self, dest: usize, requests: bool) {
+        // Nothing was ever staged for a worker without queues.
+        let Some(d) = self.places.get(dest) else {
+            return;
+        };
         let n = {
-            let mut q = self.queue(dest, requests).borrow_mut();
+            let mut q = d.queue(requests).borrow_mut();
             if !q.is_dirty() {
                 return;
             }
@@ -362,7 +425,7 @@ impl Outbox {
             q.flush()
         };
         self.mark(dest, requests, n);
-        self.published(dest, n);
+        self.published(d, dest, n);
     }
 
     /// Publishes the staged batches to every other worker (request batches only if
@@ -376,21 +439,21 @@ impl Outbox {
         // By index: the list only grows, and nothing here stages (so nothing lists a worker).
         let count = self.active.borrow().len();
         for i in 0..count {
-            let d = self.active.borrow()[i];
+            let g = self.active.borrow()[i];
+            let Some(d) = self.places.get(g) else {
+                continue;
+            };
             let mut n = 0;
             let mut broken = None;
-            for (lane, q, go) in [
-                (true, &self.requests[d], requests),
-                (false, &self.responses[d], true),
-            ] {
+            for (lane, q, go) in [(true, &d.requests, requests), (false, &d.responses, true)] {
                 if !go {
                     continue;
                 }
                 let mut q = q.borrow_mut();
                 if q.is_dirty() {
-                    self.ready(&mut q, d, lane);
+                    self.ready(&mut q, g, lane);
                     let k = q.flush();
-                    self.mark(d, lane, k);
+                    self.mark(g, lane, k);
                     // Nothing went out while batches wait: back-pressure, or a broken ring.
                     if k == 0 && q.backlog() > 0 {
                         broken = broken.or_else(|| q.broken().map(|e| e.to_string()));
@@ -399,12 +462,12 @@ impl Outbox {
                     n += k;
                 }
             }
-            self.published(d, n);
+            self.published(d, g, n);
             done.any |= n > 0;
             if let Some(e) = broken {
                 self.shared.ring_broken(
                     self.me,
-                    d,
+                    g,
                     &format!("the ring to it takes no more slots: {e}"),
                 );
             }
@@ -428,6 +491,29 @@ impl Outbox {
     #[cfg(test)]
     pub(crate) fn queue_for_tests(&self, dest: usize, requests: bool) -> &RefCell<OutQueue> {
         self.queue(dest, requests)
+    }
+}
+
+impl Dest {
+    fn queue(&self, requests: bool) -> &RefCell<OutQueue> {
+        if requests {
+            &self.requests
+        } else {
+            &self.responses
+        }
+    }
+
+    fn dirty(&self) -> bool {
+        self.requests.borrow().is_dirty() || self.responses.borrow().is_dirty()
+    }
+}
+
+impl Outbox {
+    /// Destinations with queues so far, and the bytes their places hold (not the queues' own
+    /// buffers), for the tests of memory that follows use.
+    #[cfg(test)]
+    pub(crate) fn places_for_tests(&self) -> (usize, usize) {
+        (self.places.made(), self.places.heap_bytes())
     }
 }
 

@@ -30,21 +30,36 @@ fn fit_needs_three_distinct_worker_counts() {
 }
 
 #[test]
-fn prediction_counts_every_pair_of_the_job() {
+fn prediction_follows_the_peers_a_worker_talks_to() {
     let f = Fit {
         a: 1.0,
         b: 10.0,
         c: 100.0,
         max_rel_residual: 0.0,
     };
-    let p = predict(Some(&f), 64, 128, 1000);
-    assert_eq!(
-        p.model_bytes,
-        1.0 + 10.0 * 128.0 + 100.0 * 128.0 * 64.0 * 128.0
+    let idle = predict(Some(&f), 1024, 128, 1000, Some(0));
+    let some = predict(Some(&f), 1024, 128, 1000, Some(8));
+    let all = predict(Some(&f), 1024, 128, 1000, None);
+    assert_eq!(idle.model_bytes, 1.0 + 10.0 * 128.0 + 100.0 * 128.0 * 128.0);
+    assert_eq!(idle.connections, 128 * 1023);
+    // Main kept 1.3 KiB per (local worker, job worker) whatever the traffic.
+    assert_eq!(idle.places_main, all.places_main);
+    assert!(idle.places_main > 20.0 * (1u64 << 30) as f64);
+    // Now idle places are a slot per block and the rank's bells: a few MiB where main had
+    // gigabytes; they grow with the peers a worker talks to.
+    assert!(idle.places_now < some.places_now && some.places_now < all.places_now);
+    assert!(idle.places_now < 64.0 * (1u64 << 20) as f64, "{idle:?}");
+    assert!(all.places_now < all.places_main, "{all:?}");
+    // Rings to every remote worker are made at start either way; on first use they would
+    // follow k.
+    assert_eq!(idle.rings_at_start, all.rings_at_start);
+    assert!(all.rings_at_start >= 4.0 * 128.0 * 1023.0 * 128.0 * 1000.0);
+    assert_eq!(all.rings_on_use, all.rings_at_start);
+    let per_peer = (some.rings_on_use - idle.rings_on_use) / (128.0 * 8.0);
+    assert!(
+        per_peer > 4000.0 && per_peer < 6000.0,
+        "four rings and their ends per (local worker, peer): {per_peer}"
     );
-    assert_eq!(p.connections, 128 * 63);
-    // Rings alone: 4·L·(W−L) remote (the local ones are made on first use), before any
-    // connection buffer.
-    assert!(p.computed_bytes > 4 * 128 * 63 * 128 * 1000);
-    assert!(predict(None, 64, 128, 1000).model_bytes.is_nan());
+    assert!(all.now() < all.main());
+    assert!(predict(None, 64, 128, 1000, None).model_bytes.is_nan());
 }

@@ -210,7 +210,9 @@
 //! for tens of peers and the thing to index first for thousands. With per-host connections a
 //! rank has `L × (hosts - 1)` connections (equal workers per host); the rings are the same,
 //! those filled by another rank of the host in this rank's tcp segment. `gsm-bench remote`
-//! prints the counts.
+//! prints the counts. The rings are made at start for every pair, whether it ever talks: the
+//! term that keeps a rank's memory growing with the job (ARCHITECTURE.md section 9 says what
+//! would make it follow use).
 //!
 //! # Where things are
 //!
