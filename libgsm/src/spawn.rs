@@ -188,6 +188,26 @@ impl<R> JoinHandle<R> {
         }
     }
 
+    /// [`join`](Self::join) without waiting: the promise of the fiber's result (a panic of the
+    /// fiber is the promise's failure). The promise completes on this worker, so it can be
+    /// awaited by any executor, unlike the handle, which stays on its worker.
+    ///
+    /// # Panics
+    /// Outside a gossamer worker.
+    #[track_caller]
+    pub fn join_async(self) -> crate::Promise<R>
+    where
+        R: 'static,
+    {
+        if self.is_finished() {
+            return match self.try_join() {
+                Ok(r) => crate::Promise::ready(r),
+                Err(e) => crate::Promise::failed(e.to_string()),
+            };
+        }
+        crate::spawn_async(move || self.join())
+    }
+
     /// Waits for the result; a panic in the fiber comes back as [`Error::FiberPanicked`]. In a
     /// destructor that runs because the run ended with its fiber unfinished, it answers
     /// [`Error::Stopped`] (a panic there would abort the process).
