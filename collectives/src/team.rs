@@ -209,7 +209,7 @@ impl Team {
         Team::build(RANKS, members, rank, Tuning::cached())
     }
 
-    fn build(id: u64, members: Arc<[WorkerId]>, me: usize, tuning: Tuning) -> Team {
+    pub(crate) fn build(id: u64, members: Arc<[WorkerId]>, me: usize, tuning: Tuning) -> Team {
         gossamer::name_tags(describe_tag);
         let ranks: Vec<usize> = members.iter().map(|&w| gossamer::rank_of(w)).collect();
         let shape = Arc::new(Shape::new(&ranks, tuning.hierarchical));

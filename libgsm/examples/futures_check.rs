@@ -66,7 +66,8 @@ fn main() {
         assert_eq!(got, want, "apply_async results out of order or wrong");
         let len = t.apply_with_async(vec![1u8; 1000], |c, v: Vec<u8>| *c + v.len() as u64);
         let both = gossamer::block_on(join_all([
-            Box::pin(async { len.await }) as std::pin::Pin<Box<dyn std::future::Future<Output = u64>>>,
+            Box::pin(async { len.await })
+                as std::pin::Pin<Box<dyn std::future::Future<Output = u64>>>,
             Box::pin(async { t.apply_async(|c| *c).await }),
         ]));
         assert_eq!(both, vec![20_100 + 1000, 20_100]);
@@ -101,7 +102,11 @@ fn main() {
             }
         });
         // Inline on this worker: no request overtakes anything.
-        assert_eq!(back.apply(|b| *b), 100, "finish returned before every post came back");
+        assert_eq!(
+            back.apply(|b| *b),
+            100,
+            "finish returned before every post came back"
+        );
         assert_eq!(there.apply(|c| *c), 5050);
         ok("post");
 
@@ -120,7 +125,9 @@ fn main() {
         let all: Vec<usize> = (0..n).collect();
         let sym = alloc_symmetric(&all, 64, Rights::ALL).expect("alloc_symmetric");
         let s = sym.on(next);
-        s.put_async(8, vec![me as u8 + 1; 8]).wait().expect("put_async");
+        s.put_async(8, vec![me as u8 + 1; 8])
+            .wait()
+            .expect("put_async");
         let b = s.get_async(8, 8).wait().expect("get_async");
         assert_eq!(b, vec![me as u8 + 1; 8]);
         let old = s.fetch_add_async(16, 5).wait().expect("fetch_add_async");

@@ -222,8 +222,10 @@ impl<T> Drop for Completer<T> {
         if let Some(shared) = self.shared.take() {
             settle(
                 &shared,
-                Err("gossamer: the operation of a Promise was dropped unfinished (its run ended)"
-                    .into()),
+                Err(
+                    "gossamer: the operation of a Promise was dropped unfinished (its run ended)"
+                        .into(),
+                ),
             );
         }
     }

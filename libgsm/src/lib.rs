@@ -230,9 +230,7 @@ pub use batches::{Batches, entrust_all};
 pub use board::{BOARD_BYTES, Board, BoardRegion};
 pub use config::{Config, available_cpus, default_workers};
 pub use error::{BLOCKING_IN_DELEGATED, DelegationError, Error};
-pub use future::{
-    Bridge, JoinAll, Promise, WhenAll, block_on, join_all, spawn_async, when_all,
-};
+pub use future::{Bridge, JoinAll, Promise, WhenAll, block_on, join_all, spawn_async, when_all};
 pub use mail::{flush, mail_pending, name_tags, recv, recv_async, send, try_recv};
 pub use noref::{NoRef, Wire};
 pub use notify::Notify;

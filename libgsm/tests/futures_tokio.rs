@@ -19,7 +19,10 @@ fn join_thread<R>(thread: std::thread::JoinHandle<R>) -> R {
     while !thread.is_finished() && Instant::now() < deadline {
         sleep(Duration::from_millis(1));
     }
-    assert!(thread.is_finished(), "the tokio thread did not finish within 60 s");
+    assert!(
+        thread.is_finished(),
+        "the tokio thread did not finish within 60 s"
+    );
     thread.join().expect("the tokio thread panicked")
 }
 

@@ -27,7 +27,10 @@ fn apply_async_results_in_order() {
         when_all(ps).wait()
     })
     .unwrap();
-    assert_eq!(got, (1..=500u64).map(|k| k * (k + 1) / 2).collect::<Vec<_>>());
+    assert_eq!(
+        got,
+        (1..=500u64).map(|k| k * (k + 1) / 2).collect::<Vec<_>>()
+    );
 }
 
 /// A failure is the promise's, as an error with the `try_` form and as a panic at the wait
@@ -181,4 +184,3 @@ fn a_bridge_serves_another_thread() {
     .unwrap();
     assert_eq!(got, 10 + 45);
 }
-
