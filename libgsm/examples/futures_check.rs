@@ -66,8 +66,7 @@ fn main() {
         assert_eq!(got, want, "apply_async results out of order or wrong");
         let len = t.apply_with_async(vec![1u8; 1000], |c, v: Vec<u8>| *c + v.len() as u64);
         let both = gossamer::block_on(join_all([
-            Box::pin(async { len.await })
-                as std::pin::Pin<Box<dyn std::future::Future<Output = u64>>>,
+            Box::pin(len) as std::pin::Pin<Box<dyn std::future::Future<Output = u64>>>,
             Box::pin(async { t.apply_async(|c| *c).await }),
         ]));
         assert_eq!(both, vec![20_100 + 1000, 20_100]);

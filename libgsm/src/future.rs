@@ -23,7 +23,7 @@
 //! **Other executors.** A `Promise<T>` is `Send` when `T` is, and its `Waker` is honoured from
 //! the worker's thread: hand the promise to a tokio task (through a channel, say) and `.await` it
 //! there. Operations are issued only on a worker; a thread that is no worker issues them through
-//! a [`Bridge`], which a fiber serves. The crate's tokio test does both.
+//! a [`Bridge`](crate::Bridge), which a fiber serves. The crate's tokio test does both.
 //!
 //! **Cost.** An `apply_async` is an `apply_then` whose callback completes the promise: one shared
 //! allocation and one uncontended lock more per request. Operations without a callback form (the
@@ -31,7 +31,8 @@
 //! the segment's `_nb` forms.
 //!
 //! This module does not run operations: each module issues its own, completing a promise made by
-//! [`promise`]; and it is no executor for futures beyond waiting in one fiber.
+//! [`promise`] (a fiber's result: `spawn_async` in `spawn.rs`; a thread's job: `bridge.rs`); and
+//! it is no executor for futures beyond waiting in one fiber.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -41,11 +42,9 @@ use std::task::{Context, Poll, Waker};
 
 use crate::worker::{core, core_or_panic};
 
-mod bridge;
 mod combine;
 mod wait;
 
-pub use bridge::Bridge;
 pub use combine::{JoinAll, WhenAll, join_all, when_all};
 pub use wait::block_on;
 
@@ -97,7 +96,7 @@ pub(crate) fn promise<T>() -> (Promise<T>, Completer<T>) {
 }
 
 /// A promise and its completer, completed on the worker of home word `home` (0: on any thread).
-fn promise_at<T>(home: u64) -> (Promise<T>, Completer<T>) {
+pub(crate) fn promise_at<T>(home: u64) -> (Promise<T>, Completer<T>) {
     let shared = Arc::new(Shared {
         done: AtomicBool::new(false),
         home,
@@ -249,24 +248,6 @@ fn settle<T>(shared: &Shared<T>, r: Result<T, String>) {
             }
         }
     }
-}
-
-/// Runs `op` in a fiber of its own on this worker and returns the promise of its result; a panic
-/// of `op` is the promise's failure (waiting for it panics with the same message).
-///
-/// # Panics
-/// Outside a gossamer worker.
-#[track_caller]
-pub fn spawn_async<T: 'static>(op: impl FnOnce() -> T + 'static) -> Promise<T> {
-    let (p, c) = promise();
-    // A detached fiber: its panic is caught here, so no handle is left holding it.
-    drop(crate::spawn(move || {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(op)) {
-            Ok(v) => c.complete(v),
-            Err(e) => c.fail(crate::worker::panic_message(&*e)),
-        }
-    }));
-    p
 }
 
 #[cfg(test)]

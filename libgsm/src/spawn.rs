@@ -682,3 +682,21 @@ pub fn workers_of_rank(rank: usize) -> std::ops::Range<usize> {
 pub fn live_properties_here() -> usize {
     core_or_panic("live_properties_here").live_properties()
 }
+
+/// Runs `op` in a fiber of its own on this worker and returns the promise of its result; a panic
+/// of `op` is the promise's failure (waiting for it panics with the same message).
+///
+/// # Panics
+/// Outside a gossamer worker.
+#[track_caller]
+pub fn spawn_async<T: 'static>(op: impl FnOnce() -> T + 'static) -> crate::Promise<T> {
+    let (p, c) = crate::future::promise();
+    // A detached fiber: its panic is caught here, so no handle is left holding it.
+    drop(spawn(move || {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(op)) {
+            Ok(v) => c.complete(v),
+            Err(e) => c.fail(crate::worker::panic_message(&*e)),
+        }
+    }));
+    p
+}

@@ -1,5 +1,8 @@
 use super::*;
-use crate::{Config, DelegationError, WorkerId, entrust, entrust_on, finish, spawn, spawn_on};
+use crate::{
+    Bridge, Config, DelegationError, WorkerId, entrust, entrust_on, finish, spawn, spawn_async,
+    spawn_on,
+};
 use std::sync::atomic::AtomicU64;
 
 fn two() -> Config {

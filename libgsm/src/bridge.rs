@@ -10,7 +10,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{Promise, promise_at};
+use crate::future::{Promise, promise_at};
 use crate::worker::core_or_panic;
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -77,7 +77,7 @@ impl Bridge {
     ) -> Promise<T> {
         let (p, c) = promise_at(0);
         let run: Job = Box::new(move || {
-            drop(crate::spawn(move || {
+            drop(crate::spawn::spawn(move || {
                 match catch_unwind(AssertUnwindSafe(move || job().wait())) {
                     Ok(v) => c.complete(v),
                     Err(e) => c.fail(crate::worker::panic_message(&*e)),
