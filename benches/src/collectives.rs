@@ -28,6 +28,13 @@
 //! worker), beside the same 2-rank MPI figure: they show what the hierarchy costs over the
 //! 1-worker rows, not a like-for-like MPI comparison (that would be 4 MPI ranks).
 //!
+//! **Overlap** (after the cases, in each `spmd`): a non-blocking 1 MiB allreduce
+//! (`Team::allreduce_async`) issued, a fixed computation (sums over 512 KiB of `f64`, eight
+//! times, yielding 64 times), then the wait; beside it the computation alone plus the blocking
+//! allreduce, and each alone. The first below the sum is what the overlap hides. The
+//! non-blocking collective takes the message path (never the host board), the blocking one the
+//! board where it qualifies.
+//!
 //! `--sweep` instead times, for each switch point of `gsm_collectives::Tuning`, both algorithms
 //! forced (allreduce: recursive doubling against the ring, 8 B to 4 MiB; broadcast: binomial
 //! tree against the pipelined chain, 64 KiB to 4 MiB, which only differ with 3 or more ranks):
@@ -235,14 +242,57 @@ fn gsm_case(team: &Team, spec: &Spec, quick: bool) -> f64 {
     }
 }
 
-/// One `gossamer::spmd` with `workers` per rank: every case, on rank 0's first worker.
+/// The fixed computation of the overlap case: sums over a buffer, in [`CHUNKS`] pieces with a
+/// yield after each, so that the worker serves a collective under way in between (a fiber that
+/// computes without yielding keeps its worker from everything else, the runtime's rule).
+const CHUNKS: usize = 64;
+
+fn compute(buf: &[f64]) -> f64 {
+    let piece = buf.len() / CHUNKS;
+    let mut acc = 0.0;
+    for c in buf.chunks(piece) {
+        for _ in 0..8 {
+            acc += std::hint::black_box(c).iter().sum::<f64>();
+        }
+        gossamer::yield_now();
+    }
+    acc
+}
+
+/// The overlap figures, µs per operation on this member: the computation alone, the blocking
+/// 1 MiB allreduce alone, and `allreduce_async` issued, the computation, then the wait.
+fn gsm_overlap(team: &Team, quick: bool) -> [f64; 3] {
+    let it = if quick { 2 } else { 40 };
+    let f = (1 << 20) / 8;
+    let work = vec![1.0f64; 1 << 16];
+    let bar = || team.barrier();
+    let alone = time(it, bar, || {
+        std::hint::black_box(compute(&work));
+    });
+    let send = vec![1.0f64; f];
+    let mut recv = vec![0.0f64; f];
+    let blocking = time(it, bar, || team.allreduce(&send, &mut recv, Sum).unwrap());
+    // The buffer goes round: each result is the next contribution (the values grow, which does
+    // not change the work).
+    let mut buf = Some(vec![1.0f64; f]);
+    let overlapped = time(it, bar, || {
+        let p = team.allreduce_async(buf.take().unwrap_or_default(), Sum);
+        std::hint::black_box(compute(&work));
+        buf = Some(p.wait().unwrap());
+    });
+    [alone, blocking, overlapped]
+}
+
+/// One `gossamer::spmd` with `workers` per rank: every case, on rank 0's first worker, and
+/// after them the overlap figures ([`gsm_overlap`]).
 fn gsm_once(workers: usize, quick: bool) -> anyhow::Result<Vec<f64>> {
     let config = Config::from_env()
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .workers(workers);
     let out = gossamer::spmd(config, move |w| {
         let team = Team::world();
-        let figures: Vec<f64> = SPECS.iter().map(|s| gsm_case(&team, s, quick)).collect();
+        let mut figures: Vec<f64> = SPECS.iter().map(|s| gsm_case(&team, s, quick)).collect();
+        figures.extend(gsm_overlap(&team, quick));
         team.barrier();
         (w.id() == 0).then_some(figures)
     })
@@ -387,7 +437,14 @@ fn run_cases(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Optio
             samples.entry((0, i)).or_default().push(t);
         }
         for workers in [1, 2] {
-            for (i, t) in gsm_once(workers, opts.quick)?.into_iter().enumerate() {
+            let figures = gsm_once(workers, opts.quick)?;
+            if let [.., alone, blocking, _] = figures[..] {
+                samples
+                    .entry((workers, OVERLAP_SUM))
+                    .or_default()
+                    .push(alone + blocking);
+            }
+            for (i, t) in figures.into_iter().enumerate() {
                 samples.entry((workers, i)).or_default().push(t);
             }
         }
@@ -412,11 +469,42 @@ fn run_cases(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Optio
             });
         }
     }
+    for workers in [1, 2] {
+        let at = |k: usize| s((workers, SPECS.len() + k));
+        cases.push(Case {
+            case: format!(
+                "overlap: allreduce_async 1 MiB, a fixed computation, then the wait [gsm {} × \
+                 {workers} workers]",
+                world.size()
+            ),
+            unit: "µs".into(),
+            higher_is_better: false,
+            gsm: at(2),
+            peers: vec![
+                Figure {
+                    name: "the computation alone + blocking allreduce 1 MiB".into(),
+                    summary: s((workers, OVERLAP_SUM)),
+                },
+                Figure {
+                    name: "the computation alone".into(),
+                    summary: at(0),
+                },
+                Figure {
+                    name: "blocking allreduce 1 MiB alone".into(),
+                    summary: at(1),
+                },
+            ],
+        });
+    }
     Ok(Some(RankReport {
         cases,
         header: header(world),
     }))
 }
+
+/// The sample key of the overlap case's sum (the computation alone + the blocking allreduce),
+/// past every figure `gsm_once` returns.
+const OVERLAP_SUM: usize = usize::MAX;
 
 fn run_sweep(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<RankReport>> {
     let mut samples: BTreeMap<String, (Vec<f64>, Vec<f64>)> = BTreeMap::new();

@@ -24,10 +24,10 @@
 //! compare anything; `local.rs` pairs these figures with the peers'.
 
 use crate::peers::{KEY_RANGE, Limit, SplitMix, THREADS, map_op};
-use gossamer::{Config, Trust, WorkerId, entrust, entrust_on, spawn_on, yield_now};
+use gossamer::{Config, Promise, Trust, WorkerId, entrust, entrust_on, spawn_on, yield_now};
 use std::any::Any;
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 /// Fibers per worker in the "64 fibers" case.
@@ -196,6 +196,36 @@ fn counter_apply_then(limit: Limit) -> Rates {
     timing.rates()
 }
 
+/// The counter by `apply_async`, as [`counter_apply_then`] but each request's answer a promise:
+/// the promises wait in issue order, and those at the front that are ready are taken as the loop
+/// goes (as the callbacks run there), the rest at the end.
+fn counter_apply_async(limit: Limit) -> Rates {
+    let counter: Trust<u64> = entrust(0);
+    share(&counter);
+    let per = per_fiber(limit, 1);
+    let timing = timed(1, limit, move |_, deadline| {
+        let t: Trust<u64> = stashed();
+        let mut waiting: VecDeque<Promise<u64>> = VecDeque::new();
+        let issued = Limit::steps(per, deadline, |n| {
+            maybe_yield(n);
+            waiting.push_back(t.apply_async(|c: &mut u64| {
+                *c += 1;
+                *c
+            }));
+            while waiting.front().is_some_and(Promise::is_ready) {
+                std::hint::black_box(waiting.pop_front().map(Promise::wait));
+            }
+        });
+        for p in waiting {
+            std::hint::black_box(p.wait());
+        }
+        issued
+    });
+    clear_stashes();
+    assert_eq!(counter.apply(|c: &mut u64| *c), timing.ops);
+    timing.rates()
+}
+
 fn counter_apply(limit: Limit, fibers: usize) -> Rates {
     let counter: Trust<u64> = entrust(0);
     share(&counter);
@@ -285,6 +315,8 @@ fn latency(limit: Limit) -> f64 {
 pub struct Figures {
     /// The counter by `apply_then`, every request in flight the runtime accepts.
     pub apply_then: Rates,
+    /// The counter by `apply_async`, every request in flight the runtime accepts.
+    pub apply_async: Rates,
     /// The counter by blocking `apply`, one client fiber per worker.
     pub apply_1: Rates,
     /// The counter by blocking `apply`, 64 client fibers per worker.
@@ -307,6 +339,7 @@ pub fn measure_once(limit: Limit, latency_limit: Limit, seed: u64) -> anyhow::Re
             .collect();
         Figures {
             apply_then: counter_apply_then(limit),
+            apply_async: counter_apply_async(limit),
             apply_1: counter_apply(limit, 1),
             apply_64: counter_apply(limit, FIBERS),
             map_one: map_delegated(limit, seed, one),

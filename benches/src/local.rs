@@ -1,8 +1,8 @@
 //! `gsm-bench local`: Gossamer's delegation within one process against shared-memory peers, on
 //! two workers / two threads, each figure the median of `--runs` repetitions.
 //!
-//! Cases: a contended `u64` counter (`apply_then`; blocking `apply` with 1 and with 64
-//! fibers per worker) against `std::sync::Mutex`, `parking_lot::Mutex`, `AtomicU64::fetch_add` and
+//! Cases: a contended `u64` counter (`apply_then`; `apply_async`, whose promises are shown
+//! beside `apply_then` as their peer; blocking `apply` with 1 and with 64 fibers per worker) against `std::sync::Mutex`, `parking_lot::Mutex`, `AtomicU64::fetch_add` and
 //! a crossbeam-channel server thread; the thesis's shared `HashMap<u64, u64>` (50 % inserts, 50 %
 //! lookups, keys uniform in `0..1<<16`, seeded, prefilled with the even keys) against
 //! `Mutex<HashMap>` and `dashmap`, with one thread alone on an unshared map beside them as the
@@ -66,6 +66,8 @@ mod names {
     pub const MAP_ONE_THREAD: &str = "one thread, unshared HashMap (bound of one owner)";
     pub const PINGPONG: &str = "cache-line round trip (AtomicU64 ping-pong)";
     pub const GSM_APPLY_THEN: &str = "gsm counter apply_then";
+    pub const GSM_APPLY_ASYNC: &str = "gsm counter apply_async";
+    pub const GSM_APPLY_ASYNC_REMOTE: &str = "gsm counter apply_async, worker 1 only";
     pub const GSM_APPLY_1: &str = "gsm counter apply 1 fiber/worker";
     pub const GSM_APPLY_64: &str = "gsm counter apply 64 fibers/worker";
     pub const GSM_APPLY_THEN_REMOTE: &str = "gsm counter apply_then, worker 1 only";
@@ -117,6 +119,8 @@ fn gsm_once(opts: &Options, run: usize) -> anyhow::Result<Sample> {
     Ok(vec![
         (names::GSM_APPLY_THEN, f.apply_then.total),
         (names::GSM_APPLY_THEN_REMOTE, f.apply_then.remote),
+        (names::GSM_APPLY_ASYNC, f.apply_async.total),
+        (names::GSM_APPLY_ASYNC_REMOTE, f.apply_async.remote),
         (names::GSM_APPLY_1, f.apply_1.total),
         (names::GSM_APPLY_1_REMOTE, f.apply_1.remote),
         (names::GSM_APPLY_64, f.apply_64.total),
@@ -187,6 +191,20 @@ pub fn run(opts: &Options) -> anyhow::Result<Vec<Case>> {
             true,
             names::GSM_APPLY_THEN_REMOTE,
             vec![],
+        ),
+        case(
+            "counter: apply_async (promises), beside apply_then",
+            "Mops/s",
+            true,
+            names::GSM_APPLY_ASYNC,
+            vec![fig(names::GSM_APPLY_THEN)],
+        ),
+        case(
+            "counter: apply_async (promises): worker 1's share, beside apply_then's",
+            "Mops/s",
+            true,
+            names::GSM_APPLY_ASYNC_REMOTE,
+            vec![fig(names::GSM_APPLY_THEN_REMOTE)],
         ),
         case(
             "counter: apply, 1 fiber/worker",

@@ -37,6 +37,9 @@
 //!   the counter's final value is checked against the sum of every `k` sent. Peer: the MPI
 //!   message rate of 8-byte messages in windows of 64 `MPI_Isend`s, the receiver posting 64
 //!   `MPI_Irecv`s and acknowledging each window (as `osu_mbw_mr` does). Millions per second.
+//! - *throughput of promises*: the same stream with `apply_async`, each answer a promise taken
+//!   when it is ready (the waiting ones from the front, the rest at the end); its peer is the
+//!   `apply_then` stream of the same repetition, not MPI.
 //! - *bidirectional throughput*: the same in both directions at once (a fiber on rank 1 streams
 //!   into a counter on rank 0 while rank 0 streams into rank 1); peer: both ranks exchange windows
 //!   of 64 `MPI_Isend`/`MPI_Irecv` (as `osu_bibw`). Messages of both directions per second.
@@ -81,11 +84,13 @@ use crate::case::{Case, Figure};
 use crate::peers::Limit;
 use crate::report::RankReport;
 use crate::stats::summarize;
-use gossamer::{Config, Trust, WorkerId, entrust_on, rank, spawn_on, workers_of_rank, yield_now};
+use gossamer::{
+    Config, Promise, Trust, WorkerId, entrust_on, rank, spawn_on, workers_of_rank, yield_now,
+};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::cell::Cell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -121,6 +126,7 @@ mod names {
     pub const MPI_BIRATE: &str = "mpi birate";
     pub const GSM_APPLY: &str = "gsm apply";
     pub const GSM_RATE: &str = "gsm apply_then";
+    pub const GSM_RATE_ASYNC: &str = "gsm apply_async";
     pub const GSM_BIRATE: &str = "gsm apply_then both ways";
     pub const GSM_RECORD: &str = "gsm large record";
     pub const IPERF: &str = "iperf3";
@@ -362,6 +368,45 @@ fn stream(target: &Trust<u64>, budget: Duration) -> Streamed {
     (issued, nanos)
 }
 
+/// [`stream`] with `apply_async`: each answer is a promise, taken from the front of the waiting
+/// ones while they are ready (as the callbacks run there), the rest at the end.
+fn stream_async(target: &Trust<u64>, budget: Duration) -> Streamed {
+    let mut waiting: VecDeque<Promise<()>> = VecDeque::new();
+    let start = Instant::now();
+    let mut sum = 0u64;
+    let issued = Limit::steps(u64::MAX, start + budget, |n| {
+        let k = n + 1;
+        sum += k;
+        waiting.push_back(target.apply_async(move |c: &mut u64| *c += k));
+        while waiting.front().is_some_and(Promise::is_ready) {
+            waiting.pop_front().map(Promise::wait);
+        }
+        if n % YIELD_EVERY == YIELD_EVERY - 1 {
+            yield_now();
+        }
+    });
+    for p in waiting {
+        p.wait();
+    }
+    let nanos = start.elapsed().as_nanos() as u64;
+    let total = target.apply(|c| *c);
+    assert_eq!(
+        total, sum,
+        "gsm-bench remote: the remote counter holds {total}, but the {issued} apply_asyncs sent \
+         {sum} in all"
+    );
+    (issued, nanos)
+}
+
+/// A fresh counter on `worker`, a warm-up stream and a timed one, of `apply_async`s.
+fn stream_async_to(worker: WorkerId, budget: Duration) -> Streamed {
+    let warm: Trust<u64> = entrust_on(worker, || 0u64);
+    stream_async(&warm, budget / 10);
+    drop(warm);
+    let counter: Trust<u64> = entrust_on(worker, || 0u64);
+    stream_async(&counter, budget)
+}
+
 /// A fresh counter on `worker`, a warm-up stream and a timed one.
 fn stream_to(worker: WorkerId, budget: Duration) -> Streamed {
     let warm: Trust<u64> = entrust_on(worker, || 0u64);
@@ -380,6 +425,7 @@ fn rate((ops, nanos): Streamed) -> f64 {
 fn gsm_figures(budget: Duration, record: usize) -> Sample {
     let latency = gsm_round_trip(budget);
     let one_way = rate(stream_to(first_worker_of(1), budget));
+    let one_way_async = rate(stream_async_to(first_worker_of(1), budget));
     // Both ways: a fiber on rank 1 streams into a counter on rank 0 while this fiber streams
     // into one on rank 1.
     let back = spawn_on(first_worker_of(1), move || {
@@ -391,6 +437,7 @@ fn gsm_figures(budget: Duration, record: usize) -> Sample {
     let mut out = vec![
         (names::GSM_APPLY, latency),
         (names::GSM_RATE, one_way),
+        (names::GSM_RATE_ASYNC, one_way_async),
         (names::GSM_BIRATE, both),
     ];
     if record > 0 {
@@ -691,6 +738,20 @@ fn run_in(world: &SimpleCommunicator, opts: &Options) -> anyhow::Result<Option<R
             names::MPI_BIRATE,
         ),
     ];
+    // The promises' rate beside apply_then's, which is their peer here.
+    cases.insert(
+        2,
+        Case {
+            case: format!("throughput: apply_async (promises), rank 0 → rank 1 [gsm {fabric}]"),
+            unit: "M/s".into(),
+            higher_is_better: true,
+            gsm: s(names::GSM_RATE_ASYNC),
+            peers: vec![Figure {
+                name: format!("gsm apply_then, the same stream [gsm {fabric}]"),
+                summary: s(names::GSM_RATE),
+            }],
+        },
+    );
     if opts.record_mib > 0 {
         cases.push(Case {
             case: format!(

@@ -128,6 +128,7 @@ fn main() {
             }
             suite::values(&team, &mut t);
             suite::teams(&team, &mut t);
+            suite::nonblocking(&team, &mut t);
             world.barrier();
             if w.id() == gossamer::workers_of_rank(w.rank()).start {
                 let how = if team.on_host_board() {
@@ -233,6 +234,7 @@ fn ranks_team(config: Config, large: usize) {
             }
             suite::values(&team, &mut t);
             suite::teams(&team, &mut t);
+            suite::nonblocking(&team, &mut t);
             ranks.barrier();
             let how = if team.on_host_board() {
                 "host board"

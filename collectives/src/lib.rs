@@ -116,6 +116,7 @@ mod call;
 mod channel;
 mod error;
 mod gather;
+mod nonblocking;
 pub mod op;
 mod pod;
 mod reduce;

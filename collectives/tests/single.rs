@@ -24,6 +24,7 @@ fn run(workers: usize, tuning: Tuning, sizes: &'static [usize]) {
         }
         suite::values(&team, &mut t);
         suite::teams(&team, &mut t);
+        suite::nonblocking(&team, &mut t);
         t.passed
     })
     .expect("the job runs");

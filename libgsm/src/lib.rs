@@ -205,10 +205,12 @@
 mod batches;
 mod board;
 pub mod bootstrap;
+mod bridge;
 mod config;
 mod error;
 pub mod fabric;
 mod fiber;
+mod future;
 mod mail;
 mod noref;
 mod notify;
@@ -227,9 +229,11 @@ mod worker;
 
 pub use batches::{Batches, entrust_all};
 pub use board::{BOARD_BYTES, Board, BoardRegion};
+pub use bridge::Bridge;
 pub use config::{Config, available_cpus, default_workers};
 pub use error::{BLOCKING_IN_DELEGATED, DelegationError, Error};
-pub use mail::{flush, mail_pending, name_tags, recv, send, try_recv};
+pub use future::{JoinAll, Promise, WhenAll, block_on, join_all, when_all};
+pub use mail::{flush, mail_pending, name_tags, recv, recv_async, send, try_recv};
 pub use noref::{NoRef, Wire};
 pub use notify::Notify;
 pub use output::eprint_line;
@@ -237,7 +241,7 @@ pub use runtime::{fail_job, run, spmd};
 pub use scope::{finish, finish_all, finish_all_min};
 pub use spawn::{
     JoinHandle, Worker, WorkerId, current_worker, host_board, host_of_rank, live_properties_here,
-    oversubscribed, rank, rank_count, rank_of, sleep, spawn, spawn_on, spawn_on_with, wait_for,
-    worker_count, workers_of_rank, yield_now,
+    oversubscribed, rank, rank_count, rank_of, sleep, spawn, spawn_async, spawn_on, spawn_on_with,
+    wait_for, worker_count, workers_of_rank, yield_now,
 };
 pub use trust::{Trust, entrust, entrust_on};

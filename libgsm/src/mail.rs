@@ -170,6 +170,22 @@ pub fn try_recv<T: Wire>(from: WorkerId, tag: u64) -> Option<T> {
     Some(downcast(v, from, tag))
 }
 
+/// [`recv`] without waiting: the promise of the next message from `from` under `tag`, ready at
+/// once if one has arrived, else received by a fiber of its own on this worker. Two receives of
+/// one sender and tag outstanding at once take its messages in the order their fibers run,
+/// which is the order they were issued unless one of them is awaited on another worker.
+///
+/// # Panics
+/// Outside a gossamer worker, or if `from` does not exist. A message of another type than `T`
+/// is the promise's failure.
+#[track_caller]
+pub fn recv_async<T: Wire>(from: WorkerId, tag: u64) -> crate::Promise<T> {
+    match try_recv(from, tag) {
+        Some(v) => crate::Promise::ready(v),
+        None => crate::spawn_async(move || recv(from, tag)),
+    }
+}
+
 /// Publishes everything this worker has staged for other workers (messages, requests,
 /// responses) now, instead of at its next poll.
 ///

@@ -188,6 +188,26 @@ impl<R> JoinHandle<R> {
         }
     }
 
+    /// [`join`](Self::join) without waiting: the promise of the fiber's result (a panic of the
+    /// fiber is the promise's failure). The promise completes on this worker, so it can be
+    /// awaited by any executor, unlike the handle, which stays on its worker.
+    ///
+    /// # Panics
+    /// Outside a gossamer worker.
+    #[track_caller]
+    pub fn join_async(self) -> crate::Promise<R>
+    where
+        R: 'static,
+    {
+        if self.is_finished() {
+            return match self.try_join() {
+                Ok(r) => crate::Promise::ready(r),
+                Err(e) => crate::Promise::failed(e.to_string()),
+            };
+        }
+        crate::spawn_async(move || self.join())
+    }
+
     /// Waits for the result; a panic in the fiber comes back as [`Error::FiberPanicked`]. In a
     /// destructor that runs because the run ended with its fiber unfinished, it answers
     /// [`Error::Stopped`] (a panic there would abort the process).
@@ -661,4 +681,22 @@ pub fn workers_of_rank(rank: usize) -> std::ops::Range<usize> {
 #[track_caller]
 pub fn live_properties_here() -> usize {
     core_or_panic("live_properties_here").live_properties()
+}
+
+/// Runs `op` in a fiber of its own on this worker and returns the promise of its result; a panic
+/// of `op` is the promise's failure (waiting for it panics with the same message).
+///
+/// # Panics
+/// Outside a gossamer worker.
+#[track_caller]
+pub fn spawn_async<T: 'static>(op: impl FnOnce() -> T + 'static) -> crate::Promise<T> {
+    let (p, c) = crate::future::promise();
+    // A detached fiber: its panic is caught here, so no handle is left holding it.
+    drop(spawn(move || {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(op)) {
+            Ok(v) => c.complete(v),
+            Err(e) => c.fail(crate::worker::panic_message(&*e)),
+        }
+    }));
+    p
 }

@@ -533,3 +533,7 @@ pub fn teams(team: &Team, t: &mut Tally) {
     t.ok();
     team.barrier();
 }
+
+// After `same!`, which it uses.
+mod nonblocking;
+pub use nonblocking::nonblocking;

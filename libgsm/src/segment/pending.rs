@@ -1,7 +1,9 @@
 //! Non-blocking segment operations: each runs in a fiber of its own on the calling worker, so
 //! the caller goes on while it waits; a [`Pending`] gives its result, and [`wait_all`] waits for
 //! every operation the calling fiber started. Within a host the operation is done before the
-//! call returns (it is a memory copy or an atomic) and no fiber is started.
+//! call returns (it is a memory copy or an atomic) and no fiber is started. The `_async` forms
+//! do the same and return a [`Promise`](crate::Promise), which any executor can await (see
+//! `future.rs`); [`wait_all`] does not count them.
 //!
 //! It does not batch operations or bound how many are outstanding (each holds a fiber stack; keep
 //! a window of a few hundred).
@@ -11,6 +13,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::{SegmentError, SegmentRef};
+use crate::Promise;
 
 thread_local! {
     /// Outstanding operations by the fiber that started them.
@@ -109,5 +112,71 @@ impl SegmentRef {
     pub fn fetch_add_nb(&self, offset: u64, v: u64) -> Pending<u64> {
         let s = *self;
         Pending::start(move || s.fetch_add(offset, v), self.immediate())
+    }
+}
+
+/// The `_async` forms: a [`Promise`] of the result, ready at once within a host.
+impl SegmentRef {
+    fn start_async<T: 'static>(
+        &self,
+        op: impl FnOnce(SegmentRef) -> Result<T, SegmentError> + 'static,
+        here: bool,
+    ) -> Promise<Result<T, SegmentError>> {
+        let s = *self;
+        if here {
+            return Promise::ready(op(s));
+        }
+        crate::spawn_async(move || op(s))
+    }
+
+    /// [`get`](Self::get) of `len` bytes without waiting: the promise of the bytes.
+    pub fn get_async(&self, offset: u64, len: usize) -> Promise<Result<Vec<u8>, SegmentError>> {
+        self.start_async(
+            move |s| {
+                let mut b = vec![0u8; len];
+                s.get(offset, &mut b).map(|_| b)
+            },
+            self.immediate(),
+        )
+    }
+
+    /// [`put`](Self::put) without waiting (`data` is moved into the operation).
+    pub fn put_async(&self, offset: u64, data: Vec<u8>) -> Promise<Result<(), SegmentError>> {
+        self.start_async(move |s| s.put(offset, &data), self.immediate())
+    }
+
+    /// [`put_notify`](Self::put_notify) without waiting.
+    pub fn put_notify_async(
+        &self,
+        offset: u64,
+        data: Vec<u8>,
+        word: u64,
+    ) -> Promise<Result<(), SegmentError>> {
+        let here = self.rank as usize == crate::rank();
+        self.start_async(move |s| s.put_notify(offset, &data, word), here)
+    }
+
+    /// [`fetch_add`](Self::fetch_add) without waiting.
+    pub fn fetch_add_async(&self, offset: u64, v: u64) -> Promise<Result<u64, SegmentError>> {
+        self.start_async(move |s| s.fetch_add(offset, v), self.immediate())
+    }
+
+    /// [`swap`](Self::swap) without waiting.
+    pub fn swap_async(&self, offset: u64, v: u64) -> Promise<Result<u64, SegmentError>> {
+        self.start_async(move |s| s.swap(offset, v), self.immediate())
+    }
+
+    /// [`compare_exchange`](Self::compare_exchange) without waiting.
+    #[allow(clippy::type_complexity)]
+    pub fn compare_exchange_async(
+        &self,
+        offset: u64,
+        current: u64,
+        new: u64,
+    ) -> Promise<Result<Result<u64, u64>, SegmentError>> {
+        self.start_async(
+            move |s| s.compare_exchange(offset, current, new),
+            self.immediate(),
+        )
     }
 }

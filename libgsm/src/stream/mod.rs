@@ -49,6 +49,7 @@
 //! This module does not multiplex several writers into one stream, nor reorder or retransmit
 //! (the rings below are reliable and ordered). See `stream/README.md`.
 
+mod nonblocking;
 mod reader;
 mod remote;
 mod ring;

@@ -746,6 +746,7 @@ impl<T: Send + 'static> Trust<T> {
 }
 
 mod call;
+mod nonblocking;
 mod refcount;
 mod serve;
 
