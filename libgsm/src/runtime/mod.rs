@@ -117,6 +117,7 @@ pub fn run<R: Send + 'static>(
         let mut roots: Vec<Option<Root>> = (0..place.local).map(|_| None).collect();
         if let Some(r) = roots.first_mut() {
             *r = Some(Box::new(move || {
+                let _main = crate::spawn::RunMain::enter();
                 let v = main();
                 if let Ok(mut o) = o2.lock() {
                     *o = Some(v);

@@ -746,6 +746,7 @@ impl<T: Send + 'static> Trust<T> {
 }
 
 mod call;
+mod recover;
 mod refcount;
 mod serve;
 
