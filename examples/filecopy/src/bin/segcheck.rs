@@ -8,6 +8,7 @@
 //! ends with a report rather than hangs. With `GSM_SEGCHECK_RMA` set (the ofi run), every rank
 //! must have done some segment operations by RMA.
 
+#[path = "segcheck/typed.rs"]
 mod typed;
 
 use std::io::{Read, Write};
