@@ -113,9 +113,7 @@ fn the_team_of_ranks_serves_runs_main_alone() {
 #[test]
 fn the_world_team_is_refused_in_runs_main_at_any_worker_count() {
     for workers in [1, 2] {
-        let r = gossamer::run(Config::default().workers(workers), || {
-            Team::world().size()
-        });
+        let r = gossamer::run(Config::default().workers(workers), || Team::world().size());
         match r {
             Err(gossamer::Error::Panicked { message, .. }) => assert!(
                 message.contains("Team::world was called in gossamer::run's main")

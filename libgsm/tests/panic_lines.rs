@@ -43,6 +43,12 @@ fn a_delegated_closures_panic_is_one_line_from_its_caller() {
             && lines[0].contains("the delegated closure panicked on its trustee"),
         "{stderr}"
     );
-    assert!(lines[1].starts_with("child's error: panic on rank 0, worker 0"), "{stderr}");
-    assert!(!stderr.contains("panicked at"), "the default hook's form:\n{stderr}");
+    assert!(
+        lines[1].starts_with("child's error: panic on rank 0, worker 0"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked at"),
+        "the default hook's form:\n{stderr}"
+    );
 }

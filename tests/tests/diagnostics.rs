@@ -26,7 +26,12 @@ fn rlib(name: &str) -> PathBuf {
                 .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".rlib"))
         })
         .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
-        .unwrap_or_else(|| panic!("no {prefix}*.rlib in {}: build the tests first", deps.display()))
+        .unwrap_or_else(|| {
+            panic!(
+                "no {prefix}*.rlib in {}: build the tests first",
+                deps.display()
+            )
+        })
 }
 
 /// Type-checks `file` against crate `name`; returns rustc's standard error.
@@ -34,12 +39,21 @@ fn check(file: &str, name: &str) -> String {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("compile_fail")
         .join(file);
-    let deps = rlib(name).parent().map(Path::to_path_buf).unwrap_or_default();
+    let deps = rlib(name)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
     let out_dir = std::env::temp_dir().join(format!("gsm-diagnostics-{}", std::process::id()));
     std::fs::create_dir_all(&out_dir).expect("a scratch directory");
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let out = Command::new(rustc)
-        .args(["--edition", "2024", "--crate-type", "bin", "--emit=metadata"])
+        .args([
+            "--edition",
+            "2024",
+            "--crate-type",
+            "bin",
+            "--emit=metadata",
+        ])
         .arg("--out-dir")
         .arg(&out_dir)
         .arg("--extern")
@@ -51,7 +65,10 @@ fn check(file: &str, name: &str) -> String {
         .output()
         .expect("rustc runs");
     let _ = std::fs::remove_dir_all(&out_dir);
-    assert!(!out.status.success(), "{file} compiled, but every marked line should fail");
+    assert!(
+        !out.status.success(),
+        "{file} compiled, but every marked line should fail"
+    );
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
@@ -63,7 +80,11 @@ fn errors_by_line(stderr: &str, file: &str) -> BTreeMap<usize, String> {
         let Some(line) = block.lines().find_map(|l| {
             let rest = l.trim_start().strip_prefix("--> ")?;
             let i = rest.find(&at)?;
-            rest[i + at.len()..].split(':').next()?.parse::<usize>().ok()
+            rest[i + at.len()..]
+                .split(':')
+                .next()?
+                .parse::<usize>()
+                .ok()
         }) else {
             continue;
         };

@@ -117,9 +117,11 @@ impl<T: AtomicValue> AtomicRef<T> {
             ty: datatype::<T>(),
             op,
         };
-        let old = self
-            .seg
-            .run(self.offset, Op::Atomic(kind, a.to_bits(), b.to_bits()), None)?;
+        let old = self.seg.run(
+            self.offset,
+            Op::Atomic(kind, a.to_bits(), b.to_bits()),
+            None,
+        )?;
         Ok(T::from_bits(old))
     }
 

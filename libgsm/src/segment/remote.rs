@@ -279,7 +279,10 @@ impl Serve {
                 // guessed at.
                 let kind = Atomic::decode(a.len).ok_or_else(|| SegmentError::Unreachable {
                     seg,
-                    what: format!("rank {from} asked for atomic number {}, which is none", a.len),
+                    what: format!(
+                        "rank {from} asked for atomic number {}, which is none",
+                        a.len
+                    ),
                 })?;
                 view.perform(from, a.offset, Op::Atomic(kind, a.a, a.b))?
             }

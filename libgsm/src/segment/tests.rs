@@ -250,7 +250,11 @@ fn typed_atomics_within_a_rank() {
         a.store(-2).unwrap();
         assert_eq!(a.fetch_max(-7).unwrap(), -2);
         assert_eq!(a.fetch_min(1).unwrap(), -2);
-        assert_eq!(h.atomic::<i32>(4).load().unwrap(), 0, "a 4-byte store stays 4 bytes");
+        assert_eq!(
+            h.atomic::<i32>(4).load().unwrap(),
+            0,
+            "a 4-byte store stays 4 bytes"
+        );
         let u = h.atomic::<u32>(4);
         u.store(u32::MAX).unwrap();
         assert_eq!(u.fetch_min(3).unwrap(), u32::MAX);
@@ -272,7 +276,14 @@ fn typed_atomics_within_a_rank() {
         assert_eq!(h.atomic::<f32>(16).load().unwrap(), -375.0);
         let e = h.atomic::<u64>(4).swap(1).unwrap_err();
         assert!(
-            matches!(e, SegmentError::Misaligned { offset: 4, align: 8, .. }),
+            matches!(
+                e,
+                SegmentError::Misaligned {
+                    offset: 4,
+                    align: 8,
+                    ..
+                }
+            ),
             "{e}"
         );
         assert_eq!(u.load().unwrap(), 3, "a refused operation changes nothing");

@@ -236,9 +236,14 @@ fn a_full_ring_emptied_while_the_writer_looks_does_not_stall_it() {
 #[test]
 fn a_stream_without_its_peer_is_reported_by_name() {
     let r = run(Config::default().workers(2), || {
-        spawn_on(WorkerId::new(1), || connect(WorkerId::new(0), 7).map(drop).is_ok()).join()
+        spawn_on(WorkerId::new(1), || {
+            connect(WorkerId::new(0), 7).map(drop).is_ok()
+        })
+        .join()
     });
-    let msg = r.expect_err("a connect without accept cannot finish").to_string();
+    let msg = r
+        .expect_err("a connect without accept cannot finish")
+        .to_string();
     assert!(
         msg.contains("the job is deadlocked")
             && msg.contains("a fiber waits for a message from worker 0")
@@ -250,7 +255,9 @@ fn a_stream_without_its_peer_is_reported_by_name() {
         let mut b = [0u8; 1];
         r.read(&mut b).is_ok()
     });
-    let msg = r.expect_err("an accept without connect cannot finish").to_string();
+    let msg = r
+        .expect_err("an accept without connect cannot finish")
+        .to_string();
     assert!(
         msg.contains("the job is deadlocked")
             && msg.contains("1 message from worker 0 under tag 0x6000000000000009")

@@ -516,9 +516,12 @@ impl Stack {
     /// the provider says each operation is valid on `FI_UINT64`): segments then register
     /// atomic regions.
     pub(crate) fn has_word_atomics(&self) -> bool {
-        [atomics::SUM, atomics::WRITE]
-            .into_iter()
-            .all(|op| self.atomic_valid(WordAtomic { datatype: atomics::UINT64, op }))
+        [atomics::SUM, atomics::WRITE].into_iter().all(|op| {
+            self.atomic_valid(WordAtomic {
+                datatype: atomics::UINT64,
+                op,
+            })
+        })
     }
 
     /// Whether the provider does `a` on one element (`fi_fetch_atomicvalid`, or

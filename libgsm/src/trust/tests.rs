@@ -188,7 +188,10 @@ fn a_poisoned_property_is_reset_by_its_trustee() {
             let _ = t.reset(Vec::new());
         }))
         .expect_err("reset off the trustee");
-        let msg = refused.downcast_ref::<String>().cloned().unwrap_or_default();
+        let msg = refused
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
         assert!(msg.contains("the property lives on worker 1"), "{msg}");
         let old = crate::spawn_on_with(t.trustee(), t.clone(), |t: Trust<Vec<u32>>| {
             t.reset(vec![7]).map_err(|e| e.to_string())

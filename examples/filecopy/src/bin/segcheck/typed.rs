@@ -77,12 +77,26 @@ fn semantics(w: SegmentRef) {
 fn refusals(w: SegmentRef, read_only: SegmentRef) {
     let e = w.atomic::<i32>(66).fetch_add(1).unwrap_err();
     assert!(
-        matches!(e, SegmentError::Misaligned { offset: 66, align: 4, .. }),
+        matches!(
+            e,
+            SegmentError::Misaligned {
+                offset: 66,
+                align: 4,
+                ..
+            }
+        ),
         "{e}"
     );
     let e = w.atomic::<f64>(68).load().unwrap_err();
     assert!(
-        matches!(e, SegmentError::Misaligned { offset: 68, align: 8, .. }),
+        matches!(
+            e,
+            SegmentError::Misaligned {
+                offset: 68,
+                align: 8,
+                ..
+            }
+        ),
         "{e}"
     );
     assert!(e.to_string().contains("not aligned to 8 bytes"), "{e}");
@@ -90,7 +104,14 @@ fn refusals(w: SegmentRef, read_only: SegmentRef) {
     assert!(matches!(e, SegmentError::OutOfBounds { len: 4, .. }), "{e}");
     let e = read_only.atomic::<f32>(0).fetch_max(1.0).unwrap_err();
     assert!(
-        matches!(e, SegmentError::Denied { right: Right::Atomic, rank: 1, .. }),
+        matches!(
+            e,
+            SegmentError::Denied {
+                right: Right::Atomic,
+                rank: 1,
+                ..
+            }
+        ),
         "{e}"
     );
 }
