@@ -14,7 +14,14 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Element types the plain-data collectives accept: any [`bytemuck::Pod`] type that may cross
 /// threads (every primitive number, arrays of them, `#[derive(Pod)]` structs).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not plain data (`bytemuck::Pod`): the plain-data collectives send their elements as bytes",
+    label = "elements of this collective must be numbers, arrays of them or `#[derive(Pod, Zeroable)]` structs",
+    note = "for a `String`, a `Vec` or any serde value use the `_value` forms (`broadcast_value`, `gather_value`, `allreduce_value`, ...), which take `gossamer::Wire` values"
+)]
 pub trait Plain: bytemuck::Pod + Send + Sync {}
+// Report `Plain` itself rather than the `Pod` bound behind this impl (see `gossamer::NoRef`).
+#[diagnostic::do_not_recommend]
 impl<T: bytemuck::Pod + Send + Sync> Plain for T {}
 
 /// Rejects zero-sized element types at compile time (their vectors have no bytes to count by).

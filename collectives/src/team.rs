@@ -170,10 +170,21 @@ impl Team {
     /// one.
     ///
     /// # Panics
-    /// Outside a gossamer worker. A malformed `GSM_COLL_*` variable ends the job with a message
-    /// naming it ([`gossamer::fail_job`]); check [`Tuning::from_env`] before the run to report
-    /// it your own way.
+    /// Outside a gossamer worker, and in `gossamer::run`'s main itself at any number of workers
+    /// (the message says to use [`Team::ranks`] there, or `spmd`): with one worker per rank it
+    /// would work, and with two it would wait for workers that never call, so it is refused
+    /// alike everywhere. A malformed `GSM_COLL_*` variable ends the job with a message naming it
+    /// ([`gossamer::fail_job`]); check [`Tuning::from_env`] before the run to report it your own
+    /// way.
+    #[track_caller]
     pub fn world() -> Team {
+        assert!(
+            !gossamer::in_run_main(),
+            "gsm-collectives: Team::world was called in gossamer::run's main, which runs on one \
+             worker per rank while the others only serve: a collective over every worker would \
+             wait for them for ever. Use Team::ranks() there (one member per rank), or call \
+             Team::world in a gossamer::spmd body (or in a fiber spawned on every worker)"
+        );
         let me = gossamer::current_worker().index();
         let members: Arc<[WorkerId]> = (0..gossamer::worker_count()).map(WorkerId::new).collect();
         Team::build(WORLD, members, me, Tuning::cached())

@@ -107,3 +107,26 @@ fn the_team_of_ranks_serves_runs_main_alone() {
         "{refused}"
     );
 }
+
+/// `Team::world` in `run`'s main is refused at one worker as at two (at two it would wait for
+/// the other worker for ever), with a message that names `Team::ranks`; a fiber that main
+/// spawns may build it.
+#[test]
+fn the_world_team_is_refused_in_runs_main_at_any_worker_count() {
+    for workers in [1, 2] {
+        let r = gossamer::run(Config::default().workers(workers), || Team::world().size());
+        match r {
+            Err(gossamer::Error::Panicked { message, .. }) => assert!(
+                message.contains("Team::world was called in gossamer::run's main")
+                    && message.contains("Team::ranks()"),
+                "{workers} workers: {message}"
+            ),
+            other => panic!("{workers} workers: Team::world in run's main gave {other:?}"),
+        }
+    }
+    let size = gossamer::run(Config::default().workers(1), || {
+        gossamer::spawn(|| Team::world().size()).join()
+    })
+    .expect("a spawned fiber may build the world team");
+    assert_eq!(size, 1);
+}

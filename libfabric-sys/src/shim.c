@@ -130,3 +130,8 @@ int gsm_fi_fetch_atomicvalid(struct fid_ep *ep, enum fi_datatype datatype, enum 
 {
     return fi_fetch_atomicvalid(ep, datatype, op, count);
 }
+int gsm_fi_compare_atomicvalid(struct fid_ep *ep, enum fi_datatype datatype, enum fi_op op,
+                               size_t *count)
+{
+    return fi_compare_atomicvalid(ep, datatype, op, count);
+}

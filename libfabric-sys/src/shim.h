@@ -54,6 +54,9 @@ ssize_t gsm_fi_compare_atomic(struct fid_ep *ep, const void *buf, size_t count, 
 /* fi_fetch_atomicvalid: 0 when the endpoint can do op on datatype, with *count the most. */
 int gsm_fi_fetch_atomicvalid(struct fid_ep *ep, enum fi_datatype datatype, enum fi_op op,
                              size_t *count);
+/* fi_compare_atomicvalid: the same for compare atomics (FI_CSWAP). */
+int gsm_fi_compare_atomicvalid(struct fid_ep *ep, enum fi_datatype datatype, enum fi_op op,
+                               size_t *count);
 ssize_t gsm_fi_cq_read(struct fid_cq *cq, void *buf, size_t count);
 ssize_t gsm_fi_cq_sread(struct fid_cq *cq, void *buf, size_t count, const void *cond,
                         int timeout);

@@ -240,8 +240,8 @@ pub use output::eprint_line;
 pub use runtime::{fail_job, run, spmd};
 pub use scope::{finish, finish_all, finish_all_min};
 pub use spawn::{
-    JoinHandle, Worker, WorkerId, current_worker, host_board, host_of_rank, live_properties_here,
-    oversubscribed, rank, rank_count, rank_of, sleep, spawn, spawn_async, spawn_on, spawn_on_with,
-    wait_for, worker_count, workers_of_rank, yield_now,
+    JoinHandle, Worker, WorkerId, current_worker, host_board, host_of_rank, in_run_main,
+    live_properties_here, oversubscribed, rank, rank_count, rank_of, sleep, spawn, spawn_async,
+    spawn_on, spawn_on_with, wait_for, worker_count, workers_of_rank, yield_now,
 };
 pub use trust::{Trust, entrust, entrust_on};

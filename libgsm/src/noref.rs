@@ -25,28 +25,42 @@
 ///
 /// # What the compiler says
 ///
-/// A closure that captures a `String`, `Vec` or `Box` fails to compile with
-/// ``the trait bound `String: Copy` is not satisfied in `{closure@…}` `` and the note
-/// ``required for `{closure@…}` to implement `NoRef` ``, and one that borrows a local with
+/// A closure that captures a `String`, `Vec`, `Box` or a [`Trust`](crate::Trust) fails to
+/// compile with this trait's own message, "this closure cannot travel to another worker: it
+/// captures data that is not plain", and notes that say what to do instead: pass owned data as
+/// the argument of `apply_with`, and to delegate onward from the trustee, pass the other
+/// `Trust` that way too and call `apply_then` on it there. `#[diagnostic::do_not_recommend]` on
+/// the blanket impl below is what makes rustc print this message instead of the failing `Copy`
+/// bound behind the impl (``the trait bound `String: Copy` is not satisfied``); the messages are
+/// pinned by `libgsm/tests/diagnostics.rs`. A closure that borrows a local fails with
 /// ``borrowed value does not live long enough … argument requires that `x` is borrowed for
-/// `'static` ``. Both mean: the closure captures something that cannot travel; move owned data
-/// in as the argument of `apply_with` instead, and copy what you need out of a borrow first.
-/// (The trait's own message, below, is what rustc would print, but rustc 1.95 reports the
-/// failing `Copy` or `'static` bound behind the blanket impl instead: rust-lang/rust#119983,
-/// #130563. It stays for a compiler that shows it.)
+/// `'static` ``: copy what you need out of the borrow first.
 #[diagnostic::on_unimplemented(
-    message = "the closure passed to gossamer cannot travel to another worker: it captures data that is not plain (`Copy + Send + 'static`)",
-    label = "this closure captures a reference or an owned heap value (String, Vec, Box, ...)",
-    note = "captured bytes are copied as they are to the trustee; capture only plain `Copy` data, and pass owned data as the argument of `Trust::apply_with` (or as the result)"
+    message = "this closure cannot travel to another worker: it captures data that is not plain (`Copy + Send + 'static`)",
+    label = "captures a value that is not `Copy` (a String, Vec, Box, Trust, ...) or not `Send`",
+    note = "a delegated closure's captures are copied byte for byte to the trustee: capture only plain `Copy` data",
+    note = "pass owned data (String, Vec, Box, a struct of them) as the argument of `Trust::apply_with` (or `spawn_on_with`), not as a capture",
+    note = "to delegate onward from the trustee, pass the other `Trust` as that argument too (`t.apply_with(other.clone(), |v, other| other.apply_then(..))`): a `Trust` is not `Copy`, it travels as an argument"
 )]
 pub trait NoRef: Copy + Send + 'static {}
 
+// Without `do_not_recommend` rustc reports the leaf bound that failed behind this impl
+// (`String: Copy`) and never the trait's own message (rust-lang/rust#119983).
+#[diagnostic::do_not_recommend]
 impl<T: Copy + Send + 'static> NoRef for T {}
 
 /// A value that can be the argument or the result of a delegation.
 ///
 /// Within one process such values are moved by bytes and never serialised; across processes they
 /// are serialised with `postcard`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the argument or result of a delegation: it is not `Wire` (serde `Serialize + DeserializeOwned + Send + 'static`)",
+    label = "this value travels to or from another worker, possibly of another process",
+    note = "derive `serde::Serialize` and `serde::Deserialize` for your own types (with `#[derive(Serialize, Deserialize)]`); borrowed data (`&T`, `&str`) cannot travel: pass an owned `Vec` or `String`",
+    note = "a `Trust<T>` is `Wire` already: pass it as the argument of `apply_with` to use it on the trustee"
+)]
 pub trait Wire: serde::Serialize + serde::de::DeserializeOwned + Send + 'static {}
 
+// As for `NoRef`: report `Wire` itself, not the serde bound behind it.
+#[diagnostic::do_not_recommend]
 impl<T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Wire for T {}

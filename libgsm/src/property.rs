@@ -277,6 +277,20 @@ impl PropertyTable {
         Ok(s.ptr.cast::<T>())
     }
 
+    /// Clears a live property's poison (`Trust::reset`); a pointer to its `T`, as [`get`](Self::get).
+    pub(crate) fn restore<T: 'static>(
+        &mut self,
+        idx: u32,
+        gn: u32,
+    ) -> Result<*mut T, DelegationError> {
+        let s = self.slot(idx, gn).ok_or(DelegationError::DeadProperty)?;
+        if s.tag != Some(TypeId::of::<T>()) {
+            return Err(DelegationError::DeadProperty);
+        }
+        s.key &= !POISONED;
+        Ok(s.ptr.cast::<T>())
+    }
+
     /// Marks a property poisoned (a delegated closure panicked while holding it).
     pub(crate) fn poison(&mut self, idx: u32, gn: u32) {
         if let Some(s) = self.slot(idx, gn) {

@@ -700,3 +700,70 @@ pub fn spawn_async<T: 'static>(op: impl FnOnce() -> T + 'static) -> crate::Promi
     }));
     p
 }
+
+impl WorkerId {
+    /// The first worker of `rank`: where [`run`](crate::run)'s main runs on that rank, and the
+    /// member of `rank` in a team of ranks.
+    ///
+    /// # Panics
+    /// Outside a gossamer worker, or if `rank` does not exist.
+    #[track_caller]
+    pub fn first_of_rank(rank: usize) -> WorkerId {
+        WorkerId::new(workers_of_rank(rank).start)
+    }
+
+    /// Every worker of `rank`, in order.
+    ///
+    /// # Panics
+    /// Outside a gossamer worker, or if `rank` does not exist.
+    #[track_caller]
+    pub fn of_rank(rank: usize) -> impl Iterator<Item = WorkerId> {
+        workers_of_rank(rank).map(WorkerId::new)
+    }
+
+    /// The rank this worker belongs to ([`rank_of`]).
+    ///
+    /// # Panics
+    /// Outside a gossamer worker, or if this worker does not exist.
+    #[track_caller]
+    pub fn rank(self) -> usize {
+        rank_of(self)
+    }
+}
+
+thread_local! {
+    /// The fiber that runs [`run`](crate::run)'s main on this worker thread, while it does
+    /// (`None` elsewhere and under [`spmd`](crate::spmd)). A thread-local is right here: the
+    /// worker thread is the one the fiber lives on, and the value names that fiber, so other
+    /// fibers of the worker that read it between yields see that they are not it.
+    static RUN_MAIN: Cell<Option<u32>> = const { Cell::new(None) };
+}
+
+/// Marks the calling fiber as `run`'s main until the guard drops (also by unwinding).
+pub(crate) struct RunMain(());
+
+impl RunMain {
+    pub(crate) fn enter() -> RunMain {
+        let fiber = crate::worker::core().and_then(WorkerCore::current_fiber);
+        RUN_MAIN.with(|m| m.set(fiber));
+        RunMain(())
+    }
+}
+
+impl Drop for RunMain {
+    fn drop(&mut self) {
+        let _ = RUN_MAIN.try_with(|m| m.set(None));
+    }
+}
+
+/// Whether the caller is [`run`](crate::run)'s main itself (not a fiber it spawned, not an
+/// [`spmd`](crate::spmd) body). That code runs once per rank, on the rank's first worker, while
+/// the other workers only serve: a library whose calls need every worker (a collective over
+/// all workers, say) refuses to start there instead of waiting for workers that never come.
+pub fn in_run_main() -> bool {
+    let Some(core) = crate::worker::core() else {
+        return false;
+    };
+    let here = core.current_fiber();
+    here.is_some() && RUN_MAIN.try_with(Cell::get).ok().flatten() == here
+}

@@ -18,10 +18,11 @@ fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-const CHECKS: [&str; 5] = [
+const CHECKS: [&str; 6] = [
     "segcheck: each operation across ranks ok",
     "segcheck: violations from another rank ok",
     "segcheck: concurrent fetch_add from every worker of every rank ok",
+    "segcheck: typed atomics of every type and operation across ranks ok",
     "segcheck: notifications after their data ok",
     "segcheck: two streams at once, random lengths, byte for byte ok",
 ];

@@ -41,6 +41,31 @@ pub(super) fn check_settings(exports: &[Export], env: &Environment) -> Result<()
             Err(err) => return Err(Error::Usage(format!("-x {}={value}: {err}", e.name))),
         }
     }
+    inherited_settings(exports, env)
+}
+
+/// The ranks' settings in gsmrun's own environment, which ranks on this host inherit (and which
+/// no `-x` replaces), checked against the table as `-x` values are: `GSM_SLOT_SIZE=100 gsmrun
+/// …` made every rank refuse to start, one report per rank, after the launch.
+fn inherited_settings(exports: &[Export], env: &Environment) -> Result<(), Error> {
+    let ranks = gsm_contract::table::ALL
+        .iter()
+        .filter(|s| !matches!(s.layer, Layer::Launcher | Layer::Gsmrun))
+        .filter(|s| !exports.iter().any(|e| e.name == s.name))
+        // `checks::threads` reads GSM_THREADS with `-t`, which replaces it.
+        .filter(|s| s.name != gsm_contract::table::THREADS.name);
+    for s in ranks {
+        let Some(value) = env.var(s.name) else {
+            continue;
+        };
+        if let Err(err) = gsm_contract::check(s.name, &value) {
+            return Err(Error::Usage(format!(
+                "{}={value} in gsmrun's environment, which the ranks inherit: {err} (unset it, \
+                 or give the ranks another value with -x {}=VALUE)",
+                s.name, s.name
+            )));
+        }
+    }
     Ok(())
 }
 

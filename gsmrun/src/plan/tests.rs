@@ -286,3 +286,19 @@ fn only_the_first_task_of_a_multi_task_step_launches() {
     );
     assert_eq!(task(&[("SLURM_NTASKS", "4"), ("SLURM_PROCID", "1")]), None);
 }
+
+/// A rank's setting in gsmrun's own environment that every rank would refuse stops the job
+/// before the launch, as the same value given with `-x` does; a `-x` of that setting replaces
+/// it, and a good value passes.
+#[test]
+fn a_bad_setting_in_gsmruns_environment_is_refused_before_the_launch() {
+    let bad = environment(&[("GSM_SLOT_SIZE", "100")]);
+    let e = refusal(&[], &bad);
+    assert!(
+        e.contains("GSM_SLOT_SIZE=100 in gsmrun's environment, which the ranks inherit")
+            && e.contains("multiple of 64"),
+        "{e}"
+    );
+    prepared(&["-x", "GSM_SLOT_SIZE=8K"], &bad);
+    prepared(&[], &environment(&[("GSM_SLOT_SIZE", "8K")]));
+}

@@ -45,6 +45,7 @@ mod log;
 mod memory;
 mod mesh;
 mod offer;
+mod panics;
 mod quiesce;
 mod stall;
 mod start;
@@ -67,6 +68,7 @@ fn start(
     make_roots: impl FnOnce(&Place) -> Vec<Option<Root>>,
 ) -> Result<(), Error> {
     log::init();
+    panics::install();
     // A run inside a run (from one of its fibers) would stop the calling worker from serving
     // its trustees, and everyone delegating to them, for as long as the inner run lasts; in a
     // launched job it is refused by the job's lock as well. Refused the same way everywhere, so
@@ -117,6 +119,7 @@ pub fn run<R: Send + 'static>(
         let mut roots: Vec<Option<Root>> = (0..place.local).map(|_| None).collect();
         if let Some(r) = roots.first_mut() {
             *r = Some(Box::new(move || {
+                let _main = crate::spawn::RunMain::enter();
                 let v = main();
                 if let Ok(mut o) = o2.lock() {
                     *o = Some(v);

@@ -77,13 +77,15 @@ pub enum SegmentError {
         /// The right the operation needed.
         right: Right,
     },
-    /// A 64-bit atomic at an offset that is not a multiple of 8.
-    #[error("{seg}: {right} operation at offset {offset} is not aligned to 8 bytes")]
+    /// An atomic at an offset that is not a multiple of its type's size.
+    #[error("{seg}: {right} operation at offset {offset} is not aligned to {align} bytes")]
     Misaligned {
         /// The segment.
         seg: SegmentName,
         /// The offset asked for.
         offset: u64,
+        /// The alignment the operation needs (its type's size).
+        align: u64,
         /// The right the operation needed.
         right: Right,
     },

@@ -1,5 +1,5 @@
 //! The format of a segment's memory file and the check every operation passes before it touches
-//! the data: bounds, alignment, the caller's rights and the generation, read from the header the
+//! the data: bounds, alignment (an atomic's width), the caller's rights and the generation, read from the header the
 //! owner wrote, never from the caller's handle.
 //!
 //! ```text
@@ -102,7 +102,7 @@ pub(crate) fn rights_of(f: &MemFile, data_at: usize, from: usize) -> u8 {
 }
 
 /// The check of one operation (data at `data_at`, `data_len` bytes long) by rank `from` on `[offset, offset + len)` needing `right`.
-/// `align8`: the operation is a 64-bit atomic.
+/// `align`: the alignment the operation needs (an atomic's width; 1 for a copy).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn check(
     f: &MemFile,
@@ -113,7 +113,7 @@ pub(crate) fn check(
     offset: u64,
     len: u64,
     right: Right,
-    align8: bool,
+    align: u64,
 ) -> Result<(), SegmentError> {
     let g = generation(f);
     if g == 0 || g != name.generation {
@@ -142,10 +142,11 @@ pub(crate) fn check(
             right,
         });
     }
-    if align8 && offset % 8 != 0 {
+    if offset % align.max(1) != 0 {
         return Err(SegmentError::Misaligned {
             seg: *name,
             offset,
+            align,
             right,
         });
     }

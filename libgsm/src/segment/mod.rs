@@ -1,5 +1,5 @@
 //! One-sided segments: memory a rank exports with rights, that other ranks read, write and
-//! update atomically at offsets without running any code of the owner's program (Thekkath et
+//! update atomically at offsets (typed atomics: [`SegmentRef::atomic`]) without running any code of the owner's program (Thekkath et
 //! al.'s separation of data transfer from control transfer). A notification ([`SegmentRef::put_notify`])
 //! is the one control transfer: it reaches the owner's queue after its data, where the owner reads
 //! it ([`Segment::next_notification`]) or a handler fiber takes it ([`Segment::on_notification`]).
@@ -26,7 +26,7 @@
 //! **Paths.** An operation on a segment of this rank touches the memory directly. On a segment of
 //! another rank of the same host it maps the owner's file (through `/proc/<pid>/fd`, once per
 //! worker thread and segment) and works on the shared memory: copies for `get`/`put`, hardware
-//! atomics for `compare_exchange`/`fetch_add`/`swap`; no fiber runs on the owner. On a segment of
+//! atomics for `compare_exchange`/`fetch_add`/`swap` and the typed atomics; no fiber runs on the owner. On a segment of
 //! a rank on another host (or with `GSM_FABRIC=tcp` or `ofi`, which makes every peer such a rank) the
 //! operation is a delegated request to a worker of the owner rank, served by this module's own
 //! handler (`remote.rs`: runtime code, never the user's), which applies it to the owner's memory
@@ -34,7 +34,7 @@
 //!
 //! **Checks.** Every operation is checked against the owner's header, not the caller's handle:
 //! the generation (a revoked or freed segment refuses old handles), the caller rank's rights,
-//! bounds, and 8-byte alignment for atomics. On the delegated path the owner's handler checks;
+//! bounds, and alignment to their width for atomics. On the delegated path the owner's handler checks;
 //! within a host the caller's runtime checks the owner-written header before it touches the data
 //! (as with the shm rings, a process of the same user could bypass that; see
 //! `libgsm/TRUST_BOUNDARY.md`). A refusal is a [`SegmentError`] naming the segment, offset and right, and
@@ -50,6 +50,7 @@
 //! ranks, one fiber per rank), does not order operations on different segments, and does not
 //! run user code on the target except by the owner's own reading of its notifications.
 
+mod atomic;
 mod collective;
 pub(crate) mod copy;
 mod error;
@@ -66,8 +67,10 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::fabric::rma::Atomic;
 use serde::{Deserialize, Serialize};
 
+pub use atomic::{AtomicInt, AtomicRef, AtomicValue};
 pub use collective::{Symmetric, alloc_symmetric};
 pub use error::{Right, SegmentError, SegmentName};
 pub use pending::{Pending, wait_all};
@@ -347,9 +350,8 @@ pub(crate) struct View<'a> {
 pub(crate) enum Op<'a> {
     Get(&'a mut [u8]),
     Put(&'a [u8]),
-    Cas(u64, u64),
-    Add(u64),
-    Swap(u64),
+    /// A typed atomic with its operands' bits (`atomic.rs`).
+    Atomic(Atomic, u64, u64),
 }
 
 impl Op<'_> {
@@ -365,7 +367,15 @@ impl Op<'_> {
         match self {
             Op::Get(b) => b.len() as u64,
             Op::Put(b) => b.len() as u64,
-            _ => 8,
+            Op::Atomic(k, ..) => k.ty.width(),
+        }
+    }
+
+    /// The alignment the target requires: an atomic's width, else none.
+    fn align(&self) -> u64 {
+        match self {
+            Op::Atomic(k, ..) => k.ty.width(),
+            _ => 1,
         }
     }
 }
@@ -378,7 +388,6 @@ impl View<'_> {
         offset: u64,
         op: Op<'_>,
     ) -> Result<u64, SegmentError> {
-        let atomic = matches!(op, Op::Cas(..) | Op::Add(_) | Op::Swap(_));
         layout::check(
             self.file,
             &self.name,
@@ -388,7 +397,7 @@ impl View<'_> {
             offset,
             op.len(),
             op.right(),
-            atomic,
+            op.align(),
         )?;
         // SAFETY: the check put `[offset, offset + len)` inside the data, which is inside the
         // mapping (`validate`, or the owner's own sizing).
@@ -411,21 +420,9 @@ impl View<'_> {
                 std::sync::atomic::fence(Ordering::Release);
                 0
             }
-            op => {
-                // SAFETY: 8-aligned (checked) and in bounds; shared words are only touched
-                // atomically by atomic operations.
-                let w = unsafe { AtomicU64::from_ptr(p.cast()) };
-                match op {
-                    Op::Cas(cur, new) => {
-                        match w.compare_exchange(cur, new, Ordering::SeqCst, Ordering::SeqCst) {
-                            Ok(v) | Err(v) => v,
-                        }
-                    }
-                    Op::Add(v) => w.fetch_add(v, Ordering::SeqCst),
-                    Op::Swap(v) => w.swap(v, Ordering::SeqCst),
-                    _ => unreachable!(),
-                }
-            }
+            // SAFETY: aligned to its width (checked) and in bounds; shared words are only
+            // touched atomically by atomic operations.
+            Op::Atomic(kind, a, b) => unsafe { atomic::apply(p, kind, a, b) },
         })
     }
 }
@@ -627,25 +624,25 @@ impl SegmentRef {
     }
 
     /// Atomically replaces the word at `offset` (8-aligned) with `new` if it holds `current`:
-    /// `Ok(current)` then, `Err(actual)` otherwise (right: atomic).
+    /// `Ok(current)` then, `Err(actual)` otherwise (right: atomic). The `u64` form of
+    /// [`atomic`](Self::atomic), which has the other types and operations.
     pub fn compare_exchange(
         &self,
         offset: u64,
         current: u64,
         new: u64,
     ) -> Result<Result<u64, u64>, SegmentError> {
-        let old = self.run(offset, Op::Cas(current, new), None)?;
-        Ok(if old == current { Ok(old) } else { Err(old) })
+        self.atomic::<u64>(offset).compare_exchange(current, new)
     }
 
     /// Atomically adds `v` (wrapping) to the word at `offset`; the old value (right: atomic).
     pub fn fetch_add(&self, offset: u64, v: u64) -> Result<u64, SegmentError> {
-        self.run(offset, Op::Add(v), None)
+        self.atomic::<u64>(offset).fetch_add(v)
     }
 
     /// Atomically stores `v` in the word at `offset`; the old value (right: atomic).
     pub fn swap(&self, offset: u64, v: u64) -> Result<u64, SegmentError> {
-        self.run(offset, Op::Swap(v), None)
+        self.atomic::<u64>(offset).swap(v)
     }
 }
 

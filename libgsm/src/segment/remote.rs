@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Notification, Op, SegmentError, SegmentRef, exported};
 use crate::error::DelegationError;
+use crate::fabric::rma::Atomic;
 use crate::trust::{block_on, captured};
 use crate::wire::record::{Request, RequestReader, Src};
 use crate::worker::WorkerCore;
@@ -22,9 +23,8 @@ use crate::worker::entry::{Delegated, trampoline};
 
 const GET: u8 = 1;
 const PUT: u8 = 2;
-const CAS: u8 = 3;
-const ADD: u8 = 4;
-const SWAP: u8 = 5;
+/// A typed atomic: `len` is its `Atomic::code`, `a` and `b` its operands' bits.
+const ATOMIC: u8 = 3;
 const NOTE: u8 = 6;
 /// The caller's keys on an RMA fabric (`rma.rs`); `a` names the right the operation needs.
 const KEYS: u8 = 7;
@@ -146,16 +146,8 @@ pub(super) fn run(
             a.len = d.len() as u64;
             call(seg, a, Some(d)).map(|x| x.word)
         }
-        Op::Cas(c, n) => {
-            (a.kind, a.a, a.b) = (CAS, c, n);
-            call(seg, a, None).map(|x| x.word)
-        }
-        Op::Add(v) => {
-            (a.kind, a.a) = (ADD, v);
-            call(seg, a, None).map(|x| x.word)
-        }
-        Op::Swap(v) => {
-            (a.kind, a.a) = (SWAP, v);
+        Op::Atomic(kind, x, y) => {
+            (a.kind, a.len, a.a, a.b) = (ATOMIC, kind.code().into(), x, y);
             call(seg, a, None).map(|x| x.word)
         }
     }
@@ -282,9 +274,18 @@ impl Serve {
                 }
                 w
             }
-            CAS => view.perform(from, a.offset, Op::Cas(a.a, a.b))?,
-            ADD => view.perform(from, a.offset, Op::Add(a.a))?,
-            SWAP => view.perform(from, a.offset, Op::Swap(a.a))?,
+            ATOMIC => {
+                // A number that names no atomic (a float's bitwise op, say) is refused, not
+                // guessed at.
+                let kind = Atomic::decode(a.len).ok_or_else(|| SegmentError::Unreachable {
+                    seg,
+                    what: format!(
+                        "rank {from} asked for atomic number {}, which is none",
+                        a.len
+                    ),
+                })?;
+                view.perform(from, a.offset, Op::Atomic(kind, a.a, a.b))?
+            }
             NOTE => {
                 // The same checks as the put it follows: a notification names bytes the notifier
                 // may write.
@@ -297,7 +298,7 @@ impl Serve {
                     a.offset,
                     a.len,
                     super::Right::Write,
-                    false,
+                    1,
                 )?;
                 own.notify(Notification {
                     source: from,

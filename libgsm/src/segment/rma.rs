@@ -1,7 +1,9 @@
 //! Segment operations as RMA: on a fabric with one-sided operations (the `ofi` fabric installs
-//! a [`Port`]), `get`, `put` and the word atomics of a rank that fabric serves are libfabric
+//! a [`Port`]), `get`, `put` and the atomics of a rank that fabric serves are libfabric
 //! reads, writes and fetching atomics on the owner's registered memory; no code of the owner
-//! runs for them, not even the runtime's handler.
+//! runs for them, not even the runtime's handler. An atomic whose type and operation the
+//! provider does not do itself (`Port::native`, from `fi_fetch_atomicvalid`) is delegated to
+//! the owner's handler instead.
 //!
 //! **What stands for the target's check.** The owner registers the segment's data once per
 //! right that any other rank holds (a read region with `FI_REMOTE_READ`, a write region with
@@ -32,7 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::keys::{Held, Keys, RIGHTS, Regions, index};
 use super::{Op, Owned, Right, SegmentError, SegmentRef, remote};
-use crate::fabric::rma::{NotPosted, Port, Posted, Word, port};
+use crate::fabric::rma::{NotPosted, Port, Posted, port};
 
 static OPS: AtomicU64 = AtomicU64::new(0);
 
@@ -126,10 +128,12 @@ fn check(k: &Keys, seg: &SegmentRef, offset: u64, op: &Op<'_>) -> Result<(), Seg
             right,
         });
     }
-    if right == Right::Atomic && offset % 8 != 0 {
+    let align = op.align();
+    if offset % align != 0 {
         return Err(SegmentError::Misaligned {
             seg: seg.name(),
             offset,
+            align,
             right,
         });
     }
@@ -140,17 +144,9 @@ fn posted(op: &Op<'_>) -> Posted {
     match op {
         Op::Get(b) => Posted::Read { len: b.len() },
         Op::Put(d) => Posted::Write { data: d.to_vec() },
-        Op::Cas(c, n) => Posted::Word {
-            kind: Word::Cas,
-            words: [*c, *n, 0],
-        },
-        Op::Add(v) => Posted::Word {
-            kind: Word::Add,
-            words: [*v, 0, 0],
-        },
-        Op::Swap(v) => Posted::Word {
-            kind: Word::Swap,
-            words: [*v, 0, 0],
+        Op::Atomic(kind, a, b) => Posted::Word {
+            kind: *kind,
+            words: [*a, *b, 0],
         },
     }
 }
@@ -174,7 +170,12 @@ pub(super) fn run(seg: &SegmentRef, offset: u64, op: Op<'_>) -> Result<u64, Segm
             continue;
         };
         check(&k, seg, offset, &op)?;
-        let Some((base, rkey)) = k.regions[index(op.right())] else {
+        let region = k.regions[index(op.right())];
+        let native = match &op {
+            Op::Atomic(kind, ..) => port.native(*kind),
+            _ => true,
+        };
+        let Some((base, rkey)) = region.filter(|_| native) else {
             drop(held);
             return remote::run(seg, offset, op, None);
         };

@@ -236,3 +236,77 @@ fn block_copies_move_every_byte_at_every_length_around_a_block() {
         assert_eq!(dst[len], 0xEE, "a copy of {len} bytes wrote past its end");
     }
 }
+
+/// Typed atomics on this rank's segment (between ranks and over each fabric:
+/// `gsm-segcheck`, `examples/filecopy/src/bin/segcheck/typed.rs`): signed and unsigned
+/// semantics, float adds from several workers at once, widths that leave their neighbours alone,
+/// and the alignment each width needs.
+#[test]
+fn typed_atomics_within_a_rank() {
+    run(Config::default().workers(3), || {
+        let seg = export(4096, Rights::ALL, Access::All).unwrap();
+        let h = seg.handle();
+        let a = h.atomic::<i32>(0);
+        a.store(-2).unwrap();
+        assert_eq!(a.fetch_max(-7).unwrap(), -2);
+        assert_eq!(a.fetch_min(1).unwrap(), -2);
+        assert_eq!(
+            h.atomic::<i32>(4).load().unwrap(),
+            0,
+            "a 4-byte store stays 4 bytes"
+        );
+        let u = h.atomic::<u32>(4);
+        u.store(u32::MAX).unwrap();
+        assert_eq!(u.fetch_min(3).unwrap(), u32::MAX);
+        assert_eq!(a.load().unwrap(), -2, "the neighbour is untouched");
+        let fibers: Vec<_> = (0..3)
+            .map(|w| {
+                crate::spawn_on(crate::WorkerId::new(w), move || {
+                    for _ in 0..500 {
+                        h.atomic::<f64>(8).fetch_add(0.5).unwrap();
+                        h.atomic::<f32>(16).fetch_add(-0.25).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for f in fibers {
+            f.join();
+        }
+        assert_eq!(h.atomic::<f64>(8).load().unwrap(), 750.0);
+        assert_eq!(h.atomic::<f32>(16).load().unwrap(), -375.0);
+        let e = h.atomic::<u64>(4).swap(1).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                SegmentError::Misaligned {
+                    offset: 4,
+                    align: 8,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(u.load().unwrap(), 3, "a refused operation changes nothing");
+    })
+    .unwrap();
+}
+
+/// Every kind of atomic has a number a request carries and gets it back; numbers of no kind
+/// (a float's bitwise operations, numbers beyond the table) are refused by the target.
+#[test]
+fn atomic_kinds_round_trip_their_numbers_and_others_are_refused() {
+    use crate::fabric::rma::{Atomic, AtomicOp, Datatype};
+    let kinds: Vec<Atomic> = Atomic::all().collect();
+    assert_eq!(kinds.len(), 4 * 10 + 2 * 7);
+    for k in &kinds {
+        assert_eq!(Atomic::decode(k.code().into()), Some(*k));
+        assert!(k.code() < 64, "the ofi port keeps them in a u64");
+    }
+    let float_xor = Atomic {
+        ty: Datatype::F64,
+        op: AtomicOp::Xor,
+    };
+    assert_eq!(Atomic::decode(float_xor.code().into()), None);
+    assert_eq!(Atomic::decode(60), None);
+    assert_eq!(Atomic::decode(u64::MAX), None);
+}

@@ -115,6 +115,19 @@ fn tag_of(tag: u64) -> u64 {
     0b011 << 61 | tag & ((1 << 61) - 1)
 }
 
+/// What a stream's message tag stands for in the runtime's reports ([`crate::name_tags`]): a
+/// `connect` that waits names the stream and the `accept` it waits for; an offer nobody took
+/// names the `connect` that never came.
+fn name_tag(tag: u64) -> Option<String> {
+    (tag >> 61 == 0b011).then(|| {
+        let t = tag & ((1 << 61) - 1);
+        format!(
+            "stream {t}'s offer: stream::connect(reader, {t}) waits for it until the reader calls \
+             stream::accept(writer, {t}); an offer left unreceived had no stream::connect"
+        )
+    })
+}
+
 /// Opens the reading end of the stream `tag` from worker `writer` (see the module docs).
 pub fn accept(writer: WorkerId, tag: u64) -> io::Result<Reader> {
     accept_with(writer, tag, Options::default())
@@ -130,6 +143,7 @@ pub fn accept_with(writer: WorkerId, tag: u64, opts: Options) -> io::Result<Read
             ),
         ));
     }
+    crate::name_tags(name_tag);
     let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let ring = ring::Ring::create(id, opts.capacity)?;
     let offer = Offer {
@@ -158,6 +172,7 @@ pub fn accept_with(writer: WorkerId, tag: u64, opts: Options) -> io::Result<Read
 /// Opens the writing end of the stream `tag` to worker `reader`, waiting (this fiber only) for
 /// the reader's [`accept`].
 pub fn connect(reader: WorkerId, tag: u64) -> io::Result<Writer> {
+    crate::name_tags(name_tag);
     let offer: Offer = crate::recv(reader, tag_of(tag));
     if offer.worker as usize != reader.index() {
         return Err(io::Error::other(format!(

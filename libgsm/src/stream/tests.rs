@@ -229,3 +229,40 @@ fn a_full_ring_emptied_while_the_writer_looks_does_not_stall_it() {
     })
     .unwrap();
 }
+
+/// A `connect` whose reader never calls `accept`, and an `accept` whose writer never calls
+/// `connect`, end the run as deadlocked with a report that names the stream and the call that
+/// did not come (not only a 64-bit tag).
+#[test]
+fn a_stream_without_its_peer_is_reported_by_name() {
+    let r = run(Config::default().workers(2), || {
+        spawn_on(WorkerId::new(1), || {
+            connect(WorkerId::new(0), 7).map(drop).is_ok()
+        })
+        .join()
+    });
+    let msg = r
+        .expect_err("a connect without accept cannot finish")
+        .to_string();
+    assert!(
+        msg.contains("the job is deadlocked")
+            && msg.contains("a fiber waits for a message from worker 0")
+            && msg.contains("stream 7's offer: stream::connect(reader, 7) waits for it until the reader calls stream::accept(writer, 7)"),
+        "{msg}"
+    );
+    let r = run(Config::default().workers(2), || {
+        let mut r = accept(WorkerId::new(1), 9).unwrap();
+        let mut b = [0u8; 1];
+        r.read(&mut b).is_ok()
+    });
+    let msg = r
+        .expect_err("an accept without connect cannot finish")
+        .to_string();
+    assert!(
+        msg.contains("the job is deadlocked")
+            && msg.contains("1 message from worker 0 under tag 0x6000000000000009")
+            && msg.contains("no fiber received it")
+            && msg.contains("an offer left unreceived had no stream::connect"),
+        "{msg}"
+    );
+}

@@ -5,7 +5,7 @@
 //! [`Stack`] per rank (fabric, domain, completion queue, address vector, one reliable datagram
 //! endpoint, one registered region), message sends and receives for the set-up hello, RMA writes,
 //! and completion reads; for segments, regions registered for remote access alone, RMA reads
-//! and fetching atomics on 64-bit words. Each call is one `unsafe` block whose `// SAFETY:` says why
+//! and fetching atomics on 4- and 8-byte words. Each call is one `unsafe` block whose `// SAFETY:` says why
 //! its pointers hold; buffer lifetimes that a call cannot check (an operation in flight reads or
 //! writes its buffer until its completion) are the caller's, stated on the `unsafe fn`s.
 //!
@@ -280,15 +280,32 @@ pub(crate) struct Stack {
 // never shared), which is what FI_THREAD_DOMAIN asks.
 unsafe impl Send for Stack {}
 
-/// A fetching atomic on one 64-bit word ([`Stack::word_atomic`]).
+/// A fetching atomic as libfabric names it ([`Stack::word_atomic`]): its `fi_datatype` and
+/// `fi_op` (the constants of [`atomics`]); `FI_CSWAP` is posted with `fi_compare_atomic`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WordAtomic {
-    /// Fetch and add.
-    Add,
-    /// Compare and swap.
-    Cas,
-    /// Fetch and store.
-    Swap,
+pub(crate) struct WordAtomic {
+    pub datatype: sys::fi_datatype,
+    pub op: sys::fi_op,
+}
+
+/// The datatypes and operations of [`WordAtomic`].
+pub(crate) mod atomics {
+    use libfabric_sys as sys;
+    pub(crate) const INT32: sys::fi_datatype = sys::fi_datatype_FI_INT32;
+    pub(crate) const UINT32: sys::fi_datatype = sys::fi_datatype_FI_UINT32;
+    pub(crate) const INT64: sys::fi_datatype = sys::fi_datatype_FI_INT64;
+    pub(crate) const UINT64: sys::fi_datatype = sys::fi_datatype_FI_UINT64;
+    pub(crate) const FLOAT: sys::fi_datatype = sys::fi_datatype_FI_FLOAT;
+    pub(crate) const DOUBLE: sys::fi_datatype = sys::fi_datatype_FI_DOUBLE;
+    pub(crate) const READ: sys::fi_op = sys::fi_op_FI_ATOMIC_READ;
+    pub(crate) const WRITE: sys::fi_op = sys::fi_op_FI_ATOMIC_WRITE;
+    pub(crate) const SUM: sys::fi_op = sys::fi_op_FI_SUM;
+    pub(crate) const BAND: sys::fi_op = sys::fi_op_FI_BAND;
+    pub(crate) const BOR: sys::fi_op = sys::fi_op_FI_BOR;
+    pub(crate) const BXOR: sys::fi_op = sys::fi_op_FI_BXOR;
+    pub(crate) const MIN: sys::fi_op = sys::fi_op_FI_MIN;
+    pub(crate) const MAX: sys::fi_op = sys::fi_op_FI_MAX;
+    pub(crate) const CSWAP: sys::fi_op = sys::fi_op_FI_CSWAP;
 }
 
 /// The region registered with [`Stack::register`], as peers must address it.
@@ -495,23 +512,34 @@ impl Stack {
         }
     }
 
-    /// Whether the endpoint can fetch-add, compare-swap and swap 64-bit words (`FI_ATOMIC`
-    /// was granted and the provider says each operation is valid on `FI_UINT64`).
+    /// Whether the endpoint can fetch-add and swap 64-bit words (`FI_ATOMIC` was granted and
+    /// the provider says each operation is valid on `FI_UINT64`): segments then register
+    /// atomic regions.
     pub(crate) fn has_word_atomics(&self) -> bool {
+        [atomics::SUM, atomics::WRITE].into_iter().all(|op| {
+            self.atomic_valid(WordAtomic {
+                datatype: atomics::UINT64,
+                op,
+            })
+        })
+    }
+
+    /// Whether the provider does `a` on one element (`fi_fetch_atomicvalid`, or
+    /// `fi_compare_atomicvalid` for `FI_CSWAP`), with `FI_ATOMIC` granted.
+    pub(crate) fn atomic_valid(&self, a: WordAtomic) -> bool {
         if self.offer.caps & bits::ATOMIC == 0 {
             return false;
         }
-        [sys::fi_op_FI_SUM, sys::fi_op_FI_ATOMIC_WRITE]
-            .into_iter()
-            .all(|op| {
-                let mut n = 0usize;
-                // SAFETY: the endpoint is open; `n` is a valid out pointer.
-                unsafe {
-                    sys::gsm_fi_fetch_atomicvalid(self.ep, sys::fi_datatype_FI_UINT64, op, &mut n)
-                        == 0
-                        && n >= 1
-                }
-            })
+        let mut n = 0usize;
+        // SAFETY: the endpoint is open; `n` is a valid out pointer.
+        let r = unsafe {
+            if a.op == atomics::CSWAP {
+                sys::gsm_fi_compare_atomicvalid(self.ep, a.datatype, a.op, &mut n)
+            } else {
+                sys::gsm_fi_fetch_atomicvalid(self.ep, a.datatype, a.op, &mut n)
+            }
+        };
+        r == 0 && n >= 1
     }
 
     /// Writes `len` bytes at `buf` (memory not registered: callers do not use this when the
@@ -671,9 +699,9 @@ impl Stack {
         check("fi_read", r as i64).map(drop)
     }
 
-    /// A fetching atomic on the 64-bit word at `addr` (key `key`) of `dest`: `Add` (`FI_SUM`),
-    /// `Swap` (`FI_ATOMIC_WRITE`) of `words[0]`, or `Cas` (`FI_CSWAP`: `words[1]` if the word
-    /// is `words[0]`); the old word lands in `words[2]`.
+    /// A fetching atomic `kind` on the word at `addr` (key `key`) of `dest`, with the operand
+    /// in `words[0]` (for `FI_CSWAP`: the word compared with `words[0]` and `words[1]` stored);
+    /// the old word lands in `words[2]`. A 4-byte type uses each word's first 4 bytes.
     ///
     /// # Safety
     /// `words` stays valid and untouched until the completion with `context` is read.
@@ -687,13 +715,12 @@ impl Stack {
         context: usize,
     ) -> Result<(), FiError> {
         let ctx = context as *mut c_void;
-        let u64t = sys::fi_datatype_FI_UINT64;
         // SAFETY: as this function's contract: three words, the operand first.
         let r = unsafe {
             let w = words.cast::<u64>();
             let null = ptr::null_mut();
-            match kind {
-                WordAtomic::Cas => sys::gsm_fi_compare_atomic(
+            if kind.op == atomics::CSWAP {
+                sys::gsm_fi_compare_atomic(
                     self.ep,
                     w.add(1).cast(),
                     1,
@@ -705,11 +732,12 @@ impl Stack {
                     dest,
                     addr,
                     key,
-                    u64t,
-                    sys::fi_op_FI_CSWAP,
+                    kind.datatype,
+                    kind.op,
                     ctx,
-                ),
-                WordAtomic::Add | WordAtomic::Swap => sys::gsm_fi_fetch_atomic(
+                )
+            } else {
+                sys::gsm_fi_fetch_atomic(
                     self.ep,
                     w.cast(),
                     1,
@@ -719,14 +747,10 @@ impl Stack {
                     dest,
                     addr,
                     key,
-                    u64t,
-                    if kind == WordAtomic::Add {
-                        sys::fi_op_FI_SUM
-                    } else {
-                        sys::fi_op_FI_ATOMIC_WRITE
-                    },
+                    kind.datatype,
+                    kind.op,
                     ctx,
-                ),
+                )
             }
         };
         check("fi_fetch_atomic", r as i64).map(drop)

@@ -747,6 +747,7 @@ impl<T: Send + 'static> Trust<T> {
 
 mod call;
 mod nonblocking;
+mod recover;
 mod refcount;
 mod serve;
 

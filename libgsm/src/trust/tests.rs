@@ -173,3 +173,32 @@ fn stale_foreign_and_mistyped_names_get_dead_property_locally_and_remotely() {
     })
     .unwrap();
 }
+
+/// A property poisoned by a remote closure's panic refuses applies until its trustee resets it;
+/// then applies from anywhere see the new value. Reset elsewhere than on the trustee panics,
+/// naming the trustee.
+#[test]
+fn a_poisoned_property_is_reset_by_its_trustee() {
+    crate::run(Config::default().workers(2), || {
+        let t = crate::entrust_on(WorkerId::new(1), || vec![1u32, 2]);
+        let r = t.try_apply(|v| -> usize { panic!("a bad update of {} values", v.len()) });
+        assert!(matches!(r, Err(DelegationError::Panicked(_))), "{r:?}");
+        assert_eq!(t.try_apply(|v| v.len()), Err(DelegationError::Poisoned));
+        let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = t.reset(Vec::new());
+        }))
+        .expect_err("reset off the trustee");
+        let msg = refused
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        assert!(msg.contains("the property lives on worker 1"), "{msg}");
+        let old = crate::spawn_on_with(t.trustee(), t.clone(), |t: Trust<Vec<u32>>| {
+            t.reset(vec![7]).map_err(|e| e.to_string())
+        })
+        .join();
+        assert_eq!(old, Ok(vec![1, 2]));
+        assert_eq!(t.apply(|v| v.clone()), vec![7]);
+    })
+    .unwrap();
+}

@@ -43,7 +43,8 @@ impl Mailbox {
     }
 
     /// What the fibers waiting here wait for, the first few by sender and tag ("a fiber waits for
-    /// a message from worker 1 under tag 0x7"), with how many fibers wait in all.
+    /// a message from worker 1 under tag 0x7"), with how many fibers wait in all, and the first
+    /// few messages that arrived and wait for a receiver (a deadlock report).
     pub(crate) fn waits(&self) -> Vec<String> {
         const NAMED: usize = 4;
         let mut keys: Vec<(&Key, usize)> = self.waiting.iter().map(|(k, f)| (k, f.len())).collect();
@@ -67,6 +68,18 @@ impl Mailbox {
         if more > 0 {
             out.push(format!("and {more} more sender/tag pairs"));
         }
+        // Messages that came and that nobody takes often name the call that is missing (a
+        // stream's offer without its `connect`), so a deadlock report lists them too.
+        let mut queued: Vec<(&Key, usize)> =
+            self.queued.iter().map(|(k, q)| (k, q.len())).collect();
+        queued.sort_unstable();
+        out.extend(queued.iter().take(NAMED).map(|((from, tag), n)| {
+            format!(
+                "{n} message{} from worker {from} under tag {} arrived and no fiber received it",
+                if *n == 1 { "" } else { "s" },
+                tag_text(*tag)
+            )
+        }));
         out
     }
 

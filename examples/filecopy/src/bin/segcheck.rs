@@ -8,6 +8,9 @@
 //! ends with a report rather than hangs. With `GSM_SEGCHECK_RMA` set (the ofi run), every rank
 //! must have done some segment operations by RMA.
 
+#[path = "segcheck/typed.rs"]
+mod typed;
+
 use std::io::{Read, Write};
 
 use gossamer::segment::{self, Access, Right, Rights, SegmentError, SegmentRef};
@@ -357,6 +360,8 @@ fn main() {
                 each_operation();
                 violations();
                 concurrent_fetch_add();
+                typed::typed_atomics(share, barrier);
+                say("typed atomics of every type and operation across ranks");
                 notifications();
                 streams();
                 if std::env::var_os("GSM_SEGCHECK_RMA").is_some() {

@@ -1,6 +1,6 @@
 //! The `ofi` fabric's side of segment RMA (`segment/rma.rs` decides what to post and when it is
 //! allowed): a [`Port`] that registers segment regions on the rank's domain and posts reads,
-//! writes and fetching atomics on its endpoint under the turn's lock, into the table of
+//! writes and fetching atomics (those the provider says it does: `fi_fetch_atomicvalid`) on its endpoint under the turn's lock, into the table of
 //! operations in flight that the turn completes (`transport.rs`'s `RmaTable`). Keys are random
 //! 64-bit numbers unless
 //! the provider picks them (`FI_MR_PROV_KEY`). Not installed when the provider wants local
@@ -23,6 +23,8 @@ struct OfiPort {
     /// Peer rank → its address in the AV.
     peers: HashMap<usize, u64>,
     atomics: bool,
+    /// The atomics the provider does itself, by `Atomic::code` (the others are delegated).
+    native: u64,
     prov_key: bool,
 }
 
@@ -33,6 +35,10 @@ impl Port for OfiPort {
 
     fn word_atomics(&self) -> bool {
         self.atomics
+    }
+
+    fn native(&self, kind: seg::Atomic) -> bool {
+        self.native >> kind.code() & 1 != 0
     }
 
     unsafe fn expose(
@@ -94,15 +100,23 @@ fn unguessable() -> u64 {
 /// Installs the port for this process's segments, unless the provider needs local buffers
 /// registered.
 pub(super) fn install(engine: &Arc<Engine<OfiTransport>>) {
-    let (peers, local_mr, atomics, prov_key) = {
+    let (peers, local_mr, atomics, native, prov_key) = {
         let mut st = engine.lock();
         let ranks = st.peer_ranks();
         let (addrs, local_mr) = st.transport().peer_addresses();
         let peers: Vec<(usize, u64)> = ranks.iter().map(|&r| r as usize).zip(addrs).collect();
         let (stack, _) = st.transport().rma_parts();
         let prov_key = stack.offer.mr_mode & fi::bits::MR_PROV_KEY != 0;
-        (peers, local_mr, stack.has_word_atomics(), prov_key)
+        let native = seg::Atomic::all()
+            .filter(|&k| stack.atomic_valid(super::transport::word_atomic(k)))
+            .fold(0u64, |m, k| m | 1 << k.code());
+        (peers, local_mr, stack.has_word_atomics(), native, prov_key)
     };
+    tracing::debug!(
+        target: "gossamer::fabric",
+        native = format_args!("{native:#x}"),
+        "the ofi provider's own atomics, by kind (the others are delegated)"
+    );
     if local_mr {
         tracing::info!(
             target: "gossamer::fabric",
@@ -114,6 +128,7 @@ pub(super) fn install(engine: &Arc<Engine<OfiTransport>>) {
         engine: engine.clone(),
         peers: peers.into_iter().collect(),
         atomics,
+        native,
         prov_key,
     })));
 }

@@ -13,8 +13,34 @@ use super::rendezvous::{Ended, READ_CTX, Reads};
 use super::setup::{self, Hellos};
 use crate::fabric::FabricKind;
 use crate::fabric::rdma::{Event, Transport};
-use crate::fabric::rma::{Done, NotPosted, Posted, Word};
-use crate::sys::ofi::{self as fi, Completion, Stack, WordAtomic, bits};
+use crate::fabric::rma::{Atomic, AtomicOp, Datatype, Done, NotPosted, Posted};
+use crate::sys::ofi::{self as fi, Completion, Stack, bits};
+
+/// A segment's atomic as libfabric names it: `FI_ATOMIC_WRITE` serves both a store and a swap
+/// (a store ignores the old word), `FI_ATOMIC_READ` a load.
+pub(super) fn word_atomic(kind: Atomic) -> fi::WordAtomic {
+    use fi::atomics as a;
+    let datatype = match kind.ty {
+        Datatype::I32 => a::INT32,
+        Datatype::U32 => a::UINT32,
+        Datatype::I64 => a::INT64,
+        Datatype::U64 => a::UINT64,
+        Datatype::F32 => a::FLOAT,
+        Datatype::F64 => a::DOUBLE,
+    };
+    let op = match kind.op {
+        AtomicOp::Load => a::READ,
+        AtomicOp::Store | AtomicOp::Swap => a::WRITE,
+        AtomicOp::Add => a::SUM,
+        AtomicOp::And => a::BAND,
+        AtomicOp::Or => a::BOR,
+        AtomicOp::Xor => a::BXOR,
+        AtomicOp::Min => a::MIN,
+        AtomicOp::Max => a::MAX,
+        AtomicOp::Cas => a::CSWAP,
+    };
+    fi::WordAtomic { datatype, op }
+}
 
 /// Context kinds of the operations posted here: the top three bits (`READ_CTX` in
 /// `rendezvous.rs`; the hellos' contexts of `setup.rs` leave bits 62-63 clear).
@@ -328,13 +354,8 @@ impl RmaTable {
                 }
                 Posted::Word { kind, words } => {
                     *f.words = words;
-                    let kind = match kind {
-                        Word::Add => WordAtomic::Add,
-                        Word::Cas => WordAtomic::Cas,
-                        Word::Swap => WordAtomic::Swap,
-                    };
                     let w: *mut [u64; 3] = &mut *f.words;
-                    stack.word_atomic(kind, w, dest, addr, key, ctx)
+                    stack.word_atomic(word_atomic(kind), w, dest, addr, key, ctx)
                 }
             }
         };
