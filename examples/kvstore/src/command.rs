@@ -38,6 +38,8 @@ pub enum Plan {
     Reply(Vec<u8>),
     /// One operation on the shard that owns `key`.
     One(Vec<u8>, Op),
+    /// One operation on the connection's own worker's shard (cluster mode's slot queries).
+    Here(Op),
     /// One operation per shard that owns some of the keys.
     Split(Split),
     /// The same operation on every shard.
@@ -107,10 +109,16 @@ pub(super) fn bad_subcommand(command: &str, sub: &[u8], known: bool) -> Plan {
             "ERR wrong number of arguments for '{command}|{lower}' command"
         ));
     }
-    error(&format!(
+    error(&unknown_subcommand(command, sub))
+}
+
+/// Redis 7.0's error text for a subcommand of `command` it does not know.
+pub fn unknown_subcommand(command: &str, sub: &[u8]) -> String {
+    let shown: String = String::from_utf8_lossy(sub).chars().take(128).collect();
+    format!(
         "ERR unknown subcommand '{shown}'. Try {} HELP.",
         command.to_ascii_uppercase()
-    ))
+    )
 }
 
 fn reply(f: impl FnOnce(&mut Vec<u8>)) -> Plan {
@@ -211,13 +219,19 @@ pub fn plan(mut args: Vec<Vec<u8>>) -> Plan {
         "command" => table::command(&args),
         "config" if n >= 2 => config::plan(&args),
         "function" if n >= 2 => function(&args),
-        // Cluster mode is not served: Redis's answer of a standalone server.
+        // Cluster mode answers these before a request is planned (`cluster.rs`); without it,
+        // Redis's answer of a standalone server.
         "cluster" if n >= 2 => error("ERR This instance has cluster support disabled"),
+        "readonly" | "readwrite" if fixed(1) => {
+            error("ERR This instance has cluster support disabled")
+        }
+        "asking" if fixed(1) => error("ERR This instance has cluster support disabled"),
         "client" if n >= 2 => Plan::Client(args),
         "get" | "set" | "del" | "exists" | "incr" | "decr" | "incrby" | "decrby" | "mget"
         | "mset" | "msetnx" | "expire" | "pexpire" | "expireat" | "pexpireat" | "setex"
         | "psetex" | "ttl" | "pttl" | "dbsize" | "flushall" | "flushdb" | "ping" | "echo"
-        | "select" | "config" | "client" | "function" | "time" | "cluster" => arity(&name),
+        | "select" | "config" | "client" | "function" | "time" | "cluster" | "readonly"
+        | "readwrite" | "asking" => arity(&name),
         _ => unknown(&args),
     }
 }
@@ -468,6 +482,6 @@ mod table;
 
 pub use config::{Limits, set_listen};
 pub use moves::{Move, MoveKind};
-pub use table::name_of;
+pub use table::{keys_of, name_of};
 #[cfg(test)]
 mod tests;

@@ -18,6 +18,7 @@ use std::rc::Rc;
 use gossamer::reactor::Registered;
 
 use crate::client::{self, Client};
+use crate::cluster::Routed;
 use crate::command::{self, Plan};
 use crate::dispatch::{self, Batch};
 use crate::pair;
@@ -158,6 +159,18 @@ enum After {
     Close,
 }
 
+/// The plan of a request; in cluster mode a redirection, or a `CLUSTER` reply, comes first.
+fn plan(ctx: &Ctx, args: Vec<Vec<u8>>) -> Plan {
+    let Some(cluster) = &ctx.cluster else {
+        return command::plan(args);
+    };
+    match cluster.route(&args) {
+        Routed::Here => command::plan(args),
+        Routed::Reply(bytes) => Plan::Reply(bytes),
+        Routed::SlotKeys(slot, count) => Plan::Here(Op::SlotKeys(slot, count)),
+    }
+}
+
 /// Takes every whole request from the front of `input` (up to [`MAX_BATCH`]) into `batch`.
 fn take_requests(
     ctx: &Ctx,
@@ -190,9 +203,10 @@ fn take_requests(
         me.begin();
         me.qbuf = n;
         let before = batch.len();
-        match command::plan(args) {
+        match plan(ctx, args) {
             Plan::Reply(bytes) => batch.ready(bytes),
             Plan::One(key, op) => dispatch::one(batch, &ctx.shards, &key, op),
+            Plan::Here(op) => dispatch::on(batch, &ctx.shards, ctx.worker, op),
             Plan::Split(split) => dispatch::split(batch, &ctx.shards, split),
             Plan::Every(op, fold) => dispatch::every(batch, &ctx.shards, &op, fold),
             Plan::Info(sections) => dispatch::info(batch, &ctx.shards, sections),
@@ -221,9 +235,8 @@ fn take_requests(
                 batch.ready(b"+OK\r\n".to_vec());
             }
             Plan::MSetNx(pairs) => {
-                let n = ctx.shards.len();
-                let first = dispatch::shard_of(&pairs[0].0, n);
-                if pairs.iter().all(|(k, _)| dispatch::shard_of(k, n) == first) {
+                let first = ctx.shards.shard_of(&pairs[0].0);
+                if pairs.iter().all(|(k, _)| ctx.shards.shard_of(k) == first) {
                     let key = pairs[0].0.clone();
                     dispatch::one(batch, &ctx.shards, &key, Op::MSetNx(pairs));
                 } else {
@@ -237,8 +250,7 @@ fn take_requests(
             }
             Plan::Lcs(keys, options) => dispatch::lcs(batch, &ctx.shards, keys, options),
             Plan::Move(m) => {
-                let n = ctx.shards.len();
-                if dispatch::shard_of(&m.src, n) == dispatch::shard_of(&m.dst, n) {
+                if ctx.shards.shard_of(&m.src) == ctx.shards.shard_of(&m.dst) {
                     let key = m.src.clone();
                     dispatch::one(batch, &ctx.shards, &key, m.op());
                 } else {

@@ -10,27 +10,15 @@
 //! the parts together (`MGET` by position, `DEL`/`EXISTS` summed); it is atomic per shard, not
 //! across shards (Redis's `MSET` is atomic as a whole).
 //!
-//! Keys go to shards by a fixed hash (FNV-1a, 64 bits) of their bytes modulo the number of
-//! shards, the same on every rank. This module does not read or write sockets.
+//! Which shard owns a key is `route.rs`'s rule. This module does not read or write sockets.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use gossamer::Trust;
-
 use crate::command::{Fold, Split};
 use crate::resp;
+use crate::route::Shards;
 use crate::shard::{Answer, Op, Shard};
-
-/// The shard that owns `key` among `n`.
-pub fn shard_of(key: &[u8], n: usize) -> usize {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in key {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    (h % n as u64) as usize
-}
 
 /// Writes the `INFO` text of the sections asked for, with the key count.
 /// and the calls of each command (by row of the command table).
@@ -155,14 +143,7 @@ impl Batch {
 }
 
 /// Queues `op` for shard `shard`; its answer will fill part `part` of slot `slot`.
-fn issue(
-    batch: &Rc<Batch>,
-    _shards: &[Trust<Shard>],
-    slot: usize,
-    part: usize,
-    shard: usize,
-    op: Op,
-) {
+fn issue(batch: &Rc<Batch>, _shards: &Shards, slot: usize, part: usize, shard: usize, op: Op) {
     let mut queued = batch.queued.borrow_mut();
     let group = match queued.iter().position(|g| g.shard == shard) {
         Some(i) => &mut queued[i],
@@ -181,7 +162,7 @@ fn issue(
 
 /// Sends every queued operation: one request per shard, carrying that shard's operations of
 /// the batch in request order (so two requests on one key run in the order they came).
-pub fn send(batch: &Rc<Batch>, shards: &[Trust<Shard>]) {
+pub fn send(batch: &Rc<Batch>, shards: &Shards) {
     let groups = std::mem::take(&mut *batch.queued.borrow_mut());
     for Group {
         shard,
@@ -223,37 +204,45 @@ pub fn send(batch: &Rc<Batch>, shards: &[Trust<Shard>]) {
 }
 
 /// One operation on the shard that owns `key`.
-pub fn one(batch: &Rc<Batch>, shards: &[Trust<Shard>], key: &[u8], op: Op) {
+pub fn one(batch: &Rc<Batch>, shards: &Shards, key: &[u8], op: Op) {
+    on(batch, shards, shards.shard_of(key), op);
+}
+
+/// One operation on shard `shard`.
+pub fn on(batch: &Rc<Batch>, shards: &Shards, shard: usize, op: Op) {
     let slot = batch.push(How::Single, 1);
-    issue(batch, shards, slot, 0, shard_of(key, shards.len()), op);
+    issue(batch, shards, slot, 0, shard, op);
 }
 
 /// The same operation on every shard.
-pub fn every(batch: &Rc<Batch>, shards: &[Trust<Shard>], op: &Op, fold: Fold) {
+pub fn every(batch: &Rc<Batch>, shards: &Shards, op: &Op, fold: Fold) {
     let how = match fold {
         Fold::Sum => How::Sum,
         Fold::AllOk => How::AllOk,
         Fold::Concat => How::Concat,
         Fold::First => How::First,
     };
-    let slot = batch.push(how, shards.len());
-    for s in 0..shards.len() {
-        issue(batch, shards, slot, s, s, op.clone());
+    let scope = shards.scope();
+    let slot = batch.push(how, scope.len());
+    for (part, s) in scope.enumerate() {
+        issue(batch, shards, slot, part, s, op.clone());
     }
 }
 
 /// `INFO`: every shard's key count, for the text of `sections`.
-pub fn info(batch: &Rc<Batch>, shards: &[Trust<Shard>], sections: Vec<Vec<u8>>) {
-    let slot = batch.push(How::Info(sections), shards.len());
-    for s in 0..shards.len() {
-        issue(batch, shards, slot, s, s, Op::Info);
+pub fn info(batch: &Rc<Batch>, shards: &Shards, sections: Vec<Vec<u8>>) {
+    let scope = shards.scope();
+    let slot = batch.push(How::Info(sections), scope.len());
+    for (part, s) in scope.enumerate() {
+        issue(batch, shards, slot, part, s, Op::Info);
     }
 }
 
-/// `SCAN`'s step: the keys of shard `shard` (the cursor), and the next cursor (0 after the
-/// last shard, or for a cursor past them).
-pub fn scan(batch: &Rc<Batch>, shards: &[Trust<Shard>], shard: u64, op: Op) {
-    let n = shards.len() as u64;
+/// `SCAN`'s step: the keys of the `shard`th shard of the scope (the cursor), and the next
+/// cursor (0 after the last shard, or for a cursor past them).
+pub fn scan(batch: &Rc<Batch>, shards: &Shards, shard: u64, op: Op) {
+    let scope = shards.scope();
+    let n = scope.len() as u64;
     if shard >= n {
         let slot = batch.push(How::Scan(0), 1);
         batch.slots.borrow_mut()[slot].parts[0] = Some(Answer::Values(Vec::new()));
@@ -261,18 +250,18 @@ pub fn scan(batch: &Rc<Batch>, shards: &[Trust<Shard>], shard: u64, op: Op) {
     }
     let next = if shard + 1 < n { shard + 1 } else { 0 };
     let slot = batch.push(How::Scan(next), 1);
-    issue(batch, shards, slot, 0, shard as usize, op);
+    issue(batch, shards, slot, 0, scope.start + shard as usize, op);
 }
 
 /// Keys grouped by owner: per shard that owns any, the positions and the items.
 fn group<T>(
     items: Vec<T>,
     key: impl Fn(&T) -> &[u8],
-    n: usize,
+    shards: &Shards,
 ) -> Vec<(usize, Vec<usize>, Vec<T>)> {
     let mut by: Vec<(usize, Vec<usize>, Vec<T>)> = Vec::new();
     for (pos, item) in items.into_iter().enumerate() {
-        let s = shard_of(key(&item), n);
+        let s = shards.shard_of(key(&item));
         match by.iter_mut().find(|g| g.0 == s) {
             Some(g) => {
                 g.1.push(pos);
@@ -293,26 +282,25 @@ fn pair_key(p: &(Vec<u8>, Vec<u8>)) -> &[u8] {
 }
 
 /// A multi-key command: one operation per shard that owns some of its keys.
-pub fn split(batch: &Rc<Batch>, shards: &[Trust<Shard>], split: Split) {
-    let n = shards.len();
+pub fn split(batch: &Rc<Batch>, shards: &Shards, split: Split) {
     let (how, parts): (How, Vec<(usize, Op)>) = match split {
         Split::Del(keys) => (
             How::Sum,
-            group(keys, key_of, n)
+            group(keys, key_of, shards)
                 .into_iter()
                 .map(|(s, _, k)| (s, Op::Del(k)))
                 .collect(),
         ),
         Split::Exists(keys) => (
             How::Sum,
-            group(keys, key_of, n)
+            group(keys, key_of, shards)
                 .into_iter()
                 .map(|(s, _, k)| (s, Op::Exists(k)))
                 .collect(),
         ),
         Split::MGet(keys) => {
             let total = keys.len();
-            let groups = group(keys, key_of, n);
+            let groups = group(keys, key_of, shards);
             let positions = groups.iter().map(|g| g.1.clone()).collect();
             let ops = groups
                 .into_iter()
@@ -328,7 +316,7 @@ pub fn split(batch: &Rc<Batch>, shards: &[Trust<Shard>], split: Split) {
         }
         Split::MSet(pairs) => (
             How::AllOk,
-            group(pairs, pair_key, n)
+            group(pairs, pair_key, shards)
                 .into_iter()
                 .map(|(s, _, p)| (s, Op::MSet(p)))
                 .collect(),
@@ -344,11 +332,11 @@ pub fn split(batch: &Rc<Batch>, shards: &[Trust<Shard>], split: Split) {
 /// type), and the reply is computed here, on the connection's worker.
 pub fn lcs(
     batch: &Rc<Batch>,
-    shards: &[Trust<Shard>],
+    shards: &Shards,
     keys: Vec<Vec<u8>>,
     options: Result<crate::lcs::Options, String>,
 ) {
-    let groups = group(keys, key_of, shards.len());
+    let groups = group(keys, key_of, shards);
     let positions = groups.iter().map(|g| g.1.clone()).collect();
     let slot = batch.push(How::Lcs { positions, options }, groups.len());
     for (part, (s, _, k)) in groups.into_iter().enumerate() {

@@ -32,6 +32,7 @@
 //! stop flag) and [`server`] (the job: shard table, listeners, signals).
 
 pub mod client;
+pub mod cluster;
 pub mod command;
 pub mod conn;
 pub mod dispatch;
@@ -39,8 +40,10 @@ pub mod glob;
 pub mod lcs;
 pub mod pair;
 pub mod resp;
+pub mod route;
 pub mod server;
 pub mod shard;
+pub mod slot;
 pub mod state;
 pub mod stats;
 pub mod sys;

@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 
-const USAGE: &str = "usage: gsm-kv [--port P] [--bind ADDR]
+const USAGE: &str = "usage: gsm-kv [--port P] [--bind ADDR] [--maxclients N] [--cluster]
 
 A Redis-compatible (RESP2) key-value store sharded over every worker of a Gossamer job.
 Run it alone or as a job: gsmrun -np N -t T gsm-kv --port P
@@ -13,6 +13,12 @@ Run it alone or as a job: gsmrun -np N -t T gsm-kv --port P
                 there is no authentication)
   --maxclients N  clients each rank serves at once (default 10000, lowered to what the
                 limit on open descriptors allows); the next get Redis's error and a close
+  --cluster     cluster mode: every worker is a Redis Cluster shard with its own port (P, P+1,
+                ... over the workers of a host, rank by rank) and a range of the 16384 hash
+                slots; a key sent to another shard is answered MOVED, keys of several slots
+                CROSSSLOT. Use cluster clients: redis-cli -c, redis-benchmark --cluster
+  --cluster-announce-ip ADDR  the address shards are announced at (CLUSTER SLOTS, MOVED)
+                when --bind is 0.0.0.0 (default: the host's first non-loopback IPv4 address)
 
 Stop it with `redis-cli -p P shutdown` (the whole job), or SIGTERM/SIGINT to any rank.
 Nothing is persisted.";
@@ -22,6 +28,8 @@ fn parse_args() -> Result<gsm_kv::server::Options, String> {
         bind: IpAddr::from([127, 0, 0, 1]),
         port: 6379,
         maxclients: gsm_kv::server::MAX_CLIENTS,
+        cluster: false,
+        announce: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -45,6 +53,14 @@ fn parse_args() -> Result<gsm_kv::server::Options, String> {
                     Ok(n) if n > 0 => n,
                     _ => return Err(format!("--maxclients: `{v}` is not a positive number")),
                 };
+            }
+            "--cluster" => options.cluster = true,
+            "--cluster-announce-ip" => {
+                let v = value()?;
+                options.announce =
+                    Some(v.parse().map_err(|_| {
+                        format!("--cluster-announce-ip: `{v}` is not an IP address")
+                    })?);
             }
             "-h" | "--help" => {
                 println!("{USAGE}");

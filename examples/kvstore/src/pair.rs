@@ -14,7 +14,8 @@
 use gossamer::Trust;
 
 use crate::command::{Move, MoveKind};
-use crate::dispatch::{answer, shard_of};
+use crate::dispatch::answer;
+use crate::route::Shards;
 use crate::shard::{Answer, Op, Shard};
 
 /// Keys and their values.
@@ -23,11 +24,10 @@ type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 /// `MSETNX` over several shards: each sets its keys if none of them exists; if one shard
 /// found a key, the others' keys are deleted again (those still holding the value set) and the
 /// answer is 0. Another client may see some of the keys set meanwhile, which Redis never shows.
-pub fn msetnx(shards: &[Trust<Shard>], pairs: Pairs) -> Vec<u8> {
-    let n = shards.len();
+pub fn msetnx(shards: &Shards, pairs: Pairs) -> Vec<u8> {
     let mut by: Vec<(usize, Pairs)> = Vec::new();
     for (k, v) in pairs {
-        let s = shard_of(&k, n);
+        let s = shards.shard_of(&k);
         match by.iter_mut().find(|g| g.0 == s) {
             Some(g) => g.1.push((k, v)),
             None => by.push((s, vec![(k, v)])),
@@ -72,9 +72,11 @@ fn call(shard: &Trust<Shard>, op: Op) -> Answer {
 }
 
 /// Moves or copies `m.src` to `m.dst` (on different shards); the reply, encoded.
-pub fn run(shards: &[Trust<Shard>], m: Move) -> Vec<u8> {
-    let n = shards.len();
-    let (from, to) = (&shards[shard_of(&m.src, n)], &shards[shard_of(&m.dst, n)]);
+pub fn run(shards: &Shards, m: Move) -> Vec<u8> {
+    let (from, to) = (
+        &shards[shards.shard_of(&m.src)],
+        &shards[shards.shard_of(&m.dst)],
+    );
     let mut out = Vec::new();
     let done = match step(from, to, m) {
         Ok(a) | Err(a) => a,

@@ -12,6 +12,12 @@
 //! Every worker runs a housekeeping loop, woken every 100 ms by a timer in its reactor
 //! (`gossamer::reactor::Interval`), that purges expired keys of its shard.
 //!
+//! In cluster mode (`--cluster`, `cluster.rs`) every worker listens, on `--port` plus its index
+//! among the workers of its host (rank by rank), serves the connections it accepts itself, and
+//! the table every worker gets holds each worker's address too (the address it is announced at:
+//! `--bind`, or for an address of every interface `--cluster-announce-ip`, or the host's first
+//! IPv4 address that is not a loopback one).
+//!
 //! `SHUTDOWN` (or `redis-cli shutdown nosave`, or SIGTERM/SIGINT to any rank, seen within
 //! 100 ms) sets a stop flag on every rank (`state.rs`), by a closure delegated to the first shard
 //! of each; each worker then ends its loops, its connections close, and the job ends normally. A
@@ -25,7 +31,9 @@ use std::time::{Duration, Instant};
 
 use gossamer::{Trust, WorkerId};
 
+use crate::cluster::{Cluster, Node};
 use crate::conn;
+use crate::route::{Rule, Shards};
 use crate::shard::Shard;
 use crate::state::{self, Ctx, shutdown, stopping};
 use crate::sys;
@@ -38,6 +46,10 @@ pub struct Options {
     /// The most clients a rank serves at once (lowered at start to what the descriptor limit
     /// allows, as Redis does).
     pub maxclients: usize,
+    /// Cluster mode: every worker a shard with its own port (`cluster.rs`).
+    pub cluster: bool,
+    /// The address shards are announced at when `bind` is every interface's.
+    pub announce: Option<IpAddr>,
 }
 
 /// Redis's default `maxclients`.
@@ -71,8 +83,12 @@ pub fn serve(options: Options, config: gossamer::Config) -> Result<(), String> {
     results.into_iter().collect()
 }
 
-/// Every worker's trust to its shard, in worker order, on every worker.
-fn shard_table(mine: Trust<Shard>, me: usize, count: usize) -> Vec<Trust<Shard>> {
+/// What worker 0 hands every worker: a name for the job, then every worker's trust and address.
+type Table = (u64, Vec<(Trust<Shard>, Node)>);
+
+/// Every worker's trust to its shard and address, in worker order, on every worker, with a
+/// name for the job that worker 0 draws.
+fn shard_table(mine: (Trust<Shard>, Node), me: usize, count: usize) -> Table {
     if me != 0 {
         gossamer::send(WorkerId::new(0), TAG_SHARD, mine);
         return gossamer::recv(WorkerId::new(0), TAG_TABLE);
@@ -81,37 +97,59 @@ fn shard_table(mine: Trust<Shard>, me: usize, count: usize) -> Vec<Trust<Shard>>
     for w in 1..count {
         table.push(gossamer::recv(WorkerId::new(w), TAG_SHARD));
     }
+    let job: u64 = rand::random();
     for w in 1..count {
-        gossamer::send(WorkerId::new(w), TAG_TABLE, table.clone());
+        gossamer::send(WorkerId::new(w), TAG_TABLE, (job, table.clone()));
     }
     gossamer::flush();
-    table
+    (job, table)
 }
 
-/// The port of this rank: `port` plus its index among the ranks of its host (0 stays 0: every
-/// rank takes a port the system picks, and prints it).
-fn rank_port(port: u16, rank: usize) -> Result<u16, String> {
+/// The place of worker `w` among the listeners of its host, in rank order: its rank's index
+/// among the ranks of its host standalone (one listener per rank), its own index among the
+/// workers of its host in cluster mode.
+fn host_index(w: &gossamer::Worker, cluster: bool) -> usize {
+    let (rank, host) = (w.rank(), gossamer::host_of_rank(w.rank()));
+    let before = (0..rank).filter(|&r| gossamer::host_of_rank(r) == host);
+    if !cluster {
+        return before.count();
+    }
+    let workers: usize = before.map(|r| gossamer::workers_of_rank(r).len()).sum();
+    workers + w.id() - gossamer::workers_of_rank(rank).start
+}
+
+/// The address a shard is announced at in cluster mode.
+fn announced(options: &Options) -> String {
+    if !options.bind.is_unspecified() {
+        return options.bind.to_string();
+    }
+    options
+        .announce
+        .or_else(sys::first_ipv4)
+        .unwrap_or(IpAddr::from([127, 0, 0, 1]))
+        .to_string()
+}
+
+/// The port of the listener at `index` among those of its host: `port` plus the index (0
+/// stays 0: every listener takes a port the system picks, and prints it).
+fn listen_port(port: u16, index: usize) -> Result<u16, String> {
     if port == 0 {
         return Ok(0);
     }
-    let host = gossamer::host_of_rank(rank);
-    let before = (0..rank)
-        .filter(|&r| gossamer::host_of_rank(r) == host)
-        .count();
-    u16::try_from(usize::from(port) + before)
-        .map_err(|_| format!("port {port} + {before} is past 65535"))
+    u16::try_from(usize::from(port) + index)
+        .map_err(|_| format!("port {port} + {index} is past 65535"))
 }
 
 fn worker_main(w: &gossamer::Worker, options: &Options) -> Result<(), String> {
     // Look at the sockets at every 4th idle turn only: an idle worker's looks that find nothing
     // are CPU time the clients on the same cores lose.
     gossamer::reactor::look_every(4);
-    let mine = gossamer::entrust(Shard::new());
-    let shards = shard_table(mine, w.id(), w.count());
     let rank = w.rank();
     let fail = |what: String| -> ! { gossamer::fail_job(format!("gsm-kv: rank {rank}: {what}")) };
-    let port = rank_port(options.port, rank).unwrap_or_else(|e| fail(e));
-    let accepting = gossamer::workers_of_rank(rank).start == w.id();
+    let port =
+        listen_port(options.port, host_index(w, options.cluster)).unwrap_or_else(|e| fail(e));
+    let first = gossamer::workers_of_rank(rank).start == w.id();
+    let accepting = first || options.cluster;
     let listener = if accepting {
         let addr = SocketAddr::new(options.bind, port);
         let l = std::net::TcpListener::bind(addr)
@@ -125,11 +163,24 @@ fn worker_main(w: &gossamer::Worker, options: &Options) -> Result<(), String> {
         Some(l) => l.local_addr().map_or(port, |a| a.port()),
         None => port,
     };
-    if accepting {
+    let node = Node {
+        ip: announced(options),
+        port,
+    };
+    let (job, table) = shard_table((gossamer::entrust(Shard::new()), node), w.id(), w.count());
+    let (trusts, nodes): (Vec<_>, Vec<_>) = table.into_iter().unzip();
+    if first {
         state::set_max_clients(max_clients(options.maxclients, w.count(), rank));
     }
+    let (rule, cluster) = if options.cluster {
+        let me = w.id();
+        (Rule::Slots { me }, Some(Cluster::new(nodes, me, job)))
+    } else {
+        (Rule::Hash, None)
+    };
     let ctx = Rc::new(Ctx {
-        shards,
+        shards: Shards::new(trusts, rule),
+        cluster,
         port,
         started: Instant::now(),
         rank,
@@ -139,15 +190,29 @@ fn worker_main(w: &gossamer::Worker, options: &Options) -> Result<(), String> {
     state::install(Some(ctx.clone()));
     let accept = {
         let ctx = ctx.clone();
-        gossamer::spawn(move || accept_loop(&ctx, listener))
+        let to = if options.cluster {
+            w.id()..w.id() + 1
+        } else {
+            gossamer::workers_of_rank(rank)
+        };
+        gossamer::spawn(move || accept_loop(&ctx, listener, to))
     };
-    if accepting {
+    if first {
         crate::command::set_listen(options.bind.to_string(), port);
         println!(
             "gsm-kv: rank {rank} of {} listening on {}:{port} ({} workers in the job)",
             ctx.ranks,
             options.bind,
             w.count()
+        );
+    }
+    if let Some(c) = &ctx.cluster {
+        let (from, to) = c.slots_of(w.id());
+        println!(
+            "gsm-kv: shard {} of {} (rank {rank}) listening on {}:{port}, slots {from}-{to}",
+            w.id(),
+            w.count(),
+            options.bind,
         );
     }
     // A timerfd in the reactor, not `gossamer::sleep`: a sleeping fiber costs its worker a
@@ -205,14 +270,17 @@ fn refuse(stream: std::net::TcpStream) {
 }
 
 /// The listener's fiber, on the accepting worker: takes new connections and hands them out
-/// round robin to the workers of its rank.
-fn accept_loop(ctx: &Rc<Ctx>, listener: Option<std::net::TcpListener>) {
+/// round robin to the workers `workers` (those of its rank, or itself in cluster mode).
+fn accept_loop(
+    ctx: &Rc<Ctx>,
+    listener: Option<std::net::TcpListener>,
+    workers: std::ops::Range<usize>,
+) {
     let Some(listener) = listener else {
         return;
     };
     let mut listener = gossamer::reactor::Registered::new(listener)
         .unwrap_or_else(|e| gossamer::fail_job(format!("gsm-kv: rank {}: epoll: {e}", ctx.rank)));
-    let workers = gossamer::workers_of_rank(ctx.rank);
     let mut next = 0usize;
     let mut spare = sys::spare_descriptor();
     while !stopping() {

@@ -183,6 +183,9 @@ pub enum Op {
     Object(Vec<u8>, ObjectAsk),
     /// The values of string keys (nil for none), or `WRONGTYPE` if one holds another type.
     Strings(Vec<Vec<u8>>),
+    /// `CLUSTER COUNTKEYSINSLOT` (`None`) or `GETKEYSINSLOT` (at most this many keys) of a
+    /// hash slot.
+    SlotKeys(usize, Option<usize>),
 }
 
 /// What a shard answers.
@@ -276,6 +279,7 @@ impl Shard {
                     | Op::Dump(_)
                     | Op::Restore(..)
                     | Op::Keys { .. }
+                    | Op::SlotKeys(..)
                     | Op::RandomKey
             );
         let now = if needs_clock { now_ms() } else { 0 };
@@ -362,6 +366,7 @@ impl Shard {
             Op::Type(key) => self.key_type(&key, now),
             Op::Keys { pattern, kind } => self.keys(pattern.as_deref(), kind.as_deref(), now),
             Op::RandomKey => self.random_key(now),
+            Op::SlotKeys(slot, count) => self.slot_keys(slot, count, now),
             Op::Persist(key) => match self.live(&key, now) {
                 Some(e) if e.expires.is_some() => {
                     e.expires = None;

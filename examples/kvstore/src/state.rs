@@ -8,8 +8,8 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use gossamer::Trust;
-
+use crate::cluster::Cluster;
+use crate::route::Shards;
 use crate::shard::Shard;
 
 /// Set when the job is to stop (by `SHUTDOWN` from any rank).
@@ -22,8 +22,10 @@ static MAX_CLIENTS: AtomicUsize = AtomicUsize::new(usize::MAX);
 /// What the fibers of one worker share.
 #[derive(Debug)]
 pub struct Ctx {
-    /// Every shard of the job, by worker id.
-    pub shards: Vec<Trust<Shard>>,
+    /// Every shard of the job, by worker id, and how keys map to them.
+    pub shards: Shards,
+    /// The cluster as this worker answers for it, in cluster mode.
+    pub cluster: Option<Cluster>,
     pub port: u16,
     pub started: Instant,
     pub rank: usize,
@@ -181,10 +183,15 @@ fn section(ctx: &Ctx, name: &str, keys: i64) -> String {
     let uptime = ctx.started.elapsed().as_secs();
     match name {
         "server" => format!(
-            "# Server\r\nredis_version:7.0.0\r\ngsm_kv_version:{}\r\nredis_mode:standalone\r\n\
+            "# Server\r\nredis_version:7.0.0\r\ngsm_kv_version:{}\r\nredis_mode:{}\r\n\
              os:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{uptime}\r\n\
              uptime_in_days:{}\r\nexecutable:gsm-kv\r\n",
             env!("CARGO_PKG_VERSION"),
+            if ctx.cluster.is_some() {
+                "cluster"
+            } else {
+                "standalone"
+            },
             std::env::consts::OS,
             std::process::id(),
             ctx.port,
@@ -216,7 +223,10 @@ fn section(ctx: &Ctx, name: &str, keys: i64) -> String {
         }
         "modules" => "# Modules\r\n".into(),
         "errorstats" => "# Errorstats\r\n".into(),
-        "cluster" => "# Cluster\r\ncluster_enabled:0\r\n".into(),
+        "cluster" => format!(
+            "# Cluster\r\ncluster_enabled:{}\r\n",
+            u8::from(ctx.cluster.is_some())
+        ),
         "keyspace" if keys > 0 => {
             format!("# Keyspace\r\ndb0:keys={keys},expires=0,avg_ttl=0\r\n")
         }

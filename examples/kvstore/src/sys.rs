@@ -1,6 +1,6 @@
 //! The operating system calls of the store (the only module that makes any): the limit on open
-//! descriptors, which bounds how many clients a rank can take, and the CPU time and memory
-//! `INFO` reports.
+//! descriptors, which bounds how many clients a rank can take, the CPU time and memory `INFO`
+//! reports, and the host's address a cluster's shard is announced at.
 
 /// Raises the soft limit on open descriptors towards `want` (as far as the hard limit allows,
 /// as Redis does at start) and returns the soft limit then in force, or `None` when the system
@@ -70,4 +70,36 @@ pub fn shut_down(fd: std::os::fd::RawFd) {
     unsafe {
         libc::shutdown(fd, libc::SHUT_RDWR);
     }
+}
+
+/// The first IPv4 address of the host's interfaces that is not a loopback one (`getifaddrs`),
+/// the address a shard of a cluster is announced at when it listens on every interface.
+pub fn first_ipv4() -> Option<std::net::IpAddr> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: `list` is a valid place for the call to store the head of its list.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut at = list;
+    while !at.is_null() && found.is_none() {
+        // SAFETY: `at` is a node of the list `getifaddrs` returned, not freed until below.
+        let entry = unsafe { &*at };
+        let addr = entry.ifa_addr;
+        // SAFETY: a non-null `ifa_addr` points to a `sockaddr` whose family says its type;
+        // for `AF_INET` it is a `sockaddr_in`.
+        if !addr.is_null() && i32::from(unsafe { (*addr).sa_family }) == libc::AF_INET {
+            // SAFETY: as above, the family is `AF_INET`.
+            let v4 = unsafe { &*(addr as *const libc::sockaddr_in) };
+            let ip = std::net::Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr));
+            if !ip.is_loopback() && !ip.is_unspecified() {
+                found = Some(std::net::IpAddr::V4(ip));
+            }
+        }
+        at = entry.ifa_next;
+    }
+    // SAFETY: `list` came from `getifaddrs` and is freed once; no reference into it outlives
+    // this call.
+    unsafe { libc::freeifaddrs(list) };
+    found
 }

@@ -95,6 +95,9 @@ const COMMANDS: &[Row] = &[
     ("client", -2, N, 0, 0, 0),
     ("function", -2, N, 0, 0, 0),
     ("cluster", -2, N, 0, 0, 0),
+    ("asking", 1, NF, 0, 0, 0),
+    ("readonly", 1, NF, 0, 0, 0),
+    ("readwrite", 1, NF, 0, 0, 0),
 ];
 
 fn row(out: &mut Vec<u8>, r: &Row) {
@@ -185,6 +188,31 @@ fn get_keys(argv: &[Vec<u8>]) -> Plan {
         resp::array(o, keys.len());
         keys.iter().for_each(|k| resp::bulk(o, k));
     })
+}
+
+/// The keys of a request (`args` not empty) by the table's positions, as a cluster routes
+/// it; `OBJECT` and `MEMORY USAGE` name theirs after a subcommand. `None` for a command not in
+/// the table or of the wrong arity (planning then answers the error).
+pub fn keys_of(args: &[Vec<u8>]) -> Option<Vec<&[u8]>> {
+    let &(name, arity, _, first, last, step) = find(&args[0])?;
+    let n = args.len() as i64;
+    if (arity > 0 && n != arity) || n < -arity {
+        return None;
+    }
+    let (first, last, step) = match name {
+        "object" | "memory" if n >= 3 => (2, 2, 1),
+        _ => (first, last, step),
+    };
+    if first == 0 {
+        return Some(Vec::new());
+    }
+    let last = if last < 0 { n + last } else { last.min(n - 1) };
+    Some(
+        (first..=last)
+            .step_by(step.max(1) as usize)
+            .filter_map(|i| args.get(i as usize).map(Vec::as_slice))
+            .collect(),
+    )
 }
 
 /// Whether `name` is a command of the table (`COMMAND INFO` knows it).

@@ -35,6 +35,21 @@ impl Shard {
         Answer::Values(keys)
     }
 
+    /// How many live keys of this shard hash to `slot` (`count` `None`), or up to `count` of
+    /// them: a pass over the map, as Redis's own count is of its own keys.
+    pub(super) fn slot_keys(&mut self, slot: usize, count: Option<usize>, now: i64) -> Answer {
+        let mut keys = self
+            .map
+            .iter()
+            .filter(|(_, e)| e.expires.is_none_or(|t| t > now))
+            .filter(|(k, _)| crate::slot::key_slot(k) == slot)
+            .map(|(k, _)| k);
+        match count {
+            None => Answer::Int(keys.count() as i64),
+            Some(n) => Answer::Values(keys.by_ref().take(n).map(|k| Some(k.clone())).collect()),
+        }
+    }
+
     /// A live key of this shard, or nil: the first live one from a random place among the
     /// first [`RANDOM_REACH`] of the map (a hash map has no random access, and a longer walk
     /// would hold the worker on a large shard), so not a uniform draw.
