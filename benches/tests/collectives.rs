@@ -32,7 +32,7 @@ fn positive(rows: &[serde_json::Value], report: &str) {
 #[test]
 fn every_case_has_both_figures_for_one_and_two_workers_per_rank() {
     let (rows, report) = job(&[]);
-    assert_eq!(rows.len(), 16, "{report}");
+    assert_eq!(rows.len(), 22, "{report}");
     positive(&rows, &report);
     let cases: Vec<&str> = rows.iter().filter_map(|r| r["case"].as_str()).collect();
     for workers in ["2 × 1 workers", "2 × 2 workers"] {
@@ -45,6 +45,7 @@ fn every_case_has_both_figures_for_one_and_two_workers_per_rank() {
             "allgather 1 KiB",
             "alltoall 1 KiB",
             "allreduce 1 KiB f64 sum, after the 1 MiB cases",
+            "overlap: allreduce_async 1 MiB",
         ] {
             assert!(
                 cases

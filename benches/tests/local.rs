@@ -47,9 +47,22 @@ const COUNTER_CASES: [(&str, &str); 3] = [
 /// a peer (worker 1's part of a counter case, right below it).
 fn expected_rows() -> Vec<(&'static str, Option<&'static str>)> {
     let mut rows = Vec::new();
-    for (case, part) in COUNTER_CASES {
+    for (i, (case, part)) in COUNTER_CASES.into_iter().enumerate() {
         rows.extend(COUNTER_PEERS.map(|p| (case, Some(p))));
         rows.push((part, None));
+        if i == 0 {
+            // The promises beside apply_then, from the same run.
+            rows.extend([
+                (
+                    "counter: apply_async (promises), beside apply_then",
+                    Some("gsm counter apply_then"),
+                ),
+                (
+                    "counter: apply_async (promises): worker 1's share, beside apply_then's",
+                    Some("gsm counter apply_then, worker 1 only"),
+                ),
+            ]);
+        }
     }
     rows.extend([
         ("map 50/50: one trust (on worker 0)", Some("Mutex<HashMap>")),

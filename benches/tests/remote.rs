@@ -29,6 +29,7 @@ fn check_rows(rows: &[serde_json::Value], fabric: &str, btl: &str, report: &str)
     for wanted in [
         "round trip",
         "throughput: apply_then, 8-byte",
+        "throughput: apply_async (promises)",
         "both ways",
         "bandwidth: apply_with of a 1 MiB record",
     ] {
@@ -45,6 +46,9 @@ fn check_rows(rows: &[serde_json::Value], fabric: &str, btl: &str, report: &str)
         if case.starts_with("bandwidth") {
             // The large record's peer is iperf3 between the same two ranks.
             assert!(peer.starts_with("iperf3 -c "), "{peer}");
+        } else if case.contains("apply_async") {
+            // The promises' peer is apply_then in the same run, over the same fabric.
+            assert!(peer.contains(&format!("[gsm {fabric}]")), "{peer}");
         } else {
             assert!(peer.contains(&format!("[MPI btl {btl}]")), "{peer}");
         }
@@ -59,13 +63,13 @@ fn check_rows(rows: &[serde_json::Value], fabric: &str, btl: &str, report: &str)
 #[test]
 fn remote_over_shm_reports_both_figures_of_every_case() {
     let (rows, report) = remote_job(None, None);
-    assert_eq!(rows.len(), 4, "{report}");
+    assert_eq!(rows.len(), 5, "{report}");
     check_rows(&rows, "shm", "default", &report);
 }
 
 #[test]
 fn remote_over_tcp_reports_both_figures_of_every_case() {
     let (rows, report) = remote_job(Some("tcp"), Some("self,tcp"));
-    assert_eq!(rows.len(), 4, "{report}");
+    assert_eq!(rows.len(), 5, "{report}");
     check_rows(&rows, "tcp", "self,tcp", &report);
 }

@@ -73,10 +73,28 @@ fn quick_smallest_point_reports_its_shape() {
     assert!(report["ring_bytes"].as_u64().unwrap() > 0, "{report}");
     let predictions = report["predictions"].as_array().expect("predictions");
     let hosts: Vec<_> = predictions.iter().map(|p| p["hosts"].as_u64()).collect();
-    assert_eq!(hosts, [Some(64), Some(1024)], "{report}");
+    assert_eq!(
+        hosts,
+        [Some(64), Some(64), Some(1024), Some(1024)],
+        "{report}"
+    );
+    // Each host count is asked for a worker talking to 8 remote peers, then to all of them.
+    let peers: Vec<_> = predictions.iter().map(|p| p["peers"].as_u64()).collect();
+    assert_eq!(peers, [Some(8), None, Some(8), None], "{report}");
     for p in predictions {
         assert_eq!(p["workers"], 128, "{p}");
-        assert!(p["computed_bytes"].as_u64().unwrap() > 0, "{p}");
+        for key in [
+            "places_main",
+            "places_now",
+            "rings_at_start",
+            "rings_on_use",
+        ] {
+            assert!(p[key].as_f64().unwrap_or(0.0) > 0.0, "{key} in {p}");
+        }
+        assert!(
+            p["places_now"].as_f64() < p["places_main"].as_f64(),
+            "places made on first use cost no less than main's: {p}"
+        );
         assert!(p["connections"].as_u64().unwrap() > 0, "{p}");
     }
     let svg = std::fs::read_to_string(plot.join("scale-rss.svg")).expect("the chart");

@@ -118,6 +118,7 @@ fn start(prepared: &Prepared) -> Result<i32, Error> {
     names::check(
         &prepared.placement,
         &prepared.source,
+        prepared.spec.launch_agent.as_deref(),
         hostfile_text.as_deref(),
     )?;
     if prepared

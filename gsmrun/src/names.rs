@@ -3,9 +3,10 @@
 //! instead of after the launcher's own pages of text (Open MPI's ORTE printed about 20 lines and
 //! gsmrun then exited 1).
 //!
-//! Decisions: only hosts the user wrote (a hostfile or `-H`) are looked up; node names from a
-//! Slurm or PBS allocation are the scheduler's to reach, and may not resolve on the submitting
-//! host. The look-ups run at once, each in its own thread, for at most [`LOOKUP_WAIT`] together:
+//! Decisions: only hosts the user wrote (a hostfile or `-H`) are looked up, and only when no
+//! `--launch-agent` is given; node names from a Slurm or PBS allocation are the scheduler's to
+//! reach, and names under a launch agent are the agent's (a namespace's `nsrsh` knows names the
+//! resolver does not), so neither need resolve on the submitting host. The look-ups run at once, each in its own thread, for at most [`LOOKUP_WAIT`] together:
 //! a name still being looked up then judges nothing (a slow resolver is not a wrong name), and the
 //! launcher goes on as before.
 
@@ -19,8 +20,14 @@ pub const LOOKUP_WAIT: Duration = Duration::from_millis(800);
 
 /// Refuse the job when a host that runs one of its ranks, written in `source`, has a name that
 /// does not resolve. `text` is the hostfile's text, when there is one, to say the line.
-pub fn check(placement: &Placement, source: &HostSource, text: Option<&str>) -> Result<(), Error> {
-    if !matches!(source, HostSource::Hostfile(_) | HostSource::HostOption) {
+pub fn check(
+    placement: &Placement,
+    source: &HostSource,
+    launch_agent: Option<&str>,
+    text: Option<&str>,
+) -> Result<(), Error> {
+    if launch_agent.is_some() || !matches!(source, HostSource::Hostfile(_) | HostSource::HostOption)
+    {
         return Ok(());
     }
     let mut names: Vec<&str> = Vec::new();
@@ -39,7 +46,7 @@ pub fn check(placement: &Placement, source: &HostSource, text: Option<&str>) -> 
         n => format!(" (and {} more: {})", n - 1, shown_list(&bad[1..])),
     };
     Err(Error::Usage(format!(
-        "host {}{}{more} does not resolve: a typing error, or a name this host's resolver does \
+        "host {}{more}{} does not resolve: a typing error, or a name this host's resolver does \
          not know (check /etc/hosts or DNS); no rank was started",
         crate::shown(first),
         written_at(first, source, text),
